@@ -1,0 +1,146 @@
+package policy
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+
+	"github.com/pelletier/go-toml/v2"
+)
+
+// Config mirrors config.toml. Pointer fields distinguish "absent" from the
+// zero value so that defaults and flags layer correctly.
+type Config struct {
+	SandboxMode           *string               `toml:"sandbox_mode"`
+	SandboxWorkspaceWrite WorkspaceWriteSection `toml:"sandbox_workspace_write"`
+	Windows               WindowsSection        `toml:"windows"`
+	Linux                 LinuxSection          `toml:"linux"`
+
+	// Path is the file the config was read from, for error messages.
+	Path string `toml:"-"`
+}
+
+// WorkspaceWriteSection is [sandbox_workspace_write].
+type WorkspaceWriteSection struct {
+	WritableRoots       []string `toml:"writable_roots"`
+	NetworkAccess       *bool    `toml:"network_access"`
+	ExcludeTmpdirEnvVar *bool    `toml:"exclude_tmpdir_env_var"`
+	ExcludeSlashTmp     *bool    `toml:"exclude_slash_tmp"`
+	// ProtectedSubpaths replaces the default list of names kept read-only
+	// inside every writable root (.git, .codex, .agents).
+	ProtectedSubpaths []string `toml:"protected_subpaths"`
+}
+
+// WindowsSection is [windows].
+type WindowsSection struct {
+	Sandbox *string `toml:"sandbox"`
+}
+
+// LinuxSection is [linux].
+type LinuxSection struct {
+	// AllowDegraded opts into running with Landlock and seccomp only when
+	// user namespaces are unavailable, accepting the guarantees that lost.
+	AllowDegraded *bool `toml:"allow_degraded"`
+}
+
+// DefaultConfigPath returns where config.toml is looked for when --config
+// is not given: $XDG_CONFIG_HOME/agentbox (or ~/.config/agentbox) on Unix,
+// %APPDATA%\agentbox on Windows.
+func DefaultConfigPath(getenv func(string) string) string {
+	if runtime.GOOS == "windows" {
+		if d := getenv("APPDATA"); d != "" {
+			return filepath.Join(d, "agentbox", "config.toml")
+		}
+		return ""
+	}
+	if d := getenv("XDG_CONFIG_HOME"); d != "" && filepath.IsAbs(d) {
+		return filepath.Join(d, "agentbox", "config.toml")
+	}
+	if h := getenv("HOME"); h != "" {
+		return filepath.Join(h, ".config", "agentbox", "config.toml")
+	}
+	return ""
+}
+
+// LoadConfig reads and strictly validates a config file. Unknown keys, wrong
+// types and invalid values are errors naming the key and the file.
+func LoadConfig(path string) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	return ParseConfig(path, data)
+}
+
+// ParseConfig is LoadConfig on bytes already read; path is used in messages.
+func ParseConfig(path string, data []byte) (*Config, error) {
+	var c Config
+	dec := toml.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&c); err != nil {
+		return nil, configError(path, err)
+	}
+	c.Path = path
+	if err := c.validate(); err != nil {
+		return nil, err
+	}
+	return &c, nil
+}
+
+func configError(path string, err error) error {
+	var strict *toml.StrictMissingError
+	if errors.As(err, &strict) {
+		var keys []string
+		for _, e := range strict.Errors {
+			keys = append(keys, strings.Join(e.Key(), "."))
+		}
+		return fmt.Errorf("config %s: unknown key %s (remove it or check the spelling)", path, strings.Join(keys, ", "))
+	}
+	var de *toml.DecodeError
+	if errors.As(err, &de) {
+		row, col := de.Position()
+		key := strings.Join(de.Key(), ".")
+		if key != "" {
+			return fmt.Errorf("config %s:%d:%d: key %s: %s", path, row, col, key, de.Error())
+		}
+		return fmt.Errorf("config %s:%d:%d: %s", path, row, col, de.Error())
+	}
+	return fmt.Errorf("config %s: %w", path, err)
+}
+
+func (c *Config) validate() error {
+	if c.SandboxMode != nil {
+		if _, err := ParseMode(*c.SandboxMode); err != nil {
+			return fmt.Errorf("config %s: key sandbox_mode: %w", c.Path, err)
+		}
+	}
+	if c.Windows.Sandbox != nil {
+		if _, err := ParseWindowsSandbox(*c.Windows.Sandbox); err != nil {
+			return fmt.Errorf("config %s: key windows.sandbox: %w", c.Path, err)
+		}
+	}
+	for _, r := range c.SandboxWorkspaceWrite.WritableRoots {
+		if r == "" {
+			return fmt.Errorf("config %s: key sandbox_workspace_write.writable_roots: empty path", c.Path)
+		}
+	}
+	for _, n := range c.SandboxWorkspaceWrite.ProtectedSubpaths {
+		if err := validProtectedName(n); err != nil {
+			return fmt.Errorf("config %s: key sandbox_workspace_write.protected_subpaths: %w", c.Path, err)
+		}
+	}
+	return nil
+}
+
+// validProtectedName accepts a single path component: protection is applied
+// to a name directly inside each writable root.
+func validProtectedName(n string) error {
+	if n == "" || n == "." || n == ".." || strings.ContainsAny(n, `/\`) || strings.ContainsRune(n, 0) {
+		return fmt.Errorf("%q is not a single file name", n)
+	}
+	return nil
+}

@@ -1,0 +1,282 @@
+package policy
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+)
+
+// DefaultProtectedNames are kept read-only inside every writable root.
+var DefaultProtectedNames = []string{".git", ".codex", ".agents"}
+
+// Options are the inputs a caller (usually the CLI) gives to [Resolve].
+// Zero values mean "not given": config and defaults apply.
+type Options struct {
+	Mode          Mode     // from -s; "" = config or default
+	Cwd           string   // from -C; "" = the current directory
+	AddDirs       []string // from --add-dir
+	Network       *bool    // from --network
+	AllowDegraded *bool    // from --allow-degraded
+	Config        *Config  // nil = no config file
+
+	// Getenv reads the environment ($TMPDIR, %TEMP%); nil means os.Getenv.
+	Getenv func(string) string
+	// GOOS selects the temp-dir rules; "" means runtime.GOOS.
+	GOOS string
+}
+
+// Policy is the resolved, immutable description of one sandboxed command.
+// All paths are absolute and free of symlinks.
+type Policy struct {
+	Mode Mode
+	// Cwd is the workspace and the command's working directory.
+	Cwd string
+	// WritableRoots are the directories writable beneath, sorted so a parent
+	// precedes its children. Empty unless Mode is WorkspaceWrite.
+	WritableRoots []string
+	// Protected are paths kept read-only although they lie inside (or are
+	// referenced from) a writable root, sorted by path.
+	Protected []Protected
+	// ProtectedNames are the names protected in every writable root.
+	ProtectedNames []string
+	Network        bool
+	Windows        WindowsSandbox
+	AllowDegraded  bool
+}
+
+// ProtectedKind says what is on disk at a protected path.
+type ProtectedKind int
+
+const (
+	// Missing: nothing exists yet; the backend must stop it being created.
+	Missing ProtectedKind = iota
+	// Dir is an existing directory.
+	Dir
+	// File is an existing regular file (for example a worktree's .git file).
+	File
+	// Symlink is an existing symbolic link; its target is protected too.
+	Symlink
+)
+
+func (k ProtectedKind) String() string {
+	return [...]string{"missing", "dir", "file", "symlink"}[k]
+}
+
+// Protected is one read-only carve-out.
+type Protected struct {
+	Path string
+	Kind ProtectedKind
+	// Root is the innermost writable root containing Path, or "" when the
+	// path lies outside every writable root (then it is read-only anyway).
+	Root string
+	// Why explains the protection in messages: ".git in /w", "gitdir of /w/.git".
+	Why string
+}
+
+// Resolve turns options and config into a Policy. It fails when a writable
+// root does not exist or is not a directory, naming it.
+func Resolve(o Options) (*Policy, error) {
+	getenv := o.Getenv
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	goos := o.GOOS
+	if goos == "" {
+		goos = runtime.GOOS
+	}
+	cfg := o.Config
+	if cfg == nil {
+		cfg = &Config{}
+	}
+	ww := cfg.SandboxWorkspaceWrite
+
+	p := &Policy{Mode: WorkspaceWrite, Windows: Unelevated, ProtectedNames: DefaultProtectedNames}
+	if cfg.SandboxMode != nil {
+		p.Mode = Mode(*cfg.SandboxMode)
+	}
+	if o.Mode != "" {
+		m, err := ParseMode(string(o.Mode))
+		if err != nil {
+			return nil, err
+		}
+		p.Mode = m
+	}
+	if cfg.Windows.Sandbox != nil {
+		p.Windows = WindowsSandbox(*cfg.Windows.Sandbox)
+	}
+	if ww.NetworkAccess != nil {
+		p.Network = *ww.NetworkAccess
+	}
+	if o.Network != nil {
+		p.Network = *o.Network
+	}
+	if p.Mode == DangerFullAccess {
+		p.Network = true
+	}
+	if cfg.Linux.AllowDegraded != nil {
+		p.AllowDegraded = *cfg.Linux.AllowDegraded
+	}
+	if o.AllowDegraded != nil {
+		p.AllowDegraded = *o.AllowDegraded
+	}
+	if ww.ProtectedSubpaths != nil {
+		for _, n := range ww.ProtectedSubpaths {
+			if err := validProtectedName(n); err != nil {
+				return nil, fmt.Errorf("protected_subpaths: %w", err)
+			}
+		}
+		p.ProtectedNames = slices.Clone(ww.ProtectedSubpaths)
+	}
+
+	cwd := o.Cwd
+	if cwd == "" {
+		wd, err := os.Getwd()
+		if err != nil {
+			return nil, fmt.Errorf("current directory: %w", err)
+		}
+		cwd = wd
+	}
+	c, err := resolveDir(cwd, "", "workspace (-C)")
+	if err != nil {
+		return nil, err
+	}
+	p.Cwd = c
+
+	if p.Mode != WorkspaceWrite {
+		return p, nil
+	}
+
+	type root struct{ path, what string }
+	roots := []root{{c, "workspace"}}
+	for _, d := range o.AddDirs {
+		roots = append(roots, root{d, "--add-dir"})
+	}
+	for _, d := range ww.WritableRoots {
+		what := "writable_roots"
+		if cfg.Path != "" {
+			what = fmt.Sprintf("writable_roots in %s", cfg.Path)
+		}
+		roots = append(roots, root{d, what})
+	}
+	excl := func(b *bool) bool { return b != nil && *b }
+	if goos == "windows" {
+		if !excl(ww.ExcludeTmpdirEnvVar) {
+			for _, v := range []string{"TEMP", "TMP"} {
+				if d := getenv(v); d != "" {
+					roots = append(roots, root{d, "%" + v + "%"})
+				}
+			}
+		}
+	} else {
+		if !excl(ww.ExcludeSlashTmp) {
+			if _, err := os.Stat("/tmp"); err == nil {
+				roots = append(roots, root{"/tmp", "/tmp"})
+			}
+		}
+		if !excl(ww.ExcludeTmpdirEnvVar) {
+			if d := getenv("TMPDIR"); d != "" {
+				roots = append(roots, root{d, "$TMPDIR"})
+			}
+		}
+	}
+
+	seen := map[string]bool{}
+	for _, r := range roots {
+		abs, err := resolveDir(r.path, c, r.what)
+		if err != nil {
+			return nil, err
+		}
+		if !seen[abs] {
+			seen[abs] = true
+			p.WritableRoots = append(p.WritableRoots, abs)
+		}
+	}
+	slices.SortFunc(p.WritableRoots, comparePaths)
+
+	prot, err := protectedPaths(p.WritableRoots, p.ProtectedNames)
+	if err != nil {
+		return nil, err
+	}
+	p.Protected = prot
+	return p, nil
+}
+
+// resolveDir makes dir absolute (relative to base), resolves symlinks and
+// checks it is an existing directory.
+func resolveDir(dir, base, what string) (string, error) {
+	if !filepath.IsAbs(dir) {
+		if base == "" {
+			abs, err := filepath.Abs(dir)
+			if err != nil {
+				return "", fmt.Errorf("%s %s: %w", what, dir, err)
+			}
+			dir = abs
+		} else {
+			dir = filepath.Join(base, dir)
+		}
+	}
+	real, err := filepath.EvalSymlinks(dir)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return "", fmt.Errorf("%s %s does not exist (create it or fix the path)", what, dir)
+		}
+		return "", fmt.Errorf("%s %s: %w", what, dir, err)
+	}
+	fi, err := os.Stat(real)
+	if err != nil {
+		return "", fmt.Errorf("%s %s: %w", what, dir, err)
+	}
+	if !fi.IsDir() {
+		return "", fmt.Errorf("%s %s is not a directory", what, dir)
+	}
+	return filepath.Clean(real), nil
+}
+
+// comparePaths orders paths so that a directory precedes everything inside
+// it, whatever characters follow the separator.
+func comparePaths(a, b string) int {
+	return strings.Compare(strings.ReplaceAll(a, string(filepath.Separator), "\x00"),
+		strings.ReplaceAll(b, string(filepath.Separator), "\x00"))
+}
+
+// Within reports whether path is root or lies beneath it.
+func Within(path, root string) bool {
+	if path == root {
+		return true
+	}
+	if !strings.HasSuffix(root, string(filepath.Separator)) {
+		root += string(filepath.Separator)
+	}
+	return strings.HasPrefix(path, root)
+}
+
+// InnermostRoot returns the deepest root containing path, or "".
+func InnermostRoot(path string, roots []string) string {
+	best := ""
+	for _, r := range roots {
+		if Within(path, r) && len(r) > len(best) {
+			best = r
+		}
+	}
+	return best
+}
+
+// IsWritable reports whether the policy lets the command write at path
+// (absolute, symlink-free): beneath a writable root and not beneath a
+// protected path. Backends use it to plan; enforcement is theirs.
+func (p *Policy) IsWritable(path string) bool {
+	if InnermostRoot(path, p.WritableRoots) == "" {
+		return false
+	}
+	for _, pr := range p.Protected {
+		if Within(path, pr.Path) {
+			return false
+		}
+	}
+	return true
+}

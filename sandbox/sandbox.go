@@ -1,0 +1,287 @@
+// Package sandbox runs commands under a [policy.Policy], with an API shaped
+// like os/exec: build a [Cmd] with [CommandContext], then Start and Wait, or
+// Run. Cancelling the context kills the whole process tree, not just the
+// direct child.
+//
+// # Backends
+//
+// Linux uses namespaces, mounts, Landlock and seccomp (see internal/linux);
+// Windows uses a synthetic SID, ACLs and a write-restricted token
+// (internal/windows); macOS uses a generated Seatbelt profile
+// (internal/darwin). A policy restriction a backend cannot apply is an
+// error from Start: nothing runs.
+//
+// # Linux re-exec
+//
+// On Linux the backend re-executes the current binary to build the sandbox
+// before running the command. Programs that use this package must call
+// [Main] first thing in main.
+package sandbox
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/agentbox/agentbox/policy"
+)
+
+// ErrUnsupported is wrapped by errors for features a platform lacks.
+var ErrUnsupported = errors.New("unsupported on this platform")
+
+// Cmd is a command to run inside the sandbox. Fields mirror exec.Cmd.
+type Cmd struct {
+	// Policy is what the command may do. Required.
+	Policy *policy.Policy
+	// Path is the command to run; it is looked up in PATH inside the
+	// sandbox when it contains no separator.
+	Path string
+	// Args holds the command line, including the command as Args[0].
+	Args []string
+	// Env is the environment; nil means the current process's.
+	Env []string
+	// Stdin, Stdout and Stderr as in exec.Cmd. An *os.File is passed
+	// straight through, so a terminal stays a terminal.
+	Stdin          io.Reader
+	Stdout, Stderr io.Writer
+	// WaitDelay bounds how long Wait waits for I/O after the command exits
+	// or is killed, as in exec.Cmd.
+	WaitDelay time.Duration
+	// Diagnostics receives the one-line notes a backend prints about what
+	// it could not enforce (for example advisory-only network blocking).
+	// nil discards them.
+	Diagnostics io.Writer
+
+	// ProcessState is set by Wait.
+	ProcessState *Status
+
+	ctx      context.Context
+	proc     process
+	done     chan struct{}
+	started  bool
+	finished bool
+	mu       sync.Mutex
+}
+
+// Status is how a sandboxed command ended.
+type Status struct {
+	// Code is the exit code when the command exited normally.
+	Code int
+	// Signal is the number of the signal that killed it, or 0.
+	Signal int
+	// TimedOut is set when the context's deadline ended the command.
+	TimedOut bool
+}
+
+// ExitCode follows the shell convention: the exit code, or 128+N when the
+// command died of signal N.
+func (s *Status) ExitCode() int {
+	if s.Signal != 0 {
+		return 128 + s.Signal
+	}
+	return s.Code
+}
+
+// Success reports whether the command exited with status 0.
+func (s *Status) Success() bool { return s.Signal == 0 && s.Code == 0 }
+
+func (s *Status) String() string {
+	switch {
+	case s.TimedOut:
+		return "timed out"
+	case s.Signal != 0:
+		return "signal " + strconv.Itoa(s.Signal)
+	default:
+		return "exit status " + strconv.Itoa(s.Code)
+	}
+}
+
+// ExitError reports a command that ran and did not exit 0.
+type ExitError struct {
+	*Status
+	// Stderr holds captured standard error when Output was used.
+	Stderr []byte
+}
+
+func (e *ExitError) Error() string { return e.Status.String() }
+
+// StartError is a failure to start the command inside the sandbox. Code is
+// the exit status the CLI reports for it: 125 (agentbox could not build or
+// enforce the sandbox), 126 (not executable) or 127 (not found).
+type StartError struct {
+	Code int
+	Err  error
+}
+
+func (e *StartError) Error() string { return e.Err.Error() }
+func (e *StartError) Unwrap() error { return e.Err }
+
+// Exit codes for failures of agentbox itself, as the CLI contract defines.
+const (
+	CodeSandboxFailure = 125
+	CodeNotExecutable  = 126
+	CodeNotFound       = 127
+)
+
+// process is what a backend hands back after starting a command.
+type process interface {
+	// Wait blocks until the command and its whole tree are gone.
+	Wait() (*Status, error)
+	// Signal forwards a signal to the sandboxed command.
+	Signal(os.Signal) error
+	// Kill ends the whole tree at once.
+	Kill() error
+}
+
+// Command returns a Cmd for name with args under pol.
+func Command(pol *policy.Policy, name string, args ...string) *Cmd {
+	return &Cmd{Policy: pol, Path: name, Args: append([]string{name}, args...)}
+}
+
+// CommandContext is Command with a context whose end kills the whole tree.
+func CommandContext(ctx context.Context, pol *policy.Policy, name string, args ...string) *Cmd {
+	if ctx == nil {
+		panic("sandbox: nil Context")
+	}
+	c := Command(pol, name, args...)
+	c.ctx = ctx
+	return c
+}
+
+// Start starts the command; it does not wait for it.
+func (c *Cmd) Start() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.started {
+		return errors.New("sandbox: already started")
+	}
+	c.started = true
+	if c.Policy == nil {
+		return &StartError{CodeSandboxFailure, errors.New("sandbox: no policy")}
+	}
+	if c.Path == "" || len(c.Args) == 0 {
+		return &StartError{CodeSandboxFailure, errors.New("sandbox: no command")}
+	}
+	if c.ctx != nil {
+		if err := c.ctx.Err(); err != nil {
+			return err
+		}
+	}
+	if c.Env == nil {
+		c.Env = os.Environ()
+	}
+	p, err := start(c)
+	if err != nil {
+		return err
+	}
+	c.proc = p
+	c.done = make(chan struct{})
+	if c.ctx != nil && c.ctx.Done() != nil {
+		go func() {
+			select {
+			case <-c.ctx.Done():
+				c.proc.Kill()
+			case <-c.done:
+			}
+		}()
+	}
+	return nil
+}
+
+// Signal sends sig to the sandboxed command (not to agentbox's helpers).
+func (c *Cmd) Signal(sig os.Signal) error {
+	if c.proc == nil {
+		return errors.New("sandbox: not started")
+	}
+	return c.proc.Signal(sig)
+}
+
+// Wait waits for the command and every process it started to be gone.
+func (c *Cmd) Wait() error {
+	if c.proc == nil {
+		return errors.New("sandbox: not started")
+	}
+	if c.finished {
+		return errors.New("sandbox: Wait was already called")
+	}
+	c.finished = true
+	st, err := c.proc.Wait()
+	close(c.done)
+	if err != nil {
+		return err
+	}
+	if c.ctx != nil && errors.Is(c.ctx.Err(), context.DeadlineExceeded) {
+		st.TimedOut = true
+	}
+	c.ProcessState = st
+	if !st.Success() {
+		return &ExitError{Status: st}
+	}
+	return nil
+}
+
+// Run starts the command and waits for it.
+func (c *Cmd) Run() error {
+	if err := c.Start(); err != nil {
+		return err
+	}
+	return c.Wait()
+}
+
+// Output runs the command and returns its standard output.
+func (c *Cmd) Output() ([]byte, error) {
+	if c.Stdout != nil {
+		return nil, errors.New("sandbox: Stdout already set")
+	}
+	var stdout, stderr bytes.Buffer
+	c.Stdout = &stdout
+	captureErr := c.Stderr == nil
+	if captureErr {
+		c.Stderr = &stderr
+	}
+	err := c.Run()
+	if ee, ok := err.(*ExitError); ok && captureErr {
+		ee.Stderr = stderr.Bytes()
+	}
+	return stdout.Bytes(), err
+}
+
+// CombinedOutput runs the command and returns stdout and stderr together.
+func (c *Cmd) CombinedOutput() ([]byte, error) {
+	if c.Stdout != nil || c.Stderr != nil {
+		return nil, errors.New("sandbox: Stdout or Stderr already set")
+	}
+	var b syncBuffer
+	c.Stdout, c.Stderr = &b, &b
+	err := c.Run()
+	return b.Bytes(), err
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) Bytes() []byte {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Bytes()
+}
+
+func (c *Cmd) diag(format string, args ...any) {
+	if c.Diagnostics != nil {
+		fmt.Fprintf(c.Diagnostics, "agentbox: "+format+"\n", args...)
+	}
+}
