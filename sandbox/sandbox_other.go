@@ -3,7 +3,11 @@
 package sandbox
 
 import (
+	"context"
+	"io"
+
 	"fmt"
+	"github.com/agentbox/agentbox/policy"
 	"runtime"
 )
 
@@ -13,3 +17,13 @@ func start(c *Cmd) (process, error) {
 
 // Main is a no-op where there is no re-exec stage.
 func Main() {}
+
+func doctor(pol *policy.Policy) *Report {
+	return &Report{OS: runtime.GOOS, Backend: "none", Missing: []string{"no sandbox backend for " + runtime.GOOS}}
+}
+
+func setup(ctx context.Context, pol *policy.Policy, out io.Writer) error {
+	return fmt.Errorf("agentbox setup on %s: %w", runtime.GOOS, ErrUnsupported)
+}
+
+func cleanup(ctx context.Context, out io.Writer) error { return nil }
