@@ -1,0 +1,214 @@
+package seccomp
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Action is a seccomp filter return value (SECCOMP_RET_*).
+type Action uint32
+
+// Linux errno values. They are spelled out instead of taken from package
+// syscall because this file compiles on every GOOS, and syscall.EPERM on
+// Windows is not the Linux number. Both supported architectures use the
+// generic errno table.
+const (
+	errnoEPERM  = 1
+	errnoENOSYS = 38
+)
+
+const (
+	retErrno Action = 0x00050000 // SECCOMP_RET_ERRNO; low 16 bits are the errno
+	retAllow Action = 0x7fff0000 // SECCOMP_RET_ALLOW
+)
+
+const (
+	// ActAllow lets the syscall run.
+	ActAllow = retAllow
+	// ActEPERM fails the syscall with EPERM. Denials use an errno rather
+	// than killing the process so that tools print an ordinary
+	// "operation not permitted" and the agent can read it.
+	ActEPERM = retErrno | errnoEPERM
+	// ActENOSYS fails the syscall with ENOSYS, which libc treats as
+	// "kernel too old" and answers by falling back to an older syscall.
+	ActENOSYS = retErrno | errnoENOSYS
+)
+
+func (a Action) String() string {
+	switch a {
+	case ActAllow:
+		return "allow"
+	case ActEPERM:
+		return "errno(EPERM)"
+	case ActENOSYS:
+		return "errno(ENOSYS)"
+	}
+	if a&0xffff0000 == retErrno {
+		return fmt.Sprintf("errno(%d)", a&0xffff)
+	}
+	return fmt.Sprintf("action(%#x)", uint32(a))
+}
+
+// Matcher is a condition on a syscall's arguments. Only the
+// implementations in this package exist (the interface has an unexported
+// method), so every matcher has a known translation to BPF.
+//
+// All matchers compare the low 32 bits of an argument only. That is
+// exact for every argument this package inspects: ioctl's request and
+// socket's family are truncated to 32 bits by the kernel, clone takes
+// lower_32_bits of its flags, and unshare rejects any high bit with
+// EINVAL on its own. Ignoring the high word therefore cannot turn a
+// denied call into an allowed one, and it keeps the program short.
+type Matcher interface {
+	fmt.Stringer
+	emit(a *assembler, match, nomatch string)
+}
+
+// AnyBitSet matches when the argument has at least one of Bits set.
+type AnyBitSet struct {
+	Arg  int
+	Bits uint32
+}
+
+func (m AnyBitSet) String() string { return fmt.Sprintf("arg%d&%#x!=0", m.Arg, m.Bits) }
+
+// OneOf matches when the argument equals one of Values.
+type OneOf struct {
+	Arg    int
+	Values []uint32
+}
+
+func (m OneOf) String() string { return fmt.Sprintf("arg%d in %s", m.Arg, hexList(m.Values)) }
+
+// NoneOf matches when the argument equals none of Values.
+type NoneOf struct {
+	Arg    int
+	Values []uint32
+}
+
+func (m NoneOf) String() string { return fmt.Sprintf("arg%d not in %s", m.Arg, hexList(m.Values)) }
+
+func hexList(vs []uint32) string {
+	s := make([]string, len(vs))
+	for i, v := range vs {
+		s[i] = fmt.Sprintf("%#x", v)
+	}
+	return "{" + strings.Join(s, ",") + "}"
+}
+
+// Rule gives the action for one syscall. When Match is nil the action
+// applies to every call; otherwise it applies when Match matches and the
+// call is allowed when it does not.
+type Rule struct {
+	Syscall string
+	Match   Matcher
+	Action  Action
+	// Why is a short reason, shown by diagnostics.
+	Why string
+}
+
+func (r Rule) String() string {
+	if r.Match == nil {
+		return fmt.Sprintf("%s: %v", r.Syscall, r.Action)
+	}
+	return fmt.Sprintf("%s if %v: %v", r.Syscall, r.Match, r.Action)
+}
+
+// Argument values, from the Linux UAPI headers (identical on amd64 and
+// arm64).
+const (
+	cloneNewNS     = 0x00020000
+	cloneNewCgroup = 0x02000000
+	cloneNewUTS    = 0x04000000
+	cloneNewIPC    = 0x08000000
+	cloneNewUser   = 0x10000000
+	cloneNewPID    = 0x20000000
+	cloneNewNet    = 0x40000000
+	cloneNewTime   = 0x00000080
+
+	tiocsti   = 0x5412
+	tioclinux = 0x541C
+
+	afUnix = 1
+)
+
+// cloneNamespaces are the namespace flags clone(2) understands. Creating
+// a user namespace is the real danger (it hands the caller a full set of
+// capabilities over fresh namespaces, the usual first step of kernel
+// exploits and of "unshare -Urm" remounting the sandbox away). The other
+// namespace flags need CAP_SYS_ADMIN, which the sandbox never has, so
+// denying them costs nothing and keeps the kernel's namespace code out of
+// reach even if a capability leaks. CLONE_NEWTIME is absent because in
+// clone(2) bit 0x80 belongs to the exit-signal byte.
+const cloneNamespaces = cloneNewNS | cloneNewCgroup | cloneNewUTS | cloneNewIPC |
+	cloneNewUser | cloneNewPID | cloneNewNet
+
+// unshareNamespaces adds CLONE_NEWTIME, which unshare(2) does accept.
+const unshareNamespaces = cloneNamespaces | cloneNewTime
+
+// baseRules are denied in every sandbox.
+var baseRules = []Rule{
+	{Syscall: "ptrace", Action: ActEPERM, Why: "inspect or modify other processes"},
+	{Syscall: "process_vm_readv", Action: ActEPERM, Why: "read other processes' memory"},
+	{Syscall: "process_vm_writev", Action: ActEPERM, Why: "write other processes' memory"},
+	{Syscall: "io_uring_setup", Action: ActEPERM, Why: "io_uring runs operations (socket, openat) that this filter never sees"},
+	{Syscall: "io_uring_enter", Action: ActEPERM, Why: "io_uring"},
+	{Syscall: "io_uring_register", Action: ActEPERM, Why: "io_uring"},
+	{Syscall: "bpf", Action: ActEPERM, Why: "kernel attack surface"},
+	{Syscall: "perf_event_open", Action: ActEPERM, Why: "kernel attack surface and side channels"},
+	{Syscall: "userfaultfd", Action: ActEPERM, Why: "widens kernel race windows for exploits"},
+	{Syscall: "keyctl", Action: ActEPERM, Why: "kernel keyrings are shared outside the sandbox"},
+	{Syscall: "add_key", Action: ActEPERM, Why: "kernel keyrings"},
+	{Syscall: "request_key", Action: ActEPERM, Why: "kernel keyrings"},
+	{Syscall: "kexec_load", Action: ActEPERM, Why: "replace the kernel"},
+	{Syscall: "kexec_file_load", Action: ActEPERM, Why: "replace the kernel"},
+	{Syscall: "init_module", Action: ActEPERM, Why: "load kernel modules"},
+	{Syscall: "finit_module", Action: ActEPERM, Why: "load kernel modules"},
+	{Syscall: "delete_module", Action: ActEPERM, Why: "unload kernel modules"},
+	{Syscall: "mount", Action: ActEPERM, Why: "change the sandbox's mounts"},
+	{Syscall: "umount2", Action: ActEPERM, Why: "uncover paths hidden by the sandbox's mounts"},
+	{Syscall: "pivot_root", Action: ActEPERM, Why: "change the root"},
+	{Syscall: "move_mount", Action: ActEPERM, Why: "new mount API"},
+	{Syscall: "open_tree", Action: ActEPERM, Why: "new mount API"},
+	{Syscall: "open_tree_attr", Action: ActEPERM, Why: "new mount API"},
+	{Syscall: "fsopen", Action: ActEPERM, Why: "new mount API"},
+	{Syscall: "fsmount", Action: ActEPERM, Why: "new mount API"},
+	{Syscall: "fsconfig", Action: ActEPERM, Why: "new mount API"},
+	{Syscall: "fspick", Action: ActEPERM, Why: "new mount API"},
+	{Syscall: "mount_setattr", Action: ActEPERM, Why: "make read-only mounts writable"},
+	{Syscall: "setns", Action: ActEPERM, Why: "join namespaces outside the sandbox"},
+	{Syscall: "open_by_handle_at", Action: ActEPERM, Why: "open files by handle, bypassing path-based confinement"},
+	{Syscall: "acct", Action: ActEPERM, Why: "host-wide process accounting"},
+	{Syscall: "swapon", Action: ActEPERM, Why: "host-wide swap"},
+	{Syscall: "swapoff", Action: ActEPERM, Why: "host-wide swap"},
+	{Syscall: "reboot", Action: ActEPERM, Why: "host-wide"},
+	{Syscall: "unshare", Match: AnyBitSet{Arg: 0, Bits: unshareNamespaces}, Action: ActEPERM,
+		Why: "no nested namespaces (user namespaces above all)"},
+	{Syscall: "clone", Match: AnyBitSet{Arg: 0, Bits: cloneNamespaces}, Action: ActEPERM,
+		Why: "no nested namespaces (user namespaces above all)"},
+	// clone3 passes its flags in a struct in memory, which BPF cannot
+	// read. ENOSYS makes glibc, musl and Go fall back to clone, whose
+	// flags the rule above inspects.
+	{Syscall: "clone3", Action: ActENOSYS, Why: "flags are out of the filter's reach; libc falls back to clone"},
+	{Syscall: "ioctl", Match: OneOf{Arg: 1, Values: []uint32{tiocsti, tioclinux}}, Action: ActEPERM,
+		Why: "TIOCSTI/TIOCLINUX inject input into a terminal outside the sandbox"},
+}
+
+// inetRules confine sockets to AF_UNIX. socketpair is included although
+// only AF_UNIX implements it today, so that a future family gains nothing.
+var inetRules = []Rule{
+	{Syscall: "socket", Match: NoneOf{Arg: 0, Values: []uint32{afUnix}}, Action: ActEPERM,
+		Why: "network is off and no network namespace is available"},
+	{Syscall: "socketpair", Match: NoneOf{Arg: 0, Values: []uint32{afUnix}}, Action: ActEPERM,
+		Why: "network is off and no network namespace is available"},
+}
+
+// Rules returns the rule table for opts, in the order BuildProgram
+// emits it. The slice is fresh; callers may modify it.
+func Rules(opts Options) []Rule {
+	rules := append([]Rule(nil), baseRules...)
+	if opts.DenyInetSockets {
+		rules = append(rules, inetRules...)
+	}
+	return rules
+}

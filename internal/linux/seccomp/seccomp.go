@@ -1,0 +1,195 @@
+// Package seccomp builds and installs the seccomp-BPF filter that the
+// Linux sandbox applies right before it executes the command.
+//
+// The rules are data ([Rules]); [BuildProgram] is a pure function from
+// [Options] to a classic BPF program, for amd64 or arm64 on any host, so
+// both programs are tested in a BPF interpreter everywhere. Only
+// [Install] touches the kernel, and only on Linux.
+//
+// # The program
+//
+//  1. A seccomp_data.arch other than the one the program was built for
+//     (i386 via int 0x80 on x86_64, AArch32 on arm64) is denied, because
+//     syscall numbers mean different things there.
+//  2. On x86_64, numbers carrying the x32 bit are denied.
+//  3. Each rule's syscall is compared in turn; argument matchers decide
+//     rules that depend on arguments.
+//  4. Everything else is allowed.
+//
+// Denials return EPERM (ENOSYS for clone3) instead of killing the
+// process, so commands fail the way they would for an unprivileged user.
+//
+// # Limitations
+//
+// The filter is a deny list aimed at kernel attack surface and sandbox
+// escapes; file and network confinement come from namespaces and
+// Landlock. Arguments passed through memory (clone3's struct, socket
+// addresses) are out of reach of BPF.
+package seccomp
+
+import (
+	"errors"
+	"fmt"
+	"runtime"
+	"slices"
+
+	"golang.org/x/net/bpf"
+)
+
+// Options select the filter.
+type Options struct {
+	// Arch is the GOARCH the program is for: "amd64" or "arm64".
+	Arch string
+	// DenyInetSockets limits socket and socketpair to AF_UNIX. It is
+	// meant for runs with the network off and no network namespace;
+	// inside a network namespace loopback should keep working.
+	DenyInetSockets bool
+}
+
+// Offsets in struct seccomp_data (include/uapi/linux/seccomp.h):
+//
+//	int   nr;                  // 0
+//	__u32 arch;                // 4
+//	__u64 instruction_pointer; // 8
+//	__u64 args[6];             // 16
+const (
+	offNr   = 0
+	offArch = 4
+	offArgs = 16
+)
+
+// argLow is the offset of the low 32 bits of argument i. Both supported
+// architectures are little-endian, so the low word comes first.
+func argLow(i int) uint32 { return offArgs + 8*uint32(i) }
+
+// maxInstructions is BPF_MAXINSNS, the kernel's limit per filter.
+const maxInstructions = 4096
+
+// Labels shared by all rules.
+const (
+	lblAllow  = "allow"
+	lblEPERM  = "eperm"
+	lblENOSYS = "enosys"
+)
+
+// ErrUnsupportedArch is returned for an architecture without a syscall
+// table here.
+var ErrUnsupportedArch = errors.New("seccomp: unsupported architecture")
+
+// BuildProgram returns the filter for opts. It is a pure function: the
+// result depends on opts only, not on the machine it runs on.
+func BuildProgram(opts Options) ([]bpf.RawInstruction, error) {
+	arch, ok := arches[opts.Arch]
+	if !ok {
+		return nil, fmt.Errorf("%w %q (have amd64, arm64)", ErrUnsupportedArch, opts.Arch)
+	}
+	rules := Rules(opts)
+
+	type resolved struct {
+		Rule
+		nr uint32
+	}
+	rs := make([]resolved, 0, len(rules))
+	seen := make(map[string]bool)
+	for _, r := range rules {
+		nr, ok := arch.nr[r.Syscall]
+		if !ok {
+			return nil, fmt.Errorf("seccomp: no %s syscall number for %q", opts.Arch, r.Syscall)
+		}
+		// Two rules for one syscall would silently shadow each other.
+		if seen[r.Syscall] {
+			return nil, fmt.Errorf("seccomp: more than one rule for %q", r.Syscall)
+		}
+		seen[r.Syscall] = true
+		rs = append(rs, resolved{r, nr})
+	}
+	// Sorted by number so the program is deterministic and easy to read
+	// in a disassembly.
+	slices.SortFunc(rs, func(a, b resolved) int { return int(a.nr) - int(b.nr) })
+
+	a := newAssembler()
+	a.loadWord(offArch)
+	a.jumpIf(bpf.JumpEqual, arch.auditArch, "", lblEPERM)
+	a.loadWord(offNr)
+	if arch.hasX32 {
+		a.jumpIf(bpf.JumpBitsSet, x32SyscallBit, lblEPERM, "")
+	}
+	for i, r := range rs {
+		target := fmt.Sprintf("rule%d", i)
+		if r.Match == nil {
+			target = actionLabel(r.Action)
+		}
+		a.jumpIf(bpf.JumpEqual, r.nr, target, "")
+	}
+	// Default action for syscalls without a rule.
+	a.ret(ActAllow)
+	for i, r := range rs {
+		if r.Match == nil {
+			continue
+		}
+		a.label(fmt.Sprintf("rule%d", i))
+		r.Match.emit(a, actionLabel(r.Action), lblAllow)
+	}
+	// The shared returns come last because classic BPF only jumps
+	// forward.
+	a.label(lblAllow)
+	a.ret(ActAllow)
+	a.label(lblEPERM)
+	a.ret(ActEPERM)
+	a.label(lblENOSYS)
+	a.ret(ActENOSYS)
+	prog, err := a.assemble()
+	if err != nil {
+		return nil, fmt.Errorf("seccomp: assembling %s program: %w", opts.Arch, err)
+	}
+	if len(prog) > maxInstructions {
+		return nil, fmt.Errorf("seccomp: program has %d instructions, kernel limit is %d", len(prog), maxInstructions)
+	}
+	return prog, nil
+}
+
+// BuildNativeProgram is [BuildProgram] for the architecture this binary
+// was compiled for. opts.Arch must be empty or equal to runtime.GOARCH.
+func BuildNativeProgram(opts Options) ([]bpf.RawInstruction, error) {
+	if opts.Arch != "" && opts.Arch != runtime.GOARCH {
+		return nil, fmt.Errorf("seccomp: native program requested for %q on %s", opts.Arch, runtime.GOARCH)
+	}
+	opts.Arch = runtime.GOARCH
+	return BuildProgram(opts)
+}
+
+// actionLabel maps an action to the shared return instruction for it.
+// Only the actions the rule table uses have one; anything else is a bug
+// in the table, caught by the "undefined label" check at assembly.
+func actionLabel(act Action) string {
+	switch act {
+	case ActAllow:
+		return lblAllow
+	case ActEPERM:
+		return lblEPERM
+	case ActENOSYS:
+		return lblENOSYS
+	}
+	return fmt.Sprintf("unsupported-action-%#x", uint32(act))
+}
+
+func (m AnyBitSet) emit(a *assembler, match, nomatch string) {
+	a.loadWord(argLow(m.Arg))
+	a.jumpIf(bpf.JumpBitsSet, m.Bits, match, nomatch)
+}
+
+func (m OneOf) emit(a *assembler, match, nomatch string) {
+	a.loadWord(argLow(m.Arg))
+	for _, v := range m.Values {
+		a.jumpIf(bpf.JumpEqual, v, match, "")
+	}
+	a.jump(nomatch)
+}
+
+func (m NoneOf) emit(a *assembler, match, nomatch string) {
+	a.loadWord(argLow(m.Arg))
+	for _, v := range m.Values {
+		a.jumpIf(bpf.JumpEqual, v, nomatch, "")
+	}
+	a.jump(match)
+}

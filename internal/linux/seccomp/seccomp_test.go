@@ -1,0 +1,222 @@
+package seccomp
+
+import (
+	"encoding/binary"
+	"fmt"
+	"strings"
+	"testing"
+
+	"golang.org/x/net/bpf"
+)
+
+// seccompData encodes a struct seccomp_data for x/net/bpf's VM.
+//
+// The kernel runs a seccomp filter over seccomp_data in native byte order
+// (little-endian on amd64 and arm64): a 4-byte load at offset 0 yields nr,
+// and a load at args[i]'s offset yields the argument's low 32 bits. The
+// VM, written for packets, decodes every load as big-endian. So each
+// 32-bit word is stored here big-endian at the offset where the kernel
+// keeps it: nr at 0, arch at 4, and for each 64-bit argument the low word
+// at 16+8i (where a little-endian machine keeps it) and the high word at
+// 16+8i+4. The program only does aligned 4-byte loads, for which this
+// reproduces what the kernel sees exactly.
+func seccompData(arch, nr uint32, args [6]uint64) []byte {
+	b := make([]byte, 64)
+	be := binary.BigEndian
+	be.PutUint32(b[offNr:], nr)
+	be.PutUint32(b[offArch:], arch)
+	for i, v := range args {
+		be.PutUint32(b[argLow(i):], uint32(v))
+		be.PutUint32(b[argLow(i)+4:], uint32(v>>32))
+	}
+	return b
+}
+
+func disassemble(prog []bpf.RawInstruction) string {
+	insns, _ := bpf.Disassemble(prog)
+	var sb strings.Builder
+	for i, ins := range insns {
+		fmt.Fprintf(&sb, "%4d: %v\n", i, ins)
+	}
+	return sb.String()
+}
+
+func run(t *testing.T, prog []bpf.RawInstruction, data []byte) Action {
+	t.Helper()
+	insns, ok := bpf.Disassemble(prog)
+	if !ok {
+		t.Fatalf("program has undecodable instructions:\n%s", disassemble(prog))
+	}
+	vm, err := bpf.NewVM(insns)
+	if err != nil {
+		t.Fatalf("bpf.NewVM: %v\n%s", err, disassemble(prog))
+	}
+	got, err := vm.Run(data)
+	if err != nil {
+		t.Fatalf("vm.Run: %v", err)
+	}
+	return Action(uint32(got))
+}
+
+// Numbers of syscalls that must stay allowed, per architecture. They are
+// not in the package's tables because no rule needs them.
+var allowedSamples = map[string]map[string]uint32{
+	"amd64": {"read": 0, "write": 1, "openat": 257, "getpid": 39, "execve": 59, "kill": 62},
+	"arm64": {"read": 63, "write": 64, "openat": 56, "getpid": 172, "execve": 221, "kill": 129},
+}
+
+type vmCase struct {
+	name string
+	arch uint32 // 0 means the program's own
+	nr   uint32 // used when sys is ""
+	sys  string
+	args [6]uint64
+	want Action
+}
+
+func TestProgramInVM(t *testing.T) {
+	alwaysDenied := []string{
+		"ptrace", "process_vm_readv", "process_vm_writev",
+		"io_uring_setup", "io_uring_enter", "io_uring_register",
+		"bpf", "perf_event_open", "userfaultfd",
+		"keyctl", "add_key", "request_key",
+		"kexec_load", "kexec_file_load", "init_module", "finit_module", "delete_module",
+		"mount", "umount2", "pivot_root", "move_mount", "open_tree", "open_tree_attr",
+		"fsopen", "fsmount", "fsconfig", "fspick", "mount_setattr",
+		"setns", "acct", "swapon", "swapoff", "reboot", "open_by_handle_at",
+	}
+	for _, archName := range []string{"amd64", "arm64"} {
+		for _, denyInet := range []bool{false, true} {
+			opts := Options{Arch: archName, DenyInetSockets: denyInet}
+			t.Run(fmt.Sprintf("%s/denyInet=%v", archName, denyInet), func(t *testing.T) {
+				prog, err := BuildProgram(opts)
+				if err != nil {
+					t.Fatal(err)
+				}
+				info := arches[archName]
+				var cases []vmCase
+				for _, s := range alwaysDenied {
+					cases = append(cases, vmCase{name: s, sys: s, want: ActEPERM})
+				}
+				for s, nr := range allowedSamples[archName] {
+					cases = append(cases, vmCase{name: s, nr: nr, want: ActAllow})
+				}
+				inet := ActAllow
+				if denyInet {
+					inet = ActEPERM
+				}
+				const sigchld = 17
+				threadFlags := uint64(0x3d0f00) // CLONE_VM|FS|FILES|SIGHAND|SYSVSEM|THREAD|SETTLS|PARENT_SETTID|CHILD_CLEARTID
+				cases = append(cases,
+					vmCase{name: "clone fork", sys: "clone", args: [6]uint64{sigchld}, want: ActAllow},
+					vmCase{name: "clone thread", sys: "clone", args: [6]uint64{threadFlags}, want: ActAllow},
+					vmCase{name: "clone vfork+pidfd (Go os/exec)", sys: "clone", args: [6]uint64{0x4000 | 0x100 | 0x1000 | sigchld}, want: ActAllow},
+					vmCase{name: "clone NEWUSER", sys: "clone", args: [6]uint64{cloneNewUser | sigchld}, want: ActEPERM},
+					vmCase{name: "clone NEWNS", sys: "clone", args: [6]uint64{cloneNewNS | sigchld}, want: ActEPERM},
+					vmCase{name: "clone NEWNET", sys: "clone", args: [6]uint64{cloneNewNet}, want: ActEPERM},
+					vmCase{name: "clone NEWUSER in arg1 only", sys: "clone", args: [6]uint64{sigchld, cloneNewUser}, want: ActAllow},
+					vmCase{name: "clone3", sys: "clone3", want: ActENOSYS},
+					vmCase{name: "unshare NEWUSER", sys: "unshare", args: [6]uint64{cloneNewUser}, want: ActEPERM},
+					vmCase{name: "unshare NEWUSER|NEWNS", sys: "unshare", args: [6]uint64{cloneNewUser | cloneNewNS}, want: ActEPERM},
+					vmCase{name: "unshare NEWTIME", sys: "unshare", args: [6]uint64{cloneNewTime}, want: ActEPERM},
+					vmCase{name: "unshare NEWCGROUP", sys: "unshare", args: [6]uint64{cloneNewCgroup}, want: ActEPERM},
+					vmCase{name: "unshare FILES", sys: "unshare", args: [6]uint64{0x400}, want: ActAllow},
+					vmCase{name: "unshare FS", sys: "unshare", args: [6]uint64{0x200}, want: ActAllow},
+					vmCase{name: "ioctl TIOCSTI", sys: "ioctl", args: [6]uint64{0, tiocsti}, want: ActEPERM},
+					// The kernel truncates the request to unsigned int, so
+					// garbage in the high word must not help.
+					vmCase{name: "ioctl TIOCSTI high bits", sys: "ioctl", args: [6]uint64{0, 0xdeadbeef_00000000 | tiocsti}, want: ActEPERM},
+					vmCase{name: "ioctl TIOCLINUX", sys: "ioctl", args: [6]uint64{0, tioclinux}, want: ActEPERM},
+					vmCase{name: "ioctl TCGETS", sys: "ioctl", args: [6]uint64{0, 0x5401}, want: ActAllow},
+					vmCase{name: "ioctl TIOCGWINSZ", sys: "ioctl", args: [6]uint64{1, 0x5413}, want: ActAllow},
+					vmCase{name: "ioctl fd=TIOCSTI", sys: "ioctl", args: [6]uint64{tiocsti, 0x5401}, want: ActAllow},
+					vmCase{name: "socket AF_UNIX", sys: "socket", args: [6]uint64{afUnix, 1}, want: ActAllow},
+					vmCase{name: "socket AF_UNIX high bits", sys: "socket", args: [6]uint64{0xffffffff_00000000 | afUnix, 1}, want: ActAllow},
+					vmCase{name: "socket AF_INET", sys: "socket", args: [6]uint64{2, 1}, want: inet},
+					vmCase{name: "socket AF_INET6", sys: "socket", args: [6]uint64{10, 2}, want: inet},
+					vmCase{name: "socket AF_NETLINK", sys: "socket", args: [6]uint64{16, 3}, want: inet},
+					vmCase{name: "socket AF_PACKET", sys: "socket", args: [6]uint64{17, 3}, want: inet},
+					vmCase{name: "socket AF_INET high bits AF_UNIX", sys: "socket", args: [6]uint64{1<<32 | 2, 1}, want: inet},
+					vmCase{name: "socketpair AF_UNIX", sys: "socketpair", args: [6]uint64{afUnix, 1}, want: ActAllow},
+					vmCase{name: "socketpair AF_INET", sys: "socketpair", args: [6]uint64{2, 1}, want: inet},
+				)
+				// A foreign architecture is denied whatever the number.
+				foreign := []uint32{auditArchI386, auditArchARM, auditArchAArch64}
+				if archName == "arm64" {
+					foreign[2] = auditArchX86_64
+				}
+				for _, fa := range foreign {
+					for _, nr := range []uint32{0, 1, 20, 39, 172} {
+						cases = append(cases, vmCase{name: fmt.Sprintf("foreign arch %#x nr %d", fa, nr), arch: fa, nr: nr, want: ActEPERM})
+					}
+				}
+				if info.hasX32 {
+					cases = append(cases,
+						vmCase{name: "x32 getpid", nr: x32SyscallBit | 39, want: ActEPERM},
+						vmCase{name: "x32 write", nr: x32SyscallBit | 1, want: ActEPERM},
+						vmCase{name: "x32 range end", nr: 0x7fffffff, want: ActEPERM})
+				} else {
+					// No x32 on arm64: such a number is the kernel's ENOSYS
+					// to give, and the filter has no reason to touch it.
+					cases = append(cases, vmCase{name: "x32-looking nr", nr: x32SyscallBit | 172, want: ActAllow})
+				}
+
+				for _, c := range cases {
+					arch := info.auditArch
+					if c.arch != 0 {
+						arch = c.arch
+					}
+					nr := c.nr
+					if c.sys != "" {
+						var ok bool
+						if nr, ok = info.nr[c.sys]; !ok {
+							t.Fatalf("%s: no number for %s", c.name, c.sys)
+						}
+					}
+					got := run(t, prog, seccompData(arch, nr, c.args))
+					if got != c.want {
+						t.Errorf("%s (arch %#x nr %d args %#x): got %v, want %v", c.name, arch, nr, c.args, got, c.want)
+					}
+				}
+				if t.Failed() {
+					t.Logf("program:\n%s", disassemble(prog))
+				}
+			})
+		}
+	}
+}
+
+func TestBuildProgramDeterministic(t *testing.T) {
+	for _, arch := range []string{"amd64", "arm64"} {
+		a, err := BuildProgram(Options{Arch: arch, DenyInetSockets: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := BuildProgram(Options{Arch: arch, DenyInetSockets: true})
+		if fmt.Sprint(a) != fmt.Sprint(b) {
+			t.Errorf("%s: two builds differ", arch)
+		}
+	}
+}
+
+func TestBuildProgramRejects(t *testing.T) {
+	for _, arch := range []string{"", "386", "riscv64", "AMD64"} {
+		if _, err := BuildProgram(Options{Arch: arch}); err == nil {
+			t.Errorf("BuildProgram(Arch=%q) succeeded", arch)
+		}
+	}
+}
+
+// Every rule must name a syscall that both tables know, so that adding a
+// rule without its numbers fails here rather than at run time on the
+// other architecture.
+func TestRulesHaveNumbers(t *testing.T) {
+	all := Rules(Options{DenyInetSockets: true})
+	for arch, info := range arches {
+		for _, r := range all {
+			if _, ok := info.nr[r.Syscall]; !ok {
+				t.Errorf("%s: rule %v has no syscall number", arch, r)
+			}
+		}
+	}
+}

@@ -1,0 +1,124 @@
+package seccomp
+
+// Audit architecture tokens as found in seccomp_data.arch
+// (include/uapi/linux/audit.h). Only 64-bit little-endian ABIs are
+// supported; the foreign tokens are listed so tests can feed them in.
+const (
+	auditArchX86_64  = 0xC000003E // AUDIT_ARCH_X86_64
+	auditArchAArch64 = 0xC00000B7 // AUDIT_ARCH_AARCH64
+	auditArchI386    = 0x40000003 // AUDIT_ARCH_I386: int 0x80 on x86_64
+	auditArchARM     = 0x40000028 // AUDIT_ARCH_ARM: AArch32 compat tasks
+)
+
+// x32SyscallBit marks the x32 ABI on x86_64: the same syscall numbers
+// with this bit set reach the kernel through a second table, so a filter
+// that only compares numbers would let them through.
+const x32SyscallBit = 0x40000000
+
+// archInfo is everything BuildProgram needs to know about one
+// architecture. The syscall numbers are data rather than x/sys/unix
+// constants on purpose: unix.SYS_* is only defined for the GOARCH being
+// compiled, and the arm64 program must be buildable and testable on an
+// amd64 machine (and vice versa). TestSyscallNumbersMatchHost compares the
+// running architecture's table against x/sys/unix.
+type archInfo struct {
+	auditArch uint32
+	hasX32    bool
+	nr        map[string]uint32
+}
+
+var arches = map[string]*archInfo{
+	"amd64": {
+		auditArch: auditArchX86_64,
+		hasX32:    true,
+		// arch/x86/entry/syscalls/syscall_64.tbl
+		nr: map[string]uint32{
+			"ioctl":             16,
+			"socket":            41,
+			"socketpair":        53,
+			"clone":             56,
+			"ptrace":            101,
+			"pivot_root":        155,
+			"acct":              163,
+			"mount":             165,
+			"umount2":           166,
+			"swapon":            167,
+			"swapoff":           168,
+			"reboot":            169,
+			"init_module":       175,
+			"delete_module":     176,
+			"kexec_load":        246,
+			"add_key":           248,
+			"request_key":       249,
+			"keyctl":            250,
+			"unshare":           272,
+			"perf_event_open":   298,
+			"open_by_handle_at": 304,
+			"setns":             308,
+			"process_vm_readv":  310,
+			"process_vm_writev": 311,
+			"finit_module":      313,
+			"kexec_file_load":   320,
+			"bpf":               321,
+			"userfaultfd":       323,
+			"io_uring_setup":    425,
+			"io_uring_enter":    426,
+			"io_uring_register": 427,
+			"open_tree":         428,
+			"move_mount":        429,
+			"fsopen":            430,
+			"fsconfig":          431,
+			"fsmount":           432,
+			"fspick":            433,
+			"clone3":            435,
+			"mount_setattr":     442,
+			"open_tree_attr":    467,
+		},
+	},
+	"arm64": {
+		auditArch: auditArchAArch64,
+		// include/uapi/asm-generic/unistd.h
+		nr: map[string]uint32{
+			"ioctl":             29,
+			"umount2":           39,
+			"mount":             40,
+			"pivot_root":        41,
+			"acct":              89,
+			"unshare":           97,
+			"kexec_load":        104,
+			"init_module":       105,
+			"delete_module":     106,
+			"ptrace":            117,
+			"reboot":            142,
+			"socket":            198,
+			"socketpair":        199,
+			"add_key":           217,
+			"request_key":       218,
+			"keyctl":            219,
+			"clone":             220,
+			"swapon":            224,
+			"swapoff":           225,
+			"perf_event_open":   241,
+			"open_by_handle_at": 265,
+			"setns":             268,
+			"process_vm_readv":  270,
+			"process_vm_writev": 271,
+			"finit_module":      273,
+			"bpf":               280,
+			"userfaultfd":       282,
+			"kexec_file_load":   294,
+			"io_uring_setup":    425,
+			"io_uring_enter":    426,
+			"io_uring_register": 427,
+			"open_tree":         428,
+			"move_mount":        429,
+			"fsopen":            430,
+			"fsconfig":          431,
+			"fsmount":           432,
+			"fspick":            433,
+			"clone3":            435,
+			"mount_setattr":     442,
+			"open_tree_attr":    467,
+		},
+	},
+}
