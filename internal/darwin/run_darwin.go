@@ -1,0 +1,144 @@
+package darwin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path"
+	"syscall"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// waitDelay bounds how long Wait keeps reading the command's output after
+// it has exited or been killed: a process that left the group may still hold
+// the pipes, and must not hang the run.
+const waitDelay = 5 * time.Second
+
+func command(ctx context.Context, in Input, argv []string) (*exec.Cmd, error) {
+	if len(argv) == 0 {
+		return nil, errors.New("seatbelt: no command")
+	}
+	if _, err := os.Stat(SandboxExec); err != nil {
+		return nil, fmt.Errorf("seatbelt: %w", err)
+	}
+	cin, err := canonicalInput(in)
+	if err != nil {
+		return nil, fmt.Errorf("seatbelt: %w", err)
+	}
+	profile, params, err := Profile(cin)
+	if err != nil {
+		return nil, fmt.Errorf("seatbelt profile: %w", err)
+	}
+	cmd := exec.CommandContext(ctx, SandboxExec, SandboxExecArgs(profile, params, argv)...)
+	// Setsid rather than Setpgid: a new session also drops the controlling
+	// terminal, so the command cannot push keystrokes into the user's
+	// shell with TIOCSTI; it still gets a process group of its own.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	cmd.Cancel = func() error { return killGroup(cmd) }
+	cmd.WaitDelay = waitDelay
+	return cmd, nil
+}
+
+func killGroup(cmd *exec.Cmd) error {
+	if cmd.Process == nil {
+		return errors.New("seatbelt: command not started")
+	}
+	// With Setsid the leader's pid is the group id.
+	err := syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	if errors.Is(err, syscall.ESRCH) {
+		// os/exec treats this as "already gone", not as a failure.
+		return os.ErrProcessDone
+	}
+	if err != nil {
+		return &os.SyscallError{Syscall: "kill", Err: err}
+	}
+	return nil
+}
+
+// canonicalInput returns in with every path spelled as Seatbelt sees it.
+func canonicalInput(in Input) (Input, error) {
+	out := in
+	var err error
+	if out.WritableRoots, err = canonicalPaths(in.WritableRoots); err != nil {
+		return Input{}, err
+	}
+	if out.Protected, err = canonicalPaths(in.Protected); err != nil {
+		return Input{}, err
+	}
+	return out, nil
+}
+
+func canonicalPaths(ps []string) ([]string, error) {
+	out := make([]string, len(ps))
+	for i, p := range ps {
+		c, err := canonicalPath(p)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = c
+	}
+	return out, nil
+}
+
+// canonicalPath returns p as the kernel names it: the longest existing
+// prefix as reported by F_GETPATH (symbolic links in directories resolved,
+// firmlinks kept, each name as stored on disk), followed by the components
+// that do not exist yet. A symbolic link at the end of the existing prefix
+// is kept, not followed: the policy protects a link and its target
+// separately.
+func canonicalPath(p string) (string, error) {
+	if !path.IsAbs(p) {
+		return "", fmt.Errorf("path %q is not absolute", p)
+	}
+	p = path.Clean(p)
+	missing := ""
+	for cur := p; ; cur = path.Dir(cur) {
+		got, err := getpath(cur)
+		if err == nil {
+			return path.Join(got, missing), nil
+		}
+		if !errors.Is(err, unix.ENOENT) || cur == "/" {
+			return "", &os.PathError{Op: "canonicalise", Path: p, Err: err}
+		}
+		missing = path.Join(path.Base(cur), missing)
+	}
+}
+
+// getpath opens p without following a final symbolic link and without
+// needing read permission (O_EVTONLY), and asks the kernel for its path.
+func getpath(p string) (string, error) {
+	var fd int
+	var err error
+	for {
+		fd, err = unix.Open(p, unix.O_EVTONLY|unix.O_SYMLINK|unix.O_CLOEXEC, 0)
+		if err != unix.EINTR {
+			break
+		}
+	}
+	if err != nil {
+		return "", err
+	}
+	defer unix.Close(fd)
+	// fcntl(F_GETPATH) fills a MAXPATHLEN buffer. x/sys only exposes
+	// fcntl with a pointer argument through typed wrappers, and
+	// FcntlFstore hands its pointer to fcntl(2) unchanged, so the buffer
+	// goes through it. It is declared with an int64 so it is at least as
+	// aligned as the Fstore_t the wrapper's type claims, and larger.
+	buf := new(struct {
+		_ [0]int64
+		b [unix.PathMax]byte
+	})
+	if err := unix.FcntlFstore(uintptr(fd), unix.F_GETPATH, (*unix.Fstore_t)(unsafe.Pointer(buf))); err != nil {
+		return "", &os.SyscallError{Syscall: "fcntl(F_GETPATH)", Err: err}
+	}
+	n := 0
+	for n < len(buf.b) && buf.b[n] != 0 {
+		n++
+	}
+	return string(buf.b[:n]), nil
+}
