@@ -193,3 +193,29 @@ func (m NoneOf) emit(a *assembler, match, nomatch string) {
 	}
 	a.jump(match)
 }
+
+// Install loads prog into the kernel for the calling process.
+//
+// It sets PR_SET_NO_NEW_PRIVS first (the kernel refuses an unprivileged
+// filter without it), then installs the filter with
+// SECCOMP_FILTER_FLAG_TSYNC so that every thread of the process is
+// filtered. On kernels without the seccomp(2) syscall (before 3.17) it
+// falls back to prctl(PR_SET_SECCOMP), which filters the calling thread
+// only.
+//
+// Callers must hold [runtime.LockOSThread] from before Install until
+// syscall.Exec: no_new_privs is per thread, and in the prctl fallback the
+// filter is too. The filter is inherited across execve and cannot be
+// removed, so Install belongs at the very end of the sandbox's init
+// stage, after mounts, capability dropping and Landlock (which need
+// syscalls this filter denies, such as mount).
+//
+// Errors are [*os.SyscallError] values naming the failing call. On other
+// operating systems Install returns an error wrapping
+// [errors.ErrUnsupported].
+func Install(prog []bpf.RawInstruction) error {
+	if len(prog) == 0 || len(prog) > maxInstructions {
+		return fmt.Errorf("seccomp: program length %d outside 1..%d", len(prog), maxInstructions)
+	}
+	return install(prog)
+}
