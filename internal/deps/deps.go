@@ -9,5 +9,4 @@ import (
 	_ "github.com/spf13/cobra"
 	_ "golang.org/x/net/bpf"
 	_ "golang.org/x/sys/unix"
-	_ "golang.org/x/sys/windows"
 )

@@ -1,0 +1,345 @@
+// Package cli implements the agentbox command line: run, doctor, setup,
+// cleanup and version, with the exit-status contract of DESIGN.md.
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"runtime"
+	"runtime/debug"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/agentbox/agentbox/policy"
+	"github.com/agentbox/agentbox/sandbox"
+)
+
+// Version is set at build time with -ldflags "-X ...cli.Version=v1.2.3".
+var Version = ""
+
+// exitError carries an exit status out of a cobra command.
+type exitError struct {
+	code int
+	err  error // printed when non-nil
+}
+
+func (e *exitError) Error() string {
+	if e.err == nil {
+		return fmt.Sprintf("exit %d", e.code)
+	}
+	return e.err.Error()
+}
+
+// failure is an agentbox failure: status 125 with a message.
+func failure(format string, args ...any) error {
+	return &exitError{code: sandbox.CodeSandboxFailure, err: fmt.Errorf(format, args...)}
+}
+
+// Main runs the CLI and returns the process exit status.
+func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) (code int) {
+	defer func() {
+		// A panic is a bug, but the user still gets one line and 125,
+		// not a trace: the contract says agentbox failures are 125.
+		if r := recover(); r != nil {
+			fmt.Fprintf(stderr, "agentbox: internal error: %v (please report this)\n", r)
+			code = sandbox.CodeSandboxFailure
+		}
+	}()
+	root := newRoot(stdin, stdout, stderr)
+	root.SetArgs(args)
+	err := root.Execute()
+	if err == nil {
+		return 0
+	}
+	var ee *exitError
+	if errors.As(err, &ee) {
+		if ee.err != nil {
+			fmt.Fprintf(stderr, "agentbox: %v\n", ee.err)
+		}
+		return ee.code
+	}
+	// cobra's own errors: unknown flag, missing argument, bad value.
+	fmt.Fprintf(stderr, "agentbox: %v\n", err)
+	fmt.Fprintln(stderr, "agentbox: see 'agentbox help' for usage")
+	return sandbox.CodeSandboxFailure
+}
+
+func newRoot(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
+	root := &cobra.Command{
+		Use:   "agentbox",
+		Short: "Run commands in an OS-enforced sandbox for AI coding agents",
+		Long: `agentbox runs a command so that it, and every process it starts, may read
+what you can read, write only inside the workspace and the roots you allow
+(.git, .codex and .agents stay read-only), and reach no network unless
+allowed.`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.SetIn(stdin)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	root.AddCommand(newRun(stdin, stdout, stderr), newDoctor(stdout), newSetup(stdout), newCleanup(stdout), newVersion(stdout))
+	return root
+}
+
+type runFlags struct {
+	mode          string
+	cwd           string
+	addDirs       []string
+	network       bool
+	config        string
+	timeout       time.Duration
+	allowDegraded bool
+}
+
+func (f *runFlags) register(cmd *cobra.Command, withRunOnly bool) {
+	fs := cmd.Flags()
+	fs.StringVarP(&f.mode, "sandbox", "s", "", "sandbox mode: read-only, workspace-write (default) or danger-full-access")
+	fs.StringVarP(&f.cwd, "cd", "C", "", "workspace and working directory (default: the current directory)")
+	fs.StringArrayVar(&f.addDirs, "add-dir", nil, "another writable root (repeatable)")
+	fs.BoolVar(&f.network, "network", false, "allow network access")
+	fs.StringVar(&f.config, "config", "", "config file (default: $XDG_CONFIG_HOME/agentbox/config.toml)")
+	fs.BoolVar(&f.allowDegraded, "allow-degraded", false, "Linux: run with the guarantees this machine can give when user namespaces are unavailable")
+	if withRunOnly {
+		fs.DurationVar(&f.timeout, "timeout", 0, "kill the command and everything it started after this long (e.g. 30s, 5m)")
+	}
+}
+
+// resolve builds the policy from flags and config; errors are 125.
+func (f *runFlags) resolve(cmd *cobra.Command) (*policy.Policy, error) {
+	var cfg *policy.Config
+	path := f.config
+	if path != "" {
+		c, err := policy.LoadConfig(path)
+		if err != nil {
+			return nil, failure("%v", err)
+		}
+		cfg = c
+	} else if path = policy.DefaultConfigPath(os.Getenv); path != "" {
+		c, err := policy.LoadConfig(path)
+		switch {
+		case err == nil:
+			cfg = c
+		case errors.Is(err, os.ErrNotExist):
+		default:
+			return nil, failure("%v", err)
+		}
+	}
+	o := policy.Options{Mode: policy.Mode(f.mode), Cwd: f.cwd, AddDirs: f.addDirs, Config: cfg}
+	if cmd.Flags().Changed("network") {
+		o.Network = &f.network
+	}
+	if cmd.Flags().Changed("allow-degraded") {
+		o.AllowDegraded = &f.allowDegraded
+	}
+	pol, err := policy.Resolve(o)
+	if err != nil {
+		return nil, failure("%v", err)
+	}
+	return pol, nil
+}
+
+func newRun(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
+	var f runFlags
+	cmd := &cobra.Command{
+		Use:   "run [flags] -- COMMAND [ARG...]",
+		Short: "Run a command in the sandbox",
+		Args:  cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if f.timeout < 0 {
+				return failure("--timeout %v is negative", f.timeout)
+			}
+			pol, err := f.resolve(cmd)
+			if err != nil {
+				return err
+			}
+			return runCommand(pol, f.timeout, args, stdin, stdout, stderr)
+		},
+	}
+	// Everything after the command belongs to it, flags included.
+	cmd.Flags().SetInterspersed(false)
+	f.register(cmd, true)
+	return cmd
+}
+
+func runCommand(pol *policy.Policy, timeout time.Duration, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	ctx := context.Background()
+	if timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, timeout)
+		defer cancel()
+	}
+	c := sandbox.CommandContext(ctx, pol, args[0], args[1:]...)
+	c.Stdin, c.Stdout, c.Stderr = stdin, stdout, stderr
+	c.Diagnostics = stderr
+
+	// Catch the signals a user or harness sends to stop a command and pass
+	// them on; agentbox itself waits for the command to finish.
+	sigs := make(chan os.Signal, 8)
+	signal.Notify(sigs, forwardedSignals...)
+	defer signal.Stop(sigs)
+
+	if err := c.Start(); err != nil {
+		var se *sandbox.StartError
+		if errors.As(err, &se) {
+			return &exitError{code: se.Code, err: se.Err}
+		}
+		return failure("%v", err)
+	}
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		for {
+			select {
+			case s := <-sigs:
+				c.Signal(s)
+			case <-done:
+				return
+			}
+		}
+	}()
+	err := c.Wait()
+	var ee *sandbox.ExitError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &ee):
+		if ee.TimedOut {
+			fmt.Fprintf(stderr, "agentbox: command timed out after %v and was killed with everything it started\n", timeout)
+		}
+		return &exitError{code: ee.ExitCode()}
+	default:
+		return failure("%v", err)
+	}
+}
+
+var forwardedSignals = []os.Signal{os.Interrupt, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT}
+
+func newDoctor(stdout io.Writer) *cobra.Command {
+	var f runFlags
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "doctor",
+		Short: "Report what this machine can enforce",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			pol, err := f.resolve(cmd)
+			if err != nil {
+				return err
+			}
+			rep := sandbox.Doctor(pol)
+			if asJSON {
+				enc := json.NewEncoder(stdout)
+				enc.SetIndent("", "  ")
+				if err := enc.Encode(rep); err != nil {
+					return failure("%v", err)
+				}
+			} else {
+				printReport(stdout, rep)
+			}
+			if !rep.CanSandbox {
+				return &exitError{code: 1}
+			}
+			return nil
+		},
+	}
+	f.register(cmd, false)
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the report as JSON")
+	return cmd
+}
+
+func printReport(w io.Writer, r *sandbox.Report) {
+	fmt.Fprintf(w, "os:       %s\n", r.OS)
+	fmt.Fprintf(w, "backend:  %s\n", r.Backend)
+	fmt.Fprintf(w, "mode:     %s\n", r.Mode)
+	for _, c := range r.Checks {
+		mark := "ok  "
+		if !c.OK {
+			mark = "FAIL"
+		}
+		fmt.Fprintf(w, "  [%s] %-22s %s\n", mark, c.Name, c.Detail)
+	}
+	if len(r.Missing) == 0 {
+		fmt.Fprintln(w, "every guarantee of the policy can be enforced")
+	} else {
+		fmt.Fprintln(w, "not enforced here:")
+		for _, m := range r.Missing {
+			fmt.Fprintf(w, "  - %s\n", m)
+		}
+	}
+	if !r.CanSandbox {
+		fmt.Fprintln(w, "no sandbox is possible on this machine")
+	}
+}
+
+func newSetup(stdout io.Writer) *cobra.Command {
+	var f runFlags
+	cmd := &cobra.Command{
+		Use:   "setup",
+		Short: "One-time machine setup (Windows elevated mode); elsewhere says what is needed",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			pol, err := f.resolve(cmd)
+			if err != nil {
+				return err
+			}
+			if err := sandbox.Setup(context.Background(), pol, stdout); err != nil {
+				return failure("setup: %v", err)
+			}
+			return nil
+		},
+	}
+	f.register(cmd, false)
+	return cmd
+}
+
+func newCleanup(stdout io.Writer) *cobra.Command {
+	return &cobra.Command{
+		Use:   "cleanup",
+		Short: "Remove everything agentbox ever left on this machine",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := sandbox.Cleanup(context.Background(), stdout); err != nil {
+				return failure("cleanup: %v", err)
+			}
+			return nil
+		},
+	}
+}
+
+func newVersion(stdout io.Writer) *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "Print the agentbox version",
+		Args:  cobra.NoArgs,
+		Run: func(cmd *cobra.Command, args []string) {
+			fmt.Fprintf(stdout, "agentbox %s %s/%s %s\n", version(), runtime.GOOS, runtime.GOARCH, runtime.Version())
+		},
+	}
+}
+
+func version() string {
+	if Version != "" {
+		return Version
+	}
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		v := bi.Main.Version
+		for _, s := range bi.Settings {
+			if s.Key == "vcs.revision" && len(s.Value) >= 12 {
+				v = strings.TrimSuffix(v, "(devel)") + "devel-" + s.Value[:12]
+			}
+		}
+		if v != "" {
+			return v
+		}
+	}
+	return "devel"
+}

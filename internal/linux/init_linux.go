@@ -1,0 +1,240 @@
+package linux
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"runtime"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// The parent hands the init stage two pipes, named by these fds (runc's
+// pattern): the spec to read, and a status channel to report on.
+const (
+	specFD   = 3
+	statusFD = 4
+	// stageEnv marks the re-exec'd process; argv[0] alone could be faked
+	// by any program named like our stage.
+	stageEnv   = "_AGENTBOX_STAGE"
+	stageValue = "init"
+	stageArg0  = "agentbox-init"
+)
+
+// message is what the init stage reports on the status pipe.
+type message struct {
+	// Error is set when the sandbox could not be built or the command not
+	// started; Code is then the exit status agentbox should use.
+	Error string `json:"error,omitempty"`
+	Code  int    `json:"code,omitempty"`
+	// Started is sent once the command runs.
+	Started bool `json:"started,omitempty"`
+	// Exited reports how the command ended.
+	Exited bool `json:"exited,omitempty"`
+	Status int  `json:"status,omitempty"`
+	Signal int  `json:"signal,omitempty"`
+}
+
+// IsInit reports whether this process is the re-exec'd init stage.
+func IsInit() bool {
+	return len(os.Args) > 0 && os.Args[0] == stageArg0 && os.Getenv(stageEnv) == stageValue
+}
+
+// RunInit is the init stage: PID 1 of the sandbox's pid namespace. It never
+// returns.
+func RunInit() {
+	// Every descriptor beyond stdio is closed on exec: the command must not
+	// inherit ours (the status pipe) nor any the caller leaked to agentbox,
+	// which could reach outside the sandbox (runc's CVE-2024-21626).
+	if err := unix.CloseRange(3, ^uint(0), unix.CLOSE_RANGE_CLOEXEC); err != nil {
+		for fd := 3; fd < 1024; fd++ {
+			unix.CloseOnExec(fd)
+		}
+	}
+	status := os.NewFile(statusFD, "status")
+	report := func(m message) {
+		b, _ := json.Marshal(m)
+		status.Write(append(b, '\n'))
+	}
+	fail := func(code int, err error) {
+		report(message{Error: err.Error(), Code: code})
+		os.Exit(code)
+	}
+	spec, err := readSpec()
+	if err != nil {
+		fail(125, fmt.Errorf("sandbox init: %w", err))
+	}
+	os.Unsetenv(stageEnv)
+
+	// Build the filesystem view, then the network, while we still hold
+	// capabilities in the new user namespace.
+	if err := buildRoot(spec); err != nil {
+		fail(125, fmt.Errorf("building the sandbox filesystem: %w", err))
+	}
+	if !spec.Network {
+		if err := loopbackUp(); err != nil {
+			fail(125, fmt.Errorf("bringing up loopback in the network namespace: %w", err))
+		}
+	}
+	if err := unix.Chdir(spec.Cwd); err != nil {
+		fail(125, fmt.Errorf("entering %s inside the sandbox: %w", spec.Cwd, err))
+	}
+	// Look the command up now, inside the sandbox's view of PATH, so that
+	// "not found" and "not executable" get their own exit statuses.
+	path, code, err := lookPath(spec.Path, spec.Env)
+	if err != nil {
+		fail(code, err)
+	}
+	// From here on, nothing may be regained: no_new_privs, then every
+	// capability dropped, then the optional walls, seccomp last.
+	if err := lockDown(spec); err != nil {
+		fail(125, fmt.Errorf("restricting the sandbox: %w", err))
+	}
+
+	sigs := make(chan os.Signal, 16)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGWINCH, syscall.SIGCONT)
+
+	cmd := &exec.Cmd{
+		Path:   path,
+		Args:   spec.Argv,
+		Env:    spec.Env,
+		Dir:    spec.Cwd,
+		Stdin:  os.Stdin,
+		Stdout: os.Stdout,
+		Stderr: os.Stderr,
+		SysProcAttr: &syscall.SysProcAttr{
+			// If this init dies, the command dies with it.
+			Pdeathsig: syscall.SIGKILL,
+		},
+	}
+	if err := cmd.Start(); err != nil {
+		code := 125
+		if errors.Is(err, os.ErrPermission) || errors.Is(err, syscall.ENOEXEC) {
+			code = 126
+		} else if errors.Is(err, os.ErrNotExist) {
+			code = 127
+		}
+		fail(code, fmt.Errorf("starting %s: %w", spec.Argv[0], err))
+	}
+	report(message{Started: true})
+	pid := cmd.Process.Pid
+
+	go func() {
+		for s := range sigs {
+			syscall.Kill(pid, s.(syscall.Signal))
+		}
+	}()
+
+	// As PID 1 we inherit every orphan; reap them all, and stop as soon as
+	// the command itself is gone. Returning tears the namespace down, which
+	// kills whatever the command left running.
+	for {
+		var ws unix.WaitStatus
+		wpid, err := unix.Wait4(-1, &ws, 0, nil)
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil {
+			fail(125, fmt.Errorf("waiting for the command: %w", err))
+		}
+		if wpid != pid {
+			continue
+		}
+		m := message{Exited: true}
+		switch {
+		case ws.Exited():
+			m.Status = ws.ExitStatus()
+			report(m)
+			os.Exit(m.Status)
+		case ws.Signaled():
+			m.Signal = int(ws.Signal())
+			report(m)
+			os.Exit(128 + m.Signal)
+		}
+	}
+}
+
+func readSpec() (*Spec, error) {
+	f := os.NewFile(specFD, "spec")
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, 64<<20))
+	if err != nil {
+		return nil, fmt.Errorf("reading spec: %w", err)
+	}
+	var s Spec
+	if err := json.Unmarshal(data, &s); err != nil {
+		return nil, fmt.Errorf("decoding spec: %w", err)
+	}
+	if len(s.Argv) == 0 || s.Path == "" {
+		return nil, errors.New("empty command")
+	}
+	return &s, nil
+}
+
+// lookPath resolves argv0 with the command's own PATH and maps failures to
+// the shell's statuses: 127 not found, 126 found but not executable.
+func lookPath(argv0 string, env []string) (string, int, error) {
+	pathEnv := ""
+	for _, kv := range env {
+		if len(kv) > 5 && kv[:5] == "PATH=" {
+			pathEnv = kv[5:]
+		}
+	}
+	old := os.Getenv("PATH")
+	os.Setenv("PATH", pathEnv)
+	p, err := exec.LookPath(argv0)
+	os.Setenv("PATH", old)
+	if errors.Is(err, exec.ErrDot) {
+		// The command's own shell would run ./x given as "x" only when
+		// PATH says so; honour PATH as written.
+		err = nil
+	}
+	if err == nil {
+		return p, 0, nil
+	}
+	fi, serr := os.Stat(argv0)
+	switch {
+	case serr == nil && (fi.IsDir() || fi.Mode()&0o111 == 0):
+		return "", 126, fmt.Errorf("%s: permission denied (not executable)", argv0)
+	case errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrNotExist):
+		return "", 127, fmt.Errorf("%s: command not found", argv0)
+	case errors.Is(err, os.ErrPermission):
+		return "", 126, fmt.Errorf("%s: permission denied", argv0)
+	}
+	return "", 127, fmt.Errorf("%s: %w", argv0, err)
+}
+
+// loopbackUp brings "lo" up in the fresh network namespace so servers the
+// command starts on 127.0.0.1 work.
+func loopbackUp() error {
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	ifr, err := unix.NewIfreq("lo")
+	if err != nil {
+		return err
+	}
+	if err := unix.IoctlIfreq(fd, unix.SIOCGIFFLAGS, ifr); err != nil {
+		return err
+	}
+	ifr.SetUint16(ifr.Uint16() | unix.IFF_UP)
+	if err := unix.IoctlIfreq(fd, unix.SIOCSIFFLAGS, ifr); err != nil {
+		return err
+	}
+	return nil
+}
+
+func init() {
+	// The init stage must stay on one OS thread while it changes
+	// per-thread state before spreading it (see lockDown).
+	if IsInit() {
+		runtime.LockOSThread()
+	}
+}

@@ -1,0 +1,161 @@
+package linux
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// StartError is a failure reported by the init stage before the command
+// ran; Code is the exit status the CLI should use (125, 126 or 127).
+type StartError struct {
+	Code int
+	Msg  string
+}
+
+func (e *StartError) Error() string { return e.Msg }
+
+// Process is a running sandbox: the init stage and, under it, the command.
+type Process struct {
+	cmd    *exec.Cmd
+	status *bufio.Reader
+	file   *os.File
+}
+
+// Start launches the init stage in fresh namespaces and waits until it
+// has either started the command or failed to build the sandbox.
+func Start(spec *Spec, stdin io.Reader, stdout, stderr io.Writer) (*Process, error) {
+	specR, specW, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	statusR, statusW, err := os.Pipe()
+	if err != nil {
+		specR.Close()
+		specW.Close()
+		return nil, err
+	}
+	uid, gid := os.Getuid(), os.Getgid()
+	flags := uintptr(unix.CLONE_NEWUSER | unix.CLONE_NEWNS | unix.CLONE_NEWPID |
+		unix.CLONE_NEWIPC | unix.CLONE_NEWUTS | unix.CLONE_NEWCGROUP)
+	if !spec.Network {
+		flags |= unix.CLONE_NEWNET
+	}
+	attr := &syscall.SysProcAttr{
+		Cloneflags: flags,
+		// The command keeps the caller's uid and gid, so file ownership
+		// and tools such as git's safe.directory check look the same.
+		UidMappings:                []syscall.SysProcIDMap{{ContainerID: uid, HostID: uid, Size: 1}},
+		GidMappings:                []syscall.SysProcIDMap{{ContainerID: gid, HostID: gid, Size: 1}},
+		GidMappingsEnableSetgroups: false,
+		// No controlling terminal: TIOCSTI into the caller's terminal is
+		// impossible, and the sandbox cannot signal the caller's group.
+		Setsid: true,
+		// If agentbox dies, so does the sandbox (and with its PID 1, the
+		// whole pid namespace).
+		Pdeathsig: syscall.SIGKILL,
+	}
+	if uid != 0 {
+		// A non-root uid loses the namespace's capabilities at exec; keep
+		// exactly those the init stage needs, as ambient capabilities,
+		// until it drops them all before the command starts.
+		attr.AmbientCaps = []uintptr{unix.CAP_SYS_ADMIN, unix.CAP_NET_ADMIN, unix.CAP_SETPCAP}
+	}
+	cmd := &exec.Cmd{
+		Path:        "/proc/self/exe",
+		Args:        []string{stageArg0},
+		Env:         []string{stageEnv + "=" + stageValue},
+		Stdin:       stdin,
+		Stdout:      stdout,
+		Stderr:      stderr,
+		ExtraFiles:  []*os.File{specR, statusW},
+		SysProcAttr: attr,
+	}
+	err = cmd.Start()
+	specR.Close()
+	statusW.Close()
+	if err != nil {
+		specW.Close()
+		statusR.Close()
+		return nil, fmt.Errorf("starting the sandbox: %w", explainCloneError(err))
+	}
+	p := &Process{cmd: cmd, status: bufio.NewReader(statusR), file: statusR}
+	go func() {
+		// The init stage reads the spec before anything else; a write
+		// error only means it died, which the status pipe reports.
+		json.NewEncoder(specW).Encode(spec)
+		specW.Close()
+	}()
+	m, err := p.next()
+	if err != nil || !m.Started {
+		cmd.Process.Kill()
+		werr := cmd.Wait()
+		statusR.Close()
+		switch {
+		case err == nil && m.Error != "":
+			return nil, &StartError{Code: m.Code, Msg: m.Error}
+		case err == nil:
+			return nil, fmt.Errorf("sandbox init sent an unexpected message: %+v", m)
+		default:
+			return nil, fmt.Errorf("sandbox init ended before starting the command (%v)", werr)
+		}
+	}
+	return p, nil
+}
+
+func (p *Process) next() (message, error) {
+	var m message
+	line, err := p.status.ReadBytes('\n')
+	if err != nil {
+		return m, err
+	}
+	return m, json.Unmarshal(line, &m)
+}
+
+// Wait waits for the command; when it returns, the sandbox and every
+// process in it are gone. It returns the command's exit status and the
+// signal that killed it, if any.
+func (p *Process) Wait() (code, signal int, err error) {
+	m, merr := p.next()
+	werr := p.cmd.Wait()
+	p.file.Close()
+	if merr == nil && m.Exited {
+		return m.Status, m.Signal, nil
+	}
+	// No report: the init stage itself was killed (timeout, cancel, or
+	// someone else). Its own fate is the best answer we have.
+	if ps := p.cmd.ProcessState; ps != nil {
+		if ws, ok := ps.Sys().(syscall.WaitStatus); ok {
+			if ws.Signaled() {
+				return 0, int(ws.Signal()), nil
+			}
+			return ws.ExitStatus(), 0, nil
+		}
+	}
+	return 0, 0, fmt.Errorf("waiting for the sandbox: %w", errors.Join(merr, werr))
+}
+
+// Signal forwards sig to the command through the init stage.
+func (p *Process) Signal(sig os.Signal) error {
+	return p.cmd.Process.Signal(sig)
+}
+
+// Kill ends the sandbox: killing its PID 1 kills every process in it.
+func (p *Process) Kill() error {
+	return p.cmd.Process.Kill()
+}
+
+// explainCloneError turns the kernel's terse refusal into the reason.
+func explainCloneError(err error) error {
+	if errors.Is(err, syscall.EPERM) || errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EINVAL) {
+		return fmt.Errorf("%w: user namespaces are unavailable here (see 'agentbox doctor')", err)
+	}
+	return err
+}

@@ -1,0 +1,218 @@
+package linux
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// Paths used while the new root is built. The scratch tmpfs is mounted on
+// /tmp and becomes the root for a moment: the host root then sits at
+// /oldroot and the sandbox's root is assembled at /newroot.
+const (
+	scratch = "/tmp"
+	oldRoot = "/oldroot"
+	newRoot = "/newroot"
+)
+
+// openNoFollow opens path (absolute) beneath dir as an O_PATH fd, refusing
+// any symlink on the way: the policy resolved every path already, so a
+// symlink here means the tree changed under us (a swap race, as in runc's
+// CVE-2021-30465) and we fail closed.
+func openNoFollow(dir, path string, flags uint64) (int, error) {
+	rel := strings.TrimPrefix(path, "/")
+	if rel == "" {
+		rel = "."
+	}
+	fd, err := unix.Openat2(unix.AT_FDCWD, filepath.Join(dir, rel), &unix.OpenHow{
+		Flags:   unix.O_PATH | unix.O_CLOEXEC | flags,
+		Resolve: unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
+	})
+	if err != nil {
+		return -1, &os.PathError{Op: "openat2", Path: path, Err: err}
+	}
+	return fd, nil
+}
+
+// cloneOnto makes a detached copy of the mount tree at src (beneath srcDir)
+// and attaches it at dst (beneath newRoot). recursive copies submounts too.
+// It returns the fd of the new mount for setting attributes.
+func cloneOnto(srcDir, src, dst string, recursive, link bool) (int, error) {
+	var nofollow uint64
+	treeFlags := uint(unix.OPEN_TREE_CLONE | unix.OPEN_TREE_CLOEXEC | unix.AT_EMPTY_PATH)
+	if recursive {
+		treeFlags |= unix.AT_RECURSIVE
+	}
+	if link {
+		nofollow = unix.O_NOFOLLOW
+	}
+	sfd, err := openNoFollow(srcDir, src, nofollow)
+	if err != nil {
+		return -1, err
+	}
+	defer unix.Close(sfd)
+	tree, err := unix.OpenTree(sfd, "", treeFlags)
+	if err != nil {
+		return -1, &os.PathError{Op: "open_tree", Path: src, Err: err}
+	}
+	dfd, err := openNoFollow(newRoot, dst, nofollow)
+	if err != nil {
+		unix.Close(tree)
+		return -1, err
+	}
+	defer unix.Close(dfd)
+	if err := unix.MoveMount(tree, "", dfd, "", unix.MOVE_MOUNT_F_EMPTY_PATH|unix.MOVE_MOUNT_T_EMPTY_PATH); err != nil {
+		unix.Close(tree)
+		return -1, &os.PathError{Op: "move_mount", Path: dst, Err: err}
+	}
+	return tree, nil
+}
+
+func setAttr(fd int, path string, set uint64, recursive bool) error {
+	flags := uint(unix.AT_EMPTY_PATH)
+	if recursive {
+		flags |= unix.AT_RECURSIVE
+	}
+	if err := unix.MountSetattr(fd, "", flags, &unix.MountAttr{Attr_set: set}); err != nil {
+		return &os.PathError{Op: "mount_setattr", Path: path, Err: err}
+	}
+	return nil
+}
+
+// buildRoot assembles the sandbox's filesystem at /newroot and switches to
+// it. The order matters and each step says why.
+func buildRoot(spec *Spec) error {
+	// Nothing we mount may leak back to the host, and host mount events
+	// must not appear inside with their own (possibly writable) flags.
+	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
+		return &os.SyscallError{Syscall: "mount(MS_PRIVATE)", Err: err}
+	}
+	if err := unix.Mount("agentbox", scratch, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=0700,size=64k"); err != nil {
+		return &os.PathError{Op: "mount tmpfs", Path: scratch, Err: err}
+	}
+	for _, d := range []string{scratch + oldRoot, scratch + newRoot} {
+		if err := os.Mkdir(d, 0o700); err != nil {
+			return err
+		}
+	}
+	// Make the scratch tmpfs the root so the host's whole tree, /tmp
+	// included, is reachable under /oldroot without anything covering it.
+	if err := unix.PivotRoot(scratch, scratch+oldRoot); err != nil {
+		return &os.PathError{Op: "pivot_root", Path: scratch, Err: err}
+	}
+	if err := unix.Chdir("/"); err != nil {
+		return err
+	}
+
+	// 1. The host, read-only and nosuid, as the base layer.
+	fd, err := cloneOnto(oldRoot, "/", "/", true, false)
+	if err != nil {
+		return fmt.Errorf("binding the host root: %w", err)
+	}
+	err = setAttr(fd, "/", unix.MOUNT_ATTR_RDONLY|unix.MOUNT_ATTR_NOSUID, true)
+	unix.Close(fd)
+	if err != nil {
+		return err
+	}
+
+	// 2. The plan: writable roots, pins, then read-only carve-outs. Sources
+	// of writable roots come from the host (/oldroot); pins and carve-outs
+	// copy what the sandbox already shows, submounts included.
+	for _, m := range spec.Mounts {
+		var fd int
+		var err error
+		switch m.Kind {
+		case BindWritable:
+			fd, err = cloneOnto(oldRoot, m.Path, m.Path, true, false)
+			if err == nil {
+				err = setAttr(fd, m.Path, unix.MOUNT_ATTR_NOSUID, true)
+			}
+		case Pin:
+			fd, err = cloneOnto(newRoot, m.Path, m.Path, true, false)
+		case BindReadOnly:
+			fd, err = cloneOnto(newRoot, m.Path, m.Path, true, false)
+			if err == nil {
+				err = setAttr(fd, m.Path, unix.MOUNT_ATTR_RDONLY|unix.MOUNT_ATTR_NOSUID, true)
+			}
+		case PinLink:
+			fd, err = cloneOnto(newRoot, m.Path, m.Path, false, true)
+		default:
+			err = fmt.Errorf("unknown mount kind %q", m.Kind)
+		}
+		if fd > 0 {
+			unix.Close(fd)
+		}
+		if err != nil {
+			return fmt.Errorf("%s mount of %s: %w", m.Kind, m.Path, err)
+		}
+	}
+
+	// 3. A /proc for the new pid namespace: the host's would show (and
+	// let the command signal or inspect) every process on the machine.
+	if err := unix.Mount("proc", newRoot+"/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
+		return &os.PathError{Op: "mount proc", Path: "/proc", Err: err}
+	}
+	// 4. A private /dev: only harmless devices, a fresh devpts instance and
+	// a private /dev/shm so shared-memory writes never reach the host.
+	if err := buildDev(); err != nil {
+		return fmt.Errorf("building /dev: %w", err)
+	}
+
+	// 5. Switch to the new root and drop the old one entirely: nothing of
+	// the unfiltered host tree may stay reachable.
+	if err := unix.Chdir(newRoot); err != nil {
+		return err
+	}
+	if err := unix.PivotRoot(".", "."); err != nil {
+		return &os.PathError{Op: "pivot_root", Path: newRoot, Err: err}
+	}
+	if err := unix.Unmount(".", unix.MNT_DETACH); err != nil {
+		return &os.PathError{Op: "umount", Path: "old root", Err: err}
+	}
+	return unix.Chdir("/")
+}
+
+func buildDev() error {
+	dev := newRoot + "/dev"
+	if err := unix.Mount("agentbox-dev", dev, "tmpfs", unix.MS_NOSUID|unix.MS_NOEXEC, "mode=0755,size=64k"); err != nil {
+		return &os.PathError{Op: "mount tmpfs", Path: "/dev", Err: err}
+	}
+	for _, n := range []string{"null", "zero", "full", "random", "urandom", "tty"} {
+		if err := os.WriteFile(dev+"/"+n, nil, 0o666); err != nil {
+			return err
+		}
+		fd, err := cloneOnto(oldRoot, "/dev/"+n, "/dev/"+n, false, false)
+		if err != nil {
+			return err
+		}
+		unix.Close(fd)
+	}
+	for _, d := range []string{"pts", "shm"} {
+		if err := os.Mkdir(dev+"/"+d, 0o755); err != nil {
+			return err
+		}
+	}
+	if err := unix.Mount("devpts", dev+"/pts", "devpts", unix.MS_NOSUID|unix.MS_NOEXEC, "newinstance,ptmxmode=0666,mode=0620"); err != nil {
+		return &os.PathError{Op: "mount devpts", Path: "/dev/pts", Err: err}
+	}
+	if err := unix.Mount("agentbox-shm", dev+"/shm", "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=1777"); err != nil {
+		return &os.PathError{Op: "mount tmpfs", Path: "/dev/shm", Err: err}
+	}
+	links := [][2]string{
+		{"pts/ptmx", "ptmx"}, {"/proc/self/fd", "fd"},
+		{"/proc/self/fd/0", "stdin"}, {"/proc/self/fd/1", "stdout"}, {"/proc/self/fd/2", "stderr"},
+	}
+	for _, l := range links {
+		if err := os.Symlink(l[0], dev+"/"+l[1]); err != nil {
+			return err
+		}
+	}
+	// The tmpfs itself becomes read-only: nothing may be added to /dev.
+	if err := unix.Mount("", dev, "", unix.MS_REMOUNT|unix.MS_BIND|unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NOEXEC, ""); err != nil {
+		return &os.PathError{Op: "remount ro", Path: "/dev", Err: err}
+	}
+	return nil
+}

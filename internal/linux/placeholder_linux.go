@@ -1,0 +1,190 @@
+package linux
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Placeholders make missing protected names (.git, .codex, .agents in a
+// root that has none) uncreatable. A mount needs an existing mount point,
+// so an empty directory is created on the host for the run and bound
+// read-only over itself inside the sandbox, where it can be neither
+// written, removed nor renamed.
+//
+// Runs that share a placeholder hold a shared flock on it; the last one
+// out removes it. A record in the state directory remembers which
+// directories agentbox created, so a run killed before its cleanup is
+// swept up by the next run or by `agentbox cleanup`.
+type Placeholders struct {
+	dir  string // record directory, "" when none could be used
+	held []heldPlaceholder
+}
+
+type heldPlaceholder struct {
+	path string
+	f    *os.File
+}
+
+// lockWait bounds how long a run waits for a placeholder that another run
+// is removing (or that a hostile process holds locked).
+const lockWait = 5 * time.Second
+
+// AcquirePlaceholders creates (or joins) a placeholder for each path.
+func AcquirePlaceholders(paths []string, stateDir string) (*Placeholders, error) {
+	p := &Placeholders{}
+	if stateDir != "" {
+		d := filepath.Join(stateDir, "placeholders")
+		if err := os.MkdirAll(d, 0o700); err == nil {
+			p.dir = d
+		}
+	}
+	for _, path := range paths {
+		f, err := p.acquire(path)
+		if err != nil {
+			p.Release()
+			return nil, err
+		}
+		p.held = append(p.held, heldPlaceholder{path, f})
+	}
+	return p, nil
+}
+
+func (p *Placeholders) acquire(path string) (*os.File, error) {
+	deadline := time.Now().Add(lockWait)
+	for {
+		created := false
+		switch err := os.Mkdir(path, 0o555); {
+		case err == nil:
+			created = true
+			p.record(path)
+		case errors.Is(err, os.ErrExist):
+		default:
+			return nil, fmt.Errorf("creating placeholder for protected path %s: %w", path, err)
+		}
+		f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_DIRECTORY|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0)
+		if err != nil {
+			if created {
+				os.Remove(path)
+			}
+			return nil, fmt.Errorf("protected path %s appeared as something other than a directory while starting; run again: %w", path, err)
+		}
+		if err := unix.Flock(int(f.Fd()), unix.LOCK_SH|unix.LOCK_NB); err != nil {
+			f.Close()
+			if time.Now().After(deadline) {
+				return nil, fmt.Errorf("placeholder %s stays locked by another process: %w", path, err)
+			}
+			time.Sleep(10 * time.Millisecond)
+			continue
+		}
+		// The run that held it may have removed it between our open and
+		// our lock; only the directory still at path protects anything.
+		if sameFile(f, path) {
+			return f, nil
+		}
+		f.Close()
+	}
+}
+
+func sameFile(f *os.File, path string) bool {
+	var a, b unix.Stat_t
+	if unix.Fstat(int(f.Fd()), &a) != nil || unix.Lstat(path, &b) != nil {
+		return false
+	}
+	return a.Dev == b.Dev && a.Ino == b.Ino
+}
+
+func (p *Placeholders) recordPath(path string) string {
+	sum := sha256.Sum256([]byte(path))
+	return filepath.Join(p.dir, hex.EncodeToString(sum[:16]))
+}
+
+func (p *Placeholders) record(path string) {
+	if p.dir != "" {
+		os.WriteFile(p.recordPath(path), []byte(path), 0o600)
+	}
+}
+
+// Release drops this run's hold and removes every placeholder no other
+// run still uses.
+func (p *Placeholders) Release() {
+	for _, h := range p.held {
+		p.removeIfUnused(h.path, h.f)
+	}
+	p.held = nil
+}
+
+// removeIfUnused removes path when f (open on it) can be locked
+// exclusively: no other run holds it. Only an empty directory that
+// agentbox recorded as its own is removed.
+func (p *Placeholders) removeIfUnused(path string, f *os.File) {
+	defer f.Close()
+	if unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB) != nil {
+		return // still in use; the last run out removes it
+	}
+	if !sameFile(f, path) {
+		return
+	}
+	rec := ""
+	if p.dir != "" {
+		rec = p.recordPath(path)
+		if b, err := os.ReadFile(rec); err != nil || string(b) != path {
+			return
+		}
+	}
+	if empty(f) {
+		os.Remove(path)
+	}
+	if rec != "" {
+		os.Remove(rec)
+	}
+}
+
+func empty(f *os.File) bool {
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return false
+	}
+	names, err := f.Readdirnames(1)
+	return len(names) == 0 && errors.Is(err, io.EOF)
+}
+
+// SweepPlaceholders removes placeholders left by runs that were killed
+// before they could clean up. It returns the paths it removed.
+func SweepPlaceholders(stateDir string) []string {
+	p := &Placeholders{dir: filepath.Join(stateDir, "placeholders")}
+	ents, err := os.ReadDir(p.dir)
+	if err != nil {
+		return nil
+	}
+	var removed []string
+	for _, e := range ents {
+		rec := filepath.Join(p.dir, e.Name())
+		b, err := os.ReadFile(rec)
+		if err != nil {
+			continue
+		}
+		path := string(b)
+		if p.recordPath(path) != rec {
+			os.Remove(rec) // not written by us
+			continue
+		}
+		f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_DIRECTORY|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0)
+		if err != nil {
+			os.Remove(rec) // gone, or no longer ours to judge
+			continue
+		}
+		p.removeIfUnused(path, f)
+		if _, err := os.Lstat(path); errors.Is(err, os.ErrNotExist) {
+			removed = append(removed, path)
+		}
+	}
+	return removed
+}

@@ -1,0 +1,147 @@
+// Package linux is agentbox's Linux backend: a re-exec'd init stage that
+// builds the sandbox from the kernel's own primitives (user, mount, pid, ipc,
+// uts and network namespaces; read-only bind mounts; a fresh /proc and a
+// private /dev), drops every capability, sets no_new_privs, adds Landlock
+// and seccomp, and then runs the command as its child, so that the whole
+// process tree dies with it.
+//
+// The mount plan is computed here by pure functions so it can be tested
+// anywhere; the syscalls live in the _linux.go files.
+package linux
+
+import (
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/agentbox/agentbox/policy"
+)
+
+// Spec is everything the init stage needs, sent to it over a pipe as JSON.
+type Spec struct {
+	// Path is the command to run, looked up in PATH from Env when it has no slash.
+	Path string   `json:"path"`
+	Argv []string `json:"argv"`
+	Env  []string `json:"env"`
+	Cwd  string   `json:"cwd"`
+	// Mounts are applied in order on top of a read-only view of the host.
+	Mounts []Mount `json:"mounts"`
+	// Network keeps the host network; otherwise only loopback exists.
+	Network bool `json:"network"`
+	// WritableRoots, for the Landlock layer.
+	WritableRoots []string `json:"writable_roots"`
+	// Landlock and Seccomp switch the second walls on.
+	Landlock bool `json:"landlock"`
+	Seccomp  bool `json:"seccomp"`
+	// DenyInetSockets makes seccomp refuse non-unix sockets: used when no
+	// network namespace separates the command from the host.
+	DenyInetSockets bool `json:"deny_inet_sockets"`
+}
+
+// MountKind is what one step of the plan does to a path.
+type MountKind string
+
+const (
+	// BindWritable shows the host's directory read-write (a writable root).
+	BindWritable MountKind = "rw"
+	// Pin binds a directory onto itself so it becomes a mount point: the
+	// kernel refuses to rename or remove a mount point (EBUSY), which keeps
+	// a protected path from being moved aside through its ancestors.
+	Pin MountKind = "pin"
+	// BindReadOnly makes a protected path (and everything below) read-only.
+	BindReadOnly MountKind = "ro"
+	// PinLink binds a protected symlink onto itself: the link keeps working
+	// (its target has its own read-only step) but cannot be replaced.
+	PinLink MountKind = "pin-link"
+)
+
+// Mount is one step of the plan.
+type Mount struct {
+	Kind MountKind `json:"kind"`
+	Path string    `json:"path"`
+}
+
+// Plan orders the mounts for a policy. Writable roots go first, parents
+// before children, so a nested root keeps its own bind; then the pins; then
+// the read-only carve-outs last, so no later bind can cover them whatever
+// the nesting of roots.
+//
+// placeholders are missing protected paths that the caller has created as
+// empty directories for the duration of the run; they are pinned read-only
+// like existing ones. A missing path without a placeholder is left out: the
+// caller must not start the sandbox in that case.
+func Plan(p *policy.Policy, placeholders []string) []Mount {
+	var out []Mount
+	for _, r := range p.WritableRoots {
+		out = append(out, Mount{BindWritable, r})
+	}
+	have := map[string]bool{}
+	for _, ph := range placeholders {
+		have[ph] = true
+	}
+	var ro, links []string
+	pins := map[string]bool{}
+	for _, pr := range p.Protected {
+		if pr.Root == "" {
+			continue // outside every writable root: read-only already
+		}
+		switch pr.Kind {
+		case policy.Missing:
+			if !have[pr.Path] {
+				continue
+			}
+		}
+		if pr.Kind == policy.Symlink {
+			links = append(links, pr.Path)
+		} else {
+			ro = append(ro, pr.Path)
+		}
+		for a := filepath.Dir(pr.Path); a != pr.Root && policy.Within(a, pr.Root); a = filepath.Dir(a) {
+			pins[a] = true
+		}
+	}
+	roots := map[string]bool{}
+	for _, r := range p.WritableRoots {
+		roots[r] = true
+	}
+	var pinList []string
+	for a := range pins {
+		if !roots[a] { // a writable root is already a mount point
+			pinList = append(pinList, a)
+		}
+	}
+	slices.SortFunc(pinList, byDepth)
+	for _, a := range pinList {
+		out = append(out, Mount{Pin, a})
+	}
+	slices.SortFunc(ro, byDepth)
+	for _, r := range ro {
+		out = append(out, Mount{BindReadOnly, r})
+	}
+	slices.SortFunc(links, byDepth)
+	for _, l := range links {
+		out = append(out, Mount{PinLink, l})
+	}
+	return out
+}
+
+// byDepth orders shallower paths first, then lexically.
+func byDepth(a, b string) int {
+	da, db := strings.Count(a, "/"), strings.Count(b, "/")
+	if da != db {
+		return da - db
+	}
+	return strings.Compare(a, b)
+}
+
+// MissingPlaceholders lists the missing protected paths inside writable
+// roots that need a placeholder to be made uncreatable.
+func MissingPlaceholders(p *policy.Policy) []string {
+	var out []string
+	for _, pr := range p.Protected {
+		if pr.Kind == policy.Missing && pr.Root != "" {
+			out = append(out, pr.Path)
+		}
+	}
+	return out
+}

@@ -1,0 +1,115 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/agentbox/agentbox/internal/linux"
+	"github.com/agentbox/agentbox/policy"
+)
+
+// Main runs the Linux init stage when this process is one; otherwise it
+// returns at once. Call it first thing in main.
+func Main() {
+	if linux.IsInit() {
+		linux.RunInit() // never returns
+	}
+}
+
+// stateDir is where agentbox keeps its own bookkeeping on Linux.
+func stateDir() string {
+	if d := os.Getenv("XDG_STATE_HOME"); filepath.IsAbs(d) {
+		return filepath.Join(d, "agentbox")
+	}
+	if h := os.Getenv("HOME"); filepath.IsAbs(h) {
+		return filepath.Join(h, ".local", "state", "agentbox")
+	}
+	return ""
+}
+
+func start(c *Cmd) (process, error) {
+	pol := c.Policy
+	if pol.Mode == policy.DangerFullAccess {
+		return startUnsandboxed(c)
+	}
+	state := stateDir()
+	if state != "" {
+		linux.SweepPlaceholders(state)
+	}
+	ph, err := linux.AcquirePlaceholders(linux.MissingPlaceholders(pol), state)
+	if err != nil {
+		return nil, &StartError{CodeSandboxFailure, err}
+	}
+	spec := &linux.Spec{
+		Path:          c.Path,
+		Argv:          c.Args,
+		Env:           c.Env,
+		Cwd:           pol.Cwd,
+		Mounts:        linux.Plan(pol, linux.MissingPlaceholders(pol)),
+		Network:       pol.Network,
+		WritableRoots: pol.WritableRoots,
+	}
+	p, err := linux.Start(spec, c.Stdin, c.Stdout, c.Stderr)
+	if err != nil {
+		ph.Release()
+		var se *linux.StartError
+		if errors.As(err, &se) {
+			return nil, &StartError{se.Code, errors.New(se.Msg)}
+		}
+		return nil, &StartError{CodeSandboxFailure, err}
+	}
+	return &linuxProcess{p: p, ph: ph}, nil
+}
+
+type linuxProcess struct {
+	p  *linux.Process
+	ph *linux.Placeholders
+}
+
+func (l *linuxProcess) Wait() (*Status, error) {
+	code, sig, err := l.p.Wait()
+	l.ph.Release()
+	if err != nil {
+		return nil, err
+	}
+	return &Status{Code: code, Signal: sig}, nil
+}
+
+func (l *linuxProcess) Signal(s os.Signal) error { return l.p.Signal(s) }
+func (l *linuxProcess) Kill() error              { return l.p.Kill() }
+
+func doctor(pol *policy.Policy) *Report {
+	return linuxDoctor(pol)
+}
+
+func setup(ctx context.Context, pol *policy.Policy, out io.Writer) error {
+	fmt.Fprintln(out, "agentbox: nothing to set up on Linux; run 'agentbox doctor' to see what this machine enforces")
+	return nil
+}
+
+func cleanup(ctx context.Context, out io.Writer) error {
+	state := stateDir()
+	if state == "" {
+		fmt.Fprintln(out, "agentbox: no state directory ($HOME unset); nothing recorded to clean up")
+		return nil
+	}
+	removed := linux.SweepPlaceholders(state)
+	for _, p := range removed {
+		fmt.Fprintf(out, "removed placeholder %s\n", p)
+	}
+	left, _ := os.ReadDir(filepath.Join(state, "placeholders"))
+	for _, e := range left {
+		b, _ := os.ReadFile(filepath.Join(state, "placeholders", e.Name()))
+		fmt.Fprintf(out, "kept placeholder %s: a running sandbox still uses it\n", strings.TrimSpace(string(b)))
+	}
+	if len(removed) == 0 && len(left) == 0 {
+		fmt.Fprintln(out, "agentbox: nothing to clean up")
+	}
+	return nil
+}
+
