@@ -112,4 +112,3 @@ func cleanup(ctx context.Context, out io.Writer) error {
 	}
 	return nil
 }
-
