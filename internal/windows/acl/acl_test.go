@@ -1,0 +1,209 @@
+package acl
+
+import (
+	"errors"
+	"io/fs"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/agentbox/agentbox/policy"
+)
+
+func TestACESDDLRoundTrip(t *testing.T) {
+	for _, a := range []ACE{
+		{Flags: ObjectInherit | ContainerInherit, Mask: AllowWrite, SID: wsSID},
+		{Deny: true, Mask: DenyRenameAside, SID: wsSID},
+		{Deny: true, Flags: ObjectInherit | ContainerInherit, Mask: DenyWrite, SID: "WD"},
+	} {
+		got, ok := ParseACE(a.SDDL())
+		if !ok || got != a {
+			t.Errorf("ParseACE(%s) = %+v, %v", a.SDDL(), got, ok)
+		}
+	}
+	if got := (ACE{Flags: ObjectInherit | ContainerInherit, Mask: AllowWrite, SID: wsSID}).SDDL(); got != "(A;OICI;0x1301ff;;;S-1-5-21-11-22-33-44)" {
+		t.Errorf("SDDL = %s", got)
+	}
+	a, ok := ParseACE("(A;OICIID;FA;;;SY)")
+	if !ok || a.Mask != FileAllAccess || a.Flags != ObjectInherit|ContainerInherit|Inherited || a.SID != "SY" {
+		t.Errorf("ParseACE(FA) = %+v %v", a, ok)
+	}
+	if _, ok := ParseACE("(OA;;CC;bf967aba-0de6-11d0-a285-00aa003049e2;;AU)"); ok {
+		t.Error("object ACE parsed as plain ACE")
+	}
+}
+
+func TestDACLAddCanonical(t *testing.T) {
+	in := "D:AI(D;;FA;;;S-1-5-21-9-9-9-9)(A;;FA;;;SY)(XA;;FA;;;WD;(Member_of {SID(BA)}))(A;OICIID;FA;;;BA)(A;OICIID;0x1200a9;;;BU)"
+	d, err := ParseDACL(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(d.ACEs) != 5 || d.ACEs[2].OK {
+		t.Fatalf("parsed %d ACEs, conditional OK=%v", len(d.ACEs), d.ACEs[2].OK)
+	}
+	allow := ACE{Flags: ObjectInherit | ContainerInherit, Mask: AllowWrite, SID: wsSID}
+	deny := ACE{Deny: true, Mask: DenyRenameAside, SID: wsSID}
+	for _, a := range []ACE{allow, deny} {
+		if ch, err := d.Add(a); !ch || err != nil {
+			t.Fatalf("Add(%s) = %v, %v", a, ch, err)
+		}
+	}
+	want := "D:AI(D;;FA;;;S-1-5-21-9-9-9-9)(D;;0x10040;;;S-1-5-21-11-22-33-44)(A;;FA;;;SY)(XA;;FA;;;WD;(Member_of {SID(BA)}))" +
+		"(A;OICI;0x1301ff;;;S-1-5-21-11-22-33-44)(A;OICIID;FA;;;BA)(A;OICIID;0x1200a9;;;BU)"
+	if got := d.String(); got != want {
+		t.Errorf("merged\n got %s\nwant %s", got, want)
+	}
+	// Already there: no change. A broader existing grant also counts.
+	if ch, _ := d.Add(allow); ch {
+		t.Error("second Add changed the DACL")
+	}
+	d2, _ := ParseDACL("D:(A;OICI;FA;;;" + wsSID + ")")
+	if ch, _ := d2.Add(allow); ch {
+		t.Error("FA grant did not satisfy AllowWrite")
+	}
+	// An inherited grant is not ours: it may vanish when the parent changes.
+	d3, _ := ParseDACL("D:(A;OICIID;FA;;;" + wsSID + ")")
+	if ch, _ := d3.Add(allow); !ch {
+		t.Error("inherited grant treated as explicit")
+	}
+	if n := d.RemoveSID(wsSID); n != 2 || strings.Contains(d.String(), wsSID) {
+		t.Errorf("RemoveSID removed %d: %s", n, d)
+	}
+	if _, err := (&DACL{Null: true}).Add(allow); !errors.Is(err, ErrNullDACL) {
+		t.Errorf("NULL DACL: %v", err)
+	}
+	if d, _ := ParseDACL("O:BAD:PAI(A;;FA;;;SY)S:AI"); d.Flags != "PAI" || !d.Protected() || len(d.ACEs) != 1 {
+		t.Errorf("parse with owner/sacl: %+v", d)
+	}
+}
+
+type memStore struct {
+	dacl map[string]string
+	sets []string
+}
+
+func (m *memStore) GetDACL(p string) (string, error) {
+	s, ok := m.dacl[Key(p)]
+	if !ok {
+		return "", fs.ErrNotExist
+	}
+	return s, nil
+}
+func (m *memStore) SetDACL(p, sddl string, protected bool) error {
+	m.dacl[Key(p)] = sddl
+	m.sets = append(m.sets, p)
+	return nil
+}
+func (m *memStore) Mkdir(p string) error {
+	if _, ok := m.dacl[Key(p)]; ok {
+		return fs.ErrExist
+	}
+	m.dacl[Key(p)] = "D:AI(A;OICIID;FA;;;SY)"
+	return nil
+}
+
+func TestApplyIdempotent(t *testing.T) {
+	st := &memStore{dacl: map[string]string{}}
+	for _, p := range []string{temp, proj, proj + `\.git`, proj + `\.codex`, proj + `\.git\worktrees`, proj + `\.git\worktrees\wt`, wt, wt + `\.git`} {
+		st.dacl[Key(p)] = "D:AI(A;OICIID;FA;;;SY)"
+	}
+	pl := PlanFor(scenePolicy(), wsSID)
+	r1, err := Apply(st, pl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r1.Modified) == 0 || len(r1.Created) != 6 {
+		t.Fatalf("first run: %+v", r1)
+	}
+	r2, err := Apply(st, pl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r2.Modified) != 0 || len(r2.Created) != 0 || r2.Checked != r1.Checked {
+		t.Fatalf("second run modified %v created %v (checked %d/%d)", r2.Modified, r2.Created, r2.Checked, r1.Checked)
+	}
+	// Each path is written once even when it gets several ACEs.
+	seen := map[string]bool{}
+	for _, p := range st.sets {
+		if seen[Key(p)] {
+			t.Errorf("%s written twice", p)
+		}
+		seen[Key(p)] = true
+	}
+	got, err := Revoke(st, r1.Modified, wsSID)
+	if err != nil || len(got) != len(r1.Modified) {
+		t.Fatalf("Revoke = %v, %v", got, err)
+	}
+	for k, v := range st.dacl {
+		if strings.Contains(v, wsSID) {
+			t.Errorf("%s still has %s", k, v)
+		}
+	}
+}
+
+func TestPlanEntries(t *testing.T) {
+	pl := PlanFor(scenePolicy(), wsSID)
+	var got []string
+	for _, e := range pl.Entries {
+		got = append(got, e.Path+" "+e.ACE.SDDL())
+	}
+	want := []string{
+		temp + " (A;OICI;0x1301ff;;;" + wsSID + ")",
+		proj + " (A;OICI;0x1301ff;;;" + wsSID + ")",
+		wt + " (A;OICI;0x1301ff;;;" + wsSID + ")",
+		temp + `\.agents (D;OICI;0xd0156;;;` + wsSID + ")",
+		temp + `\.codex (D;OICI;0xd0156;;;` + wsSID + ")",
+		temp + `\.git (D;OICI;0xd0156;;;` + wsSID + ")",
+		proj + `\.agents (D;OICI;0xd0156;;;` + wsSID + ")",
+		proj + `\.codex (D;OICI;0xd0156;;;` + wsSID + ")",
+		proj + `\.git (D;OICI;0xd0156;;;` + wsSID + ")",
+		proj + `\.git\worktrees\wt (D;OICI;0xd0156;;;` + wsSID + ")",
+		wt + `\.agents (D;OICI;0xd0156;;;` + wsSID + ")",
+		wt + `\.codex (D;OICI;0xd0156;;;` + wsSID + ")",
+		wt + `\.git (D;;0xd0156;;;` + wsSID + ")",
+		temp + " (D;;0x10040;;;" + wsSID + ")",
+		proj + " (D;;0x10040;;;" + wsSID + ")",
+		proj + `\.git (D;;0x10040;;;` + wsSID + ")",
+		proj + `\.git\worktrees (D;;0x10040;;;` + wsSID + ")",
+		wt + " (D;;0x10040;;;" + wsSID + ")",
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("plan:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if pl := PlanFor(&policy.Policy{Mode: policy.DangerFullAccess}, wsSID); len(pl.Entries) != 0 {
+		t.Error("full access planned ACEs")
+	}
+}
+
+func TestPaths(t *testing.T) {
+	for _, c := range []struct {
+		p, root string
+		want    bool
+	}{
+		{`C:\Work\x`, `c:\work`, true}, {`c:/work`, `C:\WORK\`, true}, {`C:\Workspace`, `C:\Work`, false},
+		{`C:\x`, `C:\`, true}, {`D:\x`, `C:\`, false},
+	} {
+		if got := Within(c.p, c.root); got != c.want {
+			t.Errorf("Within(%q, %q) = %v", c.p, c.root, got)
+		}
+	}
+	for in, want := range map[string]string{`C:\a\b`: `C:\a`, `C:\a`: `C:\`, `C:\`: `C:\`, `\\srv\share\x`: `\\srv\share`} {
+		if got := Parent(in); got != want {
+			t.Errorf("Parent(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func TestTokenDefaultDACL(t *testing.T) {
+	got := TokenDefaultDACL(userSID, logonSID, wsSID)
+	d, err := ParseDACL(got)
+	if err != nil || len(d.ACEs) != 5 {
+		t.Fatalf("%s: %v", got, err)
+	}
+	for _, s := range []string{logonSID, "WD", wsSID} {
+		if !d.Has(ACE{Mask: FileAllAccess, SID: s}) {
+			t.Errorf("default DACL lacks GENERIC_ALL for %s: %s", s, got)
+		}
+	}
+}

@@ -1,0 +1,179 @@
+package acl
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// DACL is a parsed "D:" part of an SDDL string. ACEs agentbox does not
+// understand (object, conditional, callback ACEs) are kept as raw strings
+// in their original position.
+type DACL struct {
+	Flags string // "P", "AI", "PAI", ... (SE_DACL_PROTECTED and friends)
+	Null  bool   // NO_ACCESS_CONTROL: a NULL DACL, which grants everything
+	ACEs  []RawACE
+}
+
+// RawACE is one ace string, and its parsed form when it is a plain allow or
+// deny ACE.
+type RawACE struct {
+	Text   string
+	Parsed ACE
+	OK     bool
+}
+
+// Protected reports whether the DACL blocks inheritance from the parent.
+func (d *DACL) Protected() bool { return strings.Contains(strings.ToUpper(d.Flags), "P") }
+
+// ParseDACL reads the DACL part of an SDDL security descriptor string
+// (other parts such as O: or G: are ignored).
+func ParseDACL(sddl string) (*DACL, error) {
+	i := strings.Index(sddl, "D:")
+	if i < 0 {
+		return nil, fmt.Errorf("sddl %q has no DACL part", sddl)
+	}
+	s := sddl[i+2:]
+	d := &DACL{}
+	j := strings.IndexByte(s, '(')
+	head := s
+	if j >= 0 {
+		head = s[:j]
+		s = s[j:]
+	} else {
+		s = ""
+	}
+	// The flags end where the next part (S:, O:, G:) begins.
+	if k := strings.IndexAny(head, ":"); k > 0 {
+		head = head[:k-1]
+	}
+	if strings.EqualFold(head, "NO_ACCESS_CONTROL") {
+		d.Null = true
+		return d, nil
+	}
+	d.Flags = head
+	for len(s) > 0 && s[0] == '(' {
+		depth, end := 0, -1
+		for k := 0; k < len(s); k++ {
+			switch s[k] {
+			case '(':
+				depth++
+			case ')':
+				depth--
+			}
+			if depth == 0 {
+				end = k
+				break
+			}
+		}
+		if end < 0 {
+			return nil, fmt.Errorf("sddl %q: unbalanced parentheses", sddl)
+		}
+		text := s[:end+1]
+		a, ok := ParseACE(text)
+		d.ACEs = append(d.ACEs, RawACE{Text: text, Parsed: a, OK: ok})
+		s = s[end+1:]
+	}
+	return d, nil
+}
+
+// String renders the DACL as SDDL ("D:PAI(...)(...)").
+func (d *DACL) String() string {
+	if d.Null {
+		return "D:NO_ACCESS_CONTROL"
+	}
+	var b strings.Builder
+	b.WriteString("D:" + d.Flags)
+	for _, a := range d.ACEs {
+		b.WriteString(a.Text)
+	}
+	return b.String()
+}
+
+// Has reports whether the DACL already carries want as an explicit
+// (non-inherited) ACE of the same kind, SID and inheritance flags with at
+// least want's rights. This is the no-reapply check: when it holds, the
+// path is left alone and, for an inheritable grant, its tree is not walked.
+func (d *DACL) Has(want ACE) bool {
+	for _, r := range d.ACEs {
+		a := r.Parsed
+		if !r.OK || a.Flags&Inherited != 0 {
+			continue
+		}
+		if a.Deny == want.Deny && strings.EqualFold(a.SID, want.SID) &&
+			a.Flags&^Inherited == want.Flags && a.Mask&want.Mask == want.Mask {
+			return true
+		}
+	}
+	return false
+}
+
+// ErrNullDACL is returned for an object whose DACL is NULL: adding an ACE
+// would take away everyone else's access, so agentbox refuses.
+var ErrNullDACL = errors.New("object has a NULL DACL (everyone has full access); agentbox will not change it")
+
+// Add inserts want where Windows' canonical order puts an explicit ACE
+// (explicit deny ACEs first, then explicit allow ACEs, then inherited ones:
+// "Order of ACEs in a DACL",
+// https://learn.microsoft.com/en-us/windows/win32/secauthz/order-of-aces-in-a-dacl).
+// It reports false when the ACE was already there.
+func (d *DACL) Add(want ACE) (bool, error) {
+	if d.Null {
+		return false, ErrNullDACL
+	}
+	if d.Has(want) {
+		return false, nil
+	}
+	want.Flags &^= Inherited
+	at := len(d.ACEs)
+	for i, r := range d.ACEs {
+		inherited := r.OK && r.Parsed.Flags&Inherited != 0 ||
+			!r.OK && strings.Contains(strings.ToUpper(aceFlagsField(r.Text)), "ID")
+		if inherited || want.Deny && !(r.OK && r.Parsed.Deny) {
+			at = i
+			break
+		}
+	}
+	d.ACEs = append(d.ACEs, RawACE{})
+	copy(d.ACEs[at+1:], d.ACEs[at:])
+	d.ACEs[at] = RawACE{Text: want.SDDL(), Parsed: want, OK: true}
+	return true, nil
+}
+
+// RemoveSID drops every explicit ACE for sid and reports how many it
+// dropped (agentbox cleanup).
+func (d *DACL) RemoveSID(sid string) int {
+	n := 0
+	out := d.ACEs[:0]
+	for _, r := range d.ACEs {
+		if r.OK && r.Parsed.Flags&Inherited == 0 && strings.EqualFold(r.Parsed.SID, sid) {
+			n++
+			continue
+		}
+		out = append(out, r)
+	}
+	d.ACEs = out
+	return n
+}
+
+func aceFlagsField(text string) string {
+	f := strings.SplitN(strings.Trim(text, "()"), ";", 3)
+	if len(f) < 2 {
+		return ""
+	}
+	return f[1]
+}
+
+// TokenDefaultDACL is the SDDL of the default DACL agentbox gives the
+// restricted token. Objects a sandboxed process creates without an explicit
+// security descriptor (pipes, events, sections) get this DACL; the
+// Windows default names only the user and SYSTEM, which the restricted pass
+// of a write-restricted token does not match, so a child could not open the
+// pipes it just created. Granting the restricting SIDs fixes that.
+func TokenDefaultDACL(userSID, logonSID, sandboxSID string) string {
+	return "D:" + ACE{Mask: 0x10000000, SID: userSID}.SDDL() +
+		ACE{Mask: 0x10000000, SID: "SY"}.SDDL() +
+		ACE{Mask: 0x10000000, SID: logonSID}.SDDL() +
+		ACE{Mask: 0x10000000, SID: "WD"}.SDDL() +
+		ACE{Mask: 0x10000000, SID: sandboxSID}.SDDL()
+}
