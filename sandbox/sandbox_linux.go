@@ -41,7 +41,7 @@ func start(c *Cmd) (process, error) {
 	if state != "" {
 		linux.SweepPlaceholders(state)
 	}
-	ph, err := linux.AcquirePlaceholders(linux.MissingPlaceholders(pol), state)
+	ph, err := linux.AcquirePlaceholders(linux.HeldDirs(pol), state)
 	if err != nil {
 		return nil, &StartError{CodeSandboxFailure, err}
 	}
@@ -50,7 +50,7 @@ func start(c *Cmd) (process, error) {
 		Argv:          c.Args,
 		Env:           c.Env,
 		Cwd:           pol.Cwd,
-		Mounts:        linux.Plan(pol, linux.MissingPlaceholders(pol)),
+		Mounts:        linux.Plan(pol, linux.HeldDirs(pol)),
 		Network:       pol.Network,
 		WritableRoots: pol.WritableRoots,
 	}

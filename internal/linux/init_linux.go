@@ -92,6 +92,11 @@ func RunInit() {
 	}
 	// From here on, nothing may be regained: no_new_privs, then every
 	// capability dropped, then the optional walls, seccomp last.
+	// Nobody, not even the command running as the same uid, may read our
+	// memory or fds through /proc/1.
+	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
+		fail(125, &os.SyscallError{Syscall: "prctl(PR_SET_DUMPABLE)", Err: err})
+	}
 	if err := lockDown(spec); err != nil {
 		fail(125, fmt.Errorf("restricting the sandbox: %w", err))
 	}
@@ -232,8 +237,9 @@ func loopbackUp() error {
 }
 
 func init() {
-	// The init stage must stay on one OS thread while it changes
-	// per-thread state before spreading it (see lockDown).
+	// The init stage changes per-thread credentials (see lockDown) and
+	// must fork the command from that same thread: lock the main
+	// goroutine to its thread for the life of the process.
 	if IsInit() {
 		runtime.LockOSThread()
 	}

@@ -34,6 +34,10 @@ type heldPlaceholder struct {
 	f    *os.File
 }
 
+// placeholderXattr marks a directory agentbox created as a placeholder.
+// The sandbox cannot forge it: protected paths are read-only inside.
+const placeholderXattr = "user.agentbox"
+
 // lockWait bounds how long a run waits for a placeholder that another run
 // is removing (or that a hostile process holds locked).
 const lockWait = 5 * time.Second
@@ -65,6 +69,9 @@ func (p *Placeholders) acquire(path string) (*os.File, error) {
 		switch err := os.Mkdir(path, 0o555); {
 		case err == nil:
 			created = true
+			// Mark it on the directory itself, so a run of another user
+			// holding it last still knows it is a placeholder.
+			unix.Setxattr(path, placeholderXattr, []byte("placeholder"), 0)
 			p.record(path)
 		case errors.Is(err, os.ErrExist):
 		default:
@@ -134,11 +141,17 @@ func (p *Placeholders) removeIfUnused(path string, f *os.File) {
 		return
 	}
 	rec := ""
+	ours := isMarked(path)
 	if p.dir != "" {
 		rec = p.recordPath(path)
-		if b, err := os.ReadFile(rec); err != nil || string(b) != path {
-			return
+		if b, err := os.ReadFile(rec); err == nil && string(b) == path {
+			ours = true
+		} else {
+			rec = ""
 		}
+	}
+	if !ours {
+		return // a real directory of the user's, never ours to remove
 	}
 	if empty(f) {
 		os.Remove(path)
@@ -146,6 +159,12 @@ func (p *Placeholders) removeIfUnused(path string, f *os.File) {
 	if rec != "" {
 		os.Remove(rec)
 	}
+}
+
+func isMarked(path string) bool {
+	buf := make([]byte, 32)
+	n, err := unix.Lgetxattr(path, placeholderXattr, buf)
+	return err == nil && string(buf[:n]) == "placeholder"
 }
 
 func empty(f *os.File) bool {

@@ -134,12 +134,14 @@ func byDepth(a, b string) int {
 	return strings.Compare(a, b)
 }
 
-// MissingPlaceholders lists the missing protected paths inside writable
-// roots that need a placeholder to be made uncreatable.
-func MissingPlaceholders(p *policy.Policy) []string {
+// HeldDirs lists the protected directories inside writable roots that a
+// run must hold for its duration: missing ones get a placeholder, and
+// existing ones are held too, because an existing empty directory may be
+// another run's placeholder that would otherwise vanish under us.
+func HeldDirs(p *policy.Policy) []string {
 	var out []string
 	for _, pr := range p.Protected {
-		if pr.Kind == policy.Missing && pr.Root != "" {
+		if (pr.Kind == policy.Missing || pr.Kind == policy.Dir) && pr.Root != "" {
 			out = append(out, pr.Path)
 		}
 	}
