@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Runs every check agentbox has, on a fresh Debian machine as root (CI) or a
+# developer's machine: formatting, vet for all three OSes, the Linux unit and
+# enforcement tests (as root and as an unprivileged user the tests create),
+# cross-compiled test binaries for darwin and windows, and the Windows
+# plumbing tests under Wine. Any failure fails the script.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+export CGO_ENABLED=0
+export GOFLAGS="${GOFLAGS:-} -buildvcs=false"
+step() { printf '\n=== %s\n' "$*"; }
+
+step "gofmt"
+unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
+if [ -n "$unformatted" ]; then
+	echo "not gofmt-formatted:"; echo "$unformatted"; exit 1
+fi
+
+step "go vet (linux, darwin, windows/amd64, windows/arm64)"
+go vet ./...
+GOOS=darwin GOARCH=arm64 go vet ./...
+GOOS=windows GOARCH=amd64 go vet ./...
+GOOS=windows GOARCH=arm64 go vet ./...
+
+step "build every binary for every platform"
+for target in linux/amd64 linux/arm64 darwin/arm64 darwin/amd64 windows/amd64 windows/arm64; do
+	GOOS=${target%/*} GOARCH=${target#*/} go build -o /dev/null ./... 
+done
+
+step "compile the darwin and windows test binaries"
+GOOS=darwin GOARCH=arm64 go test -count=1 -exec=true ./... >/dev/null
+GOOS=windows GOARCH=amd64 go test -count=1 -exec=true ./... >/dev/null
+
+step "Linux tests (unit, seccomp/landlock, enforcement as root and as an unprivileged user)"
+go test -count=1 -timeout 15m ./...
+
+if [ -x scripts/test-windows.sh ]; then
+	step "Windows plumbing tests under Wine"
+	scripts/test-windows.sh
+fi
+echo
+echo "all checks passed"
