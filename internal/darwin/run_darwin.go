@@ -64,19 +64,22 @@ func killGroup(cmd *exec.Cmd) error {
 func canonicalInput(in Input) (Input, error) {
 	out := in
 	var err error
-	if out.WritableRoots, err = canonicalPaths(in.WritableRoots); err != nil {
+	// A root given as a symbolic link means its target (as a bind mount
+	// would on Linux); a protected symbolic link is protected itself, and
+	// the policy lists its target separately.
+	if out.WritableRoots, err = canonicalPaths(in.WritableRoots, true); err != nil {
 		return Input{}, err
 	}
-	if out.Protected, err = canonicalPaths(in.Protected); err != nil {
+	if out.Protected, err = canonicalPaths(in.Protected, false); err != nil {
 		return Input{}, err
 	}
 	return out, nil
 }
 
-func canonicalPaths(ps []string) ([]string, error) {
+func canonicalPaths(ps []string, follow bool) ([]string, error) {
 	out := make([]string, len(ps))
 	for i, p := range ps {
-		c, err := canonicalPath(p)
+		c, err := canonicalPath(p, follow)
 		if err != nil {
 			return nil, err
 		}
@@ -88,17 +91,19 @@ func canonicalPaths(ps []string) ([]string, error) {
 // canonicalPath returns p as the kernel names it: the longest existing
 // prefix as reported by F_GETPATH (symbolic links in directories resolved,
 // firmlinks kept, each name as stored on disk), followed by the components
-// that do not exist yet. A symbolic link at the end of the existing prefix
-// is kept, not followed: the policy protects a link and its target
-// separately.
-func canonicalPath(p string) (string, error) {
+// that do not exist yet. A symbolic link at the end of p is followed only
+// if follow is set; links in the existing prefix before it are always
+// followed.
+func canonicalPath(p string, follow bool) (string, error) {
 	if !path.IsAbs(p) {
 		return "", fmt.Errorf("path %q is not absolute", p)
 	}
 	p = path.Clean(p)
 	missing := ""
 	for cur := p; ; cur = path.Dir(cur) {
-		got, err := getpath(cur)
+		// Only p's own last element may be a link to keep; once a
+		// component is missing, what exists above it is a directory.
+		got, err := getpath(cur, follow || cur != p)
 		if err == nil {
 			return path.Join(got, missing), nil
 		}
@@ -109,13 +114,18 @@ func canonicalPath(p string) (string, error) {
 	}
 }
 
-// getpath opens p without following a final symbolic link and without
-// needing read permission (O_EVTONLY), and asks the kernel for its path.
-func getpath(p string) (string, error) {
+// getpath opens p without needing read permission (O_EVTONLY), following a
+// final symbolic link only if follow is set, and asks the kernel for the
+// path of what it opened.
+func getpath(p string, follow bool) (string, error) {
+	flags := unix.O_EVTONLY | unix.O_CLOEXEC
+	if !follow {
+		flags |= unix.O_SYMLINK
+	}
 	var fd int
 	var err error
 	for {
-		fd, err = unix.Open(p, unix.O_EVTONLY|unix.O_SYMLINK|unix.O_CLOEXEC, 0)
+		fd, err = unix.Open(p, flags, 0)
 		if err != unix.EINTR {
 			break
 		}
