@@ -1,0 +1,62 @@
+package winapi
+
+import (
+	"os"
+	"unsafe"
+
+	"golang.org/x/sys/windows"
+)
+
+// Job is a job object whose processes all die when it is closed
+// (JOB_OBJECT_LIMIT_KILL_ON_JOB_CLOSE) and which gives no way out:
+// breakaway is not allowed, so every descendant of a process in the job
+// stays in it.
+type Job struct{ h windows.Handle }
+
+// NewJob creates an unnamed kill-on-close job.
+func NewJob() (*Job, error) {
+	h, err := windows.CreateJobObject(nil, nil)
+	if err != nil {
+		return nil, os.NewSyscallError("CreateJobObject", err)
+	}
+	var info windows.JOBOBJECT_EXTENDED_LIMIT_INFORMATION
+	info.BasicLimitInformation.LimitFlags = windows.JOB_OBJECT_LIMIT_KILL_ON_JOB_CLOSE | windows.JOB_OBJECT_LIMIT_DIE_ON_UNHANDLED_EXCEPTION
+	if _, err := windows.SetInformationJobObject(h, windows.JobObjectExtendedLimitInformation,
+		uintptr(unsafe.Pointer(&info)), uint32(unsafe.Sizeof(info))); err != nil {
+		windows.CloseHandle(h)
+		return nil, os.NewSyscallError("SetInformationJobObject", err)
+	}
+	return &Job{h: h}, nil
+}
+
+// Handle returns the job's handle.
+func (j *Job) Handle() windows.Handle { return j.h }
+
+// Assign puts a process in the job.
+func (j *Job) Assign(p windows.Handle) error {
+	return os.NewSyscallError("AssignProcessToJobObject", windows.AssignProcessToJobObject(j.h, p))
+}
+
+// Contains reports whether p is in the job.
+func (j *Job) Contains(p windows.Handle) (bool, error) {
+	var in int32
+	if err := isProcessInJob(p, j.h, &in); err != nil {
+		return false, os.NewSyscallError("IsProcessInJob", err)
+	}
+	return in != 0, nil
+}
+
+// Terminate kills every process in the job with exit code code.
+func (j *Job) Terminate(code uint32) error {
+	return os.NewSyscallError("TerminateJobObject", windows.TerminateJobObject(j.h, code))
+}
+
+// Close closes the job handle, which kills whatever is still in it.
+func (j *Job) Close() error {
+	if j.h == 0 {
+		return nil
+	}
+	err := windows.CloseHandle(j.h)
+	j.h = 0
+	return os.NewSyscallError("CloseHandle(job)", err)
+}

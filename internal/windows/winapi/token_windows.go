@@ -1,0 +1,148 @@
+package winapi
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"runtime"
+	"unsafe"
+
+	"golang.org/x/sys/windows"
+
+	"github.com/agentbox/agentbox/internal/windows/acl"
+)
+
+// CreateRestrictedToken flags (winnt.h); x/sys/windows does not define them.
+const (
+	_DISABLE_MAX_PRIVILEGE = 0x1
+	_LUA_TOKEN             = 0x4
+	_WRITE_RESTRICTED      = 0x8
+)
+
+// OpenSelfToken opens the current process's primary token with the rights
+// RestrictedToken and CreateProcessAsUser need.
+func OpenSelfToken() (windows.Token, error) {
+	var t windows.Token
+	err := windows.OpenProcessToken(windows.CurrentProcess(),
+		windows.TOKEN_DUPLICATE|windows.TOKEN_QUERY|windows.TOKEN_ASSIGN_PRIMARY|
+			windows.TOKEN_ADJUST_DEFAULT|windows.TOKEN_ADJUST_SESSIONID|windows.TOKEN_ADJUST_PRIVILEGES, &t)
+	if err != nil {
+		return 0, os.NewSyscallError("OpenProcessToken", err)
+	}
+	return t, nil
+}
+
+// LogonSID returns the logon SID of t (S-1-5-5-X-Y): the token group whose
+// attributes carry SE_GROUP_LOGON_ID. The window station, desktop and
+// console grant it access, which is why it is a restricting SID.
+func LogonSID(t windows.Token) (*windows.SID, error) {
+	groups, err := t.GetTokenGroups()
+	if err != nil {
+		return nil, os.NewSyscallError("GetTokenInformation(TokenGroups)", err)
+	}
+	for _, g := range groups.AllGroups() {
+		if g.Attributes&windows.SE_GROUP_LOGON_ID == windows.SE_GROUP_LOGON_ID {
+			return g.Sid.Copy()
+		}
+	}
+	return nil, errors.New("token has no logon SID")
+}
+
+// RestrictedToken is the recipe both Windows modes use: a primary token
+// derived from base with WRITE_RESTRICTED (writes must also be allowed to
+// one of the restricting SIDs; reads keep base's rights), every privilege
+// but SeChangeNotifyPrivilege removed (DISABLE_MAX_PRIVILEGE), LUA_TOKEN,
+// and restricting SIDs Everyone, base's logon SID and each of sandboxSIDs.
+// Its default DACL grants those SIDs (and the user and SYSTEM) full access
+// so the child can use the pipes and other objects it creates.
+//
+// The caller closes the returned token.
+func RestrictedToken(base windows.Token, sandboxSIDs ...string) (windows.Token, error) {
+	if len(sandboxSIDs) == 0 {
+		return 0, errors.New("restricted token: no sandbox SID")
+	}
+	logon, err := LogonSID(base)
+	if err != nil {
+		return 0, fmt.Errorf("restricted token: %w", err)
+	}
+	everyone, err := windows.CreateWellKnownSid(windows.WinWorldSid)
+	if err != nil {
+		return 0, os.NewSyscallError("CreateWellKnownSid", err)
+	}
+	restrict := []windows.SIDAndAttributes{{Sid: everyone}, {Sid: logon}}
+	for _, s := range sandboxSIDs {
+		sid, err := windows.StringToSid(s)
+		if err != nil {
+			return 0, fmt.Errorf("restricted token: sandbox SID %q: %w", s, err)
+		}
+		restrict = append(restrict, windows.SIDAndAttributes{Sid: sid})
+	}
+	var nt windows.Token
+	err = createRestrictedToken(base, _DISABLE_MAX_PRIVILEGE|_LUA_TOKEN|_WRITE_RESTRICTED,
+		0, nil, 0, nil, uint32(len(restrict)), &restrict[0], &nt)
+	runtime.KeepAlive(restrict)
+	if err != nil {
+		return 0, os.NewSyscallError("CreateRestrictedToken", err)
+	}
+	user, err := base.GetTokenUser()
+	if err != nil {
+		nt.Close()
+		return 0, os.NewSyscallError("GetTokenInformation(TokenUser)", err)
+	}
+	if err := SetDefaultDACL(nt, acl.TokenDefaultDACL(user.User.Sid.String(), logon.String(), sandboxSIDs[0])); err != nil {
+		nt.Close()
+		return 0, err
+	}
+	return nt, nil
+}
+
+// tokenDefaultDacl is TOKEN_DEFAULT_DACL.
+type tokenDefaultDacl struct {
+	DefaultDacl *windows.ACL
+}
+
+// SetDefaultDACL sets t's default DACL from an SDDL string ("D:...").
+func SetDefaultDACL(t windows.Token, sddl string) error {
+	sd, err := windows.SecurityDescriptorFromString(sddl)
+	if err != nil {
+		return fmt.Errorf("default DACL %q: %w", sddl, err)
+	}
+	dacl, _, err := sd.DACL()
+	if err != nil {
+		return fmt.Errorf("default DACL %q: %w", sddl, err)
+	}
+	info := tokenDefaultDacl{DefaultDacl: dacl}
+	err = windows.SetTokenInformation(t, windows.TokenDefaultDacl, (*byte)(unsafe.Pointer(&info)), uint32(unsafe.Sizeof(info)))
+	runtime.KeepAlive(sd)
+	if err != nil {
+		return os.NewSyscallError("SetTokenInformation(TokenDefaultDacl)", err)
+	}
+	return nil
+}
+
+// DefaultDACL reads t's default DACL back as SDDL.
+func DefaultDACL(t windows.Token) (string, error) {
+	var n uint32
+	windows.GetTokenInformation(t, windows.TokenDefaultDacl, nil, 0, &n)
+	if n == 0 {
+		return "", errors.New("GetTokenInformation(TokenDefaultDacl): empty")
+	}
+	buf := make([]byte, n)
+	if err := windows.GetTokenInformation(t, windows.TokenDefaultDacl, &buf[0], n, &n); err != nil {
+		return "", os.NewSyscallError("GetTokenInformation(TokenDefaultDacl)", err)
+	}
+	info := (*tokenDefaultDacl)(unsafe.Pointer(&buf[0]))
+	if info.DefaultDacl == nil {
+		return "D:NO_ACCESS_CONTROL", nil
+	}
+	sd, err := windows.NewSecurityDescriptor()
+	if err != nil {
+		return "", err
+	}
+	if err := sd.SetDACL(info.DefaultDacl, true, false); err != nil {
+		return "", err
+	}
+	s := sd.String()
+	runtime.KeepAlive(buf)
+	return s, nil
+}
