@@ -51,7 +51,8 @@
 //     (this is why profiles must say /private/tmp, not /tmp). A literal
 //     (subpath (param …)) rule therefore covers every spelling of an existing
 //     path, provided the parameter is spelled as stored on disk; [Command]
-//     canonicalises paths with F_GETPATH for that reason.
+//     canonicalises paths with F_GETPATH for that reason (following a
+//     writable root that is a symbolic link, keeping a protected one).
 //   - A name that does not exist yet is checked as the parent's path plus the
 //     name exactly as the caller spelled it. A literal rule for ".git" would
 //     not stop mkdir ".GIT", which then serves as .git for every git command.
@@ -105,6 +106,18 @@
 //     know.
 //   - Loopback is not isolated: with NetworkOff the command cannot reach any
 //     socket, including Unix sockets and local servers in the workspace.
+//   - The process tree: macOS has no PID namespace or job object. The
+//     command runs in a new session and its process group is killed on
+//     cancel and by [KillGroup], but a descendant that starts a session or
+//     group of its own escapes that kill, and nothing kills the tree if
+//     agentbox itself is killed with SIGKILL.
+//   - The operation and filter names used (process-info* with target
+//     same-sandbox, ipc-posix-sem, user-preference-read, pseudo-tty,
+//     system-socket, file-ioctl, remote ip "localhost:N") and the regex
+//     features (groups, alternation, *, raw UTF-8) are what Apple's and
+//     other public profiles use, but an unknown name or construct makes
+//     sandbox-exec reject the whole profile: that fails closed, and [Check]
+//     reports it with sandbox-exec's message.
 //   - Everything in this package that talks to the kernel has been compiled
 //     but not run on a Mac by its authors; see run_darwin_test.go.
 package darwin

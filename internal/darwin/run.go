@@ -32,3 +32,12 @@ func Command(ctx context.Context, in Input, argv []string) (*exec.Cmd, error) {
 func KillGroup(cmd *exec.Cmd) error {
 	return killGroup(cmd)
 }
+
+// Check compiles and applies the profile for in by running /usr/bin/true
+// under it, and returns sandbox-exec's complaint if that fails. sandbox-exec
+// reports a profile it rejects only through its own exit status and
+// stderr, which a caller cannot tell apart from the command's; doctor, and
+// a caller that wants to fail closed with a clear reason, run this first.
+func Check(ctx context.Context, in Input) error {
+	return check(ctx, in)
+}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path"
+	"strings"
 	"syscall"
 	"time"
 	"unsafe"
@@ -151,4 +152,19 @@ func getpath(p string, follow bool) (string, error) {
 		n++
 	}
 	return string(buf.b[:n]), nil
+}
+
+func check(ctx context.Context, in Input) error {
+	cmd, err := command(ctx, in, []string{"/usr/bin/true"})
+	if err != nil {
+		return err
+	}
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	err = cmd.Run()
+	killGroup(cmd)
+	if err != nil {
+		return fmt.Errorf("seatbelt: %s rejected the profile: %w: %s", SandboxExec, err, strings.TrimSpace(stderr.String()))
+	}
+	return nil
 }

@@ -385,3 +385,13 @@ func TestDarwinNoControllingTerminal(t *testing.T) {
 	// terminal to inject keystrokes into.
 	mustFail(t, sh(t, context.Background(), wsInput(ws), ws, "exec 3</dev/tty"), "opening /dev/tty")
 }
+
+func TestDarwinCheck(t *testing.T) {
+	requireSandboxExec(t)
+	ws, _ := workspace(t)
+	for _, in := range []Input{{}, wsInput(ws), {WritableRoots: []string{ws}, ProtectedNames: []string{".git"}, Network: NetworkOn, AllowPTY: true}, {Network: NetworkLocalhostPort, ProxyPort: 3128}} {
+		if err := Check(context.Background(), in); err != nil {
+			t.Errorf("Check(%+v): %v", in, err)
+		}
+	}
+}

@@ -17,3 +17,7 @@ func command(context.Context, Input, []string) (*exec.Cmd, error) {
 func killGroup(*exec.Cmd) error {
 	return fmt.Errorf("seatbelt sandbox on %s: %w", runtime.GOOS, errors.ErrUnsupported)
 }
+
+func check(context.Context, Input) error {
+	return fmt.Errorf("seatbelt sandbox on %s: %w", runtime.GOOS, errors.ErrUnsupported)
+}
