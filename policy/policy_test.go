@@ -1,0 +1,316 @@
+package policy
+
+import (
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"testing"
+)
+
+func mkdirs(t *testing.T, paths ...string) {
+	t.Helper()
+	for _, p := range paths {
+		if err := os.MkdirAll(p, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func realTemp(t *testing.T) string {
+	t.Helper()
+	d, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+func noEnv(string) string { return "" }
+
+func TestParseMode(t *testing.T) {
+	for _, m := range Modes {
+		if got, err := ParseMode(string(m)); err != nil || got != m {
+			t.Errorf("ParseMode(%q) = %q, %v", m, got, err)
+		}
+	}
+	if _, err := ParseMode("workspace"); err == nil || !strings.Contains(err.Error(), `"workspace"`) {
+		t.Errorf("bad mode error = %v, want it to name the value", err)
+	}
+}
+
+func TestConfigStrict(t *testing.T) {
+	cases := []struct {
+		name, toml string
+		want       []string // substrings of the error; nil = success
+	}{
+		{"ok", "sandbox_mode = \"read-only\"\n[sandbox_workspace_write]\nwritable_roots = [\"/x\"]\nnetwork_access = true\nexclude_tmpdir_env_var = true\nexclude_slash_tmp = true\n[windows]\nsandbox = \"elevated\"\n[linux]\nallow_degraded = true\n", nil},
+		{"unknown top key", "sandbox = \"x\"\n", []string{"unknown key", "sandbox", "cfg.toml"}},
+		{"unknown nested key", "[sandbox_workspace_write]\nwritable_root = []\n", []string{"unknown key", "sandbox_workspace_write.writable_root", "cfg.toml"}},
+		{"wrong type", "[sandbox_workspace_write]\nnetwork_access = \"yes\"\n", []string{"cfg.toml", "network_access"}},
+		{"bad mode", "sandbox_mode = \"full\"\n", []string{"cfg.toml", "sandbox_mode", `"full"`}},
+		{"bad windows sandbox", "[windows]\nsandbox = \"admin\"\n", []string{"cfg.toml", "windows.sandbox", `"admin"`}},
+		{"bad protected name", "[sandbox_workspace_write]\nprotected_subpaths = [\"a/b\"]\n", []string{"cfg.toml", "protected_subpaths", `"a/b"`}},
+		{"syntax", "sandbox_mode = \n", []string{"cfg.toml"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			cfg, err := ParseConfig("cfg.toml", []byte(c.toml))
+			if c.want == nil {
+				if err != nil {
+					t.Fatalf("unexpected error: %v", err)
+				}
+				if *cfg.SandboxMode != "read-only" || !*cfg.SandboxWorkspaceWrite.NetworkAccess || *cfg.Windows.Sandbox != "elevated" || !*cfg.Linux.AllowDegraded {
+					t.Errorf("decoded %+v", cfg)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatal("want an error")
+			}
+			for _, w := range c.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not mention %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+func TestResolveDefaultsAndFlags(t *testing.T) {
+	ws := realTemp(t)
+	extra := realTemp(t)
+	tmpdir := realTemp(t)
+	env := func(k string) string {
+		if k == "TMPDIR" {
+			return tmpdir
+		}
+		return ""
+	}
+	p, err := Resolve(Options{Cwd: ws, AddDirs: []string{extra}, Getenv: env, GOOS: "linux"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Mode != WorkspaceWrite || p.Network || p.Cwd != ws {
+		t.Errorf("defaults: %+v", p)
+	}
+	for _, want := range []string{ws, extra, tmpdir, "/tmp"} {
+		if !slices.Contains(p.WritableRoots, want) {
+			t.Errorf("writable roots %v lack %s", p.WritableRoots, want)
+		}
+	}
+
+	yes := true
+	cfg := &Config{SandboxWorkspaceWrite: WorkspaceWriteSection{ExcludeSlashTmp: &yes, ExcludeTmpdirEnvVar: &yes}}
+	p, err = Resolve(Options{Cwd: ws, Config: cfg, Getenv: env, GOOS: "linux"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(p.WritableRoots, []string{ws}) {
+		t.Errorf("with exclusions, roots = %v, want only the workspace", p.WritableRoots)
+	}
+
+	p, err = Resolve(Options{Cwd: ws, Mode: ReadOnly, Network: &yes, Getenv: noEnv})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.WritableRoots) != 0 || !p.Network {
+		t.Errorf("read-only with --network: %+v", p)
+	}
+
+	mode := "read-only"
+	p, err = Resolve(Options{Cwd: ws, Mode: WorkspaceWrite, Config: &Config{SandboxMode: &mode}, Getenv: noEnv})
+	if err != nil || p.Mode != WorkspaceWrite {
+		t.Errorf("flag must override config: %v %v", p, err)
+	}
+	p, err = Resolve(Options{Cwd: ws, Mode: DangerFullAccess, Getenv: noEnv})
+	if err != nil || !p.Network {
+		t.Errorf("danger-full-access implies network: %+v %v", p, err)
+	}
+}
+
+func TestResolveWindowsTemp(t *testing.T) {
+	ws, temp := realTemp(t), realTemp(t)
+	env := func(k string) string {
+		if k == "TEMP" || k == "TMP" {
+			return temp
+		}
+		return ""
+	}
+	p, err := Resolve(Options{Cwd: ws, Getenv: env, GOOS: "windows"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(p.WritableRoots, temp) || slices.Contains(p.WritableRoots, "/tmp") {
+		t.Errorf("windows roots = %v: want %%TEMP%%, not /tmp", p.WritableRoots)
+	}
+}
+
+func TestResolveErrorsNamePaths(t *testing.T) {
+	ws := realTemp(t)
+	missing := filepath.Join(ws, "nope")
+	file := filepath.Join(ws, "f")
+	os.WriteFile(file, nil, 0o644)
+	for _, o := range []Options{
+		{Cwd: missing},
+		{Cwd: ws, AddDirs: []string{missing}},
+		{Cwd: ws, AddDirs: []string{file}},
+		{Cwd: ws, Mode: "bogus"},
+	} {
+		o.Getenv = noEnv
+		_, err := Resolve(o)
+		if err == nil {
+			t.Errorf("%+v: want an error", o)
+			continue
+		}
+		if o.Mode == "" && !strings.Contains(err.Error(), ws) {
+			t.Errorf("error %q does not name the path", err)
+		}
+	}
+}
+
+func TestResolveSymlinkedRoot(t *testing.T) {
+	base := realTemp(t)
+	real := filepath.Join(base, "real")
+	mkdirs(t, real)
+	link := filepath.Join(base, "link")
+	os.Symlink(real, link)
+	p, err := Resolve(Options{Cwd: link, Getenv: noEnv, GOOS: "linux"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Cwd != real || !slices.Contains(p.WritableRoots, real) {
+		t.Errorf("symlinked workspace not resolved: %+v", p)
+	}
+}
+
+func findProtected(p *Policy, path string) (Protected, bool) {
+	for _, pr := range p.Protected {
+		if pr.Path == path {
+			return pr, true
+		}
+	}
+	return Protected{}, false
+}
+
+func TestProtectedPaths(t *testing.T) {
+	base := realTemp(t)
+	ws := filepath.Join(base, "ws")
+	main := filepath.Join(base, "main")
+	gitdir := filepath.Join(main, ".git", "worktrees", "wt")
+	mkdirs(t, ws, gitdir, filepath.Join(ws, ".codex"))
+	// A linked worktree: relative gitdir, and a commondir back to main/.git.
+	os.WriteFile(filepath.Join(ws, ".git"), []byte("gitdir: ../main/.git/worktrees/wt\n"), 0o644)
+	os.WriteFile(filepath.Join(gitdir, "commondir"), []byte("../..\n"), 0o644)
+	os.Symlink(filepath.Join(base, "elsewhere"), filepath.Join(ws, ".agents"))
+
+	p, err := Resolve(Options{Cwd: ws, AddDirs: []string{base}, Getenv: noEnv, GOOS: "linux",
+		Config: &Config{SandboxWorkspaceWrite: WorkspaceWriteSection{ExcludeSlashTmp: new(bool)}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]ProtectedKind{
+		filepath.Join(ws, ".git"):        File,
+		filepath.Join(ws, ".codex"):      Dir,
+		filepath.Join(ws, ".agents"):     Symlink,
+		filepath.Join(base, "elsewhere"): Missing, // dangling link target
+		gitdir:                           Dir,
+		filepath.Join(main, ".git"):      Dir, // the worktree's common dir
+		filepath.Join(base, ".git"):      Missing,
+		filepath.Join(base, ".codex"):    Missing,
+	}
+	for path, kind := range want {
+		pr, ok := findProtected(p, path)
+		if !ok {
+			t.Errorf("%s not protected; have %+v", path, p.Protected)
+			continue
+		}
+		if pr.Kind != kind {
+			t.Errorf("%s kind = %v, want %v", path, pr.Kind, kind)
+		}
+	}
+	// The innermost root owns each path, so nesting keeps protection.
+	if pr, _ := findProtected(p, filepath.Join(ws, ".git")); pr.Root != ws {
+		t.Errorf("root of ws/.git = %q, want %q", pr.Root, ws)
+	}
+	if pr, _ := findProtected(p, gitdir); pr.Root != base {
+		t.Errorf("root of gitdir = %q, want %q", pr.Root, base)
+	}
+	for _, w := range []string{filepath.Join(ws, "src/a.go"), filepath.Join(base, "x")} {
+		if !p.IsWritable(w) {
+			t.Errorf("%s should be writable", w)
+		}
+	}
+	for _, r := range []string{filepath.Join(ws, ".git"), filepath.Join(gitdir, "HEAD"), filepath.Join(main, ".git", "config"), filepath.Join(ws, ".codex", "x"), "/etc/passwd"} {
+		if p.IsWritable(r) {
+			t.Errorf("%s should not be writable", r)
+		}
+	}
+}
+
+func TestProtectedFirstMissingComponent(t *testing.T) {
+	ws := realTemp(t)
+	os.WriteFile(filepath.Join(ws, ".git"), []byte("gitdir: "+filepath.Join(ws, "a", "b", "c")+"\n"), 0o644)
+	p, err := Resolve(Options{Cwd: ws, Getenv: noEnv, GOOS: "linux", Config: &Config{SandboxWorkspaceWrite: WorkspaceWriteSection{ExcludeSlashTmp: ptr(true)}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pr, ok := findProtected(p, filepath.Join(ws, "a")); !ok || pr.Kind != Missing {
+		t.Errorf("a missing gitdir must pin its first missing component: %+v", p.Protected)
+	}
+}
+
+func TestProtectedSubpathsConfigurable(t *testing.T) {
+	ws := realTemp(t)
+	p, err := Resolve(Options{Cwd: ws, Getenv: noEnv, GOOS: "linux", Config: &Config{SandboxWorkspaceWrite: WorkspaceWriteSection{
+		ProtectedSubpaths: []string{".vscode"}, ExcludeSlashTmp: ptr(true)}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := findProtected(p, filepath.Join(ws, ".vscode")); !ok {
+		t.Error(".vscode not protected")
+	}
+	if _, ok := findProtected(p, filepath.Join(ws, ".git")); ok {
+		t.Error(".git protected although the list replaces the default")
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func TestComparePathsParentFirst(t *testing.T) {
+	in := []string{"/a/b", "/a-b", "/a", "/a/b/c", "/a.b"}
+	slices.SortFunc(in, comparePaths)
+	pos := map[string]int{}
+	for i, p := range in {
+		pos[p] = i
+	}
+	if !(pos["/a"] < pos["/a/b"] && pos["/a/b"] < pos["/a/b/c"]) {
+		t.Errorf("parents must precede children: %v", in)
+	}
+}
+
+func TestWithin(t *testing.T) {
+	for _, c := range []struct {
+		p, r string
+		want bool
+	}{{"/a", "/a", true}, {"/a/b", "/a", true}, {"/ab", "/a", false}, {"/a", "/", true}, {"/", "/a", false}} {
+		if got := Within(c.p, c.r); got != c.want {
+			t.Errorf("Within(%q, %q) = %v", c.p, c.r, got)
+		}
+	}
+}
+
+func TestDefaultConfigPath(t *testing.T) {
+	if runtime.GOOS == "windows" {
+		t.Skip("Unix layout; Windows uses %APPDATA%")
+	}
+	env := map[string]string{"XDG_CONFIG_HOME": "/x", "HOME": "/h"}
+	if got := DefaultConfigPath(func(k string) string { return env[k] }); got != "/x/agentbox/config.toml" {
+		t.Errorf("got %s", got)
+	}
+	delete(env, "XDG_CONFIG_HOME")
+	if got := DefaultConfigPath(func(k string) string { return env[k] }); got != "/h/.config/agentbox/config.toml" {
+		t.Errorf("got %s", got)
+	}
+}
