@@ -14,7 +14,7 @@
 //   - Each writable root allows everything beneath it (write, create,
 //     remove, truncate, refer) except device ioctls and connecting to
 //     pathname UNIX sockets of processes outside the sandbox.
-//   - The character devices a shell writes to ([Devices]) are writable,
+//   - The character devices a shell writes to are writable,
 //     with ioctls: /dev/null, /dev/zero, /dev/full, /dev/random,
 //     /dev/urandom, /dev/tty, /dev/ptmx and the ptys under /dev/pts.
 //     /dev/shm is not among them: it is a host-wide directory, so a
@@ -108,12 +108,12 @@ func (a Applied) String() string {
 	return b.String()
 }
 
-// Devices are the character devices (and the /dev/pts directory) that a
+// devices are the character devices (and the /dev/pts directory) that a
 // shell and common tools need to write to and ioctl, whatever the policy:
 // redirections to /dev/null, dd from /dev/zero, terminal settings on
 // /dev/tty, new ptys for script(1) and expect. Paths that do not exist
 // (a minimal /dev) are skipped.
-var Devices = []string{
+var devices = []string{
 	"/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom",
 	"/dev/tty", "/dev/ptmx", "/dev/pts",
 }
@@ -158,7 +158,7 @@ const (
 	fileRights = ll.AccessFSExecute | ll.AccessFSWriteFile | ll.AccessFSReadFile |
 		ll.AccessFSTruncate | ll.AccessFSIoctlDev
 	// notInRoots are withheld from writable roots: device ioctls (the
-	// devices that need them are listed in Devices) and connecting to
+	// devices that need them are listed in devices) and connecting to
 	// pathname sockets of outside processes such as docker.sock or an
 	// ssh agent that happen to live under a writable root.
 	notInRoots = ll.AccessFSIoctlDev | ll.AccessFSResolveUnix
@@ -217,7 +217,7 @@ func plan(cfg Config, abi int, stat func(string) (fs.FileInfo, error)) (landlock
 			a.WritableFiles = append(a.WritableFiles, p)
 		}
 	}
-	for _, p := range Devices {
+	for _, p := range devices {
 		// A missing device only means the command cannot use it;
 		// nothing is granted in its place.
 		if _, err := stat(p); err == nil {
