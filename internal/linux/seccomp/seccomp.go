@@ -203,9 +203,11 @@ func (m NoneOf) emit(a *assembler, match, nomatch string) {
 // falls back to prctl(PR_SET_SECCOMP), which filters the calling thread
 // only.
 //
-// Callers must hold [runtime.LockOSThread] from before Install until
-// syscall.Exec: no_new_privs is per thread, and in the prctl fallback the
-// filter is too. The filter is inherited across execve and cannot be
+// Callers must hold [runtime.LockOSThread] from before Install until the
+// command starts (syscall.Exec, or a fork from that same thread):
+// no_new_privs is per thread, and in the prctl fallback the filter is
+// too. With TSYNC every thread carries both, and threads created later
+// inherit them. The filter is inherited across execve and cannot be
 // removed, so Install belongs at the very end of the sandbox's init
 // stage, after mounts, capability dropping and Landlock (which need
 // syscalls this filter denies, such as mount).
