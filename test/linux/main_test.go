@@ -1,0 +1,583 @@
+//go:build linux
+
+// Package linux holds the end-to-end tests of the Linux sandbox. They build
+// cmd/agentbox once, run it exactly as a harness would (the CLI contract in
+// DESIGN.md), and check every guarantee from the host side afterwards: a
+// forbidden write must leave the host unchanged, an allowed one must be
+// visible on the host.
+//
+// Every scenario runs as root and, when the suite itself runs as root, as an
+// unprivileged user (agentbox-test) created on first use.
+//
+// Set AGENTBOX_TEST_KEEP=1 to keep the scratch directory for inspection.
+package linux
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"io/fs"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+const testUserName = "agentbox-test"
+
+// hostPATH is the PATH every command gets: system directories only, so the
+// unprivileged user never meets root's pyenv shims and the like.
+const hostPATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+var (
+	moduleRoot string
+	baseDir    string // scratch space outside /tmp, usable by every test user
+	binPath    string // the agentbox binary under test
+	buildErr   error
+	users      []*testUser
+	python     string // absolute path of a system python3, or ""
+)
+
+// testUser is one identity the scenarios run as.
+type testUser struct {
+	name     string
+	uid, gid int
+	home     string              // fresh, owned by the user, outside every writable root
+	cred     *syscall.Credential // nil: the test process's own identity
+}
+
+func (u *testUser) root() bool { return u.uid == 0 }
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	os.Exit(func() int {
+		if err := setup(); err != nil {
+			fmt.Fprintln(os.Stderr, "test/linux setup:", err)
+			return 1
+		}
+		defer teardown()
+		return m.Run()
+	}())
+}
+
+func setup() error {
+	wd, err := os.Getwd()
+	if err != nil {
+		return err
+	}
+	for d := wd; ; d = filepath.Dir(d) {
+		if _, err := os.Stat(filepath.Join(d, "go.mod")); err == nil {
+			moduleRoot = d
+			break
+		}
+		if d == filepath.Dir(d) {
+			return fmt.Errorf("no go.mod above %s", wd)
+		}
+	}
+	// /var/tmp is not a writable root of the sandbox (only /tmp and $TMPDIR
+	// are), so everything under baseDir except the workspace is "outside".
+	parent := "/var/tmp"
+	if _, err := os.Stat(parent); err != nil {
+		parent = moduleRoot
+	}
+	baseDir, err = os.MkdirTemp(parent, "agentbox-test-")
+	if err != nil {
+		return err
+	}
+	if err := os.Chmod(baseDir, 0o755); err != nil {
+		return err
+	}
+	if err := os.Mkdir(filepath.Join(baseDir, "bin"), 0o755); err != nil {
+		return err
+	}
+	binPath = filepath.Join(baseDir, "bin", "agentbox")
+	build := exec.Command("go", "build", "-o", binPath, "./cmd/agentbox")
+	build.Dir = moduleRoot
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		buildErr = fmt.Errorf("CGO_ENABLED=0 go build ./cmd/agentbox: %v\n%s", err, out)
+	}
+	if p, err := exec.LookPath("/usr/bin/python3"); err == nil {
+		python = p
+	}
+	return setupUsers()
+}
+
+func setupUsers() error {
+	me, err := user.Current()
+	if err != nil {
+		return err
+	}
+	self, err := newTestUser(me, nil)
+	if err != nil {
+		return err
+	}
+	users = append(users, self)
+	if os.Geteuid() != 0 {
+		return nil
+	}
+	u, err := user.Lookup(testUserName)
+	if err != nil {
+		cmd := exec.Command("useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", testUserName)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("useradd %s: %v\n%s", testUserName, err, out)
+		}
+		if u, err = user.Lookup(testUserName); err != nil {
+			return err
+		}
+	}
+	uid, _ := strconv.Atoi(u.Uid)
+	gid, _ := strconv.Atoi(u.Gid)
+	unpriv, err := newTestUser(u, &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid), Groups: []uint32{}})
+	if err != nil {
+		return err
+	}
+	users = append(users, unpriv)
+	return nil
+}
+
+func newTestUser(u *user.User, cred *syscall.Credential) (*testUser, error) {
+	uid, _ := strconv.Atoi(u.Uid)
+	gid, _ := strconv.Atoi(u.Gid)
+	home := filepath.Join(baseDir, "home-"+u.Username)
+	if err := os.Mkdir(home, 0o700); err != nil {
+		return nil, err
+	}
+	if err := os.Chown(home, uid, gid); err != nil {
+		return nil, err
+	}
+	return &testUser{name: u.Username, uid: uid, gid: gid, home: home, cred: cred}, nil
+}
+
+func teardown() {
+	if os.Getenv("AGENTBOX_TEST_KEEP") != "" {
+		fmt.Fprintln(os.Stderr, "test/linux: keeping", baseDir)
+		return
+	}
+	os.RemoveAll(baseDir)
+}
+
+// forEachUser runs fn as a subtest per identity.
+func forEachUser(t *testing.T, fn func(t *testing.T, u *testUser)) {
+	t.Helper()
+	if len(users) == 1 {
+		t.Logf("not running as root: scenarios run only as %s", users[0].name)
+	}
+	for _, u := range users {
+		t.Run(u.name, func(t *testing.T) { fn(t, u) })
+	}
+}
+
+func needBin(t testing.TB) {
+	t.Helper()
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+}
+
+func needPython(t testing.TB) {
+	t.Helper()
+	if python == "" {
+		t.Skip("no /usr/bin/python3 on this machine")
+	}
+}
+
+// ---------------------------------------------------------------------------
+// Running agentbox
+
+type runOpts struct {
+	stdin   io.Reader
+	env     []string // added to the base environment
+	dir     string   // cwd of agentbox; "" = the user's home
+	timeout time.Duration
+}
+
+type result struct {
+	stdout, stderr string
+	code           int
+	dur            time.Duration
+}
+
+func (r result) String() string {
+	return fmt.Sprintf("exit %d after %v\nstdout: %q\nstderr: %q", r.code, r.dur.Round(time.Millisecond), r.stdout, r.stderr)
+}
+
+// baseEnv is the environment of every command: no TMPDIR (so the temp
+// writable root is /tmp alone unless a test sets it), a HOME the user owns.
+func baseEnv(u *testUser) []string {
+	return []string{
+		"PATH=" + hostPATH,
+		"HOME=" + u.home,
+		"USER=" + u.name,
+		"LOGNAME=" + u.name,
+		"LANG=C.UTF-8",
+	}
+}
+
+// command builds an exec.Cmd for name running as u.
+func command(u *testUser, o runOpts, name string, args ...string) *exec.Cmd {
+	cmd := exec.Command(name, args...)
+	cmd.Env = append(baseEnv(u), o.env...)
+	cmd.Dir = o.dir
+	if cmd.Dir == "" {
+		cmd.Dir = u.home
+	}
+	cmd.Stdin = o.stdin
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: u.cred}
+	cmd.WaitDelay = 2 * time.Second
+	return cmd
+}
+
+// run runs agentbox with args as u and returns its output and exit status.
+func run(t testing.TB, u *testUser, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	r := runWith(t, u, runOpts{}, args...)
+	return r.stdout, r.stderr, r.code
+}
+
+func runWith(t testing.TB, u *testUser, o runOpts, args ...string) result {
+	t.Helper()
+	needBin(t)
+	return execute(t, u, o, binPath, args...)
+}
+
+// host runs a command directly on the host as u: the control experiment
+// that proves a script really does what the sandboxed run must prevent.
+func host(t testing.TB, u *testUser, o runOpts, name string, args ...string) result {
+	t.Helper()
+	return execute(t, u, o, name, args...)
+}
+
+func execute(t testing.TB, u *testUser, o runOpts, name string, args ...string) result {
+	t.Helper()
+	if o.timeout == 0 {
+		o.timeout = 20 * time.Second
+	}
+	cmd := command(u, o, name, args...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start %s: %v", name, err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	var err error
+	select {
+	case err = <-done:
+	case <-time.After(o.timeout):
+		cmd.Process.Kill()
+		<-done
+		t.Fatalf("%s %q did not finish within %v\nstdout: %q\nstderr: %q", name, args, o.timeout, stdout.String(), stderr.String())
+	}
+	r := result{stdout: stdout.String(), stderr: stderr.String(), dur: time.Since(start)}
+	r.code = exitCode(cmd, err)
+	return r
+}
+
+func exitCode(cmd *exec.Cmd, err error) int {
+	if cmd.ProcessState == nil {
+		return -1
+	}
+	if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return 128 + int(ws.Signal())
+	}
+	if err != nil && !errors.As(err, new(*exec.ExitError)) && !errors.Is(err, exec.ErrWaitDelay) {
+		return -1
+	}
+	return cmd.ProcessState.ExitCode()
+}
+
+// sandboxed runs `agentbox run -C ws [extra...] -- /bin/sh -c script` with
+// the fixture's variables ($WS, $OUT, $ADD) in the environment.
+func sandboxed(t testing.TB, fx *fixture, extra []string, script string) result {
+	t.Helper()
+	args := append([]string{"run", "-C", fx.ws}, extra...)
+	args = append(args, "--", "/bin/sh", "-c", script)
+	return runWith(t, fx.u, runOpts{env: fx.env(), dir: fx.ws}, args...)
+}
+
+// ---------------------------------------------------------------------------
+// Fixtures
+
+// fixture is a fresh directory tree owned by the test user:
+//
+//	dir/ws/            the workspace: .git/ (config, HEAD, hooks/), .codex/,
+//	                   file.txt, link -> ../outside, hl (hard link to
+//	                   ../outside/hl-target), sub/
+//	dir/outside/       not writable in the sandbox: file.txt, hl-target
+//	dir/add/           an --add-dir root with its own .git/
+//	dir/tmpdir/        for $TMPDIR tests
+//	dir/home/          $HOME of the commands (outside every writable root)
+type fixture struct {
+	u                               *testUser
+	dir, ws, out, add, tmpdir, home string
+	gitConfig, codexConfig, txt     string
+}
+
+type fixtureOpt func(*fixtureConf)
+
+type fixtureConf struct {
+	parent  string
+	noCodex bool
+}
+
+// inTmp puts the fixture under /tmp, itself a writable root.
+func inTmp(c *fixtureConf) { c.parent = "/tmp" }
+
+// noCodex leaves .codex (and .agents) missing from the workspace.
+func noCodex(c *fixtureConf) { c.noCodex = true }
+
+func newFixture(t testing.TB, u *testUser, opts ...fixtureOpt) *fixture {
+	t.Helper()
+	c := fixtureConf{parent: baseDir}
+	for _, o := range opts {
+		o(&c)
+	}
+	dir, err := os.MkdirTemp(c.parent, "abtest-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if os.Getenv("AGENTBOX_TEST_KEEP") == "" {
+			os.RemoveAll(dir)
+		}
+	})
+	fx := &fixture{
+		u: u, dir: dir,
+		ws:          filepath.Join(dir, "ws"),
+		out:         filepath.Join(dir, "outside"),
+		add:         filepath.Join(dir, "add"),
+		tmpdir:      filepath.Join(dir, "tmpdir"),
+		home:        filepath.Join(dir, "home"),
+		gitConfig:   "[core]\n\trepositoryformatversion = 0\n\tbare = false\n",
+		codexConfig: "model = \"orig\"\n",
+		txt:         "orig\n",
+	}
+	mk := func(p string) {
+		if err := os.MkdirAll(p, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wr := func(p, s string) {
+		mk(filepath.Dir(p))
+		if err := os.WriteFile(p, []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, root := range []string{fx.ws, fx.add} {
+		wr(filepath.Join(root, ".git", "config"), fx.gitConfig)
+		wr(filepath.Join(root, ".git", "HEAD"), "ref: refs/heads/main\n")
+		mk(filepath.Join(root, ".git", "hooks"))
+		mk(filepath.Join(root, ".git", "objects"))
+		mk(filepath.Join(root, ".git", "refs", "heads"))
+		wr(filepath.Join(root, "file.txt"), fx.txt)
+	}
+	if !c.noCodex {
+		wr(filepath.Join(fx.ws, ".codex", "config.toml"), fx.codexConfig)
+	}
+	mk(filepath.Join(fx.ws, "sub"))
+	wr(filepath.Join(fx.out, "file.txt"), fx.txt)
+	wr(filepath.Join(fx.out, "hl-target"), fx.txt)
+	mk(fx.tmpdir)
+	mk(fx.home)
+	if err := os.Symlink("../outside", filepath.Join(fx.ws, "link")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Link(filepath.Join(fx.out, "hl-target"), filepath.Join(fx.ws, "hl")); err != nil {
+		t.Fatal(err)
+	}
+	chownR(t, dir, u)
+	return fx
+}
+
+func (fx *fixture) env() []string {
+	return []string{"WS=" + fx.ws, "OUT=" + fx.out, "ADD=" + fx.add, "HOME=" + fx.home}
+}
+
+func chownR(t testing.TB, dir string, u *testUser) {
+	t.Helper()
+	if u.cred == nil {
+		return
+	}
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		return os.Lchown(p, u.uid, u.gid)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// ---------------------------------------------------------------------------
+// Host-side checks
+
+// snapshot records every path under root with its type, mode and content
+// hash (or link target), so any change at all shows up in a diff.
+func snapshot(t testing.TB, root string) map[string]string {
+	t.Helper()
+	m := map[string]string{}
+	filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			m[p] = "error: " + err.Error()
+			return nil
+		}
+		fi, err := os.Lstat(p)
+		if err != nil {
+			m[p] = "error: " + err.Error()
+			return nil
+		}
+		desc := fi.Mode().String()
+		switch {
+		case fi.Mode().IsRegular():
+			b, _ := os.ReadFile(p)
+			desc += fmt.Sprintf(" %x", sha256.Sum256(b))
+		case fi.Mode()&fs.ModeSymlink != 0:
+			target, _ := os.Readlink(p)
+			desc += " -> " + target
+		}
+		m[p] = desc
+		return nil
+	})
+	return m
+}
+
+// diffSnapshots lists what changed between two snapshots, ignoring paths
+// for which allow returns true.
+//
+// agentbox's own bookkeeping under $HOME/.local/state/agentbox (written by
+// agentbox on the host, outside the sandbox) is always ignored.
+func diffSnapshots(before, after map[string]string, allow func(string) bool) []string {
+	var d []string
+	own := func(p string) bool {
+		return strings.Contains(p+"/", "/.local/state/agentbox/") || strings.HasSuffix(p, "/.local/state") || strings.HasSuffix(p, "/.local")
+	}
+	allow0 := allow
+	allow = func(p string) bool { return own(p) || allow0 != nil && allow0(p) }
+	for p, b := range before {
+		a, ok := after[p]
+		switch {
+		case allow(p):
+		case !ok:
+			d = append(d, "removed "+p)
+		case a != b:
+			d = append(d, fmt.Sprintf("changed %s: %s => %s", p, b, a))
+		}
+	}
+	for p, a := range after {
+		if _, ok := before[p]; !ok && !allow(p) {
+			d = append(d, fmt.Sprintf("created %s (%s)", p, a))
+		}
+	}
+	slices.Sort(d)
+	return d
+}
+
+func assertContent(t testing.TB, path, want string) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Errorf("host: %v (want content %q)", err, want)
+		return
+	}
+	if string(b) != want {
+		t.Errorf("host: %s = %q, want %q", path, b, want)
+	}
+}
+
+func assertAbsent(t testing.TB, path string) {
+	t.Helper()
+	if fi, err := os.Lstat(path); err == nil {
+		t.Errorf("host: %s exists (%v), want absent", path, fi.Mode())
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("host: lstat %s: %v", path, err)
+	}
+}
+
+func exists(path string) bool {
+	_, err := os.Lstat(path)
+	return err == nil
+}
+
+// tmpNames lists the entries of /tmp.
+func tmpNames() map[string]bool {
+	m := map[string]bool{}
+	ents, _ := os.ReadDir("/tmp")
+	for _, e := range ents {
+		m[e.Name()] = true
+	}
+	return m
+}
+
+// assertNoTmpLeftovers fails for entries new in /tmp since before whose
+// names look like something a sandbox would leave (placeholders, protected
+// names, agentbox scratch). Unrelated processes share /tmp, so other new
+// names are only logged.
+func assertNoTmpLeftovers(t testing.TB, before map[string]bool) {
+	t.Helper()
+	for n := range tmpNames() {
+		if before[n] || strings.HasPrefix(n, "abtest-") {
+			continue
+		}
+		l := strings.ToLower(n)
+		if strings.Contains(l, "agentbox") || strings.Contains(l, "codex") || strings.Contains(l, "agents") ||
+			strings.Contains(l, "placeholder") || strings.Contains(l, ".git") || strings.Contains(l, "sandbox") {
+			t.Errorf("host: /tmp/%s appeared during the run and is still there", n)
+		} else {
+			t.Logf("note: /tmp/%s appeared during the run (probably unrelated)", n)
+		}
+	}
+}
+
+// procsWith returns the host pids whose command line contains token.
+func procsWith(token string) []string {
+	var pids []string
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		if _, err := strconv.Atoi(e.Name()); err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		if err != nil || len(b) == 0 {
+			continue // gone or a zombie
+		}
+		if bytes.Contains(b, []byte(token)) {
+			pids = append(pids, e.Name()+":"+strings.ReplaceAll(string(bytes.TrimRight(b, "\x00")), "\x00", " "))
+		}
+	}
+	return pids
+}
+
+// sleepToken returns a unique argument for sleep(1), so the sleeper can be
+// found on the host by its command line.
+func sleepToken() string {
+	return fmt.Sprintf("1000.%09d", rand.IntN(1e9))
+}
+
+// waitFor polls cond until it holds or d passes.
+func waitFor(d time.Duration, cond func() bool) bool {
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		if cond() {
+			return true
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return cond()
+}
+
+func randName(prefix string) string {
+	return fmt.Sprintf("%s%08x", prefix, rand.Uint32())
+}
