@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/agentbox/agentbox/internal/linux"
+	"github.com/agentbox/agentbox/internal/linux/landlock"
 	"github.com/agentbox/agentbox/policy"
 )
 
@@ -53,6 +54,8 @@ func start(c *Cmd) (process, error) {
 		Mounts:        linux.Plan(pol, linux.HeldDirs(pol)),
 		Network:       pol.Network,
 		WritableRoots: pol.WritableRoots,
+		Seccomp:       true,
+		Landlock:      landlockUsable(),
 	}
 	p, err := linux.Start(spec, c.Stdin, c.Stdout, c.Stderr)
 	if err != nil {
@@ -64,6 +67,13 @@ func start(c *Cmd) (process, error) {
 		return nil, &StartError{CodeSandboxFailure, err}
 	}
 	return &linuxProcess{p: p, ph: ph}, nil
+}
+
+// landlockUsable reports whether the kernel offers Landlock at the floor the
+// landlock package enforces; the probe is one syscall.
+func landlockUsable() bool {
+	abi, err := landlock.ABI()
+	return err == nil && abi >= landlock.DefaultMinABI
 }
 
 type linuxProcess struct {
