@@ -41,6 +41,9 @@ type State struct {
 	ReadOnly  string `json:"readonly"`
 	// Paths whose DACLs carry ACEs for these SIDs, for cleanup.
 	Paths []string `json:"paths,omitempty"`
+	// Placeholders are protected directories agentbox created because
+	// they did not exist; cleanup removes them when still empty.
+	Placeholders []string `json:"placeholders,omitempty"`
 }
 
 var sidRE = regexp.MustCompile(`^S-1-5-21-[0-9]{1,10}-[0-9]{1,10}-[0-9]{1,10}-[0-9]{1,10}$`)
@@ -119,11 +122,16 @@ func LoadOrCreate(dir string) (st *State, created bool, err error) {
 
 // AddPaths records paths (compared case-insensitively) and reports whether
 // any was new.
-func (st *State) AddPaths(paths ...string) bool {
+func (st *State) AddPaths(paths ...string) bool { return addTo(&st.Paths, paths) }
+
+// AddPlaceholders records created placeholder directories.
+func (st *State) AddPlaceholders(paths ...string) bool { return addTo(&st.Placeholders, paths) }
+
+func addTo(list *[]string, paths []string) bool {
 	added := false
 	for _, p := range paths {
-		if !slices.ContainsFunc(st.Paths, func(q string) bool { return strings.EqualFold(p, q) }) {
-			st.Paths = append(st.Paths, p)
+		if !slices.ContainsFunc(*list, func(q string) bool { return strings.EqualFold(p, q) }) {
+			*list = append(*list, p)
 			added = true
 		}
 	}

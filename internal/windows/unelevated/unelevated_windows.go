@@ -1,0 +1,207 @@
+package unelevated
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"strings"
+	"sync/atomic"
+
+	"golang.org/x/sys/windows"
+
+	"github.com/agentbox/agentbox/internal/windows/acl"
+	"github.com/agentbox/agentbox/internal/windows/sid"
+	"github.com/agentbox/agentbox/internal/windows/winapi"
+	"github.com/agentbox/agentbox/internal/windows/winenv"
+	"github.com/agentbox/agentbox/policy"
+)
+
+// Sandbox is the prepared per-user state: SIDs, denybin.
+type Sandbox struct {
+	StateDir string
+	State    *sid.State
+	// ACL is what Prepare did to the file system this time; a run whose
+	// grants are all in place modifies nothing.
+	ACL acl.Result
+}
+
+// StateDir is %LOCALAPPDATA%\agentbox.
+func StateDir() (string, error) { return sid.StateDir(os.Getenv) }
+
+// Prepare loads or creates the SIDs, makes pol's ACEs true on disk (reading
+// each DACL first, writing only what is missing) and writes the denybin
+// stubs. It needs no administrator rights.
+func Prepare(pol *policy.Policy, stateDir string) (*Sandbox, error) {
+	st, _, err := sid.LoadOrCreate(stateDir)
+	if err != nil {
+		return nil, fmt.Errorf("sandbox SIDs: %w", err)
+	}
+	sb := &Sandbox{StateDir: stateDir, State: st}
+	if pol.Mode == policy.WorkspaceWrite {
+		res, err := acl.Apply(winapi.FileStore{}, acl.PlanFor(pol, st.Workspace))
+		sb.ACL = res
+		// Record what changed even on failure, so cleanup finds it.
+		a := st.AddPaths(res.Modified...)
+		b := st.AddPlaceholders(res.Created...)
+		if a || b {
+			if serr := sid.Save(stateDir, st); serr != nil && err == nil {
+				err = serr
+			}
+		}
+		if err != nil {
+			return nil, fmt.Errorf("applying ACLs: %w", err)
+		}
+	}
+	if !pol.Network {
+		if err := WriteDenybin(DenybinDir(stateDir)); err != nil {
+			return nil, err
+		}
+	}
+	return sb, nil
+}
+
+// Spec is a command to start.
+type Spec struct {
+	// Path is the program; a bare name is looked up in the child's PATH
+	// with its PATHEXT (so the denybin stubs win over ssh.exe).
+	Path string
+	Args []string
+	Env  []string // as given by the caller, before the network rewrite
+	Dir  string
+	// Stdio handles in this process; Start passes duplicates.
+	Stdin, Stdout, Stderr windows.Handle
+}
+
+// ErrNotFound wraps a program that is not on the child's PATH.
+var ErrNotFound = errors.New("executable file not found in PATH")
+
+// Proc is a running sandboxed command and its job.
+type Proc struct {
+	p      *winapi.Process
+	job    *winapi.Job
+	killed atomic.Bool
+}
+
+// Start runs s under pol: the restricted token (none for
+// danger-full-access), the child environment, a new kill-on-close job.
+func (sb *Sandbox) Start(pol *policy.Policy, s Spec) (*Proc, error) {
+	env := s.Env
+	if pol.Mode != policy.DangerFullAccess {
+		env = ChildEnv(pol, env, DenybinDir(sb.StateDir))
+	}
+	path := s.Path
+	if !strings.ContainsAny(path, `\/:`) {
+		pathVar, _ := winenv.Get(env, "PATH")
+		pathext, _ := winenv.Get(env, "PATHEXT")
+		found, ok := winenv.LookPath(path, pathVar, pathext, isFile)
+		if !ok {
+			return nil, fmt.Errorf("%s: %w", path, ErrNotFound)
+		}
+		path = found
+	} else if !isFile(path) {
+		if p, ok := winenv.LookPath(path, "", "", isFile); ok {
+			path = p
+		} else {
+			return nil, &fs.PathError{Op: "start", Path: path, Err: fs.ErrNotExist}
+		}
+	}
+	comspec, _ := winenv.Get(env, "COMSPEC")
+	cl, err := winenv.Build(path, s.Args, comspec)
+	if err != nil {
+		return nil, err
+	}
+	block, err := winenv.Block(env, os.Getenv("SYSTEMROOT"))
+	if err != nil {
+		return nil, err
+	}
+	var tok windows.Token
+	if pol.Mode != policy.DangerFullAccess {
+		self, err := winapi.OpenSelfToken()
+		if err != nil {
+			return nil, err
+		}
+		defer self.Close()
+		s := sb.State.ReadOnly
+		if pol.Mode == policy.WorkspaceWrite {
+			s = sb.State.Workspace
+		}
+		if tok, err = winapi.RestrictedToken(self, s); err != nil {
+			return nil, err
+		}
+		defer tok.Close()
+	}
+	job, err := winapi.NewJob()
+	if err != nil {
+		return nil, err
+	}
+	p, err := winapi.Spawn(winapi.Spec{
+		Token: tok, App: cl.App, CmdLine: cl.Line, Env: block, Dir: s.Dir,
+		Stdin: s.Stdin, Stdout: s.Stdout, Stderr: s.Stderr, Job: job,
+	})
+	if err != nil {
+		job.Close()
+		return nil, err
+	}
+	return &Proc{p: p, job: job}, nil
+}
+
+func isFile(p string) bool {
+	fi, err := os.Stat(p)
+	return err == nil && fi.Mode().IsRegular()
+}
+
+// KilledCode is the exit code agentbox gives processes it kills.
+const KilledCode = 137
+
+// Wait waits for the command to exit, then ends whatever it left running
+// in the job: the tree never outlives the command. killed reports that
+// Kill ended it.
+func (p *Proc) Wait() (code uint32, killed bool, err error) {
+	code, err = p.p.Wait()
+	p.job.Terminate(KilledCode)
+	p.job.Close()
+	p.p.Close()
+	return code, p.killed.Load(), err
+}
+
+// Kill ends the whole tree.
+func (p *Proc) Kill() error {
+	p.killed.Store(true)
+	return p.job.Terminate(KilledCode)
+}
+
+// Pid is the command's process id.
+func (p *Proc) Pid() uint32 { return p.p.Pid }
+
+// Cleanup revokes every ACE agentbox recorded, removes still-empty
+// placeholders, the denybin directory and the state file.
+func Cleanup(stateDir string, out io.Writer) error {
+	st, err := sid.Load(stateDir)
+	if errors.Is(err, fs.ErrNotExist) {
+		fmt.Fprintln(out, "agentbox: no unelevated sandbox state to clean up")
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	changed, rerr := acl.Revoke(winapi.FileStore{}, st.Paths, st.Workspace, st.ReadOnly)
+	for _, p := range changed {
+		fmt.Fprintf(out, "agentbox: removed sandbox ACEs from %s\n", p)
+	}
+	for _, p := range st.Placeholders {
+		if os.Remove(p) == nil {
+			fmt.Fprintf(out, "agentbox: removed placeholder %s\n", p)
+		}
+	}
+	if rerr != nil {
+		return fmt.Errorf("cleanup (state kept for a retry): %w", rerr)
+	}
+	os.RemoveAll(DenybinDir(stateDir))
+	if err := os.Remove(stateDir + `\` + sid.FileName); err != nil {
+		return fmt.Errorf("cleanup: %w", err)
+	}
+	fmt.Fprintf(out, "agentbox: removed %s\n", stateDir+`\`+sid.FileName)
+	return nil
+}

@@ -1,0 +1,343 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/windows"
+
+	"github.com/agentbox/agentbox/internal/windows/sid"
+	"github.com/agentbox/agentbox/internal/windows/unelevated"
+	"github.com/agentbox/agentbox/internal/windows/winapi"
+	"github.com/agentbox/agentbox/policy"
+)
+
+// Main is a no-op on Windows: there is no re-exec stage.
+func Main() {}
+
+// startElevated is set by the elevated-mode backend when it is linked in.
+var startElevated func(c *Cmd) (process, error)
+
+func start(c *Cmd) (process, error) {
+	pol := c.Policy
+	if pol.Mode != policy.DangerFullAccess && pol.Windows == policy.Elevated {
+		if startElevated == nil {
+			return nil, &StartError{CodeSandboxFailure, fmt.Errorf(
+				`windows elevated sandbox is not available in this build (set [windows] sandbox = "unelevated"): %w`, ErrUnsupported)}
+		}
+		return startElevated(c)
+	}
+	dir, err := unelevated.StateDir()
+	if err != nil {
+		return nil, &StartError{CodeSandboxFailure, err}
+	}
+	var sb *unelevated.Sandbox
+	if pol.Mode == policy.DangerFullAccess {
+		sb = &unelevated.Sandbox{StateDir: dir}
+	} else {
+		if sb, err = unelevated.Prepare(pol, dir); err != nil {
+			return nil, &StartError{CodeSandboxFailure, err}
+		}
+		if n := len(sb.ACL.Modified); n > 0 {
+			c.diag("granted the sandbox SID access on %d path(s) (first run for these roots; later runs only check)", n)
+		}
+		if !pol.Network {
+			c.diag("%s", unelevated.NetworkNote)
+		}
+	}
+	sio, err := newStdio(c)
+	if err != nil {
+		return nil, &StartError{CodeSandboxFailure, err}
+	}
+	p, err := sb.Start(pol, unelevated.Spec{
+		Path: c.Path, Args: c.Args, Env: c.Env, Dir: pol.Cwd,
+		Stdin: sio.handles[0], Stdout: sio.handles[1], Stderr: sio.handles[2],
+	})
+	sio.closeChildEnds()
+	if err != nil {
+		sio.abort()
+		return nil, &StartError{startCode(err), err}
+	}
+	sio.startCopies()
+	return &winProcess{p: p, io: sio, waitDelay: c.WaitDelay}, nil
+}
+
+func startCode(err error) int {
+	switch {
+	case errors.Is(err, unelevated.ErrNotFound), errors.Is(err, fs.ErrNotExist):
+		return CodeNotFound
+	case errors.Is(err, windows.ERROR_BAD_EXE_FORMAT), errors.Is(err, windows.ERROR_ACCESS_DENIED):
+		return CodeNotExecutable
+	}
+	return CodeSandboxFailure
+}
+
+// stdio holds the handles the child gets and the copies that feed
+// non-file readers and writers through pipes, as os/exec does.
+type stdio struct {
+	handles    [3]windows.Handle
+	childEnds  []*os.File
+	parentEnds []*os.File
+	copies     []func() error
+	stdinW     *os.File
+	wg         sync.WaitGroup
+	errs       []error
+	mu         sync.Mutex
+}
+
+func newStdio(c *Cmd) (*stdio, error) {
+	s := &stdio{}
+	// stdin
+	switch r := c.Stdin.(type) {
+	case nil:
+		f, err := os.Open(os.DevNull)
+		if err != nil {
+			return nil, err
+		}
+		s.childEnds = append(s.childEnds, f)
+		s.handles[0] = windows.Handle(f.Fd())
+	case *os.File:
+		s.handles[0] = windows.Handle(r.Fd())
+	default:
+		pr, pw, err := os.Pipe()
+		if err != nil {
+			return nil, err
+		}
+		s.childEnds = append(s.childEnds, pr)
+		s.stdinW = pw
+		s.handles[0] = windows.Handle(pr.Fd())
+		s.copies = append(s.copies, func() error {
+			_, err := io.Copy(pw, r)
+			pw.Close()
+			if errors.Is(err, os.ErrClosed) || errors.Is(err, windows.ERROR_BROKEN_PIPE) || errors.Is(err, windows.ERROR_NO_DATA) {
+				err = nil // the command stopped reading
+			}
+			return err
+		})
+	}
+	// stdout and stderr; one pipe when both are the same writer.
+	var shared *os.File
+	for i, w := range []io.Writer{c.Stdout, c.Stderr} {
+		switch w := w.(type) {
+		case nil:
+			f, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
+			if err != nil {
+				s.abort()
+				return nil, err
+			}
+			s.childEnds = append(s.childEnds, f)
+			s.handles[1+i] = windows.Handle(f.Fd())
+		case *os.File:
+			s.handles[1+i] = windows.Handle(w.Fd())
+		default:
+			if i == 1 && c.Stderr == c.Stdout && shared != nil {
+				s.handles[2] = windows.Handle(shared.Fd())
+				continue
+			}
+			pr, pw, err := os.Pipe()
+			if err != nil {
+				s.abort()
+				return nil, err
+			}
+			shared = pw
+			s.childEnds = append(s.childEnds, pw)
+			s.parentEnds = append(s.parentEnds, pr)
+			s.handles[1+i] = windows.Handle(pw.Fd())
+			s.copies = append(s.copies, func() error {
+				_, err := io.Copy(w, pr)
+				pr.Close()
+				if errors.Is(err, os.ErrClosed) {
+					err = nil
+				}
+				return err
+			})
+		}
+	}
+	return s, nil
+}
+
+// closeChildEnds drops this process's copies of the child's handles (the
+// child has its own duplicates), so EOF arrives when the tree is gone.
+func (s *stdio) closeChildEnds() {
+	for _, f := range s.childEnds {
+		f.Close()
+	}
+	s.childEnds = nil
+}
+
+func (s *stdio) startCopies() {
+	for i, fn := range s.copies {
+		stdinCopy := s.stdinW != nil && i == 0
+		if !stdinCopy {
+			s.wg.Add(1)
+		}
+		go func() {
+			err := fn()
+			if err != nil {
+				s.mu.Lock()
+				s.errs = append(s.errs, err)
+				s.mu.Unlock()
+			}
+			if !stdinCopy {
+				s.wg.Done()
+			}
+		}()
+	}
+}
+
+func (s *stdio) abort() {
+	s.closeChildEnds()
+	for _, f := range s.parentEnds {
+		f.Close()
+	}
+	if s.stdinW != nil {
+		s.stdinW.Close()
+	}
+}
+
+type winProcess struct {
+	p         *unelevated.Proc
+	io        *stdio
+	waitDelay time.Duration
+}
+
+func (w *winProcess) Wait() (*Status, error) {
+	code, killed, err := w.p.Wait()
+	// Nothing reads stdin any more; unblock a copy stuck writing it.
+	if w.io.stdinW != nil {
+		w.io.stdinW.Close()
+	}
+	done := make(chan struct{})
+	go func() { w.io.wg.Wait(); close(done) }()
+	if w.waitDelay > 0 {
+		select {
+		case <-done:
+		case <-time.After(w.waitDelay):
+			for _, f := range w.io.parentEnds {
+				f.Close()
+			}
+			<-done
+		}
+	} else {
+		<-done
+	}
+	if err != nil {
+		return nil, err
+	}
+	if killed {
+		return &Status{Code: int(code), Signal: 9}, nil
+	}
+	w.io.mu.Lock()
+	cerr := errors.Join(w.io.errs...)
+	w.io.mu.Unlock()
+	return &Status{Code: int(code)}, cerr
+}
+
+// Signal: Windows has no signals to send to another process tree; both
+// os.Kill and os.Interrupt end the whole tree.
+func (w *winProcess) Signal(sig os.Signal) error {
+	if sig == os.Kill || sig == os.Interrupt {
+		return w.p.Kill()
+	}
+	return fmt.Errorf("signal %v on windows: %w", sig, ErrUnsupported)
+}
+
+func (w *winProcess) Kill() error { return w.p.Kill() }
+
+func doctor(pol *policy.Policy) *Report {
+	r := &Report{OS: "windows", CanSandbox: true}
+	mode := policy.WorkspaceWrite
+	network := false
+	if pol != nil {
+		mode, network = pol.Mode, pol.Network
+		if pol.Windows == policy.Elevated {
+			r.Backend = "elevated"
+			r.Mode = string(mode)
+			r.Missing = append(r.Missing, "windows elevated sandbox is not available in this build")
+			r.CanSandbox = false
+			return r
+		}
+	}
+	r.Mode = string(mode)
+	r.Backend = "unelevated: synthetic SID + ACLs + write-restricted token + kill-on-close job"
+	add := func(name string, ok bool, detail string) {
+		r.Checks = append(r.Checks, Check{Name: name, OK: ok, Detail: detail})
+	}
+	dir, err := unelevated.StateDir()
+	if err != nil {
+		add("state dir", false, err.Error())
+		r.CanSandbox = false
+	} else if st, err := sid.Load(dir); err == nil {
+		add("sandbox SIDs", true, fmt.Sprintf("%s (workspace), %s (read-only) in %s; ACEs on %d path(s)", st.Workspace, st.ReadOnly, dir, len(st.Paths)))
+	} else if errors.Is(err, fs.ErrNotExist) {
+		add("sandbox SIDs", true, "not created yet; the first run creates them in "+dir)
+	} else {
+		add("sandbox SIDs", false, err.Error())
+		r.CanSandbox = false
+	}
+	if self, err := winapi.OpenSelfToken(); err != nil {
+		add("restricted token", false, err.Error())
+		r.CanSandbox = false
+	} else {
+		probe, _ := sid.New()
+		if t, err := winapi.RestrictedToken(self, probe); err != nil {
+			add("restricted token", false, err.Error())
+			r.CanSandbox = false
+		} else {
+			t.Close()
+			add("restricted token", true, "WRITE_RESTRICTED; restricting SIDs Everyone, logon SID, sandbox SID")
+		}
+		self.Close()
+	}
+	if j, err := winapi.NewJob(); err != nil {
+		add("job object", false, err.Error())
+		r.CanSandbox = false
+	} else {
+		j.Close()
+		add("job object", true, "kill-on-close; the process tree dies with the command")
+	}
+	if mode != policy.DangerFullAccess && !network {
+		add("network", false, unelevated.NetworkNote)
+	}
+	if winapi.IsWine() {
+		r.Missing = append(r.Missing, "running under Wine: restricted tokens and ACLs are accepted but not enforced")
+		r.CanSandbox = false
+	}
+	return r
+}
+
+func setup(ctx context.Context, pol *policy.Policy, out io.Writer) error {
+	if pol != nil && pol.Windows == policy.Elevated {
+		return fmt.Errorf("windows elevated setup is not available in this build: %w", ErrUnsupported)
+	}
+	dir, err := unelevated.StateDir()
+	if err != nil {
+		return err
+	}
+	if pol == nil {
+		pol = &policy.Policy{Mode: policy.ReadOnly}
+	}
+	sb, err := unelevated.Prepare(pol, dir)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "agentbox: unelevated sandbox ready (no administrator rights needed); state in %s\n", dir)
+	fmt.Fprintf(out, "agentbox: sandbox SIDs %s (workspace), %s (read-only)\n", sb.State.Workspace, sb.State.ReadOnly)
+	fmt.Fprintf(out, "agentbox: ACLs: checked %d path(s), modified %d, created %d placeholder(s)\n",
+		sb.ACL.Checked, len(sb.ACL.Modified), len(sb.ACL.Created))
+	return nil
+}
+
+func cleanup(ctx context.Context, out io.Writer) error {
+	dir, err := unelevated.StateDir()
+	if err != nil {
+		return err
+	}
+	return unelevated.Cleanup(dir, out)
+}
