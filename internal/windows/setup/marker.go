@@ -1,0 +1,66 @@
+package setup
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"time"
+)
+
+// Marker records a completed setup. agentbox reads it before every
+// elevated run (see [CheckMarker]) and doctor shows it.
+type Marker struct {
+	Version    int       `json:"version"`
+	CreatedAt  time.Time `json:"created_at"`
+	OfflineSID string    `json:"offline_sid"`
+	OnlineSID  string    `json:"online_sid"`
+	GroupSID   string    `json:"group_sid"`
+	// Runner is the path of the runner copy the sandbox users execute.
+	Runner string `json:"runner"`
+	// ProxyPorts are the loopback TCP ports left open to the Offline user
+	// (for the allow-list proxy); empty means loopback is closed too.
+	ProxyPorts []int `json:"proxy_ports,omitempty"`
+	// RealUserSID is the account setup was run for.
+	RealUserSID string `json:"real_user_sid"`
+}
+
+// ParseMarker decodes a marker file strictly.
+func ParseMarker(b []byte) (*Marker, error) {
+	var m Marker
+	d := json.NewDecoder(bytes.NewReader(b))
+	d.DisallowUnknownFields()
+	if err := d.Decode(&m); err != nil {
+		return nil, fmt.Errorf("setup marker: %w", err)
+	}
+	return &m, nil
+}
+
+// Marshal encodes the marker.
+func (m *Marker) Marshal() ([]byte, error) { return json.MarshalIndent(m, "", "  ") }
+
+// CheckMarker says whether elevated mode can run with marker m (nil when
+// the file is missing) for a policy that needs proxyPorts open. The error
+// wraps [ErrMissing] or [ErrOutdated] and says what to do.
+func CheckMarker(m *Marker, proxyPorts []int) error {
+	if m == nil {
+		return ErrMissing
+	}
+	if m.Version != Version {
+		return fmt.Errorf("%w (setup version %d, this agentbox needs %d)", ErrOutdated, m.Version, Version)
+	}
+	if m.OfflineSID == "" || m.OnlineSID == "" || m.Runner == "" {
+		return fmt.Errorf("%w (marker is incomplete)", ErrOutdated)
+	}
+	want := normPorts(proxyPorts)
+	if !slices.Equal(normPorts(m.ProxyPorts), want) {
+		return fmt.Errorf("%w (firewall leaves loopback ports %v open, the policy needs %v)", ErrOutdated, m.ProxyPorts, want)
+	}
+	return nil
+}
+
+func normPorts(p []int) []int {
+	p = slices.Clone(p)
+	slices.Sort(p)
+	return slices.Compact(p)
+}

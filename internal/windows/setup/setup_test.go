@@ -1,0 +1,339 @@
+package setup
+
+import (
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentbox/agentbox/internal/windows/acl"
+)
+
+func TestCheckMarker(t *testing.T) {
+	good := &Marker{Version: Version, CreatedAt: time.Unix(1, 0).UTC(), OfflineSID: "S-1-5-21-1-2-3-1001",
+		OnlineSID: "S-1-5-21-1-2-3-1002", GroupSID: "S-1-5-21-1-2-3-1003", Runner: `C:\ProgramData\agentbox\bin\agentbox-runner.exe`,
+		ProxyPorts: []int{8080, 3128}}
+	if err := CheckMarker(good, []int{3128, 8080, 8080}); err != nil {
+		t.Fatalf("good marker: %v", err)
+	}
+	if err := CheckMarker(nil, nil); !errors.Is(err, ErrMissing) {
+		t.Errorf("missing: %v", err)
+	}
+	old := *good
+	old.Version = Version - 1
+	if err := CheckMarker(&old, []int{3128, 8080}); !errors.Is(err, ErrOutdated) || !strings.Contains(err.Error(), "setup version") {
+		t.Errorf("old version: %v", err)
+	}
+	if err := CheckMarker(good, nil); !errors.Is(err, ErrOutdated) || !strings.Contains(err.Error(), "loopback ports") {
+		t.Errorf("port drift: %v", err)
+	}
+	b, err := good.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := ParseMarker(b)
+	if err != nil || m.OfflineSID != good.OfflineSID || !m.CreatedAt.Equal(good.CreatedAt) {
+		t.Fatalf("round trip: %+v, %v", m, err)
+	}
+	if _, err := ParseMarker([]byte(`{"version":1,"bogus":1}`)); err == nil {
+		t.Error("unknown marker field accepted")
+	}
+}
+
+func TestCredsFormat(t *testing.T) {
+	c := &Creds{Version: CredsVersion,
+		Offline: Account{User: OfflineUser, SID: "S-1-5-21-1-2-3-1001", Password: []byte{1, 2, 3}},
+		Online:  Account{User: OnlineUser, SID: "S-1-5-21-1-2-3-1002", Password: []byte{4, 5}}}
+	b, err := c.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), `"password_dpapi": "AQID"`) {
+		t.Fatalf("password blob not base64 in file: %s", b)
+	}
+	got, err := ParseCreds(b)
+	if err != nil || got.Account(false).User != OfflineUser || got.Account(true).User != OnlineUser {
+		t.Fatalf("round trip: %+v, %v", got, err)
+	}
+	for _, bad := range []string{
+		`{"version":2,"offline":{},"online":{}}`,
+		`{"version":1,"offline":{"user":"a","sid":"S-1","password_dpapi":"AQ=="},"online":{}}`,
+		`{"version":1,"extra":true}`,
+	} {
+		if _, err := ParseCreds([]byte(bad)); err == nil {
+			t.Errorf("ParseCreds(%s) accepted", bad)
+		}
+	}
+}
+
+func TestNewPassword(t *testing.T) {
+	seen := map[string]bool{}
+	for range 200 {
+		p, err := NewPassword()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(p) != PasswordLen || seen[p] {
+			t.Fatalf("bad or repeated password %q", p)
+		}
+		seen[p] = true
+		for _, class := range []string{lower, upper, digits, symbols} {
+			if !strings.ContainsAny(p, class) {
+				t.Fatalf("%q lacks a character of %q", p, class)
+			}
+		}
+		if strings.ContainsAny(p, `"' ^&|<>`) {
+			t.Fatalf("%q has a character that needs quoting", p)
+		}
+	}
+}
+
+func TestPayload(t *testing.T) {
+	p := &Payload{Version: PayloadVersion, Mode: ModeFull, RealUserSID: "S-1-5-21-9-9-9-1001",
+		Profile: `C:\Users\Dev`, Runner: `C:\Program Files\agentbox\agentbox-runner.exe`, ProxyPorts: []int{3128}}
+	s, err := p.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.ContainsAny(s, " \"\\/+=") {
+		t.Fatalf("encoded payload needs quoting: %q", s)
+	}
+	got, err := DecodePayload(s)
+	if err != nil || got.Profile != p.Profile || !slices.Equal(got.ProxyPorts, p.ProxyPorts) {
+		t.Fatalf("round trip %+v, %v", got, err)
+	}
+	for name, bad := range map[string]*Payload{
+		"version":   {Version: 99, Mode: ModeCleanup},
+		"mode":      {Version: PayloadVersion, Mode: "rm"},
+		"no user":   {Version: PayloadVersion, Mode: ModeFull, Profile: `C:\U`, Runner: "r"},
+		"no runner": {Version: PayloadVersion, Mode: ModeFull, Profile: `C:\U`, RealUserSID: "S-1-5-21-1"},
+		"port":      {Version: PayloadVersion, Mode: ModeCleanup, ProxyPorts: []int{70000}},
+	} {
+		s, _ := bad.Encode()
+		if _, err := DecodePayload(s); err == nil {
+			t.Errorf("%s: bad payload accepted", name)
+		}
+	}
+	if _, err := DecodePayload("!!"); err == nil {
+		t.Error("garbage accepted")
+	}
+}
+
+func TestOfflineRules(t *testing.T) {
+	sid := "S-1-5-21-1-2-3-1001"
+	rules := OfflineRules(sid, nil)
+	if len(rules) != 1 || rules[0].Protocol != "Any" || rules[0].RemoteAddress != "Any" ||
+		rules[0].LocalUser != "O:LSD:(A;;CC;;;"+sid+")" || rules[0].Profile != "Any" ||
+		rules[0].Direction != "Outbound" || rules[0].Action != "Block" || !rules[0].Enabled {
+		t.Fatalf("no proxy: %+v", rules)
+	}
+	rules = OfflineRules(sid, []int{8080, 3128, 3128})
+	if len(rules) != 3 {
+		t.Fatalf("proxy: %+v", rules)
+	}
+	for _, r := range rules {
+		if !strings.HasPrefix(r.Name, RulePrefix) || r.LocalUser != LocalUserSDDL(sid) {
+			t.Errorf("rule %+v not scoped to the Offline user", r)
+		}
+	}
+	tcp := rules[2]
+	if tcp.Protocol != "TCP" || tcp.RemotePort != "1-3127,3129-8079,8081-65535" {
+		t.Errorf("loopback tcp rule %+v", tcp)
+	}
+	// Together the rules cover every address: remote + loopback.
+	if !sameAddresses(rules[0].RemoteAddress+","+loopback, "Any") {
+		t.Error("remote and loopback ranges do not add up to every address")
+	}
+}
+
+func TestPortComplement(t *testing.T) {
+	for _, tc := range []struct {
+		in   []int
+		want string
+	}{
+		{nil, "1-65535"},
+		{[]int{1}, "2-65535"},
+		{[]int{65535}, "1-65534"},
+		{[]int{2, 3, 5}, "1,4,6-65535"},
+	} {
+		if got := PortComplement(tc.in); got != tc.want {
+			t.Errorf("PortComplement(%v) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}
+
+func TestDriftAndPlan(t *testing.T) {
+	sid := "S-1-5-21-1-2-3-1001"
+	want := OfflineRules(sid, []int{3128})
+	// What Get-NetFirewallRule gives back for a correct rule set: own
+	// spelling of lists and subnets.
+	have := []Rule{want[0], want[1], want[2]}
+	have[1].RemoteAddress = "127.0.0.0/255.0.0.0, ::1"
+	have[2].RemoteAddress = "::1,127.0.0.0/8"
+	have[2].RemotePort = "3129-65535, 1-3127"
+	rm, cr, why := FirewallPlan(want, have)
+	if len(rm)+len(cr) != 0 {
+		t.Fatalf("correct rules seen as drifted: %v", why)
+	}
+	// Drift: someone widened the user scope and disabled a rule; a stale
+	// agentbox rule is left over; a foreign rule is never touched.
+	have[0].LocalUser = "O:LSD:(A;;CC;;;WD)"
+	have[2].Enabled = false
+	have = append(have, Rule{Name: RulePrefix + "offline-block-all"}, Rule{Name: "Core Networking"})
+	rm, cr, why = FirewallPlan(want, have)
+	if !slices.Equal(rm, []string{want[0].Name, want[2].Name, RulePrefix + "offline-block-all"}) || len(cr) != 2 {
+		t.Fatalf("remove %v create %v (%v)", rm, cr, why)
+	}
+	rm, cr, _ = FirewallPlan(want, nil)
+	if len(rm) != 0 || len(cr) != 3 {
+		t.Fatalf("from nothing: remove %v create %d", rm, len(cr))
+	}
+}
+
+func TestPSCreateQuoting(t *testing.T) {
+	r := OfflineRules("S-1-5-21-1-2-3-1001", []int{3128})[2]
+	ps := PSCreate(r)
+	for _, want := range []string{"-Name 'agentbox-sandbox-offline-block-loopback-tcp'", "-Direction Outbound", "-Action Block",
+		"-Profile Any", "-Protocol TCP", "-RemotePort @('1-3127','3129-65535')", "-LocalUser 'O:LSD:(A;;CC;;;S-1-5-21-1-2-3-1001)'",
+		"-RemoteAddress @('127.0.0.0-127.255.255.255','::1')"} {
+		if !strings.Contains(ps, want) {
+			t.Errorf("PSCreate lacks %q:\n%s", want, ps)
+		}
+	}
+	if got := psQuote("it's"); got != "'it''s'" {
+		t.Errorf("psQuote = %s", got)
+	}
+	if got := PSRemove([]string{"a", "b'c"}); got != "Remove-NetFirewallRule -Name @('a','b''c') -ErrorAction SilentlyContinue" {
+		t.Errorf("PSRemove = %s", got)
+	}
+}
+
+func TestSameAddresses(t *testing.T) {
+	for _, tc := range []struct {
+		a, b string
+		eq   bool
+	}{
+		{"127.0.0.0-127.255.255.255", "127.0.0.0/8", true},
+		{"127.0.0.0-127.255.255.255", "127.0.0.0/255.0.0.0", true},
+		{"10.0.0.1", "10.0.0.1-10.0.0.1", true},
+		{"10.0.0.0-10.0.0.9,10.0.0.10-10.0.0.20", "10.0.0.0-10.0.0.20", true},
+		{"127.0.0.0/8", "127.0.0.0/16", false},
+		{"::1", "::1,127.0.0.1", false},
+		{"LocalSubnet", "localsubnet", true},
+	} {
+		if got := sameAddresses(tc.a, tc.b); got != tc.eq {
+			t.Errorf("sameAddresses(%q, %q) = %v", tc.a, tc.b, got)
+		}
+	}
+}
+
+func TestPlanReadGrants(t *testing.T) {
+	tree := map[string][]string{
+		`C:\Users\Dev`:                           {".ssh", ".gitconfig", "src", "AppData", ".AWS", "go"},
+		`C:\Users\Dev\AppData`:                   {"Local", "Roaming", "LocalLow"},
+		`C:\Users\Dev\AppData\Local`:             {"Programs", "Google", "Microsoft"},
+		`C:\Users\Dev\AppData\Local\Google`:      {"Chrome", "Cloud SDK"},
+		`C:\Users\Dev\AppData\Local\Microsoft`:   {"Edge", "WindowsApps", "Credentials", "Vault"},
+		`C:\Users\Dev\AppData\Roaming`:           {"Microsoft", "npm", "Mozilla"},
+		`C:\Users\Dev\AppData\Roaming\Microsoft`: {"Protect", "Credentials", "Crypto", "Vault", "SystemCertificates", "Windows"},
+	}
+	list := func(d string) ([]string, error) { return tree[d], nil }
+	got, err := PlanReadGrants(`C:\Users\Dev\`, []string{`C:\Windows`}, list)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inherit := map[string]bool{}
+	for _, g := range got {
+		inherit[g.Path] = g.Inherit
+	}
+	wantTree := []string{`C:\Windows`, `C:\Users\Dev\.gitconfig`, `C:\Users\Dev\src`, `C:\Users\Dev\go`,
+		`C:\Users\Dev\AppData\LocalLow`, `C:\Users\Dev\AppData\Local\Programs`, `C:\Users\Dev\AppData\Local\Google\Cloud SDK`,
+		`C:\Users\Dev\AppData\Local\Microsoft\WindowsApps`, `C:\Users\Dev\AppData\Roaming\npm`, `C:\Users\Dev\AppData\Roaming\Microsoft\Windows`}
+	wantSelf := []string{`C:\Users\Dev`, `C:\Users\Dev\AppData`, `C:\Users\Dev\AppData\Local`, `C:\Users\Dev\AppData\Local\Google`,
+		`C:\Users\Dev\AppData\Local\Microsoft`, `C:\Users\Dev\AppData\Roaming`, `C:\Users\Dev\AppData\Roaming\Microsoft`}
+	for _, p := range wantTree {
+		if v, ok := inherit[p]; !ok || !v {
+			t.Errorf("%s: want an inheritable grant, got present=%v inherit=%v", p, ok, v)
+		}
+	}
+	for _, p := range wantSelf {
+		if v, ok := inherit[p]; !ok || v {
+			t.Errorf("%s: want a this-directory-only grant, got present=%v inherit=%v", p, ok, v)
+		}
+	}
+	if len(got) != len(wantTree)+len(wantSelf) {
+		t.Errorf("got %d grants, want %d: %+v", len(got), len(wantTree)+len(wantSelf), got)
+	}
+	for _, g := range got {
+		for _, e := range []string{".ssh", ".AWS", "Chrome", "Edge", "Protect", "Credentials", "Vault", "Mozilla", "Crypto", "SystemCertificates"} {
+			if strings.HasSuffix(g.Path, `\`+e) {
+				t.Errorf("excluded %s granted", g.Path)
+			}
+		}
+	}
+}
+
+func TestReadable(t *testing.T) {
+	group := "S-1-5-21-1-2-3-1003"
+	tree := Grant{Path: `C:\Windows`, Inherit: true}
+	self := Grant{Path: `C:\Users\Dev`}
+	for _, tc := range []struct {
+		sddl       string
+		tree, self bool
+	}{
+		// C:\Windows as shipped: Users have read/execute on the tree.
+		{"D:PAI(A;OICIIO;GA;;;CO)(A;OICI;FA;;;SY)(A;OICI;0x1200a9;;;BU)", true, true},
+		// A profile: only the user, SYSTEM and Administrators.
+		{"D:P(A;OICI;FA;;;SY)(A;OICI;FA;;;BA)(A;OICI;FA;;;S-1-5-21-9-9-9-1001)", false, false},
+		// Our own grant from a previous run.
+		{"D:(A;OICI;0x1200a9;;;" + group + ")(A;OICI;FA;;;SY)", true, true},
+		// Our this-directory-only grant does not cover a tree.
+		{"D:(A;;0x1200a9;;;" + group + ")(A;OICI;FA;;;SY)", false, true},
+		// Inherit-only and partial masks do not count.
+		{"D:(A;OICIIO;0x1200a9;;;BU)(A;OICI;FR;;;WD)", false, false},
+	} {
+		d, err := acl.ParseDACL(tc.sddl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := Readable(d, tree, group); got != tc.tree {
+			t.Errorf("%s tree: %v", tc.sddl, got)
+		}
+		if got := Readable(d, self, group); got != tc.self {
+			t.Errorf("%s self: %v", tc.sddl, got)
+		}
+	}
+	// The ACE a grant adds makes it readable: the second run is a no-op.
+	d, _ := acl.ParseDACL("D:P(A;OICI;FA;;;SY)")
+	for _, g := range []Grant{tree, self} {
+		d2 := *d
+		d2.ACEs = slices.Clone(d.ACEs)
+		if _, err := d2.Add(g.ACE(group)); err != nil {
+			t.Fatal(err)
+		}
+		if !Readable(&d2, g, group) {
+			t.Errorf("after adding %s, %+v still not readable", g.ACE(group), g)
+		}
+	}
+}
+
+func TestSystemReadRoots(t *testing.T) {
+	env := map[string]string{"SystemRoot": `C:\WINDOWS`, "ProgramFiles": `C:\Program Files`, "ProgramW6432": `C:\Program Files`,
+		"ProgramFiles(x86)": `C:\Program Files (x86)`, "ProgramData": `C:\ProgramData\`}
+	got := SystemReadRoots(func(k string) string { return env[k] })
+	want := []string{`C:\WINDOWS`, `C:\Program Files`, `C:\Program Files (x86)`, `C:\ProgramData`}
+	if !slices.Equal(got, want) {
+		t.Fatalf("got %q", got)
+	}
+}
+
+func TestGrantsFile(t *testing.T) {
+	var g Grants
+	if !g.Add(`C:\a`) || g.Add(`c:\A`) || !g.Add(`C:\b`) {
+		t.Fatal("Add does not de-duplicate case-insensitively")
+	}
+	if _, err := ParseGrants([]byte(`{"version":1,"paths":["x"],"done":true}`)); err != nil {
+		t.Fatal(err)
+	}
+}
