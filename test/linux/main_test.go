@@ -9,7 +9,9 @@
 // Every scenario runs as root and, when the suite itself runs as root, as an
 // unprivileged user (agentbox-test) created on first use.
 //
-// Set AGENTBOX_TEST_KEEP=1 to keep the scratch directory for inspection.
+// Set AGENTBOX_TEST_KEEP=1 to keep the scratch directory for inspection,
+// AGENTBOX_TEST_BIN=/path/to/agentbox to test a prebuilt binary instead of
+// building ./cmd/agentbox from the module.
 package linux
 
 import (
@@ -101,11 +103,23 @@ func setup() error {
 		return err
 	}
 	binPath = filepath.Join(baseDir, "bin", "agentbox")
-	build := exec.Command("go", "build", "-o", binPath, "./cmd/agentbox")
-	build.Dir = moduleRoot
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		buildErr = fmt.Errorf("CGO_ENABLED=0 go build ./cmd/agentbox: %v\n%s", err, out)
+	if prebuilt := os.Getenv("AGENTBOX_TEST_BIN"); prebuilt != "" {
+		// Test a binary built elsewhere (another commit, say): copy it
+		// where every test user can execute it.
+		b, err := os.ReadFile(prebuilt)
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(binPath, b, 0o755); err != nil {
+			return err
+		}
+	} else {
+		build := exec.Command("go", "build", "-o", binPath, "./cmd/agentbox")
+		build.Dir = moduleRoot
+		build.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := build.CombinedOutput(); err != nil {
+			buildErr = fmt.Errorf("CGO_ENABLED=0 go build ./cmd/agentbox: %v\n%s", err, out)
+		}
 	}
 	if p, err := exec.LookPath("/usr/bin/python3"); err == nil {
 		python = p

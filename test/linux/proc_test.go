@@ -243,8 +243,9 @@ while :; do sleep 0.05; done`, c.name, c.code, c.name)
 					if got := exitCode(cmd, err); got != c.code {
 						t.Errorf("exit %d, want the command's own %d; stderr %q", got, c.code, stderr.String())
 					}
-				case <-time.After(10 * time.Second):
-					t.Fatalf("agentbox did not exit after SIG%s", c.name)
+				case <-time.After(5 * time.Second):
+					cmd.Process.Kill()
+					t.Fatalf("agentbox did not exit within 5s of SIG%s (marker written: %v)", c.name, exists(filepath.Join(fx.ws, "marker")))
 				}
 				assertContent(t, filepath.Join(fx.ws, "marker"), "got-"+c.name+"\n")
 			})
@@ -267,8 +268,8 @@ func TestAgentboxKilled(t *testing.T) {
 			cmd.Process.Kill()
 			t.Fatal("command never became ready")
 		}
-		if len(procsWith(tok)) == 0 {
-			t.Errorf("control: sleepers not visible on the host before the kill")
+		if !waitFor(5*time.Second, func() bool { return len(procsWith(tok)) == 2 }) {
+			t.Errorf("control: sleepers not visible on the host before the kill: %v", procsWith(tok))
 		}
 		cmd.Process.Kill()
 		cmd.Wait()
@@ -305,7 +306,7 @@ func TestPrivileges(t *testing.T) {
 			}
 			os.WriteFile(dst, b, 0o755)
 			os.Chown(dst, 0, 0)
-			os.Chmod(dst, 0o4755)
+			syscall.Chmod(dst, 0o4755) // os.Chmod would drop the raw 04000 bit
 		}
 		rootOnly := filepath.Join(fx.ws, "rootonly")
 		os.Mkdir(rootOnly, 0o755)
@@ -355,6 +356,7 @@ print("injected", n)
 			t.Logf("control: TIOCSTI does not inject on this host (%q); only the sandbox result is checked", ctl.stdout)
 		}
 		r := ptyRun(t, u, fx.ws, binPath, "run", "-C", fx.ws, "--", python, "-c", inject)
+		t.Logf("control: %q pending %d; sandbox: %q pending %d", ctl.stdout, ctl.pending, r.stdout, r.pending)
 		if !strings.HasPrefix(r.stdout, "tty\n") {
 			t.Errorf("stdin is not a tty inside the sandbox (a TTY must stay a TTY): %q %q", r.stdout, r.stderr)
 		}
