@@ -58,6 +58,10 @@ func start(c *Cmd) (process, error) {
 		Landlock:      landlockUsable(),
 	}
 	p, err := linux.Start(spec, c.Stdin, c.Stdout, c.Stderr)
+	var nu *linux.NoUsernsError
+	if errors.As(err, &nu) {
+		p, err = startDegraded(c, spec, nu)
+	}
 	if err != nil {
 		ph.Release()
 		var se *linux.StartError
@@ -67,6 +71,32 @@ func start(c *Cmd) (process, error) {
 		return nil, &StartError{CodeSandboxFailure, err}
 	}
 	return &linuxProcess{p: p, ph: ph}, nil
+}
+
+// startDegraded runs the command with Landlock and seccomp only, when user
+// namespaces are unavailable, and only if the user opted in: the policy's
+// missing guarantees are named either way.
+func startDegraded(c *Cmd, spec *linux.Spec, cause *linux.NoUsernsError) (*linux.Process, error) {
+	pol := c.Policy
+	gaps := linux.DegradedGaps(pol)
+	if !pol.AllowDegraded {
+		return nil, fmt.Errorf("%w; without them agentbox would run with Landlock and seccomp only, which cannot guarantee:\n  - %s\nrefusing to run: enable user namespaces, or accept these gaps with --allow-degraded (or [linux] allow_degraded = true)",
+			cause, strings.Join(gaps, "\n  - "))
+	}
+	abi, err := landlock.ABI()
+	if err != nil || abi < landlock.DefaultMinABI {
+		return nil, fmt.Errorf("%w, and Landlock is unusable (ABI %d, need %d: %v): no sandbox is possible here", cause, abi, landlock.DefaultMinABI, err)
+	}
+	c.diag("running degraded (%v); not guaranteed:", cause)
+	for _, g := range gaps {
+		c.diag("  - %s", g)
+	}
+	d := *spec
+	d.Degraded = true
+	d.Mounts = nil
+	d.Landlock = true
+	d.DenyInetSockets = !pol.Network
+	return linux.Start(&d, c.Stdin, c.Stdout, c.Stderr)
 }
 
 // landlockUsable reports whether the kernel offers Landlock at the floor the

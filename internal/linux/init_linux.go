@@ -9,6 +9,8 @@ import (
 	"os/exec"
 	"os/signal"
 	"runtime"
+	"strconv"
+	"strings"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -38,6 +40,9 @@ type message struct {
 	Exited bool `json:"exited,omitempty"`
 	Status int  `json:"status,omitempty"`
 	Signal int  `json:"signal,omitempty"`
+	// NoUserns marks an Error caused by a user namespace without the
+	// capabilities it should have (AppArmor's restriction on Ubuntu).
+	NoUserns bool `json:"no_userns,omitempty"`
 }
 
 // IsInit reports whether this process is the re-exec'd init stage.
@@ -73,10 +78,20 @@ func RunInit() {
 
 	// Build the filesystem view, then the network, while we still hold
 	// capabilities in the new user namespace.
-	if err := buildRoot(spec); err != nil {
+	if spec.Degraded {
+		// Without a pid namespace, orphans of the command would escape
+		// to the system's init; as subreaper we inherit and kill them.
+		if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
+			fail(125, &os.SyscallError{Syscall: "prctl(PR_SET_CHILD_SUBREAPER)", Err: err})
+		}
+	} else if err := buildRoot(spec); err != nil {
+		if errors.Is(err, unix.EPERM) {
+			report(message{Error: err.Error(), Code: 125, NoUserns: true})
+			os.Exit(125)
+		}
 		fail(125, fmt.Errorf("building the sandbox filesystem: %w", err))
 	}
-	if !spec.Network {
+	if !spec.Network && !spec.Degraded {
 		if err := loopbackUp(); err != nil {
 			fail(125, fmt.Errorf("bringing up loopback in the network namespace: %w", err))
 		}
@@ -150,6 +165,9 @@ func RunInit() {
 		if wpid != pid {
 			continue
 		}
+		if spec.Degraded {
+			killDescendants()
+		}
 		m := message{Exited: true}
 		switch {
 		case ws.Exited():
@@ -162,6 +180,58 @@ func RunInit() {
 			os.Exit(128 + m.Signal)
 		}
 	}
+}
+
+// killDescendants kills every process below this one. Orphans were
+// reparented to us (we are their subreaper), so walking the children
+// lists from here reaches the whole tree, setsid'd and double-forked
+// processes included. It repeats until nothing is left, since a process
+// may fork while we walk.
+func killDescendants() {
+	for range 50 {
+		kids := children(os.Getpid())
+		if len(kids) == 0 {
+			return
+		}
+		var all []int
+		for len(kids) > 0 {
+			pid := kids[0]
+			kids = kids[1:]
+			unix.Kill(pid, unix.SIGSTOP) // freeze before walking on
+			all = append(all, pid)
+			kids = append(kids, children(pid)...)
+		}
+		for _, pid := range all {
+			unix.Kill(pid, unix.SIGKILL)
+		}
+		for {
+			if _, err := unix.Wait4(-1, nil, unix.WNOHANG, nil); err != nil {
+				break
+			}
+			if len(children(os.Getpid())) == 0 {
+				break
+			}
+		}
+	}
+}
+
+// children lists the direct children of pid from every one of its
+// threads' children files.
+func children(pid int) []int {
+	tasks, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	var out []int
+	for _, t := range tasks {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/children", pid, t.Name()))
+		if err != nil {
+			continue
+		}
+		for _, f := range strings.Fields(string(b)) {
+			if n, err := strconv.Atoi(f); err == nil {
+				out = append(out, n)
+			}
+		}
+	}
+	return out
 }
 
 func readSpec() (*Spec, error) {

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"strings"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -43,18 +44,7 @@ func Start(spec *Spec, stdin io.Reader, stdout, stderr io.Writer) (*Process, err
 		return nil, err
 	}
 	uid, gid := os.Getuid(), os.Getgid()
-	flags := uintptr(unix.CLONE_NEWUSER | unix.CLONE_NEWNS | unix.CLONE_NEWPID |
-		unix.CLONE_NEWIPC | unix.CLONE_NEWUTS | unix.CLONE_NEWCGROUP)
-	if !spec.Network {
-		flags |= unix.CLONE_NEWNET
-	}
 	attr := &syscall.SysProcAttr{
-		Cloneflags: flags,
-		// The command keeps the caller's uid and gid, so file ownership
-		// and tools such as git's safe.directory check look the same.
-		UidMappings:                []syscall.SysProcIDMap{{ContainerID: uid, HostID: uid, Size: 1}},
-		GidMappings:                []syscall.SysProcIDMap{{ContainerID: gid, HostID: gid, Size: 1}},
-		GidMappingsEnableSetgroups: false,
 		// No controlling terminal: TIOCSTI into the caller's terminal is
 		// impossible, and the sandbox cannot signal the caller's group.
 		Setsid: true,
@@ -62,7 +52,20 @@ func Start(spec *Spec, stdin io.Reader, stdout, stderr io.Writer) (*Process, err
 		// whole pid namespace).
 		Pdeathsig: syscall.SIGKILL,
 	}
-	if uid != 0 {
+	if !spec.Degraded {
+		flags := uintptr(unix.CLONE_NEWUSER | unix.CLONE_NEWNS | unix.CLONE_NEWPID |
+			unix.CLONE_NEWIPC | unix.CLONE_NEWUTS | unix.CLONE_NEWCGROUP)
+		if !spec.Network {
+			flags |= unix.CLONE_NEWNET
+		}
+		attr.Cloneflags = flags
+		// The command keeps the caller's uid and gid, so file ownership
+		// and tools such as git's safe.directory check look the same.
+		attr.UidMappings = []syscall.SysProcIDMap{{ContainerID: uid, HostID: uid, Size: 1}}
+		attr.GidMappings = []syscall.SysProcIDMap{{ContainerID: gid, HostID: gid, Size: 1}}
+		attr.GidMappingsEnableSetgroups = false
+	}
+	if uid != 0 && !spec.Degraded {
 		// A non-root uid loses the namespace's capabilities at exec; keep
 		// exactly those the init stage needs, as ambient capabilities,
 		// until it drops them all before the command starts.
@@ -84,7 +87,10 @@ func Start(spec *Spec, stdin io.Reader, stdout, stderr io.Writer) (*Process, err
 	if err != nil {
 		specW.Close()
 		statusR.Close()
-		return nil, fmt.Errorf("starting the sandbox: %w", explainCloneError(err))
+		if !spec.Degraded && isUsernsRefusal(err) {
+			return nil, &NoUsernsError{Err: err}
+		}
+		return nil, fmt.Errorf("starting the sandbox: %w", err)
 	}
 	p := &Process{cmd: cmd, status: bufio.NewReader(statusR), file: statusR}
 	go func() {
@@ -99,6 +105,8 @@ func Start(spec *Spec, stdin io.Reader, stdout, stderr io.Writer) (*Process, err
 		werr := cmd.Wait()
 		statusR.Close()
 		switch {
+		case err == nil && m.NoUserns:
+			return nil, &NoUsernsError{Err: errors.New(m.Error)}
 		case err == nil && m.Error != "":
 			return nil, &StartError{Code: m.Code, Msg: m.Error}
 		case err == nil:
@@ -152,10 +160,40 @@ func (p *Process) Kill() error {
 	return p.cmd.Process.Kill()
 }
 
-// explainCloneError turns the kernel's terse refusal into the reason.
-func explainCloneError(err error) error {
-	if errors.Is(err, syscall.EPERM) || errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EINVAL) {
-		return fmt.Errorf("%w: user namespaces are unavailable here (see 'agentbox doctor')", err)
+// NoUsernsError means the kernel, a security module or a container
+// runtime refused the user namespace the sandbox is built in.
+type NoUsernsError struct{ Err error }
+
+func (e *NoUsernsError) Error() string {
+	return "user namespaces are unavailable: " + UsernsReason(e.Err)
+}
+
+func (e *NoUsernsError) Unwrap() error { return e.Err }
+
+// isUsernsRefusal recognises the errors clone(CLONE_NEWUSER) and writing
+// the id maps fail with when user namespaces are forbidden.
+func isUsernsRefusal(err error) bool {
+	return errors.Is(err, syscall.EPERM) || errors.Is(err, syscall.ENOSPC) ||
+		errors.Is(err, syscall.EINVAL) || errors.Is(err, syscall.EUSERS) || errors.Is(err, syscall.EACCES)
+}
+
+// UsernsReason names why user namespaces are refused, as precisely as the
+// system lets us tell; err is the kernel's refusal, if any.
+func UsernsReason(err error) string {
+	read := func(p string) string {
+		b, _ := os.ReadFile(p)
+		return strings.TrimSpace(string(b))
 	}
-	return err
+	unpriv := os.Getuid() != 0
+	switch {
+	case read("/proc/sys/user/max_user_namespaces") == "0":
+		return "the sysctl user.max_user_namespaces is 0"
+	case unpriv && read("/proc/sys/kernel/unprivileged_userns_clone") == "0":
+		return "the sysctl kernel.unprivileged_userns_clone is 0"
+	case unpriv && read("/proc/sys/kernel/apparmor_restrict_unprivileged_userns") == "1":
+		return "AppArmor restricts unprivileged user namespaces (kernel.apparmor_restrict_unprivileged_userns = 1)"
+	case err != nil:
+		return fmt.Sprintf("%v (a container runtime or seccomp policy may forbid them)", err)
+	}
+	return "unknown reason"
 }

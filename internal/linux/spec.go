@@ -36,6 +36,10 @@ type Spec struct {
 	// DenyInetSockets makes seccomp refuse non-unix sockets: used when no
 	// network namespace separates the command from the host.
 	DenyInetSockets bool `json:"deny_inet_sockets"`
+	// Degraded runs without namespaces (they are unavailable): Landlock
+	// and seccomp only, and the init stage kills the command's
+	// descendants itself as their subreaper.
+	Degraded bool `json:"degraded"`
 }
 
 // MountKind is what one step of the plan does to a path.
@@ -146,4 +150,20 @@ func HeldDirs(p *policy.Policy) []string {
 		}
 	}
 	return out
+}
+
+// DegradedGaps lists, for a policy, the guarantees that are lost when the
+// sandbox must run without namespaces (Landlock and seccomp only).
+func DegradedGaps(p *policy.Policy) []string {
+	var gaps []string
+	if p.Mode == policy.WorkspaceWrite && len(p.Protected) > 0 {
+		gaps = append(gaps, "protected paths inside writable roots (.git, .codex, .agents and gitdirs) stay writable: Landlock can only add access, not carve read-only holes")
+	}
+	if !p.Network {
+		gaps = append(gaps, "no network namespace: all non-unix sockets are refused by seccomp, so servers on 127.0.0.1 inside the command do not work either")
+	}
+	gaps = append(gaps,
+		"no pid namespace: the command sees every process of the host in /proc (Landlock scoping keeps it from signalling them where the kernel supports it)",
+		"no private /dev/shm or /tmp view: the host's are used, limited by Landlock")
+	return gaps
 }
