@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# bench.sh: start-up cost of `agentbox run -- true` against bare `true` and
+# against bubblewrap with comparable isolation, in one run.
+#
+#   scripts/bench.sh [ROUNDS]        (default 30; rounds alternate the tools)
+#
+# Builds agentbox (CGO_ENABLED=0) into a temp dir, installs Debian's
+# bubblewrap if it is missing (needs root and apt-get), and prints the
+# median, p10 and p90 wall time of each, and the ratios agentbox/bare and
+# agentbox/bwrap. Times come from bash's $EPOCHREALTIME, so no extra process
+# is started per measurement.
+set -euo pipefail
+
+rounds=${1:-30}
+root=$(cd "$(dirname "$0")/.." && pwd)
+work=$(mktemp -d /var/tmp/agentbox-bench.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+
+echo "building agentbox (CGO_ENABLED=0)..." >&2
+(cd "$root" && CGO_ENABLED=0 go build -o "$work/agentbox" ./cmd/agentbox)
+
+if ! command -v bwrap >/dev/null 2>&1; then
+	echo "installing bubblewrap..." >&2
+	if [ "$(id -u)" -ne 0 ]; then
+		echo "bench.sh: bwrap is missing and installing it needs root (apt-get install bubblewrap)" >&2
+		exit 1
+	fi
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap >/dev/null
+fi
+
+# A workspace outside /tmp with a .git, so agentbox sets up its protected
+# carve-out as it would in a real checkout.
+ws="$work/ws"
+mkdir -p "$ws/.git/hooks"
+printf '[core]\n\tbare = false\n' > "$ws/.git/config"
+cd "$ws"
+
+true_bin=$(type -P true) # the executable, not the shell builtin
+bare() { "$true_bin"; }
+agentbox() { "$work/agentbox" run -C "$ws" -- true; }
+agentbox_net() { "$work/agentbox" run -C "$ws" --network -- true; }
+# bwrap with comparable isolation: every namespace (network included),
+# new session, dies with its parent, read-only /, writable workspace and
+# /tmp with .git read-only, fresh /proc and a minimal /dev.
+bwrap_cmp() {
+	bwrap --unshare-all --new-session --die-with-parent \
+		--ro-bind / / --bind "$ws" "$ws" --ro-bind "$ws/.git" "$ws/.git" --bind /tmp /tmp \
+		--proc /proc --dev /dev -- true
+}
+
+tools=(bare agentbox agentbox_net bwrap_cmp)
+declare -A times
+for t in "${tools[@]}"; do
+	"$t" >/dev/null # warm up, and fail early if a tool does not work
+	times[$t]=""
+done
+
+echo "running $rounds rounds of: ${tools[*]}" >&2
+for ((i = 0; i < rounds; i++)); do
+	for t in "${tools[@]}"; do
+		s=$EPOCHREALTIME
+		"$t" >/dev/null
+		e=$EPOCHREALTIME
+		# microseconds, without forking
+		times[$t]+="$(( (${e/./} - ${s/./}) )) "
+	done
+done
+
+# stat NAME -> "median p10 p90" in microseconds
+stat() {
+	tr ' ' '\n' <<<"${times[$1]}" | sed '/^$/d' | sort -n | awk '
+		{ v[NR] = $1 }
+		END {
+			m = (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2
+			p10 = v[int(NR * 0.1) + 1]; p90 = v[int(NR * 0.9)]
+			printf "%d %d %d\n", m, p10, p90
+		}'
+}
+
+declare -A med
+printf '%-14s %10s %10s %10s\n' tool "median ms" "p10 ms" "p90 ms"
+for t in "${tools[@]}"; do
+	read -r m p10 p90 < <(stat "$t")
+	med[$t]=$m
+	awk -v t="$t" -v m="$m" -v a="$p10" -v b="$p90" 'BEGIN { printf "%-14s %10.2f %10.2f %10.2f\n", t, m / 1000, a / 1000, b / 1000 }'
+done
+awk -v a="${med[agentbox]}" -v b="${med[bare]}" -v w="${med[bwrap_cmp]}" -v n="${med[agentbox_net]}" 'BEGIN {
+	printf "agentbox/bare  = %.1fx\n", a / b
+	printf "agentbox/bwrap = %.2fx\n", a / w
+	printf "agentbox --network/bwrap = %.2fx\n", n / w
+}'
+echo "rounds=$rounds kernel=$(uname -r) cpus=$(nproc) $("$work/agentbox" version 2>/dev/null | head -1)"
