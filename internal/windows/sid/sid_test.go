@@ -31,7 +31,7 @@ func TestNew(t *testing.T) {
 }
 
 func TestLoadOrCreate(t *testing.T) {
-	dir := filepath.Join(t.TempDir(), "state")
+	dir := filepath.Join(tempDir(t), "state")
 	if _, err := Load(dir); !errors.Is(err, fs.ErrNotExist) {
 		t.Fatalf("Load of nothing: %v", err)
 	}
@@ -71,4 +71,16 @@ func TestStateDir(t *testing.T) {
 	if _, err := StateDir(func(string) string { return "" }); err == nil {
 		t.Error("no LOCALAPPDATA accepted")
 	}
+}
+
+// tempDir is t.TempDir without its failing cleanup under Wine, where Go's
+// RemoveAll gets "Invalid function"; removal here is best effort.
+func tempDir(t *testing.T) string {
+	t.Helper()
+	d, err := os.MkdirTemp("", "agentbox-test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(d) })
+	return d
 }

@@ -10,7 +10,7 @@ import (
 )
 
 func TestWriteDenybin(t *testing.T) {
-	dir := filepath.Join(t.TempDir(), "denybin")
+	dir := filepath.Join(tempDir(t), "denybin")
 	if err := WriteDenybin(dir); err != nil {
 		t.Fatal(err)
 	}
@@ -35,4 +35,16 @@ func TestChildEnv(t *testing.T) {
 	if p, _ := winenv.Get(got, "PATH"); p != `C:\d;C:\bin` {
 		t.Errorf("PATH = %q", p)
 	}
+}
+
+// tempDir is t.TempDir without its failing cleanup under Wine, where Go's
+// RemoveAll gets "Invalid function"; removal here is best effort.
+func tempDir(t *testing.T) string {
+	t.Helper()
+	d, err := os.MkdirTemp("", "agentbox-test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(d) })
+	return d
 }
