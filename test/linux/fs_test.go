@@ -55,6 +55,8 @@ type escapeCase struct {
 	// noControl skips the host control run (the script needs the sandbox).
 	noControl bool
 	opts      []fixtureOpt
+	// extra are agentbox flags besides -C and --add-dir $ADD.
+	extra func(fx *fixture) []string
 }
 
 func changed(path, want string) func(*fixture) string {
@@ -109,7 +111,7 @@ func anyOf(checks ...func(*fixture) string) func(*fixture) string {
 
 // expand replaces $WS, $OUT, $ADD, $HOME, $GITCONFIG, $TXT, $CODEX.
 func (fx *fixture) expand(s string) string {
-	return strings.NewReplacer("$WS", fx.ws, "$OUT", fx.out, "$ADD", fx.add, "$HOME", fx.home,
+	return strings.NewReplacer("$DIR", fx.dir, "$WS", fx.ws, "$OUT", fx.out, "$ADD", fx.add, "$HOME", fx.home,
 		"$GITCONFIG", fx.gitConfig, "$TXT", fx.txt, "$CODEX", fx.codexConfig).Replace(s)
 }
 
@@ -157,6 +159,14 @@ var escapeCases = []escapeCase{
 	{name: "codex/swap-symlink", script: `cd "$WS" && mv .codex decoy; ln -s decoy .codex`,
 		breached: anyOf(created("$WS/decoy"), removed("$WS/.codex/config.toml"))},
 	{name: "workspace/mv-aside", script: `cd / && mv "$WS" "$WS.moved"`, breached: anyOf(created("$WS.moved"), removed("$WS/.git/config"))},
+	// The parent chain of a protected directory up to its writable root
+	// cannot be renamed aside either (then a fresh .git could be made).
+	{name: "ancestor/mv-workspace-in-add-dir", script: `cd / && mv "$WS" "$WS.moved" && mkdir -p "$WS/.git/hooks" && echo x > "$WS/.git/hooks/pre-commit"`,
+		breached: created("$WS.moved", "$WS/.git/hooks/pre-commit"), extra: func(fx *fixture) []string { return []string{"--add-dir", fx.dir} }},
+	{name: "ancestor/mv-workspace-in-tmp", script: `cd / && mv "$WS" "$WS.moved" && mkdir -p "$WS/.git/hooks" && echo x > "$WS/.git/hooks/pre-commit"`,
+		breached: created("$WS.moved", "$WS/.git/hooks/pre-commit"), opts: []fixtureOpt{inTmp}},
+	{name: "ancestor/mv-parent-in-tmp", script: `cd / && mv "$DIR" "$DIR.moved" && mkdir -p "$WS/.git/hooks" && echo x > "$WS/.git/hooks/pre-commit"`,
+		breached: created("$DIR.moved", "$WS/.git/hooks/pre-commit"), opts: []fixtureOpt{inTmp}},
 
 	// Protected names that do not exist yet must not be creatable.
 	{name: "missing/mkdir-codex", script: `mkdir "$WS/.codex"`, breached: created("$WS/.codex"), opts: []fixtureOpt{noCodex}},
@@ -184,6 +194,7 @@ func TestEscapes(t *testing.T) {
 			t.Run(c.name, func(t *testing.T) {
 				if !c.noControl {
 					ctl := newFixture(t, u, c.opts...)
+					t.Cleanup(func() { os.RemoveAll(ctl.dir + ".moved") })
 					host(t, u, runOpts{dir: ctl.ws, env: ctl.env()}, "/bin/sh", "-c", c.script)
 					if c.breached(ctl) == "" {
 						t.Fatalf("control: the script did not achieve its effect on the host; the test is broken")
@@ -192,7 +203,12 @@ func TestEscapes(t *testing.T) {
 				fx := newFixture(t, u, c.opts...)
 				before := snapshot(t, fx.dir)
 				tmpBefore := tmpNames()
-				r := sandboxed(t, fx, []string{"--add-dir", fx.add}, c.script)
+				t.Cleanup(func() { os.RemoveAll(fx.dir + ".moved") })
+				extra := []string{"--add-dir", fx.add}
+				if c.extra != nil {
+					extra = append(extra, c.extra(fx)...)
+				}
+				r := sandboxed(t, fx, extra, c.script)
 				if r.code == 125 {
 					t.Errorf("agentbox itself failed (125): %v", r)
 				}
@@ -472,5 +488,48 @@ func TestParallelRuns(t *testing.T) {
 			t.Errorf("host after parallel runs: %s", d)
 		}
 		assertNoTmpLeftovers(t, tmpBefore)
+	})
+}
+
+// TestProtectedIndirect: protection follows what is on disk. A .codex that
+// is a symlink protects its target; a .git file (submodule style) protects
+// the gitdir it names, here inside the workspace.
+func TestProtectedIndirect(t *testing.T) {
+	forEachUser(t, func(t *testing.T, u *testUser) {
+		fx := newFixture(t, u, noCodex)
+		decoy := filepath.Join(fx.ws, "decoy")
+		os.MkdirAll(decoy, 0o755)
+		os.WriteFile(filepath.Join(decoy, "config.toml"), []byte(fx.codexConfig), 0o644)
+		os.Symlink("decoy", filepath.Join(fx.ws, ".codex"))
+		sub := filepath.Join(fx.ws, "sub")
+		modGit := filepath.Join(fx.ws, "modules", "sub")
+		os.MkdirAll(filepath.Join(modGit, "hooks"), 0o755)
+		os.WriteFile(filepath.Join(modGit, "config"), []byte(fx.gitConfig), 0o644)
+		os.WriteFile(filepath.Join(sub, ".git"), []byte("gitdir: ../modules/sub\n"), 0o644)
+		chownR(t, fx.dir, u)
+		// sub is a writable root of its own (--add-dir), so its .git file
+		// is a protected name there.
+		before := snapshot(t, fx.dir)
+		r := sandboxed(t, fx, []string{"--add-dir", sub}, `
+echo x >> "$WS/.codex/config.toml"
+echo x >> "$WS/decoy/config.toml"
+echo x > "$WS/decoy/new"
+rm -f "$WS/.codex"; mkdir "$WS/.codex"
+echo x >> "$WS/modules/sub/config"
+echo x > "$WS/modules/sub/hooks/pre-commit"
+echo "gitdir: /tmp" > "$WS/sub/.git"
+echo ok > "$WS/sub/new.txt"
+echo end`)
+		if !strings.Contains(r.stdout, "end") {
+			t.Errorf("script did not finish: %v", r)
+		}
+		assertContent(t, filepath.Join(sub, "new.txt"), "ok\n")
+		newTxt := filepath.Join(sub, "new.txt")
+		for _, d := range diffSnapshots(before, snapshot(t, fx.dir), func(p string) bool { return p == newTxt }) {
+			t.Errorf("host: %s", d)
+		}
+		if t.Failed() {
+			t.Logf("agentbox: %v", r)
+		}
 	})
 }

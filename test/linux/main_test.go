@@ -416,7 +416,7 @@ func newFixture(t testing.TB, u *testUser, opts ...fixtureOpt) *fixture {
 }
 
 func (fx *fixture) env() []string {
-	return []string{"WS=" + fx.ws, "OUT=" + fx.out, "ADD=" + fx.add, "HOME=" + fx.home}
+	return []string{"DIR=" + fx.dir, "WS=" + fx.ws, "OUT=" + fx.out, "ADD=" + fx.add, "HOME=" + fx.home}
 }
 
 func chownR(t testing.TB, dir string, u *testUser) {

@@ -505,3 +505,80 @@ print("fd", fd, ctypes.get_errno())
 		}
 	})
 }
+
+// TestInheritedFds: descriptors the caller leaks to agentbox beyond stdio
+// (a writable file and a directory outside every writable root) are not
+// usable inside (runc CVE-2024-21626 style).
+func TestInheritedFds(t *testing.T) {
+	forEachUser(t, func(t *testing.T, u *testUser) {
+		needBin(t)
+		fx := newFixture(t, u)
+		target := filepath.Join(fx.out, "file.txt")
+		f, err := os.OpenFile(target, os.O_RDWR|os.O_APPEND, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		d, err := os.Open(fx.out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer d.Close()
+		cmd := command(u, runOpts{dir: fx.ws}, binPath, "run", "-C", fx.ws, "--", "/bin/sh", "-c",
+			`echo pwned >&3; echo pwned >> /proc/self/fd/3; cd /proc/self/fd/4 && echo x > new; ls -l /proc/self/fd; echo end`)
+		cmd.ExtraFiles = []*os.File{f, d}
+		out, err := cmd.CombinedOutput()
+		if !strings.Contains(string(out), "end") {
+			t.Errorf("script did not finish: %v %s", err, out)
+		}
+		assertContent(t, target, fx.txt)
+		assertAbsent(t, filepath.Join(fx.out, "new"))
+		if t.Failed() {
+			t.Logf("output: %s", out)
+		}
+	})
+}
+
+// TestProcIsolation: the sandbox has its own /proc: host processes are
+// neither visible nor killable, and agentbox's own helper (pid 1 inside,
+// if any) can be neither written through /proc nor have its binary
+// replaced (CVE-2019-5736 style).
+func TestProcIsolation(t *testing.T) {
+	forEachUser(t, func(t *testing.T, u *testUser) {
+		needBin(t)
+		fx := newFixture(t, u)
+		victim := command(u, runOpts{}, "/bin/sleep", "60")
+		if err := victim.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer victim.Process.Kill()
+		binHash := snapshot(t, binPath)[binPath]
+		r := runWith(t, u, runOpts{dir: fx.ws, env: []string{"VICTIM=" + fmt.Sprint(victim.Process.Pid)}}, "run", "-C", fx.ws, "--", "/bin/sh", "-c", `
+echo "procs $(ls -d /proc/[0-9]* | wc -l)"
+kill -9 "$VICTIM" 2>/dev/null && echo "killed-victim-pid"
+(echo x >> /proc/1/exe) 2>/dev/null && echo "wrote-pid1-exe"
+(printf x | dd of=/proc/1/mem bs=1 seek=4096 conv=notrunc) 2>/dev/null && echo "wrote-pid1-mem"
+(echo x >> /proc/$PPID/exe) 2>/dev/null && echo "wrote-parent-exe"
+echo end`)
+		if !strings.Contains(r.stdout, "end") {
+			t.Fatalf("run: %v", r)
+		}
+		var n int
+		fmt.Sscanf(r.stdout, "procs %d", &n)
+		if n == 0 || n > 10 {
+			t.Errorf("%d processes visible in /proc inside the sandbox (host /proc?): %v", n, r)
+		}
+		for _, bad := range []string{"wrote-pid1-exe", "wrote-pid1-mem", "wrote-parent-exe"} {
+			if strings.Contains(r.stdout, bad) {
+				t.Errorf("%s: %v", bad, r)
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+		if err := victim.Process.Signal(syscall.Signal(0)); err != nil {
+			t.Errorf("host: the sandbox killed host process %d: %v", victim.Process.Pid, err)
+		}
+		if h := snapshot(t, binPath)[binPath]; h != binHash {
+			t.Errorf("host: agentbox binary changed: %s", h)
+		}
+	})
+}
