@@ -73,6 +73,9 @@ func TestDACLAddCanonical(t *testing.T) {
 	if _, err := (&DACL{Null: true}).Add(allow); !errors.Is(err, ErrNullDACL) {
 		t.Errorf("NULL DACL: %v", err)
 	}
+	if got := d.Explicit(); got != "D:AI(D;;FA;;;S-1-5-21-9-9-9-9)(A;;FA;;;SY)(XA;;FA;;;WD;(Member_of {SID(BA)}))" {
+		t.Errorf("Explicit = %s", got)
+	}
 	if d, _ := ParseDACL("O:BAD:PAI(A;;FA;;;SY)S:AI"); d.Flags != "PAI" || !d.Protected() || len(d.ACEs) != 1 {
 		t.Errorf("parse with owner/sacl: %+v", d)
 	}

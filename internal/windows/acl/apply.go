@@ -74,7 +74,7 @@ func Apply(st Store, pl Plan) (Result, error) {
 		if !changed {
 			continue
 		}
-		if err := st.SetDACL(path, d.String(), d.Protected()); err != nil {
+		if err := st.SetDACL(path, d.Explicit(), d.Protected()); err != nil {
 			return res, fmt.Errorf("writing DACL of %s: %w", path, err)
 		}
 		res.Modified = append(res.Modified, path)
@@ -109,7 +109,7 @@ func Revoke(st Store, paths []string, sids ...string) ([]string, error) {
 		if n == 0 {
 			continue
 		}
-		if err := st.SetDACL(p, d.String(), d.Protected()); err != nil {
+		if err := st.SetDACL(p, d.Explicit(), d.Protected()); err != nil {
 			errs = append(errs, fmt.Errorf("writing DACL of %s: %w", p, err))
 			continue
 		}

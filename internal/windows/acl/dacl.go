@@ -90,6 +90,25 @@ func (d *DACL) String() string {
 	return b.String()
 }
 
+// Explicit renders the DACL for writing back: an unprotected DACL without
+// its inherited entries, which SetNamedSecurityInfo recomputes from the
+// parent (passing them back would risk turning them into explicit copies
+// that outlive a change of the parent).
+func (d *DACL) Explicit() string {
+	if d.Null || d.Protected() {
+		return d.String()
+	}
+	e := &DACL{Flags: d.Flags}
+	for _, a := range d.ACEs {
+		inherited := a.OK && a.Parsed.Flags&Inherited != 0 ||
+			!a.OK && strings.Contains(strings.ToUpper(aceFlagsField(a.Text)), "ID")
+		if !inherited {
+			e.ACEs = append(e.ACEs, a)
+		}
+	}
+	return e.String()
+}
+
 // Has reports whether the DACL already carries want as an explicit
 // (non-inherited) ACE of the same kind, SID and inheritance flags with at
 // least want's rights. This is the no-reapply check: when it holds, the
