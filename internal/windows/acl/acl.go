@@ -218,3 +218,22 @@ func ParseACE(s string) (ACE, bool) {
 	a.Flags, a.Mask, a.SID = flags, genericToFile(mask), f[5]
 	return a, true
 }
+
+// Everyone is the well-known SID S-1-1-0 ("WD" in SDDL).
+const Everyone = "S-1-1-0"
+
+// RestrictingSIDs is the sandbox token's restricting SID list, in the
+// order CreateRestrictedToken receives it: Everyone (so objects the system
+// opens to everybody, like the NUL device, stay usable), the logon SID (the
+// window station, desktop and console grant it) and the sandbox SIDs (the
+// ACEs agentbox plans grant or deny them). winapi.RestrictedToken builds
+// its token from this list and the model tests evaluate the same list.
+func RestrictingSIDs(logonSID string, sandboxSIDs ...string) []string {
+	return append([]string{Everyone, logonSID}, sandboxSIDs...)
+}
+
+// SandboxToken is the model of the token winapi.RestrictedToken builds
+// from a token whose enabled SIDs are sids.
+func SandboxToken(sids []string, logonSID string, sandboxSIDs ...string) Token {
+	return Token{SIDs: sids, Restricting: RestrictingSIDs(logonSID, sandboxSIDs...), WriteRestricted: true}
+}

@@ -167,12 +167,26 @@ func check(dacl []ACE, sids []string, desired uint32) bool {
 }
 
 func hasSID(sids []string, s string) bool {
+	s = canonicalSID(s)
 	for _, x := range sids {
-		if strings.EqualFold(x, s) {
+		if strings.EqualFold(canonicalSID(x), s) {
 			return true
 		}
 	}
 	return false
+}
+
+// sddlAliases are the SDDL SID strings the model meets
+// (https://learn.microsoft.com/en-us/windows/win32/secauthz/sid-strings).
+var sddlAliases = map[string]string{
+	"WD": Everyone, "SY": "S-1-5-18", "BA": "S-1-5-32-544", "BU": "S-1-5-32-545", "AU": "S-1-5-11",
+}
+
+func canonicalSID(s string) string {
+	if v, ok := sddlAliases[strings.ToUpper(s)]; ok {
+		return v
+	}
+	return s
 }
 
 // AccessCheck decides whether tok gets desired on path.

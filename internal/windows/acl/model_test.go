@@ -73,8 +73,8 @@ func scenePolicy() *policy.Policy {
 // from it (restricting SIDs Everyone, logon SID, synthetic SID).
 var (
 	userToken    = Token{SIDs: []string{userSID, "BU", "WD", "AU", logonSID}}
-	sandboxToken = Token{SIDs: userToken.SIDs, Restricting: []string{"WD", logonSID, wsSID}, WriteRestricted: true}
-	readOnlyTok  = Token{SIDs: userToken.SIDs, Restricting: []string{"WD", logonSID, roSID}, WriteRestricted: true}
+	sandboxToken = SandboxToken(userToken.SIDs, logonSID, wsSID)
+	readOnlyTok  = SandboxToken(userToken.SIDs, logonSID, roSID)
 )
 
 type row struct {

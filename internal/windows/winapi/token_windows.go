@@ -65,15 +65,11 @@ func RestrictedToken(base windows.Token, sandboxSIDs ...string) (windows.Token, 
 	if err != nil {
 		return 0, fmt.Errorf("restricted token: %w", err)
 	}
-	everyone, err := windows.CreateWellKnownSid(windows.WinWorldSid)
-	if err != nil {
-		return 0, os.NewSyscallError("CreateWellKnownSid", err)
-	}
-	restrict := []windows.SIDAndAttributes{{Sid: everyone}, {Sid: logon}}
-	for _, s := range sandboxSIDs {
+	var restrict []windows.SIDAndAttributes
+	for _, s := range acl.RestrictingSIDs(logon.String(), sandboxSIDs...) {
 		sid, err := windows.StringToSid(s)
 		if err != nil {
-			return 0, fmt.Errorf("restricted token: sandbox SID %q: %w", s, err)
+			return 0, fmt.Errorf("restricted token: SID %q: %w", s, err)
 		}
 		restrict = append(restrict, windows.SIDAndAttributes{Sid: sid})
 	}
