@@ -169,3 +169,6 @@ func (g *Grants) Add(path string) bool {
 	g.Paths = append(g.Paths, path)
 	return true
 }
+
+// Marshal encodes the grants file.
+func (g *Grants) Marshal() ([]byte, error) { return json.MarshalIndent(g, "", "  ") }

@@ -35,6 +35,13 @@ type Payload struct {
 	ProxyPorts []int `json:"proxy_ports,omitempty"`
 	// ExtraReadRoots are more directories to grant read access on.
 	ExtraReadRoots []string `json:"extra_read_roots,omitempty"`
+	// RevokePaths (cleanup) are paths outside setup's own record that may
+	// carry ACEs for the sandbox accounts: the writable roots agentbox
+	// granted the sandbox group on, from the real user's state.
+	RevokePaths []string `json:"revoke_paths,omitempty"`
+	// Log is a file the elevated process writes its report to: started
+	// through the UAC prompt it has no console the caller can read.
+	Log string `json:"log,omitempty"`
 }
 
 // Encode returns the payload as one command-line-safe argument
