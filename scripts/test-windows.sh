@@ -22,6 +22,11 @@
 # tokens, ACL enforcement, users, logon, firewall): tests that need the real
 # thing must skip under Wine (they can detect it with the AGENTBOX_WINE=1
 # variable this script sets, or by wine_get_version in ntdll).
+#
+# Known Wine 8.0 gap: os.RemoveAll (and so t.TempDir's cleanup) fails with
+# "Invalid function" because Go 1.26 deletes through
+# FileDispositionInformationEx; os.Remove works. Tests meant for Wine make
+# their temporary directories with os.MkdirTemp and remove them file by file.
 set -euo pipefail
 
 log() { printf '== %s\n' "$*" >&2; }
