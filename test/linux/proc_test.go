@@ -582,3 +582,49 @@ echo end`)
 		}
 	})
 }
+
+// TestKilledRunLeftovers: a run SIGKILLed while it holds placeholders for
+// missing protected names leaves them behind at worst until the next run
+// or `agentbox cleanup`; after cleanup the workspace is as it was.
+func TestKilledRunLeftovers(t *testing.T) {
+	forEachUser(t, func(t *testing.T, u *testUser) {
+		needBin(t)
+		fx := newFixture(t, u, noCodex)
+		before := snapshot(t, fx.dir)
+		cmd := command(u, runOpts{dir: fx.ws, env: fx.env()}, binPath, "run", "-C", fx.ws, "--", "/bin/sh", "-c", `echo ready > "$WS/ready"; sleep 30`)
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		if !waitFor(10*time.Second, func() bool { return exists(filepath.Join(fx.ws, "ready")) }) {
+			cmd.Process.Kill()
+			t.Fatal("command never became ready")
+		}
+		os.Remove(filepath.Join(fx.ws, "ready"))
+		cmd.Process.Kill()
+		cmd.Wait()
+		time.Sleep(100 * time.Millisecond)
+		if exists(filepath.Join(fx.ws, ".codex")) {
+			t.Logf("after SIGKILL: placeholder %s/.codex left (expected until cleanup)", fx.ws)
+		}
+		r := runWith(t, u, runOpts{env: fx.env()}, "cleanup")
+		if r.code != 0 {
+			t.Errorf("agentbox cleanup: %v", r)
+		}
+		for _, d := range diffSnapshots(before, snapshot(t, fx.dir), nil) {
+			t.Errorf("host after cleanup: %s", d)
+		}
+	})
+}
+
+// TestDoctorVersion: the other subcommands work for both users.
+func TestDoctorVersion(t *testing.T) {
+	forEachUser(t, func(t *testing.T, u *testUser) {
+		if out, errOut, code := run(t, u, "version"); code != 0 || out == "" {
+			t.Errorf("version: exit %d %q %q", code, out, errOut)
+		}
+		out, errOut, code := run(t, u, "doctor", "--json")
+		if code != 0 || !strings.Contains(out, `"can_sandbox": true`) && !strings.Contains(out, `"can_sandbox":true`) {
+			t.Errorf("doctor --json: exit %d\nstdout %s\nstderr %s", code, out, errOut)
+		}
+	})
+}
