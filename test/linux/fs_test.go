@@ -381,7 +381,14 @@ func TestMountAttacks(t *testing.T) {
 		{"unshare-bind-outside", `unshare -Urm sh -c 'mkdir -p /tmp/abtest-m; mount --bind "$WS" "$OUT" && echo x > "$OUT/new"'`},
 		{"unshare-nested-pid", `unshare -Urmpf --mount-proc sh -c 'umount -l "$WS/.git"; echo x >> "$WS/.git/config"'`},
 	}
+	hostNS, _ := os.Readlink("/proc/self/ns/mnt")
 	forEachUser(t, func(t *testing.T, u *testUser) {
+		// Safety: these scripts mount and unmount. If agentbox ran them in
+		// the host's mount namespace (as root) they would change the host.
+		probe := runWith(t, u, runOpts{}, "run", "-C", u.home, "--", "readlink", "/proc/self/ns/mnt")
+		if ns := strings.TrimSpace(probe.stdout); ns == "" || ns == hostNS {
+			t.Fatalf("the sandbox does not have its own mount namespace (%q, host %q); not running mount attacks: %v", ns, hostNS, probe)
+		}
 		for _, c := range cases {
 			t.Run(c.name, func(t *testing.T) {
 				fx := newFixture(t, u, noCodex)
