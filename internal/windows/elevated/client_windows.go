@@ -1,0 +1,304 @@
+package elevated
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"sync"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/windows"
+
+	"github.com/agentbox/agentbox/internal/windows/ipc"
+	"github.com/agentbox/agentbox/internal/windows/setup"
+	"github.com/agentbox/agentbox/internal/windows/winenv"
+)
+
+// Spec is a command to run in the elevated sandbox.
+type Spec struct {
+	// Network selects the Online user (no firewall rules); false runs as
+	// the Offline user, whose outbound traffic the firewall blocks.
+	Network bool
+	// ProxyPorts must match what setup left open on loopback.
+	ProxyPorts []int
+	// Path is the resolved executable, Args the command line (Args[0] is
+	// what the command sees). CmdLine, when set, is used verbatim.
+	Path    string
+	Args    []string
+	CmdLine string
+	Dir     string
+	Env     []string
+	// SIDs are the synthetic sandbox SIDs to add as restricting SIDs (at
+	// least one: the SID the writable roots are granted to). The writable
+	// roots must also grant the sandbox group (setup.Login.GroupSID),
+	// since the command runs as the sandbox user.
+	SIDs []string
+	// Stdin nil means no input (NUL). Stdout and Stderr nil discard.
+	Stdin          io.Reader
+	Stdout, Stderr io.Writer
+}
+
+// Process is a command running in the elevated sandbox.
+type Process struct {
+	conn   *os.File
+	runner windows.Handle
+	pid    uint32
+	mu     sync.Mutex
+	done   chan struct{}
+	code   uint32
+	err    error
+}
+
+// Pid is the command's process id (not the runner's).
+func (p *Process) Pid() uint32 { return p.pid }
+
+// launcher starts agentbox-runner with args and returns its process
+// handle and id. Production uses CreateProcessWithLogonW; tests start the
+// runner as the current user.
+type launcher func(args []string, dir string) (windows.Handle, uint32, error)
+
+// Start checks setup, starts agentbox-runner as the sandbox user and the
+// command inside it, and returns once the command runs. Errors that mean
+// setup is missing or outdated wrap setup.ErrMissing / setup.ErrOutdated.
+func Start(ctx context.Context, s Spec) (*Process, error) {
+	login, err := setup.LoadLogin(s.Network, s.ProxyPorts)
+	if err != nil {
+		return nil, &StartError{Code: ExitSandboxFailure, Err: err}
+	}
+	launch := func(args []string, dir string) (windows.Handle, uint32, error) {
+		return logonLaunch(login, args, dir)
+	}
+	return start(ctx, s, login.SID, launch)
+}
+
+func start(ctx context.Context, s Spec, userSID string, launch launcher) (*Process, error) {
+	fail := func(err error) (*Process, error) {
+		var se *StartError
+		if errors.As(err, &se) {
+			return nil, err
+		}
+		return nil, &StartError{Code: ExitSandboxFailure, Err: err}
+	}
+	if len(s.SIDs) == 0 {
+		return fail(errors.New("elevated sandbox: no sandbox SID for the write-restricted token"))
+	}
+	name, err := ipc.PipeName()
+	if err != nil {
+		return fail(err)
+	}
+	sddl, err := ipc.PipeSDDL(userSID)
+	if err != nil {
+		return fail(err)
+	}
+	l, err := ipc.Listen(name, sddl)
+	if err != nil {
+		return fail(err)
+	}
+	defer l.Close()
+	h, pid, err := launch(RunnerArgs(name, uint32(os.Getpid())), s.Dir)
+	if err != nil {
+		return fail(fmt.Errorf("starting agentbox-runner: %w", err))
+	}
+	kill := func() {
+		windows.TerminateProcess(h, ExitSandboxFailure)
+		windows.CloseHandle(h)
+	}
+	conn, err := l.Accept(ConnectTimeout, pid)
+	if err != nil {
+		kill()
+		return fail(fmt.Errorf("agentbox-runner did not connect: %w", err))
+	}
+	p := &Process{conn: conn, runner: h, done: make(chan struct{})}
+	req := ipc.Spawn{Path: s.Path, Args: s.Args, CmdLine: s.CmdLine, Dir: s.Dir, Env: s.Env, SIDs: s.SIDs, StdinOpen: s.Stdin != nil}
+	if err := ipc.Send(conn, ipc.TypeSpawn, req); err != nil {
+		conn.Close()
+		kill()
+		return fail(err)
+	}
+	conn.SetReadDeadline(time.Now().Add(ReadyTimeout))
+	f, err := ipc.ReadFrame(conn)
+	conn.SetReadDeadline(time.Time{})
+	if err == nil && f.Type == ipc.TypeError {
+		var ie ipc.Error
+		if err := f.Decode(&ie); err != nil {
+			ie = ipc.Error{Code: ipc.CodeProtocol, Message: err.Error()}
+		}
+		conn.Close()
+		kill()
+		return nil, startErrorFrom(&ie)
+	}
+	var ready ipc.Ready
+	if err == nil && f.Type != ipc.TypeReady {
+		err = fmt.Errorf("runner sent %s before ready", f.Type)
+	}
+	if err == nil {
+		err = f.Decode(&ready)
+	}
+	if err != nil {
+		conn.Close()
+		kill()
+		return fail(fmt.Errorf("agentbox-runner handshake: %w", err))
+	}
+	p.pid = ready.PID
+	if s.Stdin != nil {
+		go p.feed(s.Stdin)
+	}
+	go p.read(s.Stdout, s.Stderr)
+	if ctx.Done() != nil {
+		go func() {
+			select {
+			case <-ctx.Done():
+				p.Kill()
+			case <-p.done:
+			}
+		}()
+	}
+	return p, nil
+}
+
+func (p *Process) send(typ string, payload any) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return ipc.Send(p.conn, typ, payload)
+}
+
+func (p *Process) feed(r io.Reader) {
+	buf := make([]byte, ipc.MaxChunk)
+	for {
+		n, err := r.Read(buf)
+		if n > 0 && p.send(ipc.TypeStdin, ipc.Data{B: buf[:n]}) != nil {
+			return
+		}
+		if err != nil {
+			p.send(ipc.TypeCloseStdin, nil)
+			return
+		}
+	}
+}
+
+func (p *Process) read(stdout, stderr io.Writer) {
+	finish := func(code uint32, err error) {
+		p.code, p.err = code, err
+		p.conn.Close()
+		// The runner exits right after the exit frame; reap its handle.
+		windows.WaitForSingleObject(p.runner, 5000)
+		windows.CloseHandle(p.runner)
+		close(p.done)
+	}
+	for {
+		f, err := ipc.ReadFrame(p.conn)
+		if err != nil {
+			finish(0, fmt.Errorf("elevated sandbox: lost agentbox-runner: %w", err))
+			return
+		}
+		switch f.Type {
+		case ipc.TypeStdout, ipc.TypeStderr:
+			var d ipc.Data
+			if err := f.Decode(&d); err != nil {
+				finish(0, err)
+				return
+			}
+			w := stdout
+			if f.Type == ipc.TypeStderr {
+				w = stderr
+			}
+			if w != nil {
+				w.Write(d.B)
+			}
+		case ipc.TypeExit:
+			var e ipc.Exit
+			err := f.Decode(&e)
+			finish(e.Code, err)
+			return
+		case ipc.TypeError:
+			var ie ipc.Error
+			f.Decode(&ie)
+			finish(0, &ie)
+			return
+		default:
+			finish(0, fmt.Errorf("elevated sandbox: unexpected %s frame", f.Type))
+			return
+		}
+	}
+}
+
+// Wait blocks until the command's whole tree is gone and returns its exit
+// code.
+func (p *Process) Wait() (uint32, error) {
+	<-p.done
+	return p.code, p.err
+}
+
+// Kill ends the whole tree: it asks the runner to terminate the job and,
+// should the runner not answer within a few seconds, kills the runner,
+// whose kill-on-close job then takes the tree with it.
+func (p *Process) Kill() error {
+	select {
+	case <-p.done:
+		return nil
+	default:
+	}
+	err := p.send(ipc.TypeTerminate, nil)
+	go func() {
+		select {
+		case <-p.done:
+		case <-time.After(5 * time.Second):
+			windows.TerminateProcess(p.runner, ExitSandboxFailure)
+		}
+	}()
+	return err
+}
+
+const (
+	_LOGON_WITH_PROFILE = 0x1
+)
+
+// logonLaunch starts the runner as the sandbox user. LOGON_WITH_PROFILE
+// loads the user's profile so tools find a home and %TEMP%. The
+// environment is the sandbox user's own (env nil); the command's
+// environment travels in the spawn frame instead.
+func logonLaunch(login *setup.Login, args []string, dir string) (windows.Handle, uint32, error) {
+	user, err := windows.UTF16PtrFromString(login.User)
+	if err != nil {
+		return 0, 0, err
+	}
+	pw, err := windows.UTF16FromString(login.Password)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer clear(pw)
+	app, err := windows.UTF16PtrFromString(login.Runner)
+	if err != nil {
+		return 0, 0, err
+	}
+	parts := []string{winenv.QuoteArg(login.Runner)}
+	for _, a := range args {
+		parts = append(parts, winenv.QuoteArg(a))
+	}
+	cmd, err := windows.UTF16FromString(strings.Join(parts, " "))
+	if err != nil {
+		return 0, 0, err
+	}
+	var d *uint16
+	if dir != "" {
+		if d, err = windows.UTF16PtrFromString(dir); err != nil {
+			return 0, 0, err
+		}
+	}
+	si := windows.StartupInfo{Cb: uint32(unsafe.Sizeof(windows.StartupInfo{}))}
+	var pi windows.ProcessInformation
+	// No error dialogs from the runner (it has no desktop to show them on).
+	old := windows.SetErrorMode(windows.SEM_FAILCRITICALERRORS | windows.SEM_NOGPFAULTERRORBOX)
+	err = createProcessWithLogon(user, windows.StringToUTF16Ptr("."), &pw[0], _LOGON_WITH_PROFILE, app, &cmd[0],
+		windows.CREATE_NO_WINDOW|windows.CREATE_UNICODE_ENVIRONMENT, nil, d, &si, &pi)
+	windows.SetErrorMode(old)
+	if err != nil {
+		return 0, 0, os.NewSyscallError("CreateProcessWithLogonW("+login.User+")", err)
+	}
+	windows.CloseHandle(pi.Thread)
+	return pi.Process, pi.ProcessId, nil
+}

@@ -1,0 +1,42 @@
+package elevated
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/agentbox/agentbox/internal/windows/ipc"
+)
+
+func TestRunnerArgs(t *testing.T) {
+	pipe := `\\.\pipe\agentbox-runner-00ff`
+	p, pid, err := ParseRunnerArgs(RunnerArgs(pipe, 4242))
+	if err != nil || p != pipe || pid != 4242 {
+		t.Fatalf("round trip: %q %d %v", p, pid, err)
+	}
+	for _, bad := range [][]string{
+		nil,
+		{"--pipe=" + pipe},
+		{"--pipe=" + pipe, "--parent=0"},
+		{"--pipe=" + pipe, "--parent=99999999999"},
+		{"--pipe=C:\\x", "--parent=1"},
+		{"--pipe=" + pipe, "--parent=1", "extra"},
+		{"--evil"},
+	} {
+		if _, _, err := ParseRunnerArgs(bad); err == nil {
+			t.Errorf("ParseRunnerArgs(%q) accepted", bad)
+		}
+	}
+}
+
+func TestStartErrorCodes(t *testing.T) {
+	for code, want := range map[string]int{
+		ipc.CodeNotFound: ExitNotFound, ipc.CodeNotExec: ExitNotExecutable,
+		ipc.CodeToken: ExitSandboxFailure, ipc.CodeSpawnFailed: ExitSandboxFailure,
+	} {
+		e := startErrorFrom(&ipc.Error{Code: code, Message: "m"})
+		var ie *ipc.Error
+		if e.Code != want || !errors.As(e, &ie) {
+			t.Errorf("%s: %d", code, e.Code)
+		}
+	}
+}

@@ -1,0 +1,237 @@
+package elevated
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/windows"
+
+	"github.com/agentbox/agentbox/internal/windows/ipc"
+	"github.com/agentbox/agentbox/internal/windows/winapi"
+	"github.com/agentbox/agentbox/internal/windows/winenv"
+)
+
+// RunnerMain is agentbox-runner's main; it returns the exit code. Running
+// as the sandbox user, it connects to agentbox's pipe, runs one command
+// and reports its exit. Failures before the command runs go back as an
+// error frame; if even the pipe cannot be reached they go to stderr.
+func RunnerMain(args []string) int {
+	pipe, parent, err := ParseRunnerArgs(args)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return ExitSandboxFailure
+	}
+	conn, err := ipc.Dial(pipe, ConnectTimeout, parent)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "agentbox-runner:", err)
+		return ExitSandboxFailure
+	}
+	defer conn.Close()
+	r := &runner{conn: conn}
+	code, err := r.run()
+	if err != nil {
+		var ie *ipc.Error
+		if !errors.As(err, &ie) {
+			ie = &ipc.Error{Code: ipc.CodeSpawnFailed, Message: err.Error()}
+		}
+		r.send(ipc.TypeError, ie)
+		return ExitSandboxFailure
+	}
+	return int(code)
+}
+
+type runner struct {
+	conn *os.File
+	mu   sync.Mutex // one frame at a time on the pipe
+}
+
+func (r *runner) send(typ string, payload any) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return ipc.Send(r.conn, typ, payload)
+}
+
+func (r *runner) run() (uint32, error) {
+	r.conn.SetReadDeadline(time.Now().Add(ReadyTimeout))
+	f, err := ipc.ReadFrame(r.conn)
+	if err != nil {
+		return 0, &ipc.Error{Code: ipc.CodeProtocol, Message: err.Error()}
+	}
+	r.conn.SetReadDeadline(time.Time{})
+	if f.Type != ipc.TypeSpawn {
+		return 0, &ipc.Error{Code: ipc.CodeProtocol, Message: "first frame is " + f.Type + ", want spawn"}
+	}
+	var req ipc.Spawn
+	if err := f.Decode(&req); err != nil {
+		return 0, &ipc.Error{Code: ipc.CodeProtocol, Message: err.Error()}
+	}
+
+	// The restricted token comes from our own token: we already are the
+	// sandbox user in a fresh logon session, so its logon SID is ours
+	// alone. This is why the runner exists: agentbox, as the real user,
+	// cannot start a process under another user's restricted token.
+	self, err := winapi.OpenSelfToken()
+	if err != nil {
+		return 0, &ipc.Error{Code: ipc.CodeToken, Message: err.Error()}
+	}
+	defer self.Close()
+	tok, err := winapi.RestrictedToken(self, req.SIDs...)
+	if err != nil {
+		return 0, &ipc.Error{Code: ipc.CodeToken, Message: err.Error()}
+	}
+	defer tok.Close()
+
+	job, err := winapi.NewJob()
+	if err != nil {
+		return 0, err
+	}
+	// Closing the job (also when this process dies) kills the tree.
+	defer job.Close()
+
+	line := winenv.CommandLine{App: req.Path, Line: req.CmdLine}
+	if line.Line == "" {
+		comspec, _ := winenv.Get(req.Env, "ComSpec")
+		if line, err = winenv.Build(req.Path, req.Args, comspec); err != nil {
+			return 0, err
+		}
+	}
+	sysroot, _ := winenv.Get(req.Env, "SystemRoot")
+	env, err := winenv.Block(req.Env, sysroot)
+	if err != nil {
+		return 0, err
+	}
+
+	var stdinW *os.File
+	var stdinR windows.Handle
+	if req.StdinOpen {
+		pr, pw, err := os.Pipe()
+		if err != nil {
+			return 0, err
+		}
+		defer pr.Close()
+		stdinR, stdinW = windows.Handle(pr.Fd()), pw
+	} else {
+		nul, err := os.Open(os.DevNull)
+		if err != nil {
+			return 0, err
+		}
+		defer nul.Close()
+		stdinR = windows.Handle(nul.Fd())
+	}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		return 0, err
+	}
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		outR.Close()
+		outW.Close()
+		return 0, err
+	}
+	proc, err := winapi.Spawn(winapi.Spec{
+		Token: tok, App: line.App, CmdLine: line.Line, Env: env, Dir: req.Dir,
+		Stdin: stdinR, Stdout: windows.Handle(outW.Fd()), Stderr: windows.Handle(errW.Fd()), Job: job,
+	})
+	// Our copies of the child's ends must go, or the output pumps never
+	// see EOF.
+	outW.Close()
+	errW.Close()
+	if err != nil {
+		outR.Close()
+		errR.Close()
+		if stdinW != nil {
+			stdinW.Close()
+		}
+		return 0, spawnError(err)
+	}
+	defer proc.Close()
+	if err := r.send(ipc.TypeReady, ipc.Ready{PID: proc.Pid}); err != nil {
+		job.Terminate(ExitSandboxFailure)
+		return 0, err
+	}
+
+	var pumps sync.WaitGroup
+	pump := func(src *os.File, typ string) {
+		defer pumps.Done()
+		defer src.Close()
+		buf := make([]byte, ipc.MaxChunk)
+		for {
+			n, err := src.Read(buf)
+			if n > 0 {
+				if r.send(typ, ipc.Data{B: buf[:n]}) != nil {
+					job.Terminate(ExitSandboxFailure) // agentbox is gone
+					return
+				}
+			}
+			if err != nil {
+				return
+			}
+		}
+	}
+	pumps.Add(2)
+	go pump(outR, ipc.TypeStdout)
+	go pump(errR, ipc.TypeStderr)
+	go r.control(job, stdinW)
+
+	code, err := proc.Wait()
+	if err != nil {
+		job.Terminate(ExitSandboxFailure)
+		return 0, err
+	}
+	// The command is done: whatever it left running dies with it, as a
+	// pid namespace does on Linux, so output ends and nothing outlives Wait.
+	job.Terminate(code)
+	pumps.Wait()
+	if err := r.send(ipc.TypeExit, ipc.Exit{Code: code}); err != nil {
+		return 0, err
+	}
+	return code, nil
+}
+
+// control handles frames from agentbox while the command runs. A broken
+// pipe means agentbox is gone: the tree is killed.
+func (r *runner) control(job *winapi.Job, stdin *os.File) {
+	defer func() {
+		if stdin != nil {
+			stdin.Close()
+		}
+	}()
+	for {
+		f, err := ipc.ReadFrame(r.conn)
+		if err != nil {
+			job.Terminate(ExitSandboxFailure)
+			return
+		}
+		switch f.Type {
+		case ipc.TypeStdin:
+			var d ipc.Data
+			if f.Decode(&d) == nil && stdin != nil {
+				if _, err := stdin.Write(d.B); err != nil {
+					stdin.Close()
+					stdin = nil
+				}
+			}
+		case ipc.TypeCloseStdin:
+			if stdin != nil {
+				stdin.Close()
+				stdin = nil
+			}
+		case ipc.TypeTerminate:
+			job.Terminate(1)
+		}
+	}
+}
+
+func spawnError(err error) error {
+	code := ipc.CodeSpawnFailed
+	switch {
+	case errors.Is(err, windows.ERROR_FILE_NOT_FOUND), errors.Is(err, windows.ERROR_PATH_NOT_FOUND):
+		code = ipc.CodeNotFound
+	case errors.Is(err, windows.ERROR_BAD_EXE_FORMAT), errors.Is(err, windows.ERROR_ACCESS_DENIED):
+		code = ipc.CodeNotExec
+	}
+	return &ipc.Error{Code: code, Message: err.Error()}
+}
