@@ -1,0 +1,177 @@
+// Package unixsock keeps a sandboxed command from reaching host daemons
+// through pathname unix sockets (/run/docker.sock, $SSH_AUTH_SOCK, the
+// D-Bus and systemd sockets under /run and $XDG_RUNTIME_DIR) while the
+// sockets it creates in its writable roots keep working.
+//
+// Read-only mounts do not stop connect(2) on a socket inode, and Landlock
+// only mediates pathname unix connects from ABI 9, so the mechanism is
+// seccomp user notification:
+//
+//   - A second seccomp filter ([BuildProgram]), installed on the init
+//     stage's locked main thread only, turns every connect(2) into a
+//     notification for a supervisor in the init stage, and refuses
+//     AF_UNIX sockets of any type but SOCK_STREAM and SOCK_SEQPACKET.
+//   - The supervisor reads the target's address from /proc/<tid>/mem,
+//     resolves a pathname address in the target's context (its cwd, its
+//     /proc/self) to the socket inode with O_PATH, and asks the policy
+//     about the inode's real path. It then performs the connect itself,
+//     on the target's own socket obtained with pidfd_getfd(2) and with
+//     its own copy of the address, and returns the result as the
+//     syscall's. Nothing is ever answered with "continue", so the target
+//     cannot swap the address after the check (TOCTOU).
+//
+// # What is covered
+//
+// connect(2) of every socket family goes through the supervisor. For
+// AF_UNIX pathname addresses the decision is made on the socket inode
+// the path resolves to, after symlinks, so a link inside a writable root
+// pointing at /run/docker.sock is refused. A refused connect fails with
+// EACCES ("permission denied": the sandbox said no; ECONNREFUSED would
+// read as "the daemon is not running"). Abstract and unnamed AF_UNIX
+// addresses and other families are connected on the target's behalf
+// without a policy check: the network namespace and Landlock's scoping
+// already confine them.
+//
+// SOCK_DGRAM (and SOCK_RAW, which AF_UNIX turns into SOCK_DGRAM) unix
+// sockets and socketpairs are refused with EPERM: sendto(2) and
+// sendmsg(2) on them name a destination path per datagram, which would
+// bypass connect mediation (a datagram socketpair accepts an explicit
+// destination too). Stream and seqpacket sockets ignore or refuse a
+// destination on send.
+//
+// # Limitations
+//
+//   - The supervisor must be able to read the target's memory: a
+//     command that makes itself non-dumpable (prctl(PR_SET_DUMPABLE, 0),
+//     as ssh-agent does) cannot connect anywhere; its connects fail with
+//     EACCES.
+//   - The listening side sees the init stage, not the command, in
+//     SO_PEERCRED's pid (uid and gid are the same).
+//   - Once the supervisor has received a connect, the target waits for
+//     the answer and only a fatal signal interrupts it
+//     (SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV, Linux 5.19+; older kernels
+//     may see a restarted connect fail with EISCONN/EALREADY).
+//   - A command cannot install a seccomp listener of its own (the kernel
+//     allows one per filter chain).
+//   - The policy is about paths: a host daemon whose socket lives inside
+//     a writable root (say /tmp/.X11-unix or a tmux socket in /tmp) is
+//     reachable.
+package unixsock
+
+import (
+	"errors"
+	"fmt"
+
+	"golang.org/x/net/bpf"
+)
+
+// Seccomp return values (include/uapi/linux/seccomp.h).
+const (
+	RetAllow      = 0x7fff0000 // SECCOMP_RET_ALLOW
+	RetUserNotif  = 0x7fc00000 // SECCOMP_RET_USER_NOTIF
+	RetErrnoEPERM = 0x00050001 // SECCOMP_RET_ERRNO | EPERM
+)
+
+// Values from the Linux UAPI, identical on amd64 and arm64.
+const (
+	afUnix        = 1
+	sockStream    = 1
+	sockSeqpacket = 5
+	sockTypeMask  = 0xf
+	x32SyscallBit = 0x40000000
+)
+
+type arch struct {
+	audit                       uint32
+	x32                         bool
+	connect, socket, socketpair uint32
+}
+
+// arches holds the numbers as data so the arm64 program can be built and
+// tested on amd64 and vice versa; the linux test compares the host's
+// entry with x/sys/unix.
+var arches = map[string]arch{
+	"amd64": {audit: 0xC000003E, x32: true, connect: 42, socket: 41, socketpair: 53},
+	"arm64": {audit: 0xC00000B7, connect: 203, socket: 198, socketpair: 199},
+}
+
+// ErrUnsupportedArch is returned for an architecture without numbers here.
+var ErrUnsupportedArch = errors.New("unixsock: unsupported architecture")
+
+// BuildProgram returns the notification filter for arch ("amd64" or
+// "arm64"): a foreign audit arch or an x32 number gets EPERM, connect gets
+// SECCOMP_RET_USER_NOTIF, socket and socketpair with family AF_UNIX and a
+// type other than SOCK_STREAM or SOCK_SEQPACKET get EPERM, and everything
+// else is allowed. Only the low 32 bits of arguments are compared, which
+// is exact: the kernel takes family and type as int.
+func BuildProgram(archName string) ([]bpf.RawInstruction, error) {
+	a, ok := arches[archName]
+	if !ok {
+		return nil, fmt.Errorf("%w %q", ErrUnsupportedArch, archName)
+	}
+	// Offsets in struct seccomp_data: nr 0, arch 4, args[i] 16+8i (the
+	// low word first on these little-endian machines).
+	const offNr, offArch, offArg0, offArg1 = 0, 4, 16, 24
+	x32 := uint32(0) // JumpBitsSet with 0 never jumps: arm64 has no x32
+	if a.x32 {
+		x32 = x32SyscallBit
+	}
+	// A fixed layout with the returns last (classic BPF only jumps
+	// forward); the VM test walks every branch of it.
+	const allow, eperm, notify = 14, 15, 16
+	prog := []bpf.Instruction{
+		/* 0 */ bpf.LoadAbsolute{Off: offArch, Size: 4},
+		/* 1 */ bpf.JumpIf{Cond: bpf.JumpEqual, Val: a.audit, SkipFalse: eperm - 2},
+		/* 2 */ bpf.LoadAbsolute{Off: offNr, Size: 4},
+		/* 3 */ bpf.JumpIf{Cond: bpf.JumpBitsSet, Val: x32, SkipTrue: eperm - 4},
+		/* 4 */ bpf.JumpIf{Cond: bpf.JumpEqual, Val: a.connect, SkipTrue: notify - 5},
+		/* 5 */ bpf.JumpIf{Cond: bpf.JumpEqual, Val: a.socket, SkipTrue: 8 - 6},
+		/* 6 */ bpf.JumpIf{Cond: bpf.JumpEqual, Val: a.socketpair, SkipTrue: 8 - 7},
+		/* 7 */ bpf.RetConstant{Val: RetAllow},
+		/* 8 */ bpf.LoadAbsolute{Off: offArg0, Size: 4},
+		/* 9 */ bpf.JumpIf{Cond: bpf.JumpEqual, Val: afUnix, SkipFalse: allow - 10},
+		/* 10 */ bpf.LoadAbsolute{Off: offArg1, Size: 4},
+		/* 11 */ bpf.ALUOpConstant{Op: bpf.ALUOpAnd, Val: sockTypeMask},
+		/* 12 */ bpf.JumpIf{Cond: bpf.JumpEqual, Val: sockStream, SkipTrue: allow - 13},
+		/* 13 */ bpf.JumpIf{Cond: bpf.JumpEqual, Val: sockSeqpacket, SkipTrue: allow - 14, SkipFalse: eperm - 14},
+		/* 14 */ bpf.RetConstant{Val: RetAllow},
+		/* 15 */ bpf.RetConstant{Val: RetErrnoEPERM},
+		/* 16 */ bpf.RetConstant{Val: RetUserNotif},
+	}
+	out, err := bpf.Assemble(prog)
+	if err != nil {
+		return nil, fmt.Errorf("unixsock: assembling %s program: %w", archName, err)
+	}
+	return out, nil
+}
+
+// unixPath returns the path of an AF_UNIX pathname address as connect(2)
+// sees it (sun_path up to the first NUL within addr), and false for any
+// other address: too short, another family, abstract or unnamed.
+func unixPath(addr []byte, family uint16) (string, bool) {
+	if len(addr) <= 2 || family != afUnix || addr[2] == 0 {
+		return "", false
+	}
+	p := addr[2:]
+	for i, c := range p {
+		if c == 0 {
+			return string(p[:i]), true
+		}
+	}
+	return string(p), true
+}
+
+// inTarget rewrites the spellings of the caller's own /proc entries
+// (/proc/self, /proc/thread-self, /dev/fd) to the target thread's, since
+// the supervisor resolves the path in its own process.
+func inTarget(path string, tid int) string {
+	for _, pre := range []string{"/proc/self/", "/proc/thread-self/"} {
+		if len(path) >= len(pre) && path[:len(pre)] == pre {
+			return fmt.Sprintf("/proc/%d/%s", tid, path[len(pre):])
+		}
+	}
+	if pre := "/dev/fd/"; len(path) >= len(pre) && path[:len(pre)] == pre {
+		return fmt.Sprintf("/proc/%d/fd/%s", tid, path[len(pre):])
+	}
+	return path
+}

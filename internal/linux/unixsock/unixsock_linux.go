@@ -1,0 +1,358 @@
+package unixsock
+
+import (
+	"encoding/binary"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// struct seccomp_notif and struct seccomp_notif_resp.
+type notif struct {
+	ID    uint64
+	Pid   uint32
+	Flags uint32
+	Nr    int32
+	Arch  uint32
+	IP    uint64
+	Args  [6]uint64
+}
+
+type notifResp struct {
+	ID    uint64
+	Val   int64
+	Error int32
+	Flags uint32
+}
+
+// maxSockaddr is sizeof(struct sockaddr_storage); connect(2) fails with
+// EINVAL beyond it, and an AF_UNIX address beyond sizeof(struct
+// sockaddr_un) likewise.
+const (
+	maxSockaddr   = 128
+	maxSockaddrUn = 110
+)
+
+// Install loads the filter of [BuildProgram] for this architecture onto
+// the calling thread only (no TSYNC) and returns the listener fd.
+//
+// The caller must hold [runtime.LockOSThread] and keep it: processes
+// forked from this thread inherit the filter, and the Go runtime creates
+// new threads from a clean template thread rather than from a locked one,
+// so the supervisor's goroutines never run under this filter (if they
+// did, the supervisor's own connect would wait on itself). A main
+// seccomp filter installed with TSYNC must come first: TSYNC after this
+// one would copy it to every thread.
+func Install() (int, error) {
+	prog, err := BuildProgram(runtime.GOARCH)
+	if err != nil {
+		return -1, err
+	}
+	filter := make([]unix.SockFilter, len(prog))
+	for i, ins := range prog {
+		filter[i] = unix.SockFilter{Code: ins.Op, Jt: ins.Jt, Jf: ins.Jf, K: ins.K}
+	}
+	fprog := unix.SockFprog{Len: uint16(len(filter)), Filter: &filter[0]}
+	// no_new_privs is per thread; the init stage has set it already.
+	if _, _, errno := unix.RawSyscall6(unix.SYS_PRCTL, unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0, 0); errno != 0 {
+		return -1, os.NewSyscallError("prctl(PR_SET_NO_NEW_PRIVS)", errno)
+	}
+	// WAIT_KILLABLE_RECV (5.19+): once the supervisor holds a connect,
+	// only a fatal signal interrupts the target, so a connect already
+	// performed on its behalf is never restarted.
+	flags := uintptr(unix.SECCOMP_FILTER_FLAG_NEW_LISTENER | unix.SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV)
+	for {
+		fd, _, errno := unix.RawSyscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER, flags, uintptr(unsafe.Pointer(&fprog)))
+		runtime.KeepAlive(filter)
+		if errno == unix.EINVAL && flags&unix.SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV != 0 {
+			flags &^= unix.SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV
+			continue
+		}
+		if errno != 0 {
+			return -1, os.NewSyscallError("seccomp(SECCOMP_SET_MODE_FILTER, NEW_LISTENER)", errno)
+		}
+		unix.CloseOnExec(int(fd))
+		return int(fd), nil
+	}
+}
+
+// Supervisor answers the filter's notifications.
+//
+// The steps that need ptrace access to the target (opening
+// /proc/<tid>/mem and /proc/<tid>/cwd, pidfd_getfd) run on the thread
+// that installed the filter, inside [Supervisor.Wait4]: Landlock before
+// ABI 8 gives each thread of a process its own sibling domain, and only
+// the thread the command was forked from is in a domain that may access
+// it (Yama's ptrace_scope=1 is satisfied by any thread, being the
+// target's ancestor). The connect itself runs on other threads, which do
+// not carry the filter.
+type Supervisor struct {
+	fd    int
+	allow func(string) bool
+	work  chan func()
+}
+
+// Start installs the filter on the calling thread ([Install]) and starts
+// supervising: allow is asked about the real path of every AF_UNIX
+// socket inode a connect names. The caller must then wait for its
+// children with [Supervisor.Wait4] on this same thread, which is where
+// part of the work happens.
+func Start(allow func(absPath string) bool) (*Supervisor, error) {
+	fd, err := Install()
+	if err != nil {
+		return nil, err
+	}
+	s := &Supervisor{fd: fd, allow: allow, work: make(chan func())}
+	go s.serve()
+	return s, nil
+}
+
+// Wait4 is [unix.Wait4] that, while it waits, runs the supervisor's work
+// for the calling thread. Call it from the thread that called [Start].
+func (s *Supervisor) Wait4(pid int, ws *unix.WaitStatus, options int, ru *unix.Rusage) (int, error) {
+	type result struct {
+		pid int
+		ws  unix.WaitStatus
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		// A child forked by any thread of the process can be waited
+		// for from any other thread.
+		var w unix.WaitStatus
+		p, err := unix.Wait4(pid, &w, options, ru)
+		done <- result{p, w, err}
+	}()
+	for {
+		select {
+		case r := <-done:
+			*ws = r.ws
+			return r.pid, r.err
+		case f := <-s.work:
+			f()
+		}
+	}
+}
+
+func (s *Supervisor) serve() {
+	for {
+		n := new(notif)
+		_, _, errno := unix.Syscall(unix.SYS_IOCTL, uintptr(s.fd), unix.SECCOMP_IOCTL_NOTIF_RECV, uintptr(unsafe.Pointer(n)))
+		switch errno {
+		case 0:
+			go s.handle(n)
+		case unix.EINTR, unix.ENOENT:
+			// Interrupted, or the target died before we got to it.
+		default:
+			// Closing the listener makes every pending and future
+			// connect fail with ENOSYS rather than hang.
+			fmt.Fprintf(os.Stderr, "agentbox: unix socket supervisor stopped: %v; connect(2) now fails in the sandbox\n", errno)
+			unix.Close(s.fd)
+			return
+		}
+	}
+}
+
+func (s *Supervisor) handle(n *notif) {
+	g := gathered{sock: -1, path: -1}
+	done := make(chan struct{})
+	s.work <- func() {
+		g = s.gather(n)
+		close(done)
+	}
+	<-done
+	errno := g.errno
+	if errno == 0 {
+		errno = s.connect(&g)
+	}
+	g.close()
+	resp := &notifResp{ID: n.ID, Error: -int32(errno)}
+	// ENOENT: the target died or was interrupted by a fatal signal.
+	unix.Syscall(unix.SYS_IOCTL, uintptr(s.fd), unix.SECCOMP_IOCTL_NOTIF_SEND, uintptr(unsafe.Pointer(resp)))
+	runtime.KeepAlive(resp)
+}
+
+// gathered is what the installing thread collects for one connect.
+type gathered struct {
+	errno unix.Errno
+	sock  int    // the target's socket, through pidfd_getfd
+	addr  []byte // our copy of the address
+	path  int    // for a pathname AF_UNIX address: O_PATH fd of what it names
+}
+
+func (g *gathered) close() {
+	if g.sock >= 0 {
+		unix.Close(g.sock)
+	}
+	if g.path >= 0 {
+		unix.Close(g.path)
+	}
+}
+
+func (s *Supervisor) valid(id uint64) bool {
+	_, _, errno := unix.Syscall(unix.SYS_IOCTL, uintptr(s.fd), unix.SECCOMP_IOCTL_NOTIF_ID_VALID, uintptr(unsafe.Pointer(&id)))
+	return errno == 0
+}
+
+func errnoOf(err error, dflt unix.Errno) unix.Errno {
+	if e, ok := err.(unix.Errno); ok {
+		return e
+	}
+	return dflt
+}
+
+// gather runs on the installing thread: everything that needs ptrace
+// access to the target happens here.
+func (s *Supervisor) gather(n *notif) (g gathered) {
+	g.sock, g.path = -1, -1
+	tid := int(n.Pid)
+	addrLen := int32(uint32(n.Args[2])) // socklen_t, taken as int by the kernel
+	if addrLen < 0 || addrLen > maxSockaddr {
+		g.errno = unix.EINVAL
+		return
+	}
+	pidfd, err := pidfdOpen(tid)
+	if err != nil {
+		g.errno = unix.ESRCH
+		return
+	}
+	defer unix.Close(pidfd)
+	mem, err := unix.Open("/proc/"+strconv.Itoa(tid)+"/mem", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		// Not dumpable, or otherwise out of reach: fail closed.
+		g.errno = unix.EACCES
+		return
+	}
+	defer unix.Close(mem)
+	// The tid could have been reused between RECV and the opens above;
+	// once the notification is still valid, the fds are the target's.
+	if !s.valid(n.ID) {
+		g.errno = unix.ESRCH
+		return
+	}
+	g.addr = make([]byte, addrLen)
+	if addrLen > 0 {
+		k, err := unix.Pread(mem, g.addr, int64(n.Args[1]))
+		if err != nil || k != len(g.addr) {
+			g.errno = unix.EFAULT
+			return
+		}
+	}
+	g.sock, err = unix.PidfdGetfd(pidfd, int(int32(uint32(n.Args[0]))), 0)
+	if err != nil {
+		g.sock = -1
+		g.errno = errnoOf(err, unix.EBADF)
+		return
+	}
+	if len(g.addr) < 2 {
+		return
+	}
+	path, ok := unixPath(g.addr, binary.NativeEndian.Uint16(g.addr))
+	if !ok {
+		return
+	}
+	if len(g.addr) > maxSockaddrUn {
+		g.errno = unix.EINVAL
+		return
+	}
+	// Resolve the path as the target would: relative to its cwd, with
+	// its own /proc/self. O_PATH follows symlinks to the inode that
+	// connect would reach, and holding it closes the race with a
+	// rename or a symlink swap.
+	path = inTarget(path, tid)
+	dir := unix.AT_FDCWD
+	if !filepath.IsAbs(path) {
+		dir, err = unix.Open("/proc/"+strconv.Itoa(tid)+"/cwd", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			g.errno = unix.EACCES
+			return
+		}
+		defer unix.Close(dir)
+	}
+	g.path, err = unix.Openat(dir, path, unix.O_PATH|unix.O_CLOEXEC, 0)
+	if err != nil {
+		g.path = -1
+		g.errno = errnoOf(err, unix.ENOENT)
+		return
+	}
+	if !s.valid(n.ID) {
+		g.errno = unix.ESRCH
+	}
+	return
+}
+
+// connect runs on a thread without the filter.
+func (s *Supervisor) connect(g *gathered) unix.Errno {
+	if g.path < 0 {
+		return rawConnect(g.sock, g.addr)
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(g.path, &st); err != nil {
+		return errnoOf(err, unix.EACCES)
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFSOCK {
+		return unix.ECONNREFUSED // what connect(2) says for a non-socket
+	}
+	self := "/proc/self/fd/" + strconv.Itoa(g.path)
+	real, err := os.Readlink(self)
+	if err != nil || !filepath.IsAbs(real) || strings.HasSuffix(real, " (deleted)") || !s.allow(real) {
+		return unix.EACCES
+	}
+	// Connect through the magic link to the very inode just checked;
+	// it also keeps any path within sun_path's 108 bytes.
+	addr := make([]byte, 2+len(self)+1)
+	binary.NativeEndian.PutUint16(addr, unix.AF_UNIX)
+	copy(addr[2:], self)
+	for {
+		// A unix connect that was interrupted has no state to trip
+		// over when repeated.
+		if errno := rawConnect(g.sock, addr); errno != unix.EINTR {
+			return errno
+		}
+	}
+}
+
+func rawConnect(fd int, addr []byte) unix.Errno {
+	var p unsafe.Pointer
+	if len(addr) > 0 {
+		p = unsafe.Pointer(&addr[0])
+	}
+	_, _, errno := unix.Syscall(unix.SYS_CONNECT, uintptr(fd), uintptr(p), uintptr(len(addr)))
+	runtime.KeepAlive(addr)
+	return errno
+}
+
+// pidfdOpen opens a pidfd for the thread tid: pidfd_getfd must see that
+// thread's file table, which unshare(CLONE_FILES) may have made its own.
+func pidfdOpen(tid int) (int, error) {
+	const pidfdThread = unix.O_EXCL // PIDFD_THREAD, Linux 6.9
+	fd, err := unix.PidfdOpen(tid, pidfdThread)
+	if err != unix.EINVAL {
+		return fd, err
+	}
+	if fd, err = unix.PidfdOpen(tid, 0); err != unix.EINVAL {
+		return fd, err
+	}
+	// An older kernel and a thread that is not the leader: use its
+	// process.
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(tid) + "/status")
+	if err != nil {
+		return -1, err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "Tgid:"); ok {
+			tgid, err := strconv.Atoi(strings.TrimSpace(v))
+			if err != nil {
+				return -1, err
+			}
+			return unix.PidfdOpen(tgid, 0)
+		}
+	}
+	return -1, unix.ESRCH
+}
