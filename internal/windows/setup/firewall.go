@@ -134,11 +134,16 @@ func psList(s string) string {
 // local user, and rather than the firewall COM API through IDispatch,
 // whose INetFwRule3 members are not verified to be reachable that way.
 func PSCreate(r Rule) string {
+	// -RemotePort is only valid with TCP or UDP; "Any" is the default.
+	port := ""
+	if r.RemotePort != "Any" {
+		port = " -RemotePort " + psList(r.RemotePort)
+	}
 	return fmt.Sprintf("New-NetFirewallRule -Name %s -DisplayName %s -Group 'agentbox' -Description %s "+
-		"-Direction %s -Action %s -Enabled %s -Profile %s -Protocol %s -RemoteAddress %s -RemotePort %s -LocalUser %s | Out-Null",
+		"-Direction %s -Action %s -Enabled %s -Profile %s -Protocol %s -RemoteAddress %s%s -LocalUser %s | Out-Null",
 		psQuote(r.Name), psQuote(r.Name), psQuote("agentbox: block outbound network of the sandbox user "+OfflineUser),
 		r.Direction, r.Action, map[bool]string{true: "True", false: "False"}[r.Enabled], r.Profile, r.Protocol,
-		psList(r.RemoteAddress), psList(r.RemotePort), psQuote(r.LocalUser))
+		psList(r.RemoteAddress), port, psQuote(r.LocalUser))
 }
 
 // PSQuery is the PowerShell that prints every agentbox rule as a JSON

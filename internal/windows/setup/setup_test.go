@@ -201,6 +201,10 @@ func TestPSCreateQuoting(t *testing.T) {
 			t.Errorf("PSCreate lacks %q:\n%s", want, ps)
 		}
 	}
+	if all := PSCreate(OfflineRules("S-1-5-21-1-2-3-1001", nil)[0]); strings.Contains(all, "-RemotePort") ||
+		!strings.Contains(all, "-Protocol Any -RemoteAddress 'Any'") {
+		t.Errorf("any-protocol rule: %s", all)
+	}
 	if got := psQuote("it's"); got != "'it''s'" {
 		t.Errorf("psQuote = %s", got)
 	}
