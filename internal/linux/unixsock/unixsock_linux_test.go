@@ -31,10 +31,10 @@ import (
 //   - "probe": runs the probes and prints their results as JSON.
 const (
 	modeEnv  = "UNIXSOCK_TEST_MODE"
-	rootEnv  = "UNIXSOCK_TEST_ROOT"  // the allowed (writable) root
-	inEnv    = "UNIXSOCK_TEST_IN"    // listener inside the root
-	outEnv   = "UNIXSOCK_TEST_OUT"   // listener outside the root
-	tcpEnv   = "UNIXSOCK_TEST_TCP"   // 127.0.0.1:port listener
+	rootEnv  = "UNIXSOCK_TEST_ROOT" // the allowed (writable) root
+	inEnv    = "UNIXSOCK_TEST_IN"   // listener inside the root
+	outEnv   = "UNIXSOCK_TEST_OUT"  // listener outside the root
+	tcpEnv   = "UNIXSOCK_TEST_TCP"  // 127.0.0.1:port listener
 	probeArg = "unixsock-probe"
 )
 
