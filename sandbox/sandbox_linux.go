@@ -47,15 +47,17 @@ func start(c *Cmd) (process, error) {
 		return nil, &StartError{CodeSandboxFailure, err}
 	}
 	spec := &linux.Spec{
-		Path:          c.Path,
-		Argv:          c.Args,
-		Env:           c.Env,
-		Cwd:           pol.Cwd,
-		Mounts:        linux.Plan(pol, linux.HeldDirs(pol)),
-		Network:       pol.Network,
-		WritableRoots: pol.WritableRoots,
-		Seccomp:       true,
-		Landlock:      landlockUsable(),
+		Path:    c.Path,
+		Argv:    c.Args,
+		Env:     c.Env,
+		Cwd:     pol.Cwd,
+		Mounts:  linux.Plan(pol, linux.HeldDirs(pol)),
+		Network: pol.Network,
+		// Host daemons' unix sockets are network too.
+		MediateUnixConnect: !pol.Network,
+		WritableRoots:      pol.WritableRoots,
+		Seccomp:            true,
+		Landlock:           landlockUsable(),
 	}
 	p, err := linux.Start(spec, c.Stdin, c.Stdout, c.Stderr)
 	var nu *linux.NoUsernsError

@@ -155,7 +155,7 @@ func RunInit() {
 	// kills whatever the command left running.
 	for {
 		var ws unix.WaitStatus
-		wpid, err := unix.Wait4(-1, &ws, 0, nil)
+		wpid, err := wait4(-1, &ws, 0, nil) // see applyWalls
 		if errors.Is(err, unix.EINTR) {
 			continue
 		}

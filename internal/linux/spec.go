@@ -36,6 +36,11 @@ type Spec struct {
 	// DenyInetSockets makes seccomp refuse non-unix sockets: used when no
 	// network namespace separates the command from the host.
 	DenyInetSockets bool `json:"deny_inet_sockets"`
+	// MediateUnixConnect routes every connect(2) of the command through a
+	// supervisor in the init stage that refuses pathname unix sockets
+	// outside WritableRoots (host daemons under /run, $XDG_RUNTIME_DIR,
+	// $SSH_AUTH_SOCK); see package unixsock. Set when the network is off.
+	MediateUnixConnect bool `json:"mediate_unix_connect"`
 	// Degraded runs without namespaces (they are unavailable): Landlock
 	// and seccomp only, and the init stage kills the command's
 	// descendants itself as their subreaper.

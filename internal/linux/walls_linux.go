@@ -5,7 +5,15 @@ import (
 
 	"github.com/agentbox/agentbox/internal/linux/landlock"
 	"github.com/agentbox/agentbox/internal/linux/seccomp"
+	"github.com/agentbox/agentbox/internal/linux/unixsock"
+	"github.com/agentbox/agentbox/policy"
+	"golang.org/x/sys/unix"
 )
+
+// wait4 is how RunInit waits for the command. With unix socket mediation
+// it is the supervisor's, which does the part of its work that must run
+// on this thread (the one the command is forked from) while it waits.
+var wait4 = unix.Wait4
 
 // applyWalls adds Landlock and seccomp on top of the namespaces: a second
 // filesystem wall that holds even if a mount were undone, and a syscall
@@ -35,6 +43,23 @@ func applyWalls(spec *Spec) error {
 		if err := seccomp.Install(prog); err != nil {
 			return fmt.Errorf("seccomp: %w", err)
 		}
+	}
+	if spec.MediateUnixConnect {
+		// After the main filter: its TSYNC would copy this thread-only
+		// filter onto the supervisor's threads.
+		roots := spec.WritableRoots
+		sup, err := unixsock.Start(func(p string) bool {
+			for _, r := range roots {
+				if policy.Within(p, r) {
+					return true
+				}
+			}
+			return false
+		})
+		if err != nil {
+			return fmt.Errorf("unix socket mediation: %w", err)
+		}
+		wait4 = sup.Wait4
 	}
 	return nil
 }

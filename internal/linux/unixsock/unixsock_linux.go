@@ -132,7 +132,9 @@ func (s *Supervisor) Wait4(pid int, ws *unix.WaitStatus, options int, ru *unix.R
 	for {
 		select {
 		case r := <-done:
-			*ws = r.ws
+			if ws != nil {
+				*ws = r.ws
+			}
 			return r.pid, r.err
 		case f := <-s.work:
 			f()
