@@ -41,9 +41,8 @@ func listDirs(dir string) ([]string, error) {
 // is recorded in the grants file before its DACL is written, so cleanup
 // finds it even if this pass is killed half-way. A root already readable
 // costs one DACL read and no tree walk.
-func runReadGrants(ctx context.Context, base string, p *Payload, groupSID string, st acl.Store, out io.Writer) error {
-	roots := append(SystemReadRoots(os.Getenv), p.ExtraReadRoots...)
-	plan, err := PlanReadGrants(p.Profile, roots, listDirs)
+func runReadGrants(ctx context.Context, base, profile string, roots []string, groupSID string, st acl.Store, out io.Writer) error {
+	plan, err := PlanReadGrants(profile, roots, listDirs)
 	if err != nil {
 		fmt.Fprintf(out, "read grants: %v (continuing with what could be listed)\n", err)
 	}
@@ -119,5 +118,6 @@ func readGrantPass(ctx context.Context, base string, p *Payload) error {
 		return err
 	}
 	defer f.Close()
-	return runReadGrants(ctx, base, p, mk.GroupSID, winapi.FileStore{}, f)
+	roots := append(SystemReadRoots(os.Getenv), p.ExtraReadRoots...)
+	return runReadGrants(ctx, base, p.Profile, roots, mk.GroupSID, winapi.FileStore{}, f)
 }

@@ -47,6 +47,9 @@ func TestDPAPIRoundTrip(t *testing.T) {
 // security descriptors, credentials through DPAPI, marker, login) on a
 // temporary base directory.
 func TestStateRoundTrip(t *testing.T) {
+	if !underWine() && !windows.GetCurrentProcessToken().IsElevated() {
+		t.Skip("making Administrators the owner of the state directories needs an elevated process")
+	}
 	base := filepath.Join(tempDir(t), "agentbox")
 	me, err := windows.GetCurrentProcessToken().GetTokenUser()
 	if err != nil {
@@ -116,9 +119,13 @@ func TestReadGrantsPass(t *testing.T) {
 	os.MkdirAll(filepath.Join(base, StateDir), 0o755)
 	group := "S-1-5-21-1-2-3-1003"
 	var log bytes.Buffer
-	p := &Payload{Version: PayloadVersion, Mode: ModeReadGrant, RealUserSID: "S-1-5-21-9", Profile: profile}
+	// Only the temporary tree: on a real host the system roots are
+	// already readable, but a test has no business risking a DACL write
+	// on C:\Windows.
+	roots := []string{filepath.Join(root, "tools")}
+	os.MkdirAll(roots[0], 0o755)
 	st := winapi.FileStore{}
-	if err := runReadGrants(context.Background(), base, p, group, st, &log); err != nil {
+	if err := runReadGrants(context.Background(), base, profile, roots, group, st, &log); err != nil {
 		t.Fatalf("%v\n%s", err, log.String())
 	}
 	t.Log(log.String())
@@ -145,7 +152,7 @@ func TestReadGrantsPass(t *testing.T) {
 	}
 	// A second pass writes nothing.
 	log.Reset()
-	if err := runReadGrants(context.Background(), base, p, group, st, &log); err != nil {
+	if err := runReadGrants(context.Background(), base, profile, roots, group, st, &log); err != nil {
 		t.Fatal(err)
 	}
 	if strings.Contains(log.String(), "granted read") {
