@@ -47,17 +47,18 @@ func start(c *Cmd) (process, error) {
 		return nil, &StartError{CodeSandboxFailure, err}
 	}
 	spec := &linux.Spec{
-		Path:    c.Path,
-		Argv:    c.Args,
-		Env:     c.Env,
-		Cwd:     pol.Cwd,
-		Mounts:  linux.Plan(pol, linux.HeldDirs(pol)),
-		Network: pol.Network,
+		Path:          c.Path,
+		Argv:          c.Args,
+		Env:           c.Env,
+		Cwd:           pol.Cwd,
+		Mounts:        linux.Plan(pol, linux.HeldDirs(pol)),
+		Network:       pol.Network,
+		WritableRoots: pol.WritableRoots,
+		Seccomp:       true,
+		Landlock:      landlockUsable(),
+
 		// Host daemons' unix sockets are network too.
 		MediateUnixConnect: !pol.Network,
-		WritableRoots:      pol.WritableRoots,
-		Seccomp:            true,
-		Landlock:           landlockUsable(),
 	}
 	p, err := linux.Start(spec, c.Stdin, c.Stdout, c.Stderr)
 	var nu *linux.NoUsernsError
