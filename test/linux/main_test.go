@@ -174,6 +174,14 @@ func newTestUser(u *user.User, cred *syscall.Credential) (*testUser, error) {
 }
 
 func teardown() {
+	if buildErr == nil {
+		for _, u := range users {
+			cmd := command(u, runOpts{}, binPath, "cleanup")
+			if out, err := cmd.CombinedOutput(); err != nil {
+				fmt.Fprintf(os.Stderr, "test/linux: agentbox cleanup as %s: %v\n%s", u.name, err, out)
+			}
+		}
+	}
 	if os.Getenv("AGENTBOX_TEST_KEEP") != "" {
 		fmt.Fprintln(os.Stderr, "test/linux: keeping", baseDir)
 		return
@@ -235,6 +243,9 @@ func baseEnv(u *testUser) []string {
 		"USER=" + u.name,
 		"LOGNAME=" + u.name,
 		"LANG=C.UTF-8",
+		// One state directory per user for the whole suite, so that
+		// `agentbox cleanup` at teardown sweeps what killed runs left.
+		"XDG_STATE_HOME=" + filepath.Join(u.home, ".state"),
 	}
 }
 

@@ -606,7 +606,7 @@ func TestKilledRunLeftovers(t *testing.T) {
 		if exists(filepath.Join(fx.ws, ".codex")) {
 			t.Logf("after SIGKILL: placeholder %s/.codex left (expected until cleanup)", fx.ws)
 		}
-		r := runWith(t, u, runOpts{env: fx.env()}, "cleanup")
+		r := runWith(t, u, runOpts{}, "cleanup")
 		if r.code != 0 {
 			t.Errorf("agentbox cleanup: %v", r)
 		}
