@@ -113,6 +113,19 @@ func Plan(p *policy.Policy, placeholders []string) []Mount {
 	for _, r := range p.WritableRoots {
 		roots[r] = true
 	}
+	// A writable root nested in another (a checkout under /tmp) is a mount
+	// point and cannot be renamed itself, but the directories between it
+	// and the outer root could be, taking the root's protected paths away
+	// and letting the command recreate them empty: pin that chain too.
+	for _, r := range p.WritableRoots {
+		outer := policy.InnermostRoot(filepath.Dir(r), p.WritableRoots)
+		if outer == "" || outer == r {
+			continue
+		}
+		for a := filepath.Dir(r); a != outer && policy.Within(a, outer); a = filepath.Dir(a) {
+			pins[a] = true
+		}
+	}
 	var pinList []string
 	for a := range pins {
 		if !roots[a] { // a writable root is already a mount point

@@ -55,6 +55,22 @@ func TestPlanReadOnlyAfterEveryWritableRoot(t *testing.T) {
 	}
 }
 
+func TestPlanPinsChainToNestedRoot(t *testing.T) {
+	p := &policy.Policy{
+		WritableRoots: []string{"/tmp", "/tmp/p/q/ws"},
+		Protected:     []policy.Protected{{Path: "/tmp/p/q/ws/.git", Kind: policy.Dir, Root: "/tmp/p/q/ws"}},
+	}
+	got := Plan(p, nil)
+	want := []Mount{
+		{BindWritable, "/tmp"}, {BindWritable, "/tmp/p/q/ws"},
+		{Pin, "/tmp/p"}, {Pin, "/tmp/p/q"},
+		{BindReadOnly, "/tmp/p/q/ws/.git"},
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("Plan =\n%v\nwant\n%v", got, want)
+	}
+}
+
 func TestHeldDirs(t *testing.T) {
 	p := &policy.Policy{Protected: []policy.Protected{
 		{Path: "/w/.git", Kind: policy.Dir, Root: "/w"},

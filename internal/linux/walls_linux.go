@@ -22,10 +22,17 @@ var wait4 = unix.Wait4
 func applyWalls(spec *Spec) error {
 	if spec.Landlock {
 		roots := append([]string{}, spec.WritableRoots...)
-		// /dev/shm is the sandbox's own tmpfs; POSIX semaphores and
-		// shared memory (Python multiprocessing, Chromium) need it.
-		roots = append(roots, "/dev/shm")
+		if !spec.Degraded {
+			// /dev/shm is the sandbox's own tmpfs; POSIX semaphores and
+			// shared memory (Python multiprocessing, Chromium) need it.
+			// Degraded runs see the host's, which stays out of reach.
+			roots = append(roots, "/dev/shm")
+		}
 		if _, err := landlock.Restrict(landlock.Config{
+			// Only the thread the command is forked from: the init's
+			// other threads forward signals to the command, which
+			// signal scoping forbids across sibling domains.
+			ThisThread:    true,
 			WritableRoots: roots,
 			// Without a network namespace, abstract unix sockets of the
 			// host would be reachable; scope them when the network is off.

@@ -69,6 +69,13 @@ type Config struct {
 	// MinABI is the lowest Landlock ABI the caller accepts; zero means
 	// DefaultMinABI. Restrict fails on a kernel below it.
 	MinABI int
+	// ThisThread restricts only the calling thread (and what it forks or
+	// executes afterwards) instead of every thread of the process. The
+	// sandbox's init stage forks the command from one locked thread and
+	// keeps its other threads free to signal and serve the command: on
+	// kernels before ABI 8 each thread restricted separately gets a
+	// sibling domain, and scoping then forbids signalling across them.
+	ThisThread bool
 }
 
 // Applied describes what Restrict enforced.
@@ -169,7 +176,7 @@ const (
 // plan computes the go-landlock configuration and rules for cfg at the
 // given ABI. It is pure apart from stat, which tells directories from
 // files, so it is tested on any machine.
-func plan(cfg Config, abi int, stat func(string) (fs.FileInfo, error)) (landlock.Config, []landlock.Rule, Applied, error) {
+func plan(cfg Config, abi int, stat func(string) (fs.FileInfo, error)) (landlock.Config, []pathRule, Applied, error) {
 	var zero landlock.Config
 	minABI := cfg.MinABI
 	if minABI == 0 {
@@ -225,17 +232,30 @@ func plan(cfg Config, abi int, stat func(string) (fs.FileInfo, error)) (landlock
 		}
 	}
 
-	rules := []landlock.Rule{landlock.PathAccess(handled&readRights, "/")}
+	return landlock.Config{HandledAccessFS: handled, Scoped: scoped}, pathRules(handled, a), a, nil
+}
+
+// pathRule grants access beneath each of paths.
+type pathRule struct {
+	access landlock.AccessFSSet
+	paths  []string
+}
+
+// pathRules lists the grants: read and execute everywhere, everything
+// handled beneath a writable directory, file rights on a writable file,
+// and device rights on the devices a shell needs.
+func pathRules(handled landlock.AccessFSSet, a Applied) []pathRule {
+	rules := []pathRule{{handled & readRights, []string{"/"}}}
 	if len(a.WritableDirs) > 0 {
-		rules = append(rules, landlock.PathAccess(handled&^notInRoots, a.WritableDirs...))
+		rules = append(rules, pathRule{handled &^ notInRoots, a.WritableDirs})
 	}
 	if len(a.WritableFiles) > 0 {
-		rules = append(rules, landlock.PathAccess(handled&fileRights&^notInRoots, a.WritableFiles...))
+		rules = append(rules, pathRule{handled & fileRights &^ notInRoots, a.WritableFiles})
 	}
 	if len(a.Devices) > 0 {
-		rules = append(rules, landlock.PathAccess(handled&deviceRights, a.Devices...))
+		rules = append(rules, pathRule{handled & deviceRights, a.Devices})
 	}
-	return landlock.Config{HandledAccessFS: handled, Scoped: scoped}, rules, a, nil
+	return rules
 }
 
 // missingSince names what ABIs above have add, for the floor error.

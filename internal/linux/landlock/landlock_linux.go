@@ -6,7 +6,9 @@ import (
 	"os"
 	"syscall"
 
+	"github.com/landlock-lsm/go-landlock/landlock"
 	ll "github.com/landlock-lsm/go-landlock/landlock/syscall"
+	"golang.org/x/sys/unix"
 )
 
 // erratumSignalScope is the bit landlock_create_ruleset(...ERRATA)
@@ -49,10 +51,54 @@ func restrict(cfg Config) (Applied, error) {
 		return Applied{}, err
 	}
 	applied.Notes = notes
+	if cfg.ThisThread {
+		if err := restrictThread(llcfg, rules); err != nil {
+			return Applied{}, fmt.Errorf("landlock: enforcing %v: %w", llcfg, err)
+		}
+		return applied, nil
+	}
+	var llrules []landlock.Rule
+	for _, r := range rules {
+		llrules = append(llrules, landlock.PathAccess(r.access, r.paths...))
+	}
 	// llcfg is not BestEffort: go-landlock enforces exactly llcfg or
 	// fails, and plan only asked for what this ABI supports.
-	if err := llcfg.Restrict(rules...); err != nil {
+	if err := llcfg.Restrict(llrules...); err != nil {
 		return Applied{}, fmt.Errorf("landlock: enforcing %v: %w", llcfg, err)
 	}
 	return applied, nil
+}
+
+// restrictThread enforces the ruleset on the calling thread only, with the
+// raw syscalls: go-landlock always restricts every thread. The caller
+// must hold runtime.LockOSThread and have set no_new_privs on this thread.
+func restrictThread(c landlock.Config, rules []pathRule) error {
+	attr := ll.RulesetAttr{HandledAccessFS: uint64(c.HandledAccessFS), Scoped: uint64(c.Scoped)}
+	fd, err := ll.LandlockCreateRuleset(&attr, 0)
+	if err != nil {
+		return &os.SyscallError{Syscall: "landlock_create_ruleset", Err: err}
+	}
+	defer unix.Close(fd)
+	for _, r := range rules {
+		for _, p := range r.paths {
+			pfd, err := unix.Open(p, unix.O_PATH|unix.O_CLOEXEC, 0)
+			if err != nil {
+				return &os.PathError{Op: "open", Path: p, Err: err}
+			}
+			access := r.access
+			if fi, err := os.Stat(p); err == nil && !fi.IsDir() {
+				// The kernel refuses directory-only rights on a file.
+				access &= fileRights
+			}
+			err = ll.LandlockAddPathBeneathRule(fd, &ll.PathBeneathAttr{AllowedAccess: uint64(access), ParentFd: pfd}, 0)
+			unix.Close(pfd)
+			if err != nil {
+				return &os.PathError{Op: "landlock_add_rule", Path: p, Err: err}
+			}
+		}
+	}
+	if err := ll.LandlockRestrictSelf(fd, 0); err != nil {
+		return &os.SyscallError{Syscall: "landlock_restrict_self", Err: err}
+	}
+	return nil
 }

@@ -107,7 +107,7 @@ func TestPlanRights(t *testing.T) {
 		// ones rather than go-landlock's formatting of all of them.
 		var s []string
 		for _, r := range rules {
-			s = append(s, r.(landlock.FSRule).String())
+			s = append(s, landlock.PathAccess(r.access, r.paths...).String())
 		}
 		all := strings.Join(s, "\n")
 		if len(rules) != 4 {
