@@ -232,20 +232,6 @@ func TestEscapes(t *testing.T) {
 	})
 }
 
-// TestHardLinkPrecreated: a hard link the host created inside the
-// workspace to a file outside it. The issue requires that writing through
-// it does not change the outside file.
-func TestHardLinkPrecreated(t *testing.T) {
-	forEachUser(t, func(t *testing.T, u *testUser) {
-		fx := newFixture(t, u)
-		r := sandboxed(t, fx, nil, `echo x >> "$WS/hl"`)
-		assertContent(t, filepath.Join(fx.out, "hl-target"), fx.txt)
-		if t.Failed() {
-			t.Logf("agentbox: %v", r)
-		}
-	})
-}
-
 // TestProtectedLeftovers: with .codex and .agents missing, a run must leave
 // the workspace exactly as it was: no placeholder, no protected name.
 func TestProtectedLeftovers(t *testing.T) {
