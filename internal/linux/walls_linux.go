@@ -55,13 +55,23 @@ func applyWalls(spec *Spec) error {
 		// After the main filter: its TSYNC would copy this thread-only
 		// filter onto the supervisor's threads.
 		roots := spec.WritableRoots
-		sup, err := unixsock.Start(func(p string) bool {
+		ownNetns := !spec.Degraded
+		sup, err := unixsock.Start(func(p string, st *unix.Stat_t) bool {
+			inside := false
 			for _, r := range roots {
 				if policy.Within(p, r) {
-					return true
+					inside = true
 				}
 			}
-			return false
+			if !inside || !ownNetns {
+				return inside
+			}
+			// Inside a writable root is not enough: /tmp holds host
+			// daemons' sockets (X11, tmux, ssh agents). Only a socket
+			// bound in the sandbox's own network namespace, that is by
+			// the command itself, may be reached.
+			ok, err := unixsock.BoundInThisNetns(st)
+			return err == nil && ok
 		})
 		if err != nil {
 			return fmt.Errorf("unix socket mediation: %w", err)

@@ -222,6 +222,11 @@ func TestHostUnixSockets(t *testing.T) {
 			paths = append(paths, filepath.Join("/run", randName("abtest-")+".sock"))
 		}
 		paths = append(paths, filepath.Join(fx.home, "agent.sock"))
+		// /tmp is a writable root, but a host daemon's socket there (an
+		// ssh agent, X11, tmux) must stay out of reach all the same.
+		tmpSock := filepath.Join("/tmp", randName("abtest-")+".sock")
+		paths = append(paths, tmpSock)
+		defer os.Remove(tmpSock)
 		for _, p := range paths {
 			t.Run(strings.TrimPrefix(filepath.Dir(p), "/"), func(t *testing.T) {
 				s := listenUnix(t, p)

@@ -94,16 +94,16 @@ func Install() (int, error) {
 // not carry the filter.
 type Supervisor struct {
 	fd    int
-	allow func(string) bool
+	allow func(string, *unix.Stat_t) bool
 	work  chan func()
 }
 
 // Start installs the filter on the calling thread ([Install]) and starts
 // supervising: allow is asked about the real path of every AF_UNIX
-// socket inode a connect names. The caller must then wait for its
+// socket inode a connect names, with that inode's stat. The caller must then wait for its
 // children with [Supervisor.Wait4] on this same thread, which is where
 // part of the work happens.
-func Start(allow func(absPath string) bool) (*Supervisor, error) {
+func Start(allow func(absPath string, st *unix.Stat_t) bool) (*Supervisor, error) {
 	fd, err := Install()
 	if err != nil {
 		return nil, err
@@ -306,7 +306,7 @@ func (s *Supervisor) connect(g *gathered) unix.Errno {
 	}
 	self := "/proc/self/fd/" + strconv.Itoa(g.path)
 	real, err := os.Readlink(self)
-	if err != nil || !filepath.IsAbs(real) || strings.HasSuffix(real, " (deleted)") || !s.allow(real) {
+	if err != nil || !filepath.IsAbs(real) || strings.HasSuffix(real, " (deleted)") || !s.allow(real, &st) {
 		return unix.EACCES
 	}
 	// Connect through the magic link to the very inode just checked;

@@ -71,7 +71,7 @@ func superviseMain(mode string) int {
 			fmt.Fprintln(os.Stderr, "seccomp:", err)
 			return 2
 		}
-		sup, err = Start(func(p string) bool { return policy.Within(p, root) })
+		sup, err = Start(func(p string, _ *unix.Stat_t) bool { return policy.Within(p, root) })
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "start:", err)
 			return 2
