@@ -34,13 +34,39 @@ func StateDir() (string, error) { return sid.StateDir(os.Getenv) }
 // each DACL first, writing only what is missing) and writes the denybin
 // stubs. It needs no administrator rights.
 func Prepare(pol *policy.Policy, stateDir string) (*Sandbox, error) {
+	sb, err := PrepareACL(pol, stateDir)
+	if err != nil {
+		return nil, err
+	}
+	if !pol.Network {
+		if err := WriteDenybin(DenybinDir(stateDir)); err != nil {
+			return nil, err
+		}
+	}
+	return sb, nil
+}
+
+// PrepareACL is Prepare without the denybin stubs, and with the writable
+// roots granted (and the protected paths denied) to each SID in also as
+// well as to the workspace SID. Elevated mode passes the sandbox users'
+// group: its commands run as another account, so a write must pass the
+// token's normal check (the group) and its restricted check (the synthetic
+// SID). Every changed path is recorded in the state for cleanup.
+func PrepareACL(pol *policy.Policy, stateDir string, also ...string) (*Sandbox, error) {
 	st, _, err := sid.LoadOrCreate(stateDir)
 	if err != nil {
 		return nil, fmt.Errorf("sandbox SIDs: %w", err)
 	}
 	sb := &Sandbox{StateDir: stateDir, State: st}
 	if pol.Mode == policy.WorkspaceWrite {
-		res, err := acl.Apply(winapi.FileStore{}, acl.PlanFor(pol, st.Workspace))
+		pl := acl.PlanFor(pol, st.Workspace)
+		for _, s := range also {
+			more := acl.PlanFor(pol, s)
+			// Apply reads and writes each path's DACL once, whatever the
+			// number of entries; the placeholders are the same paths.
+			pl.Entries = append(pl.Entries, more.Entries...)
+		}
+		res, err := acl.Apply(winapi.FileStore{}, pl)
 		sb.ACL = res
 		// Record what changed even on failure, so cleanup finds it.
 		a := st.AddPaths(res.Modified...)
@@ -52,11 +78,6 @@ func Prepare(pol *policy.Policy, stateDir string) (*Sandbox, error) {
 		}
 		if err != nil {
 			return nil, fmt.Errorf("applying ACLs: %w", err)
-		}
-	}
-	if !pol.Network {
-		if err := WriteDenybin(DenybinDir(stateDir)); err != nil {
-			return nil, err
 		}
 	}
 	return sb, nil
@@ -91,21 +112,9 @@ func (sb *Sandbox) Start(pol *policy.Policy, s Spec) (*Proc, error) {
 	if pol.Mode != policy.DangerFullAccess {
 		env = ChildEnv(pol, env, DenybinDir(sb.StateDir))
 	}
-	path := s.Path
-	if !strings.ContainsAny(path, `\/:`) {
-		pathVar, _ := winenv.Get(env, "PATH")
-		pathext, _ := winenv.Get(env, "PATHEXT")
-		found, ok := winenv.LookPath(path, pathVar, pathext, isFile)
-		if !ok {
-			return nil, fmt.Errorf("%s: %w", path, ErrNotFound)
-		}
-		path = found
-	} else if !isFile(path) {
-		if p, ok := winenv.LookPath(path, "", "", isFile); ok {
-			path = p
-		} else {
-			return nil, &fs.PathError{Op: "start", Path: path, Err: fs.ErrNotExist}
-		}
+	path, err := Resolve(s.Path, env)
+	if err != nil {
+		return nil, err
 	}
 	comspec, _ := winenv.Get(env, "COMSPEC")
 	cl, err := winenv.Build(path, s.Args, comspec)
@@ -145,6 +154,28 @@ func (sb *Sandbox) Start(pol *policy.Policy, s Spec) (*Proc, error) {
 		return nil, err
 	}
 	return &Proc{p: p, job: job}, nil
+}
+
+// Resolve finds the program path names: a bare name is looked up in env's
+// PATH with its PATHEXT, a path gets PATHEXT's extensions tried when it
+// names no file. Errors wrap ErrNotFound or fs.ErrNotExist.
+func Resolve(path string, env []string) (string, error) {
+	if !strings.ContainsAny(path, `\/:`) {
+		pathVar, _ := winenv.Get(env, "PATH")
+		pathext, _ := winenv.Get(env, "PATHEXT")
+		found, ok := winenv.LookPath(path, pathVar, pathext, isFile)
+		if !ok {
+			return "", fmt.Errorf("%s: %w", path, ErrNotFound)
+		}
+		return found, nil
+	}
+	if isFile(path) {
+		return path, nil
+	}
+	if p, ok := winenv.LookPath(path, "", "", isFile); ok {
+		return p, nil
+	}
+	return "", &fs.PathError{Op: "start", Path: path, Err: fs.ErrNotExist}
 }
 
 func isFile(p string) bool {
