@@ -1,0 +1,125 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+
+	"github.com/agentbox/agentbox/internal/windows/elevated"
+	winsetup "github.com/agentbox/agentbox/internal/windows/setup"
+	"github.com/agentbox/agentbox/internal/windows/unelevated"
+	"github.com/agentbox/agentbox/policy"
+)
+
+// Elevated mode ([windows] sandbox = "elevated"): the command runs as a
+// sandbox user through agentbox-runner (package elevated), which
+// `agentbox setup` installed with the users, their credentials and the
+// firewall rules.
+func init() { startElevated = startElevatedCmd }
+
+func startElevatedCmd(c *Cmd) (process, error) {
+	pol := c.Policy
+	// Setup first: without it nothing may touch the disk.
+	group, st, err := elevatedGroup()
+	if err != nil {
+		return nil, &StartError{CodeSandboxFailure, err}
+	}
+	dir, err := unelevated.StateDir()
+	if err != nil {
+		return nil, &StartError{CodeSandboxFailure, err}
+	}
+	// The command's token is the sandbox user's, write-restricted with the
+	// synthetic SID: a write must be allowed to both, so the writable
+	// roots are granted to the sandbox group as well (and the protected
+	// paths denied to both). The paths go into the SID state, which
+	// `agentbox cleanup` hands to agentbox-setup to revoke.
+	sb, err := unelevated.PrepareACL(pol, dir, group)
+	if err != nil {
+		return nil, &StartError{CodeSandboxFailure, err}
+	}
+	if n := len(sb.ACL.Modified); n > 0 {
+		c.diag("granted the sandbox SID and the %s group access on %d path(s) (first run for these roots; later runs only check)", winsetup.Group, n)
+	}
+	if !st.GrantsDone {
+		c.diag("read access for the sandbox users is still being granted in the background (progress in %s); files outside the writable roots may be unreadable until it finishes",
+			filepath.Join(st.Base, winsetup.ProgressLog))
+	}
+	restricting := sb.State.ReadOnly
+	if pol.Mode == policy.WorkspaceWrite {
+		restricting = sb.State.Workspace
+	}
+	// The runner takes the program as given; resolve it here, with the
+	// command's PATH and PATHEXT, as unelevated mode does.
+	path, err := unelevated.Resolve(c.Path, c.Env)
+	if err != nil {
+		return nil, &StartError{startCode(err), err}
+	}
+	// No network variables: the firewall enforces the policy. Cancellation
+	// goes through Cmd, which calls Kill on the adapter below.
+	p, err := elevated.Start(context.Background(), elevated.Spec{
+		Network: pol.Network,
+		Path:    path, Args: c.Args, Dir: pol.Cwd, Env: c.Env,
+		SIDs:  []string{restricting},
+		Stdin: c.Stdin, Stdout: c.Stdout, Stderr: c.Stderr,
+	})
+	if err != nil {
+		code := CodeSandboxFailure
+		var se *elevated.StartError
+		if errors.As(err, &se) {
+			code = se.Code
+		}
+		return nil, &StartError{code, err}
+	}
+	return &elevatedProcess{p: p}, nil
+}
+
+// elevatedGroup checks the setup marker (the policy asks for no proxy
+// ports) and returns the sandbox group's SID. Its errors wrap
+// winsetup.ErrMissing or winsetup.ErrOutdated, which say to run `agentbox
+// setup`.
+func elevatedGroup() (string, *winsetup.Status, error) {
+	st := winsetup.GetStatus()
+	if st.Marker == nil {
+		return "", st, st.Err
+	}
+	if err := winsetup.CheckMarker(st.Marker, nil); err != nil {
+		return "", st, err
+	}
+	if st.Marker.GroupSID == "" {
+		return "", st, fmt.Errorf("%w (the marker names no sandbox group)", winsetup.ErrOutdated)
+	}
+	return st.Marker.GroupSID, st, nil
+}
+
+// elevatedProcess adapts elevated.Process to process.
+type elevatedProcess struct {
+	p      *elevated.Process
+	killed atomic.Bool
+}
+
+func (e *elevatedProcess) Wait() (*Status, error) {
+	code, err := e.p.Wait()
+	if err != nil {
+		return nil, err
+	}
+	if e.killed.Load() {
+		return &Status{Code: int(code), Signal: 9}, nil
+	}
+	return &Status{Code: int(code)}, nil
+}
+
+// Signal: as in unelevated mode, os.Kill and os.Interrupt end the tree.
+func (e *elevatedProcess) Signal(sig os.Signal) error {
+	if sig == os.Kill || sig == os.Interrupt {
+		return e.Kill()
+	}
+	return fmt.Errorf("signal %v on windows: %w", sig, ErrUnsupported)
+}
+
+func (e *elevatedProcess) Kill() error {
+	e.killed.Store(true)
+	return e.p.Kill()
+}
