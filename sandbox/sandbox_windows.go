@@ -7,11 +7,13 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"sync"
 	"time"
 
 	"golang.org/x/sys/windows"
 
+	winsetup "github.com/agentbox/agentbox/internal/windows/setup"
 	"github.com/agentbox/agentbox/internal/windows/sid"
 	"github.com/agentbox/agentbox/internal/windows/unelevated"
 	"github.com/agentbox/agentbox/internal/windows/winapi"
@@ -253,21 +255,21 @@ func (w *winProcess) Kill() error { return w.p.Kill() }
 func doctor(pol *policy.Policy) *Report {
 	r := &Report{OS: "windows", CanSandbox: true}
 	mode := policy.WorkspaceWrite
-	network := false
+	network, elevatedMode := false, false
 	if pol != nil {
 		mode, network = pol.Mode, pol.Network
-		if pol.Windows == policy.Elevated {
-			r.Backend = "elevated"
-			r.Mode = string(mode)
-			r.Missing = append(r.Missing, "windows elevated sandbox is not available in this build")
-			r.CanSandbox = false
-			return r
-		}
+		elevatedMode = pol.Windows == policy.Elevated && mode != policy.DangerFullAccess
 	}
 	r.Mode = string(mode)
 	r.Backend = "unelevated: synthetic SID + ACLs + write-restricted token + kill-on-close job"
+	if elevatedMode {
+		r.Backend = "elevated: sandbox users + firewall + synthetic SID + ACLs + write-restricted token + kill-on-close job (agentbox-runner)"
+	}
 	add := func(name string, ok bool, detail string) {
 		r.Checks = append(r.Checks, Check{Name: name, OK: ok, Detail: detail})
+	}
+	if elevatedMode {
+		doctorSetup(r, add)
 	}
 	dir, err := unelevated.StateDir()
 	if err != nil {
@@ -281,6 +283,9 @@ func doctor(pol *policy.Policy) *Report {
 		add("sandbox SIDs", false, err.Error())
 		r.CanSandbox = false
 	}
+	// In elevated mode agentbox-runner builds the same token from the
+	// sandbox user's; probing it on this process's token shows the
+	// system supports it.
 	if self, err := winapi.OpenSelfToken(); err != nil {
 		add("restricted token", false, err.Error())
 		r.CanSandbox = false
@@ -302,7 +307,13 @@ func doctor(pol *policy.Policy) *Report {
 		j.Close()
 		add("job object", true, "kill-on-close; the process tree dies with the command")
 	}
-	if mode != policy.DangerFullAccess && !network {
+	switch {
+	case mode == policy.DangerFullAccess:
+	case elevatedMode && network:
+		add("network", true, "on: commands run as "+winsetup.OnlineUser+", which no firewall rule restricts")
+	case elevatedMode:
+		add("network", true, elevatedNetworkNote)
+	case !network:
 		add("network", false, unelevated.NetworkNote)
 	}
 	if winapi.IsWine() {
@@ -312,9 +323,44 @@ func doctor(pol *policy.Policy) *Report {
 	return r
 }
 
+// elevatedNetworkNote is doctor's word on the network in elevated mode.
+const elevatedNetworkNote = "off, enforced: the Windows Firewall blocks all outbound traffic of " + winsetup.OfflineUser +
+	", the account commands run as (unelevated mode can only advise programs to stay offline)"
+
+// doctorSetup reports elevated mode's setup marker and read grants. A
+// missing or outdated setup means no elevated run can start.
+func doctorSetup(r *Report, add func(string, bool, string)) {
+	st := winsetup.GetStatus()
+	_, _, err := elevatedGroup()
+	switch {
+	case err == nil:
+		m := st.Marker
+		add("elevated setup", true, fmt.Sprintf("ok: version %d, done %s; users %s, %s; state in %s",
+			m.Version, m.CreatedAt.Format("2006-01-02 15:04 MST"), winsetup.OfflineUser, winsetup.OnlineUser, st.Base))
+	case errors.Is(err, winsetup.ErrMissing):
+		add("elevated setup", false, "missing: "+err.Error())
+	default:
+		add("elevated setup", false, "outdated: "+err.Error())
+	}
+	if err != nil {
+		r.Missing = append(r.Missing, err.Error())
+		r.CanSandbox = false
+	}
+	if st.Marker == nil {
+		return
+	}
+	progress := filepath.Join(st.Base, winsetup.ProgressLog)
+	if st.GrantsDone {
+		add("read grants", true, fmt.Sprintf("done: the sandbox users may read %d granted path(s)", st.Granted))
+	} else {
+		// Not a failure: runs work, some reads may not yet.
+		add("read grants", true, fmt.Sprintf("in progress in the background (%d path(s) so far; see %s): until done, files outside the writable roots may be unreadable", st.Granted, progress))
+	}
+}
+
 func setup(ctx context.Context, pol *policy.Policy, out io.Writer) error {
 	if pol != nil && pol.Windows == policy.Elevated {
-		return fmt.Errorf("windows elevated setup is not available in this build: %w", ErrUnsupported)
+		return setupElevated(ctx, pol, out)
 	}
 	dir, err := unelevated.StateDir()
 	if err != nil {
@@ -334,7 +380,54 @@ func setup(ctx context.Context, pol *policy.Policy, out io.Writer) error {
 	return nil
 }
 
+// setupElevated runs agentbox-setup as administrator (one UAC prompt),
+// then grants the policy's writable roots as runs would, so the first run
+// is fast.
+func setupElevated(ctx context.Context, pol *policy.Policy, out io.Writer) error {
+	// The sandbox users must be able to read the workspace even where no
+	// write grant covers it (read-only runs, a workspace outside the
+	// profile).
+	var roots []string
+	if pol.Cwd != "" {
+		roots = append(roots, pol.Cwd)
+	}
+	roots = append(roots, pol.WritableRoots...)
+	if err := winsetup.Run(ctx, winsetup.Options{ExtraReadRoots: roots}, out); err != nil {
+		return uacError(err, "nothing was set up")
+	}
+	group, _, err := elevatedGroup()
+	if err != nil {
+		return fmt.Errorf("agentbox-setup finished but: %w", err)
+	}
+	dir, err := unelevated.StateDir()
+	if err != nil {
+		return err
+	}
+	sb, err := unelevated.PrepareACL(pol, dir, group)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "agentbox: elevated sandbox ready; network blocking is enforced by the firewall for %s\n", winsetup.OfflineUser)
+	fmt.Fprintf(out, "agentbox: write ACLs for this workspace: checked %d path(s), modified %d, created %d placeholder(s)\n",
+		sb.ACL.Checked, len(sb.ACL.Modified), len(sb.ACL.Created))
+	return nil
+}
+
+// uacError says plainly what a declined UAC prompt means.
+func uacError(err error, outcome string) error {
+	if errors.Is(err, winsetup.ErrCancelled) {
+		return fmt.Errorf("the UAC prompt was declined, so %s; elevated mode needs administrator rights for setup and cleanup: run the command again and accept the prompt (%w)", outcome, err)
+	}
+	return err
+}
+
+// cleanup removes elevated mode's footprint first: agentbox-setup reads
+// the SID state to revoke the sandbox group's ACEs on the writable roots,
+// so that state is kept when it fails and a retry finds those paths.
 func cleanup(ctx context.Context, out io.Writer) error {
+	if err := winsetup.Cleanup(ctx, out); err != nil {
+		return fmt.Errorf("elevated sandbox: %w (unelevated state kept, so a retry can still revoke every ACE)", uacError(err, "nothing was removed"))
+	}
 	dir, err := unelevated.StateDir()
 	if err != nil {
 		return err
