@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -97,15 +98,31 @@ func helperEnv(name string, extra ...string) []string {
 	return append(append(os.Environ(), "AGENTBOX_TEST_HELPER="+name), extra...)
 }
 
-// mkTemp avoids t.TempDir, whose RemoveAll fails under Wine.
+// mkTemp avoids t.TempDir, whose RemoveAll fails under Wine 8.0 (Go
+// 1.26 deletes through FileDispositionInformationEx, which Wine rejects
+// with "Invalid function"); the cleanup removes file by file instead.
 func mkTemp(t *testing.T, name string) string {
 	t.Helper()
 	d, err := os.MkdirTemp("", "agentbox-"+name)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { os.RemoveAll(d) })
+	t.Cleanup(func() { removeTree(d) })
 	return d
+}
+
+// removeTree is os.RemoveAll with plain os.Remove calls, deepest first,
+// which work under Wine too.
+func removeTree(dir string) {
+	var paths []string
+	filepath.WalkDir(dir, func(p string, _ os.DirEntry, err error) error {
+		paths = append(paths, p)
+		return nil
+	})
+	slices.Reverse(paths)
+	for _, p := range paths {
+		os.Remove(p)
+	}
 }
 
 // testPolicy makes a workspace (with a .git directory) and a private state
