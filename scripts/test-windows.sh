@@ -21,7 +21,12 @@
 # Wine runs the Win32 calls but fakes most of Windows security (restricted
 # tokens, ACL enforcement, users, logon, firewall): tests that need the real
 # thing must skip under Wine (they can detect it with the AGENTBOX_WINE=1
-# variable this script sets, or by wine_get_version in ntdll).
+# variable this script sets, or by wine_get_version in ntdll). Wine 8.0
+# also does not store DACLs: SetNamedSecurityInfo succeeds and
+# GetNamedSecurityInfo then reads back a default DACL, so tests that read
+# ACEs back check them only on a real host. Wine runs everything as an
+# elevated administrator, so `agentbox setup` starts agentbox-setup
+# without a UAC prompt, and then fails at Wine's stubbed account lookups.
 #
 # Known Wine 8.0 gap: os.RemoveAll (and so t.TempDir's cleanup) fails with
 # "Invalid function" because Go 1.26 deletes through
