@@ -49,6 +49,12 @@ bwrap_cmp() {
 }
 
 tools=(bare agentbox agentbox_net bwrap_cmp)
+# AGENTBOX_BENCH_BASELINE=/path/to/older/agentbox adds a before/after
+# column: the same run with another build, alternating with the others.
+if [ -n "${AGENTBOX_BENCH_BASELINE:-}" ]; then
+	baseline() { "$AGENTBOX_BENCH_BASELINE" run -C "$ws" -- true; }
+	tools+=(baseline)
+fi
 declare -A times
 for t in "${tools[@]}"; do
 	"$t" >/dev/null # warm up, and fail early if a tool does not work
@@ -89,4 +95,7 @@ awk -v a="${med[agentbox]}" -v b="${med[bare]}" -v w="${med[bwrap_cmp]}" -v n="$
 	printf "agentbox/bwrap = %.2fx\n", a / w
 	printf "agentbox --network/bwrap = %.2fx\n", n / w
 }'
+if [ -n "${med[baseline]:-}" ]; then
+	awk -v a="${med[agentbox]}" -v b="${med[baseline]}" 'BEGIN { printf "agentbox/baseline = %.2fx\n", a / b }'
+fi
 echo "rounds=$rounds kernel=$(uname -r) cpus=$(nproc) $("$work/agentbox" version 2>/dev/null | head -1)"
