@@ -9,7 +9,6 @@ import (
 	"os/exec"
 	"runtime"
 	"strings"
-	"syscall"
 
 	"github.com/agentbox/agentbox/internal/darwin"
 	"github.com/agentbox/agentbox/policy"
@@ -53,7 +52,9 @@ func start(c *Cmd) (process, error) {
 	if err := cmd.Start(); err != nil {
 		return nil, &StartError{CodeSandboxFailure, fmt.Errorf("starting sandbox-exec: %w", err)}
 	}
-	return &seatbeltProcess{cmd}, nil
+	// sandbox-exec runs the command in its own session, so the group
+	// kill after Wait reaches what it left behind (no pid namespace here).
+	return &groupProcess{cmd}, nil
 }
 
 // lookPathIn resolves name with the command's own PATH so "not found" and
@@ -76,27 +77,6 @@ func lookPathIn(name string, env []string) (int, error) {
 		return CodeNotExecutable, fmt.Errorf("%s: permission denied", name)
 	}
 	return CodeNotFound, fmt.Errorf("%s: command not found", name)
-}
-
-type seatbeltProcess struct{ cmd *exec.Cmd }
-
-func (s *seatbeltProcess) Wait() (*Status, error) {
-	err := s.cmd.Wait()
-	// macOS has no pid namespace: kill what is left of the group.
-	darwin.KillGroup(s.cmd)
-	ws, ok := s.cmd.ProcessState.Sys().(syscall.WaitStatus)
-	if !ok {
-		return nil, err
-	}
-	if ws.Signaled() {
-		return &Status{Signal: int(ws.Signal())}, nil
-	}
-	return &Status{Code: ws.ExitStatus()}, nil
-}
-
-func (s *seatbeltProcess) Signal(sig os.Signal) error { return s.cmd.Process.Signal(sig) }
-func (s *seatbeltProcess) Kill() error {
-	return syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
 }
 
 func doctor(pol *policy.Policy) *Report {
