@@ -69,6 +69,12 @@ func DefaultConfigPath(getenv func(string) string) string {
 // LoadConfig reads and strictly validates a config file. Unknown keys, wrong
 // types and invalid values are errors naming the key and the file.
 func LoadConfig(path string) (*Config, error) {
+	// A FIFO or device given as the config would block or never end.
+	if fi, err := os.Stat(path); err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	} else if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("config %s: not a regular file", path)
+	}
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("config: %w", err)

@@ -23,6 +23,10 @@ type Options struct {
 	Network       *bool    // from --network
 	AllowDegraded *bool    // from --allow-degraded
 	Config        *Config  // nil = no config file
+	// ExtraProtected are further paths to keep read-only wherever they
+	// are: agentbox's own config and state directories. The running
+	// executable is always protected.
+	ExtraProtected []string
 
 	// Getenv reads the environment ($TMPDIR, %TEMP%); nil means os.Getenv.
 	Getenv func(string) string
@@ -198,7 +202,13 @@ func Resolve(o Options) (*Policy, error) {
 	}
 	slices.SortFunc(p.WritableRoots, comparePaths)
 
-	prot, err := protectedPaths(p.WritableRoots, p.ProtectedNames)
+	extra := append([]string{}, o.ExtraProtected...)
+	if exe, err := os.Executable(); err == nil {
+		// A command able to replace agentbox's own binary would own the
+		// next run; `go run` links it under /tmp, a writable root.
+		extra = append(extra, exe)
+	}
+	prot, err := protectedPaths(p.WritableRoots, p.ProtectedNames, extra)
 	if err != nil {
 		return nil, err
 	}

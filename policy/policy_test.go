@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 func mkdirs(t *testing.T, paths ...string) {
@@ -312,5 +313,82 @@ func TestDefaultConfigPath(t *testing.T) {
 	delete(env, "XDG_CONFIG_HOME")
 	if got := DefaultConfigPath(func(k string) string { return env[k] }); got != "/h/.config/agentbox/config.toml" {
 		t.Errorf("got %s", got)
+	}
+}
+
+func TestProtectedIntermediateSymlinks(t *testing.T) {
+	base := realTemp(t)
+	ws := filepath.Join(base, "ws")
+	real := filepath.Join(base, "real")
+	mkdirs(t, ws, filepath.Join(real, "x"))
+	// ws/.codex -> base/link/x and base/link -> base/real: re-pointing
+	// base/link would redirect .codex, so the link must be protected too.
+	os.Symlink(real, filepath.Join(base, "link"))
+	os.Symlink(filepath.Join(base, "link", "x"), filepath.Join(ws, ".codex"))
+	// A gitdir reached through a symlinked directory.
+	gitReal := filepath.Join(base, "greal", "wt")
+	mkdirs(t, gitReal)
+	os.Symlink(filepath.Join(base, "greal"), filepath.Join(base, "glink"))
+	os.WriteFile(filepath.Join(ws, ".git"), []byte("gitdir: "+filepath.Join(base, "glink", "wt")+"\n"), 0o644)
+
+	p, err := Resolve(Options{Cwd: ws, AddDirs: []string{base}, Getenv: noEnv, GOOS: "linux",
+		Config: &Config{SandboxWorkspaceWrite: WorkspaceWriteSection{ExcludeSlashTmp: ptr(true)}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for path, kind := range map[string]ProtectedKind{
+		filepath.Join(ws, ".codex"):  Symlink,
+		filepath.Join(base, "link"):  Symlink,
+		filepath.Join(real, "x"):     Dir,
+		filepath.Join(base, "glink"): Symlink,
+		gitReal:                      Dir,
+	} {
+		pr, ok := findProtected(p, path)
+		if !ok || pr.Kind != kind {
+			t.Errorf("%s: protected=%v kind=%v, want %v; all: %+v", path, ok, pr.Kind, kind, p.Protected)
+		}
+	}
+}
+
+func TestExtraProtectedAndExecutable(t *testing.T) {
+	ws := realTemp(t)
+	cfgDir := filepath.Join(ws, ".config", "agentbox")
+	p, err := Resolve(Options{Cwd: ws, Getenv: noEnv, GOOS: "linux", ExtraProtected: []string{cfgDir},
+		Config: &Config{SandboxWorkspaceWrite: WorkspaceWriteSection{ExcludeSlashTmp: ptr(true)}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// .config is missing: its first missing component is what must not
+	// be creatable.
+	if pr, ok := findProtected(p, filepath.Join(ws, ".config")); !ok || pr.Kind != Missing || pr.Root != ws {
+		t.Errorf("missing config dir not protected: %+v", p.Protected)
+	}
+	exe, _ := os.Executable()
+	exe, _ = filepath.EvalSymlinks(exe)
+	if _, ok := findProtected(p, exe); !ok {
+		t.Errorf("the executable %s is not protected", exe)
+	}
+}
+
+func TestCommondirFIFOIsNotRead(t *testing.T) {
+	if runtime.GOOS == "windows" {
+		t.Skip("no FIFOs")
+	}
+	ws := realTemp(t)
+	gitdir := filepath.Join(ws, "gd")
+	mkdirs(t, gitdir)
+	os.WriteFile(filepath.Join(ws, ".git"), []byte("gitdir: gd\n"), 0o644)
+	if err := mkfifo(filepath.Join(gitdir, "commondir")); err != nil {
+		t.Fatalf("mkfifo: %v", err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := Resolve(Options{Cwd: ws, Getenv: noEnv, GOOS: "linux"})
+		done <- err
+	}()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Resolve blocked on a FIFO commondir")
 	}
 }

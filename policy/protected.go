@@ -15,12 +15,16 @@ import (
 
 // protectedPaths lists every carve-out for the given roots: each protected
 // name in each root, the gitdir (and the common dir of a worktree) that a
-// .git file points at, and the target of a protected name that is a symlink.
-func protectedPaths(roots, names []string) ([]Protected, error) {
+// .git file points at, the target of a protected name that is a symlink,
+// every symlink met on the way to one of those (a link inside a writable
+// root could otherwise be re-pointed to redirect the protected path), and
+// the extra paths the caller names (agentbox's own config, state and
+// executable).
+func protectedPaths(roots, names []string, extra []string) ([]Protected, error) {
 	byPath := map[string]Protected{}
-	var add func(path, why string, depth int) error
+	var add, addResolved func(path, why string, depth int) error
 	add = func(path, why string, depth int) error {
-		if depth > 8 {
+		if depth > 16 {
 			return fmt.Errorf("protected path %s: too many levels of gitdir or symlink indirection", path)
 		}
 		path = firstMissing(filepath.Clean(path))
@@ -41,9 +45,11 @@ func protectedPaths(roots, names []string) ([]Protected, error) {
 		case fi.Mode()&fs.ModeSymlink != 0:
 			pr.Kind = Symlink
 			byPath[path] = pr
-			target, err := symlinkTarget(path)
-			if err != nil {
-				return fmt.Errorf("protected path %s: %w", path, err)
+			target, links := resolve(path)
+			for _, l := range links {
+				if err := add(l, "symlink on the way from "+path, depth+1); err != nil {
+					return err
+				}
 			}
 			return add(target, "target of "+path, depth+1)
 		case fi.IsDir():
@@ -60,22 +66,38 @@ func protectedPaths(roots, names []string) ([]Protected, error) {
 			if err != nil || gitdir == "" {
 				return err
 			}
-			if err := add(gitdir, "gitdir of "+path, depth+1); err != nil {
+			if err := addResolved(gitdir, "gitdir of "+path, depth+1); err != nil {
 				return err
 			}
 			// A linked worktree's gitdir names the main repository's
 			// .git through "commondir"; hooks and config live there.
 			if common, err := readCommondir(gitdir); err == nil && common != "" {
-				return add(common, "common dir of "+gitdir, depth+1)
+				return addResolved(common, "common dir of "+gitdir, depth+1)
 			}
 			return nil
 		}
+	}
+	// addResolved protects where path really leads and every symlink that
+	// leads there.
+	addResolved = func(path, why string, depth int) error {
+		target, links := resolve(path)
+		for _, l := range links {
+			if err := add(l, "symlink on the way to "+target, depth); err != nil {
+				return err
+			}
+		}
+		return add(target, why, depth)
 	}
 	for _, r := range roots {
 		for _, n := range names {
 			if err := add(filepath.Join(r, n), n+" in "+r, 0); err != nil {
 				return nil, err
 			}
+		}
+	}
+	for _, e := range extra {
+		if err := addResolved(e, "agentbox's own "+e, 0); err != nil {
+			return nil, err
 		}
 	}
 	out := make([]Protected, 0, len(byPath))
@@ -101,38 +123,48 @@ func firstMissing(path string) string {
 	}
 }
 
-// symlinkTarget resolves a symlink as far as the filesystem allows; a
-// dangling link yields the absolute path it would point at.
-func symlinkTarget(path string) (string, error) {
-	if t, err := filepath.EvalSymlinks(path); err == nil {
-		return t, nil
-	}
-	link, err := os.Readlink(path)
-	if err != nil {
-		return "", err
-	}
-	if !filepath.IsAbs(link) {
-		link = filepath.Join(filepath.Dir(path), link)
-	}
-	return resolveExistingPrefix(link), nil
-}
-
-// resolveExistingPrefix resolves symlinks in the longest existing prefix of
-// path and appends the rest unchanged.
-func resolveExistingPrefix(path string) string {
+// resolve follows symlinks in path one component at a time, as the kernel
+// does, and returns where it leads together with every symlink it passed
+// through. Components past the first missing one are kept as written.
+func resolve(path string) (string, []string) {
+	var links []string
 	path = filepath.Clean(path)
-	rest := ""
-	for {
-		if r, err := filepath.EvalSymlinks(path); err == nil {
-			return filepath.Join(r, rest)
+	vol := filepath.VolumeName(path)
+	sep := string(filepath.Separator)
+	cur := vol + sep
+	parts := strings.Split(strings.Trim(path[len(vol):], sep), sep)
+	for hops := 0; len(parts) > 0; {
+		p := parts[0]
+		parts = parts[1:]
+		if p == "" || p == "." {
+			continue
 		}
-		parent := filepath.Dir(path)
-		if parent == path {
-			return filepath.Join(path, rest)
+		if p == ".." {
+			cur = filepath.Dir(cur)
+			continue
 		}
-		rest = filepath.Join(filepath.Base(path), rest)
-		path = parent
+		next := filepath.Join(cur, p)
+		fi, err := os.Lstat(next)
+		if err != nil {
+			return filepath.Join(append([]string{next}, parts...)...), links
+		}
+		if fi.Mode()&fs.ModeSymlink == 0 {
+			cur = next
+			continue
+		}
+		t, err := os.Readlink(next)
+		if hops++; err != nil || hops > 40 {
+			return filepath.Join(append([]string{next}, parts...)...), links
+		}
+		links = append(links, next)
+		if filepath.IsAbs(t) {
+			tvol := filepath.VolumeName(t)
+			cur = tvol + sep
+			t = t[len(tvol):]
+		}
+		parts = append(strings.Split(strings.Trim(t, sep), sep), parts...)
 	}
+	return cur, links
 }
 
 // readGitdirFile parses a "gitdir: <path>" file as git writes it for
@@ -155,7 +187,7 @@ func readGitdirFile(path string) (string, error) {
 	if !filepath.IsAbs(dir) {
 		dir = filepath.Join(filepath.Dir(path), dir)
 	}
-	return resolveExistingPrefix(dir), nil
+	return dir, nil
 }
 
 func readCommondir(gitdir string) (string, error) {
@@ -174,17 +206,30 @@ func readCommondir(gitdir string) (string, error) {
 	if !filepath.IsAbs(dir) {
 		dir = filepath.Join(gitdir, dir)
 	}
-	return resolveExistingPrefix(dir), nil
+	return dir, nil
 }
 
 // readSmall reads at most 64 KiB: a gitdir file is one line, and a hostile
 // workspace must not make agentbox read a huge file.
+//
+// Only regular files are read: a FIFO planted as a gitdir or commondir file
+// would block the open forever, and a link to /proc/self/fd/0 would read
+// agentbox's stdin. (A swap between the check and the open remains a
+// possible hang, not an escape.)
 func readSmall(path string) ([]byte, error) {
+	if fi, err := os.Stat(path); err != nil {
+		return nil, err
+	} else if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s is not a regular file", path)
+	}
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s is not a regular file", path)
+	}
 	buf := make([]byte, 64<<10)
 	n, err := f.Read(buf)
 	if err != nil && n == 0 && !errors.Is(err, io.EOF) {

@@ -38,3 +38,8 @@ func Setup(ctx context.Context, pol *policy.Policy, out io.Writer) error { retur
 // Cleanup removes everything agentbox ever left on the machine and reports
 // what it removed and what it could not.
 func Cleanup(ctx context.Context, out io.Writer) error { return cleanup(ctx, out) }
+
+// StateDir is the directory agentbox keeps its own bookkeeping in ("" when
+// there is none). A sandboxed command must not be able to write it: the
+// CLI passes it to [policy.Options.ExtraProtected].
+func StateDir() string { return stateDir() }

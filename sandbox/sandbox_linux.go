@@ -22,17 +22,6 @@ func Main() {
 	}
 }
 
-// stateDir is where agentbox keeps its own bookkeeping on Linux.
-func stateDir() string {
-	if d := os.Getenv("XDG_STATE_HOME"); filepath.IsAbs(d) {
-		return filepath.Join(d, "agentbox")
-	}
-	if h := os.Getenv("HOME"); filepath.IsAbs(h) {
-		return filepath.Join(h, ".local", "state", "agentbox")
-	}
-	return ""
-}
-
 func start(c *Cmd) (process, error) {
 	pol := c.Policy
 	if pol.Mode == policy.DangerFullAccess {

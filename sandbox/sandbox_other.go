@@ -27,3 +27,5 @@ func setup(ctx context.Context, pol *policy.Policy, out io.Writer) error {
 }
 
 func cleanup(ctx context.Context, out io.Writer) error { return nil }
+
+func stateDir() string { return "" }
