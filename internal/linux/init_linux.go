@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"runtime"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"syscall"
@@ -118,6 +119,13 @@ func RunInit() {
 
 	sigs := make(chan os.Signal, 16)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGWINCH, syscall.SIGCONT)
+	// The command may signal its PID 1 with anything; the Go runtime
+	// would answer SIGABRT or a sent SIGSEGV with a register dump and
+	// a misleading status. Ignore what we do not forward.
+	signal.Ignore(syscall.SIGABRT, syscall.SIGSYS, syscall.SIGTRAP, syscall.SIGBUS, syscall.SIGFPE,
+		syscall.SIGSEGV, syscall.SIGILL, syscall.SIGALRM, syscall.SIGPIPE, syscall.SIGTSTP,
+		syscall.SIGTTIN, syscall.SIGTTOU, syscall.SIGVTALRM, syscall.SIGPROF, syscall.SIGXCPU, syscall.SIGXFSZ, syscall.SIGSTKFLT)
+	debug.SetTraceback("none")
 
 	cmd := &exec.Cmd{
 		Path:   path,

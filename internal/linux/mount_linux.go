@@ -18,6 +18,9 @@ const (
 	newRoot = "/newroot"
 )
 
+// procReadOnly are the parts of /proc that change the whole machine.
+var procReadOnly = []string{"/proc/sys", "/proc/sysrq-trigger", "/proc/irq", "/proc/bus", "/proc/fs"}
+
 // openNoFollow opens path (absolute) beneath dir as an O_PATH fd, refusing
 // any symlink on the way: the policy resolved every path already, so a
 // symlink here means the tree changed under us (a swap race, as in runc's
@@ -154,6 +157,24 @@ func buildRoot(spec *Spec) error {
 	// let the command signal or inspect) every process on the machine.
 	if err := unix.Mount("proc", newRoot+"/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
 		return &os.PathError{Op: "mount proc", Path: "/proc", Err: err}
+	}
+	// The kernel checks writes to sysctls by uid alone: uid 0 inside the
+	// sandbox is the host's root when agentbox runs as root, and without
+	// Landlock nothing else would stop `echo '|/tmp/x' >
+	// /proc/sys/kernel/core_pattern`. Make the host-wide knobs read-only,
+	// as container runtimes do.
+	for _, p := range procReadOnly {
+		if _, err := os.Lstat(newRoot + p); err != nil {
+			continue // not in this kernel's /proc
+		}
+		fd, err := cloneOnto(newRoot, p, p, true, false)
+		if err == nil {
+			err = setAttr(fd, p, unix.MOUNT_ATTR_RDONLY|unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV|unix.MOUNT_ATTR_NOEXEC, true)
+			unix.Close(fd)
+		}
+		if err != nil {
+			return fmt.Errorf("making %s read-only: %w", p, err)
+		}
 	}
 	// 4. A private /dev: only harmless devices, a fresh devpts instance and
 	// a private /dev/shm so shared-memory writes never reach the host.

@@ -66,12 +66,14 @@ func (p *Placeholders) acquire(path string) (*os.File, error) {
 	deadline := time.Now().Add(lockWait)
 	for {
 		created := false
-		switch err := os.Mkdir(path, 0o555); {
+		switch err := mkdirNoFollow(path); {
 		case err == nil:
 			created = true
 			// Mark it on the directory itself, so a run of another user
-			// holding it last still knows it is a placeholder.
+			// holding it last still knows it is a placeholder; then make
+			// it read-only (the mark needs write permission to set).
 			unix.Setxattr(path, placeholderXattr, []byte("placeholder"), 0)
+			os.Chmod(path, 0o555)
 			p.record(path)
 		case errors.Is(err, os.ErrExist):
 		default:
@@ -99,6 +101,26 @@ func (p *Placeholders) acquire(path string) (*os.File, error) {
 		}
 		f.Close()
 	}
+}
+
+// mkdirNoFollow creates path with no symlink anywhere on the way: the
+// policy resolved the path already, so a symlink now means the tree was
+// changed under us (by a concurrent sandbox, say) and the host must not be
+// made to create a directory where the link points.
+func mkdirNoFollow(path string) error {
+	dir, name := filepath.Split(path)
+	dfd, err := unix.Openat2(unix.AT_FDCWD, dir, &unix.OpenHow{
+		Flags:   unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC,
+		Resolve: unix.RESOLVE_NO_SYMLINKS,
+	})
+	if err != nil {
+		return &os.PathError{Op: "openat2", Path: dir, Err: err}
+	}
+	defer unix.Close(dfd)
+	if err := unix.Mkdirat(dfd, name, 0o700); err != nil {
+		return &os.PathError{Op: "mkdir", Path: path, Err: err}
+	}
+	return nil
 }
 
 func sameFile(f *os.File, path string) bool {
