@@ -22,8 +22,16 @@ import (
 // runs a fixed list of probes and prints their results as JSON; the
 // parent compares them with what the filter promises, and with a run
 // without the filter, which shows each check can tell the difference.
-const childEnv = "AGENTBOX_SECCOMP_TEST_CHILD" // "none", "filter" or "filter-inet"
+const childEnv = "AGENTBOX_SECCOMP_TEST_CHILD" // "none" or a key of childModes
 const childDirEnv = "AGENTBOX_SECCOMP_TEST_DIR"
+
+// childModes are the filters the child can install.
+var childModes = map[string]Options{
+	"filter":          {},
+	"filter-inet":     {DenyInetSockets: true},
+	"filter-families": {RestrictSocketFamilies: true},
+	"filter-ipc":      {DenyIPC: true},
+}
 
 func TestMain(m *testing.M) {
 	if mode := os.Getenv(childEnv); mode != "" {
@@ -40,11 +48,12 @@ func childMain(mode string) int {
 		fmt.Fprintln(os.Stderr, "child: pty:", err)
 		return 2
 	}
-	switch mode {
-	case "none":
-	case "filter", "filter-inet":
+	opts, filtered := childModes[mode]
+	switch {
+	case mode == "none":
+	case filtered:
 		runtime.LockOSThread() // as the init stage will
-		prog, err := BuildNativeProgram(Options{DenyInetSockets: mode == "filter-inet"})
+		prog, err := BuildNativeProgram(opts)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "child: build:", err)
 			return 2
@@ -172,7 +181,47 @@ func probe(pty int, dir string) map[string]string {
 	r["socket_inet"] = sock(unix.AF_INET, unix.SOCK_STREAM)
 	r["socket_inet6"] = sock(unix.AF_INET6, unix.SOCK_DGRAM)
 	r["socket_unix"] = sock(unix.AF_UNIX, unix.SOCK_STREAM)
-	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	r["socket_netlink"] = sock(unix.AF_NETLINK, unix.SOCK_RAW)
+	r["socket_vsock"] = sock(unix.AF_VSOCK, unix.SOCK_STREAM)
+	r["socket_alg"] = sock(unix.AF_ALG, unix.SOCK_SEQPACKET)
+	r["socket_packet"] = sock(unix.AF_PACKET, unix.SOCK_DGRAM)
+	// Only AF_UNIX implements socketpair; the filter answers first.
+	fds, err := unix.Socketpair(unix.AF_VSOCK, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err == nil {
+		unix.Close(fds[0])
+		unix.Close(fds[1])
+	}
+	r["socketpair_vsock"] = result(err)
+
+	// Private IPC objects, removed at once: nothing of the host's is
+	// touched, yet the calls are the ones that would reach it.
+	id, err := unix.SysvShmGet(unix.IPC_PRIVATE, 4096, unix.IPC_CREAT|0o600)
+	if err == nil {
+		var b []byte
+		if b, err = unix.SysvShmAttach(id, 0, 0); err == nil {
+			err = unix.SysvShmDetach(b)
+		}
+		unix.SysvShmCtl(id, unix.IPC_RMID, nil)
+	}
+	r["shm"] = result(err)
+	msq, _, e := unix.Syscall(unix.SYS_MSGGET, unix.IPC_PRIVATE, unix.IPC_CREAT|0o600, 0)
+	if e == 0 {
+		unix.Syscall(unix.SYS_MSGCTL, msq, unix.IPC_RMID, 0)
+	}
+	r["msgget"] = errnoResult(e)
+	sem, _, e := unix.Syscall(unix.SYS_SEMGET, unix.IPC_PRIVATE, 1, unix.IPC_CREAT|0o600)
+	if e == 0 {
+		unix.Syscall6(unix.SYS_SEMCTL, sem, 0, unix.IPC_RMID, 0, 0, 0)
+	}
+	r["semget"] = errnoResult(e)
+	mqName, _ := unix.BytePtrFromString(fmt.Sprintf("agentbox-seccomp-test-%d", os.Getpid()))
+	mq, _, e := unix.Syscall6(unix.SYS_MQ_OPEN, uintptr(unsafe.Pointer(mqName)), unix.O_RDWR|unix.O_CREAT|unix.O_EXCL|unix.O_CLOEXEC, 0o600, 0, 0, 0)
+	if e == 0 {
+		unix.Close(int(mq))
+		unix.Syscall(unix.SYS_MQ_UNLINK, uintptr(unsafe.Pointer(mqName)), 0, 0)
+	}
+	r["mq_open"] = errnoResult(e)
+	fds, err = unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 	if err == nil {
 		unix.Close(fds[0])
 		unix.Close(fds[1])
@@ -233,13 +282,47 @@ func TestInstallInChild(t *testing.T) {
 		t.Skipf("test process already runs under seccomp (mode %s); the unfiltered baseline would be wrong", base["seccomp_mode"])
 	}
 
-	for _, mode := range []string{"filter", "filter-inet"} {
+	// Without the filter some of these depend on the machine (AF_VSOCK
+	// needs a vsock transport, AF_PACKET CAP_NET_RAW); where the filter
+	// lets a call through, the unfiltered answer is what to expect.
+	for _, k := range []string{"socket_netlink", "socket_vsock", "socket_alg", "socket_packet", "socketpair_vsock", "shm", "msgget", "semget", "mq_open"} {
+		if _, ok := base[k]; !ok {
+			t.Fatalf("baseline lacks %s", k)
+		}
+	}
+	for _, mode := range []string{"filter", "filter-inet", "filter-families", "filter-ipc"} {
 		t.Run(mode, func(t *testing.T) {
+			opts := childModes[mode]
 			inet := "ok"
-			if mode == "filter-inet" {
+			if opts.DenyInetSockets {
 				inet = "EPERM"
 			}
+			netlink := base["socket_netlink"]
+			if opts.DenyInetSockets {
+				netlink = "EPERM"
+			}
+			exotic := func(k string) string {
+				if opts.DenyInetSockets || opts.RestrictSocketFamilies {
+					return "EPERM"
+				}
+				return base[k]
+			}
+			ipc := func(k string) string {
+				if opts.DenyIPC {
+					return "EPERM"
+				}
+				return base[k]
+			}
 			want := map[string]string{
+				"socket_netlink":         netlink,
+				"socket_vsock":           exotic("socket_vsock"),
+				"socket_alg":             exotic("socket_alg"),
+				"socket_packet":          exotic("socket_packet"),
+				"socketpair_vsock":       exotic("socketpair_vsock"),
+				"shm":                    ipc("shm"),
+				"msgget":                 ipc("msgget"),
+				"semget":                 ipc("semget"),
+				"mq_open":                ipc("mq_open"),
 				"ptrace_attach":          "EPERM",
 				"process_vm_writev":      "EPERM",
 				"io_uring_setup":         "EPERM",
@@ -268,7 +351,7 @@ func TestInstallInChild(t *testing.T) {
 				}
 				// A denial that the unfiltered run shows as well proves
 				// nothing about the filter; say so rather than pass quietly.
-				if w != "ok" && base[k] == w {
+				if (w == "EPERM" || w == "ENOSYS") && base[k] == w {
 					t.Logf("%s: %s even without the filter on this machine; the check is not conclusive here", k, w)
 				}
 			}
@@ -301,6 +384,11 @@ func TestSyscallNumbersMatchHost(t *testing.T) {
 		"mount_setattr": unix.SYS_MOUNT_SETATTR, "setns": unix.SYS_SETNS, "acct": unix.SYS_ACCT,
 		"swapon": unix.SYS_SWAPON, "swapoff": unix.SYS_SWAPOFF, "reboot": unix.SYS_REBOOT,
 		"open_by_handle_at": unix.SYS_OPEN_BY_HANDLE_AT,
+		"shmget":            unix.SYS_SHMGET, "shmat": unix.SYS_SHMAT, "shmctl": unix.SYS_SHMCTL, "shmdt": unix.SYS_SHMDT,
+		"msgget": unix.SYS_MSGGET, "msgsnd": unix.SYS_MSGSND, "msgrcv": unix.SYS_MSGRCV, "msgctl": unix.SYS_MSGCTL,
+		"semget": unix.SYS_SEMGET, "semop": unix.SYS_SEMOP, "semtimedop": unix.SYS_SEMTIMEDOP, "semctl": unix.SYS_SEMCTL,
+		"mq_open": unix.SYS_MQ_OPEN, "mq_unlink": unix.SYS_MQ_UNLINK, "mq_timedsend": unix.SYS_MQ_TIMEDSEND,
+		"mq_timedreceive": unix.SYS_MQ_TIMEDRECEIVE, "mq_notify": unix.SYS_MQ_NOTIFY, "mq_getsetattr": unix.SYS_MQ_GETSETATTR,
 	}
 	if len(host) != len(info.nr) {
 		t.Errorf("table has %d entries, check list has %d", len(info.nr), len(host))

@@ -129,7 +129,10 @@ const (
 	tiocsti   = 0x5412
 	tioclinux = 0x541C
 
-	afUnix = 1
+	afUnix    = 1
+	afInet    = 2
+	afInet6   = 10
+	afNetlink = 16
 )
 
 // cloneNamespaces are the namespace flags clone(2) understands. Creating
@@ -203,12 +206,60 @@ var inetRules = []Rule{
 		Why: "network is off and no network namespace is available"},
 }
 
+// familyRules keep socket and socketpair to the families a network
+// namespace isolates (and AF_UNIX, which connect mediation and the
+// namespace's abstract socket table cover). Everything else is refused:
+// AF_VSOCK reaches the hypervisor and its other guests whatever the
+// network namespace, and AF_PACKET, AF_BLUETOOTH, AF_ALG, AF_XDP, AF_RDS
+// and the like are kernel attack surface or hardware that an offline
+// command has no business with.
+var familyRules = []Rule{
+	{Syscall: "socket", Match: NoneOf{Arg: 0, Values: []uint32{afUnix, afInet, afInet6, afNetlink}}, Action: ActEPERM,
+		Why: "network is off: only unix, inet, inet6 and netlink sockets, which the network namespace isolates"},
+	{Syscall: "socketpair", Match: NoneOf{Arg: 0, Values: []uint32{afUnix, afInet, afInet6, afNetlink}}, Action: ActEPERM,
+		Why: "network is off: only unix, inet, inet6 and netlink sockets, which the network namespace isolates"},
+}
+
+// ipcRules take away System V IPC and POSIX message queues: without an
+// IPC namespace they are the host's, named by keys and names that no
+// filesystem wall sees. (POSIX shared memory and semaphores are files in
+// /dev/shm, which Landlock covers.) mq_timedsend and friends are denied
+// too: an mqueue file opened read-only through a mounted /dev/mqueue
+// would otherwise still receive the host's messages.
+var ipcRules = []Rule{
+	{Syscall: "shmget", Action: ActEPERM, Why: "no IPC namespace: SysV shared memory is the host's"},
+	{Syscall: "shmat", Action: ActEPERM, Why: "no IPC namespace: SysV shared memory is the host's"},
+	{Syscall: "shmctl", Action: ActEPERM, Why: "no IPC namespace: SysV shared memory is the host's"},
+	{Syscall: "shmdt", Action: ActEPERM, Why: "no IPC namespace: SysV shared memory is the host's"},
+	{Syscall: "msgget", Action: ActEPERM, Why: "no IPC namespace: SysV message queues are the host's"},
+	{Syscall: "msgsnd", Action: ActEPERM, Why: "no IPC namespace: SysV message queues are the host's"},
+	{Syscall: "msgrcv", Action: ActEPERM, Why: "no IPC namespace: SysV message queues are the host's"},
+	{Syscall: "msgctl", Action: ActEPERM, Why: "no IPC namespace: SysV message queues are the host's"},
+	{Syscall: "semget", Action: ActEPERM, Why: "no IPC namespace: SysV semaphores are the host's"},
+	{Syscall: "semop", Action: ActEPERM, Why: "no IPC namespace: SysV semaphores are the host's"},
+	{Syscall: "semtimedop", Action: ActEPERM, Why: "no IPC namespace: SysV semaphores are the host's"},
+	{Syscall: "semctl", Action: ActEPERM, Why: "no IPC namespace: SysV semaphores are the host's"},
+	{Syscall: "mq_open", Action: ActEPERM, Why: "no IPC namespace: POSIX message queues are the host's"},
+	{Syscall: "mq_unlink", Action: ActEPERM, Why: "no IPC namespace: POSIX message queues are the host's"},
+	{Syscall: "mq_timedsend", Action: ActEPERM, Why: "no IPC namespace: POSIX message queues are the host's"},
+	{Syscall: "mq_timedreceive", Action: ActEPERM, Why: "no IPC namespace: POSIX message queues are the host's"},
+	{Syscall: "mq_notify", Action: ActEPERM, Why: "no IPC namespace: POSIX message queues are the host's"},
+	{Syscall: "mq_getsetattr", Action: ActEPERM, Why: "no IPC namespace: POSIX message queues are the host's"},
+}
+
 // Rules returns the rule table for opts, in the order BuildProgram
 // emits it. The slice is fresh; callers may modify it.
 func Rules(opts Options) []Rule {
 	rules := append([]Rule(nil), baseRules...)
-	if opts.DenyInetSockets {
+	switch {
+	case opts.DenyInetSockets:
+		// Stricter than RestrictSocketFamilies, which it includes.
 		rules = append(rules, inetRules...)
+	case opts.RestrictSocketFamilies:
+		rules = append(rules, familyRules...)
+	}
+	if opts.DenyIPC {
+		rules = append(rules, ipcRules...)
 	}
 	return rules
 }

@@ -42,8 +42,19 @@ type Options struct {
 	Arch string
 	// DenyInetSockets limits socket and socketpair to AF_UNIX. It is
 	// meant for runs with the network off and no network namespace;
-	// inside a network namespace loopback should keep working.
+	// inside a network namespace loopback should keep working. It
+	// implies RestrictSocketFamilies.
 	DenyInetSockets bool
+	// RestrictSocketFamilies limits socket and socketpair to AF_UNIX,
+	// AF_INET, AF_INET6 and AF_NETLINK, the families a network namespace
+	// isolates. It is meant for runs with the network off inside a
+	// network namespace: AF_VSOCK, for one, is not isolated by network
+	// namespaces and reaches the hypervisor.
+	RestrictSocketFamilies bool
+	// DenyIPC refuses System V IPC (shm*, msg*, sem*) and POSIX message
+	// queues (mq_*). It is meant for runs without an IPC namespace, where
+	// those objects are the host's.
+	DenyIPC bool
 }
 
 // Offsets in struct seccomp_data (include/uapi/linux/seccomp.h):

@@ -65,6 +65,36 @@ var allowedSamples = map[string]map[string]uint32{
 	"arm64": {"read": 63, "write": 64, "openat": 56, "getpid": 172, "execve": 221, "kill": 129},
 }
 
+// optionSets are the filters the VM test checks.
+var optionSets = []Options{
+	{},
+	{DenyInetSockets: true},
+	{RestrictSocketFamilies: true},
+	{DenyInetSockets: true, RestrictSocketFamilies: true},
+	{DenyIPC: true},
+	{DenyInetSockets: true, DenyIPC: true},
+	{RestrictSocketFamilies: true, DenyIPC: true},
+}
+
+// exoticFamilies are socket families a network namespace does not
+// isolate or that an offline command has no use for (linux/socket.h).
+// AF_UNSPEC is here because socket(2) refuses it anyway.
+var exoticFamilies = map[string]uint64{
+	"AF_UNSPEC": 0, "AF_AX25": 3, "AF_IPX": 4, "AF_APPLETALK": 5, "AF_X25": 9,
+	"AF_KEY": 15, "AF_PACKET": 17, "AF_RDS": 21, "AF_IRDA": 23, "AF_LLC": 26,
+	"AF_CAN": 29, "AF_TIPC": 30, "AF_BLUETOOTH": 31, "AF_RXRPC": 33,
+	"AF_PHONET": 35, "AF_CAIF": 37, "AF_ALG": 38, "AF_VSOCK": 40, "AF_KCM": 41,
+	"AF_QIPCRTR": 42, "AF_SMC": 43, "AF_XDP": 44, "AF_MCTP": 45, "AF_MAX": 46,
+	"255": 255, "0xffffffff": 0xffffffff,
+}
+
+// ipcSyscalls are the calls DenyIPC refuses.
+var ipcSyscalls = []string{
+	"shmget", "shmat", "shmctl", "shmdt", "msgget", "msgsnd", "msgrcv", "msgctl",
+	"semget", "semop", "semtimedop", "semctl",
+	"mq_open", "mq_unlink", "mq_timedsend", "mq_timedreceive", "mq_notify", "mq_getsetattr",
+}
+
 type vmCase struct {
 	name string
 	arch uint32 // 0 means the program's own
@@ -86,9 +116,10 @@ func TestProgramInVM(t *testing.T) {
 		"setns", "acct", "swapon", "swapoff", "reboot", "open_by_handle_at",
 	}
 	for _, archName := range []string{"amd64", "arm64"} {
-		for _, denyInet := range []bool{false, true} {
-			opts := Options{Arch: archName, DenyInetSockets: denyInet}
-			t.Run(fmt.Sprintf("%s/denyInet=%v", archName, denyInet), func(t *testing.T) {
+		for _, o := range optionSets {
+			opts := o
+			opts.Arch = archName
+			t.Run(fmt.Sprintf("%s/denyInet=%v/families=%v/ipc=%v", archName, opts.DenyInetSockets, opts.RestrictSocketFamilies, opts.DenyIPC), func(t *testing.T) {
 				prog, err := BuildProgram(opts)
 				if err != nil {
 					t.Fatal(err)
@@ -101,9 +132,21 @@ func TestProgramInVM(t *testing.T) {
 				for s, nr := range allowedSamples[archName] {
 					cases = append(cases, vmCase{name: s, nr: nr, want: ActAllow})
 				}
-				inet := ActAllow
-				if denyInet {
-					inet = ActEPERM
+				// inet is the answer for the families a network
+				// namespace isolates; exotic for the others.
+				inet, exotic := ActAllow, ActAllow
+				if opts.DenyInetSockets {
+					inet, exotic = ActEPERM, ActEPERM
+				}
+				if opts.RestrictSocketFamilies {
+					exotic = ActEPERM
+				}
+				ipc := ActAllow
+				if opts.DenyIPC {
+					ipc = ActEPERM
+				}
+				for _, s := range ipcSyscalls {
+					cases = append(cases, vmCase{name: s, sys: s, args: [6]uint64{0, 4096, 0o1666}, want: ipc})
 				}
 				const sigchld = 17
 				threadFlags := uint64(0x3d0f00) // CLONE_VM|FS|FILES|SIGHAND|SYSVSEM|THREAD|SETTLS|PARENT_SETTID|CHILD_CLEARTID
@@ -135,11 +178,17 @@ func TestProgramInVM(t *testing.T) {
 					vmCase{name: "socket AF_INET", sys: "socket", args: [6]uint64{2, 1}, want: inet},
 					vmCase{name: "socket AF_INET6", sys: "socket", args: [6]uint64{10, 2}, want: inet},
 					vmCase{name: "socket AF_NETLINK", sys: "socket", args: [6]uint64{16, 3}, want: inet},
-					vmCase{name: "socket AF_PACKET", sys: "socket", args: [6]uint64{17, 3}, want: inet},
 					vmCase{name: "socket AF_INET high bits AF_UNIX", sys: "socket", args: [6]uint64{1<<32 | 2, 1}, want: inet},
 					vmCase{name: "socketpair AF_UNIX", sys: "socketpair", args: [6]uint64{afUnix, 1}, want: ActAllow},
 					vmCase{name: "socketpair AF_INET", sys: "socketpair", args: [6]uint64{2, 1}, want: inet},
+					vmCase{name: "socket AF_VSOCK high bits AF_UNIX", sys: "socket", args: [6]uint64{1<<32 | 40, 1}, want: exotic},
+					vmCase{name: "socket AF_UNIX in high bits only", sys: "socket", args: [6]uint64{afUnix << 32, 1}, want: exotic},
 				)
+				for name, fam := range exoticFamilies {
+					cases = append(cases,
+						vmCase{name: "socket " + name, sys: "socket", args: [6]uint64{fam, 1}, want: exotic},
+						vmCase{name: "socketpair " + name, sys: "socketpair", args: [6]uint64{fam, 1}, want: exotic})
+				}
 				// A foreign architecture is denied whatever the number.
 				foreign := []uint32{auditArchI386, auditArchARM, auditArchAArch64}
 				if archName == "arm64" {
@@ -188,11 +237,11 @@ func TestProgramInVM(t *testing.T) {
 
 func TestBuildProgramDeterministic(t *testing.T) {
 	for _, arch := range []string{"amd64", "arm64"} {
-		a, err := BuildProgram(Options{Arch: arch, DenyInetSockets: true})
+		a, err := BuildProgram(Options{Arch: arch, RestrictSocketFamilies: true, DenyIPC: true})
 		if err != nil {
 			t.Fatal(err)
 		}
-		b, _ := BuildProgram(Options{Arch: arch, DenyInetSockets: true})
+		b, _ := BuildProgram(Options{Arch: arch, RestrictSocketFamilies: true, DenyIPC: true})
 		if fmt.Sprint(a) != fmt.Sprint(b) {
 			t.Errorf("%s: two builds differ", arch)
 		}
@@ -211,12 +260,36 @@ func TestBuildProgramRejects(t *testing.T) {
 // rule without its numbers fails here rather than at run time on the
 // other architecture.
 func TestRulesHaveNumbers(t *testing.T) {
-	all := Rules(Options{DenyInetSockets: true})
+	var all []Rule
+	for _, o := range optionSets {
+		all = append(all, Rules(o)...)
+	}
 	for arch, info := range arches {
 		for _, r := range all {
 			if _, ok := info.nr[r.Syscall]; !ok {
 				t.Errorf("%s: rule %v has no syscall number", arch, r)
 			}
 		}
+	}
+}
+
+// Every syscall DenyIPC promises to refuse has a rule, and the rules are
+// exactly those.
+func TestIPCRulesComplete(t *testing.T) {
+	have := map[string]bool{}
+	for _, r := range Rules(Options{DenyIPC: true}) {
+		have[r.Syscall] = true
+	}
+	for _, r := range Rules(Options{}) {
+		delete(have, r.Syscall)
+	}
+	for _, s := range ipcSyscalls {
+		if !have[s] {
+			t.Errorf("DenyIPC has no rule for %s", s)
+		}
+		delete(have, s)
+	}
+	for s := range have {
+		t.Errorf("DenyIPC has a rule for %s, which the test does not know", s)
 	}
 }
