@@ -158,7 +158,14 @@ func Resolve(o Options) (*Policy, error) {
 	type root struct{ path, what string }
 	roots := []root{{c, "workspace"}}
 	for _, d := range o.AddDirs {
-		roots = append(roots, root{d, "--add-dir"})
+		// A relative --add-dir is relative to the caller's directory, as
+		// for any shell argument; relative writable_roots in the config
+		// are relative to the workspace, as in Codex.
+		abs, err := filepath.Abs(d)
+		if err != nil {
+			return nil, fmt.Errorf("--add-dir %s: %w", d, err)
+		}
+		roots = append(roots, root{abs, "--add-dir"})
 	}
 	for _, d := range ww.WritableRoots {
 		what := "writable_roots"
