@@ -43,7 +43,17 @@ func applyWalls(spec *Spec) error {
 		}
 	}
 	if spec.Seccomp {
-		prog, err := seccomp.BuildNativeProgram(seccomp.Options{DenyInetSockets: spec.DenyInetSockets})
+		prog, err := seccomp.BuildNativeProgram(seccomp.Options{
+			DenyInetSockets: spec.DenyInetSockets,
+			// With the network off, only the socket families the network
+			// namespace isolates: AF_VSOCK, for one, would reach the
+			// hypervisor from any namespace. With --network the user
+			// allowed the network, and families are left alone.
+			RestrictSocketFamilies: !spec.Network,
+			// Without an IPC namespace, SysV IPC and POSIX message
+			// queues are the host's.
+			DenyIPC: spec.Degraded,
+		})
 		if err != nil {
 			return fmt.Errorf("seccomp: %w", err)
 		}
@@ -72,6 +82,12 @@ func applyWalls(spec *Spec) error {
 			// the command itself, may be reached.
 			ok, err := unixsock.BoundInThisNetns(st)
 			return err == nil && ok
+		}, unixsock.Options{
+			// Without a network namespace the abstract names are the
+			// host's, and the supervisor's connect escapes the
+			// Landlock scoping that would refuse them (ScopeAbstractUnix
+			// above): refuse them itself, as Landlock would offline.
+			RefuseAbstract: !ownNetns && !spec.Network,
 		})
 		if err != nil {
 			return fmt.Errorf("unix socket mediation: %w", err)

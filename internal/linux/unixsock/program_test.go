@@ -146,6 +146,37 @@ func TestUnixPath(t *testing.T) {
 	}
 }
 
+func TestAbstract(t *testing.T) {
+	mk := func(family uint16, path string) []byte {
+		b := make([]byte, 2+len(path))
+		binary.NativeEndian.PutUint16(b, family)
+		copy(b[2:], path)
+		return b
+	}
+	for _, c := range []struct {
+		addr []byte
+		want bool
+	}{
+		{mk(afUnix, "\x00dbus-abc"), true},
+		{mk(afUnix, "\x00"), true}, // a one-byte name, NUL
+		{mk(afUnix, "\x00\x00\x00"), true},
+		{mk(afUnix, ""), false}, // unnamed
+		{mk(afUnix, "/run/x.sock"), false},
+		{mk(afUnix, "rel\x00"), false},
+		{mk(2, "\x00abc"), false},
+		{[]byte{1}, false},
+		{nil, false},
+	} {
+		fam := uint16(0)
+		if len(c.addr) >= 2 {
+			fam = binary.NativeEndian.Uint16(c.addr)
+		}
+		if got := abstract(c.addr, fam); got != c.want {
+			t.Errorf("abstract(%q) = %v, want %v", c.addr, got, c.want)
+		}
+	}
+}
+
 func TestInTarget(t *testing.T) {
 	for in, want := range map[string]string{
 		"/proc/self/fd/3":        "/proc/42/fd/3",

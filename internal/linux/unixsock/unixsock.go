@@ -27,10 +27,13 @@
 // the path resolves to, after symlinks, so a link inside a writable root
 // pointing at /run/docker.sock is refused. A refused connect fails with
 // EACCES ("permission denied": the sandbox said no; ECONNREFUSED would
-// read as "the daemon is not running"). Abstract and unnamed AF_UNIX
-// addresses and other families are connected on the target's behalf
-// without a policy check: the network namespace and Landlock's scoping
-// already confine them.
+// read as "the daemon is not running"). Unnamed AF_UNIX addresses and
+// other families are connected on the target's behalf without a policy
+// check: the network namespace already confines them. So are abstract
+// AF_UNIX addresses, unless [Options].RefuseAbstract is set: without a
+// network namespace the abstract namespace is the host's, and Landlock's
+// abstract-socket scoping cannot help, because the connect is made on a
+// supervisor thread outside the command's Landlock domain.
 //
 // SOCK_DGRAM (and SOCK_RAW, which AF_UNIX turns into SOCK_DGRAM) unix
 // sockets and socketpairs are refused with EPERM: sendto(2) and
@@ -53,6 +56,8 @@
 //     may see a restarted connect fail with EISCONN/EALREADY).
 //   - A command cannot install a seccomp listener of its own (the kernel
 //     allows one per filter chain).
+//   - With RefuseAbstract, the command's own abstract sockets are
+//     refused too: the supervisor cannot tell who bound a name.
 //   - The policy is about paths: a host daemon whose socket lives inside
 //     a writable root (say /tmp/.X11-unix or a tmux socket in /tmp) is
 //     reachable.
@@ -159,6 +164,14 @@ func unixPath(addr []byte, family uint16) (string, bool) {
 		}
 	}
 	return string(p), true
+}
+
+// abstract reports whether addr is an AF_UNIX abstract address: a
+// sun_path that starts with a NUL byte. The name is every byte after the
+// family, so "\x00" alone (addrlen 3) is a name too; addrlen 2 is the
+// unnamed address.
+func abstract(addr []byte, family uint16) bool {
+	return len(addr) > 2 && family == afUnix && addr[2] == 0
 }
 
 // inTarget rewrites the spellings of the caller's own /proc entries

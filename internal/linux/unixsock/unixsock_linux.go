@@ -95,15 +95,28 @@ func Install() (int, error) {
 type Supervisor struct {
 	fd    int
 	allow func(string, *unix.Stat_t) bool
+	opts  Options
 	work  chan func()
+}
+
+// Options adjust what the supervisor lets through.
+type Options struct {
+	// RefuseAbstract refuses every connect to an abstract AF_UNIX
+	// address with EACCES. Set it when the command shares the host's
+	// network namespace: abstract names are per network namespace, and
+	// the supervisor's own connect is not subject to the command's
+	// Landlock scoping, so it would reach the host's abstract sockets
+	// (D-Bus, X11, containerd and the like).
+	RefuseAbstract bool
 }
 
 // Start installs the filter on the calling thread ([Install]) and starts
 // supervising: allow is asked about the real path of every AF_UNIX
-// socket inode a connect names, with that inode's stat. The caller must then wait for its
-// children with [Supervisor.Wait4] on this same thread, which is where
-// part of the work happens.
-func Start(allow func(absPath string, st *unix.Stat_t) bool) (*Supervisor, error) {
+// socket inode a connect names, with that inode's stat; opts say what
+// else is refused. The caller must then wait for its children with
+// [Supervisor.Wait4] on this same thread, which is where part of the
+// work happens.
+func Start(allow func(absPath string, st *unix.Stat_t) bool, opts Options) (*Supervisor, error) {
 	fd, err := Install()
 	if err != nil {
 		return nil, err
@@ -111,7 +124,7 @@ func Start(allow func(absPath string, st *unix.Stat_t) bool) (*Supervisor, error
 	// Linux 6.6+: wake the supervisor on the target's CPU, which cuts
 	// the round trip; older kernels refuse the flag, and that is fine.
 	unix.Syscall(unix.SYS_IOCTL, uintptr(fd), unix.SECCOMP_IOCTL_NOTIF_SET_FLAGS, unix.SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP)
-	s := &Supervisor{fd: fd, allow: allow, work: make(chan func())}
+	s := &Supervisor{fd: fd, allow: allow, opts: opts, work: make(chan func())}
 	go s.serve()
 	return s, nil
 }
@@ -258,7 +271,12 @@ func (s *Supervisor) gather(n *notif) (g gathered) {
 	if len(g.addr) < 2 {
 		return
 	}
-	path, ok := unixPath(g.addr, binary.NativeEndian.Uint16(g.addr))
+	family := binary.NativeEndian.Uint16(g.addr)
+	if s.opts.RefuseAbstract && abstract(g.addr, family) {
+		g.errno = unix.EACCES
+		return
+	}
+	path, ok := unixPath(g.addr, family)
 	if !ok {
 		return
 	}

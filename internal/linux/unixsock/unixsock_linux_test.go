@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"os"
 	"os/exec"
@@ -21,11 +22,13 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// The test binary plays three parts, chosen by modeEnv:
+// The test binary plays these parts, chosen by modeEnv:
 //   - "supervise": like the init stage, it installs the main seccomp
 //     filter (and Landlock when available) on all threads, then this
 //     package's filter on its locked main thread, forks the "probe" part
 //     from that thread and waits for it with Supervisor.Wait4;
+//   - "supervise-noabstract": the same with Options.RefuseAbstract, as
+//     in a run without a network namespace;
 //   - "plain": forks the probe part with no mediation at all, which shows
 //     that every probe can tell the difference;
 //   - "probe": runs the probes and prints their results as JSON.
@@ -35,6 +38,7 @@ const (
 	inEnv    = "UNIXSOCK_TEST_IN"   // listener inside the root
 	outEnv   = "UNIXSOCK_TEST_OUT"  // listener outside the root
 	tcpEnv   = "UNIXSOCK_TEST_TCP"  // 127.0.0.1:port listener
+	absEnv   = "UNIXSOCK_TEST_ABS"  // abstract listener's name, without the NUL
 	probeArg = "unixsock-probe"
 )
 
@@ -53,7 +57,7 @@ func superviseMain(mode string) int {
 	runtime.LockOSThread()
 	root := os.Getenv(rootEnv)
 	var sup *Supervisor
-	if mode == "supervise" {
+	if mode == "supervise" || mode == "supervise-noabstract" {
 		if abi, err := landlock.ABI(); err == nil && abi >= landlock.DefaultMinABI {
 			// On all threads, as the init stage does: before ABI 8
 			// that gives every thread its own domain, which is what
@@ -71,7 +75,8 @@ func superviseMain(mode string) int {
 			fmt.Fprintln(os.Stderr, "seccomp:", err)
 			return 2
 		}
-		sup, err = Start(func(p string, _ *unix.Stat_t) bool { return policy.Within(p, root) })
+		sup, err = Start(func(p string, _ *unix.Stat_t) bool { return policy.Within(p, root) },
+			Options{RefuseAbstract: mode == "supervise-noabstract"})
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "start:", err)
 			return 2
@@ -183,6 +188,17 @@ func probeMain() int {
 		defer c.Close()
 		return echoConn(c)
 	})
+	do("abstract", func() error { return dial("@" + os.Getenv(absEnv)) })
+	do("own abstract server", func() error {
+		name := fmt.Sprintf("@agentbox-unixsock-own-%d", os.Getpid())
+		ln, err := net.Listen("unix", name)
+		if err != nil {
+			return err
+		}
+		defer ln.Close()
+		go serveEcho(ln, nil)
+		return dial(name)
+	})
 	do("tcp loopback", func() error {
 		c, err := net.DialTimeout("tcp", tcp, 5*time.Second) // non-blocking connect, EINPROGRESS
 		if err != nil {
@@ -292,8 +308,8 @@ func serveEcho(ln net.Listener, n *atomic.Int32) {
 }
 
 type listeners struct {
-	root, in, out, tcp string
-	nIn, nOut          atomic.Int32
+	root, in, out, tcp, abs string
+	nIn, nOut, nAbs         atomic.Int32
 }
 
 func startListeners(t *testing.T) *listeners {
@@ -319,13 +335,21 @@ func startListeners(t *testing.T) *listeners {
 	t.Cleanup(func() { ln.Close() })
 	go serveEcho(ln, nil)
 	l.tcp = ln.Addr().String()
+	// Go spells an abstract address with a leading @.
+	l.abs = fmt.Sprintf("agentbox-unixsock-test-%d-%d", os.Getpid(), time.Now().UnixNano())
+	aln, err := net.Listen("unix", "@"+l.abs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { aln.Close() })
+	go serveEcho(aln, &l.nAbs)
 	return l
 }
 
 func runChild(t *testing.T, mode string, l *listeners) map[string]string {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), modeEnv+"="+mode, rootEnv+"="+l.root, inEnv+"="+l.in, outEnv+"="+l.out, tcpEnv+"="+l.tcp)
+	cmd.Env = append(os.Environ(), modeEnv+"="+mode, rootEnv+"="+l.root, inEnv+"="+l.in, outEnv+"="+l.out, tcpEnv+"="+l.tcp, absEnv+"="+l.abs)
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	outb, err := cmd.Output()
@@ -357,19 +381,26 @@ func TestMediation(t *testing.T) {
 		"unix dgram socketpair":      "EPERM",
 		"unix stream socketpair":     "ok",
 		"bad fd":                     "EBADF",
+		// Here the abstract namespace is the host's; the init stage sets
+		// RefuseAbstract for that case, and only then (see below).
+		"abstract":            "ok",
+		"own abstract server": "ok",
 	}
 	// Without mediation the same probes reach the outside listener and
 	// create datagram sockets: each expectation can fail.
 	t.Run("plain", func(t *testing.T) {
 		l := startListeners(t)
 		got := runChild(t, "plain", l)
-		for _, k := range []string{"outside", "outside relative", "symlink in root to outside", "/proc/self/fd of outside", "unix dgram socket", "unix dgram socketpair"} {
+		for _, k := range []string{"outside", "outside relative", "symlink in root to outside", "/proc/self/fd of outside", "unix dgram socket", "unix dgram socketpair", "abstract"} {
 			if got[k] != "ok" {
 				t.Errorf("unmediated %q = %s, want ok", k, got[k])
 			}
 		}
 		if l.nOut.Load() == 0 {
 			t.Error("unmediated: the outside listener saw no connection")
+		}
+		if l.nAbs.Load() == 0 {
+			t.Error("unmediated: the abstract listener saw no connection")
 		}
 	})
 	t.Run("supervised", func(t *testing.T) {
@@ -385,6 +416,27 @@ func TestMediation(t *testing.T) {
 		}
 		if l.nIn.Load() == 0 {
 			t.Error("the inside listener saw no connection")
+		}
+	})
+	// Without a network namespace (degraded runs) the abstract
+	// namespace is the host's: every abstract connect is refused, the
+	// command's own included, and the rest is as above.
+	t.Run("supervised without abstract", func(t *testing.T) {
+		l := startListeners(t)
+		got := runChild(t, "supervise-noabstract", l)
+		w := maps.Clone(want)
+		w["abstract"] = "EACCES"
+		w["own abstract server"] = "EACCES"
+		for k, w := range w {
+			if got[k] != w {
+				t.Errorf("%q = %s, want %s", k, got[k], w)
+			}
+		}
+		if n := l.nAbs.Load(); n != 0 {
+			t.Errorf("the host's abstract listener saw %d connections", n)
+		}
+		if n := l.nOut.Load(); n != 0 {
+			t.Errorf("the outside listener saw %d connections", n)
 		}
 	})
 }
