@@ -3,10 +3,14 @@
 package linux
 
 import (
+	"fmt"
+	"math/rand/v2"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 // degraded runs agentbox inside a fresh user namespace whose
@@ -75,6 +79,119 @@ echo done`
 		if left := procsWith(tok); len(left) > 0 {
 			t.Errorf("host: processes outlived the degraded run: %v", left)
 			killPids(left)
+		}
+	})
+}
+
+// TestDegradedHostAbstractSocket: without a network namespace the abstract
+// unix namespace is the host's; an abstract listener of the host (here the
+// test process) must stay out of reach of an offline degraded run, although
+// connects are performed by the init stage's supervisor, outside the
+// command's Landlock domain.
+func TestDegradedHostAbstractSocket(t *testing.T) {
+	needPython(t)
+	forEachUser(t, func(t *testing.T, u *testUser) {
+		fx := newFixture(t, u)
+		s := listenUnix(t, "@"+randName("agentbox-test-abstract-"))
+		ctl := host(t, u, runOpts{}, python, "-c", unixClient, s.addr)
+		if !strings.HasPrefix(ctl.stdout, "got hello") {
+			t.Fatalf("control: host cannot connect either: %v", ctl)
+		}
+		s.hits.Store(0)
+		r := degraded(t, fx, []string{"--allow-degraded"}, python+" -c '"+unixClient+"' '"+s.addr+"'; echo done")
+		if r.code != 0 || !strings.Contains(r.stdout, "done") {
+			t.Fatalf("degraded run failed: %v", r)
+		}
+		if n := s.hits.Load(); n != 0 || strings.Contains(r.stdout, "got") {
+			t.Errorf("offline degraded run reached the host's abstract socket %s (%d connections): %v", s.addr, n, r)
+		}
+		if !strings.Contains(r.stdout, "refused") {
+			t.Errorf("the client did not report a refusal: %v", r)
+		}
+	})
+}
+
+// shmClient looks a SysV shared memory segment up by key, attaches it by
+// that id and by the id given, and writes into it: what a command could do
+// to the host's segments without an IPC namespace.
+const shmClient = `
+import ctypes, sys
+libc = ctypes.CDLL(None, use_errno=True)
+libc.shmat.restype = ctypes.c_void_p
+libc.shmat.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_int]
+key, shmid = int(sys.argv[1]), int(sys.argv[2])
+found = libc.shmget(key, 0, 0)
+print("shmget", "ok" if found >= 0 else "errno %d" % ctypes.get_errno())
+for i in {shmid, found}:
+    if i < 0:
+        continue
+    p = libc.shmat(i, None, 0)
+    if p is None or p == ctypes.c_void_p(-1).value:
+        print("shmat refused errno %d" % ctypes.get_errno())
+        continue
+    ctypes.memmove(p, b"pwned", 5)
+    print("attached and wrote")
+`
+
+// hostShm creates a SysV shared memory segment that anyone may write,
+// holding content, and removes it when the test ends.
+func hostShm(t *testing.T, content string) (key, id int) {
+	t.Helper()
+	for {
+		key = int(rand.Int32N(1<<30)) + 1
+		var err error
+		id, err = unix.SysvShmGet(key, 4096, unix.IPC_CREAT|unix.IPC_EXCL|0o666)
+		if err == unix.EEXIST {
+			continue
+		}
+		if err != nil {
+			t.Fatalf("shmget: %v", err)
+		}
+		break
+	}
+	t.Cleanup(func() { unix.SysvShmCtl(id, unix.IPC_RMID, nil) })
+	b, err := unix.SysvShmAttach(id, 0, 0)
+	if err != nil {
+		t.Fatalf("shmat: %v", err)
+	}
+	copy(b, content)
+	unix.SysvShmDetach(b)
+	return key, id
+}
+
+func shmContent(t *testing.T, id, n int) string {
+	t.Helper()
+	b, err := unix.SysvShmAttach(id, 0, unix.SHM_RDONLY)
+	if err != nil {
+		t.Fatalf("shmat: %v", err)
+	}
+	defer unix.SysvShmDetach(b)
+	return string(b[:n])
+}
+
+// TestDegradedHostSysVShm: without an IPC namespace the host's SysV
+// shared memory is reachable by key and id; a degraded run must not be
+// able to attach it, and the segment must be unchanged on the host.
+func TestDegradedHostSysVShm(t *testing.T) {
+	needPython(t)
+	forEachUser(t, func(t *testing.T, u *testUser) {
+		fx := newFixture(t, u)
+		const orig = "host-data"
+		ctlKey, ctlID := hostShm(t, orig)
+		ctl := host(t, u, runOpts{}, python, "-c", shmClient, fmt.Sprint(ctlKey), fmt.Sprint(ctlID))
+		if got := shmContent(t, ctlID, len(orig)); !strings.Contains(ctl.stdout, "attached and wrote") || got == orig {
+			t.Fatalf("control: the host itself cannot write the segment (content %q): %v", got, ctl)
+		}
+		key, id := hostShm(t, orig)
+		r := degraded(t, fx, []string{"--allow-degraded"}, fmt.Sprintf("%s -c '%s' %d %d; echo done", python, shmClient, key, id))
+		if r.code != 0 || !strings.Contains(r.stdout, "done") {
+			t.Fatalf("degraded run failed: %v", r)
+		}
+		if got := shmContent(t, id, len(orig)); got != orig {
+			t.Errorf("host: segment %d now holds %q, want %q: %v", id, got, orig, r)
+		}
+		if strings.Contains(r.stdout, "attached") || !strings.Contains(r.stdout, "shmat refused") {
+			t.Errorf("degraded run could attach the host's segment, or did not try: %v", r)
 		}
 	})
 }
