@@ -182,6 +182,6 @@ func DegradedGaps(p *policy.Policy) []string {
 	}
 	gaps = append(gaps,
 		"no pid namespace: the command sees every process of the host in /proc (Landlock scoping keeps it from signalling them where the kernel supports it)",
-		"no private /dev/shm or /tmp view: the host's are used, limited by Landlock")
+		"no IPC namespace or private /dev/shm and /tmp: the host's are used, limited by Landlock (the host's /dev/shm is not writable, so POSIX shared memory and semaphores fail); SysV IPC and POSIX message queues are refused by seccomp, and with the network off so are abstract unix sockets, the command's own included")
 	return gaps
 }
