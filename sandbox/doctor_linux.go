@@ -85,7 +85,7 @@ func linuxDoctor(pol *policy.Policy) *Report {
 		}
 		if llOK {
 			r.Backend = "degraded: landlock+seccomp (needs --allow-degraded)"
-			r.Missing = append(r.Missing, linux.DegradedGaps(pol)...)
+			r.Missing = append(r.Missing, linux.DegradedGaps(pol, llABI())...)
 			r.CanSandbox = true
 		} else {
 			r.Backend = "none"

@@ -70,7 +70,7 @@ func start(c *Cmd) (process, error) {
 // missing guarantees are named either way.
 func startDegraded(c *Cmd, spec *linux.Spec, cause *linux.NoUsernsError) (*linux.Process, error) {
 	pol := c.Policy
-	gaps := linux.DegradedGaps(pol)
+	gaps := linux.DegradedGaps(pol, llABI())
 	if !pol.AllowDegraded {
 		return nil, fmt.Errorf("%w; without them agentbox would run with Landlock and seccomp only, which cannot guarantee:\n  - %s\nrefusing to run: enable user namespaces, or accept these gaps with --allow-degraded (or [linux] allow_degraded = true)",
 			cause, strings.Join(gaps, "\n  - "))
@@ -89,6 +89,15 @@ func startDegraded(c *Cmd, spec *linux.Spec, cause *linux.NoUsernsError) (*linux
 	d.Landlock = true
 	d.DenyInetSockets = !pol.Network
 	return linux.Start(&d, c.Stdin, c.Stdout, c.Stderr)
+}
+
+// llABI is the kernel's Landlock ABI, 0 when there is none.
+func llABI() int {
+	abi, err := landlock.ABI()
+	if err != nil {
+		return 0
+	}
+	return abi
 }
 
 // landlockUsable reports whether the kernel offers Landlock at the floor the

@@ -172,8 +172,12 @@ func HeldDirs(p *policy.Policy) []string {
 
 // DegradedGaps lists, for a policy, the guarantees that are lost when the
 // sandbox must run without namespaces (Landlock and seccomp only).
-func DegradedGaps(p *policy.Policy) []string {
+// landlockABI is the kernel's Landlock ABI: below 6 nothing scopes signals.
+func DegradedGaps(p *policy.Policy, landlockABI int) []string {
 	var gaps []string
+	if landlockABI < 6 {
+		gaps = append(gaps, "Landlock ABI below 6: the command can signal the user's other processes")
+	}
 	if p.Mode == policy.WorkspaceWrite && len(p.Protected) > 0 {
 		gaps = append(gaps, "protected paths inside writable roots (.git, .codex, .agents and gitdirs) stay writable: Landlock can only add access, not carve read-only holes")
 	}

@@ -28,6 +28,11 @@ func applyWalls(spec *Spec) error {
 			// Degraded runs see the host's, which stays out of reach.
 			roots = append(roots, "/dev/shm")
 		}
+		// Scoping needs ABI 6. Below it, the pid and network namespaces
+		// already keep signals and abstract sockets in; degraded runs
+		// name the gap (DegradedGaps).
+		abi, _ := landlock.ABI()
+		scoped := abi >= 6
 		if _, err := landlock.Restrict(landlock.Config{
 			// Only the thread the command is forked from: the init's
 			// other threads forward signals to the command, which
@@ -36,8 +41,8 @@ func applyWalls(spec *Spec) error {
 			WritableRoots: roots,
 			// Without a network namespace, abstract unix sockets of the
 			// host would be reachable; scope them when the network is off.
-			ScopeAbstractUnix: !spec.Network,
-			ScopeSignals:      true,
+			ScopeAbstractUnix: scoped && !spec.Network,
+			ScopeSignals:      scoped,
 		}); err != nil {
 			return fmt.Errorf("landlock: %w", err)
 		}

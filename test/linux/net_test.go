@@ -245,3 +245,30 @@ func TestHostUnixSockets(t *testing.T) {
 		}
 	})
 }
+
+// TestExoticSocketFamilies: vsock is not isolated by network namespaces
+// (on a VM it reaches the hypervisor), so offline runs refuse every family
+// but unix, inet, inet6 and netlink; --network leaves them alone.
+func TestExoticSocketFamilies(t *testing.T) {
+	needPython(t)
+	probe := `import socket
+for name in ("AF_VSOCK", "AF_INET", "AF_NETLINK"):
+    fam = getattr(socket, name)
+    typ = socket.SOCK_DGRAM if name == "AF_NETLINK" else socket.SOCK_STREAM
+    try:
+        socket.socket(fam, typ).close(); print(name, "ok")
+    except OSError as e:
+        print(name, "errno", e.errno)
+`
+	forEachUser(t, func(t *testing.T, u *testUser) {
+		fx := newFixture(t, u)
+		ctl := host(t, u, runOpts{}, python, "-c", probe)
+		if !strings.Contains(ctl.stdout, "AF_VSOCK ok") {
+			t.Skipf("this kernel has no vsock (control run: %q): nothing to refuse", ctl.stdout)
+		}
+		r := runWith(t, u, runOpts{dir: fx.ws}, "run", "-C", fx.ws, "--", python, "-c", probe)
+		if !strings.Contains(r.stdout, "AF_VSOCK errno 1") || !strings.Contains(r.stdout, "AF_INET ok") || !strings.Contains(r.stdout, "AF_NETLINK ok") {
+			t.Errorf("offline: want vsock refused (EPERM), inet and netlink allowed: %v", r)
+		}
+	})
+}
