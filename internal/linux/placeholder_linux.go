@@ -5,7 +5,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -32,6 +31,9 @@ type Placeholders struct {
 type heldPlaceholder struct {
 	path string
 	f    *os.File
+	// placeholder: made by agentbox (now or by an earlier run), so the
+	// last run out removes it; a real directory is only held.
+	placeholder bool
 }
 
 // placeholderXattr marks a directory agentbox created as a placeholder.
@@ -57,12 +59,19 @@ func AcquirePlaceholders(paths []string, stateDir string) (*Placeholders, error)
 			p.Release()
 			return nil, err
 		}
-		p.held = append(p.held, heldPlaceholder{path, f})
+		ph := f.created || isMarked(path) || p.recorded(path)
+		p.held = append(p.held, heldPlaceholder{path, f.File, ph})
 	}
 	return p, nil
 }
 
-func (p *Placeholders) acquire(path string) (*os.File, error) {
+// acquired is an open, share-locked directory and whether we created it.
+type acquired struct {
+	*os.File
+	created bool
+}
+
+func (p *Placeholders) acquire(path string) (acquired, error) {
 	deadline := time.Now().Add(lockWait)
 	for {
 		created := false
@@ -77,19 +86,19 @@ func (p *Placeholders) acquire(path string) (*os.File, error) {
 			p.record(path)
 		case errors.Is(err, os.ErrExist):
 		default:
-			return nil, fmt.Errorf("creating placeholder for protected path %s: %w", path, err)
+			return acquired{}, fmt.Errorf("creating placeholder for protected path %s: %w", path, err)
 		}
 		f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_DIRECTORY|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0)
 		if err != nil {
 			if created {
 				os.Remove(path)
 			}
-			return nil, fmt.Errorf("protected path %s appeared as something other than a directory while starting; run again: %w", path, err)
+			return acquired{}, fmt.Errorf("protected path %s appeared as something other than a directory while starting; run again: %w", path, err)
 		}
 		if err := unix.Flock(int(f.Fd()), unix.LOCK_SH|unix.LOCK_NB); err != nil {
 			f.Close()
 			if time.Now().After(deadline) {
-				return nil, fmt.Errorf("placeholder %s stays locked by another process: %w", path, err)
+				return acquired{}, fmt.Errorf("placeholder %s stays locked by another process: %w", path, err)
 			}
 			time.Sleep(10 * time.Millisecond)
 			continue
@@ -97,7 +106,7 @@ func (p *Placeholders) acquire(path string) (*os.File, error) {
 		// The run that held it may have removed it between our open and
 		// our lock; only the directory still at path protects anything.
 		if sameFile(f, path) {
-			return f, nil
+			return acquired{f, created}, nil
 		}
 		f.Close()
 	}
@@ -146,7 +155,11 @@ func (p *Placeholders) record(path string) {
 // run still uses.
 func (p *Placeholders) Release() {
 	for _, h := range p.held {
-		p.removeIfUnused(h.path, h.f)
+		if h.placeholder {
+			p.removeIfUnused(h.path, h.f)
+		} else {
+			h.f.Close()
+		}
 	}
 	p.held = nil
 }
@@ -175,9 +188,9 @@ func (p *Placeholders) removeIfUnused(path string, f *os.File) {
 	if !ours {
 		return // a real directory of the user's, never ours to remove
 	}
-	if empty(f) {
-		os.Remove(path)
-	}
+	// rmdir refuses a directory that is not empty: something the user
+	// put there since is theirs, and stays.
+	unix.Rmdir(path)
 	if rec != "" {
 		os.Remove(rec)
 	}
@@ -189,12 +202,13 @@ func isMarked(path string) bool {
 	return err == nil && string(buf[:n]) == "placeholder"
 }
 
-func empty(f *os.File) bool {
-	if _, err := f.Seek(0, io.SeekStart); err != nil {
+// recorded reports whether the state directory says agentbox made path.
+func (p *Placeholders) recorded(path string) bool {
+	if p.dir == "" {
 		return false
 	}
-	names, err := f.Readdirnames(1)
-	return len(names) == 0 && errors.Is(err, io.EOF)
+	b, err := os.ReadFile(p.recordPath(path))
+	return err == nil && string(b) == path
 }
 
 // SweepPlaceholders removes placeholders left by runs that were killed
