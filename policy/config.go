@@ -66,6 +66,25 @@ func DefaultConfigPath(getenv func(string) string) string {
 	return ""
 }
 
+// StateDir is where agentbox keeps its bookkeeping (placeholder records,
+// synthetic SIDs): $XDG_STATE_HOME/agentbox or ~/.local/state/agentbox on
+// Unix, %LOCALAPPDATA%\agentbox on Windows; "" when none can be named.
+func StateDir(getenv func(string) string, goos string) string {
+	if goos == "windows" {
+		if d := getenv("LOCALAPPDATA"); d != "" {
+			return filepath.Join(d, "agentbox")
+		}
+		return ""
+	}
+	if d := getenv("XDG_STATE_HOME"); filepath.IsAbs(d) {
+		return filepath.Join(d, "agentbox")
+	}
+	if h := getenv("HOME"); filepath.IsAbs(h) {
+		return filepath.Join(h, ".local", "state", "agentbox")
+	}
+	return ""
+}
+
 // LoadConfig reads and strictly validates a config file. Unknown keys, wrong
 // types and invalid values are errors naming the key and the file.
 func LoadConfig(path string) (*Config, error) {

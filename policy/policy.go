@@ -24,8 +24,10 @@ type Options struct {
 	AllowDegraded *bool    // from --allow-degraded
 	Config        *Config  // nil = no config file
 	// ExtraProtected are further paths to keep read-only wherever they
-	// are: agentbox's own config and state directories. The running
-	// executable is always protected.
+	// are, such as a --config file. agentbox's default config directory,
+	// its state directory and the running executable are always
+	// protected: whatever decides how the next command is sandboxed must
+	// not be writable by this one.
 	ExtraProtected []string
 
 	// Getenv reads the environment ($TMPDIR, %TEMP%); nil means os.Getenv.
@@ -210,6 +212,12 @@ func Resolve(o Options) (*Policy, error) {
 	slices.SortFunc(p.WritableRoots, comparePaths)
 
 	extra := append([]string{}, o.ExtraProtected...)
+	if d := DefaultConfigPath(getenv); d != "" {
+		extra = append(extra, filepath.Dir(d))
+	}
+	if d := StateDir(getenv, goos); d != "" {
+		extra = append(extra, d)
+	}
 	if exe, err := os.Executable(); err == nil {
 		// A command able to replace agentbox's own binary would own the
 		// next run; `go run` links it under /tmp, a writable root.

@@ -392,3 +392,27 @@ func TestCommondirFIFOIsNotRead(t *testing.T) {
 		t.Fatal("Resolve blocked on a FIFO commondir")
 	}
 }
+
+func TestOwnConfigAndStateProtectedByDefault(t *testing.T) {
+	home := realTemp(t)
+	env := func(k string) string {
+		if k == "HOME" {
+			return home
+		}
+		return ""
+	}
+	// The workspace is $HOME, so agentbox's config and state lie in it.
+	p, err := Resolve(Options{Cwd: home, Getenv: env, GOOS: "linux",
+		Config: &Config{SandboxWorkspaceWrite: WorkspaceWriteSection{ExcludeSlashTmp: ptr(true)}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{filepath.Join(home, ".config"), filepath.Join(home, ".local")} {
+		if pr, ok := findProtected(p, want); !ok || pr.Kind != Missing {
+			t.Errorf("%s (first missing component of agentbox's own dirs) not protected: %+v", want, p.Protected)
+		}
+	}
+	if got := StateDir(func(k string) string { return map[string]string{"LOCALAPPDATA": `C:\Users\u\AppData\Local`}[k] }, "windows"); !strings.HasSuffix(got, "agentbox") {
+		t.Errorf("windows state dir = %q", got)
+	}
+}

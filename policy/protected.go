@@ -42,7 +42,7 @@ func protectedPaths(roots, names []string, extra []string) ([]Protected, error) 
 			return fmt.Errorf("protected path %s: %w", path, err)
 		}
 		switch {
-		case fi.Mode()&fs.ModeSymlink != 0:
+		case isLink(path, fi):
 			pr.Kind = Symlink
 			byPath[path] = pr
 			target, links := resolve(path)
@@ -123,6 +123,20 @@ func firstMissing(path string) string {
 	}
 }
 
+// isLink reports whether fi (from Lstat of path) is a link to follow: a
+// symlink, or on Windows a junction, which Go reports as an irregular file
+// but which redirects a path just the same.
+func isLink(path string, fi fs.FileInfo) bool {
+	if fi.Mode()&fs.ModeSymlink != 0 {
+		return true
+	}
+	if fi.Mode()&fs.ModeIrregular != 0 {
+		_, err := os.Readlink(path)
+		return err == nil
+	}
+	return false
+}
+
 // resolve follows symlinks in path one component at a time, as the kernel
 // does, and returns where it leads together with every symlink it passed
 // through. Components past the first missing one are kept as written.
@@ -148,7 +162,7 @@ func resolve(path string) (string, []string) {
 		if err != nil {
 			return filepath.Join(append([]string{next}, parts...)...), links
 		}
-		if fi.Mode()&fs.ModeSymlink == 0 {
+		if !isLink(next, fi) {
 			cur = next
 			continue
 		}

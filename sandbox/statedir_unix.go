@@ -4,17 +4,10 @@ package sandbox
 
 import (
 	"os"
-	"path/filepath"
+	"runtime"
+
+	"github.com/agentbox/agentbox/policy"
 )
 
-// stateDir is where agentbox keeps its own bookkeeping on Unix:
-// $XDG_STATE_HOME/agentbox or ~/.local/state/agentbox.
-func stateDir() string {
-	if d := os.Getenv("XDG_STATE_HOME"); filepath.IsAbs(d) {
-		return filepath.Join(d, "agentbox")
-	}
-	if h := os.Getenv("HOME"); filepath.IsAbs(h) {
-		return filepath.Join(h, ".local", "state", "agentbox")
-	}
-	return ""
-}
+// stateDir is where agentbox keeps its own bookkeeping on Unix.
+func stateDir() string { return policy.StateDir(os.Getenv, runtime.GOOS) }

@@ -135,19 +135,12 @@ func (f *runFlags) resolve(cmd *cobra.Command) (*policy.Policy, error) {
 		}
 	}
 	o := policy.Options{Mode: policy.Mode(f.mode), Cwd: f.cwd, AddDirs: f.addDirs, Config: cfg}
-	// What decides how the next command is sandboxed must not be writable
-	// by this one: the config (default location and --config) and
-	// agentbox's state. The executable is protected by Resolve.
-	if d := policy.DefaultConfigPath(os.Getenv); d != "" {
-		o.ExtraProtected = append(o.ExtraProtected, filepath.Dir(d))
-	}
+	// A --config file decides how the next command is sandboxed too; the
+	// default config and state directories are protected by Resolve.
 	if f.config != "" {
 		if abs, err := filepath.Abs(f.config); err == nil {
 			o.ExtraProtected = append(o.ExtraProtected, abs)
 		}
-	}
-	if d := sandbox.StateDir(); d != "" {
-		o.ExtraProtected = append(o.ExtraProtected, d)
 	}
 	if cmd.Flags().Changed("network") {
 		o.Network = &f.network
