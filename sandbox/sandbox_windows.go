@@ -53,7 +53,7 @@ func start(c *Cmd) (process, error) {
 			c.diag("%s", unelevated.NetworkNote)
 		}
 	}
-	sio, err := newStdio(c)
+	sio, err := newStdio(c, pol.Mode != policy.DangerFullAccess)
 	if err != nil {
 		return nil, &StartError{CodeSandboxFailure, err}
 	}
@@ -93,20 +93,26 @@ type stdio struct {
 	mu         sync.Mutex
 }
 
-func newStdio(c *Cmd) (*stdio, error) {
+// newStdio sets up the child's stdio. confined (every mode but
+// danger-full-access) relays a console through pipes instead of handing
+// the child the console handle: with it, the child could write input
+// records into the user's shell (WriteConsoleInput) or read its screen.
+// The command then sees pipes, not a terminal.
+func newStdio(c *Cmd, confined bool) (*stdio, error) {
 	s := &stdio{}
+	relay := func(f *os.File) bool { return confined && winapi.IsConsole(windows.Handle(f.Fd())) }
 	// stdin
-	switch r := c.Stdin.(type) {
-	case nil:
+	if f, ok := c.Stdin.(*os.File); c.Stdin == nil {
 		f, err := os.Open(os.DevNull)
 		if err != nil {
 			return nil, err
 		}
 		s.childEnds = append(s.childEnds, f)
 		s.handles[0] = windows.Handle(f.Fd())
-	case *os.File:
-		s.handles[0] = windows.Handle(r.Fd())
-	default:
+	} else if ok && !relay(f) {
+		s.handles[0] = windows.Handle(f.Fd())
+	} else {
+		r := c.Stdin
 		pr, pw, err := os.Pipe()
 		if err != nil {
 			return nil, err
@@ -126,8 +132,7 @@ func newStdio(c *Cmd) (*stdio, error) {
 	// stdout and stderr; one pipe when both are the same writer.
 	var shared *os.File
 	for i, w := range []io.Writer{c.Stdout, c.Stderr} {
-		switch w := w.(type) {
-		case nil:
+		if w == nil {
 			f, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
 			if err != nil {
 				s.abort()
@@ -135,31 +140,33 @@ func newStdio(c *Cmd) (*stdio, error) {
 			}
 			s.childEnds = append(s.childEnds, f)
 			s.handles[1+i] = windows.Handle(f.Fd())
-		case *os.File:
-			s.handles[1+i] = windows.Handle(w.Fd())
-		default:
-			if i == 1 && c.Stderr == c.Stdout && shared != nil {
-				s.handles[2] = windows.Handle(shared.Fd())
-				continue
-			}
-			pr, pw, err := os.Pipe()
-			if err != nil {
-				s.abort()
-				return nil, err
-			}
-			shared = pw
-			s.childEnds = append(s.childEnds, pw)
-			s.parentEnds = append(s.parentEnds, pr)
-			s.handles[1+i] = windows.Handle(pw.Fd())
-			s.copies = append(s.copies, func() error {
-				_, err := io.Copy(w, pr)
-				pr.Close()
-				if errors.Is(err, os.ErrClosed) {
-					err = nil
-				}
-				return err
-			})
+			continue
 		}
+		if f, ok := w.(*os.File); ok && !relay(f) {
+			s.handles[1+i] = windows.Handle(f.Fd())
+			continue
+		}
+		if i == 1 && c.Stderr == c.Stdout && shared != nil {
+			s.handles[2] = windows.Handle(shared.Fd())
+			continue
+		}
+		pr, pw, err := os.Pipe()
+		if err != nil {
+			s.abort()
+			return nil, err
+		}
+		shared = pw
+		s.childEnds = append(s.childEnds, pw)
+		s.parentEnds = append(s.parentEnds, pr)
+		s.handles[1+i] = windows.Handle(pw.Fd())
+		s.copies = append(s.copies, func() error {
+			_, err := io.Copy(w, pr)
+			pr.Close()
+			if errors.Is(err, os.ErrClosed) {
+				err = nil
+			}
+			return err
+		})
 	}
 	return s, nil
 }

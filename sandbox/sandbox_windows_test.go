@@ -33,6 +33,9 @@ func TestMain(m *testing.M) {
 }
 
 func helper(name string, args []string) int {
+	if code := uiHelper(name, args); code >= 0 {
+		return code
+	}
 	switch name {
 	case "echo": // stdin to stdout, args to stderr, exit with $AGENTBOX_TEST_CODE
 		io.Copy(os.Stdout, os.Stdin)

@@ -210,3 +210,24 @@ func TestTokenDefaultDACL(t *testing.T) {
 		}
 	}
 }
+
+func TestDesktopDACL(t *testing.T) {
+	got := DesktopDACL(logonSID)
+	if !strings.HasPrefix(got, "D:P(") {
+		t.Errorf("desktop DACL %s is not protected", got)
+	}
+	d, err := ParseDACL(got)
+	if err != nil || len(d.ACEs) != 1 {
+		t.Fatalf("%s: %v", got, err)
+	}
+	a := d.ACEs[0].Parsed
+	if a.Deny || a.SID != logonSID || a.Mask != DesktopAllAccess || a.Flags != 0 {
+		t.Errorf("desktop ACE %+v, want only the logon SID with DESKTOP_ALL_ACCESS", a)
+	}
+	// Nobody else: not Everyone, not the user, not the sandbox SID alone.
+	for _, s := range []string{"WD", userSID, wsSID} {
+		if strings.Contains(got, s) {
+			t.Errorf("desktop DACL %s names %s", got, s)
+		}
+	}
+}

@@ -196,3 +196,19 @@ func TokenDefaultDACL(userSID, logonSID, sandboxSID string) string {
 		ACE{Mask: 0x10000000, SID: "WD"}.SDDL() +
 		ACE{Mask: 0x10000000, SID: sandboxSID}.SDDL()
 }
+
+// DesktopAllAccess is DESKTOP_ALL_ACCESS in effect: every desktop-specific
+// right (DESKTOP_READOBJECTS through DESKTOP_SWITCHDESKTOP, 0x1FF) and the
+// standard rights (DELETE, READ_CONTROL, WRITE_DAC, WRITE_OWNER).
+const DesktopAllAccess = 0x000F01FF
+
+// DesktopDACL is the SDDL of the private desktop each sandboxed run gets:
+// protected (nothing inherited from the window station) and granting only
+// logonSID. In unelevated mode that is the user's logon SID (agentbox
+// itself, and the child through its restricting SIDs); in elevated mode the
+// runner's. No other process of the session, the user's shell included,
+// can open the desktop, and the child cannot reach the user's desktop
+// through window messages, hooks or journal playback.
+func DesktopDACL(logonSID string) string {
+	return "D:P" + ACE{Mask: DesktopAllAccess, SID: logonSID}.SDDL()
+}

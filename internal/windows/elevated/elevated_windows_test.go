@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/windows"
 
@@ -60,6 +61,20 @@ func child(mode string) int {
 		c.Close()
 		fmt.Print("connected")
 		return 0
+	case "desktop":
+		h, _, err := procGetThreadDesktop.Call(uintptr(windows.GetCurrentThreadId()))
+		if h == 0 {
+			fmt.Print("GetThreadDesktop: ", err)
+			return 1
+		}
+		buf := make([]uint16, 256)
+		var n uint32
+		if r, _, err := procGetUserObjectInformation.Call(h, 2, uintptr(unsafe.Pointer(&buf[0])), uintptr(len(buf)*2), uintptr(unsafe.Pointer(&n))); r == 0 {
+			fmt.Print("GetUserObjectInformation: ", err)
+			return 1
+		}
+		fmt.Print(windows.UTF16ToString(buf))
+		return 0
 	case "write":
 		if err := os.WriteFile(arg, []byte("x"), 0o644); err != nil {
 			fmt.Print("write failed: ", err)
@@ -69,6 +84,28 @@ func child(mode string) int {
 		return 0
 	}
 	return 99
+}
+
+var (
+	procGetThreadDesktop         = windows.NewLazySystemDLL("user32.dll").NewProc("GetThreadDesktop")
+	procGetUserObjectInformation = windows.NewLazySystemDLL("user32.dll").NewProc("GetUserObjectInformationW")
+)
+
+// The runner puts the command on a private desktop of its own.
+func TestRunnerPrivateDesktop(t *testing.T) {
+	s := spec(t, "desktop")
+	var out bytes.Buffer
+	s.Stdout = &out
+	p, err := start(context.Background(), s, selfSID(t), selfLaunch(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code, err := p.Wait(); err != nil || code != 0 {
+		t.Fatalf("code %d, %v: %s", code, err, out.String())
+	}
+	if name := out.String(); strings.EqualFold(name, "Default") || !strings.HasPrefix(name, "agentbox-") {
+		t.Errorf("the command runs on desktop %q, want a private agentbox-<random> one", name)
+	}
 }
 
 func underWine() bool {

@@ -84,6 +84,19 @@ func (r *runner) run() (uint32, error) {
 	}
 	defer tok.Close()
 
+	// A private desktop only our logon SID (a restricting SID of the
+	// child's token) may open: the child shares no desktop with the
+	// user's windows.
+	logon, err := winapi.LogonSID(self)
+	if err != nil {
+		return 0, &ipc.Error{Code: ipc.CodeToken, Message: "private desktop: " + err.Error()}
+	}
+	desk, err := winapi.NewDesktop(logon)
+	if err != nil {
+		return 0, fmt.Errorf("private desktop: %w", err)
+	}
+	defer desk.Close()
+
 	job, err := winapi.NewJob()
 	if err != nil {
 		return 0, err
@@ -134,6 +147,7 @@ func (r *runner) run() (uint32, error) {
 	proc, err := winapi.Spawn(winapi.Spec{
 		Token: tok, App: line.App, CmdLine: line.Line, Env: env, Dir: req.Dir,
 		Stdin: stdinR, Stdout: windows.Handle(outW.Fd()), Stderr: windows.Handle(errW.Fd()), Job: job,
+		Desktop: desk.Name,
 	})
 	// Our copies of the child's ends must go, or the output pumps never
 	// see EOF.

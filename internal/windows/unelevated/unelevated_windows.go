@@ -91,7 +91,9 @@ type Spec struct {
 	Args []string
 	Env  []string // as given by the caller, before the network rewrite
 	Dir  string
-	// Stdio handles in this process; Start passes duplicates.
+	// Stdio handles in this process; Start passes duplicates. Outside
+	// danger-full-access none may be a console (winapi.IsConsole): the
+	// caller relays a console through pipes.
 	Stdin, Stdout, Stderr windows.Handle
 }
 
@@ -102,6 +104,7 @@ var ErrNotFound = errors.New("executable file not found in PATH")
 type Proc struct {
 	p      *winapi.Process
 	job    *winapi.Job
+	desk   *winapi.Desktop // nil without a sandbox
 	killed atomic.Bool
 }
 
@@ -126,6 +129,7 @@ func (sb *Sandbox) Start(pol *policy.Policy, s Spec) (*Proc, error) {
 		return nil, err
 	}
 	var tok windows.Token
+	var desk *winapi.Desktop
 	if pol.Mode != policy.DangerFullAccess {
 		self, err := winapi.OpenSelfToken()
 		if err != nil {
@@ -140,20 +144,35 @@ func (sb *Sandbox) Start(pol *policy.Policy, s Spec) (*Proc, error) {
 			return nil, err
 		}
 		defer tok.Close()
+		// A private desktop granted to the user's logon SID (a restricting
+		// SID of the token, so the child passes both access checks).
+		logon, err := winapi.LogonSID(self)
+		if err != nil {
+			return nil, fmt.Errorf("private desktop: %w", err)
+		}
+		if desk, err = winapi.NewDesktop(logon); err != nil {
+			return nil, fmt.Errorf("private desktop: %w", err)
+		}
 	}
 	job, err := winapi.NewJob()
 	if err != nil {
+		desk.Close()
 		return nil, err
 	}
-	p, err := winapi.Spawn(winapi.Spec{
+	spec := winapi.Spec{
 		Token: tok, App: cl.App, CmdLine: cl.Line, Env: block, Dir: s.Dir,
 		Stdin: s.Stdin, Stdout: s.Stdout, Stderr: s.Stderr, Job: job,
-	})
+	}
+	if desk != nil {
+		spec.Desktop = desk.Name
+	}
+	p, err := winapi.Spawn(spec)
 	if err != nil {
 		job.Close()
+		desk.Close()
 		return nil, err
 	}
-	return &Proc{p: p, job: job}, nil
+	return &Proc{p: p, job: job, desk: desk}, nil
 }
 
 // Resolve finds the program path names: a bare name is looked up in env's
@@ -193,6 +212,7 @@ func (p *Proc) Wait() (code uint32, killed bool, err error) {
 	code, err = p.p.Wait()
 	p.job.Terminate(KilledCode)
 	p.job.Close()
+	p.desk.Close()
 	p.p.Close()
 	return code, p.killed.Load(), err
 }

@@ -12,3 +12,7 @@ package winapi
 
 //sys createRestrictedToken(existing windows.Token, flags uint32, disableSidCount uint32, sidsToDisable *windows.SIDAndAttributes, deletePrivilegeCount uint32, privilegesToDelete *windows.LUIDAndAttributes, restrictedSidCount uint32, sidsToRestrict *windows.SIDAndAttributes, newToken *windows.Token) (err error) = advapi32.CreateRestrictedToken
 //sys isProcessInJob(process windows.Handle, job windows.Handle, result *int32) (err error) = kernel32.IsProcessInJob
+//sys createDesktop(name *uint16, device *uint16, devmode uintptr, flags uint32, access uint32, sa *windows.SecurityAttributes) (h windows.Handle, err error) [failretval==0] = user32.CreateDesktopW
+//sys closeDesktop(h windows.Handle) (err error) = user32.CloseDesktop
+//sys getProcessWindowStation() (h windows.Handle, err error) [failretval==0] = user32.GetProcessWindowStation
+//sys getUserObjectInformation(obj windows.Handle, index int32, info *uint16, length uint32, needed *uint32) (err error) = user32.GetUserObjectInformationW

@@ -11,7 +11,9 @@ import (
 
 // Spec describes a process to start with Spawn.
 type Spec struct {
-	// Token is the primary token to run under; 0 runs under the caller's.
+	// Token is the primary token to run under; 0 runs under the caller's,
+	// unconfined (danger-full-access): then the console may be shared and
+	// Desktop may be empty (winsta0\default).
 	Token windows.Token
 	// App is the executable (lpApplicationName) and CmdLine the full
 	// command line; see winenv.Build.
@@ -22,12 +24,17 @@ type Spec struct {
 	// Dir is the working directory; "" is the caller's.
 	Dir string
 	// Stdin, Stdout and Stderr are handles in the caller; Spawn passes
-	// inheritable duplicates, and only those, to the child.
+	// inheritable duplicates, and only those, to the child. None may be a
+	// console handle (see IsConsole): callers relay a console through
+	// pipes.
 	Stdin, Stdout, Stderr windows.Handle
 	// Job receives the process before its first instruction runs.
 	Job *Job
-	// Desktop is lpDesktop; "" means winsta0\default. Some programs
-	// (PowerShell) fail to initialise under a restricted token without it.
+	// Desktop is lpDesktop, "winsta\desktop": the run's private desktop
+	// (NewDesktop). It is required: the user's winsta0\default would let
+	// the child send input to the user's windows. (Some programs, such as
+	// PowerShell, fail to initialise under a restricted token when
+	// lpDesktop is left empty.)
 	Desktop string
 }
 
@@ -37,13 +44,39 @@ type Process struct {
 	Pid    uint32
 }
 
+// CreationFlags are Spawn's process creation flags. CREATE_NO_WINDOW
+// keeps the child off the caller's console: a console program gets a
+// hidden console of its own, so even a child that opens CONIN$ or
+// CONOUT$ by name reaches only that one, never the user's shell.
+const CreationFlags = windows.CREATE_SUSPENDED | windows.EXTENDED_STARTUPINFO_PRESENT |
+	windows.CREATE_UNICODE_ENVIRONMENT | windows.CREATE_NO_WINDOW
+
+// ErrConsoleHandle is Spawn's refusal of a console stdio handle.
+var ErrConsoleHandle = errors.New("spawn: a stdio handle is a console; relay it through a pipe")
+
 // Spawn starts the process suspended, assigns it to the job, then resumes
 // it: there is no moment at which the child (or anything it starts) runs
 // outside the job. Only the three stdio handles are inherited
-// (PROC_THREAD_ATTRIBUTE_HANDLE_LIST).
+// (PROC_THREAD_ATTRIBUTE_HANDLE_LIST); none may be a console. The child
+// gets its own hidden console (CreationFlags) and runs on s.Desktop.
 func Spawn(s Spec) (*Process, error) {
 	if s.Job == nil {
 		return nil, errors.New("spawn: no job object")
+	}
+	flags := uint32(CreationFlags)
+	if s.Token != 0 {
+		if s.Desktop == "" {
+			return nil, errors.New("spawn: no private desktop")
+		}
+		for _, h := range []windows.Handle{s.Stdin, s.Stdout, s.Stderr} {
+			if h != 0 && h != windows.InvalidHandle && IsConsole(h) {
+				return nil, ErrConsoleHandle
+			}
+		}
+	} else {
+		// No sandbox (danger-full-access): the caller's own rights, its
+		// console and desktop.
+		flags &^= windows.CREATE_NO_WINDOW
 	}
 	cur := windows.CurrentProcess()
 	var inherit []windows.Handle
@@ -82,9 +115,13 @@ func Spawn(s Spec) (*Process, error) {
 		return nil, os.NewSyscallError("UpdateProcThreadAttribute", err)
 	}
 
-	desktop := s.Desktop
-	if desktop == "" {
-		desktop = `winsta0\default`
+	dn := s.Desktop
+	if dn == "" {
+		dn = `winsta0\default`
+	}
+	desktop, err := windows.UTF16PtrFromString(dn)
+	if err != nil {
+		return nil, fmt.Errorf("spawn: desktop %q: %w", s.Desktop, err)
 	}
 	si := windows.StartupInfoEx{
 		StartupInfo: windows.StartupInfo{
@@ -93,7 +130,7 @@ func Spawn(s Spec) (*Process, error) {
 			StdInput:  std[0],
 			StdOutput: std[1],
 			StdErr:    std[2],
-			Desktop:   windows.StringToUTF16Ptr(desktop),
+			Desktop:   desktop,
 		},
 		ProcThreadAttributeList: attrs.List(),
 	}
@@ -112,7 +149,6 @@ func Spawn(s Spec) (*Process, error) {
 		}
 	}
 	var env *uint16
-	flags := uint32(windows.CREATE_SUSPENDED | windows.EXTENDED_STARTUPINFO_PRESENT | windows.CREATE_UNICODE_ENVIRONMENT)
 	if s.Env != nil {
 		env = &s.Env[0]
 	}

@@ -44,6 +44,12 @@ func TestMain(m *testing.M) {
 		fmt.Println(p.Pid)
 		time.Sleep(time.Minute)
 		os.Exit(0)
+	case "consolepids":
+		// The pids attached to this process's console, if any.
+		for _, pid := range consolePIDs() {
+			fmt.Println(pid)
+		}
+		os.Exit(0)
 	case "sleep":
 		time.Sleep(time.Minute)
 		os.Exit(0)
@@ -146,7 +152,7 @@ func spawn(t *testing.T, tok windows.Token, mode string, stdin, stdout, stderr *
 	p, err := Spawn(Spec{
 		Token: tok, App: cl.App, CmdLine: cl.Line, Env: block, Dir: filepath.Dir(exe),
 		Stdin: windows.Handle(stdin.Fd()), Stdout: windows.Handle(stdout.Fd()), Stderr: windows.Handle(stderr.Fd()),
-		Job: job,
+		Job: job, Desktop: privateDesktop(t).Name,
 	})
 	if err != nil {
 		t.Fatalf("Spawn: %v", err)

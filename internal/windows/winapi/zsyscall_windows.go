@@ -40,9 +40,14 @@ func errnoErr(e syscall.Errno) error {
 var (
 	modadvapi32 = windows.NewLazySystemDLL("advapi32.dll")
 	modkernel32 = windows.NewLazySystemDLL("kernel32.dll")
+	moduser32   = windows.NewLazySystemDLL("user32.dll")
 
-	procCreateRestrictedToken = modadvapi32.NewProc("CreateRestrictedToken")
-	procIsProcessInJob        = modkernel32.NewProc("IsProcessInJob")
+	procCreateRestrictedToken     = modadvapi32.NewProc("CreateRestrictedToken")
+	procIsProcessInJob            = modkernel32.NewProc("IsProcessInJob")
+	procCloseDesktop              = moduser32.NewProc("CloseDesktop")
+	procCreateDesktopW            = moduser32.NewProc("CreateDesktopW")
+	procGetProcessWindowStation   = moduser32.NewProc("GetProcessWindowStation")
+	procGetUserObjectInformationW = moduser32.NewProc("GetUserObjectInformationW")
 )
 
 func createRestrictedToken(existing windows.Token, flags uint32, disableSidCount uint32, sidsToDisable *windows.SIDAndAttributes, deletePrivilegeCount uint32, privilegesToDelete *windows.LUIDAndAttributes, restrictedSidCount uint32, sidsToRestrict *windows.SIDAndAttributes, newToken *windows.Token) (err error) {
@@ -55,6 +60,40 @@ func createRestrictedToken(existing windows.Token, flags uint32, disableSidCount
 
 func isProcessInJob(process windows.Handle, job windows.Handle, result *int32) (err error) {
 	r1, _, e1 := syscall.SyscallN(procIsProcessInJob.Addr(), uintptr(process), uintptr(job), uintptr(unsafe.Pointer(result)))
+	if uint32(r1) == 0 {
+		err = errnoErr(e1)
+	}
+	return
+}
+
+func closeDesktop(h windows.Handle) (err error) {
+	r1, _, e1 := syscall.SyscallN(procCloseDesktop.Addr(), uintptr(h))
+	if uint32(r1) == 0 {
+		err = errnoErr(e1)
+	}
+	return
+}
+
+func createDesktop(name *uint16, device *uint16, devmode uintptr, flags uint32, access uint32, sa *windows.SecurityAttributes) (h windows.Handle, err error) {
+	r0, _, e1 := syscall.SyscallN(procCreateDesktopW.Addr(), uintptr(unsafe.Pointer(name)), uintptr(unsafe.Pointer(device)), uintptr(devmode), uintptr(flags), uintptr(access), uintptr(unsafe.Pointer(sa)))
+	h = windows.Handle(r0)
+	if h == 0 {
+		err = errnoErr(e1)
+	}
+	return
+}
+
+func getProcessWindowStation() (h windows.Handle, err error) {
+	r0, _, e1 := syscall.SyscallN(procGetProcessWindowStation.Addr())
+	h = windows.Handle(r0)
+	if h == 0 {
+		err = errnoErr(e1)
+	}
+	return
+}
+
+func getUserObjectInformation(obj windows.Handle, index int32, info *uint16, length uint32, needed *uint32) (err error) {
+	r1, _, e1 := syscall.SyscallN(procGetUserObjectInformationW.Addr(), uintptr(obj), uintptr(index), uintptr(unsafe.Pointer(info)), uintptr(length), uintptr(unsafe.Pointer(needed)))
 	if uint32(r1) == 0 {
 		err = errnoErr(e1)
 	}
