@@ -201,13 +201,39 @@ func TestPaths(t *testing.T) {
 func TestTokenDefaultDACL(t *testing.T) {
 	got := TokenDefaultDACL(userSID, logonSID, wsSID)
 	d, err := ParseDACL(got)
-	if err != nil || len(d.ACEs) != 5 {
+	if err != nil || len(d.ACEs) != 4 {
 		t.Fatalf("%s: %v", got, err)
 	}
-	for _, s := range []string{logonSID, "WD", wsSID} {
+	for _, s := range []string{userSID, "SY", logonSID, wsSID} {
 		if !d.Has(ACE{Mask: FileAllAccess, SID: s}) {
 			t.Errorf("default DACL lacks GENERIC_ALL for %s: %s", s, got)
 		}
+	}
+	for _, a := range d.ACEs {
+		if canonicalSID(a.Parsed.SID) == Everyone {
+			t.Errorf("default DACL grants Everyone: %s", got)
+		}
+	}
+	// In the access-check model: what the child creates (a pipe) is
+	// usable by the child through both passes of its write-restricted
+	// token, by the user (agentbox's end), and by nobody else holding
+	// only Everyone and Authenticated Users.
+	m := NewModel()
+	var aces []ACE
+	for _, a := range d.ACEs {
+		aces = append(aces, a.Parsed)
+	}
+	const pipe = `\\.\pipe\child-made`
+	m.Put(pipe, false, aces...)
+	if !m.CanRead(sandboxToken, pipe) || !m.CanWrite(sandboxToken, pipe) {
+		t.Error("the sandboxed child cannot use the pipe it created")
+	}
+	if !m.CanRead(userToken, pipe) || !m.CanWrite(userToken, pipe) {
+		t.Error("the user cannot use the child's pipe")
+	}
+	other := Token{SIDs: []string{"S-1-5-21-9-9-9-1001", "BU", "WD", "AU", "S-1-5-5-0-999"}}
+	if m.CanRead(other, pipe) || m.CanWrite(other, pipe) {
+		t.Error("another user's process can use the child's pipe")
 	}
 }
 

@@ -185,15 +185,18 @@ func aceFlagsField(text string) string {
 
 // TokenDefaultDACL is the SDDL of the default DACL agentbox gives the
 // restricted token. Objects a sandboxed process creates without an explicit
-// security descriptor (pipes, events, sections) get this DACL; the
-// Windows default names only the user and SYSTEM, which the restricted pass
-// of a write-restricted token does not match, so a child could not open the
-// pipes it just created. Granting the restricting SIDs fixes that.
+// security descriptor (pipes, events, sections, its own process and
+// threads) get this DACL; the Windows default names only the user and
+// SYSTEM, which the restricted pass of a write-restricted token does not
+// match, so a child could not open the pipes it just created. Granting the
+// logon SID and the sandbox SID (restricting SIDs the child holds) fixes
+// that. Everyone is deliberately absent: it would hand those objects to
+// every principal on the machine (other users, services, other sandboxes
+// with another SID that are not of this logon session).
 func TokenDefaultDACL(userSID, logonSID, sandboxSID string) string {
 	return "D:" + ACE{Mask: 0x10000000, SID: userSID}.SDDL() +
 		ACE{Mask: 0x10000000, SID: "SY"}.SDDL() +
 		ACE{Mask: 0x10000000, SID: logonSID}.SDDL() +
-		ACE{Mask: 0x10000000, SID: "WD"}.SDDL() +
 		ACE{Mask: 0x10000000, SID: sandboxSID}.SDDL()
 }
 

@@ -53,8 +53,9 @@ func LogonSID(t windows.Token) (*windows.SID, error) {
 // one of the restricting SIDs; reads keep base's rights), every privilege
 // but SeChangeNotifyPrivilege removed (DISABLE_MAX_PRIVILEGE), LUA_TOKEN,
 // and restricting SIDs Everyone, base's logon SID and each of sandboxSIDs.
-// Its default DACL grants those SIDs (and the user and SYSTEM) full access
-// so the child can use the pipes and other objects it creates.
+// Its default DACL grants the user, SYSTEM, the logon SID and the first
+// sandbox SID (not Everyone) full access, so the child can use the pipes
+// and other objects it creates and nobody outside the logon session can.
 //
 // The caller closes the returned token.
 func RestrictedToken(base windows.Token, sandboxSIDs ...string) (windows.Token, error) {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -43,6 +44,28 @@ func TestMain(m *testing.M) {
 		}
 		fmt.Println(p.Pid)
 		time.Sleep(time.Minute)
+		os.Exit(0)
+	case "pipes":
+		// Create pipes under the restricted token's default DACL: an
+		// os.Pipe round trip, and a grandchild's output read through one.
+		r, w, err := os.Pipe()
+		if err != nil {
+			fmt.Println("os.Pipe:", err)
+			os.Exit(1)
+		}
+		w.WriteString("through a pipe ")
+		w.Close()
+		b, _ := io.ReadAll(r)
+		exe, _ := os.Executable()
+		cmd := exec.Command(exe, "0")
+		cmd.Env = append(os.Environ(), "AGENTBOX_WINAPI_HELPER=echo")
+		cmd.Stdin = strings.NewReader("and a grandchild")
+		out, err := cmd.Output()
+		if err != nil {
+			fmt.Println("grandchild:", err)
+			os.Exit(1)
+		}
+		fmt.Print(string(b) + string(out))
 		os.Exit(0)
 	case "consolepids":
 		// The pids attached to this process's console, if any.
@@ -101,9 +124,24 @@ func TestRestrictedTokenDefaultDACL(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Everyone and the sandbox SID must be able to use what the child
-	// creates (pipes), whatever SDDL alias Windows prints.
-	for _, want := range []string{"WD", s} {
+	// The logon SID and the sandbox SID must be able to use what the
+	// child creates (pipes), whatever SDDL alias Windows prints; Everyone
+	// must not.
+	for _, a := range d.ACEs {
+		if a.OK && !a.Parsed.Deny && (strings.EqualFold(a.Parsed.SID, "WD") || a.Parsed.SID == acl.Everyone) {
+			t.Errorf("default DACL %s grants Everyone", got)
+		}
+	}
+	self, err := OpenSelfToken()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer self.Close()
+	logon, err := LogonSID(self)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{logon.String(), s} {
 		found := false
 		for _, a := range d.ACEs {
 			if a.OK && !a.Parsed.Deny && strings.EqualFold(a.Parsed.SID, want) && a.Parsed.Mask&acl.FileAllAccess == acl.FileAllAccess {
@@ -263,5 +301,23 @@ func TestFileStoreRoundTrip(t *testing.T) {
 	res, err = acl.Apply(st, pl)
 	if err != nil || len(res.Modified) != 0 {
 		t.Errorf("second Apply modified %v, %v", res.Modified, err)
+	}
+}
+
+// The child can create and use pipes (and give them to a grandchild)
+// under the default DACL RestrictedToken sets, which no longer grants
+// Everyone. Under Wine this checks the call sequence only.
+func TestChildCreatesPipes(t *testing.T) {
+	tok, _ := restricted(t)
+	in, out, errp := newPipe(t), newPipe(t), newPipe(t)
+	p, _ := spawn(t, tok, "pipes", in.r, out.w, errp.w, nil)
+	in.w.Close()
+	out.w.Close()
+	errp.w.Close()
+	b, _ := io.ReadAll(out.r)
+	eb, _ := io.ReadAll(errp.r)
+	code, err := p.Wait()
+	if err != nil || code != 0 || string(b) != "through a pipe and a grandchild" {
+		t.Errorf("code %d, %v: stdout %q stderr %q", code, err, b, eb)
 	}
 }
