@@ -44,14 +44,30 @@ type Spec struct {
 
 // Process is a command running in the elevated sandbox.
 type Process struct {
-	conn   *os.File
-	runner windows.Handle
-	pid    uint32
-	mu     sync.Mutex
-	done   chan struct{}
-	code   uint32
-	err    error
+	conn *os.File
+	pid  uint32
+	// Frames to the runner go through one writer goroutine (write): ctl
+	// (terminate) is never queued behind stdin, and no caller ever blocks
+	// on the pipe, so Kill returns at once even when the command does not
+	// read its stdin and the pipe is full.
+	ctl      chan outFrame
+	data     chan outFrame // stdin and close-stdin, in order
+	killOnce sync.Once
+	mu       sync.Mutex // guards runner
+	runner   windows.Handle
+	done     chan struct{}
+	code     uint32
+	err      error
 }
+
+type outFrame struct {
+	typ     string
+	payload any
+}
+
+// KillGrace is how long Kill lets the runner end the job before it kills
+// the runner itself (whose kill-on-close job then takes the tree along).
+var KillGrace = 5 * time.Second
 
 // Pid is the command's process id (not the runner's).
 func (p *Process) Pid() uint32 { return p.pid }
@@ -112,7 +128,8 @@ func start(ctx context.Context, s Spec, userSID string, launch launcher) (*Proce
 		kill()
 		return fail(fmt.Errorf("agentbox-runner did not connect: %w", err))
 	}
-	p := &Process{conn: conn, runner: h, done: make(chan struct{})}
+	p := &Process{conn: conn, runner: h, done: make(chan struct{}),
+		ctl: make(chan outFrame, 1), data: make(chan outFrame, 4)}
 	req := ipc.Spawn{Path: s.Path, Args: s.Args, CmdLine: s.CmdLine, Dir: s.Dir, Env: s.Env, SIDs: s.SIDs, StdinOpen: s.Stdin != nil}
 	if err := ipc.Send(conn, ipc.TypeSpawn, req); err != nil {
 		conn.Close()
@@ -144,6 +161,7 @@ func start(ctx context.Context, s Spec, userSID string, launch launcher) (*Proce
 		return fail(fmt.Errorf("agentbox-runner handshake: %w", err))
 	}
 	p.pid = ready.PID
+	go p.write()
 	if s.Stdin != nil {
 		go p.feed(s.Stdin)
 	}
@@ -160,21 +178,48 @@ func start(ctx context.Context, s Spec, userSID string, launch launcher) (*Proce
 	return p, nil
 }
 
-func (p *Process) send(typ string, payload any) error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return ipc.Send(p.conn, typ, payload)
+// write sends queued frames, control frames first, until the pipe
+// breaks or the command is done.
+func (p *Process) write() {
+	for {
+		var f outFrame
+		select {
+		case f = <-p.ctl:
+		case <-p.done:
+			return
+		default:
+			select {
+			case f = <-p.ctl:
+			case f = <-p.data:
+			case <-p.done:
+				return
+			}
+		}
+		if ipc.Send(p.conn, f.typ, f.payload) != nil {
+			return
+		}
+	}
 }
 
+// feed queues the command's stdin, one chunk per frame (each chunk its
+// own buffer: it may wait in the queue while the next is read).
 func (p *Process) feed(r io.Reader) {
-	buf := make([]byte, ipc.MaxChunk)
+	queue := func(f outFrame) bool {
+		select {
+		case p.data <- f:
+			return true
+		case <-p.done:
+			return false
+		}
+	}
 	for {
+		buf := make([]byte, ipc.MaxChunk)
 		n, err := r.Read(buf)
-		if n > 0 && p.send(ipc.TypeStdin, ipc.Data{B: buf[:n]}) != nil {
+		if n > 0 && !queue(outFrame{ipc.TypeStdin, ipc.Data{B: buf[:n]}}) {
 			return
 		}
 		if err != nil {
-			p.send(ipc.TypeCloseStdin, nil)
+			queue(outFrame{typ: ipc.TypeCloseStdin})
 			return
 		}
 	}
@@ -185,8 +230,11 @@ func (p *Process) read(stdout, stderr io.Writer) {
 		p.code, p.err = code, err
 		p.conn.Close()
 		// The runner exits right after the exit frame; reap its handle.
+		p.mu.Lock()
 		windows.WaitForSingleObject(p.runner, 5000)
 		windows.CloseHandle(p.runner)
+		p.runner = 0
+		p.mu.Unlock()
 		close(p.done)
 	}
 	for {
@@ -234,23 +282,34 @@ func (p *Process) Wait() (uint32, error) {
 }
 
 // Kill ends the whole tree: it asks the runner to terminate the job and,
-// should the runner not answer within a few seconds, kills the runner,
-// whose kill-on-close job then takes the tree with it.
+// should the runner not answer within KillGrace, kills the runner, whose
+// kill-on-close job then takes the tree with it. The fallback timer starts
+// before the request is queued, and queuing never blocks: Kill returns at
+// once, whatever state the pipe is in.
 func (p *Process) Kill() error {
 	select {
 	case <-p.done:
 		return nil
 	default:
 	}
-	err := p.send(ipc.TypeTerminate, nil)
-	go func() {
-		select {
-		case <-p.done:
-		case <-time.After(5 * time.Second):
-			windows.TerminateProcess(p.runner, ExitSandboxFailure)
-		}
-	}()
-	return err
+	p.killOnce.Do(func() {
+		go func() {
+			select {
+			case <-p.done:
+			case <-time.After(KillGrace):
+				p.mu.Lock()
+				if p.runner != 0 {
+					windows.TerminateProcess(p.runner, ExitSandboxFailure)
+				}
+				p.mu.Unlock()
+			}
+		}()
+	})
+	select {
+	case p.ctl <- outFrame{typ: ipc.TypeTerminate}:
+	default: // a terminate is already waiting to go out
+	}
+	return nil
 }
 
 const (

@@ -206,13 +206,16 @@ func (r *runner) run() (uint32, error) {
 }
 
 // control handles frames from agentbox while the command runs. A broken
-// pipe means agentbox is gone: the tree is killed.
+// pipe means agentbox is gone: the tree is killed. The command's stdin is
+// written by another goroutine (stdinQueue), so a command that does not
+// read its stdin never stops this loop from reading a terminate frame.
 func (r *runner) control(job *winapi.Job, stdin *os.File) {
-	defer func() {
-		if stdin != nil {
-			stdin.Close()
-		}
-	}()
+	var q *stdinQueue
+	if stdin != nil {
+		q = newStdinQueue(StdinQueueMax)
+		go q.run(stdin)
+		defer q.close()
+	}
 	for {
 		f, err := ipc.ReadFrame(r.conn)
 		if err != nil {
@@ -222,19 +225,93 @@ func (r *runner) control(job *winapi.Job, stdin *os.File) {
 		switch f.Type {
 		case ipc.TypeStdin:
 			var d ipc.Data
-			if f.Decode(&d) == nil && stdin != nil {
-				if _, err := stdin.Write(d.B); err != nil {
-					stdin.Close()
-					stdin = nil
-				}
+			if f.Decode(&d) == nil && q != nil {
+				q.push(d.B)
 			}
 		case ipc.TypeCloseStdin:
-			if stdin != nil {
-				stdin.Close()
-				stdin = nil
+			if q != nil {
+				q.close()
 			}
 		case ipc.TypeTerminate:
 			job.Terminate(1)
+		}
+	}
+}
+
+// StdinQueueMax bounds the stdin bytes the runner holds for a command
+// that reads slower than agentbox sends. Past it the control loop waits
+// for the command to read; agentbox's Kill still ends the tree then, by
+// killing the runner after KillGrace.
+var StdinQueueMax = 64 << 20
+
+// stdinQueue hands stdin chunks from the control loop to the goroutine
+// that writes them into the command's stdin pipe.
+type stdinQueue struct {
+	mu     sync.Mutex
+	cond   *sync.Cond
+	bufs   [][]byte
+	size   int
+	max    int
+	closed bool // no more input: close the pipe once drained
+	broken bool // the command's stdin is gone: drop everything
+}
+
+func newStdinQueue(max int) *stdinQueue {
+	q := &stdinQueue{max: max}
+	q.cond = sync.NewCond(&q.mu)
+	return q
+}
+
+// push queues b, waiting while the queue is full.
+func (q *stdinQueue) push(b []byte) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for q.size >= q.max && !q.broken && !q.closed {
+		q.cond.Wait()
+	}
+	if q.broken || q.closed {
+		return
+	}
+	q.bufs = append(q.bufs, b)
+	q.size += len(b)
+	q.cond.Broadcast()
+}
+
+// close ends the input after what is queued.
+func (q *stdinQueue) close() {
+	q.mu.Lock()
+	q.closed = true
+	q.cond.Broadcast()
+	q.mu.Unlock()
+}
+
+// run writes the queue into w, closing w at the end of the input or when
+// the command stops reading.
+func (q *stdinQueue) run(w *os.File) {
+	defer w.Close()
+	for {
+		q.mu.Lock()
+		for len(q.bufs) == 0 && !q.closed {
+			q.cond.Wait()
+		}
+		if len(q.bufs) == 0 {
+			q.mu.Unlock()
+			return
+		}
+		b := q.bufs[0]
+		q.bufs = q.bufs[1:]
+		q.mu.Unlock()
+		_, err := w.Write(b)
+		q.mu.Lock()
+		q.size -= len(b)
+		if err != nil {
+			q.broken = true
+			q.bufs, q.size = nil, 0
+		}
+		q.cond.Broadcast()
+		q.mu.Unlock()
+		if err != nil {
+			return
 		}
 	}
 }
