@@ -257,3 +257,78 @@ func TestDesktopDACL(t *testing.T) {
 		}
 	}
 }
+
+// linkStore is a memStore where some paths are links: GetDACL/SetDACL
+// (by name) reach the target's DACL, the Link calls the link object's.
+type linkStore struct {
+	memStore
+	links map[string]string // link object DACLs
+	lsets []string
+}
+
+func (l *linkStore) IsLink(p string) (bool, error) { _, ok := l.links[Key(p)]; return ok, nil }
+func (l *linkStore) GetLinkDACL(p string) (string, error) {
+	return l.links[Key(p)], nil
+}
+func (l *linkStore) SetLinkDACL(p, sddl string, protected bool) error {
+	l.links[Key(p)] = sddl
+	l.lsets = append(l.lsets, p)
+	return nil
+}
+
+// A protected path that is a link (symlink or junction) gets the deny on
+// the link object itself, which Get/SetNamedSecurityInfo never reach: the
+// link's inherited allow (DELETE included) would let the command delete
+// it and put another link there.
+func TestApplyDeniesOnLinkObject(t *testing.T) {
+	pol := &policy.Policy{
+		Mode: policy.WorkspaceWrite, Cwd: `C:\w`, WritableRoots: []string{`C:\w`},
+		Protected: []policy.Protected{
+			{Path: `C:\w\.agents`, Kind: policy.Symlink, Root: `C:\w`},
+			{Path: `C:\w\.git`, Kind: policy.Dir, Root: `C:\w`},
+		},
+	}
+	inherited := "D:AI(A;OICIID;0x1301bf;;;" + wsSID + ")(A;OICIID;FA;;;SY)"
+	st := &linkStore{
+		memStore: memStore{dacl: map[string]string{
+			Key(`C:\w`): "D:(A;OICI;FA;;;SY)", Key(`C:\w\.agents`): "D:(A;OICI;FA;;;SY)", Key(`C:\w\.git`): "D:(A;OICI;FA;;;SY)",
+		}},
+		links: map[string]string{Key(`C:\w\.agents`): inherited},
+	}
+	pl := PlanFor(pol, wsSID)
+	if _, err := Apply(st, pl); err != nil {
+		t.Fatal(err)
+	}
+	d, err := ParseDACL(st.links[Key(`C:\w\.agents`)])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !d.Has(ACE{Deny: true, Mask: DenyWrite, SID: wsSID}) {
+		t.Errorf("link object DACL %s lacks the deny (DELETE included)", st.links[Key(`C:\w\.agents`)])
+	}
+	if DenyWrite&Delete == 0 {
+		t.Error("DenyWrite lacks DELETE")
+	}
+	// The deny must come before the inherited allow (canonical order).
+	if !d.ACEs[0].Parsed.Deny {
+		t.Errorf("link DACL not canonical: %s", st.links[Key(`C:\w\.agents`)])
+	}
+	// The target got it too; .git, not a link, has no link write.
+	if d, _ := ParseDACL(st.dacl[Key(`C:\w\.agents`)]); !d.Has(ACE{Deny: true, Mask: DenyWrite, SID: wsSID}) {
+		t.Errorf("target DACL lacks the deny: %s", st.dacl[Key(`C:\w\.agents`)])
+	}
+	if len(st.lsets) != 1 {
+		t.Errorf("link DACL writes %v, want one", st.lsets)
+	}
+	// Idempotent, and cleanup revokes the link's ACE too.
+	res, err := Apply(st, pl)
+	if err != nil || len(res.Modified) != 0 || len(st.lsets) != 1 {
+		t.Errorf("second Apply modified %v, %v (link writes %v)", res.Modified, err, st.lsets)
+	}
+	if _, err := Revoke(st, []string{`C:\w\.agents`}, wsSID); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(st.links[Key(`C:\w\.agents`)], "(D;") {
+		t.Errorf("Revoke left the link's deny: %s", st.links[Key(`C:\w\.agents`)])
+	}
+}

@@ -11,6 +11,10 @@ type Entry struct {
 	Path string
 	ACE  ACE
 	Why  string
+	// OnLink also puts ACE (without inheritance flags) on the link object
+	// itself when Path is a reparse point (see LinkStore): set on
+	// protected paths, so a protected link cannot be deleted and replaced.
+	OnLink bool
 }
 
 // Plan is what the unelevated backend applies before running a command.
@@ -46,7 +50,7 @@ func PlanFor(pol *policy.Policy, sid string) Plan {
 		if !withinAny(p, pol.WritableRoots) {
 			continue // outside every root: nothing grants a write there
 		}
-		e := Entry{Path: p, Why: "protected: " + pr.Why}
+		e := Entry{Path: p, Why: "protected: " + pr.Why, OnLink: true}
 		switch pr.Kind {
 		case policy.Missing:
 			pl.Mkdirs = append(pl.Mkdirs, p)

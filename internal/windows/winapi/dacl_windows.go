@@ -7,10 +7,13 @@ import (
 	"os"
 
 	"golang.org/x/sys/windows"
+
+	"github.com/agentbox/agentbox/internal/windows/acl"
 )
 
 // FileStore reads and writes file and directory DACLs as SDDL; it is the
-// acl.Store the sandbox applies its plan through.
+// acl.Store (and acl.LinkStore: link objects by handle) the sandbox
+// applies its plan through.
 type FileStore struct{}
 
 // GetDACL returns path's DACL ("D:...").
@@ -51,3 +54,81 @@ func (FileStore) SetDACL(path, sddl string, protected bool) error {
 
 // Mkdir creates a directory (fs.ErrExist when it exists).
 func (FileStore) Mkdir(path string) error { return os.Mkdir(path, 0o755) }
+
+// IsLink reports whether path itself is a reparse point (a symbolic link,
+// a junction or another name surrogate); GetFileAttributes does not follow
+// it.
+func (FileStore) IsLink(path string) (bool, error) {
+	p, err := windows.UTF16PtrFromString(path)
+	if err != nil {
+		return false, err
+	}
+	attrs, err := windows.GetFileAttributes(p)
+	if err != nil {
+		if errors.Is(err, windows.ERROR_FILE_NOT_FOUND) || errors.Is(err, windows.ERROR_PATH_NOT_FOUND) {
+			return false, &fs.PathError{Op: "GetFileAttributes", Path: path, Err: fs.ErrNotExist}
+		}
+		return false, &fs.PathError{Op: "GetFileAttributes", Path: path, Err: err}
+	}
+	return attrs&windows.FILE_ATTRIBUTE_REPARSE_POINT != 0, nil
+}
+
+// openLink opens the link object at path itself, not its target
+// (FILE_FLAG_OPEN_REPARSE_POINT; FILE_FLAG_BACKUP_SEMANTICS lets it open
+// directories and junctions).
+func openLink(path string, access uint32) (windows.Handle, error) {
+	p, err := windows.UTF16PtrFromString(path)
+	if err != nil {
+		return 0, err
+	}
+	h, err := windows.CreateFile(p, access, windows.FILE_SHARE_READ|windows.FILE_SHARE_WRITE|windows.FILE_SHARE_DELETE,
+		nil, windows.OPEN_EXISTING, windows.FILE_FLAG_OPEN_REPARSE_POINT|windows.FILE_FLAG_BACKUP_SEMANTICS, 0)
+	if err != nil {
+		return 0, &fs.PathError{Op: "CreateFile(FILE_FLAG_OPEN_REPARSE_POINT)", Path: path, Err: err}
+	}
+	return h, nil
+}
+
+// GetLinkDACL reads the DACL of the link object at path.
+func (FileStore) GetLinkDACL(path string) (string, error) {
+	h, err := openLink(path, windows.READ_CONTROL)
+	if err != nil {
+		return "", err
+	}
+	defer windows.CloseHandle(h)
+	sd, err := windows.GetSecurityInfo(h, windows.SE_FILE_OBJECT, windows.DACL_SECURITY_INFORMATION)
+	if err != nil {
+		return "", &fs.PathError{Op: "GetSecurityInfo", Path: path, Err: err}
+	}
+	return sd.String(), nil
+}
+
+// SetLinkDACL writes the DACL of the link object at path through a handle
+// opened on the link itself (SetNamedSecurityInfo would reach the target).
+func (FileStore) SetLinkDACL(path, sddl string, protected bool) error {
+	sd, err := windows.SecurityDescriptorFromString(sddl)
+	if err != nil {
+		return fmt.Errorf("DACL for %s: %w", path, err)
+	}
+	dacl, _, err := sd.DACL()
+	if err != nil {
+		return fmt.Errorf("DACL for %s: %w", path, err)
+	}
+	info := windows.SECURITY_INFORMATION(windows.DACL_SECURITY_INFORMATION)
+	if protected {
+		info |= windows.PROTECTED_DACL_SECURITY_INFORMATION
+	} else {
+		info |= windows.UNPROTECTED_DACL_SECURITY_INFORMATION
+	}
+	h, err := openLink(path, windows.READ_CONTROL|windows.WRITE_DAC)
+	if err != nil {
+		return err
+	}
+	defer windows.CloseHandle(h)
+	if err := windows.SetSecurityInfo(h, windows.SE_FILE_OBJECT, info, nil, nil, dacl, nil); err != nil {
+		return &fs.PathError{Op: "SetSecurityInfo", Path: path, Err: err}
+	}
+	return nil
+}
+
+var _ acl.LinkStore = FileStore{}
