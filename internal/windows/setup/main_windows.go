@@ -2,6 +2,8 @@ package setup
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -33,19 +35,21 @@ func Main(args []string, stdout io.Writer) int {
 		return ExitUsage
 	}
 	out := stdout
-	if p.Log != "" {
-		f, err := os.OpenFile(p.Log, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
-		if err == nil {
-			defer f.Close()
-			out = f
-		}
-	}
 	if !windows.GetCurrentProcessToken().IsElevated() {
 		fmt.Fprintln(out, "agentbox-setup: not running as administrator")
 		return ExitFailed
 	}
 	ctx := context.Background()
 	base := BaseDir()
+	if p.LogID != "" {
+		f, err := openLog(base, p.LogID, p.RealUserSID)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "agentbox-setup: log:", err)
+			return ExitFailed
+		}
+		defer f.Close()
+		out = f
+	}
 	switch p.Mode {
 	case ModeFull:
 		err = runFull(ctx, base, p, out)
@@ -153,7 +157,7 @@ func copyFile(src, dst string) error {
 
 func startReadGrants(p *Payload) error {
 	q := *p
-	q.Mode, q.Log = ModeReadGrant, ""
+	q.Mode, q.LogID = ModeReadGrant, ""
 	arg, err := q.Encode()
 	if err != nil {
 		return err
@@ -230,7 +234,7 @@ func runCleanup(ctx context.Context, base string, p *Payload, out io.Writer) err
 		note("group "+Group, err)
 	}
 	if _, err := os.Stat(base); err == nil {
-		note(base, os.RemoveAll(base))
+		note(base, removeBase(base, p))
 	}
 	if len(errs) == 0 {
 		fmt.Fprintln(out, "agentbox left nothing else on this machine")
@@ -394,13 +398,20 @@ func elevate(ctx context.Context, exe string, p *Payload, out io.Writer) error {
 		cmd.Stdout, cmd.Stderr = out, out
 		return exitErr(cmd.Run())
 	}
-	logf, err := os.CreateTemp("", "agentbox-setup-*.log")
-	if err != nil {
+	var rnd [16]byte
+	if _, err := rand.Read(rnd[:]); err != nil {
 		return err
 	}
-	p.Log = logf.Name()
-	logf.Close()
-	defer os.Remove(p.Log)
+	p.LogID = hex.EncodeToString(rnd[:])
+	logPath := LogPath(BaseDir(), p.LogID)
+	// The log grants us read and delete; after a cleanup, also delete on
+	// the (then empty) logs and base directories.
+	defer func() {
+		if os.Remove(logPath) == nil && p.Mode == ModeCleanup {
+			os.Remove(filepath.Dir(logPath))
+			os.Remove(BaseDir())
+		}
+	}()
 	arg, err := p.Encode()
 	if err != nil {
 		return err
@@ -438,7 +449,7 @@ func elevate(ctx context.Context, exe string, p *Payload, out io.Writer) error {
 	if err := windows.GetExitCodeProcess(info.hProcess, &code); err != nil {
 		return os.NewSyscallError("GetExitCodeProcess", err)
 	}
-	if b, err := os.ReadFile(p.Log); err == nil {
+	if b, err := os.ReadFile(logPath); err == nil {
 		out.Write(b)
 	}
 	switch code {

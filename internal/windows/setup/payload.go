@@ -9,7 +9,7 @@ import (
 
 // PayloadVersion is the version of the request agentbox hands the elevated
 // agentbox-setup on its command line.
-const PayloadVersion = 1
+const PayloadVersion = 2
 
 // Modes of agentbox-setup.
 const (
@@ -39,9 +39,13 @@ type Payload struct {
 	// carry ACEs for the sandbox accounts: the writable roots agentbox
 	// granted the sandbox group on, from the real user's state.
 	RevokePaths []string `json:"revoke_paths,omitempty"`
-	// Log is a file the elevated process writes its report to: started
-	// through the UAC prompt it has no console the caller can read.
-	Log string `json:"log,omitempty"`
+	// LogID names the file the elevated process writes its report to
+	// (started through the UAC prompt, it has no console the caller can
+	// read): LogPath(BaseDir(), LogID), in the administrator-owned state
+	// directory. Never a caller-chosen path: one in the user's %TEMP% (a
+	// writable root of the sandbox) could be swapped for a link, and the
+	// administrator would write wherever it points.
+	LogID string `json:"log_id,omitempty"`
 }
 
 // Encode returns the payload as one command-line-safe argument
@@ -78,6 +82,13 @@ func DecodePayload(s string) (*Payload, error) {
 	default:
 		return nil, fmt.Errorf("setup payload: unknown mode %q", p.Mode)
 	}
+	if p.LogID != "" && !ValidLogID(p.LogID) {
+		return nil, fmt.Errorf("setup payload: bad log id %q", p.LogID)
+	}
+	if p.LogID != "" && !plainSID(p.RealUserSID) {
+		// The SID goes into the log's SDDL.
+		return nil, fmt.Errorf("setup payload: a log needs a plain real_user_sid, not %q", p.RealUserSID)
+	}
 	if p.Mode == ModeFull && p.Runner == "" {
 		return nil, fmt.Errorf("setup payload: mode full needs the runner path")
 	}
@@ -87,4 +98,17 @@ func DecodePayload(s string) (*Payload, error) {
 		}
 	}
 	return &p, nil
+}
+
+// plainSID reports whether s is an S-1-... SID string and nothing more.
+func plainSID(s string) bool {
+	if len(s) < 5 || s[:4] != "S-1-" {
+		return false
+	}
+	for _, c := range s[4:] {
+		if !('0' <= c && c <= '9' || c == '-') {
+			return false
+		}
+	}
+	return true
 }

@@ -46,6 +46,7 @@ const (
 	MarkerFile  = `state\setup.json`
 	GrantsFile  = `state\grants.json`
 	ProgressLog = `state\read-grants.log`
+	LogsDir     = `logs`
 	CredsFile   = `secrets\users.json`
 	RunnerName  = `agentbox-runner.exe`
 	SetupName   = `agentbox-setup.exe`
@@ -68,3 +69,30 @@ var (
 	// ErrCancelled is returned when the user declined the UAC prompt.
 	ErrCancelled = errors.New("agentbox setup was cancelled at the administrator prompt")
 )
+
+// ValidLogID reports whether id can name a setup log: 32 lowercase hex
+// digits (16 random bytes), so it can never make a path reach elsewhere.
+func ValidLogID(id string) bool {
+	if len(id) != 32 {
+		return false
+	}
+	for _, c := range id {
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// LogPath is where agentbox-setup writes the report of the run whose
+// payload has LogID id: base\logs\setup-<id>.log.
+func LogPath(base, id string) string {
+	return base + `\` + LogsDir + `\setup-` + id + `.log`
+}
+
+// logSDDL is the setup log's security descriptor: the administrators and
+// SYSTEM own it; the real user may read it and delete it (agentbox reads
+// the report, then removes it).
+func logSDDL(realUserSID string) string {
+	return "O:BAD:P(A;;FA;;;SY)(A;;FA;;;BA)(A;;0x130089;;;" + realUserSID + ")"
+}

@@ -109,6 +109,12 @@ func TestPayload(t *testing.T) {
 		"no user":   {Version: PayloadVersion, Mode: ModeFull, Profile: `C:\U`, Runner: "r"},
 		"no runner": {Version: PayloadVersion, Mode: ModeFull, Profile: `C:\U`, RealUserSID: "S-1-5-21-1"},
 		"port":      {Version: PayloadVersion, Mode: ModeCleanup, ProxyPorts: []int{70000}},
+		// The log is named by an id, never a path, and the SID it is
+		// granted to goes into SDDL: both must be plain.
+		"log path":    {Version: PayloadVersion, Mode: ModeCleanup, RealUserSID: "S-1-5-21-1", LogID: `..\..\Windows\x`},
+		"log id":      {Version: PayloadVersion, Mode: ModeCleanup, RealUserSID: "S-1-5-21-1", LogID: "0123456789abcdef0123456789ABCDEF"},
+		"log sddl":    {Version: PayloadVersion, Mode: ModeCleanup, RealUserSID: "S-1-5-21-1)(A;;FA;;;WD", LogID: strings.Repeat("a", 32)},
+		"log no user": {Version: PayloadVersion, Mode: ModeCleanup, LogID: strings.Repeat("a", 32)},
 	} {
 		s, _ := bad.Encode()
 		if _, err := DecodePayload(s); err == nil {
@@ -339,5 +345,33 @@ func TestGrantsFile(t *testing.T) {
 	}
 	if _, err := ParseGrants([]byte(`{"version":1,"paths":["x"],"done":true}`)); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// agentbox-setup's report goes into the administrator-owned state
+// directory, at a name derived only from a validated id, never into the
+// user's %TEMP% (a writable root of the sandbox, where the name could be
+// swapped for a link the administrator would then write through).
+func TestLogPath(t *testing.T) {
+	id := "0123456789abcdef0123456789abcdef"
+	if !ValidLogID(id) {
+		t.Fatal("valid id refused")
+	}
+	for _, bad := range []string{"", "abc", id + "0", `0123456789abcdef0123456789abcde\`, "0123456789abcdef0123456789abcdeg"} {
+		if ValidLogID(bad) {
+			t.Errorf("ValidLogID(%q) = true", bad)
+		}
+	}
+	if got, want := LogPath(`C:\ProgramData\agentbox`, id), `C:\ProgramData\agentbox\logs\setup-`+id+`.log`; got != want {
+		t.Errorf("LogPath = %q, want %q", got, want)
+	}
+	sddl := logSDDL("S-1-5-21-1-2-3-1001")
+	if !strings.HasPrefix(sddl, "O:BAD:P") || strings.Contains(sddl, "WD") || strings.Contains(sddl, ";BU)") {
+		t.Errorf("log SDDL %s: want owner Administrators, protected, no Everyone/Users", sddl)
+	}
+	p := &Payload{Version: PayloadVersion, Mode: ModeCleanup, RealUserSID: "S-1-5-21-1-2-3-1001", LogID: id}
+	s, _ := p.Encode()
+	if got, err := DecodePayload(s); err != nil || got.LogID != id {
+		t.Errorf("payload with a log id: %+v, %v", got, err)
 	}
 }

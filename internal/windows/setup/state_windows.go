@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
+	"unsafe"
 
 	"golang.org/x/sys/windows"
 )
@@ -167,4 +169,92 @@ func loadCreds(base string, network bool) (Account, string, error) {
 		return Account{}, "", fmt.Errorf("decrypting the password of %s: %w", a.User, err)
 	}
 	return a, string(pw), nil
+}
+
+// ensureDir makes path a real directory (not a link or junction, which an
+// administrator must never write through) with the security descriptor
+// sddl.
+func ensureDir(path, sddl string) error {
+	if err := os.Mkdir(path, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+		return err
+	}
+	p, err := windows.UTF16PtrFromString(path)
+	if err != nil {
+		return err
+	}
+	attrs, err := windows.GetFileAttributes(p)
+	if err != nil {
+		return &fs.PathError{Op: "GetFileAttributes", Path: path, Err: err}
+	}
+	if attrs&windows.FILE_ATTRIBUTE_REPARSE_POINT != 0 || attrs&windows.FILE_ATTRIBUTE_DIRECTORY == 0 {
+		return fmt.Errorf("%s is a link or not a directory; refusing to write there (remove it and run again)", path)
+	}
+	return setSD(path, sddl)
+}
+
+// openLog creates the report file of this run, LogPath(base, id), in the
+// administrator-owned base directory: base and base\logs are made real
+// directories owned by Administrators first, and the file is created
+// new (CREATE_NEW, FILE_FLAG_OPEN_REPARSE_POINT), so nothing planted at
+// its name is opened or followed. The real user may read and delete it.
+func openLog(base, id, realUserSID string) (*os.File, error) {
+	if !ValidLogID(id) {
+		return nil, fmt.Errorf("bad log id %q", id)
+	}
+	if err := ensureDir(base, baseSDDL()); err != nil {
+		return nil, err
+	}
+	if err := ensureDir(filepath.Join(base, LogsDir), "O:BAD:AI"); err != nil {
+		return nil, err
+	}
+	path := LogPath(base, id)
+	sd, err := windows.SecurityDescriptorFromString(logSDDL(realUserSID))
+	if err != nil {
+		return nil, err
+	}
+	sa := windows.SecurityAttributes{Length: uint32(unsafe.Sizeof(windows.SecurityAttributes{})), SecurityDescriptor: sd}
+	p, err := windows.UTF16PtrFromString(path)
+	if err != nil {
+		return nil, err
+	}
+	h, err := windows.CreateFile(p, windows.GENERIC_WRITE, windows.FILE_SHARE_READ|windows.FILE_SHARE_DELETE, &sa,
+		windows.CREATE_NEW, windows.FILE_ATTRIBUTE_NORMAL|windows.FILE_FLAG_OPEN_REPARSE_POINT, 0)
+	runtime.KeepAlive(sd)
+	if err != nil {
+		return nil, &fs.PathError{Op: "CreateFile(CREATE_NEW)", Path: path, Err: err}
+	}
+	return os.NewFile(uintptr(h), path), nil
+}
+
+// removeBase removes the base directory for cleanup. When this run writes
+// a log (p.LogID), that log and the logs and base directories stay, with
+// DELETE granted to the real user, who removes them after reading it.
+func removeBase(base string, p *Payload) error {
+	if p.LogID == "" {
+		return os.RemoveAll(base)
+	}
+	entries, err := os.ReadDir(base)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, e := range entries {
+		if strings.EqualFold(e.Name(), LogsDir) {
+			continue
+		}
+		errs = append(errs, os.RemoveAll(filepath.Join(base, e.Name())))
+	}
+	logs := filepath.Join(base, LogsDir)
+	keep := filepath.Base(LogPath(base, p.LogID))
+	if old, err := os.ReadDir(logs); err == nil {
+		for _, e := range old {
+			if !strings.EqualFold(e.Name(), keep) {
+				errs = append(errs, os.Remove(filepath.Join(logs, e.Name())))
+			}
+		}
+	}
+	// The real user may delete what is left once it is empty.
+	del := "(A;;SD;;;" + p.RealUserSID + ")"
+	errs = append(errs, setSD(logs, "O:BAD:AI"+del), setSD(base, strings.Replace(baseSDDL(), "D:PAI", "D:PAI"+del, 1)))
+	return errors.Join(errs...)
 }
