@@ -52,7 +52,7 @@ type LinuxSection struct {
 // %APPDATA%\agentbox on Windows.
 func DefaultConfigPath(getenv func(string) string) string {
 	if runtime.GOOS == "windows" {
-		if d := getenv("APPDATA"); d != "" {
+		if d := getenv("APPDATA"); filepath.IsAbs(d) {
 			return filepath.Join(d, "agentbox", "config.toml")
 		}
 		return ""
@@ -60,7 +60,9 @@ func DefaultConfigPath(getenv func(string) string) string {
 	if d := getenv("XDG_CONFIG_HOME"); d != "" && filepath.IsAbs(d) {
 		return filepath.Join(d, "agentbox", "config.toml")
 	}
-	if h := getenv("HOME"); h != "" {
+	// A relative $HOME names no fixed place; protecting it would protect
+	// the wrong directory.
+	if h := getenv("HOME"); filepath.IsAbs(h) {
 		return filepath.Join(h, ".config", "agentbox", "config.toml")
 	}
 	return ""
@@ -71,8 +73,10 @@ func DefaultConfigPath(getenv func(string) string) string {
 // Unix, %LOCALAPPDATA%\agentbox on Windows; "" when none can be named.
 func StateDir(getenv func(string) string, goos string) string {
 	if goos == "windows" {
-		if d := getenv("LOCALAPPDATA"); d != "" {
-			return filepath.Join(d, "agentbox")
+		if d := getenv("LOCALAPPDATA"); windowsAbs(d) {
+			// Spelled as the Windows backend spells it, whatever OS
+			// this runs on (tests).
+			return strings.TrimRight(d, `\/`) + `\agentbox`
 		}
 		return ""
 	}
@@ -83,6 +87,15 @@ func StateDir(getenv func(string) string, goos string) string {
 		return filepath.Join(h, ".local", "state", "agentbox")
 	}
 	return ""
+}
+
+// windowsAbs reports whether p is an absolute Windows path (C:\x or
+// \\server\share), on any OS.
+func windowsAbs(p string) bool {
+	if strings.HasPrefix(p, `\\`) {
+		return true
+	}
+	return len(p) >= 3 && p[1] == ':' && (p[2] == '\\' || p[2] == '/')
 }
 
 // LoadConfig reads and strictly validates a config file. Unknown keys, wrong

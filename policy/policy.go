@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -218,10 +219,16 @@ func Resolve(o Options) (*Policy, error) {
 	if d := StateDir(getenv, goos); d != "" {
 		extra = append(extra, d)
 	}
+	// A command able to replace agentbox's own binary would own the next
+	// run (`go run` links it under /tmp, a writable root), and so would one
+	// able to re-point the link the caller invokes it through
+	// (~/.local/bin/agentbox, node_modules/.bin): protect both, and every
+	// link on the way.
 	if exe, err := os.Executable(); err == nil {
-		// A command able to replace agentbox's own binary would own the
-		// next run; `go run` links it under /tmp, a writable root.
 		extra = append(extra, exe)
+	}
+	if invoked := invokedAs(); invoked != "" {
+		extra = append(extra, invoked)
 	}
 	prot, err := protectedPaths(p.WritableRoots, p.ProtectedNames, extra)
 	if err != nil {
@@ -229,6 +236,31 @@ func Resolve(o Options) (*Policy, error) {
 	}
 	p.Protected = prot
 	return p, nil
+}
+
+// invokedAs is the path this program was started through, made absolute
+// without resolving links: os.Args[0] when it names a path, else its match
+// in PATH.
+func invokedAs() string {
+	if len(os.Args) == 0 || os.Args[0] == "" {
+		return ""
+	}
+	arg0 := os.Args[0]
+	if !strings.ContainsRune(arg0, filepath.Separator) && !strings.ContainsRune(arg0, '/') {
+		p, err := exec.LookPath(arg0)
+		if err != nil {
+			return ""
+		}
+		arg0 = p
+	}
+	if filepath.IsAbs(arg0) {
+		return arg0
+	}
+	wd, err := os.Getwd()
+	if err != nil {
+		return ""
+	}
+	return joinRaw(wd, arg0)
 }
 
 // resolveDir makes dir absolute (relative to base), resolves symlinks and

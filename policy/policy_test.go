@@ -416,3 +416,62 @@ func TestOwnConfigAndStateProtectedByDefault(t *testing.T) {
 		t.Errorf("windows state dir = %q", got)
 	}
 }
+
+func TestGitdirReadAsGitDoes(t *testing.T) {
+	base := realTemp(t)
+	ws := filepath.Join(base, "ws")
+	other := filepath.Join(base, "other")
+	mkdirs(t, ws, filepath.Join(other, "sub"), filepath.Join(other, "r", ".git"), filepath.Join(ws, "r", ".git"))
+	// ws/l -> other/sub, so "l/../r/.git" is other/r/.git to the kernel
+	// (and to git), not ws/r/.git as textual cleaning would say.
+	os.Symlink(filepath.Join(other, "sub"), filepath.Join(ws, "l"))
+	os.WriteFile(filepath.Join(ws, ".git"), []byte("gitdir: l/../r/.git\n"), 0o644)
+	p, err := Resolve(Options{Cwd: ws, AddDirs: []string{base}, Getenv: noEnv, GOOS: "linux",
+		Config: &Config{SandboxWorkspaceWrite: WorkspaceWriteSection{ExcludeSlashTmp: ptr(true)}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pr, ok := findProtected(p, filepath.Join(other, "r", ".git")); !ok || pr.Kind != Dir {
+		t.Errorf("gitdir through l/.. not protected where git looks: %+v", p.Protected)
+	}
+	if _, ok := findProtected(p, filepath.Join(ws, "l")); !ok {
+		t.Errorf("the link on the way to the gitdir is not pinned")
+	}
+
+	// Trailing spaces are part of the path for git.
+	ws2 := filepath.Join(base, "ws2")
+	mkdirs(t, ws2, filepath.Join(base, "g", ".git "))
+	os.WriteFile(filepath.Join(ws2, ".git"), []byte("gitdir: "+filepath.Join(base, "g", ".git ")+"\r\n"), 0o644)
+	p, err = Resolve(Options{Cwd: ws2, AddDirs: []string{base}, Getenv: noEnv, GOOS: "linux",
+		Config: &Config{SandboxWorkspaceWrite: WorkspaceWriteSection{ExcludeSlashTmp: ptr(true)}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := findProtected(p, filepath.Join(base, "g", ".git ")); !ok {
+		t.Errorf(`gitdir ".git " (trailing space) not protected: %+v`, p.Protected)
+	}
+}
+
+func TestSubmoduleGitFilesProtected(t *testing.T) {
+	ws := realTemp(t)
+	mkdirs(t, filepath.Join(ws, ".git", "modules", "lib"), filepath.Join(ws, "lib", "deep"), filepath.Join(ws, ".git", "modules", "lib", "modules", "deep"))
+	os.WriteFile(filepath.Join(ws, ".gitmodules"), []byte("[submodule \"lib\"]\n\tpath = lib\n\turl = ../lib.git\n[submodule \"evil\"]\n\tpath = ../outside\n"), 0o644)
+	os.WriteFile(filepath.Join(ws, "lib", ".git"), []byte("gitdir: ../.git/modules/lib\n"), 0o644)
+	os.WriteFile(filepath.Join(ws, "lib", ".gitmodules"), []byte("[submodule \"deep\"]\n\tpath = deep\n"), 0o644)
+	p, err := Resolve(Options{Cwd: ws, Getenv: noEnv, GOOS: "linux",
+		Config: &Config{SandboxWorkspaceWrite: WorkspaceWriteSection{ExcludeSlashTmp: ptr(true)}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pr, ok := findProtected(p, filepath.Join(ws, "lib", ".git")); !ok || pr.Kind != File {
+		t.Errorf("submodule .git file not protected: %+v", p.Protected)
+	}
+	if pr, ok := findProtected(p, filepath.Join(ws, "lib", "deep", ".git")); !ok || pr.Kind != Missing {
+		t.Errorf("nested submodule .git not protected: %+v", p.Protected)
+	}
+	for _, pr := range p.Protected {
+		if !Within(pr.Path, ws) && strings.Contains(pr.Path, "outside") {
+			t.Errorf("a .gitmodules path escaping the root was followed: %s", pr.Path)
+		}
+	}
+}

@@ -1,7 +1,6 @@
 package policy
 
 import (
-	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
@@ -80,6 +79,9 @@ func protectedPaths(roots, names []string, extra []string) ([]Protected, error) 
 	// addResolved protects where path really leads and every symlink that
 	// leads there.
 	addResolved = func(path, why string, depth int) error {
+		if !filepath.IsAbs(path) {
+			return fmt.Errorf("protected path %q is not absolute", path)
+		}
 		target, links := resolve(path)
 		for _, l := range links {
 			if err := add(l, "symlink on the way to "+target, depth); err != nil {
@@ -94,6 +96,16 @@ func protectedPaths(roots, names []string, extra []string) ([]Protected, error) 
 				return nil, err
 			}
 		}
+		// A submodule's .git file is as dangerous as the superproject's:
+		// pointed at a gitdir the command made, `git status` in the
+		// superproject would run its core.fsmonitor on the host.
+		if slices.Contains(names, ".git") {
+			for _, sub := range submodules(r, 0) {
+				if err := add(filepath.Join(sub, ".git"), ".git of submodule "+sub, 0); err != nil {
+					return nil, err
+				}
+			}
+		}
 	}
 	for _, e := range extra {
 		if err := addResolved(e, "agentbox's own "+e, 0); err != nil {
@@ -106,6 +118,33 @@ func protectedPaths(roots, names []string, extra []string) ([]Protected, error) 
 	}
 	slices.SortFunc(out, func(a, b Protected) int { return comparePaths(a.Path, b.Path) })
 	return out, nil
+}
+
+// submodules lists the submodule checkouts named in dir/.gitmodules, and
+// theirs in turn, as absolute paths inside dir.
+func submodules(dir string, depth int) []string {
+	if depth > 8 {
+		return nil
+	}
+	data, err := readSmall(filepath.Join(dir, ".gitmodules"))
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, line := range strings.Split(string(data), "\n") {
+		k, v, ok := strings.Cut(strings.TrimSpace(line), "=")
+		if !ok || strings.TrimSpace(k) != "path" {
+			continue
+		}
+		rel := filepath.Clean(strings.Trim(strings.TrimSpace(v), `"`))
+		if rel == "." || filepath.IsAbs(rel) || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+			continue
+		}
+		sub := filepath.Join(dir, rel)
+		out = append(out, sub)
+		out = append(out, submodules(sub, depth+1)...)
+	}
+	return out
 }
 
 // firstMissing returns path itself when its parent exists, else the first
@@ -142,7 +181,6 @@ func isLink(path string, fi fs.FileInfo) bool {
 // through. Components past the first missing one are kept as written.
 func resolve(path string) (string, []string) {
 	var links []string
-	path = filepath.Clean(path)
 	vol := filepath.VolumeName(path)
 	sep := string(filepath.Separator)
 	cur := vol + sep
@@ -188,39 +226,43 @@ func readGitdirFile(path string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("reading %s: %w", path, err)
 	}
-	line, _, _ := bytes.Cut(data, []byte("\n"))
-	line = bytes.TrimRight(line, "\r")
-	rest, ok := bytes.CutPrefix(line, []byte("gitdir:"))
+	// As git reads it (setup.c, read_gitfile_gently): the whole file,
+	// which must start with "gitdir: ", less trailing CR and LF only;
+	// spaces and inner newlines are part of the path.
+	rest, ok := bytes.CutPrefix(data, []byte("gitdir: "))
 	if !ok {
 		return "", nil
 	}
-	dir := strings.TrimSpace(string(rest))
+	dir := strings.TrimRight(string(rest), "\r\n")
 	if dir == "" {
 		return "", nil
 	}
-	if !filepath.IsAbs(dir) {
-		dir = filepath.Join(filepath.Dir(path), dir)
-	}
-	return dir, nil
+	return joinRaw(filepath.Dir(path), dir), nil
 }
 
+// readCommondir reads a worktree gitdir's "commondir" as git does
+// (path.c): trailing CR and LF trimmed, relative to the gitdir.
 func readCommondir(gitdir string) (string, error) {
 	data, err := readSmall(filepath.Join(gitdir, "commondir"))
 	if err != nil {
 		return "", err
 	}
-	sc := bufio.NewScanner(bytes.NewReader(data))
-	if !sc.Scan() {
-		return "", nil
-	}
-	dir := strings.TrimSpace(sc.Text())
+	dir := strings.TrimRight(string(data), "\r\n")
 	if dir == "" {
 		return "", nil
 	}
-	if !filepath.IsAbs(dir) {
-		dir = filepath.Join(gitdir, dir)
+	return joinRaw(gitdir, dir), nil
+}
+
+// joinRaw makes rel absolute against base without simplifying "..": the
+// kernel resolves "link/../x" through the link's target, and so does
+// [resolve]; filepath.Join would cancel the pair textually and protect a
+// different directory from the one git then uses.
+func joinRaw(base, rel string) string {
+	if filepath.IsAbs(rel) {
+		return rel
 	}
-	return dir, nil
+	return strings.TrimRight(base, string(filepath.Separator)) + string(filepath.Separator) + rel
 }
 
 // readSmall reads at most 64 KiB: a gitdir file is one line, and a hostile

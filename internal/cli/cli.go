@@ -138,9 +138,17 @@ func (f *runFlags) resolve(cmd *cobra.Command) (*policy.Policy, error) {
 	// A --config file decides how the next command is sandboxed too; the
 	// default config and state directories are protected by Resolve.
 	if f.config != "" {
-		if abs, err := filepath.Abs(f.config); err == nil {
-			o.ExtraProtected = append(o.ExtraProtected, abs)
+		// Not filepath.Abs: it would cancel "link/../x" textually while
+		// the kernel, opening the file, follows the link first.
+		path := f.config
+		if !filepath.IsAbs(path) {
+			wd, err := os.Getwd()
+			if err != nil {
+				return nil, failure("current directory: %v", err)
+			}
+			path = wd + string(filepath.Separator) + path
 		}
+		o.ExtraProtected = append(o.ExtraProtected, path)
 	}
 	if cmd.Flags().Changed("network") {
 		o.Network = &f.network
@@ -195,6 +203,8 @@ func runCommand(pol *policy.Policy, timeout time.Duration, args []string, stdin 
 	signal.Notify(sigs, forwardedSignals...)
 	defer signal.Stop(sigs)
 
+	restore := saveTerminal(stdin)
+	defer restore()
 	if err := c.Start(); err != nil {
 		var se *sandbox.StartError
 		if errors.As(err, &se) {

@@ -154,7 +154,14 @@ func RunInit() {
 
 	go func() {
 		for s := range sigs {
-			syscall.Kill(pid, s.(syscall.Signal))
+			sig := s.(syscall.Signal)
+			syscall.Kill(pid, sig)
+			switch sig {
+			case syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT:
+				// A stopped command would hold a terminating signal
+				// pending forever (and agentbox with it).
+				syscall.Kill(pid, syscall.SIGCONT)
+			}
 		}
 	}()
 

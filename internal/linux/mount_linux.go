@@ -1,6 +1,7 @@
 package linux
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -151,6 +152,18 @@ func buildRoot(spec *Spec) error {
 		if err != nil {
 			return fmt.Errorf("%s mount of %s: %w", m.Kind, m.Path, err)
 		}
+	}
+
+	// /sys stays read-only even under a writable root that covers it
+	// (`-C /`): it holds host-wide kernel knobs, like /proc/sys.
+	if fd, err := cloneOnto(newRoot, "/sys", "/sys", true, false); err == nil {
+		err = setAttr(fd, "/sys", unix.MOUNT_ATTR_RDONLY|unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV|unix.MOUNT_ATTR_NOEXEC, true)
+		unix.Close(fd)
+		if err != nil {
+			return fmt.Errorf("making /sys read-only: %w", err)
+		}
+	} else if !errors.Is(err, unix.ENOENT) {
+		return fmt.Errorf("making /sys read-only: %w", err)
 	}
 
 	// 3. A /proc for the new pid namespace: the host's would show (and

@@ -6,7 +6,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // TestConfigAndStateProtected: with the workspace at $HOME, agentbox's own
@@ -115,5 +117,76 @@ func TestProtectedThroughSymlinkChain(t *testing.T) {
 			t.Fatalf("run failed: %v", r)
 		}
 		assertContent(t, filepath.Join(fx.ws, ".codex", "config.toml"), "model = \"orig\"\n")
+	})
+}
+
+// TestSubmoduleGitFileProtected: a submodule's .git file points git at the
+// submodule's gitdir; re-pointed at a gitdir the command made, `git status`
+// in the superproject would run that gitdir's core.fsmonitor on the host.
+func TestSubmoduleGitFileProtected(t *testing.T) {
+	forEachUser(t, func(t *testing.T, u *testUser) {
+		fx := newFixture(t, u)
+		gitfile := "gitdir: ../.git/modules/lib\n"
+		os.MkdirAll(filepath.Join(fx.ws, ".git", "modules", "lib"), 0o755)
+		os.MkdirAll(filepath.Join(fx.ws, "lib"), 0o755)
+		os.WriteFile(filepath.Join(fx.ws, ".gitmodules"), []byte("[submodule \"lib\"]\n\tpath = lib\n\turl = ../lib.git\n"), 0o644)
+		os.WriteFile(filepath.Join(fx.ws, "lib", ".git"), []byte(gitfile), 0o644)
+		chownR(t, fx.dir, u)
+		r := sandboxed(t, fx, nil, `echo "gitdir: $WS/evil" > "$WS/lib/.git"; rm -f "$WS/lib/.git"; mv "$WS/lib" "$WS/lib2"; echo done`)
+		if !strings.Contains(r.stdout, "done") {
+			t.Fatalf("run failed: %v", r)
+		}
+		assertContent(t, filepath.Join(fx.ws, "lib", ".git"), gitfile)
+	})
+}
+
+// TestInvokedLinkProtected: agentbox started through a symlink in a
+// writable root (~/.local/bin/agentbox with the workspace at $HOME,
+// node_modules/.bin) must not have that link re-pointed by the command.
+func TestInvokedLinkProtected(t *testing.T) {
+	forEachUser(t, func(t *testing.T, u *testUser) {
+		fx := newFixture(t, u)
+		link := filepath.Join(fx.add, "bin", "agentbox")
+		os.MkdirAll(filepath.Dir(link), 0o755)
+		if err := os.Symlink(binPath, link); err != nil {
+			t.Fatal(err)
+		}
+		chownR(t, fx.dir, u)
+		r := host(t, u, runOpts{env: fx.env(), dir: fx.ws}, link, "run", "-C", fx.ws, "--add-dir", fx.add, "--",
+			"/bin/sh", "-c", `ln -sfn /bin/false "$ADD/bin/agentbox"; rm -f "$ADD/bin/agentbox"; echo done`)
+		if !strings.Contains(r.stdout, "done") {
+			t.Fatalf("run failed: %v", r)
+		}
+		if got, err := os.Readlink(link); err != nil || got != binPath {
+			t.Errorf("host: the link agentbox was started through now points at %q (%v)", got, err)
+		}
+	})
+}
+
+// TestStoppedCommandStillStops: SIGTERM to agentbox ends a command that
+// stopped itself (it is continued after the signal is passed on).
+func TestStoppedCommandStillStops(t *testing.T) {
+	forEachUser(t, func(t *testing.T, u *testUser) {
+		fx := newFixture(t, u)
+		cmd := command(u, runOpts{dir: fx.ws, env: fx.env()}, binPath, "run", "-C", fx.ws, "--", "/bin/sh", "-c", `echo ready > "$WS/ready"; kill -STOP $$; echo resumed`)
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer cmd.Process.Kill()
+		if !waitFor(10*time.Second, func() bool { return exists(filepath.Join(fx.ws, "ready")) }) {
+			t.Fatal("command never became ready")
+		}
+		time.Sleep(200 * time.Millisecond)
+		cmd.Process.Signal(syscall.SIGTERM)
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		select {
+		case err := <-done:
+			if got := exitCode(cmd, err); got != 143 {
+				t.Errorf("exit %d, want 143", got)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("agentbox hung on a stopped command after SIGTERM")
+		}
 	})
 }
