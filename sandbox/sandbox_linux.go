@@ -49,7 +49,7 @@ func start(c *Cmd) (process, error) {
 		// Host daemons' unix sockets are network too.
 		MediateUnixConnect: !pol.Network,
 	}
-	p, err := linux.Start(spec, c.Stdin, c.Stdout, c.Stderr)
+	p, err := linux.Start(spec, c.stdio())
 	var nu *linux.NoUsernsError
 	if errors.As(err, &nu) {
 		p, err = startDegraded(c, spec, nu)
@@ -88,7 +88,11 @@ func startDegraded(c *Cmd, spec *linux.Spec, cause *linux.NoUsernsError) (*linux
 	d.Mounts = nil
 	d.Landlock = true
 	d.DenyInetSockets = !pol.Network
-	return linux.Start(&d, c.Stdin, c.Stdout, c.Stderr)
+	return linux.Start(&d, c.stdio())
+}
+
+func (c *Cmd) stdio() linux.Stdio {
+	return linux.Stdio{Stdin: c.Stdin, Stdout: c.Stdout, Stderr: c.Stderr, WaitDelay: c.WaitDelay}
 }
 
 // llABI is the kernel's Landlock ABI, 0 when there is none.

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"strings"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -30,9 +31,17 @@ type Process struct {
 	file   *os.File
 }
 
+// Stdio is where the command's standard streams go, as in exec.Cmd, and
+// how long Wait may wait for them to drain after the sandbox is gone.
+type Stdio struct {
+	Stdin          io.Reader
+	Stdout, Stderr io.Writer
+	WaitDelay      time.Duration
+}
+
 // Start launches the init stage in fresh namespaces and waits until it
 // has either started the command or failed to build the sandbox.
-func Start(spec *Spec, stdin io.Reader, stdout, stderr io.Writer) (*Process, error) {
+func Start(spec *Spec, stdio Stdio) (*Process, error) {
 	specR, specW, err := os.Pipe()
 	if err != nil {
 		return nil, err
@@ -75,9 +84,10 @@ func Start(spec *Spec, stdin io.Reader, stdout, stderr io.Writer) (*Process, err
 		Path:        "/proc/self/exe",
 		Args:        []string{stageArg0},
 		Env:         []string{stageEnv + "=" + stageValue},
-		Stdin:       stdin,
-		Stdout:      stdout,
-		Stderr:      stderr,
+		Stdin:       stdio.Stdin,
+		Stdout:      stdio.Stdout,
+		Stderr:      stdio.Stderr,
+		WaitDelay:   stdio.WaitDelay,
 		ExtraFiles:  []*os.File{specR, statusW},
 		SysProcAttr: attr,
 	}
