@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync/atomic"
+	"time"
 
 	"github.com/agentbox/agentbox/internal/windows/elevated"
 	winsetup "github.com/agentbox/agentbox/internal/windows/setup"
@@ -57,6 +58,16 @@ func startElevatedCmd(c *Cmd) (process, error) {
 	if err != nil {
 		return nil, &StartError{startCode(err), err}
 	}
+	// Network off is the Offline user's firewall rules: run only when the
+	// firewall enforces them now (every profile on, local rules honoured).
+	if !pol.Network {
+		ctx, cancel := context.WithTimeout(context.Background(), firewallTimeout)
+		err := checkFirewall(ctx)
+		cancel()
+		if err != nil {
+			return nil, &StartError{CodeSandboxFailure, fmt.Errorf("refusing to run with the network off: %w", err)}
+		}
+	}
 	// No network variables: the firewall enforces the policy. Cancellation
 	// goes through Cmd, which calls Kill on the adapter below.
 	p, err := elevated.Start(context.Background(), elevated.Spec{
@@ -75,6 +86,11 @@ func startElevatedCmd(c *Cmd) (process, error) {
 	}
 	return &elevatedProcess{p: p}, nil
 }
+
+// checkFirewall is winsetup.CheckFirewall; tests replace it.
+var checkFirewall = winsetup.CheckFirewall
+
+const firewallTimeout = 30 * time.Second
 
 // elevatedGroup checks the setup marker (the policy asks for no proxy
 // ports) and returns the sandbox group's SID. Its errors wrap

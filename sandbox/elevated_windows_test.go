@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -124,9 +125,57 @@ func TestElevatedOutdatedSetup(t *testing.T) {
 // writable roots were granted to the synthetic SID and the sandbox group,
 // the protected paths denied to both, and the paths recorded for cleanup.
 // Cleanup then keeps that record while agentbox-setup cannot run.
+// stubFirewall makes the firewall check return err for the test.
+func stubFirewall(t *testing.T, err error) {
+	old := checkFirewall
+	checkFirewall = func(context.Context) error { return err }
+	t.Cleanup(func() { checkFirewall = old })
+}
+
+// Offline elevated runs need the firewall to enforce the Offline user's
+// rules right now; otherwise they refuse before starting anything.
+func TestElevatedRefusesWithoutFirewall(t *testing.T) {
+	pol, pd := elevatedPolicy(t, policy.WorkspaceWrite)
+	writeMarker(t, pd, validMarker())
+	stubFirewall(t, fmt.Errorf("%w: Public profile: firewall not enabled (Enabled=False)", winsetup.ErrFirewall))
+	c := Command(pol, exe(t))
+	c.Env = helperEnv("echo")
+	err := c.Run()
+	var se *StartError
+	if !errors.As(err, &se) || se.Code != CodeSandboxFailure || !errors.Is(err, winsetup.ErrFirewall) ||
+		!strings.Contains(err.Error(), "network off") {
+		t.Fatalf("Run = %v, want StartError 125 wrapping ErrFirewall", err)
+	}
+	// With the network on there is nothing for the firewall to enforce.
+	pol.Network = true
+	c = Command(pol, exe(t))
+	c.Env = helperEnv("echo")
+	if err := c.Run(); errors.Is(err, winsetup.ErrFirewall) {
+		t.Errorf("network-on run refused for the firewall: %v", err)
+	}
+	// Doctor does not claim enforcement.
+	pol.Network = false
+	r := Doctor(pol)
+	if c, _ := check(r, "network"); c.OK || !strings.Contains(c.Detail, "NOT enforced") || r.CanSandbox {
+		t.Errorf("doctor with the firewall off: %+v (can sandbox %v)", c, r.CanSandbox)
+	}
+}
+
+// Unstubbed, under Wine (no firewall, no PowerShell), the check fails
+// closed.
+func TestFirewallCheckFailsClosedUnderWine(t *testing.T) {
+	if !winapi.IsWine() {
+		t.Skip("Wine only: a real host has a firewall to read")
+	}
+	if err := checkFirewall(context.Background()); !errors.Is(err, winsetup.ErrFirewall) {
+		t.Errorf("checkFirewall under Wine = %v, want ErrFirewall", err)
+	}
+}
+
 func TestElevatedGrantsGroup(t *testing.T) {
 	pol, pd := elevatedPolicy(t, policy.WorkspaceWrite)
 	writeMarker(t, pd, validMarker())
+	stubFirewall(t, nil)
 	var diag bytes.Buffer
 	c := Command(pol, exe(t))
 	c.Env = helperEnv("echo")
@@ -253,6 +302,7 @@ func check(r *Report, name string) (Check, bool) {
 // ok), the read-grant progress and the firewall-enforced network block.
 func TestDoctorElevated(t *testing.T) {
 	pol, pd := elevatedPolicy(t, policy.WorkspaceWrite)
+	stubFirewall(t, nil)
 
 	r := Doctor(pol)
 	if !strings.HasPrefix(r.Backend, "elevated") || r.CanSandbox {

@@ -319,7 +319,16 @@ func doctor(pol *policy.Policy) *Report {
 	case elevatedMode && network:
 		add("network", true, "on: commands run as "+winsetup.OnlineUser+", which no firewall rule restricts")
 	case elevatedMode:
-		add("network", true, elevatedNetworkNote)
+		ctx, cancel := context.WithTimeout(context.Background(), firewallTimeout)
+		err := checkFirewall(ctx)
+		cancel()
+		if err != nil {
+			add("network", false, "off, NOT enforced: "+err.Error()+"; elevated runs with the network off refuse to start")
+			r.Missing = append(r.Missing, err.Error())
+			r.CanSandbox = false
+		} else {
+			add("network", true, elevatedNetworkNote)
+		}
 	case !network:
 		add("network", false, unelevated.NetworkNote)
 	}
@@ -331,8 +340,9 @@ func doctor(pol *policy.Policy) *Report {
 }
 
 // elevatedNetworkNote is doctor's word on the network in elevated mode.
-const elevatedNetworkNote = "off, enforced: the Windows Firewall blocks all outbound traffic of " + winsetup.OfflineUser +
-	", the account commands run as (unelevated mode can only advise programs to stay offline)"
+const elevatedNetworkNote = "off, enforced: the Windows Firewall (on for every profile, local rules honoured) blocks all outbound traffic of " + winsetup.OfflineUser +
+	", the account commands run as, and inbound traffic from other machines to it (unelevated mode can only advise programs to stay offline); " +
+	"not covered: DNS lookups made by the DNS Client service and SMB/UNC access made by the kernel's SMB client, which run as SYSTEM"
 
 // doctorSetup reports elevated mode's setup marker and read grants. A
 // missing or outdated setup means no elevated run can start.

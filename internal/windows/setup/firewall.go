@@ -1,6 +1,7 @@
 package setup
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -19,11 +20,11 @@ const (
 	loopback      = "127.0.0.0-127.255.255.255,::1"
 )
 
-// Rule is one outbound block rule as agentbox wants it and as it reads it
+// Rule is one block rule as agentbox wants it and as it reads it
 // back. Fields use the values of New-NetFirewallRule / Get-NetFirewallRule.
 type Rule struct {
 	Name          string `json:"Name"`
-	Direction     string `json:"Direction"` // "Outbound"
+	Direction     string `json:"Direction"` // "Outbound" or "Inbound"
 	Action        string `json:"Action"`    // "Block"
 	Enabled       bool   `json:"Enabled"`
 	Profile       string `json:"Profile"`  // "Any": domain, private and public
@@ -39,7 +40,8 @@ type Rule struct {
 // the right the firewall checks for LocalUserAuthorizedList.
 func LocalUserSDDL(sid string) string { return "O:LSD:(A;;CC;;;" + sid + ")" }
 
-// OfflineRules returns the rules that cut the Offline user off the network.
+// OfflineRules returns the rules that cut the Offline user off the network
+// (and an inbound rule: no other machine reaches its listeners).
 // With no proxy ports one rule blocks everything. With proxy ports, the
 // rule is split so loopback TCP to those ports stays open and everything
 // else (other addresses, other loopback ports, loopback UDP) is blocked.
@@ -47,18 +49,24 @@ func LocalUserSDDL(sid string) string { return "O:LSD:(A;;CC;;;" + sid + ")" }
 func OfflineRules(offlineSID string, proxyPorts []int) []Rule {
 	base := Rule{Direction: "Outbound", Action: "Block", Enabled: true, Profile: "Any",
 		RemotePort: "Any", LocalUser: LocalUserSDDL(offlineSID)}
+	// Inbound: nothing from another machine reaches a listener the
+	// Offline user opens (an open port is a way out too). Loopback stays
+	// open, so a local dev server started in the sandbox still works.
+	inbound := base
+	inbound.Name, inbound.Direction, inbound.Protocol = RulePrefix+"offline-block-inbound", "Inbound", "Any"
+	inbound.RemoteAddress = nonLoopbackV4 + "," + nonLoopbackV6
 	ports := normPorts(proxyPorts)
 	if len(ports) == 0 {
 		r := base
 		r.Name, r.Protocol, r.RemoteAddress = RulePrefix+"offline-block-all", "Any", "Any"
-		return []Rule{r}
+		return []Rule{r, inbound}
 	}
 	remote, udp, tcp := base, base, base
 	remote.Name, remote.Protocol, remote.RemoteAddress = RulePrefix+"offline-block-remote", "Any", nonLoopbackV4+","+nonLoopbackV6
 	udp.Name, udp.Protocol, udp.RemoteAddress = RulePrefix+"offline-block-loopback-udp", "UDP", loopback
 	tcp.Name, tcp.Protocol, tcp.RemoteAddress = RulePrefix+"offline-block-loopback-tcp", "TCP", loopback
 	tcp.RemotePort = PortComplement(ports)
-	return []Rule{remote, udp, tcp}
+	return []Rule{remote, udp, tcp, inbound}
 }
 
 // PortComplement returns the TCP port ranges 1-65535 minus ports, in the
@@ -196,4 +204,52 @@ func FirewallPlan(want, have []Rule) (remove []string, create []Rule, why []stri
 		}
 	}
 	return remove, create, why
+}
+
+// FirewallProfile is one Windows Firewall profile as the active (merged
+// local and group) policy has it; fields are the strings
+// Get-NetFirewallProfile prints.
+type FirewallProfile struct {
+	Name                    string `json:"Name"`
+	Enabled                 string `json:"Enabled"`
+	AllowLocalFirewallRules string `json:"AllowLocalFirewallRules"`
+}
+
+// PSProfiles reads every profile from the ActiveStore, the policy the
+// firewall enforces after merging group policy into the local store.
+const PSProfiles = `$ErrorActionPreference='Stop'
+$out = @(Get-NetFirewallProfile -PolicyStore ActiveStore | ForEach-Object {
+  [pscustomobject]@{Name="$($_.Name)"; Enabled="$($_.Enabled)"; AllowLocalFirewallRules="$($_.AllowLocalFirewallRules)"}
+})
+ConvertTo-Json -InputObject $out -Compress -Depth 3`
+
+// ErrFirewall wraps every reason the Offline user's block rules are not
+// in force.
+var ErrFirewall = errors.New("the Windows Firewall does not enforce agentbox's rules")
+
+// FirewallProblems says why profiles do not enforce agentbox's rules,
+// which are local rules for every profile: each of Domain, Private and
+// Public must be enabled, and group policy must not ignore local rules
+// (AllowLocalFirewallRules False). Anything but an explicit True for
+// Enabled counts as off: agentbox does not guess.
+func FirewallProblems(profiles []FirewallProfile) []string {
+	var why []string
+	seen := map[string]FirewallProfile{}
+	for _, p := range profiles {
+		seen[strings.ToLower(p.Name)] = p
+	}
+	for _, name := range []string{"Domain", "Private", "Public"} {
+		p, ok := seen[strings.ToLower(name)]
+		switch {
+		case !ok:
+			why = append(why, name+" profile: not reported")
+			continue
+		case !strings.EqualFold(p.Enabled, "True"):
+			why = append(why, fmt.Sprintf("%s profile: firewall not enabled (Enabled=%s)", name, p.Enabled))
+		}
+		if strings.EqualFold(p.AllowLocalFirewallRules, "False") {
+			why = append(why, name+" profile: group policy ignores local rules (AllowLocalFirewallRules=False), agentbox's included")
+		}
+	}
+	return why
 }

@@ -110,3 +110,24 @@ func removeFirewall(ctx context.Context) ([]string, error) {
 	}
 	return names, nil
 }
+
+// CheckFirewall verifies that the Windows Firewall enforces agentbox's
+// rules on this machine now: every profile enabled in the active policy,
+// local rules not ignored by group policy. Its errors wrap ErrFirewall,
+// also when the profiles cannot be read: elevated mode then neither
+// claims nor runs an enforced offline command.
+func CheckFirewall(ctx context.Context) error {
+	out, err := powershell(ctx, PSProfiles)
+	if err != nil {
+		return fmt.Errorf("%w: cannot read the firewall profiles: %v", ErrFirewall, err)
+	}
+	var profiles []FirewallProfile
+	if err := json.Unmarshal(bytes.TrimSpace(out), &profiles); err != nil {
+		return fmt.Errorf("%w: cannot read the firewall profiles: %v (%q)", ErrFirewall, err, out)
+	}
+	if why := FirewallProblems(profiles); len(why) > 0 {
+		return fmt.Errorf("%w: %s (enable the firewall for every profile, e.g. `Set-NetFirewallProfile -All -Enabled True` as administrator, and let local rules apply)",
+			ErrFirewall, strings.Join(why, "; "))
+	}
+	return nil
+}

@@ -126,6 +126,11 @@ func runFull(ctx context.Context, base string, p *Payload, out io.Writer) error 
 	if err := ensureFirewall(ctx, accounts[OfflineUser].SID, p.ProxyPorts, out); err != nil {
 		return err
 	}
+	if err := CheckFirewall(ctx); err != nil {
+		// The rules are in place; runs with the network off refuse until
+		// the firewall enforces them.
+		fmt.Fprintf(out, "WARNING: %v; elevated runs with the network off will refuse to start until this is fixed\n", err)
+	}
 	runner := filepath.Join(base, BinDir, RunnerName)
 	if err := copyFile(p.Runner, runner); err != nil {
 		return fmt.Errorf("installing the runner: %w", err)

@@ -29,7 +29,7 @@ import "errors"
 // Version is the setup version. Bump it whenever what setup puts on the
 // machine changes; agentbox then refuses elevated runs until setup is
 // re-run ([ErrOutdated]).
-const Version = 1
+const Version = 2
 
 // Names of what setup creates.
 const (

@@ -129,13 +129,14 @@ func TestPayload(t *testing.T) {
 func TestOfflineRules(t *testing.T) {
 	sid := "S-1-5-21-1-2-3-1001"
 	rules := OfflineRules(sid, nil)
-	if len(rules) != 1 || rules[0].Protocol != "Any" || rules[0].RemoteAddress != "Any" ||
+	if len(rules) != 2 || rules[0].Protocol != "Any" || rules[0].RemoteAddress != "Any" ||
 		rules[0].LocalUser != "O:LSD:(A;;CC;;;"+sid+")" || rules[0].Profile != "Any" ||
 		rules[0].Direction != "Outbound" || rules[0].Action != "Block" || !rules[0].Enabled {
 		t.Fatalf("no proxy: %+v", rules)
 	}
+	checkInbound(t, rules[1], sid)
 	rules = OfflineRules(sid, []int{8080, 3128, 3128})
-	if len(rules) != 3 {
+	if len(rules) != 4 {
 		t.Fatalf("proxy: %+v", rules)
 	}
 	for _, r := range rules {
@@ -147,6 +148,7 @@ func TestOfflineRules(t *testing.T) {
 	if tcp.Protocol != "TCP" || tcp.RemotePort != "1-3127,3129-8079,8081-65535" {
 		t.Errorf("loopback tcp rule %+v", tcp)
 	}
+	checkInbound(t, rules[3], sid)
 	// Together the rules cover every address: remote + loopback.
 	if !sameAddresses(rules[0].RemoteAddress+","+loopback, "Any") {
 		t.Error("remote and loopback ranges do not add up to every address")
@@ -174,7 +176,7 @@ func TestDriftAndPlan(t *testing.T) {
 	want := OfflineRules(sid, []int{3128})
 	// What Get-NetFirewallRule gives back for a correct rule set: own
 	// spelling of lists and subnets.
-	have := []Rule{want[0], want[1], want[2]}
+	have := []Rule{want[0], want[1], want[2], want[3]}
 	have[1].RemoteAddress = "127.0.0.0/255.0.0.0, ::1"
 	have[2].RemoteAddress = "::1,127.0.0.0/8"
 	have[2].RemotePort = "3129-65535, 1-3127"
@@ -192,7 +194,7 @@ func TestDriftAndPlan(t *testing.T) {
 		t.Fatalf("remove %v create %v (%v)", rm, cr, why)
 	}
 	rm, cr, _ = FirewallPlan(want, nil)
-	if len(rm) != 0 || len(cr) != 3 {
+	if len(rm) != 0 || len(cr) != 4 {
 		t.Fatalf("from nothing: remove %v create %d", rm, len(cr))
 	}
 }
@@ -373,5 +375,51 @@ func TestLogPath(t *testing.T) {
 	s, _ := p.Encode()
 	if got, err := DecodePayload(s); err != nil || got.LogID != id {
 		t.Errorf("payload with a log id: %+v, %v", got, err)
+	}
+}
+
+// checkInbound: the Offline user's listeners are unreachable from other
+// machines (loopback stays open for local dev servers).
+func checkInbound(t *testing.T, r Rule, sid string) {
+	t.Helper()
+	if r.Name != RulePrefix+"offline-block-inbound" || r.Direction != "Inbound" || r.Action != "Block" || !r.Enabled ||
+		r.Protocol != "Any" || r.Profile != "Any" || r.LocalUser != LocalUserSDDL(sid) {
+		t.Errorf("inbound rule %+v", r)
+	}
+	if !sameAddresses(r.RemoteAddress+","+loopback, "Any") || strings.Contains(r.RemoteAddress, "127.0.0.1") {
+		t.Errorf("inbound rule covers %q, want every non-loopback address", r.RemoteAddress)
+	}
+}
+
+func TestFirewallProblems(t *testing.T) {
+	on := func(n string) FirewallProfile {
+		return FirewallProfile{Name: n, Enabled: "True", AllowLocalFirewallRules: "NotConfigured"}
+	}
+	if why := FirewallProblems([]FirewallProfile{on("Domain"), on("Private"), on("Public")}); len(why) != 0 {
+		t.Errorf("all enabled: %v", why)
+	}
+	off := on("Public")
+	off.Enabled = "False"
+	gpo := on("Domain")
+	gpo.AllowLocalFirewallRules = "False"
+	unknown := on("Private")
+	unknown.Enabled = "NotConfigured"
+	for name, c := range map[string]struct {
+		profiles []FirewallProfile
+		want     string
+	}{
+		"public off":       {[]FirewallProfile{on("Domain"), on("Private"), off}, "Public profile: firewall not enabled"},
+		"local rules":      {[]FirewallProfile{gpo, on("Private"), on("Public")}, "ignores local rules"},
+		"missing profile":  {[]FirewallProfile{on("Domain"), on("Public")}, "Private profile: not reported"},
+		"not configured":   {[]FirewallProfile{on("Domain"), unknown, on("Public")}, "Private profile: firewall not enabled"},
+		"nothing reported": {nil, "Domain profile: not reported"},
+	} {
+		why := FirewallProblems(c.profiles)
+		if !slices.ContainsFunc(why, func(s string) bool { return strings.Contains(s, c.want) }) {
+			t.Errorf("%s: %v, want %q", name, why, c.want)
+		}
+	}
+	if !strings.Contains(PSProfiles, "-PolicyStore ActiveStore") {
+		t.Error("PSProfiles must read the merged (active) policy")
 	}
 }
