@@ -89,6 +89,11 @@ func (p *Placeholders) acquire(path string) (acquired, error) {
 			return acquired{}, fmt.Errorf("creating placeholder for protected path %s: %w", path, err)
 		}
 		f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_DIRECTORY|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0)
+		if errors.Is(err, os.ErrNotExist) && !created && time.Now().Before(deadline) {
+			// Another run's placeholder, removed by its last user
+			// between our mkdir and our open: make it again.
+			continue
+		}
 		if err != nil {
 			if created {
 				os.Remove(path)
