@@ -89,9 +89,10 @@ func (p *Placeholders) acquire(path string) (acquired, error) {
 			return acquired{}, fmt.Errorf("creating placeholder for protected path %s: %w", path, err)
 		}
 		f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_DIRECTORY|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0)
-		if errors.Is(err, os.ErrNotExist) && !created && time.Now().Before(deadline) {
-			// Another run's placeholder, removed by its last user
-			// between our mkdir and our open: make it again.
+		if errors.Is(err, os.ErrNotExist) && time.Now().Before(deadline) {
+			// Removed between our mkdir and our open by a run that held
+			// it last (it had opened it before we could lock it): the
+			// ordinary hand-over, so make it again.
 			continue
 		}
 		if err != nil {
