@@ -32,19 +32,9 @@ func (FileStore) GetDACL(path string) (string, error) {
 // propagates inheritable ones to the whole subtree: this is the slow call
 // acl.Apply avoids when nothing is missing.
 func (FileStore) SetDACL(path, sddl string, protected bool) error {
-	sd, err := windows.SecurityDescriptorFromString(sddl)
+	dacl, info, err := daclFromSDDL(path, sddl, protected)
 	if err != nil {
-		return fmt.Errorf("DACL for %s: %w", path, err)
-	}
-	dacl, _, err := sd.DACL()
-	if err != nil {
-		return fmt.Errorf("DACL for %s: %w", path, err)
-	}
-	info := windows.SECURITY_INFORMATION(windows.DACL_SECURITY_INFORMATION)
-	if protected {
-		info |= windows.PROTECTED_DACL_SECURITY_INFORMATION
-	} else {
-		info |= windows.UNPROTECTED_DACL_SECURITY_INFORMATION
+		return err
 	}
 	if err := windows.SetNamedSecurityInfo(path, windows.SE_FILE_OBJECT, info, nil, nil, dacl, nil); err != nil {
 		return &fs.PathError{Op: "SetNamedSecurityInfo", Path: path, Err: err}
@@ -106,19 +96,9 @@ func (FileStore) GetLinkDACL(path string) (string, error) {
 // SetLinkDACL writes the DACL of the link object at path through a handle
 // opened on the link itself (SetNamedSecurityInfo would reach the target).
 func (FileStore) SetLinkDACL(path, sddl string, protected bool) error {
-	sd, err := windows.SecurityDescriptorFromString(sddl)
+	dacl, info, err := daclFromSDDL(path, sddl, protected)
 	if err != nil {
-		return fmt.Errorf("DACL for %s: %w", path, err)
-	}
-	dacl, _, err := sd.DACL()
-	if err != nil {
-		return fmt.Errorf("DACL for %s: %w", path, err)
-	}
-	info := windows.SECURITY_INFORMATION(windows.DACL_SECURITY_INFORMATION)
-	if protected {
-		info |= windows.PROTECTED_DACL_SECURITY_INFORMATION
-	} else {
-		info |= windows.UNPROTECTED_DACL_SECURITY_INFORMATION
+		return err
 	}
 	h, err := openLink(path, windows.READ_CONTROL|windows.WRITE_DAC)
 	if err != nil {
@@ -132,3 +112,23 @@ func (FileStore) SetLinkDACL(path, sddl string, protected bool) error {
 }
 
 var _ acl.LinkStore = FileStore{}
+
+// daclFromSDDL parses the DACL to write at path and the information flags
+// that say whether it inherits from the parent.
+func daclFromSDDL(path, sddl string, protected bool) (*windows.ACL, windows.SECURITY_INFORMATION, error) {
+	sd, err := windows.SecurityDescriptorFromString(sddl)
+	if err != nil {
+		return nil, 0, fmt.Errorf("DACL for %s: %w", path, err)
+	}
+	dacl, _, err := sd.DACL()
+	if err != nil {
+		return nil, 0, fmt.Errorf("DACL for %s: %w", path, err)
+	}
+	info := windows.SECURITY_INFORMATION(windows.DACL_SECURITY_INFORMATION)
+	if protected {
+		info |= windows.PROTECTED_DACL_SECURITY_INFORMATION
+	} else {
+		info |= windows.UNPROTECTED_DACL_SECURITY_INFORMATION
+	}
+	return dacl, info, nil
+}
