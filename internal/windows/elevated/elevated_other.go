@@ -6,27 +6,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"runtime"
 )
 
 // ErrUnsupported is wrapped off Windows.
 var ErrUnsupported = errors.New("the elevated sandbox exists only on Windows")
-
-// Spec is a command to run in the elevated sandbox (Windows only).
-type Spec struct {
-	Network        bool
-	ProxyPorts     []int
-	Path           string
-	Args           []string
-	CmdLine        string
-	Dir            string
-	Env            []string
-	SIDs           []string
-	Stdin          io.Reader
-	Stdout, Stderr io.Writer
-}
 
 // Process is a command running in the elevated sandbox (Windows only).
 type Process struct{}
