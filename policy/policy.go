@@ -161,6 +161,9 @@ func Resolve(o Options) (*Policy, error) {
 	type root struct{ path, what string }
 	roots := []root{{c, "workspace"}}
 	for _, d := range o.AddDirs {
+		if d == "" {
+			return nil, errors.New("an added writable root is an empty path")
+		}
 		// A relative --add-dir is relative to the caller's directory, as
 		// for any shell argument; relative writable_roots in the config
 		// are relative to the workspace, as in Codex.

@@ -171,6 +171,15 @@ func TestResolveErrorsNamePaths(t *testing.T) {
 	}
 }
 
+// An empty added root would otherwise be the caller's directory.
+func TestResolveRefusesEmptyAddedRoot(t *testing.T) {
+	ws := realTemp(t)
+	_, err := Resolve(Options{Cwd: ws, AddDirs: []string{""}, Getenv: noEnv, GOOS: "linux"})
+	if err == nil || !strings.Contains(err.Error(), "empty path") {
+		t.Fatalf("Resolve with an empty added root: err = %v, want an empty-path error", err)
+	}
+}
+
 func TestResolveSymlinkedRoot(t *testing.T) {
 	base := realTemp(t)
 	real := filepath.Join(base, "real")

@@ -116,6 +116,19 @@ func (f *runFlags) register(cmd *cobra.Command, withRunOnly bool) {
 
 // resolve builds the policy from flags and config; errors are 125.
 func (f *runFlags) resolve(cmd *cobra.Command) (*policy.Policy, error) {
+	// An empty path would silently mean the current directory: a writable
+	// root nobody asked for.
+	for _, d := range f.addDirs {
+		if d == "" {
+			return nil, failure("--add-dir: empty path (name a directory)")
+		}
+	}
+	if cmd.Flags().Changed("cd") && f.cwd == "" {
+		return nil, failure("-C/--cd: empty path (name a directory, or leave the flag out for the current directory)")
+	}
+	if cmd.Flags().Changed("config") && f.config == "" {
+		return nil, failure("--config: empty path (name a file, or leave the flag out for the default config)")
+	}
 	var cfg *policy.Config
 	path := f.config
 	if path != "" {
