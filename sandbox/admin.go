@@ -40,6 +40,6 @@ func Setup(ctx context.Context, pol *policy.Policy, out io.Writer) error { retur
 func Cleanup(ctx context.Context, out io.Writer) error { return cleanup(ctx, out) }
 
 // StateDir is the directory agentbox keeps its own bookkeeping in ("" when
-// there is none). A sandboxed command must not be able to write it: the
-// CLI passes it to [policy.Options.ExtraProtected].
+// there is none). [policy.Resolve] protects it in every writable root, so
+// a sandboxed command cannot change how the next one is sandboxed.
 func StateDir() string { return stateDir() }

@@ -32,8 +32,9 @@ import (
 	"github.com/agentbox/agentbox/policy"
 )
 
-// ErrUnsupported is wrapped by errors for features a platform lacks.
-var ErrUnsupported = errors.New("unsupported on this platform")
+// ErrUnsupported is wrapped by errors for features a platform lacks. It
+// wraps [errors.ErrUnsupported], so either works with [errors.Is].
+var ErrUnsupported = fmt.Errorf("sandbox: %w on this platform", errors.ErrUnsupported)
 
 // Cmd is a command to run inside the sandbox. Fields mirror exec.Cmd.
 type Cmd struct {

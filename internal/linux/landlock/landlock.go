@@ -136,8 +136,9 @@ func ABI() (int, error) {
 	return v, err
 }
 
-// Restrict enforces cfg on the whole calling process (all threads) and on
-// everything it executes afterwards. It also sets no_new_privs. It either
+// Restrict enforces cfg on the whole calling process (every thread), or on
+// the calling thread only when cfg.ThisThread is set, and on everything
+// executed from there afterwards. It also sets no_new_privs. It either
 // enforces every right the kernel supports or fails; it never returns
 // success with less. Call it once, late in the init stage: after mounts
 // and capability dropping, before seccomp (whose filter denies nothing

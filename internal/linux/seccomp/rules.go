@@ -247,8 +247,9 @@ var ipcRules = []Rule{
 	{Syscall: "mq_getsetattr", Action: ActEPERM, Why: "no IPC namespace: POSIX message queues are the host's"},
 }
 
-// Rules returns the rule table for opts, in the order BuildProgram
-// emits it. The slice is fresh; callers may modify it.
+// Rules returns the rule table for opts. BuildProgram sorts the rules by
+// syscall number, so their order here does not matter. The slice is fresh;
+// callers may modify it.
 func Rules(opts Options) []Rule {
 	rules := append([]Rule(nil), baseRules...)
 	switch {
