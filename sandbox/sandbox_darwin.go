@@ -2,13 +2,12 @@ package sandbox
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"runtime"
-	"strings"
+
+	"github.com/agentbox/agentbox/internal/lookpath"
 
 	"github.com/agentbox/agentbox/internal/darwin"
 	"github.com/agentbox/agentbox/policy"
@@ -37,7 +36,9 @@ func start(c *Cmd) (process, error) {
 	if pol.Mode == policy.DangerFullAccess {
 		return startUnsandboxed(c)
 	}
-	if code, err := lookPathIn(c.Path, c.Env); err != nil {
+	// Resolved with the command's own PATH so "not found" and "not
+	// executable" get 127 and 126 before sandbox-exec is involved.
+	if _, code, err := lookpath.Find(c.Path, lookpath.Env(c.Env)); err != nil {
 		return nil, &StartError{code, err}
 	}
 	argv := append([]string{c.Path}, c.Args[1:]...)
@@ -47,36 +48,17 @@ func start(c *Cmd) (process, error) {
 	}
 	cmd.Env = c.Env
 	cmd.Dir = pol.Cwd
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = c.Stdin, c.Stdout, c.Stderr
-	cmd.WaitDelay = c.WaitDelay
-	if err := cmd.Start(); err != nil {
+	if c.WaitDelay > 0 {
+		// Zero keeps darwin.Command's own bound rather than none.
+		cmd.WaitDelay = c.WaitDelay
+	}
+	g, err := startGroup(cmd, c.Stdin, c.Stdout, c.Stderr, cmd.WaitDelay)
+	if err != nil {
 		return nil, &StartError{CodeSandboxFailure, fmt.Errorf("starting sandbox-exec: %w", err)}
 	}
 	// sandbox-exec runs the command in its own session, so the group
 	// kill after Wait reaches what it left behind (no pid namespace here).
-	return &groupProcess{cmd}, nil
-}
-
-// lookPathIn resolves name with the command's own PATH so "not found" and
-// "not executable" get 127 and 126 before sandbox-exec is involved.
-func lookPathIn(name string, env []string) (int, error) {
-	path := ""
-	for _, kv := range env {
-		if strings.HasPrefix(kv, "PATH=") {
-			path = kv[5:]
-		}
-	}
-	old := os.Getenv("PATH")
-	os.Setenv("PATH", path)
-	defer os.Setenv("PATH", old)
-	_, err := exec.LookPath(name)
-	switch {
-	case err == nil, errors.Is(err, exec.ErrDot):
-		return 0, nil
-	case errors.Is(err, os.ErrPermission):
-		return CodeNotExecutable, fmt.Errorf("%s: permission denied", name)
-	}
-	return CodeNotFound, fmt.Errorf("%s: command not found", name)
+	return g, nil
 }
 
 func doctor(pol *policy.Policy) *Report {

@@ -14,6 +14,8 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/agentbox/agentbox/internal/lookpath"
+
 	"golang.org/x/sys/unix"
 )
 
@@ -269,34 +271,7 @@ func readSpec() (*Spec, error) {
 // lookPath resolves argv0 with the command's own PATH and maps failures to
 // the shell's statuses: 127 not found, 126 found but not executable.
 func lookPath(argv0 string, env []string) (string, int, error) {
-	pathEnv := ""
-	for _, kv := range env {
-		if len(kv) > 5 && kv[:5] == "PATH=" {
-			pathEnv = kv[5:]
-		}
-	}
-	old := os.Getenv("PATH")
-	os.Setenv("PATH", pathEnv)
-	p, err := exec.LookPath(argv0)
-	os.Setenv("PATH", old)
-	if errors.Is(err, exec.ErrDot) {
-		// The command's own shell would run ./x given as "x" only when
-		// PATH says so; honour PATH as written.
-		err = nil
-	}
-	if err == nil {
-		return p, 0, nil
-	}
-	fi, serr := os.Stat(argv0)
-	switch {
-	case serr == nil && (fi.IsDir() || fi.Mode()&0o111 == 0):
-		return "", 126, fmt.Errorf("%s: permission denied (not executable)", argv0)
-	case errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrNotExist):
-		return "", 127, fmt.Errorf("%s: command not found", argv0)
-	case errors.Is(err, os.ErrPermission):
-		return "", 126, fmt.Errorf("%s: permission denied", argv0)
-	}
-	return "", 127, fmt.Errorf("%s: %w", argv0, err)
+	return lookpath.Find(argv0, lookpath.Env(env))
 }
 
 // loopbackUp brings "lo" up in the fresh network namespace so servers the

@@ -1,0 +1,73 @@
+package lookpath
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestFind(t *testing.T) {
+	dir := t.TempDir()
+	a, b := filepath.Join(dir, "a"), filepath.Join(dir, "b")
+	for _, d := range []string{a, b, filepath.Join(a, "subdir")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write := func(p string, mode os.FileMode) {
+		if err := os.WriteFile(p, []byte("#!/bin/sh\n"), mode); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(filepath.Join(a, "plain"), 0o644)
+	write(filepath.Join(b, "plain"), 0o755) // a later executable one wins
+	write(filepath.Join(a, "onlyplain"), 0o644)
+	write(filepath.Join(b, "tool"), 0o755)
+	path := a + ":" + b
+	for _, tc := range []struct {
+		name, path, want string
+		status           int
+		msg              string
+	}{
+		{"tool", path, filepath.Join(b, "tool"), 0, ""},
+		{"plain", path, filepath.Join(b, "plain"), 0, ""},
+		{"onlyplain", path, "", NotExecutable, "onlyplain: permission denied"},
+		{"subdir", path, "", NotExecutable, "subdir: permission denied"},
+		{"nothere", path, "", NotFound, "nothere: command not found"},
+		{"tool", "", "", NotFound, "command not found"},
+		{filepath.Join(b, "tool"), "", filepath.Join(b, "tool"), 0, ""},
+		{filepath.Join(a, "onlyplain"), path, "", NotExecutable, "permission denied"},
+		{filepath.Join(a, "missing"), path, "", NotFound, "command not found"},
+		{"", path, "", NotFound, "command not found"},
+	} {
+		got, status, err := Find(tc.name, tc.path)
+		if got != tc.want || status != tc.status {
+			t.Errorf("Find(%q, %q) = %q, %d, %v; want %q, %d", tc.name, tc.path, got, status, err, tc.want, tc.status)
+		}
+		if tc.msg != "" && (err == nil || !strings.Contains(err.Error(), tc.msg)) {
+			t.Errorf("Find(%q): error %v, want %q", tc.name, err, tc.msg)
+		}
+	}
+}
+
+// An empty PATH entry is the current directory, as for the shell.
+func TestFindEmptyEntryIsDot(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "x"), []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Chdir(dir)
+	if got, status, err := Find("x", "/nonexistent:"); got != "./x" || status != 0 {
+		t.Errorf("Find(x, with empty entry) = %q, %d, %v; want ./x", got, status, err)
+	}
+}
+
+func TestEnv(t *testing.T) {
+	if got := Env([]string{"HOME=/h", "PATH=/a", "PATHX=/no", "PATH=/b"}); got != "/b" {
+		t.Errorf("Env = %q, want /b", got)
+	}
+	if got := Env(nil); got != "" {
+		t.Errorf("Env(nil) = %q", got)
+	}
+}
