@@ -14,6 +14,7 @@ type assembler struct {
 	items  []asmItem
 	labels map[string]int // label → index of the next instruction
 	err    error
+	n      int // for uniqueLabel
 }
 
 type asmItem struct {
@@ -34,6 +35,13 @@ func (a *assembler) label(name string) {
 		a.err = fmt.Errorf("duplicate label %q", name)
 	}
 	a.labels[name] = len(a.items)
+}
+
+// uniqueLabel returns a label name not used before, for matchers that
+// need a target of their own.
+func (a *assembler) uniqueLabel(prefix string) string {
+	a.n++
+	return fmt.Sprintf(".%s%d", prefix, a.n)
 }
 
 func (a *assembler) add(ins bpf.Instruction) {

@@ -367,7 +367,7 @@ func TestSyscallNumbersMatchHost(t *testing.T) {
 		t.Skipf("no table for %s", runtime.GOARCH)
 	}
 	host := map[string]uintptr{
-		"ioctl": unix.SYS_IOCTL, "socket": unix.SYS_SOCKET, "socketpair": unix.SYS_SOCKETPAIR,
+		"ioctl": unix.SYS_IOCTL, "socket": unix.SYS_SOCKET, "socketpair": unix.SYS_SOCKETPAIR, "connect": unix.SYS_CONNECT,
 		"clone": unix.SYS_CLONE, "clone3": unix.SYS_CLONE3, "unshare": unix.SYS_UNSHARE,
 		"ptrace": unix.SYS_PTRACE, "process_vm_readv": unix.SYS_PROCESS_VM_READV,
 		"process_vm_writev": unix.SYS_PROCESS_VM_WRITEV, "io_uring_setup": unix.SYS_IO_URING_SETUP,

@@ -13,3 +13,7 @@ import (
 func install([]bpf.RawInstruction) error {
 	return fmt.Errorf("seccomp: not available on %s: %w", runtime.GOOS, errors.ErrUnsupported)
 }
+
+func installListener([]bpf.RawInstruction) (int, error) {
+	return -1, fmt.Errorf("seccomp: not available on %s: %w", runtime.GOOS, errors.ErrUnsupported)
+}

@@ -18,8 +18,9 @@ const (
 )
 
 const (
-	retErrno Action = 0x00050000 // SECCOMP_RET_ERRNO; low 16 bits are the errno
-	retAllow Action = 0x7fff0000 // SECCOMP_RET_ALLOW
+	retErrno     Action = 0x00050000 // SECCOMP_RET_ERRNO; low 16 bits are the errno
+	retAllow     Action = 0x7fff0000 // SECCOMP_RET_ALLOW
+	retUserNotif Action = 0x7fc00000 // SECCOMP_RET_USER_NOTIF
 )
 
 const (
@@ -32,6 +33,9 @@ const (
 	// ActENOSYS fails the syscall with ENOSYS, which libc treats as
 	// "kernel too old" and answers by falling back to an older syscall.
 	ActENOSYS = retErrno | errnoENOSYS
+	// ActNotify hands the syscall to the filter's user-space listener
+	// (seccomp_unotify(2)), which decides and answers for it.
+	ActNotify = retUserNotif
 )
 
 func (a Action) String() string {
@@ -42,6 +46,8 @@ func (a Action) String() string {
 		return "errno(EPERM)"
 	case ActENOSYS:
 		return "errno(ENOSYS)"
+	case ActNotify:
+		return "user-notif"
 	}
 	if a&0xffff0000 == retErrno {
 		return fmt.Sprintf("errno(%d)", a&0xffff)
@@ -72,21 +78,47 @@ type AnyBitSet struct {
 
 func (m AnyBitSet) String() string { return fmt.Sprintf("arg%d&%#x!=0", m.Arg, m.Bits) }
 
-// OneOf matches when the argument equals one of Values.
+// OneOf matches when the argument, ANDed with Mask unless Mask is 0,
+// equals one of Values.
 type OneOf struct {
 	Arg    int
+	Mask   uint32
 	Values []uint32
 }
 
-func (m OneOf) String() string { return fmt.Sprintf("arg%d in %s", m.Arg, hexList(m.Values)) }
+func (m OneOf) String() string {
+	return fmt.Sprintf("%s in %s", argString(m.Arg, m.Mask), hexList(m.Values))
+}
 
-// NoneOf matches when the argument equals none of Values.
+// NoneOf matches when the argument, ANDed with Mask unless Mask is 0,
+// equals none of Values.
 type NoneOf struct {
 	Arg    int
+	Mask   uint32
 	Values []uint32
 }
 
-func (m NoneOf) String() string { return fmt.Sprintf("arg%d not in %s", m.Arg, hexList(m.Values)) }
+func (m NoneOf) String() string {
+	return fmt.Sprintf("%s not in %s", argString(m.Arg, m.Mask), hexList(m.Values))
+}
+
+// All matches when every one of its matchers does.
+type All []Matcher
+
+func (m All) String() string {
+	s := make([]string, len(m))
+	for i, x := range m {
+		s[i] = x.String()
+	}
+	return "(" + strings.Join(s, " && ") + ")"
+}
+
+func argString(arg int, mask uint32) string {
+	if mask == 0 {
+		return fmt.Sprintf("arg%d", arg)
+	}
+	return fmt.Sprintf("arg%d&%#x", arg, mask)
+}
 
 func hexList(vs []uint32) string {
 	s := make([]string, len(vs))

@@ -81,6 +81,7 @@ const (
 	lblAllow  = "allow"
 	lblEPERM  = "eperm"
 	lblENOSYS = "enosys"
+	lblNotify = "notify"
 )
 
 // ErrUnsupportedArch is returned for an architecture without a syscall
@@ -90,11 +91,19 @@ var ErrUnsupportedArch = errors.New("seccomp: unsupported architecture")
 // BuildProgram returns the filter for opts. It is a pure function: the
 // result depends on opts only, not on the machine it runs on.
 func BuildProgram(opts Options) ([]bpf.RawInstruction, error) {
-	arch, ok := arches[opts.Arch]
+	return Build(opts.Arch, Rules(opts))
+}
+
+// Build returns the program for a rule table on archName ("amd64" or
+// "arm64"): the architecture check of the package documentation, then the
+// rules, with every syscall that has no rule allowed. Other filters of the
+// sandbox (the unix-socket notifier) are built from their own tables with
+// it, so there is one assembler and one syscall table.
+func Build(archName string, rules []Rule) ([]bpf.RawInstruction, error) {
+	arch, ok := arches[archName]
 	if !ok {
-		return nil, fmt.Errorf("%w %q (have amd64, arm64)", ErrUnsupportedArch, opts.Arch)
+		return nil, fmt.Errorf("%w %q (have amd64, arm64)", ErrUnsupportedArch, archName)
 	}
-	rules := Rules(opts)
 
 	type resolved struct {
 		Rule
@@ -105,7 +114,7 @@ func BuildProgram(opts Options) ([]bpf.RawInstruction, error) {
 	for _, r := range rules {
 		nr, ok := arch.nr[r.Syscall]
 		if !ok {
-			return nil, fmt.Errorf("seccomp: no %s syscall number for %q", opts.Arch, r.Syscall)
+			return nil, fmt.Errorf("seccomp: no %s syscall number for %q", archName, r.Syscall)
 		}
 		// Two rules for one syscall would silently shadow each other.
 		if seen[r.Syscall] {
@@ -149,9 +158,13 @@ func BuildProgram(opts Options) ([]bpf.RawInstruction, error) {
 	a.ret(ActEPERM)
 	a.label(lblENOSYS)
 	a.ret(ActENOSYS)
+	if slices.ContainsFunc(rs, func(r resolved) bool { return r.Action == ActNotify }) {
+		a.label(lblNotify)
+		a.ret(ActNotify)
+	}
 	prog, err := a.assemble()
 	if err != nil {
-		return nil, fmt.Errorf("seccomp: assembling %s program: %w", opts.Arch, err)
+		return nil, fmt.Errorf("seccomp: assembling %s program: %w", archName, err)
 	}
 	if len(prog) > maxInstructions {
 		return nil, fmt.Errorf("seccomp: program has %d instructions, kernel limit is %d", len(prog), maxInstructions)
@@ -180,6 +193,8 @@ func actionLabel(act Action) string {
 		return lblEPERM
 	case ActENOSYS:
 		return lblENOSYS
+	case ActNotify:
+		return lblNotify
 	}
 	return fmt.Sprintf("unsupported-action-%#x", uint32(act))
 }
@@ -189,8 +204,16 @@ func (m AnyBitSet) emit(a *assembler, match, nomatch string) {
 	a.jumpIf(bpf.JumpBitsSet, m.Bits, match, nomatch)
 }
 
+// loadArg loads the low word of argument arg, ANDed with mask unless it is 0.
+func loadArg(a *assembler, arg int, mask uint32) {
+	a.loadWord(argLow(arg))
+	if mask != 0 {
+		a.add(bpf.ALUOpConstant{Op: bpf.ALUOpAnd, Val: mask})
+	}
+}
+
 func (m OneOf) emit(a *assembler, match, nomatch string) {
-	a.loadWord(argLow(m.Arg))
+	loadArg(a, m.Arg, m.Mask)
 	for _, v := range m.Values {
 		a.jumpIf(bpf.JumpEqual, v, match, "")
 	}
@@ -198,11 +221,24 @@ func (m OneOf) emit(a *assembler, match, nomatch string) {
 }
 
 func (m NoneOf) emit(a *assembler, match, nomatch string) {
-	a.loadWord(argLow(m.Arg))
+	loadArg(a, m.Arg, m.Mask)
 	for _, v := range m.Values {
 		a.jumpIf(bpf.JumpEqual, v, nomatch, "")
 	}
 	a.jump(match)
+}
+
+func (m All) emit(a *assembler, match, nomatch string) {
+	if len(m) == 0 {
+		a.jump(match)
+		return
+	}
+	for _, x := range m[:len(m)-1] {
+		next := a.uniqueLabel("all")
+		x.emit(a, next, nomatch)
+		a.label(next)
+	}
+	m[len(m)-1].emit(a, match, nomatch)
 }
 
 // Install loads prog into the kernel for the calling process.
@@ -231,4 +267,19 @@ func Install(prog []bpf.RawInstruction) error {
 		return fmt.Errorf("seccomp: program length %d outside 1..%d", len(prog), maxInstructions)
 	}
 	return install(prog)
+}
+
+// InstallListener loads prog onto the calling thread only (no TSYNC), with
+// SECCOMP_FILTER_FLAG_NEW_LISTENER, and returns the listener's
+// close-on-exec fd, on which [ActNotify] calls arrive (seccomp_unotify(2)).
+// It sets no_new_privs on the thread first. The caller must hold
+// [runtime.LockOSThread] for as long as processes forked from the thread
+// should carry the filter, and must install a TSYNC filter (see [Install])
+// before, not after: TSYNC would copy this thread's filters to every
+// thread.
+func InstallListener(prog []bpf.RawInstruction) (int, error) {
+	if len(prog) == 0 || len(prog) > maxInstructions {
+		return -1, fmt.Errorf("seccomp: program length %d outside 1..%d", len(prog), maxInstructions)
+	}
+	return installListener(prog)
 }

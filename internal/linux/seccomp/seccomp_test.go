@@ -293,3 +293,52 @@ func TestIPCRulesComplete(t *testing.T) {
 		t.Errorf("DenyIPC has a rule for %s, which the test does not know", s)
 	}
 }
+
+// Build with a table of its own: masked comparisons, conjunctions and the
+// notify action, as the unix-socket filter uses them.
+func TestBuildCustomTable(t *testing.T) {
+	rules := []Rule{
+		{Syscall: "connect", Action: ActNotify},
+		{Syscall: "socket", Match: All{OneOf{Arg: 0, Values: []uint32{afUnix}}, NoneOf{Arg: 1, Mask: 0xf, Values: []uint32{1, 5}}}, Action: ActEPERM},
+		{Syscall: "ioctl", Match: OneOf{Arg: 1, Mask: 0xff00, Values: []uint32{0x5400}}, Action: ActENOSYS},
+	}
+	for _, archName := range []string{"amd64", "arm64"} {
+		prog, err := Build(archName, rules)
+		if err != nil {
+			t.Fatal(err)
+		}
+		audit, _ := AuditArch(archName)
+		nr := func(s string) uint32 { n, _ := Number(archName, s); return n }
+		for _, c := range []struct {
+			name string
+			nr   uint32
+			args [6]uint64
+			want Action
+		}{
+			{"connect", nr("connect"), [6]uint64{3}, ActNotify},
+			{"unix dgram", nr("socket"), [6]uint64{afUnix, 2}, ActEPERM},
+			{"unix dgram|cloexec", nr("socket"), [6]uint64{afUnix, 2 | 0x80000}, ActEPERM},
+			{"unix stream|cloexec", nr("socket"), [6]uint64{afUnix, 1 | 0x80000}, ActAllow},
+			{"unix seqpacket", nr("socket"), [6]uint64{afUnix, 5}, ActAllow},
+			{"inet dgram", nr("socket"), [6]uint64{afInet, 2}, ActAllow},
+			{"ioctl 0x54xx", nr("ioctl"), [6]uint64{0, 0x5412}, ActENOSYS},
+			{"ioctl other", nr("ioctl"), [6]uint64{0, 0x8912}, ActAllow},
+			{"no rule", nr("ptrace"), [6]uint64{}, ActAllow},
+		} {
+			if got := run(t, prog, seccompData(audit, c.nr, c.args)); got != c.want {
+				t.Errorf("%s %s: %v, want %v\n%s", archName, c.name, got, c.want, disassemble(prog))
+			}
+		}
+	}
+	// Without a notify rule the program carries no notify return.
+	prog, err := Build("amd64", rules[1:])
+	if err != nil {
+		t.Fatal(err)
+	}
+	insns, _ := bpf.Disassemble(prog)
+	for _, ins := range insns {
+		if r, ok := ins.(bpf.RetConstant); ok && r.Val == uint32(ActNotify) {
+			t.Errorf("notify return emitted without a notify rule:\n%s", disassemble(prog))
+		}
+	}
+}

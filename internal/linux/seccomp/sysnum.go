@@ -37,6 +37,7 @@ var arches = map[string]*archInfo{
 			"shmget":            29,
 			"shmat":             30,
 			"shmctl":            31,
+			"connect":           42,
 			"socket":            41,
 			"socketpair":        53,
 			"clone":             56,
@@ -126,6 +127,7 @@ var arches = map[string]*archInfo{
 			"shmctl":            195,
 			"shmat":             196,
 			"shmdt":             197,
+			"connect":           203,
 			"socket":            198,
 			"socketpair":        199,
 			"add_key":           217,
@@ -157,4 +159,24 @@ var arches = map[string]*archInfo{
 			"open_tree_attr":    467,
 		},
 	},
+}
+
+// AuditArch returns the AUDIT_ARCH_* value the program for archName
+// checks, for tests that build seccomp_data inputs.
+func AuditArch(archName string) (uint32, bool) {
+	a, ok := arches[archName]
+	if !ok {
+		return 0, false
+	}
+	return a.auditArch, true
+}
+
+// Number returns the number of syscall on archName.
+func Number(archName, syscall string) (uint32, bool) {
+	a, ok := arches[archName]
+	if !ok {
+		return 0, false
+	}
+	nr, ok := a.nr[syscall]
+	return nr, ok
 }

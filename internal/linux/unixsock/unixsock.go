@@ -64,17 +64,18 @@
 package unixsock
 
 import (
-	"errors"
 	"fmt"
 
 	"golang.org/x/net/bpf"
+
+	"github.com/agentbox/agentbox/internal/linux/seccomp"
 )
 
 // Seccomp return values (include/uapi/linux/seccomp.h).
 const (
-	RetAllow      = 0x7fff0000 // SECCOMP_RET_ALLOW
-	RetUserNotif  = 0x7fc00000 // SECCOMP_RET_USER_NOTIF
-	RetErrnoEPERM = 0x00050001 // SECCOMP_RET_ERRNO | EPERM
+	RetAllow      = uint32(seccomp.ActAllow)
+	RetUserNotif  = uint32(seccomp.ActNotify)
+	RetErrnoEPERM = uint32(seccomp.ActEPERM)
 )
 
 // Values from the Linux UAPI, identical on amd64 and arm64.
@@ -83,71 +84,40 @@ const (
 	sockStream    = 1
 	sockSeqpacket = 5
 	sockTypeMask  = 0xf
-	x32SyscallBit = 0x40000000
 )
 
-type arch struct {
-	audit                       uint32
-	x32                         bool
-	connect, socket, socketpair uint32
+// ErrUnsupportedArch is returned for an architecture without numbers.
+var ErrUnsupportedArch = seccomp.ErrUnsupportedArch
+
+// unixNonStream matches socket(2) and socketpair(2) creating an AF_UNIX
+// socket of a type other than SOCK_STREAM or SOCK_SEQPACKET (the type's
+// low bits; SOCK_NONBLOCK and SOCK_CLOEXEC sit above the mask).
+var unixNonStream = seccomp.All{
+	seccomp.OneOf{Arg: 0, Values: []uint32{afUnix}},
+	seccomp.NoneOf{Arg: 1, Mask: sockTypeMask, Values: []uint32{sockStream, sockSeqpacket}},
 }
 
-// arches holds the numbers as data so the arm64 program can be built and
-// tested on amd64 and vice versa; the linux test compares the host's
-// entry with x/sys/unix.
-var arches = map[string]arch{
-	"amd64": {audit: 0xC000003E, x32: true, connect: 42, socket: 41, socketpair: 53},
-	"arm64": {audit: 0xC00000B7, connect: 203, socket: 198, socketpair: 199},
+// rules is the notification filter as data.
+var rules = []seccomp.Rule{
+	{Syscall: "connect", Action: seccomp.ActNotify, Why: "decided by the supervisor"},
+	{Syscall: "socket", Match: unixNonStream, Action: seccomp.ActEPERM, Why: "datagram unix sockets name a destination per send"},
+	{Syscall: "socketpair", Match: unixNonStream, Action: seccomp.ActEPERM, Why: "datagram unix sockets name a destination per send"},
 }
-
-// ErrUnsupportedArch is returned for an architecture without numbers here.
-var ErrUnsupportedArch = errors.New("unixsock: unsupported architecture")
 
 // BuildProgram returns the notification filter for arch ("amd64" or
 // "arm64"): a foreign audit arch or an x32 number gets EPERM, connect gets
 // SECCOMP_RET_USER_NOTIF, socket and socketpair with family AF_UNIX and a
 // type other than SOCK_STREAM or SOCK_SEQPACKET get EPERM, and everything
-// else is allowed. Only the low 32 bits of arguments are compared, which
+// else is allowed. It is built by the seccomp package's builder from
+// [rules], so the architecture check and syscall table are the ones the
+// main filter uses. Only the low 32 bits of arguments are compared, which
 // is exact: the kernel takes family and type as int.
 func BuildProgram(archName string) ([]bpf.RawInstruction, error) {
-	a, ok := arches[archName]
-	if !ok {
-		return nil, fmt.Errorf("%w %q", ErrUnsupportedArch, archName)
-	}
-	// Offsets in struct seccomp_data: nr 0, arch 4, args[i] 16+8i (the
-	// low word first on these little-endian machines).
-	const offNr, offArch, offArg0, offArg1 = 0, 4, 16, 24
-	x32 := uint32(0) // JumpBitsSet with 0 never jumps: arm64 has no x32
-	if a.x32 {
-		x32 = x32SyscallBit
-	}
-	// A fixed layout with the returns last (classic BPF only jumps
-	// forward); the VM test walks every branch of it.
-	const allow, eperm, notify = 14, 15, 16
-	prog := []bpf.Instruction{
-		/* 0 */ bpf.LoadAbsolute{Off: offArch, Size: 4},
-		/* 1 */ bpf.JumpIf{Cond: bpf.JumpEqual, Val: a.audit, SkipFalse: eperm - 2},
-		/* 2 */ bpf.LoadAbsolute{Off: offNr, Size: 4},
-		/* 3 */ bpf.JumpIf{Cond: bpf.JumpBitsSet, Val: x32, SkipTrue: eperm - 4},
-		/* 4 */ bpf.JumpIf{Cond: bpf.JumpEqual, Val: a.connect, SkipTrue: notify - 5},
-		/* 5 */ bpf.JumpIf{Cond: bpf.JumpEqual, Val: a.socket, SkipTrue: 8 - 6},
-		/* 6 */ bpf.JumpIf{Cond: bpf.JumpEqual, Val: a.socketpair, SkipTrue: 8 - 7},
-		/* 7 */ bpf.RetConstant{Val: RetAllow},
-		/* 8 */ bpf.LoadAbsolute{Off: offArg0, Size: 4},
-		/* 9 */ bpf.JumpIf{Cond: bpf.JumpEqual, Val: afUnix, SkipFalse: allow - 10},
-		/* 10 */ bpf.LoadAbsolute{Off: offArg1, Size: 4},
-		/* 11 */ bpf.ALUOpConstant{Op: bpf.ALUOpAnd, Val: sockTypeMask},
-		/* 12 */ bpf.JumpIf{Cond: bpf.JumpEqual, Val: sockStream, SkipTrue: allow - 13},
-		/* 13 */ bpf.JumpIf{Cond: bpf.JumpEqual, Val: sockSeqpacket, SkipTrue: allow - 14, SkipFalse: eperm - 14},
-		/* 14 */ bpf.RetConstant{Val: RetAllow},
-		/* 15 */ bpf.RetConstant{Val: RetErrnoEPERM},
-		/* 16 */ bpf.RetConstant{Val: RetUserNotif},
-	}
-	out, err := bpf.Assemble(prog)
+	prog, err := seccomp.Build(archName, rules)
 	if err != nil {
-		return nil, fmt.Errorf("unixsock: assembling %s program: %w", archName, err)
+		return nil, fmt.Errorf("unixsock: %w", err)
 	}
-	return out, nil
+	return prog, nil
 }
 
 // unixPath returns the path of an AF_UNIX pathname address as connect(2)

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"unsafe"
 
+	"github.com/agentbox/agentbox/internal/linux/seccomp"
 	"golang.org/x/sys/unix"
 )
 
@@ -54,32 +55,7 @@ func Install() (int, error) {
 	if err != nil {
 		return -1, err
 	}
-	filter := make([]unix.SockFilter, len(prog))
-	for i, ins := range prog {
-		filter[i] = unix.SockFilter{Code: ins.Op, Jt: ins.Jt, Jf: ins.Jf, K: ins.K}
-	}
-	fprog := unix.SockFprog{Len: uint16(len(filter)), Filter: &filter[0]}
-	// no_new_privs is per thread; the init stage has set it already.
-	if _, _, errno := unix.RawSyscall6(unix.SYS_PRCTL, unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0, 0); errno != 0 {
-		return -1, os.NewSyscallError("prctl(PR_SET_NO_NEW_PRIVS)", errno)
-	}
-	// WAIT_KILLABLE_RECV (5.19+): once the supervisor holds a connect,
-	// only a fatal signal interrupts the target, so a connect already
-	// performed on its behalf is never restarted.
-	flags := uintptr(unix.SECCOMP_FILTER_FLAG_NEW_LISTENER | unix.SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV)
-	for {
-		fd, _, errno := unix.RawSyscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER, flags, uintptr(unsafe.Pointer(&fprog)))
-		runtime.KeepAlive(filter)
-		if errno == unix.EINVAL && flags&unix.SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV != 0 {
-			flags &^= unix.SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV
-			continue
-		}
-		if errno != 0 {
-			return -1, os.NewSyscallError("seccomp(SECCOMP_SET_MODE_FILTER, NEW_LISTENER)", errno)
-		}
-		unix.CloseOnExec(int(fd))
-		return int(fd), nil
-	}
+	return seccomp.InstallListener(prog)
 }
 
 // Supervisor answers the filter's notifications.
