@@ -233,7 +233,7 @@ func Resolve(o Options) (*Policy, error) {
 	if invoked := invokedAs(); invoked != "" {
 		extra = append(extra, invoked)
 	}
-	prot, err := protectedPaths(p.WritableRoots, p.ProtectedNames, extra)
+	prot, err := protectedPaths(p.WritableRoots, p.ProtectedNames, extra, getenv)
 	if err != nil {
 		return nil, err
 	}

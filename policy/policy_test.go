@@ -460,27 +460,3 @@ func TestGitdirReadAsGitDoes(t *testing.T) {
 		t.Errorf(`gitdir ".git " (trailing space) not protected: %+v`, p.Protected)
 	}
 }
-
-func TestSubmoduleGitFilesProtected(t *testing.T) {
-	ws := realTemp(t)
-	mkdirs(t, filepath.Join(ws, ".git", "modules", "lib"), filepath.Join(ws, "lib", "deep"), filepath.Join(ws, ".git", "modules", "lib", "modules", "deep"))
-	os.WriteFile(filepath.Join(ws, ".gitmodules"), []byte("[submodule \"lib\"]\n\tpath = lib\n\turl = ../lib.git\n[submodule \"evil\"]\n\tpath = ../outside\n"), 0o644)
-	os.WriteFile(filepath.Join(ws, "lib", ".git"), []byte("gitdir: ../.git/modules/lib\n"), 0o644)
-	os.WriteFile(filepath.Join(ws, "lib", ".gitmodules"), []byte("[submodule \"deep\"]\n\tpath = deep\n"), 0o644)
-	p, err := Resolve(Options{Cwd: ws, Getenv: noEnv, GOOS: "linux",
-		Config: &Config{SandboxWorkspaceWrite: WorkspaceWriteSection{ExcludeSlashTmp: ptr(true)}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if pr, ok := findProtected(p, filepath.Join(ws, "lib", ".git")); !ok || pr.Kind != File {
-		t.Errorf("submodule .git file not protected: %+v", p.Protected)
-	}
-	if pr, ok := findProtected(p, filepath.Join(ws, "lib", "deep", ".git")); !ok || pr.Kind != Missing {
-		t.Errorf("nested submodule .git not protected: %+v", p.Protected)
-	}
-	for _, pr := range p.Protected {
-		if !Within(pr.Path, ws) && strings.Contains(pr.Path, "outside") {
-			t.Errorf("a .gitmodules path escaping the root was followed: %s", pr.Path)
-		}
-	}
-}

@@ -19,7 +19,7 @@ import (
 // root could otherwise be re-pointed to redirect the protected path), and
 // the extra paths the caller names (agentbox's own config, state and
 // executable).
-func protectedPaths(roots, names []string, extra []string) ([]Protected, error) {
+func protectedPaths(roots, names []string, extra []string, getenv func(string) string) ([]Protected, error) {
 	byPath := map[string]Protected{}
 	var add, addResolved func(path, why string, depth int) error
 	add = func(path, why string, depth int) error {
@@ -96,15 +96,22 @@ func protectedPaths(roots, names []string, extra []string) ([]Protected, error) 
 				return nil, err
 			}
 		}
-		// A submodule's .git file is as dangerous as the superproject's:
-		// pointed at a gitdir the command made, `git status` in the
-		// superproject would run its core.fsmonitor on the host.
-		if slices.Contains(names, ".git") {
-			for _, sub := range submodules(r, 0) {
-				if err := add(filepath.Join(sub, ".git"), ".git of submodule "+sub, 0); err != nil {
-					return nil, err
-				}
-			}
+	}
+	// What git run on the host afterwards would execute or trust: paths
+	// its configuration names and submodules' .git files (gitpaths.go).
+	// Only with .git protected: a caller who lifts that has chosen to let
+	// the command write what git runs.
+	if slices.Contains(names, ".git") {
+		targets, err := gitTargets(roots, getenv)
+		if err != nil {
+			return nil, err
+		}
+		for _, t := range targets {
+			// A path the command can point somewhere unusable (a symlink
+			// loop, a non-directory parent) is as unusable to git: skip
+			// it rather than fail every later run. The links met on
+			// the way are protected before any error.
+			_ = addResolved(t.path, t.why, 0)
 		}
 	}
 	for _, e := range extra {
@@ -118,33 +125,6 @@ func protectedPaths(roots, names []string, extra []string) ([]Protected, error) 
 	}
 	slices.SortFunc(out, func(a, b Protected) int { return comparePaths(a.Path, b.Path) })
 	return out, nil
-}
-
-// submodules lists the submodule checkouts named in dir/.gitmodules, and
-// theirs in turn, as absolute paths inside dir.
-func submodules(dir string, depth int) []string {
-	if depth > 8 {
-		return nil
-	}
-	data, err := readSmall(filepath.Join(dir, ".gitmodules"))
-	if err != nil {
-		return nil
-	}
-	var out []string
-	for _, line := range strings.Split(string(data), "\n") {
-		k, v, ok := strings.Cut(strings.TrimSpace(line), "=")
-		if !ok || strings.TrimSpace(k) != "path" {
-			continue
-		}
-		rel := filepath.Clean(strings.Trim(strings.TrimSpace(v), `"`))
-		if rel == "." || filepath.IsAbs(rel) || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
-			continue
-		}
-		sub := filepath.Join(dir, rel)
-		out = append(out, sub)
-		out = append(out, submodules(sub, depth+1)...)
-	}
-	return out
 }
 
 // firstMissing returns path itself when its parent exists, else the first

@@ -1,0 +1,671 @@
+package policy
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/user"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// Users review what an agent did by running git on the host afterwards.
+// The rule this file enforces: no git command run there executes or trusts
+// anything the sandbox wrote. .git itself is a protected name; beyond it,
+// git runs or trusts paths that its configuration names, and a
+// superproject trusts each submodule's .git file. gitTargets finds those
+// paths so they can be protected like .git, missing or not.
+//
+// It reads only what the command cannot write (the repository's config and
+// index inside the read-only .git, and the user's global and system config
+// outside, or protected inside, every writable root), starts no git
+// process, and costs a few small reads per run.
+
+// gitTarget is one path git would run or trust.
+type gitTarget struct {
+	path string
+	why  string
+}
+
+// gitRunKeys are the variables whose value is a command git runs (through
+// the shell when it has shell syntax), listed from git-config(1) and
+// githooks(5). "*" stands for any subsection. pager.* and alias.* are
+// handled separately: only non-boolean pager values and "!" aliases run.
+var gitRunKeys = map[string]bool{
+	"core.fsmonitor":             true, // a hook path unless boolean
+	"core.pager":                 true,
+	"core.editor":                true,
+	"core.sshcommand":            true,
+	"core.askpass":               true,
+	"core.gitproxy":              true,
+	"core.alternaterefscommand":  true,
+	"sequence.editor":            true,
+	"diff.external":              true,
+	"diff.*.command":             true,
+	"diff.*.textconv":            true,
+	"merge.*.driver":             true,
+	"mergetool.*.cmd":            true,
+	"mergetool.*.path":           true,
+	"difftool.*.cmd":             true,
+	"difftool.*.path":            true,
+	"filter.*.clean":             true,
+	"filter.*.smudge":            true,
+	"filter.*.process":           true,
+	"credential.helper":          true,
+	"credential.*.helper":        true,
+	"gpg.program":                true,
+	"gpg.*.program":              true,
+	"gpg.ssh.defaultkeycommand":  true,
+	"interactive.difffilter":     true,
+	"browser.*.cmd":              true,
+	"browser.*.path":             true,
+	"man.*.cmd":                  true,
+	"man.*.path":                 true,
+	"sendemail.sendmailcmd":      true,
+	"sendemail.smtpserver":       true,
+	"sendemail.tocmd":            true,
+	"sendemail.cccmd":            true,
+	"sendemail.headercmd":        true,
+	"trailer.*.command":          true,
+	"trailer.*.cmd":              true,
+	"remote.*.uploadpack":        true, // run locally for a local or file:// remote
+	"remote.*.receivepack":       true,
+	"uploadpack.packobjectshook": true,
+	"hook.*.command":             true, // config-based hooks (git 2.5x)
+	"submodule.*.update":         true, // "!command" form
+}
+
+// gitPathKeys are variables naming a file or directory git runs from
+// (hooks, templates whose hooks `git init` copies) or trusts (ignore and
+// attribute rules, signers, TLS trust anchors).
+var gitPathKeys = map[string]bool{
+	"core.hookspath":             true,
+	"core.attributesfile":        true,
+	"core.excludesfile":          true,
+	"init.templatedir":           true,
+	"gpg.ssh.allowedsignersfile": true,
+	"gpg.ssh.revocationfile":     true,
+	"http.sslcainfo":             true,
+	"http.*.sslcainfo":           true,
+	"http.sslcapath":             true,
+	"http.*.sslcapath":           true,
+	"http.sslcert":               true,
+	"http.*.sslcert":             true,
+	"http.sslkey":                true,
+	"http.*.sslkey":              true,
+}
+
+// keyPattern is e's name with any subsection replaced by "*".
+func keyPattern(e gitConfigEntry) string {
+	if e.Subsection() == "" {
+		return e.Name
+	}
+	return e.Section() + ".*." + e.Key()
+}
+
+// gitConfigVar is one variable with the file it came from.
+type gitConfigVar struct {
+	gitConfigEntry
+	file string // "" for the environment (GIT_CONFIG_COUNT)
+}
+
+func (v gitConfigVar) where() string {
+	if v.file == "" {
+		return v.Name + " in the environment"
+	}
+	return fmt.Sprintf("%s in %s:%d", v.Name, v.file, v.Line)
+}
+
+type gitScan struct {
+	roots   []string
+	getenv  func(string) string
+	home    string
+	out     []gitTarget
+	files   map[string][]gitConfigVar // parsed config files (with includes)
+	repos   map[string]bool           // gitdirs already scanned
+	global  []gitConfigVar
+	scanned int
+}
+
+// gitTargets returns the paths inside the writable roots that git's
+// configuration or a repository's index makes git run or trust, for every
+// repository that contains a writable root or is a submodule or linked
+// worktree of one. An error means a config file git would read cannot be
+// parsed: git would refuse it too, and agentbox cannot tell what it names.
+func gitTargets(roots []string, getenv func(string) string) ([]gitTarget, error) {
+	s := &gitScan{roots: roots, getenv: getenv, home: getenv("HOME"),
+		files: map[string][]gitConfigVar{}, repos: map[string]bool{}}
+	if err := s.loadGlobal(); err != nil {
+		return nil, err
+	}
+	for _, r := range roots {
+		if repo, ok := discoverRepo(r); ok {
+			if err := s.scanRepo(repo, 0); err != nil {
+				return nil, err
+			}
+		}
+	}
+	// Absolute and ~ paths in the global config matter even where no
+	// repository is found yet.
+	if err := s.applyVars(s.global, gitRepo{}); err != nil {
+		return nil, err
+	}
+	return s.out, nil
+}
+
+// gitRepo is a repository as git finds it.
+type gitRepo struct {
+	gitdir string // HEAD, index, config.worktree
+	common string // config, hooks, worktrees/ (the gitdir unless a linked worktree)
+	top    string // the worktree's top directory; "" when unknown
+}
+
+// discoverRepo walks up from dir as git's discovery does (setup.c): the
+// first directory holding a .git directory or a "gitdir:" file wins.
+func discoverRepo(dir string) (gitRepo, bool) {
+	for d := dir; ; d = filepath.Dir(d) {
+		if repo, ok := repoAt(d); ok {
+			return repo, true
+		}
+		if filepath.Dir(d) == d {
+			return gitRepo{}, false
+		}
+	}
+}
+
+// repoAt returns the repository whose worktree top is top, if top/.git
+// names one.
+func repoAt(top string) (gitRepo, bool) {
+	dotgit := filepath.Join(top, ".git")
+	fi, err := os.Stat(dotgit)
+	if err != nil {
+		return gitRepo{}, false
+	}
+	gitdir := dotgit
+	if fi.Mode().IsRegular() {
+		gd, err := readGitdirFile(dotgit)
+		if err != nil || gd == "" {
+			return gitRepo{}, false
+		}
+		gitdir = gd
+	} else if !fi.IsDir() {
+		return gitRepo{}, false
+	}
+	repo := gitRepo{gitdir: gitdir, common: gitdir, top: top}
+	if c, err := readCommondir(gitdir); err == nil && c != "" {
+		repo.common = c
+	}
+	return repo, true
+}
+
+func (s *gitScan) loadGlobal() error {
+	var files []string
+	if g := s.getenv("GIT_CONFIG_GLOBAL"); g != "" {
+		files = append(files, g)
+	} else {
+		xdg := s.getenv("XDG_CONFIG_HOME")
+		if xdg == "" && s.home != "" {
+			xdg = filepath.Join(s.home, ".config")
+		}
+		if xdg != "" {
+			// The whole directory: config, attributes, ignore and
+			// credentials live there, and a missing config may be
+			// created.
+			s.target(filepath.Join(xdg, "git"), "git's XDG config directory")
+			files = append(files, filepath.Join(xdg, "git", "config"))
+		}
+		if s.home != "" {
+			files = append(files, filepath.Join(s.home, ".gitconfig"))
+		}
+	}
+	if s.getenv("GIT_CONFIG_NOSYSTEM") == "" {
+		if sys := s.getenv("GIT_CONFIG_SYSTEM"); sys != "" {
+			files = append(files, sys)
+		} else {
+			files = append(files, "/etc/gitconfig", "/usr/local/etc/gitconfig")
+		}
+	}
+	for _, f := range files {
+		s.target(f, "git config file")
+		vars, err := s.loadFile(f, 0)
+		if err != nil {
+			return err
+		}
+		s.global = append(s.global, vars...)
+	}
+	// GIT_CONFIG_COUNT/KEY_n/VALUE_n as in agentbox's environment: the
+	// shell the user runs git from afterwards likely has the same.
+	if n, err := strconv.Atoi(s.getenv("GIT_CONFIG_COUNT")); err == nil && n > 0 {
+		for i := 0; i < n && i < 1000; i++ {
+			k := s.getenv(fmt.Sprintf("GIT_CONFIG_KEY_%d", i))
+			if k == "" {
+				continue
+			}
+			s.global = append(s.global, gitConfigVar{gitConfigEntry: gitConfigEntry{
+				Name: canonicalKey(k), Value: s.getenv(fmt.Sprintf("GIT_CONFIG_VALUE_%d", i))}})
+		}
+	}
+	return nil
+}
+
+// canonicalKey lowercases the section and key of a dotted name given on
+// the command line or in the environment, keeping the subsection.
+func canonicalKey(k string) string {
+	i, j := strings.IndexByte(k, '.'), strings.LastIndexByte(k, '.')
+	if i < 0 {
+		return strings.ToLower(k)
+	}
+	return strings.ToLower(k[:i]) + k[i:j] + strings.ToLower(k[j:])
+}
+
+// loadFile parses a config file and, in place, the files its include.path
+// and includeIf.*.path name (every condition counts: a condition false now
+// may hold for the user's next git command). A missing or unreadable file
+// is no error: git skips it too.
+func (s *gitScan) loadFile(path string, depth int) ([]gitConfigVar, error) {
+	if depth > 10 { // git's own include depth limit
+		return nil, fmt.Errorf("git config %s: includes nested deeper than 10", path)
+	}
+	if vars, ok := s.files[path]; ok {
+		return vars, nil
+	}
+	s.files[path] = nil // an include loop ends here, as git's depth limit would
+	if s.scanned++; s.scanned > 256 {
+		return nil, fmt.Errorf("git config %s: more than 256 config files to read", path)
+	}
+	data, err := readConfigFile(path)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("git config %s: %w", path, err)
+	}
+	entries, err := parseGitConfig(data)
+	if err != nil {
+		return nil, fmt.Errorf("git config %s: %w (git refuses this file too; agentbox cannot tell which programs it makes git run)", path, err)
+	}
+	var out []gitConfigVar
+	for _, e := range entries {
+		v := gitConfigVar{gitConfigEntry: e, file: path}
+		out = append(out, v)
+		if e.Key() != "path" || e.NoValue || e.Value == "" {
+			continue
+		}
+		if sec := e.Section(); !(sec == "include" && e.Subsection() == "") && sec != "includeif" {
+			continue
+		}
+		inc := s.expand(e.Value)
+		if inc == "" {
+			continue
+		}
+		if !filepath.IsAbs(inc) {
+			inc = joinRaw(filepath.Dir(path), inc)
+		}
+		s.target(inc, "included from "+v.where())
+		sub, err := s.loadFile(inc, depth+1)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, sub...)
+	}
+	s.files[path] = out
+	return out, nil
+}
+
+// readConfigFile reads a config file of at most 1 MiB; a bigger one is
+// refused rather than half read.
+func readConfigFile(path string) ([]byte, error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("not a regular file")
+	}
+	if fi.Size() > 1<<20 {
+		return nil, fmt.Errorf("larger than 1 MiB")
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	buf := make([]byte, 1<<20+1)
+	n, _ := readFull(f, buf)
+	if n > 1<<20 {
+		return nil, fmt.Errorf("larger than 1 MiB")
+	}
+	return buf[:n], nil
+}
+
+func readFull(f *os.File, buf []byte) (int, error) {
+	n := 0
+	for n < len(buf) {
+		m, err := f.Read(buf[n:])
+		n += m
+		if err != nil {
+			return n, err
+		}
+	}
+	return n, nil
+}
+
+// expand does git's ~ expansion for pathname values (git-config(1),
+// "pathname"): "~/" is $HOME, "~user/" that user's home.
+func (s *gitScan) expand(p string) string {
+	if !strings.HasPrefix(p, "~") {
+		return p
+	}
+	name, rest, _ := strings.Cut(p[1:], "/")
+	home := s.home
+	if name != "" {
+		u, err := user.Lookup(name)
+		if err != nil {
+			return ""
+		}
+		home = u.HomeDir
+	}
+	if home == "" {
+		return ""
+	}
+	return filepath.Join(home, rest)
+}
+
+// scanRepo collects the targets of one repository: its config, its
+// submodules (from the index: the gitlinks, which the command cannot edit,
+// unlike .gitmodules) and its linked worktrees, recursively.
+func (s *gitScan) scanRepo(repo gitRepo, depth int) error {
+	if depth > 8 || s.repos[repo.gitdir] {
+		return nil
+	}
+	s.repos[repo.gitdir] = true
+	vars, err := s.loadFile(filepath.Join(repo.common, "config"), 0)
+	if err != nil {
+		return err
+	}
+	wt, err := s.loadFile(filepath.Join(repo.gitdir, "config.worktree"), 0)
+	if err != nil {
+		return err
+	}
+	vars = append(slices.Clip(vars), wt...)
+	all := append(slices.Clip(vars), s.global...)
+	if err := s.applyVars(all, repo); err != nil {
+		return err
+	}
+
+	// Linked worktrees: each one's .git file is named in
+	// <common>/worktrees/<id>/gitdir, and re-pointed it would hand the
+	// user's next git command there a gitdir the sandbox made.
+	if depth == 0 || repo.common == repo.gitdir {
+		ents, _ := os.ReadDir(filepath.Join(repo.common, "worktrees"))
+		for i, e := range ents {
+			if i >= 256 {
+				break
+			}
+			wgd := filepath.Join(repo.common, "worktrees", e.Name())
+			data, err := readSmall(filepath.Join(wgd, "gitdir"))
+			if err != nil {
+				continue
+			}
+			dotgit := strings.TrimRight(string(data), "\r\n")
+			if !filepath.IsAbs(dotgit) {
+				continue
+			}
+			s.target(dotgit, "linked worktree of "+repo.common)
+			if err := s.scanRepo(gitRepo{gitdir: wgd, common: repo.common, top: filepath.Dir(dotgit)}, depth+1); err != nil {
+				return err
+			}
+		}
+	}
+
+	if repo.top == "" {
+		return nil
+	}
+	hashLen := 20
+	for _, v := range vars {
+		if v.Name == "extensions.objectformat" && strings.EqualFold(v.Value, "sha256") {
+			hashLen = 32
+		}
+	}
+	indexes := []string{filepath.Join(repo.gitdir, "index")}
+	shared, _ := filepath.Glob(filepath.Join(repo.gitdir, "sharedindex.*"))
+	indexes = append(indexes, shared...)
+	var links []string
+	for _, ix := range indexes {
+		l, err := indexGitlinks(ix, hashLen)
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				continue
+			}
+			return fmt.Errorf("reading the submodules of %s: %w", repo.top, err)
+		}
+		links = append(links, l...)
+	}
+	for _, l := range links {
+		if !safeIndexPath(l) {
+			continue
+		}
+		subTop := filepath.Join(repo.top, filepath.FromSlash(l))
+		s.target(filepath.Join(subTop, ".git"), "submodule "+l+" of "+repo.top)
+		if sub, ok := repoAt(subTop); ok {
+			if err := s.scanRepo(sub, depth+1); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// applyVars turns the variables that name something git runs or trusts
+// into targets. Relative paths are resolved where git resolves them: the
+// worktree top for a non-bare repository (git runs hooks and commands
+// there; githooks(5)), the gitdir for a bare one; without a repository
+// only absolute and ~ paths count.
+func (s *gitScan) applyVars(vars []gitConfigVar, repo gitRepo) error {
+	base := repo.top
+	if base == "" {
+		base = repo.gitdir
+	}
+	abs := func(p string) string {
+		p = s.expand(p)
+		if p == "" {
+			return ""
+		}
+		if filepath.IsAbs(p) {
+			return p
+		}
+		if base == "" {
+			return ""
+		}
+		return joinRaw(base, p)
+	}
+	for _, v := range vars {
+		pat := keyPattern(v.gitConfigEntry)
+		switch {
+		case gitPathKeys[pat]:
+			if v.NoValue || v.Value == "" {
+				continue
+			}
+			p := abs(v.Value)
+			if p == "" {
+				continue
+			}
+			if err := s.notARoot(p, v); err != nil {
+				return err
+			}
+			s.target(p, v.where())
+			// husky 9 sets core.hooksPath = .husky/_, whose generated
+			// hooks run the user's scripts in .husky/ itself.
+			if pat == "core.hookspath" && filepath.Base(filepath.Clean(p)) == "_" {
+				s.target(filepath.Dir(filepath.Clean(p)), v.where()+" (husky runs the scripts in the parent)")
+			}
+		case gitRunKeys[pat] || v.Section() == "pager" || v.Section() == "alias":
+			if v.NoValue {
+				continue
+			}
+			cmd := v.Value
+			switch {
+			case v.Section() == "alias" || pat == "submodule.*.update":
+				var ok bool
+				if cmd, ok = strings.CutPrefix(cmd, "!"); !ok {
+					continue
+				}
+			case v.Section() == "pager" || pat == "core.fsmonitor":
+				if _, isBool := gitBool(v.gitConfigEntry); isBool {
+					continue
+				}
+			case pat == "credential.helper" || pat == "credential.*.helper":
+				cmd = strings.TrimPrefix(cmd, "!")
+			}
+			for _, w := range shellWords(cmd) {
+				if w.text == "" || strings.HasPrefix(w.text, "-") {
+					continue
+				}
+				// The program when it is a path (a bare name is looked up
+				// in PATH); any other word naming an existing file (the
+				// script of "sh hook.sh").
+				if w.program && !strings.Contains(w.text, "/") && !strings.HasPrefix(w.text, "~") {
+					continue
+				}
+				p := abs(w.text)
+				if p == "" {
+					continue
+				}
+				if !w.program {
+					if _, err := os.Lstat(p); err != nil || s.holdsRoot(p) {
+						continue
+					}
+				}
+				if err := s.notARoot(p, v); err != nil {
+					return err
+				}
+				s.target(p, v.where())
+			}
+		}
+	}
+	return nil
+}
+
+// notARoot refuses a configured path that is a writable root or holds one:
+// protecting it would make the whole root read-only, and leaving it
+// writable would let the command plant what git runs from there.
+func (s *gitScan) notARoot(p string, v gitConfigVar) error {
+	c := filepath.Clean(p)
+	for _, r := range s.roots {
+		if Within(r, c) {
+			return fmt.Errorf("git config %s = %q points at %s, which holds the writable root %s: the sandboxed command could plant what git runs from there; point it elsewhere or keep %s out of the writable roots", v.where(), v.Value, c, r, r)
+		}
+	}
+	return nil
+}
+
+func (s *gitScan) holdsRoot(p string) bool {
+	c := filepath.Clean(p)
+	for _, r := range s.roots {
+		if Within(r, c) {
+			return true
+		}
+	}
+	return false
+}
+
+// target records p if it lies inside a writable root (elsewhere it is
+// read-only anyway).
+func (s *gitScan) target(p, why string) {
+	if !filepath.IsAbs(p) {
+		return
+	}
+	if InnermostRoot(filepath.Clean(p), s.roots) == "" {
+		// Through a symlink it may still lead into a root: resolve.
+		target, links := resolve(p)
+		in := InnermostRoot(target, s.roots) != ""
+		for _, l := range links {
+			in = in || InnermostRoot(l, s.roots) != ""
+		}
+		if !in {
+			return
+		}
+	}
+	s.out = append(s.out, gitTarget{path: p, why: why})
+}
+
+// isAssignment reports whether w is a shell variable assignment (NAME=...).
+func isAssignment(w string) bool {
+	name, _, ok := strings.Cut(w, "=")
+	if !ok || name == "" {
+		return false
+	}
+	for i, c := range name {
+		if !(c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || i > 0 && c >= '0' && c <= '9') {
+			return false
+		}
+	}
+	return true
+}
+
+// shellWord is one word of a command; program marks the words in command
+// position (the first, and the first after ; | & or an assignment prefix).
+type shellWord struct {
+	text    string
+	program bool
+}
+
+// shellWords splits a command into words the way sh would for plain
+// words, quotes, backslashes and the ; | & separators; anything fancier
+// (expansions, redirections, functions) stays inside the words, which
+// only ever makes agentbox protect more or look at paths that do not
+// exist.
+func shellWords(s string) []shellWord {
+	var words []shellWord
+	var cur strings.Builder
+	in, program := false, true
+	end := func() {
+		if in {
+			w := cur.String()
+			assign := program && isAssignment(w)
+			words = append(words, shellWord{text: w, program: program && !assign})
+			program = assign
+			cur.Reset()
+			in = false
+		}
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c == ' ' || c == '\t' || c == '\n':
+			end()
+		case c == ';' || c == '|' || c == '&' || c == '(' || c == ')' || c == '{' || c == '}' || c == '!' && !in:
+			end()
+			program = true
+		case c == '\'':
+			j := strings.IndexByte(s[i+1:], '\'')
+			if j < 0 {
+				j = len(s) - i - 1
+			}
+			cur.WriteString(s[i+1 : i+1+j])
+			i += j + 1
+			in = true
+		case c == '"':
+			i++
+			for ; i < len(s) && s[i] != '"'; i++ {
+				if s[i] == '\\' && i+1 < len(s) {
+					i++
+				}
+				cur.WriteByte(s[i])
+			}
+			in = true
+		case c == '\\' && i+1 < len(s):
+			i++
+			cur.WriteByte(s[i])
+			in = true
+		default:
+			cur.WriteByte(c)
+			in = true
+		}
+	}
+	end()
+	return words
+}

@@ -1,0 +1,248 @@
+package policy
+
+import (
+	"encoding/binary"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// writeIndex writes a version 2 git index holding the given paths; those
+// ending in "@" (the marker is dropped) are gitlinks.
+func writeIndex(t *testing.T, path string, names ...string) {
+	t.Helper()
+	var b []byte
+	b = append(b, "DIRC"...)
+	b = binary.BigEndian.AppendUint32(b, 2)
+	b = binary.BigEndian.AppendUint32(b, uint32(len(names)))
+	for _, n := range names {
+		mode := uint32(0o100644)
+		if name, ok := strings.CutSuffix(n, "@"); ok {
+			n, mode = name, 0o160000
+		}
+		e := make([]byte, 62)
+		binary.BigEndian.PutUint32(e[24:], mode)
+		binary.BigEndian.PutUint16(e[60:], uint16(len(n)))
+		e = append(e, n...)
+		for pad := 8 - (62+len(n))%8; pad > 0; pad-- {
+			e = append(e, 0)
+		}
+		b = append(b, e...)
+	}
+	b = append(b, make([]byte, 20)...) // checksum, not checked
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func write(t *testing.T, path, s string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(s), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// resolveIn resolves a workspace-write policy for ws with env as the
+// environment and /tmp excluded.
+func resolveIn(t *testing.T, ws string, env map[string]string) (*Policy, error) {
+	t.Helper()
+	return Resolve(Options{Cwd: ws, GOOS: "linux", Getenv: func(k string) string { return env[k] },
+		Config: &Config{SandboxWorkspaceWrite: WorkspaceWriteSection{ExcludeSlashTmp: ptr(true)}}})
+}
+
+func wantProtected(t *testing.T, p *Policy, path string, kind ProtectedKind) {
+	t.Helper()
+	pr, ok := findProtected(p, path)
+	if !ok {
+		var got []string
+		for _, pr := range p.Protected {
+			got = append(got, pr.Path+" ("+pr.Why+")")
+		}
+		t.Errorf("%s not protected; protected: %s", path, strings.Join(got, ", "))
+		return
+	}
+	if pr.Kind != kind {
+		t.Errorf("%s protected as %v, want %v", path, pr.Kind, kind)
+	}
+}
+
+func notProtected(t *testing.T, p *Policy, path string) {
+	t.Helper()
+	if pr, ok := findProtected(p, path); ok {
+		t.Errorf("%s protected (%s), want not", path, pr.Why)
+	}
+}
+
+// Submodules come from the index's gitlinks, never from .gitmodules (which
+// the command can edit): finding 4 of issue 9.
+func TestSubmodulesFromIndex(t *testing.T) {
+	ws := realTemp(t)
+	writeIndex(t, filepath.Join(ws, ".git", "index"), "a.txt", "lib@", "vendor/x@", "../escape@", "sub/.git/y@", "zz")
+	write(t, filepath.Join(ws, "lib", ".git"), "gitdir: ../.git/modules/lib\n")
+	mkdirs(t, filepath.Join(ws, ".git", "modules", "lib"), filepath.Join(ws, "lib", "deep"))
+	writeIndex(t, filepath.Join(ws, ".git", "modules", "lib", "index"), "deep@")
+	// .gitmodules names another path, in a form the old parser missed;
+	// it must not matter either way.
+	write(t, filepath.Join(ws, ".gitmodules"), "[submodule \"o\"] PATH = other\n")
+	mkdirs(t, filepath.Join(ws, "other"))
+	p, err := resolveIn(t, ws, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantProtected(t, p, filepath.Join(ws, "lib", ".git"), File)
+	wantProtected(t, p, filepath.Join(ws, "lib", "deep", ".git"), Missing)
+	wantProtected(t, p, filepath.Join(ws, "vendor"), Missing) // firstMissing of vendor/x/.git
+	notProtected(t, p, filepath.Join(ws, "other", ".git"))
+	for _, pr := range p.Protected {
+		if strings.Contains(pr.Path, "escape") || strings.Contains(pr.Path, "sub") {
+			t.Errorf("unsafe index path followed: %s", pr.Path)
+		}
+	}
+}
+
+// A submodule path the command turned into a symlink loop, or a link out
+// of the roots, must not make every later run fail (the near miss of
+// issue 9).
+func TestSubmoduleThroughSymlinkNoDenial(t *testing.T) {
+	ws := realTemp(t)
+	out := realTemp(t)
+	writeIndex(t, filepath.Join(ws, ".git", "index"), "loop@", "away@", "dangling@", "inner@")
+	os.Symlink("loop", filepath.Join(ws, "loop"))
+	os.Symlink(out, filepath.Join(ws, "away"))
+	os.Symlink("/nonexistent/x", filepath.Join(ws, "dangling"))
+	mkdirs(t, filepath.Join(ws, "real"))
+	os.Symlink("real", filepath.Join(ws, "inner"))
+	p, err := resolveIn(t, ws, nil)
+	if err != nil {
+		t.Fatalf("a symlinked submodule path fails the run: %v", err)
+	}
+	for _, pr := range p.Protected {
+		if pr.Root != "" && strings.Contains(pr.Path[len(pr.Root):], "/loop/") {
+			t.Errorf("protected path through a symlink: %s", pr.Path)
+		}
+	}
+	wantProtected(t, p, filepath.Join(ws, "inner"), Symlink)
+	wantProtected(t, p, filepath.Join(ws, "real", ".git"), Missing)
+	wantProtected(t, p, filepath.Join(ws, "away"), Symlink)
+}
+
+// Finding 5 and the rule: paths git config names inside a root.
+func TestGitConfigPathsProtected(t *testing.T) {
+	ws := realTemp(t)
+	home := realTemp(t)
+	write(t, filepath.Join(ws, ".git", "config"), `[core]
+	repositoryformatversion = 0
+[core] hooksPath = .husky
+[include]
+	path = ../inc.cfg
+[includeIf "gitdir:/nowhere/"]
+	path = `+filepath.Join(ws, "cond.cfg")+`
+[alias]
+	st = status
+	x = "!./tools/x.sh --flag"
+[filter "lfs"]
+	clean = git-lfs clean -- %f
+	smudge = sh scripts/smudge.sh
+[pager]
+	log = false
+	diff = ./pager.sh
+[diff "bin"]
+	textconv = `+filepath.Join(ws, "conv")+`
+`)
+	write(t, filepath.Join(ws, "inc.cfg"), "[core]\n\tfsmonitor = ./fsm.sh\n")
+	write(t, filepath.Join(ws, "scripts", "smudge.sh"), "")
+	write(t, filepath.Join(home, ".gitconfig"), "[core]\n\tpager = ~/bin/pager\n\texcludesFile = .myignore\n[credential]\n\thelper = !"+filepath.Join(ws, "cred")+" get\n")
+	p, err := resolveIn(t, ws, map[string]string{"HOME": home})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantProtected(t, p, filepath.Join(ws, ".husky"), Missing)
+	wantProtected(t, p, filepath.Join(ws, "inc.cfg"), File)
+	wantProtected(t, p, filepath.Join(ws, "cond.cfg"), Missing)
+	wantProtected(t, p, filepath.Join(ws, "fsm.sh"), Missing)
+	wantProtected(t, p, filepath.Join(ws, "tools"), Missing)
+	wantProtected(t, p, filepath.Join(ws, "scripts", "smudge.sh"), File)
+	wantProtected(t, p, filepath.Join(ws, "pager.sh"), Missing)
+	wantProtected(t, p, filepath.Join(ws, "conv"), Missing)
+	wantProtected(t, p, filepath.Join(ws, ".myignore"), Missing)
+	wantProtected(t, p, filepath.Join(ws, "cred"), Missing)
+	notProtected(t, p, filepath.Join(ws, "git-lfs"))
+	notProtected(t, p, filepath.Join(ws, "%f"))
+	notProtected(t, p, filepath.Join(ws, "status"))
+}
+
+// With the workspace at $HOME, the global config itself (missing or not)
+// and git's XDG directory are protected.
+func TestGlobalGitConfigInRoot(t *testing.T) {
+	home := realTemp(t)
+	mkdirs(t, filepath.Join(home, ".config"))
+	write(t, filepath.Join(home, ".gitconfig"), "[include]\n\tpath = ~/.gitconfig.local\n[core]\n\thooksPath = ~/hooks\n")
+	p, err := resolveIn(t, home, map[string]string{"HOME": home})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantProtected(t, p, filepath.Join(home, ".gitconfig"), File)
+	wantProtected(t, p, filepath.Join(home, ".gitconfig.local"), Missing)
+	wantProtected(t, p, filepath.Join(home, ".config", "git"), Missing)
+	wantProtected(t, p, filepath.Join(home, "hooks"), Missing)
+}
+
+// A workspace below the repository's top (no .git of its own): the
+// enclosing repository's config and submodules still count.
+func TestGitConfigOfEnclosingRepo(t *testing.T) {
+	top := realTemp(t)
+	ws := filepath.Join(top, "pkg")
+	mkdirs(t, ws)
+	write(t, filepath.Join(top, ".git", "config"), "[core]\n\thooksPath = pkg/hooks\n")
+	writeIndex(t, filepath.Join(top, ".git", "index"), "pkg/lib@")
+	p, err := resolveIn(t, ws, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantProtected(t, p, filepath.Join(ws, "hooks"), Missing)
+	wantProtected(t, p, filepath.Join(ws, "lib"), Missing)
+}
+
+func TestGitConfigRefusals(t *testing.T) {
+	for name, cfg := range map[string]string{
+		"hooksPath is the root": "[core]\n\thooksPath = .\n",
+		"unparsable":            "[core]\n\thooksPath = \"x\n",
+	} {
+		ws := realTemp(t)
+		write(t, filepath.Join(ws, ".git", "config"), cfg)
+		if _, err := resolveIn(t, ws, nil); err == nil {
+			t.Errorf("%s: resolved", name)
+		} else if !strings.Contains(err.Error(), filepath.Join(ws, ".git", "config")) {
+			t.Errorf("%s: error does not name the file: %v", name, err)
+		}
+	}
+}
+
+func TestShellWords(t *testing.T) {
+	for in, want := range map[string]string{
+		`less -R`:                   "less* -R",
+		`FOO=1 ./x.sh 'a b' "c\"d"`: `FOO=1 ./x.sh* a b c"d`,
+		`f() { ./a; }; f`:           "f* ./a* f*",
+		`a|b&&c;d`:                  "a* b* c* d*",
+		`x\ y z`:                    "x y* z",
+	} {
+		var got []string
+		for _, w := range shellWords(in) {
+			s := w.text
+			if w.program {
+				s += "*"
+			}
+			got = append(got, s)
+		}
+		if strings.Join(got, " ") != want {
+			t.Errorf("%q: %q, want %q", in, strings.Join(got, " "), want)
+		}
+	}
+}
