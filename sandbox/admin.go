@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"context"
+	"fmt"
 	"io"
 
 	"github.com/agentbox/agentbox/policy"
@@ -29,7 +30,34 @@ type Report struct {
 
 // Doctor inspects the machine for pol (which may be nil for the default
 // policy) without running anything sandboxed.
-func Doctor(pol *policy.Policy) *Report { return doctor(pol) }
+func Doctor(pol *policy.Policy) *Report {
+	r := doctor(pol)
+	r.Checks = append(r.Checks, gitBareCheck())
+	return r
+}
+
+// gitBareCheck reports whether the user's git refuses repositories planted
+// without a .git (safe.bareRepository=explicit). A sandboxed command may
+// write HEAD, objects/, refs/ and a config naming a core.pager in any
+// directory it can write; without the setting, the user's next `git log`
+// there runs that pager on the host. Only git can refuse it.
+func gitBareCheck() Check {
+	c := Check{Name: "git safe.bareRepository"}
+	v, file, err := policy.GitSafeBareRepository(nil)
+	switch {
+	case err != nil:
+		c.Detail = fmt.Sprintf("cannot read your git config: %v", err)
+	case v == "explicit":
+		c.OK = true
+		c.Detail = "explicit (" + file + "): git refuses repositories a command plants without a .git"
+	default:
+		if v == "" {
+			v = "unset (git's default: all)"
+		}
+		c.Detail = v + ": a repository skeleton a sandboxed command plants (HEAD, objects/, refs/, config) runs its core.pager or fsmonitor when you run git there; fix: git config --global safe.bareRepository explicit (git 2.38 or later)"
+	}
+	return c
+}
 
 // Setup does the one-time machine preparation a backend needs (Windows
 // elevated mode); elsewhere it reports that nothing is needed.

@@ -132,6 +132,10 @@ func TestSubmoduleGitFileProtected(t *testing.T) {
 		os.WriteFile(filepath.Join(fx.ws, ".gitmodules"), []byte("[submodule \"lib\"]\n\tpath = lib\n\turl = ../lib.git\n"), 0o644)
 		os.WriteFile(filepath.Join(fx.ws, "lib", ".git"), []byte(gitfile), 0o644)
 		chownR(t, fx.dir, u)
+		// git knows a submodule by its gitlink in the index, and so does
+		// agentbox (the index is in the read-only .git).
+		needGit(t)
+		mustGit(t, fx, fx.ws, "update-index", "--add", "--cacheinfo", "160000,1234567890123456789012345678901234567890,lib")
 		r := sandboxed(t, fx, nil, `echo "gitdir: $WS/evil" > "$WS/lib/.git"; rm -f "$WS/lib/.git"; mv "$WS/lib" "$WS/lib2"; echo done`)
 		if !strings.Contains(r.stdout, "done") {
 			t.Fatalf("run failed: %v", r)

@@ -1,0 +1,223 @@
+//go:build linux
+
+package linux
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// The rule behind findings 4, 5 and 6 of issue 9: no git command the user
+// runs on the host afterwards executes anything the sandbox wrote. Each
+// test here plants what the red team planted, runs the user's git on the
+// host, and checks that the planted program did not run: it would create a
+// marker file outside every writable root. Each also runs the same attack
+// straight on the host once (the control), so a test that can no longer
+// see the attack fails instead of passing.
+
+func needGit(t *testing.T) string {
+	t.Helper()
+	git, err := exec.LookPath("git")
+	if err != nil {
+		t.Skip("git is not installed")
+	}
+	return git
+}
+
+// userGit runs the user's git on the host in dir, with the fixture's HOME
+// (its ~/.gitconfig is the user's global config) and no system config.
+func userGit(t *testing.T, fx *fixture, dir string, args ...string) result {
+	t.Helper()
+	env := append(fx.env(), "GIT_CONFIG_NOSYSTEM=1", "GIT_AUTHOR_NAME=u", "GIT_AUTHOR_EMAIL=u@example.com",
+		"GIT_COMMITTER_NAME=u", "GIT_COMMITTER_EMAIL=u@example.com")
+	return host(t, fx.u, runOpts{env: env, dir: dir}, "/usr/bin/git", args...)
+}
+
+func mustGit(t *testing.T, fx *fixture, dir string, args ...string) {
+	t.Helper()
+	if r := userGit(t, fx, dir, args...); r.code != 0 {
+		t.Fatalf("git %q in %s: %v", args, dir, r)
+	}
+}
+
+// gitFixture is a fixture whose workspace is a real repository with one
+// commit, made by the test user's own git.
+func gitFixture(t *testing.T, u *testUser) *fixture {
+	t.Helper()
+	fx := newFixture(t, u)
+	os.RemoveAll(filepath.Join(fx.ws, ".git"))
+	mustGit(t, fx, fx.ws, "init", "-q", "-b", "main")
+	mustGit(t, fx, fx.ws, "add", "file.txt")
+	mustGit(t, fx, fx.ws, "commit", "-q", "-m", "init")
+	return fx
+}
+
+// marker is where a planted program would leave its trace: outside the
+// workspace, in a directory the sandbox cannot write.
+func marker(fx *fixture, name string) string { return filepath.Join(fx.out, "ran-"+name) }
+
+// hookScript is a program that proves it ran.
+func hookScript(fx *fixture, name string) string {
+	return fmt.Sprintf("#!/bin/sh\ntouch %q\n", marker(fx, name))
+}
+
+// shellAttack runs script as the command would, either in the sandbox or
+// (control) straight on the host.
+// $EVIL holds the text of a program that leaves the marker named evil.
+func shellAttack(t *testing.T, fx *fixture, sandbox bool, cwd, evil, script string) result {
+	t.Helper()
+	o := runOpts{env: append(fx.env(), "EVIL="+hookScript(fx, evil)), dir: cwd}
+	if sandbox {
+		return runWith(t, fx.u, o, "run", "-C", cwd, "--", "/bin/sh", "-c", script)
+	}
+	return host(t, fx.u, o, "/bin/sh", "-c", script)
+}
+
+// TestGitSubmoduleGitfileAttack is finding 4: run 1 renames the key in
+// .gitmodules that the old parser looked for (git matches it in any case),
+// run 2 builds a gitdir with core.fsmonitor and points lib/.git at it; the
+// user's `git status` in the superproject then runs the monitor.
+func TestGitSubmoduleGitfileAttack(t *testing.T) {
+	needGit(t)
+	forEachUser(t, func(t *testing.T, u *testUser) {
+		for _, sandbox := range []bool{false, true} {
+			fx := gitFixture(t, u)
+			lib := filepath.Join(fx.dir, "libsrc")
+			os.MkdirAll(lib, 0o755)
+			os.WriteFile(filepath.Join(lib, "l.txt"), []byte("l\n"), 0o644)
+			chownR(t, fx.dir, u)
+			mustGit(t, fx, lib, "init", "-q", "-b", "main")
+			mustGit(t, fx, lib, "add", "l.txt")
+			mustGit(t, fx, lib, "commit", "-q", "-m", "lib")
+			mustGit(t, fx, fx.ws, "-c", "protocol.file.allow=always", "submodule", "add", "-q", lib, "lib")
+			mustGit(t, fx, fx.ws, "commit", "-q", "-m", "add lib")
+			gitfile, _ := os.ReadFile(filepath.Join(fx.ws, "lib", ".git"))
+
+			run1 := `sed -i 's/^\([[:space:]]*\)path = lib/\1PATH = lib/' "$WS/.gitmodules" && echo run1`
+			run2 := `set -e
+mkdir -p "$WS/evil"
+cp -r "$WS/.git/modules/lib/HEAD" "$WS/.git/modules/lib/objects" "$WS/.git/modules/lib/refs" "$WS/evil/"
+printf '[core]\n\trepositoryformatversion = 0\n\tfsmonitor = %s\n' "$WS/fsm.sh" > "$WS/evil/config"
+printf '%s' "$EVIL" > "$WS/fsm.sh"; chmod +x "$WS/fsm.sh"
+echo "gitdir: $WS/evil" > "$WS/lib/.git" 2>/dev/null || echo "lib/.git is read-only"
+echo run2`
+			if r := shellAttack(t, fx, sandbox, fx.ws, "fsmonitor", run1); !strings.Contains(r.stdout, "run1") {
+				t.Fatalf("run 1 (sandbox %v): %v", sandbox, r)
+			}
+			if r := shellAttack(t, fx, sandbox, fx.ws, "fsmonitor", run2); !strings.Contains(r.stdout, "run2") {
+				t.Fatalf("run 2 (sandbox %v): %v", sandbox, r)
+			}
+			userGit(t, fx, fx.ws, "status")
+			if !sandbox {
+				if !exists(marker(fx, "fsmonitor")) {
+					t.Fatal("control: the attack run on the host did not make git status run the planted fsmonitor; the test no longer sees the attack")
+				}
+				continue
+			}
+			assertAbsent(t, marker(fx, "fsmonitor"))
+			assertContent(t, filepath.Join(fx.ws, "lib", ".git"), string(gitfile))
+		}
+	})
+}
+
+// TestGitHooksPathAttack is finding 5: with core.hooksPath = .husky (the
+// husky set-up) the command rewrites .husky/pre-commit, and with a
+// hooksPath that does not exist yet it creates it; the user's next commit
+// runs the hook.
+func TestGitHooksPathAttack(t *testing.T) {
+	needGit(t)
+	forEachUser(t, func(t *testing.T, u *testUser) {
+		for _, c := range []struct {
+			name, hooksPath string
+			exists          bool
+		}{{"husky", ".husky", true}, {"missing", ".githooks", false}} {
+			for _, sandbox := range []bool{false, true} {
+				fx := gitFixture(t, u)
+				mustGit(t, fx, fx.ws, "config", "core.hooksPath", c.hooksPath)
+				hooks := filepath.Join(fx.ws, c.hooksPath)
+				if c.exists {
+					os.MkdirAll(hooks, 0o755)
+					os.WriteFile(filepath.Join(hooks, "pre-commit"), []byte("#!/bin/sh\nexit 0\n"), 0o755)
+					chownR(t, fx.dir, u)
+				}
+				script := fmt.Sprintf(`mkdir -p %q 2>/dev/null; printf '%%s' "$EVIL" > %q 2>/dev/null && chmod +x %q; echo done`,
+					hooks, filepath.Join(hooks, "pre-commit"), filepath.Join(hooks, "pre-commit"))
+				if r := shellAttack(t, fx, sandbox, fx.ws, "hook", script); !strings.Contains(r.stdout, "done") {
+					t.Fatalf("%s (sandbox %v): %v", c.name, sandbox, r)
+				}
+				userGit(t, fx, fx.ws, "commit", "-q", "--allow-empty", "-m", "review")
+				if !sandbox {
+					if !exists(marker(fx, "hook")) {
+						t.Fatalf("control %s: the planted hook did not run on the host; the test no longer sees the attack", c.name)
+					}
+					continue
+				}
+				if exists(marker(fx, "hook")) {
+					t.Errorf("%s: the user's git commit ran a hook the sandbox wrote in %s", c.name, c.hooksPath)
+				}
+				if !c.exists {
+					assertAbsent(t, hooks)
+				}
+			}
+		}
+	})
+}
+
+// TestGitPlantedBareRepoAttack is finding 6: in a workspace with no .git
+// of its own (a subdirectory of a repository) and in a subdirectory of
+// it, the command creates HEAD, objects/, refs/ and a config with
+// core.pager and core.fsmonitor; `git log` there on the host runs them.
+// agentbox cannot stop a directory from holding files named so; git's own
+// defence is safe.bareRepository=explicit: doctor reports whether the
+// user's git has it, and with it the planted repository is refused.
+func TestGitPlantedBareRepoAttack(t *testing.T) {
+	needGit(t)
+	forEachUser(t, func(t *testing.T, u *testUser) {
+		plant := `for d in "$PWD" "$PWD/deeper"; do
+mkdir -p "$d"; cp -r "$WS/.git/objects" "$WS/.git/refs" "$d/"
+echo 'ref: refs/heads/main' > "$d/HEAD"
+printf '[core]\n\trepositoryformatversion = 0\n\tbare = true\n\tpager = %s\n\tfsmonitor = %s\n' "$PWD/evil.sh" "$PWD/evil.sh" > "$d/config"
+done
+printf '%s' "$EVIL" > "$PWD/evil.sh"; chmod +x "$PWD/evil.sh"; echo planted`
+		for _, safe := range []bool{false, true} {
+			fx := gitFixture(t, u)
+			ws := filepath.Join(fx.ws, "sub")
+			if safe {
+				os.WriteFile(filepath.Join(fx.home, ".gitconfig"), []byte("[safe]\n\tbareRepository = explicit\n"), 0o644)
+				chownR(t, fx.dir, u)
+			}
+			doc := runWith(t, u, runOpts{env: fx.env(), dir: ws}, "doctor", "-C", ws)
+			line := ""
+			for _, l := range strings.Split(doc.stdout, "\n") {
+				if strings.Contains(l, "safe.bareRepository") {
+					line = l
+				}
+			}
+			if wantOK := safe; line == "" || strings.Contains(line, "[ok  ]") != wantOK {
+				t.Errorf("safe.bareRepository %v: doctor says %q\n%s", safe, line, doc.stdout)
+			}
+			r := runWith(t, u, runOpts{env: append(fx.env(), "EVIL="+hookScript(fx, "bare")), dir: ws},
+				"run", "-C", ws, "--", "/bin/sh", "-c", plant)
+			if !strings.Contains(r.stdout, "planted") {
+				t.Fatalf("plant: %v", r)
+			}
+			for _, d := range []string{ws, filepath.Join(ws, "deeper")} {
+				// On a terminal (script(1) gives git one), git log starts
+				// the pager the repository's config names.
+				env := append(fx.env(), "GIT_CONFIG_NOSYSTEM=1", "TERM=dumb")
+				host(t, u, runOpts{env: env, dir: d}, "/usr/bin/script", "-qec", "git log -1; git status", "/dev/null")
+			}
+			if got := exists(marker(fx, "bare")); got == safe {
+				if safe {
+					t.Errorf("with safe.bareRepository=explicit the user's git ran a program the sandbox planted")
+				} else {
+					t.Fatal("control: without safe.bareRepository the planted repository did not run; the test no longer sees the attack")
+				}
+			}
+		}
+	})
+}
