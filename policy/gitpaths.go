@@ -98,6 +98,18 @@ var gitPathKeys = map[string]bool{
 	"http.*.sslkey":              true,
 }
 
+// gitHookNames are the hooks git runs (githooks(5), git 2.39 to 2.47).
+var gitHookNames = []string{
+	"applypatch-msg", "pre-applypatch", "post-applypatch", "pre-commit",
+	"pre-merge-commit", "prepare-commit-msg", "commit-msg", "post-commit",
+	"pre-rebase", "post-checkout", "post-merge", "pre-push", "pre-receive",
+	"update", "proc-receive", "post-receive", "post-update",
+	"reference-transaction", "push-to-checkout", "pre-auto-gc",
+	"post-rewrite", "sendemail-validate", "fsmonitor-watchman",
+	"p4-changelist", "p4-prepare-changelist", "p4-post-changelist",
+	"p4-pre-submit", "post-index-change",
+}
+
 // keyPattern is e's name with any subsection replaced by "*".
 func keyPattern(e gitConfigEntry) string {
 	if e.Subsection() == "" {
@@ -143,6 +155,10 @@ func gitTargets(roots []string, getenv func(string) string) ([]gitTarget, error)
 	}
 	for _, r := range roots {
 		if repo, ok := discoverRepo(r); ok {
+			// A repository above the root but inside another root (a
+			// workspace in a checkout under /tmp) has a .git that no
+			// protected name covers.
+			s.target(filepath.Join(repo.top, ".git"), "repository containing "+r)
 			if err := s.scanRepo(repo, 0); err != nil {
 				return nil, err
 			}
@@ -284,6 +300,12 @@ func (s *gitScan) loadFile(path string, depth int) ([]gitConfigVar, error) {
 		return nil, fmt.Errorf("git config %s: %w", path, err)
 	}
 	entries, err := parseGitConfig(data)
+	if err != nil && s.inRoot(path) {
+		// The command may have written it (a repository planted above
+		// the workspace): failing here would deny every later run. git
+		// refuses the file too, so nothing in it runs.
+		return nil, nil
+	}
 	if err != nil {
 		return nil, fmt.Errorf("git config %s: %w (git refuses this file too; agentbox cannot tell which programs it makes git run)", path, err)
 	}
@@ -493,8 +515,18 @@ func (s *gitScan) applyVars(vars []gitConfigVar, repo gitRepo) error {
 			if p == "" {
 				continue
 			}
-			if err := s.notARoot(p, v); err != nil {
-				return err
+			if s.holdsRoot(p) {
+				// Protecting p would make a whole writable root read-only:
+				// protect what git runs from it instead.
+				switch pat {
+				case "core.hookspath":
+					for _, h := range gitHookNames {
+						s.target(filepath.Join(p, h), v.where())
+					}
+				case "init.templatedir":
+					s.target(filepath.Join(p, "hooks"), v.where())
+				}
+				continue
 			}
 			s.target(p, v.where())
 			// husky 9 sets core.hooksPath = .husky/_, whose generated
@@ -535,12 +567,12 @@ func (s *gitScan) applyVars(vars []gitConfigVar, repo gitRepo) error {
 					continue
 				}
 				if !w.program {
-					if _, err := os.Lstat(p); err != nil || s.holdsRoot(p) {
+					if _, err := os.Lstat(p); err != nil {
 						continue
 					}
 				}
-				if err := s.notARoot(p, v); err != nil {
-					return err
+				if s.holdsRoot(p) {
+					continue // a directory: git cannot run it
 				}
 				s.target(p, v.where())
 			}
@@ -549,19 +581,7 @@ func (s *gitScan) applyVars(vars []gitConfigVar, repo gitRepo) error {
 	return nil
 }
 
-// notARoot refuses a configured path that is a writable root or holds one:
-// protecting it would make the whole root read-only, and leaving it
-// writable would let the command plant what git runs from there.
-func (s *gitScan) notARoot(p string, v gitConfigVar) error {
-	c := filepath.Clean(p)
-	for _, r := range s.roots {
-		if Within(r, c) {
-			return fmt.Errorf("git config %s = %q points at %s, which holds the writable root %s: the sandboxed command could plant what git runs from there; point it elsewhere or keep %s out of the writable roots", v.where(), v.Value, c, r, r)
-		}
-	}
-	return nil
-}
-
+// holdsRoot reports whether p is a writable root or an ancestor of one.
 func (s *gitScan) holdsRoot(p string) bool {
 	c := filepath.Clean(p)
 	for _, r := range s.roots {
@@ -572,24 +592,25 @@ func (s *gitScan) holdsRoot(p string) bool {
 	return false
 }
 
+// inRoot reports whether p, or where it leads, lies inside a writable root.
+func (s *gitScan) inRoot(p string) bool {
+	if InnermostRoot(filepath.Clean(p), s.roots) != "" {
+		return true
+	}
+	target, links := resolve(p)
+	in := InnermostRoot(target, s.roots) != ""
+	for _, l := range links {
+		in = in || InnermostRoot(l, s.roots) != ""
+	}
+	return in
+}
+
 // target records p if it lies inside a writable root (elsewhere it is
 // read-only anyway).
 func (s *gitScan) target(p, why string) {
-	if !filepath.IsAbs(p) {
-		return
+	if filepath.IsAbs(p) && s.inRoot(p) {
+		s.out = append(s.out, gitTarget{path: p, why: why})
 	}
-	if InnermostRoot(filepath.Clean(p), s.roots) == "" {
-		// Through a symlink it may still lead into a root: resolve.
-		target, links := resolve(p)
-		in := InnermostRoot(target, s.roots) != ""
-		for _, l := range links {
-			in = in || InnermostRoot(l, s.roots) != ""
-		}
-		if !in {
-			return
-		}
-	}
-	s.out = append(s.out, gitTarget{path: p, why: why})
 }
 
 // isAssignment reports whether w is a shell variable assignment (NAME=...).

@@ -210,18 +210,36 @@ func TestGitConfigOfEnclosingRepo(t *testing.T) {
 	wantProtected(t, p, filepath.Join(ws, "lib"), Missing)
 }
 
-func TestGitConfigRefusals(t *testing.T) {
-	for name, cfg := range map[string]string{
-		"hooksPath is the root": "[core]\n\thooksPath = .\n",
-		"unparsable":            "[core]\n\thooksPath = \"x\n",
-	} {
-		ws := realTemp(t)
-		write(t, filepath.Join(ws, ".git", "config"), cfg)
-		if _, err := resolveIn(t, ws, nil); err == nil {
-			t.Errorf("%s: resolved", name)
-		} else if !strings.Contains(err.Error(), filepath.Join(ws, ".git", "config")) {
-			t.Errorf("%s: error does not name the file: %v", name, err)
-		}
+// A hooksPath that is the workspace itself protects the hooks in it, not
+// the whole workspace; a config the command may have planted (a repository
+// above the workspace, inside another root) that git cannot parse is
+// skipped (git refuses it too) rather than failing every later run; one
+// outside every root is an error naming the file.
+func TestGitConfigRootsAndErrors(t *testing.T) {
+	ws := realTemp(t)
+	write(t, filepath.Join(ws, ".git", "config"), "[core]\n\thooksPath = .\n")
+	p, err := resolveIn(t, ws, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantProtected(t, p, filepath.Join(ws, "pre-commit"), Missing)
+	notProtected(t, p, ws)
+
+	outer := realTemp(t)
+	inner := filepath.Join(outer, "x", "ws")
+	mkdirs(t, inner)
+	write(t, filepath.Join(outer, "x", ".git", "config"), "[core]\n\thooksPath = \"x\n")
+	p, err = Resolve(Options{Cwd: inner, AddDirs: []string{outer}, GOOS: "linux", Getenv: noEnv,
+		Config: &Config{SandboxWorkspaceWrite: WorkspaceWriteSection{ExcludeSlashTmp: ptr(true)}}})
+	if err != nil {
+		t.Fatalf("a planted unparsable config fails the run: %v", err)
+	}
+	wantProtected(t, p, filepath.Join(outer, "x", ".git"), Dir)
+
+	home := realTemp(t)
+	write(t, filepath.Join(home, ".gitconfig"), "[core]\n\tpager = \"x\n")
+	if _, err := resolveIn(t, ws, map[string]string{"HOME": home}); err == nil || !strings.Contains(err.Error(), filepath.Join(home, ".gitconfig")) {
+		t.Errorf("unparsable global config: %v", err)
 	}
 }
 
