@@ -39,7 +39,7 @@ func indexGitlinks(path string, hashLen int) ([]string, error) {
 	} else if !fi.Mode().IsRegular() {
 		return nil, fmt.Errorf("%s is not a regular file", path)
 	}
-	links, err := parseIndexGitlinks(bufio.NewReaderSize(f, 64<<10), hashLen)
+	links, err := parseIndexGitlinks(bufio.NewReaderSize(f, 16<<10), hashLen)
 	if err != nil {
 		return nil, fmt.Errorf("git index %s: %w", path, err)
 	}

@@ -355,8 +355,13 @@ func readConfigFile(path string) ([]byte, error) {
 		return nil, err
 	}
 	defer f.Close()
-	buf := make([]byte, 1<<20+1)
+	// Sized by the file (plus one byte to see it grow), not by the limit:
+	// this runs for every config file on every run.
+	buf := make([]byte, fi.Size()+1)
 	n, _ := readFull(f, buf)
+	if n == len(buf) {
+		return nil, fmt.Errorf("changed while being read")
+	}
 	if n > 1<<20 {
 		return nil, fmt.Errorf("larger than 1 MiB")
 	}
@@ -443,7 +448,9 @@ func (s *gitScan) scanRepo(repo gitRepo, depth int) error {
 		}
 	}
 
-	if repo.top == "" {
+	// Submodules lie beneath the worktree top: a worktree that neither
+	// holds nor lies in a writable root has none to protect.
+	if repo.top == "" || !s.relatesToRoot(repo.top) {
 		return nil
 	}
 	hashLen := 20
@@ -579,6 +586,11 @@ func (s *gitScan) applyVars(vars []gitConfigVar, repo gitRepo) error {
 		}
 	}
 	return nil
+}
+
+// relatesToRoot reports whether dir lies in a writable root or holds one.
+func (s *gitScan) relatesToRoot(dir string) bool {
+	return s.holdsRoot(dir) || InnermostRoot(filepath.Clean(dir), s.roots) != ""
 }
 
 // holdsRoot reports whether p is a writable root or an ancestor of one.

@@ -263,10 +263,12 @@ func readSmall(path string) ([]byte, error) {
 		return nil, err
 	}
 	defer f.Close()
-	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+	fi, err := f.Stat()
+	if err != nil || !fi.Mode().IsRegular() {
 		return nil, fmt.Errorf("%s is not a regular file", path)
 	}
-	buf := make([]byte, 64<<10)
+	// Sized by the file, not the limit: this runs many times per run.
+	buf := make([]byte, min(fi.Size()+1, 64<<10))
 	n, err := f.Read(buf)
 	if err != nil && n == 0 && !errors.Is(err, io.EOF) {
 		return nil, err
