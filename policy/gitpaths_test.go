@@ -264,3 +264,21 @@ func TestShellWords(t *testing.T) {
 		}
 	}
 }
+
+// husky 9: core.hooksPath = .husky/_, whose generated hooks run the
+// scripts in .husky/; a hooksPath through a symlink protects the link and
+// its target.
+func TestHooksPathHuskyAndLinks(t *testing.T) {
+	ws := realTemp(t)
+	mkdirs(t, filepath.Join(ws, ".husky", "_"), filepath.Join(ws, "real-hooks"))
+	os.Symlink("real-hooks", filepath.Join(ws, "hooks-link"))
+	write(t, filepath.Join(ws, ".git", "config"), "[core]\n\thooksPath = .husky/_\n[core \"x\"]\n[core]\n\tHOOKSPATH = hooks-link\n")
+	p, err := resolveIn(t, ws, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantProtected(t, p, filepath.Join(ws, ".husky", "_"), Dir)
+	wantProtected(t, p, filepath.Join(ws, ".husky"), Dir)
+	wantProtected(t, p, filepath.Join(ws, "hooks-link"), Symlink)
+	wantProtected(t, p, filepath.Join(ws, "real-hooks"), Dir)
+}

@@ -61,7 +61,19 @@ func gitBareCheck() Check {
 
 // Setup does the one-time machine preparation a backend needs (Windows
 // elevated mode); elsewhere it reports that nothing is needed.
-func Setup(ctx context.Context, pol *policy.Policy, out io.Writer) error { return setup(ctx, pol, out) }
+func Setup(ctx context.Context, pol *policy.Policy, out io.Writer) error {
+	if err := setup(ctx, pol, out); err != nil {
+		return err
+	}
+	// agentbox does not edit the user's git config itself; it says the
+	// one command that closes the planted-repository vector.
+	if c := gitBareCheck(); !c.OK {
+		fmt.Fprintln(out, "agentbox: recommended: git config --global safe.bareRepository explicit\n"+
+			"  (otherwise a repository a sandboxed command plants, HEAD, objects/, refs/ and a config,\n"+
+			"  runs its core.pager when you run git in that directory; git 2.38 or later)")
+	}
+	return nil
+}
 
 // Cleanup removes everything agentbox ever left on the machine and reports
 // what it removed and what it could not.

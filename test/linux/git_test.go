@@ -173,7 +173,8 @@ func TestGitHooksPathAttack(t *testing.T) {
 // core.pager and core.fsmonitor; `git log` there on the host runs them.
 // agentbox cannot stop a directory from holding files named so; git's own
 // defence is safe.bareRepository=explicit: doctor reports whether the
-// user's git has it, and with it the planted repository is refused.
+// user's git has it, setup recommends it, and with it the planted
+// repository is refused.
 func TestGitPlantedBareRepoAttack(t *testing.T) {
 	needGit(t)
 	forEachUser(t, func(t *testing.T, u *testUser) {
@@ -200,6 +201,9 @@ printf '%s' "$EVIL" > "$PWD/evil.sh"; chmod +x "$PWD/evil.sh"; echo planted`
 			if wantOK := safe; line == "" || strings.Contains(line, "[ok  ]") != wantOK {
 				t.Errorf("safe.bareRepository %v: doctor says %q\n%s", safe, line, doc.stdout)
 			}
+			if set := runWith(t, u, runOpts{env: fx.env(), dir: ws}, "setup"); strings.Contains(set.stdout, "recommended: git config --global safe.bareRepository explicit") == safe {
+				t.Errorf("safe.bareRepository %v: agentbox setup says %q", safe, set.stdout)
+			}
 			r := runWith(t, u, runOpts{env: append(fx.env(), "EVIL="+hookScript(fx, "bare")), dir: ws},
 				"run", "-C", ws, "--", "/bin/sh", "-c", plant)
 			if !strings.Contains(r.stdout, "planted") {
@@ -216,6 +220,47 @@ printf '%s' "$EVIL" > "$PWD/evil.sh"; chmod +x "$PWD/evil.sh"; echo planted`
 					t.Errorf("with safe.bareRepository=explicit the user's git ran a program the sandbox planted")
 				} else {
 					t.Fatal("control: without safe.bareRepository the planted repository did not run; the test no longer sees the attack")
+				}
+			}
+		}
+	})
+}
+
+// TestGitConfigNamedPathAttack is the rule behind findings 4-6 beyond
+// hooks: a path the user's git configuration names inside the workspace,
+// missing until the command creates it — an include.path file (then
+// holding core.fsmonitor) and a "!" alias's script — runs when the user
+// next runs git there.
+func TestGitConfigNamedPathAttack(t *testing.T) {
+	needGit(t)
+	forEachUser(t, func(t *testing.T, u *testUser) {
+		for _, c := range []struct {
+			name, global, script string
+			gitArgs              []string
+		}{
+			{"include.path", "[include]\n\tpath = %s/.gitconfig.local\n",
+				`printf '[core]\n\tfsmonitor = %s\n' "$WS/fsm.sh" > "$WS/.gitconfig.local"; printf '%s' "$EVIL" > "$WS/fsm.sh"; chmod +x "$WS/fsm.sh"; echo done`,
+				[]string{"status"}},
+			{"alias", "[alias]\n\tst = !%s/tools/st.sh\n",
+				`mkdir -p "$WS/tools"; printf '%s' "$EVIL" > "$WS/tools/st.sh"; chmod +x "$WS/tools/st.sh"; echo done`,
+				[]string{"st"}},
+		} {
+			for _, sandbox := range []bool{false, true} {
+				fx := gitFixture(t, u)
+				os.WriteFile(filepath.Join(fx.home, ".gitconfig"), []byte(fmt.Sprintf(c.global, fx.ws)), 0o644)
+				chownR(t, fx.dir, u)
+				if r := shellAttack(t, fx, sandbox, fx.ws, "config", c.script); !strings.Contains(r.stdout, "done") {
+					t.Fatalf("%s (sandbox %v): %v", c.name, sandbox, r)
+				}
+				userGit(t, fx, fx.ws, c.gitArgs...)
+				if !sandbox {
+					if !exists(marker(fx, "config")) {
+						t.Fatalf("control %s: the planted program did not run on the host; the test no longer sees the attack", c.name)
+					}
+					continue
+				}
+				if exists(marker(fx, "config")) {
+					t.Errorf("%s: the user's git ran a program the sandbox wrote at a path the git config names", c.name)
 				}
 			}
 		}
