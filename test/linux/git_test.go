@@ -266,3 +266,24 @@ func TestGitConfigNamedPathAttack(t *testing.T) {
 		}
 	})
 }
+
+// TestGitSubmodulePathSymlinkNoDenial is the near miss of issue 9: a
+// .gitmodules path through a symlink the command made must not make every
+// later run fail. (Submodules now come from the index, which the command
+// cannot edit; a gitlink path is resolved through links.)
+func TestGitSubmodulePathSymlinkNoDenial(t *testing.T) {
+	needGit(t)
+	forEachUser(t, func(t *testing.T, u *testUser) {
+		fx := gitFixture(t, u)
+		r := sandboxed(t, fx, nil, `ln -s loop "$WS/loop"; ln -s "$OUT" "$WS/away"
+printf '[submodule "a"]\n\tpath = loop/x\n[submodule "b"]\n\tpath = away/y\n' >> "$WS/.gitmodules"; echo planted`)
+		if !strings.Contains(r.stdout, "planted") {
+			t.Fatalf("plant: %v", r)
+		}
+		for i := 0; i < 2; i++ {
+			if r := sandboxed(t, fx, nil, `echo fine`); r.code != 0 || !strings.Contains(r.stdout, "fine") {
+				t.Fatalf("run %d after the plant fails: %v", i+2, r)
+			}
+		}
+	})
+}
