@@ -469,6 +469,12 @@ func (s *gitScan) scanRepo(repo gitRepo, depth int) error {
 			if errors.Is(err, fs.ErrNotExist) {
 				continue
 			}
+			if s.inRoot(ix) {
+				// Planted by the command (a repository above the
+				// workspace): git refuses a corrupt index too, and
+				// failing would deny every later run.
+				continue
+			}
 			return fmt.Errorf("reading the submodules of %s: %w", repo.top, err)
 		}
 		links = append(links, l...)

@@ -229,6 +229,7 @@ func TestGitConfigRootsAndErrors(t *testing.T) {
 	inner := filepath.Join(outer, "x", "ws")
 	mkdirs(t, inner)
 	write(t, filepath.Join(outer, "x", ".git", "config"), "[core]\n\thooksPath = \"x\n")
+	write(t, filepath.Join(outer, "x", ".git", "index"), "DIRC garbage")
 	p, err = Resolve(Options{Cwd: inner, AddDirs: []string{outer}, GOOS: "linux", Getenv: noEnv,
 		Config: &Config{SandboxWorkspaceWrite: WorkspaceWriteSection{ExcludeSlashTmp: ptr(true)}}})
 	if err != nil {
@@ -236,6 +237,14 @@ func TestGitConfigRootsAndErrors(t *testing.T) {
 	}
 	wantProtected(t, p, filepath.Join(outer, "x", ".git"), Dir)
 
+	// The user's own files outside every root: errors naming the file.
+	ws2 := realTemp(t)
+	other := realTemp(t)
+	write(t, filepath.Join(other, ".git", "index"), "DIRC garbage")
+	write(t, filepath.Join(ws2, ".git"), "gitdir: "+filepath.Join(other, ".git")+"\n")
+	if _, err := resolveIn(t, ws2, nil); err == nil || !strings.Contains(err.Error(), filepath.Join(other, ".git", "index")) {
+		t.Errorf("corrupt index outside the roots: %v", err)
+	}
 	home := realTemp(t)
 	write(t, filepath.Join(home, ".gitconfig"), "[core]\n\tpager = \"x\n")
 	if _, err := resolveIn(t, ws, map[string]string{"HOME": home}); err == nil || !strings.Contains(err.Error(), filepath.Join(home, ".gitconfig")) {
