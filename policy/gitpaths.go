@@ -381,8 +381,12 @@ func readFull(f *os.File, buf []byte) (int, error) {
 }
 
 // expand does git's ~ expansion for pathname values (git-config(1),
-// "pathname"): "~/" is $HOME, "~user/" that user's home.
+// "pathname"): "~/" is $HOME, "~user/" that user's home; "%(prefix)/"
+// (git's installation prefix) yields "", which callers skip.
 func (s *gitScan) expand(p string) string {
+	if strings.HasPrefix(p, "%(prefix)/") {
+		return "" // git's installation prefix: not the command's to write
+	}
 	if !strings.HasPrefix(p, "~") {
 		return p
 	}
