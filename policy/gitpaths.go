@@ -159,6 +159,15 @@ func gitTargets(roots []string, getenv func(string) string) ([]gitTarget, error)
 			// workspace in a checkout under /tmp) has a .git that no
 			// protected name covers.
 			s.target(filepath.Join(repo.top, ".git"), "repository containing "+r)
+			if repo.top != r {
+				// A root below the top of a checkout (a package of a
+				// monorepo) has no .git of its own; the user reviewing
+				// runs git there, and git would take a HEAD, objects/ and
+				// refs/ the command planted in it for a bare repository
+				// (finding 6). Without a HEAD it cannot plant one; deeper
+				// directories need safe.bareRepository=explicit.
+				s.target(filepath.Join(r, "HEAD"), "no bare repository planted at "+r)
+			}
 			if err := s.scanRepo(repo, 0); err != nil {
 				return nil, err
 			}

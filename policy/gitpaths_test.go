@@ -208,6 +208,7 @@ func TestGitConfigOfEnclosingRepo(t *testing.T) {
 	}
 	wantProtected(t, p, filepath.Join(ws, "hooks"), Missing)
 	wantProtected(t, p, filepath.Join(ws, "lib"), Missing)
+	wantProtected(t, p, filepath.Join(ws, "HEAD"), Missing)
 }
 
 // A hooksPath that is the workspace itself protects the hooks in it, not

@@ -178,12 +178,15 @@ func TestGitHooksPathAttack(t *testing.T) {
 func TestGitPlantedBareRepoAttack(t *testing.T) {
 	needGit(t)
 	forEachUser(t, func(t *testing.T, u *testUser) {
-		plant := `for d in "$PWD" "$PWD/deeper"; do
-mkdir -p "$d"; cp -r "$WS/.git/objects" "$WS/.git/refs" "$d/"
-echo 'ref: refs/heads/main' > "$d/HEAD"
-printf '[core]\n\trepositoryformatversion = 0\n\tbare = true\n\tpager = %s\n\tfsmonitor = %s\n' "$PWD/evil.sh" "$PWD/evil.sh" > "$d/config"
-done
-printf '%s' "$EVIL" > "$PWD/evil.sh"; chmod +x "$PWD/evil.sh"; echo planted`
+		// Each planted repository's pager leaves its own marker: $EVIL_ROOT
+		// at the workspace root, $EVIL_DEEP in a subdirectory.
+		plant := `plant() {
+mkdir -p "$1"; cp -r "$WS/.git/objects" "$WS/.git/refs" "$1/"
+echo 'ref: refs/heads/main' > "$1/HEAD" 2>/dev/null || echo "no HEAD in $1"
+printf '[core]\n\trepositoryformatversion = 0\n\tbare = true\n\tpager = %s\n' "$1/evil.sh" > "$1/config"
+printf '%s' "$2" > "$1/evil.sh"; chmod +x "$1/evil.sh"
+}
+plant "$PWD" "$EVIL_ROOT"; plant "$PWD/deeper" "$EVIL_DEEP"; echo planted`
 		for _, safe := range []bool{false, true} {
 			fx := gitFixture(t, u)
 			ws := filepath.Join(fx.ws, "sub")
@@ -204,7 +207,7 @@ printf '%s' "$EVIL" > "$PWD/evil.sh"; chmod +x "$PWD/evil.sh"; echo planted`
 			if set := runWith(t, u, runOpts{env: fx.env(), dir: ws}, "setup"); strings.Contains(set.stdout, "recommended: git config --global safe.bareRepository explicit") == safe {
 				t.Errorf("safe.bareRepository %v: agentbox setup says %q", safe, set.stdout)
 			}
-			r := runWith(t, u, runOpts{env: append(fx.env(), "EVIL="+hookScript(fx, "bare")), dir: ws},
+			r := runWith(t, u, runOpts{env: append(fx.env(), "EVIL_ROOT="+hookScript(fx, "bare-root"), "EVIL_DEEP="+hookScript(fx, "bare-deeper")), dir: ws},
 				"run", "-C", ws, "--", "/bin/sh", "-c", plant)
 			if !strings.Contains(r.stdout, "planted") {
 				t.Fatalf("plant: %v", r)
@@ -215,7 +218,14 @@ printf '%s' "$EVIL" > "$PWD/evil.sh"; chmod +x "$PWD/evil.sh"; echo planted`
 				env := append(fx.env(), "GIT_CONFIG_NOSYSTEM=1", "TERM=dumb")
 				host(t, u, runOpts{env: env, dir: d}, "/usr/bin/script", "-qec", "git log -1; git status", "/dev/null")
 			}
-			if got := exists(marker(fx, "bare")); got == safe {
+			// At the workspace root agentbox itself keeps HEAD from being
+			// planted, whatever git's setting; deeper, only git's setting
+			// helps.
+			assertAbsent(t, filepath.Join(ws, "HEAD"))
+			if exists(marker(fx, "bare-root")) {
+				t.Errorf("safe.bareRepository %v: the user's git log in the workspace ran the pager of a repository the sandbox planted there", safe)
+			}
+			if got := exists(marker(fx, "bare-deeper")); got == safe {
 				if safe {
 					t.Errorf("with safe.bareRepository=explicit the user's git ran a program the sandbox planted")
 				} else {
