@@ -219,6 +219,13 @@ func repoAt(top string) (gitRepo, bool) {
 	} else if !fi.IsDir() {
 		return gitRepo{}, false
 	}
+	// git skips a .git that is not a repository (is_git_directory) and
+	// looks further up; so must this, or an empty placeholder .git that a
+	// concurrent run holds in the same workspace would hide the enclosing
+	// repository. Every gitdir has a HEAD.
+	if _, err := os.Lstat(filepath.Join(gitdir, "HEAD")); err != nil {
+		return gitRepo{}, false
+	}
 	repo := gitRepo{gitdir: gitdir, common: gitdir, top: top}
 	if c, err := readCommondir(gitdir); err == nil && c != "" {
 		repo.common = c

@@ -37,6 +37,23 @@ func writeIndex(t *testing.T, path string, names ...string) {
 	if err := os.WriteFile(path, b, 0o644); err != nil {
 		t.Fatal(err)
 	}
+	addHEAD(t, path)
+}
+
+// addHEAD gives the gitdir a file in lies in a HEAD, which makes it a
+// repository for discovery, unless it has one.
+func addHEAD(t *testing.T, path string) {
+	t.Helper()
+	dir := filepath.Dir(path)
+	if filepath.Base(dir) != ".git" && filepath.Base(filepath.Dir(dir)) != "modules" {
+		return
+	}
+	if _, err := os.Lstat(filepath.Join(dir, "HEAD")); err == nil {
+		return
+	}
+	if err := os.WriteFile(filepath.Join(dir, "HEAD"), []byte("ref: refs/heads/main\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func write(t *testing.T, path, s string) {
@@ -47,6 +64,7 @@ func write(t *testing.T, path, s string) {
 	if err := os.WriteFile(path, []byte(s), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	addHEAD(t, path)
 }
 
 // resolveIn resolves a workspace-write policy for ws with env as the
@@ -291,4 +309,18 @@ func TestHooksPathHuskyAndLinks(t *testing.T) {
 	wantProtected(t, p, filepath.Join(ws, ".husky"), Dir)
 	wantProtected(t, p, filepath.Join(ws, "hooks-link"), Symlink)
 	wantProtected(t, p, filepath.Join(ws, "real-hooks"), Dir)
+}
+
+// An empty .git (a concurrent run's placeholder) in the workspace does not
+// hide the enclosing repository, as it does not for git.
+func TestPlaceholderGitDoesNotHideEnclosingRepo(t *testing.T) {
+	top := realTemp(t)
+	ws := filepath.Join(top, "pkg")
+	mkdirs(t, filepath.Join(ws, ".git"))
+	write(t, filepath.Join(top, ".git", "config"), "[core]\n\thooksPath = pkg/hooks\n")
+	p, err := resolveIn(t, ws, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantProtected(t, p, filepath.Join(ws, "hooks"), Missing)
 }
