@@ -15,6 +15,10 @@ type Token struct {
 	Restricting []string
 	// WriteRestricted is CreateRestrictedToken's WRITE_RESTRICTED flag.
 	WriteRestricted bool
+	// Integrity is the token's integrity level (LowIL, ...); zero stands
+	// for the Medium level of a standard user's token (the model has no
+	// Untrusted tokens).
+	Integrity uint32
 }
 
 // WriteAccess is the set of rights the model treats as "write access" for
@@ -38,6 +42,8 @@ type Object struct {
 	Dir bool
 	// DACL holds the explicit ACEs in stored order.
 	DACL []ACE
+	// Label is the explicit mandatory label, nil when there is none.
+	Label *Label
 }
 
 // Model is a tree of objects keyed by Windows path.
@@ -64,6 +70,12 @@ func (m *Model) ApplyPlan(pl Plan) {
 	for _, p := range pl.Mkdirs {
 		if m.Get(p) == nil {
 			m.Put(p, true)
+		}
+	}
+	for _, l := range pl.Labels {
+		if o := m.Get(l.Path); o != nil {
+			lbl := l.Label
+			o.Label = &lbl
 		}
 	}
 	for _, e := range pl.Entries {
@@ -133,6 +145,45 @@ func (m *Model) Effective(path string) []ACE {
 	return out
 }
 
+// EffectiveLabel returns the mandatory label Windows evaluates for path:
+// its explicit label unless inherit-only, else the label inherited from the
+// nearest ancestor carrying an inheritable one (the same inheritance rules
+// as for ACEs), else DefaultLabel ("Mandatory Integrity Control": objects
+// without a label are treated as Medium, and the system creates objects
+// with NO_WRITE_UP).
+func (m *Model) EffectiveLabel(path string) Label {
+	o := m.Get(path)
+	if o == nil {
+		return DefaultLabel
+	}
+	if o.Label != nil && o.Label.Flags&InheritOnly == 0 {
+		return *o.Label
+	}
+	depth := 0
+	for p := path; ; {
+		parent := Parent(p)
+		if SamePath(parent, p) {
+			return DefaultLabel
+		}
+		p = parent
+		depth++
+		anc := m.Get(p)
+		if anc == nil || anc.Label == nil {
+			continue
+		}
+		l := *anc.Label
+		if l.Flags&NoPropagate != 0 && depth > 1 {
+			return DefaultLabel
+		}
+		if o.Dir && l.Flags&ContainerInherit != 0 || !o.Dir && l.Flags&ObjectInherit != 0 {
+			return Label{Level: l.Level, Policy: l.Policy, Flags: Inherited}
+		}
+		// The nearest labelled ancestor decides: its label replaced
+		// whatever it inherited itself.
+		return DefaultLabel
+	}
+}
+
 // check walks a DACL for one set of SIDs and reports whether every bit of
 // desired is granted.
 //
@@ -191,6 +242,10 @@ func canonicalSID(s string) string {
 
 // AccessCheck decides whether tok gets desired on path.
 //
+// Rule (mandatory integrity, see label.go): before the DACL is looked at,
+// a token below the object's integrity level loses every right its label's
+// policy withholds; desired must lie within what is left.
+//
 // Rule ("Restricted Tokens",
 // https://learn.microsoft.com/en-us/windows/win32/secauthz/restricted-tokens):
 // for a token with restricting SIDs the system performs two access checks,
@@ -199,6 +254,13 @@ func canonicalSID(s string) string {
 // to write access (CreateRestrictedToken); the model's WriteMask says which
 // bits that is.
 func (m *Model) AccessCheck(tok Token, path string, desired uint32) bool {
+	il := tok.Integrity
+	if il == 0 {
+		il = MediumIL
+	}
+	if desired&^mandatoryAllowed(il, m.EffectiveLabel(path)) != 0 {
+		return false
+	}
 	dacl := m.Effective(path)
 	if !check(dacl, tok.SIDs, desired) {
 		return false

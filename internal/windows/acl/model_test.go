@@ -1,6 +1,7 @@
 package acl
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/agentbox/agentbox/policy"
@@ -293,5 +294,175 @@ func TestCheckOrder(t *testing.T) {
 	}
 	if check([]ACE{{Mask: FileReadData, SID: "Y"}}, []string{"X"}, FileReadData) {
 		t.Error("ACE for another SID must not grant")
+	}
+}
+
+// lowToken is the unelevated recipe with the mandatory-integrity fix: the
+// same restricted token, lowered to Low integrity.
+var lowToken = func() Token { t := sandboxToken; t.Integrity = LowIL; return t }()
+
+// fullPlan is what the unelevated backend applies: the ACEs for the
+// workspace SID and the integrity labels with their user-SID guards.
+func fullPlan() Plan {
+	pl := PlanFor(scenePolicy(), wsSID)
+	pl.Merge(IntegrityPlan(scenePolicy(), userSID))
+	return pl
+}
+
+// The labels make the policy table hold even under the narrow reading of
+// "write access" (DELETE and FILE_DELETE_CHILD not checked against the
+// restricting SIDs, as observed for Codex #32915): TestNarrowWriteReading
+// shows the same rows failing for the old recipe.
+func TestIntegrityClosesNarrowReading(t *testing.T) {
+	for _, mask := range []uint32{GenericWriteOnly, WriteAccess} {
+		m := scene()
+		m.WriteMask = mask
+		m.ApplyPlan(fullPlan())
+		for _, r := range policyTable {
+			want := r.want
+			switch r.name {
+			case "write world-writable dir (limitation)":
+				want = false // Medium by default: the label check denies it
+			case "delete workspace root":
+				// Under the narrow reading the root's own DELETE is
+				// the user's. The model ignores that only an empty
+				// directory can be deleted: the root holds .git,
+				// which the command can neither delete nor move out
+				// (rows above), so the root never becomes empty.
+				// Renaming it needs the Medium parent: denied.
+				if mask == GenericWriteOnly {
+					want = true
+				}
+			}
+			if got := r.can(m, lowToken); got != want {
+				t.Errorf("mask %#x, low token: %s = %v, want %v", mask, r.name, got, want)
+			}
+		}
+	}
+}
+
+// Each part of the fix is load-bearing: without the labels the Low token
+// cannot write in the workspace; without the Medium label on .git or the
+// user-SID guard on its parent, .git can be renamed aside; without the
+// Low token the old escape is back.
+func TestIntegrityPartsNeeded(t *testing.T) {
+	full := fullPlan()
+	without := func(drop func(LabelEntry) bool, dropE func(Entry) bool) *Model {
+		var pl Plan
+		pl.Mkdirs = full.Mkdirs
+		for _, l := range full.Labels {
+			if !drop(l) {
+				pl.Labels = append(pl.Labels, l)
+			}
+		}
+		for _, e := range full.Entries {
+			if !dropE(e) {
+				pl.Entries = append(pl.Entries, e)
+			}
+		}
+		m := scene()
+		m.WriteMask = GenericWriteOnly
+		m.ApplyPlan(pl)
+		return m
+	}
+	none := func(LabelEntry) bool { return false }
+	noneE := func(Entry) bool { return false }
+	if m := without(func(l LabelEntry) bool { return l.Label == RootLabel }, noneE); m.CanWrite(lowToken, proj+`\src\main.go`) {
+		t.Error("without root labels the Low token can still write the workspace; the root label test is vacuous")
+	}
+	if m := without(func(l LabelEntry) bool { return SamePath(l.Path, proj+`\.git`) }, noneE); !m.CanRename(lowToken, proj+`\.git\config`, proj+`\config`) {
+		t.Error("without .git's Medium label its files still cannot be moved out; the label test is vacuous")
+	}
+	if m := without(none, func(e Entry) bool { return e.ACE.SID == userSID }); !m.CanRename(lowToken, proj+`\.git`, proj+`\.git-old`) {
+		t.Error("without the user-SID FILE_DELETE_CHILD guard .git still cannot be renamed aside; the guard test is vacuous")
+	}
+	if m := without(none, noneE); !m.CanDelete(sandboxToken, docs+`\notes.txt`) {
+		t.Error("the Medium token cannot delete outside the roots even under the narrow reading; the token test is vacuous")
+	}
+}
+
+// A protected path below an ordinary directory of the root is the
+// documented residual: that directory can be renamed aside with it, and
+// ResidualRisks names it.
+func TestIntegrityResidualNested(t *testing.T) {
+	pol := scenePolicy()
+	nested := proj + `\vendor\lib\.git`
+	pol.Protected = append(pol.Protected, policy.Protected{Path: nested, Kind: policy.Dir, Root: proj})
+	m := scene()
+	m.Put(proj+`\vendor`, true)
+	m.Put(proj+`\vendor\lib`, true)
+	m.Put(nested, true)
+	m.WriteMask = GenericWriteOnly
+	pl := PlanFor(pol, wsSID)
+	pl.Merge(IntegrityPlan(pol, userSID))
+	m.ApplyPlan(pl)
+	if m.CanRename(lowToken, nested, proj+`\vendor\lib\git-old`) {
+		t.Error("nested .git itself can be renamed aside")
+	}
+	if !m.CanRename(lowToken, proj+`\vendor`, proj+`\vendor2`) {
+		t.Error("model says vendor cannot be moved; then ResidualRisks overstates")
+	}
+	risks := ResidualRisks(pol)
+	if len(risks) != 1 || !strings.Contains(risks[0], nested) {
+		t.Errorf("ResidualRisks = %q, want one entry naming %s", risks, nested)
+	}
+	if r := ResidualRisks(scenePolicy()); len(r) != 0 {
+		t.Errorf("ResidualRisks for top-level protected paths = %q, want none", r)
+	}
+}
+
+func TestLabelSDDL(t *testing.T) {
+	for _, c := range []struct {
+		l    Label
+		sddl string
+	}{
+		{RootLabel, "(ML;OICI;NW;;;LW)"},
+		{ProtectedLabel, "(ML;OICI;NW;;;ME)"},
+		{ProtectedFileLabel, "(ML;;NW;;;ME)"},
+		{Label{Level: 0x1000, Policy: NoWriteUp | NoReadUp}, "(ML;;NWNR;;;LW)"},
+	} {
+		if got := c.l.SDDL(); got != c.sddl {
+			t.Errorf("%+v.SDDL() = %q, want %q", c.l, got, c.sddl)
+		}
+		got, ok := ParseLabel("S:AI" + c.sddl)
+		if !ok || got != c.l {
+			t.Errorf("ParseLabel(%q) = %+v, %v", c.sddl, got, ok)
+		}
+	}
+	if l, ok := ParseLabel("S:(AU;SA;FA;;;WD)(ML;OICIID;NW;;;S-1-16-4096)"); !ok || l.Level != LowIL || l.Flags != ObjectInherit|ContainerInherit|Inherited {
+		t.Errorf("inherited label parsed as %+v, %v", l, ok)
+	}
+	for _, bad := range []string{"", "D:(A;;FA;;;WD)", "S:", "S:(ML;;XX;;;LW)", "S:(ML;;NW;;;S-1-5-18)"} {
+		if l, ok := ParseLabel(bad); ok {
+			t.Errorf("ParseLabel(%q) = %+v, want none", bad, l)
+		}
+	}
+}
+
+// [MS-DTYP] 2.5.3.3: below the object's level, NO_WRITE_UP leaves only
+// read and execute; at or above it nothing is taken away.
+func TestMandatoryAllowed(t *testing.T) {
+	med := Label{Level: MediumIL, Policy: NoWriteUp}
+	for _, c := range []struct {
+		il      uint32
+		l       Label
+		desired uint32
+		want    bool
+	}{
+		{LowIL, med, FileGenericRead, true},
+		{LowIL, med, FileGenericExecute, true},
+		{LowIL, med, FileWriteData, false},
+		{LowIL, med, Delete, false},
+		{LowIL, med, FileDeleteChild, false},
+		{LowIL, med, WriteDAC, false},
+		{LowIL, med, WriteOwner, false},
+		{MediumIL, med, Delete, true},
+		{LowIL, RootLabel, Delete | FileDeleteChild | FileWriteData, true},
+		{LowIL, Label{Level: MediumIL, Policy: NoWriteUp | NoReadUp}, FileReadData, false},
+		{LowIL, Label{Level: MediumIL}, FileWriteData, true},
+	} {
+		if got := c.desired&^mandatoryAllowed(c.il, c.l) == 0; got != c.want {
+			t.Errorf("IL %#x on %v, desired %#x: allowed = %v, want %v", c.il, c.l, c.desired, got, c.want)
+		}
 	}
 }
