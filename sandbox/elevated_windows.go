@@ -12,7 +12,6 @@ import (
 	"github.com/agentbox/agentbox/internal/windows/elevated"
 	winsetup "github.com/agentbox/agentbox/internal/windows/setup"
 	"github.com/agentbox/agentbox/internal/windows/unelevated"
-	"github.com/agentbox/agentbox/policy"
 )
 
 // Elevated mode ([windows] sandbox = "elevated"): the command runs as a
@@ -48,9 +47,9 @@ func startElevatedCmd(c *Cmd) (process, error) {
 		c.diag("read access for the sandbox users is still being granted in the background (progress in %s); files outside the writable roots may be unreadable until it finishes",
 			filepath.Join(st.Base, winsetup.ProgressLog))
 	}
-	restricting := sb.State.ReadOnly
-	if pol.Mode == policy.WorkspaceWrite {
-		restricting = sb.State.Workspace
+	restricting, err := sb.RunSIDs(pol)
+	if err != nil {
+		return nil, &StartError{CodeSandboxFailure, err}
 	}
 	// The runner takes the program as given; resolve it here, with the
 	// command's PATH and PATHEXT, as unelevated mode does.
@@ -73,7 +72,7 @@ func startElevatedCmd(c *Cmd) (process, error) {
 	p, err := elevated.Start(context.Background(), elevated.Spec{
 		Network: pol.Network,
 		Path:    path, Args: c.Args, Dir: pol.Cwd, Env: c.Env,
-		SIDs:  []string{restricting},
+		SIDs:  restricting,
 		Stdin: c.Stdin, Stdout: c.Stdout, Stderr: c.Stderr,
 	})
 	if err != nil {

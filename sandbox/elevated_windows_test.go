@@ -199,7 +199,11 @@ func TestElevatedGrantsGroup(t *testing.T) {
 	if !strings.Contains(diag.String(), winsetup.Group) || !strings.Contains(diag.String(), "in the background") {
 		t.Errorf("diagnostics %q", diag.String())
 	}
-	checkGroupACEs(t, pol, dir, st.Workspace, ws, git)
+	rootSID, ok := st.LookupRoot(pol.Cwd)
+	if !ok {
+		t.Fatalf("no SID for the workspace %s in %+v", pol.Cwd, st.Roots)
+	}
+	checkGroupACEs(t, pol, dir, rootSID, ws, git)
 
 	// agentbox-setup.exe is not next to the test binary, so the elevated
 	// part of cleanup fails: the SID state (the paths to revoke) stays.

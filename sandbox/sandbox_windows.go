@@ -52,6 +52,9 @@ func start(c *Cmd) (process, error) {
 		if !pol.Network {
 			c.diag("%s", unelevated.NetworkNote)
 		}
+		for _, r := range unelevated.Limits(pol) {
+			c.diag("not guaranteed in unelevated mode: %s", r)
+		}
 	}
 	sio, err := newStdio(c, pol.Mode != policy.DangerFullAccess)
 	if err != nil {
@@ -283,7 +286,8 @@ func doctor(pol *policy.Policy) *Report {
 		add("state dir", false, err.Error())
 		r.CanSandbox = false
 	} else if st, err := sid.Load(dir); err == nil {
-		add("sandbox SIDs", true, fmt.Sprintf("%s (workspace), %s (read-only) in %s; ACEs on %d path(s)", st.Workspace, st.ReadOnly, dir, len(st.Paths)))
+		add("sandbox SIDs", true, fmt.Sprintf("one per writable root (%d so far; a run carries only its own roots'), %s (read-only) in %s; ACEs on %d path(s), integrity labels on %d",
+			len(st.Roots), st.ReadOnly, dir, len(st.Paths), len(st.Labels)))
 	} else if errors.Is(err, fs.ErrNotExist) {
 		add("sandbox SIDs", true, "not created yet; the first run creates them in "+dir)
 	} else {
@@ -303,7 +307,7 @@ func doctor(pol *policy.Policy) *Report {
 			r.CanSandbox = false
 		} else {
 			t.Close()
-			add("restricted token", true, "WRITE_RESTRICTED; restricting SIDs Everyone, logon SID, sandbox SID")
+			add("restricted token", true, "WRITE_RESTRICTED; restricting SIDs Everyone, logon SID, the run's root SIDs")
 		}
 		self.Close()
 	}
@@ -313,6 +317,11 @@ func doctor(pol *policy.Policy) *Report {
 	} else {
 		j.Close()
 		add("job object", true, "kill-on-close; the process tree dies with the command")
+	}
+	if !elevatedMode && mode != policy.DangerFullAccess {
+		for _, l := range unelevated.Limits(pol) {
+			add("not guaranteed", false, l)
+		}
 	}
 	switch {
 	case mode == policy.DangerFullAccess:
@@ -391,9 +400,9 @@ func setup(ctx context.Context, pol *policy.Policy, out io.Writer) error {
 		return err
 	}
 	fmt.Fprintf(out, "agentbox: unelevated sandbox ready (no administrator rights needed); state in %s\n", dir)
-	fmt.Fprintf(out, "agentbox: sandbox SIDs %s (workspace), %s (read-only)\n", sb.State.Workspace, sb.State.ReadOnly)
-	fmt.Fprintf(out, "agentbox: ACLs: checked %d path(s), modified %d, created %d placeholder(s)\n",
-		sb.ACL.Checked, len(sb.ACL.Modified), len(sb.ACL.Created))
+	fmt.Fprintf(out, "agentbox: sandbox SIDs: one per writable root (%d), %s (read-only)\n", len(sb.State.Roots), sb.State.ReadOnly)
+	fmt.Fprintf(out, "agentbox: ACLs: checked %d path(s), modified %d, labelled %d, created %d placeholder(s)\n",
+		sb.ACL.Checked, len(sb.ACL.Modified), len(sb.ACL.Labeled), len(sb.ACL.Created))
 	return nil
 }
 

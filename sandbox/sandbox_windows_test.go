@@ -94,6 +94,14 @@ func helper(name string, args []string) int {
 			return 1
 		}
 		return 0
+	case "integrity": // print the process token's integrity RID
+		rid, err := winapi.Integrity(windows.GetCurrentProcessToken())
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		fmt.Printf("%#x\n", rid)
+		return 0
 	}
 	return 99
 }
@@ -215,12 +223,18 @@ func TestSIDsPersisted(t *testing.T) {
 	if err != nil {
 		t.Fatalf("state after a run: %v", err)
 	}
-	if !sid.Valid(st.Workspace) || !sid.Valid(st.ReadOnly) {
-		t.Errorf("state %+v", st)
+	root, ok := st.LookupRoot(pol.Cwd)
+	if !ok || !sid.Valid(root) || !sid.Valid(st.ReadOnly) {
+		t.Errorf("state %+v: no valid SID for %s", st, pol.Cwd)
 	}
 	sb, err := unelevated.Prepare(pol, dir)
-	if err != nil || sb.State.Workspace != st.Workspace {
-		t.Errorf("second Prepare: %v, SID %s vs %s", err, sb.State.Workspace, st.Workspace)
+	if again, _ := sb.State.LookupRoot(pol.Cwd); err != nil || again != root {
+		t.Errorf("second Prepare: %v, SID %s vs %s", err, again, root)
+	}
+	// Each run carries only its own roots' SIDs.
+	sids, err := sb.RunSIDs(pol)
+	if err != nil || len(sids) != len(pol.WritableRoots) || !slices.Contains(sids, root) {
+		t.Errorf("RunSIDs = %v, %v; want one per root of %v", sids, err, pol.WritableRoots)
 	}
 }
 

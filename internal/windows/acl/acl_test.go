@@ -332,3 +332,96 @@ func TestApplyDeniesOnLinkObject(t *testing.T) {
 		t.Errorf("Revoke left the link's deny: %s", st.links[Key(`C:\w\.agents`)])
 	}
 }
+
+// labelStore is memStore with labels.
+type labelStore struct {
+	memStore
+	label     map[string]string
+	labelSets []string
+}
+
+func (m *labelStore) GetLabel(p string) (string, error) {
+	if _, ok := m.dacl[Key(p)]; !ok {
+		return "", fs.ErrNotExist
+	}
+	return m.label[Key(p)], nil
+}
+func (m *labelStore) SetLabel(p, sacl string) error {
+	m.label[Key(p)] = sacl
+	m.labelSets = append(m.labelSets, p)
+	return nil
+}
+
+func TestApplyLabels(t *testing.T) {
+	st := &labelStore{memStore: memStore{dacl: map[string]string{}}, label: map[string]string{}}
+	for _, p := range []string{temp, proj, proj + `\.git`, proj + `\.codex`, proj + `\.git\worktrees`, proj + `\.git\worktrees\wt`, wt, wt + `\.git`} {
+		st.dacl[Key(p)] = "D:AI(A;OICIID;FA;;;SY)"
+	}
+	// proj\.codex already inherits a Low label: not the explicit Medium.
+	st.label[Key(proj+`\.codex`)] = "S:(ML;OICIID;NW;;;LW)"
+	pl := PlanFor(scenePolicy(), wsSID)
+	pl.Merge(IntegrityPlan(scenePolicy(), userSID))
+	r1, err := Apply(st, pl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r1.Labeled) != len(pl.Labels) {
+		t.Fatalf("first run labelled %v, want all %d", r1.Labeled, len(pl.Labels))
+	}
+	if got := st.label[Key(proj)]; got != "S:(ML;OICI;NW;;;LW)" {
+		t.Errorf("root label %q", got)
+	}
+	if got := st.label[Key(proj+`\.codex`)]; got != "S:(ML;OICI;NW;;;ME)" {
+		t.Errorf(".codex label %q", got)
+	}
+	if got := st.label[Key(wt+`\.git`)]; got != "S:(ML;;NW;;;ME)" {
+		t.Errorf("worktree .git file label %q", got)
+	}
+	if d := st.dacl[Key(proj)]; !strings.Contains(d, "(D;;0x40;;;"+userSID+")") {
+		t.Errorf("root DACL lacks the user-SID FILE_DELETE_CHILD guard: %s", d)
+	}
+	r2, err := Apply(st, pl)
+	if err != nil || len(r2.Labeled) != 0 || len(r2.Modified) != 0 {
+		t.Fatalf("second run: %+v, %v", r2, err)
+	}
+	// A store that cannot write labels must not silently skip them.
+	if _, err := Apply(&memStore{dacl: st.dacl}, pl); err == nil {
+		t.Error("labels skipped on a store without label support")
+	}
+	changed, err := RevokeLabels(st, append(r1.Labeled, docs))
+	if err != nil || len(changed) != len(r1.Labeled) {
+		t.Fatalf("RevokeLabels = %v, %v", changed, err)
+	}
+	for _, p := range r1.Labeled {
+		if l, ok := ParseLabel(st.label[Key(p)]); ok {
+			t.Errorf("%s still labelled %v", p, l)
+		}
+	}
+	// Somebody else's label stays.
+	st.label[Key(proj)] = "S:(ML;;NW;;;HI)"
+	if changed, _ := RevokeLabels(st, []string{proj}); len(changed) != 0 {
+		t.Errorf("revoked a foreign label: %v", changed)
+	}
+}
+
+// The Low-integrity command must be able to open its desktop for writing.
+func TestDesktopLabel(t *testing.T) {
+	l, ok := ParseLabel(DesktopDACL(logonSID))
+	if !ok || l.Level != LowIL || mandatoryAllowed(LowIL, l) != ^uint32(0) {
+		t.Errorf("desktop label %+v, %v: the Low command could not create windows on it", l, ok)
+	}
+}
+
+// Cleanup removes the user-SID guard and nothing else of the user's.
+func TestRevokeUserGuards(t *testing.T) {
+	st := &memStore{dacl: map[string]string{
+		Key(proj): "D:(D;;0x40;;;" + userSID + ")(A;OICI;FA;;;" + userSID + ")(D;;0x10040;;;" + userSID + ")(A;OICIID;FA;;;SY)",
+	}}
+	changed, err := RevokeUserGuards(st, []string{proj, docs}, userSID)
+	if err != nil || len(changed) != 1 {
+		t.Fatalf("RevokeUserGuards = %v, %v", changed, err)
+	}
+	if got, want := st.dacl[Key(proj)], "D:(A;OICI;FA;;;"+userSID+")(D;;0x10040;;;"+userSID+")"; got != want {
+		t.Errorf("DACL after revoke = %s, want %s", got, want)
+	}
+}

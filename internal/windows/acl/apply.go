@@ -35,11 +35,34 @@ type LinkStore interface {
 	SetLinkDACL(path, sddl string, protected bool) error
 }
 
+// LabelStore is a Store that reads and writes mandatory labels, which a
+// plan with Labels needs. Windows: Get/SetNamedSecurityInfo with
+// LABEL_SECURITY_INFORMATION, which needs READ_CONTROL and WRITE_OWNER (a
+// user may label what they own, up to their own integrity level).
+type LabelStore interface {
+	Store
+	// GetLabel returns the path's label part as SDDL ("S:(ML;...)", or
+	// "" or "S:" when it has none).
+	GetLabel(path string) (string, error)
+	// SetLabel sets the path's explicit label from "S:(ML;...)"; "S:"
+	// removes it. Windows propagates an inheritable label to the tree.
+	SetLabel(path, sacl string) error
+}
+
+// LinkLabelStore also labels the link object itself, for protected paths
+// that are links (as LinkStore does for their DACL).
+type LinkLabelStore interface {
+	LinkStore
+	GetLinkLabel(path string) (string, error)
+	SetLinkLabel(path, sacl string) error
+}
+
 // Result says what Apply did.
 type Result struct {
 	Checked  int      // paths whose DACL was read
 	Modified []string // paths whose DACL was written
 	Created  []string // protected placeholders created
+	Labeled  []string // paths whose label was written
 }
 
 // Apply makes the plan true on disk, reading each DACL first and writing
@@ -95,6 +118,9 @@ func Apply(st Store, pl Plan) (Result, error) {
 		}
 		res.Modified = append(res.Modified, path)
 	}
+	if err := applyLabels(st, pl.Labels, &res); err != nil {
+		return res, err
+	}
 	// Protected paths that are links get the deny on the link object too.
 	ls, ok := st.(LinkStore)
 	if !ok {
@@ -132,6 +158,109 @@ func Apply(st Store, pl Plan) (Result, error) {
 	return res, nil
 }
 
+// applyLabels sets each wanted label whose path does not carry exactly it
+// as an explicit label; a protected link gets it on the link object too.
+func applyLabels(st Store, labels []LabelEntry, res *Result) error {
+	if len(labels) == 0 {
+		return nil
+	}
+	ls, ok := st.(LabelStore)
+	if !ok {
+		return errors.New("the plan sets integrity labels but the store cannot write them")
+	}
+	for _, l := range labels {
+		changed, err := setLabel(ls.GetLabel, ls.SetLabel, l.Path, l.Label)
+		if err != nil {
+			return fmt.Errorf("integrity label of %s (%s): %w", l.Path, l.Why, err)
+		}
+		res.Checked++
+		if changed {
+			res.Labeled = append(res.Labeled, l.Path)
+		}
+		if l.Label == RootLabel {
+			continue // a root that is a link is resolved by the policy
+		}
+		lls, ok := st.(LinkLabelStore)
+		if !ok {
+			continue
+		}
+		link, err := lls.IsLink(l.Path)
+		if err != nil {
+			return fmt.Errorf("checking whether %s is a link: %w", l.Path, err)
+		}
+		if !link {
+			continue
+		}
+		ll := l.Label
+		ll.Flags = 0
+		changed, err = setLabel(lls.GetLinkLabel, lls.SetLinkLabel, l.Path, ll)
+		if err != nil {
+			return fmt.Errorf("integrity label of link %s: %w", l.Path, err)
+		}
+		if changed && (len(res.Labeled) == 0 || res.Labeled[len(res.Labeled)-1] != l.Path) {
+			res.Labeled = append(res.Labeled, l.Path)
+		}
+	}
+	return nil
+}
+
+func setLabel(get func(string) (string, error), set func(string, string) error, path string, want Label) (bool, error) {
+	cur, err := get(path)
+	if err != nil {
+		return false, fmt.Errorf("reading: %w", err)
+	}
+	if have, ok := ParseLabel(cur); ok && have == want {
+		return false, nil
+	}
+	if err := set(path, want.SACL()); err != nil {
+		return false, fmt.Errorf("writing: %w", err)
+	}
+	return true, nil
+}
+
+// RevokeLabels removes the explicit labels agentbox sets (RootLabel,
+// ProtectedLabel, ProtectedFileLabel) from paths, on link objects too, and
+// returns the paths it changed. Missing paths are skipped; a label of
+// another shape is somebody else's and stays.
+func RevokeLabels(st LabelStore, paths []string) ([]string, error) {
+	ours := func(l Label) bool {
+		// Exact match: an inherited copy carries ID and is not ours.
+		return l == RootLabel || l == ProtectedLabel || l == ProtectedFileLabel
+	}
+	var changed []string
+	var errs []error
+	revoke := func(get func(string) (string, error), set func(string, string) error, p string) {
+		cur, err := get(p)
+		if errors.Is(err, fs.ErrNotExist) {
+			return
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("reading label of %s: %w", p, err))
+			return
+		}
+		if l, ok := ParseLabel(cur); !ok || !ours(l) {
+			return
+		}
+		if err := set(p, "S:"); err != nil {
+			errs = append(errs, fmt.Errorf("removing label of %s: %w", p, err))
+			return
+		}
+		if len(changed) == 0 || changed[len(changed)-1] != p {
+			changed = append(changed, p)
+		}
+	}
+	lls, _ := st.(LinkLabelStore)
+	for _, p := range paths {
+		if lls != nil {
+			if link, err := lls.IsLink(p); err == nil && link {
+				revoke(lls.GetLinkLabel, lls.SetLinkLabel, p)
+			}
+		}
+		revoke(st.GetLabel, st.SetLabel, p)
+	}
+	return changed, errors.Join(errs...)
+}
+
 // addACEs adds want to the DACL get reads, writing it back with set only
 // when something was missing.
 func addACEs(get func(string) (string, error), set func(string, string, bool) error, path string, want []ACE) (bool, error) {
@@ -160,9 +289,45 @@ func addACEs(get func(string) (string, error), set func(string, string, bool) er
 	return true, nil
 }
 
+// UserGuard is the ACE IntegrityPlan puts on the directories leading to a
+// protected path, for the user's own SID.
+func UserGuard(userSID string) ACE { return ACE{Deny: true, Mask: FileDeleteChild, SID: userSID} }
+
+// RevokeUserGuards removes exactly UserGuard(userSID) from paths, and no
+// other ACE of the user's, returning the paths it changed.
+func RevokeUserGuards(st Store, paths []string, userSID string) ([]string, error) {
+	var changed []string
+	var errs []error
+	g := UserGuard(userSID)
+	for _, p := range paths {
+		sddl, err := st.GetDACL(p)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("reading DACL of %s: %w", p, err))
+			continue
+		}
+		d, err := ParseDACL(sddl)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("DACL of %s: %w", p, err))
+			continue
+		}
+		if d.RemoveACE(g) == 0 {
+			continue
+		}
+		if err := st.SetDACL(p, d.Explicit(), d.Protected()); err != nil {
+			errs = append(errs, fmt.Errorf("writing DACL of %s: %w", p, err))
+			continue
+		}
+		changed = append(changed, p)
+	}
+	return changed, errors.Join(errs...)
+}
+
 // Revoke removes every explicit ACE for the given SIDs from paths and
 // returns the paths it changed (agentbox cleanup). Missing paths are
-// skipped.
+// skipped. Never pass a real account's SID: use RevokeUserGuards.
 func Revoke(st Store, paths []string, sids ...string) ([]string, error) {
 	var changed []string
 	var errs []error

@@ -175,6 +175,25 @@ func (d *DACL) RemoveSID(sid string) int {
 	return n
 }
 
+// RemoveACE removes the explicit ACEs exactly equal to a (type, flags,
+// mask, SID) and returns how many it removed. Cleanup uses it for the
+// user-SID guards: the user's own ACEs must never go.
+func (d *DACL) RemoveACE(a ACE) int {
+	n := 0
+	out := d.ACEs[:0]
+	for _, r := range d.ACEs {
+		p := r.Parsed
+		if r.OK && p.Flags&Inherited == 0 && p.Deny == a.Deny && p.Flags == a.Flags && p.Mask == a.Mask &&
+			strings.EqualFold(canonicalSID(p.SID), canonicalSID(a.SID)) {
+			n++
+			continue
+		}
+		out = append(out, r)
+	}
+	d.ACEs = out
+	return n
+}
+
 func aceFlagsField(text string) string {
 	f := strings.SplitN(strings.Trim(text, "()"), ";", 3)
 	if len(f) < 2 {
@@ -212,6 +231,11 @@ const DesktopAllAccess = 0x000F01FF
 // runner's. No other process of the session, the user's shell included,
 // can open the desktop, and the child cannot reach the user's desktop
 // through window messages, hooks or journal playback.
+//
+// Its label is Low (no write up): the unelevated command runs at Low
+// integrity and opens the desktop for writing (creating windows) at
+// start-up; an unlabelled desktop would be Medium and refuse it. Other Low
+// processes still need the logon SID in the DACL to open it.
 func DesktopDACL(logonSID string) string {
-	return "D:P" + ACE{Mask: DesktopAllAccess, SID: logonSID}.SDDL()
+	return "D:P" + ACE{Mask: DesktopAllAccess, SID: logonSID}.SDDL() + "S:" + Label{Level: LowIL, Policy: NoWriteUp}.SDDL()
 }

@@ -1,6 +1,7 @@
 package acl
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -463,6 +464,46 @@ func TestMandatoryAllowed(t *testing.T) {
 	} {
 		if got := c.desired&^mandatoryAllowed(c.il, c.l) == 0; got != c.want {
 			t.Errorf("IL %#x on %v, desired %#x: allowed = %v, want %v", c.il, c.l, c.desired, got, c.want)
+		}
+	}
+}
+
+// Item: ACEs persist, so with one SID for every workspace a run in proj
+// could write a workspace granted last week. With a SID per root and only
+// this run's SIDs in the token it cannot.
+func TestRootSIDsIsolateWorkspaces(t *testing.T) {
+	other := `C:\Users\u\src\other`
+	lastWeek := &policy.Policy{Mode: policy.WorkspaceWrite, Cwd: other, WritableRoots: []string{other}}
+	sids := map[string]string{Key(other): "S-1-5-21-9-9-9-1", Key(temp): "S-1-5-21-9-9-9-2", Key(proj): "S-1-5-21-9-9-9-3", Key(wt): "S-1-5-21-9-9-9-4"}
+	perRoot := func(r string) string { return sids[Key(r)] }
+	for _, c := range []struct {
+		name  string
+		sidOf func(string) string
+		want  bool
+	}{
+		{"one shared SID (the old recipe)", func(string) string { return wsSID }, true},
+		{"a SID per root", perRoot, false},
+	} {
+		m := scene()
+		m.Put(other, true)
+		m.Put(other+`\x.txt`, false)
+		m.ApplyPlan(PlanForRoots(lastWeek, c.sidOf))
+		pol := scenePolicy()
+		m.ApplyPlan(PlanForRoots(pol, c.sidOf))
+		var runSIDs []string
+		for _, r := range pol.WritableRoots {
+			if s := c.sidOf(r); !slices.Contains(runSIDs, s) {
+				runSIDs = append(runSIDs, s)
+			}
+		}
+		tok := SandboxToken(userToken.SIDs, logonSID, runSIDs...)
+		if got := m.CanWrite(tok, other+`\x.txt`); got != c.want {
+			t.Errorf("%s: write the other workspace = %v, want %v", c.name, got, c.want)
+		}
+		for _, r := range policyTable {
+			if got := r.can(m, tok); got != r.want {
+				t.Errorf("%s: %s = %v, want %v", c.name, r.name, got, r.want)
+			}
 		}
 	}
 }

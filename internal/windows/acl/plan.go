@@ -190,7 +190,7 @@ func IntegrityPlan(pol *policy.Policy, userSID string) Plan {
 				guarded[Key(d)] = true
 				guards = append(guards, Entry{
 					Path: d,
-					ACE:  ACE{Deny: true, Mask: FileDeleteChild, SID: userSID},
+					ACE:  UserGuard(userSID),
 					Why:  "keeps the children of " + d + " (" + p + ") from being deleted or renamed through FILE_DELETE_CHILD",
 				})
 			}

@@ -7,11 +7,16 @@
 // SID of the sandbox token, so it names "the sandbox" and nothing else.
 //
 // The SIDs are stored per user in a small JSON file in agentbox's state
-// directory (%LOCALAPPDATA%\agentbox\sids.json on Windows). Two SIDs are
-// kept: Workspace, granted write on writable roots, and ReadOnly, granted
-// nothing, used for read-only runs so grants left by workspace-write runs
-// never apply to them. The file also lists every path whose DACL agentbox
-// changed, which is what `agentbox cleanup` revokes.
+// directory (%LOCALAPPDATA%\agentbox\sids.json on Windows): one SID per
+// writable root (Roots), granted write on that root only, and ReadOnly,
+// granted nothing, used for read-only runs. A run's token carries only the
+// SIDs of its own roots, so the grants a run left on another workspace
+// last week (ACEs persist) do not make that workspace writable now. The
+// file also lists every path whose DACL or label agentbox changed, which
+// is what `agentbox cleanup` revokes.
+//
+// Version 1 files had one Workspace SID for every root; they are still
+// read, their SID is never put in a token again, and cleanup revokes it.
 package sid
 
 import (
@@ -28,22 +33,90 @@ import (
 	"strings"
 )
 
-// Version is the state file format version this package writes.
-const Version = 1
+// Version is the state file format version this package writes; it also
+// reads version 1.
+const Version = 2
 
 // FileName is the state file's name inside the state directory.
 const FileName = "sids.json"
 
 // State is the content of the state file.
 type State struct {
-	Version   int    `json:"version"`
-	Workspace string `json:"workspace"`
+	Version int `json:"version"`
+	// Workspace is version 1's single SID for every writable root: kept
+	// only so cleanup can revoke its ACEs.
+	Workspace string `json:"workspace,omitempty"`
 	ReadOnly  string `json:"readonly"`
+	// Roots maps a writable root (RootKey) to its SID.
+	Roots map[string]string `json:"roots,omitempty"`
 	// Paths whose DACLs carry ACEs for these SIDs, for cleanup.
 	Paths []string `json:"paths,omitempty"`
 	// Placeholders are protected directories agentbox created because
 	// they did not exist; cleanup removes them when still empty.
 	Placeholders []string `json:"placeholders,omitempty"`
+	// Labels are paths whose mandatory label agentbox set.
+	Labels []string `json:"labels,omitempty"`
+}
+
+// RootKey is the form a writable root is keyed by in State.Roots: a
+// Windows path with '\' separators, without a trailing one, upper-cased
+// (Windows compares paths case-insensitively).
+func RootKey(root string) string {
+	p := strings.ReplaceAll(root, "/", `\`)
+	for len(p) > 3 && strings.HasSuffix(p, `\`) {
+		p = p[:len(p)-1]
+	}
+	return strings.ToUpper(p)
+}
+
+// RootSID returns root's SID, creating one (distinct from every other SID
+// in the state) when root has none yet; added says so, and the caller then
+// saves the state.
+func (st *State) RootSID(root string) (sid string, added bool, err error) {
+	k := RootKey(root)
+	if s, ok := st.Roots[k]; ok {
+		return s, false, nil
+	}
+	for {
+		if sid, err = New(); err != nil {
+			return "", false, err
+		}
+		if !slices.Contains(st.SIDs(), sid) {
+			break
+		}
+	}
+	if st.Roots == nil {
+		st.Roots = map[string]string{}
+	}
+	st.Roots[k] = sid
+	return sid, true, nil
+}
+
+// LookupRoot returns root's SID, if it has one.
+func (st *State) LookupRoot(root string) (string, bool) {
+	s, ok := st.Roots[RootKey(root)]
+	return s, ok
+}
+
+// SIDs is every SID the state holds (the ones cleanup revokes), sorted by
+// root for a stable order.
+func (st *State) SIDs() []string {
+	var out []string
+	if st.Workspace != "" {
+		out = append(out, st.Workspace)
+	}
+	if st.ReadOnly != "" {
+		out = append(out, st.ReadOnly)
+	}
+	keys := make([]string, 0, len(st.Roots))
+	for k := range st.Roots {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		out = append(out, st.Roots[k])
+	}
+	return out
 }
 
 var sidRE = regexp.MustCompile(`^S-1-5-21-[0-9]{1,10}-[0-9]{1,10}-[0-9]{1,10}-[0-9]{1,10}$`)
@@ -87,16 +160,32 @@ func Load(dir string) (*State, error) {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	switch {
-	case st.Version != Version:
-		return nil, fmt.Errorf("%s: version %d, this agentbox understands %d (run agentbox cleanup, then retry)", path, st.Version, Version)
-	case !Valid(st.Workspace) || !Valid(st.ReadOnly) || st.Workspace == st.ReadOnly:
-		return nil, fmt.Errorf("%s: invalid SIDs %q, %q (run agentbox cleanup, then retry)", path, st.Workspace, st.ReadOnly)
+	case st.Version != 1 && st.Version != Version:
+		return nil, fmt.Errorf("%s: version %d, this agentbox understands 1 and %d (run agentbox cleanup, then retry)", path, st.Version, Version)
+	case st.Version == 1 && !Valid(st.Workspace):
+		return nil, fmt.Errorf("%s: invalid workspace SID %q (run agentbox cleanup, then retry)", path, st.Workspace)
+	case st.Version == Version && st.Workspace != "" && !Valid(st.Workspace):
+		return nil, fmt.Errorf("%s: invalid workspace SID %q (run agentbox cleanup, then retry)", path, st.Workspace)
+	case !Valid(st.ReadOnly):
+		return nil, fmt.Errorf("%s: invalid read-only SID %q (run agentbox cleanup, then retry)", path, st.ReadOnly)
 	}
+	seen := map[string]bool{}
+	for _, s := range st.SIDs() {
+		if !Valid(s) {
+			return nil, fmt.Errorf("%s: invalid SID %q (run agentbox cleanup, then retry)", path, s)
+		}
+		if seen[s] {
+			return nil, fmt.Errorf("%s: SID %s used twice (run agentbox cleanup, then retry)", path, s)
+		}
+		seen[s] = true
+	}
+	st.Version = Version // written back as the current format
 	return &st, nil
 }
 
-// LoadOrCreate returns the state in dir, creating the directory and two new
-// SIDs when there is no state file yet. created says which happened.
+// LoadOrCreate returns the state in dir, creating the directory and the
+// read-only SID when there is no state file yet (root SIDs are made by
+// RootSID as roots appear). created says which happened.
 func LoadOrCreate(dir string) (st *State, created bool, err error) {
 	st, err = Load(dir)
 	if err == nil {
@@ -106,13 +195,8 @@ func LoadOrCreate(dir string) (st *State, created bool, err error) {
 		return nil, false, err
 	}
 	st = &State{Version: Version}
-	if st.Workspace, err = New(); err != nil {
+	if st.ReadOnly, err = New(); err != nil {
 		return nil, false, err
-	}
-	for st.ReadOnly == "" || st.ReadOnly == st.Workspace {
-		if st.ReadOnly, err = New(); err != nil {
-			return nil, false, err
-		}
 	}
 	if err := Save(dir, st); err != nil {
 		return nil, false, err
@@ -123,6 +207,9 @@ func LoadOrCreate(dir string) (st *State, created bool, err error) {
 // AddPaths records paths (compared case-insensitively) and reports whether
 // any was new.
 func (st *State) AddPaths(paths ...string) bool { return addTo(&st.Paths, paths) }
+
+// AddLabels records paths whose mandatory label agentbox set.
+func (st *State) AddLabels(paths ...string) bool { return addTo(&st.Labels, paths) }
 
 // AddPlaceholders records created placeholder directories.
 func (st *State) AddPlaceholders(paths ...string) bool { return addTo(&st.Placeholders, paths) }

@@ -2,10 +2,13 @@
 // administrator rights (`[windows] sandbox = "unelevated"`, the default).
 //
 // A command runs under a write-restricted token whose restricting SIDs are
-// Everyone, the logon SID and a synthetic SID (see package sid). Writable
-// roots carry inheritable allow ACEs for that SID and protected paths carry
-// deny ACEs (see package acl), applied once and re-checked cheaply on every
-// run. The child starts suspended, joins a kill-on-close job and only then
+// Everyone, the logon SID and the synthetic SIDs of its writable roots (one
+// per root, see package sid), lowered to Low integrity. Writable roots
+// carry inheritable allow ACEs for their SID and a Low integrity label;
+// protected paths carry deny ACEs and a Medium label (see package acl),
+// applied once and re-checked cheaply on every run. The label is what
+// stops deletes and renames outside the roots: the restricted pass of a
+// write-restricted token does not cover DELETE or FILE_DELETE_CHILD. The child starts suspended, joins a kill-on-close job and only then
 // runs, so the whole tree dies with it, on timeout or on cancel.
 //
 // # State
@@ -17,10 +20,9 @@
 //
 // # Limitations
 //
-// Network blocking is advisory only (see [NetworkNote]). Anything writable
-// by Everyone stays writable, because Everyone is a restricting SID. The
-// ACEs stay on the writable roots between runs, by design, so later runs
-// are fast.
+// Network blocking is advisory only (see [NetworkNote]); see [Limits] for
+// the rest. The ACEs and labels stay on the writable roots between runs,
+// by design, so later runs are fast.
 package unelevated
 
 import (
@@ -29,6 +31,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/agentbox/agentbox/internal/windows/acl"
 	"github.com/agentbox/agentbox/internal/windows/winenv"
 	"github.com/agentbox/agentbox/policy"
 )
@@ -58,6 +61,27 @@ func WriteDenybin(dir string) error {
 		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
 			return fmt.Errorf("denybin: %w", err)
 		}
+	}
+	return nil
+}
+
+// Limits says what unelevated mode does not guarantee for pol, beyond the
+// network (NetworkNote): doctor lists it and every run prints it. The
+// command runs at Low integrity with its writable roots labelled Low and
+// protected paths labelled Medium (acl.IntegrityPlan); what that leaves
+// open is named here.
+func Limits(pol *policy.Policy) []string {
+	if pol == nil {
+		return nil
+	}
+	switch pol.Mode {
+	case policy.WorkspaceWrite:
+		out := []string{"the writable roots carry a Low integrity label, so other Low-integrity programs of yours " +
+			"(browser and document sandboxes, processes agentbox started earlier) can write there too"}
+		return append(out, acl.ResidualRisks(pol)...)
+	case policy.ReadOnly:
+		return []string{"a read-only run can still delete or rename files in directories labelled Low integrity: " +
+			"the writable roots of earlier workspace-write runs (until agentbox cleanup) and %USERPROFILE%\\AppData\\LocalLow"}
 	}
 	return nil
 }

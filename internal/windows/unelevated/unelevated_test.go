@@ -3,6 +3,7 @@ package unelevated
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/agentbox/agentbox/internal/windows/winenv"
@@ -47,4 +48,24 @@ func tempDir(t *testing.T) string {
 	}
 	t.Cleanup(func() { os.RemoveAll(d) })
 	return d
+}
+
+func TestLimits(t *testing.T) {
+	ws := &policy.Policy{Mode: policy.WorkspaceWrite, WritableRoots: []string{`C:\w`}, Protected: []policy.Protected{
+		{Path: `C:\w\.git`, Kind: policy.Dir, Root: `C:\w`},
+		{Path: `C:\w\vendor\x\.git`, Kind: policy.Dir, Root: `C:\w`},
+	}}
+	got := Limits(ws)
+	if len(got) != 2 || !strings.Contains(got[0], "Low integrity label") || !strings.Contains(got[1], `C:\w\vendor\x\.git`) {
+		t.Errorf("workspace-write limits = %q", got)
+	}
+	if got := Limits(&policy.Policy{Mode: policy.ReadOnly}); len(got) != 1 || !strings.Contains(got[0], "delete or rename") {
+		t.Errorf("read-only limits = %q", got)
+	}
+	if got := Limits(&policy.Policy{Mode: policy.DangerFullAccess}); got != nil {
+		t.Errorf("full access limits = %q", got)
+	}
+	if Limits(nil) != nil {
+		t.Error("nil policy has limits")
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"slices"
 	"strings"
 	"sync/atomic"
 
@@ -30,11 +31,16 @@ type Sandbox struct {
 // StateDir is %LOCALAPPDATA%\agentbox.
 func StateDir() (string, error) { return sid.StateDir(os.Getenv) }
 
-// Prepare loads or creates the SIDs, makes pol's ACEs true on disk (reading
-// each DACL first, writing only what is missing) and writes the denybin
-// stubs. It needs no administrator rights.
+// Prepare loads or creates the SIDs, makes pol's ACEs and integrity
+// labels true on disk (reading each DACL and label first, writing only
+// what is missing) and writes the denybin stubs. It needs no administrator
+// rights.
 func Prepare(pol *policy.Policy, stateDir string) (*Sandbox, error) {
-	sb, err := PrepareACL(pol, stateDir)
+	user, err := currentUserSID()
+	if err != nil {
+		return nil, err
+	}
+	sb, err := prepare(pol, stateDir, acl.IntegrityPlan(pol, user))
 	if err != nil {
 		return nil, err
 	}
@@ -46,41 +52,97 @@ func Prepare(pol *policy.Policy, stateDir string) (*Sandbox, error) {
 	return sb, nil
 }
 
-// PrepareACL is Prepare without the denybin stubs, and with the writable
-// roots granted (and the protected paths denied) to each SID in also as
-// well as to the workspace SID. Elevated mode passes the sandbox users'
-// group: its commands run as another account, so a write must pass the
-// token's normal check (the group) and its restricted check (the synthetic
-// SID). Every changed path is recorded in the state for cleanup.
+// PrepareACL is Prepare without the denybin stubs and the integrity
+// labels, and with the writable roots granted (and the protected paths
+// denied) to each SID in also as well as to the roots' own SIDs. Elevated
+// mode passes the sandbox users' group: its commands run as another
+// account, so a write must pass the token's normal check (the group) and
+// its restricted check (the root's SID). Every changed path is recorded in
+// the state for cleanup.
 func PrepareACL(pol *policy.Policy, stateDir string, also ...string) (*Sandbox, error) {
+	var extra acl.Plan
+	for _, s := range also {
+		extra.Merge(acl.PlanFor(pol, s))
+	}
+	return prepare(pol, stateDir, extra)
+}
+
+func prepare(pol *policy.Policy, stateDir string, extra acl.Plan) (*Sandbox, error) {
 	st, _, err := sid.LoadOrCreate(stateDir)
 	if err != nil {
 		return nil, fmt.Errorf("sandbox SIDs: %w", err)
 	}
 	sb := &Sandbox{StateDir: stateDir, State: st}
-	if pol.Mode == policy.WorkspaceWrite {
-		pl := acl.PlanFor(pol, st.Workspace)
-		for _, s := range also {
-			more := acl.PlanFor(pol, s)
-			// Apply reads and writes each path's DACL once, whatever the
-			// number of entries; the placeholders are the same paths.
-			pl.Entries = append(pl.Entries, more.Entries...)
-		}
-		res, err := acl.Apply(winapi.FileStore{}, pl)
-		sb.ACL = res
-		// Record what changed even on failure, so cleanup finds it.
-		a := st.AddPaths(res.Modified...)
-		b := st.AddPlaceholders(res.Created...)
-		if a || b {
-			if serr := sid.Save(stateDir, st); serr != nil && err == nil {
-				err = serr
-			}
-		}
+	if pol.Mode != policy.WorkspaceWrite {
+		return sb, nil
+	}
+	newSID := false
+	for _, r := range pol.WritableRoots {
+		_, added, err := st.RootSID(r)
 		if err != nil {
-			return nil, fmt.Errorf("applying ACLs: %w", err)
+			return nil, fmt.Errorf("sandbox SID for %s: %w", r, err)
+		}
+		newSID = newSID || added
+	}
+	if newSID {
+		// Saved before any ACE names the SID, so cleanup always finds it.
+		if err := sid.Save(stateDir, st); err != nil {
+			return nil, err
 		}
 	}
+	pl := acl.PlanForRoots(pol, func(r string) string { s, _ := st.LookupRoot(r); return s })
+	// Apply reads and writes each path's DACL once, whatever the number
+	// of entries; the placeholders are the same paths.
+	pl.Merge(extra)
+	res, err := acl.Apply(winapi.FileStore{}, pl)
+	sb.ACL = res
+	// Record what changed even on failure, so cleanup finds it.
+	a := st.AddPaths(res.Modified...)
+	b := st.AddPlaceholders(res.Created...)
+	c := st.AddLabels(res.Labeled...)
+	if a || b || c {
+		if serr := sid.Save(stateDir, st); serr != nil && err == nil {
+			err = serr
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("applying ACLs: %w", err)
+	}
 	return sb, nil
+}
+
+// RunSIDs are the synthetic SIDs a command under pol carries as
+// restricting SIDs: its writable roots' SIDs for workspace-write (only
+// those: another workspace's grants must not apply), the read-only SID
+// otherwise. The roots must have been prepared.
+func (sb *Sandbox) RunSIDs(pol *policy.Policy) ([]string, error) {
+	if pol.Mode != policy.WorkspaceWrite {
+		return []string{sb.State.ReadOnly}, nil
+	}
+	var out []string
+	for _, r := range pol.WritableRoots {
+		s, ok := sb.State.LookupRoot(r)
+		if !ok {
+			return nil, fmt.Errorf("writable root %s has no sandbox SID (not prepared)", r)
+		}
+		if !slices.Contains(out, s) {
+			out = append(out, s)
+		}
+	}
+	if len(out) == 0 {
+		// No writable root at all: nothing to grant, but the token
+		// still needs a SID of its own.
+		out = append(out, sb.State.ReadOnly)
+	}
+	return out, nil
+}
+
+func currentUserSID() (string, error) {
+	u, err := windows.GetCurrentProcessToken().GetTokenUser()
+	if err != nil {
+		return "", os.NewSyscallError("GetTokenInformation(TokenUser)", err)
+	}
+	return u.User.Sid.String(), nil
 }
 
 // Spec is a command to start.
@@ -136,14 +198,20 @@ func (sb *Sandbox) Start(pol *policy.Policy, s Spec) (*Proc, error) {
 			return nil, err
 		}
 		defer self.Close()
-		s := sb.State.ReadOnly
-		if pol.Mode == policy.WorkspaceWrite {
-			s = sb.State.Workspace
+		sids, err := sb.RunSIDs(pol)
+		if err != nil {
+			return nil, err
 		}
-		if tok, err = winapi.RestrictedToken(self, s); err != nil {
+		if tok, err = winapi.RestrictedToken(self, sids...); err != nil {
 			return nil, err
 		}
 		defer tok.Close()
+		// Low integrity: the mandatory check confines deletes and
+		// renames to the Low-labelled writable roots, which the
+		// restricted pass alone does not (acl.IntegrityPlan).
+		if err := winapi.SetIntegrity(tok, acl.LowIL); err != nil {
+			return nil, err
+		}
 		// A private desktop granted to the user's logon SID (a restricting
 		// SID of the token, so the child passes both access checks).
 		logon, err := winapi.LogonSID(self)
@@ -237,10 +305,28 @@ func Cleanup(stateDir string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	changed, rerr := acl.Revoke(winapi.FileStore{}, st.Paths, st.Workspace, st.ReadOnly)
+	user, err := currentUserSID()
+	if err != nil {
+		return err
+	}
+	changed, rerr := acl.Revoke(winapi.FileStore{}, st.Paths, st.SIDs()...)
+	// The user-SID guards (acl.IntegrityPlan), and none of the user's
+	// own ACEs.
+	guards, gerr := acl.RevokeUserGuards(winapi.FileStore{}, st.Paths, user)
+	for _, p := range guards {
+		if !slices.Contains(changed, p) {
+			changed = append(changed, p)
+		}
+	}
+	rerr = errors.Join(rerr, gerr)
 	for _, p := range changed {
 		fmt.Fprintf(out, "agentbox: removed sandbox ACEs from %s\n", p)
 	}
+	relabeled, lerr := acl.RevokeLabels(winapi.FileStore{}, st.Labels)
+	for _, p := range relabeled {
+		fmt.Fprintf(out, "agentbox: removed sandbox integrity label from %s\n", p)
+	}
+	rerr = errors.Join(rerr, lerr)
 	for _, p := range st.Placeholders {
 		if os.Remove(p) == nil {
 			fmt.Fprintf(out, "agentbox: removed placeholder %s\n", p)

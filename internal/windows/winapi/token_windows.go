@@ -143,3 +143,44 @@ func DefaultDACL(t windows.Token) (string, error) {
 	runtime.KeepAlive(buf)
 	return s, nil
 }
+
+// SetIntegrity lowers t's integrity level to rid (acl.LowIL, ...). A
+// token's level can be lowered without any privilege; raising it needs
+// SeTcbPrivilege. The unelevated sandbox runs its command at Low so that
+// the mandatory integrity check, which a write-restricted token's DELETE
+// and FILE_DELETE_CHILD do not escape, confines it to the Low-labelled
+// writable roots (see acl.IntegrityPlan).
+func SetIntegrity(t windows.Token, rid uint32) error {
+	sid, err := windows.StringToSid(fmt.Sprintf("S-1-16-%d", rid))
+	if err != nil {
+		return fmt.Errorf("integrity SID: %w", err)
+	}
+	tml := windows.Tokenmandatorylabel{Label: windows.SIDAndAttributes{Sid: sid, Attributes: windows.SE_GROUP_INTEGRITY}}
+	err = windows.SetTokenInformation(t, windows.TokenIntegrityLevel, (*byte)(unsafe.Pointer(&tml)), tml.Size())
+	runtime.KeepAlive(sid)
+	if err != nil {
+		return os.NewSyscallError("SetTokenInformation(TokenIntegrityLevel)", err)
+	}
+	return nil
+}
+
+// Integrity returns t's integrity level RID.
+func Integrity(t windows.Token) (uint32, error) {
+	var n uint32
+	windows.GetTokenInformation(t, windows.TokenIntegrityLevel, nil, 0, &n)
+	if n == 0 {
+		return 0, errors.New("GetTokenInformation(TokenIntegrityLevel): empty")
+	}
+	buf := make([]byte, n)
+	if err := windows.GetTokenInformation(t, windows.TokenIntegrityLevel, &buf[0], n, &n); err != nil {
+		return 0, os.NewSyscallError("GetTokenInformation(TokenIntegrityLevel)", err)
+	}
+	tml := (*windows.Tokenmandatorylabel)(unsafe.Pointer(&buf[0]))
+	c := tml.Label.Sid.SubAuthorityCount()
+	if c == 0 {
+		return 0, errors.New("integrity SID has no RID")
+	}
+	rid := tml.Label.Sid.SubAuthority(uint32(c) - 1)
+	runtime.KeepAlive(buf)
+	return rid, nil
+}
