@@ -12,6 +12,7 @@ import (
 	"github.com/agentbox/agentbox/internal/windows/elevated"
 	winsetup "github.com/agentbox/agentbox/internal/windows/setup"
 	"github.com/agentbox/agentbox/internal/windows/unelevated"
+	"github.com/agentbox/agentbox/internal/windows/winenv"
 )
 
 // Elevated mode ([windows] sandbox = "elevated"): the command runs as a
@@ -67,11 +68,18 @@ func startElevatedCmd(c *Cmd) (process, error) {
 			return nil, &StartError{CodeSandboxFailure, fmt.Errorf("refusing to run with the network off: %w", err)}
 		}
 	}
+	// The command runs as the sandbox user inside the user's repository,
+	// which git refuses as "dubious ownership" unless it is a
+	// safe.directory.
+	env, err := winenv.GitSafeDirectories(c.Env, append([]string{pol.Cwd}, pol.WritableRoots...)...)
+	if err != nil {
+		return nil, &StartError{CodeSandboxFailure, err}
+	}
 	// No network variables: the firewall enforces the policy. Cancellation
 	// goes through Cmd, which calls Kill on the adapter below.
 	p, err := elevated.Start(context.Background(), elevated.Spec{
 		Network: pol.Network,
-		Path:    path, Args: c.Args, Dir: pol.Cwd, Env: c.Env,
+		Path:    path, Args: c.Args, Dir: pol.Cwd, Env: env,
 		SIDs:  restricting,
 		Stdin: c.Stdin, Stdout: c.Stdout, Stderr: c.Stderr,
 	})
