@@ -91,6 +91,9 @@ func startElevatedCmd(c *Cmd) (process, error) {
 		}
 		return nil, &StartError{code, err}
 	}
+	if !p.JobUI && p.Job != "" {
+		c.diag("%s", p.Job)
+	}
 	return &elevatedProcess{p: p}, nil
 }
 

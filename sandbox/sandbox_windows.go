@@ -69,6 +69,9 @@ func start(c *Cmd) (process, error) {
 		sio.abort()
 		return nil, &StartError{startCode(err), err}
 	}
+	if l := p.JobLimits(); pol.Mode != policy.DangerFullAccess && !l.UI && !winapi.IsWine() {
+		c.diag("%s", l)
+	}
 	sio.startCopies()
 	return &winProcess{p: p, io: sio, waitDelay: c.WaitDelay}, nil
 }
@@ -316,7 +319,7 @@ func doctor(pol *policy.Policy) *Report {
 		r.CanSandbox = false
 	} else {
 		j.Close()
-		add("job object", true, "kill-on-close; the process tree dies with the command")
+		add("job object", true, j.Limits.String()+"; the process tree dies with the command")
 	}
 	if !elevatedMode && mode != policy.DangerFullAccess {
 		for _, l := range unelevated.Limits(pol) {

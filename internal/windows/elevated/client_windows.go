@@ -20,6 +20,11 @@ import (
 
 // Process is a command running in the elevated sandbox.
 type Process struct {
+	// Job says which limits the runner's job for the command held, and
+	// JobUI whether they include the UI restrictions.
+	Job   string
+	JobUI bool
+
 	conn *os.File
 	pid  uint32
 	// Frames to the runner go through one writer goroutine (write): ctl
@@ -137,6 +142,7 @@ func start(ctx context.Context, s Spec, userSID string, launch launcher) (*Proce
 		return fail(fmt.Errorf("agentbox-runner handshake: %w", err))
 	}
 	p.pid = ready.PID
+	p.Job, p.JobUI = ready.Job, ready.UI
 	go p.write()
 	if s.Stdin != nil {
 		go p.feed(s.Stdin)

@@ -162,7 +162,7 @@ func (r *runner) run() (uint32, error) {
 		return 0, spawnError(err)
 	}
 	defer proc.Close()
-	if err := r.send(ipc.TypeReady, ipc.Ready{PID: proc.Pid}); err != nil {
+	if err := r.send(ipc.TypeReady, ipc.Ready{PID: proc.Pid, Job: job.Limits.String(), UI: job.Limits.UI}); err != nil {
 		job.Terminate(ExitSandboxFailure)
 		return 0, err
 	}

@@ -78,6 +78,12 @@ type Data struct {
 // Ready reports the started command's process id.
 type Ready struct {
 	PID uint32 `json:"pid"`
+	// Job says which job limits held (winapi.JobLimits.String): the
+	// runner is in a job already, so its sandbox job may lack the UI
+	// restrictions.
+	Job string `json:"job,omitempty"`
+	// UI reports that the job has its UI restrictions.
+	UI bool `json:"ui,omitempty"`
 }
 
 // Exit reports how the command ended.

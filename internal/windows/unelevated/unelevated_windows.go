@@ -297,6 +297,9 @@ func (p *Proc) Kill() error {
 	return p.job.Terminate(KilledCode)
 }
 
+// JobLimits says which limits the command's job holds.
+func (p *Proc) JobLimits() winapi.JobLimits { return p.job.Limits }
+
 // Pid is the command's process id.
 func (p *Proc) Pid() uint32 { return p.p.Pid }
 

@@ -17,9 +17,12 @@ import (
 type Job struct {
 	h windows.Handle
 	// UIRestricted reports that JOBOBJECT_BASIC_UI_RESTRICTIONS were set.
-	// It is false only under Wine, which does not implement them; on
-	// Windows NewJob fails instead.
+	// It is false when this process is already in a job (Limits.Nested)
+	// and under Wine, which does not implement them; otherwise NewJob
+	// fails instead.
 	UIRestricted bool
+	// Limits says which limits held (see PlanJob).
+	Limits JobLimits
 }
 
 // UIRestrictions is the JOBOBJECT_BASIC_UI_RESTRICTIONS class every
@@ -36,8 +39,28 @@ const UIRestrictions = windows.JOB_OBJECT_UILIMIT_HANDLES |
 // ErrWineUI is why a job under Wine has no UI restrictions.
 var ErrWineUI = errors.New("Wine does not implement JOBOBJECT_BASIC_UI_RESTRICTIONS")
 
-// NewJob creates an unnamed kill-on-close job.
+// InJob reports whether this process is already in a job, which the
+// children it creates then belong to as well.
+func InJob() (bool, error) {
+	var in int32
+	if err := isProcessInJob(windows.CurrentProcess(), 0, &in); err != nil {
+		return false, os.NewSyscallError("IsProcessInJob", err)
+	}
+	return in != 0, nil
+}
+
+// NewJob creates an unnamed kill-on-close job for a child of this
+// process, with UI restrictions unless this process is in a job already
+// (PlanJob).
 func NewJob() (*Job, error) {
+	inJob, err := InJob()
+	if err != nil {
+		return nil, err
+	}
+	return newJob(PlanJob(inJob))
+}
+
+func newJob(plan JobLimits) (*Job, error) {
 	h, err := windows.CreateJobObject(nil, nil)
 	if err != nil {
 		return nil, os.NewSyscallError("CreateJobObject", err)
@@ -49,7 +72,10 @@ func NewJob() (*Job, error) {
 		windows.CloseHandle(h)
 		return nil, os.NewSyscallError("SetInformationJobObject", err)
 	}
-	j := &Job{h: h}
+	j := &Job{h: h, Limits: JobLimits{Nested: plan.Nested}}
+	if !plan.UI {
+		return j, nil
+	}
 	ui := windows.JOBOBJECT_BASIC_UI_RESTRICTIONS{UIRestrictionsClass: UIRestrictions}
 	if _, err := windows.SetInformationJobObject(h, windows.JobObjectBasicUIRestrictions,
 		uintptr(unsafe.Pointer(&ui)), uint32(unsafe.Sizeof(ui))); err != nil {
@@ -60,6 +86,7 @@ func NewJob() (*Job, error) {
 		// Wine only: it enforces no token or ACL either; tests say so.
 	} else {
 		j.UIRestricted = true
+		j.Limits.UI = true
 	}
 	return j, nil
 }

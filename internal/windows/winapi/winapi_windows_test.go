@@ -76,6 +76,28 @@ func TestMain(m *testing.M) {
 	case "sleep":
 		time.Sleep(time.Minute)
 		os.Exit(0)
+	case "nestedjob":
+		// Already inside a job: make the sandbox job and start a child
+		// in it, as agentbox does; print the limits that held.
+		job, err := NewJob()
+		if err != nil {
+			fmt.Println("NewJob:", err)
+			os.Exit(3)
+		}
+		defer job.Close()
+		exe, _ := os.Executable()
+		block, _ := winenv.Block(append(os.Environ(), "AGENTBOX_WINAPI_HELPER=echo"), os.Getenv("SYSTEMROOT"))
+		cl, _ := winenv.Build(exe, []string{exe, "7"}, "")
+		nul, _ := os.Open(os.DevNull)
+		p, err := Spawn(Spec{App: cl.App, CmdLine: cl.Line, Env: block, Job: job,
+			Stdin: windows.Handle(nul.Fd()), Stdout: windows.Handle(nul.Fd()), Stderr: windows.Handle(nul.Fd())})
+		if err != nil {
+			fmt.Println("Spawn:", err)
+			os.Exit(4)
+		}
+		code, _ := p.Wait()
+		fmt.Printf("%d %v %v\n", code, job.Limits.Nested, job.Limits.UI)
+		os.Exit(0)
 	}
 	os.Exit(99)
 }
@@ -319,5 +341,36 @@ func TestChildCreatesPipes(t *testing.T) {
 	code, err := p.Wait()
 	if err != nil || code != 0 || string(b) != "through a pipe and a grandchild" {
 		t.Errorf("code %d, %v: stdout %q stderr %q", code, err, b, eb)
+	}
+}
+
+// Inside a job whose UI limits are set (as CreateProcessWithLogonW,
+// Task Scheduler and CI runners do), a sandbox job with UI limits cannot
+// be joined; NewJob must notice and leave them out so the run works.
+func TestNestedJob(t *testing.T) {
+	outer, err := newJob(JobLimits{UI: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer outer.Close()
+	exe, _ := os.Executable()
+	block, _ := winenv.Block(append(os.Environ(), "AGENTBOX_WINAPI_HELPER=nestedjob"), os.Getenv("SYSTEMROOT"))
+	cl, _ := winenv.Build(exe, []string{exe}, "")
+	out := newPipe(t)
+	nul, _ := os.Open(os.DevNull)
+	defer nul.Close()
+	p, err := Spawn(Spec{App: cl.App, CmdLine: cl.Line, Env: block, Job: outer,
+		Stdin: windows.Handle(nul.Fd()), Stdout: windows.Handle(out.w.Fd()), Stderr: windows.Handle(out.w.Fd())})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	out.w.Close()
+	b, _ := io.ReadAll(out.r)
+	if code, err := p.Wait(); err != nil || code != 0 {
+		t.Fatalf("helper exit %d, %v: %s", code, err, b)
+	}
+	if got := strings.TrimSpace(string(b)); got != "7 true false" {
+		t.Errorf("nested sandbox job: %q, want the child's code 7, nested, no UI limits", got)
 	}
 }
