@@ -330,12 +330,13 @@ func logonLaunch(login *setup.Login, args []string, dir string) (windows.Handle,
 			return 0, 0, err
 		}
 	}
-	si := windows.StartupInfo{Cb: uint32(unsafe.Sizeof(windows.StartupInfo{}))}
+	how := runnerLaunch()
+	si := windows.StartupInfo{Cb: uint32(unsafe.Sizeof(windows.StartupInfo{})), Flags: how.StartupFlags, ShowWindow: how.ShowWindow}
 	var pi windows.ProcessInformation
 	// No error dialogs from the runner (it has no desktop to show them on).
 	old := windows.SetErrorMode(windows.SEM_FAILCRITICALERRORS | windows.SEM_NOGPFAULTERRORBOX)
 	err = createProcessWithLogon(user, windows.StringToUTF16Ptr("."), &pw[0], _LOGON_WITH_PROFILE, app, &cmd[0],
-		windows.CREATE_NO_WINDOW|windows.CREATE_UNICODE_ENVIRONMENT, nil, d, &si, &pi)
+		how.CreationFlags, nil, d, &si, &pi)
 	windows.SetErrorMode(old)
 	if err != nil {
 		return 0, 0, os.NewSyscallError("CreateProcessWithLogonW("+login.User+")", err)

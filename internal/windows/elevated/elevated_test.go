@@ -40,3 +40,15 @@ func TestStartErrorCodes(t *testing.T) {
 		}
 	}
 }
+
+// The runner's console (CreateProcessWithLogonW always gives it one) must
+// start hidden, or a window flashes up for every elevated command.
+func TestRunnerLaunchHidden(t *testing.T) {
+	s := runnerLaunch()
+	if s.StartupFlags&_STARTF_USESHOWWINDOW == 0 || s.ShowWindow != _SW_HIDE {
+		t.Errorf("runner startup %+v: its console window is not hidden", s)
+	}
+	if s.CreationFlags&_CREATE_UNICODE_ENVIRONMENT == 0 {
+		t.Errorf("runner startup %+v lacks CREATE_UNICODE_ENVIRONMENT", s)
+	}
+}
