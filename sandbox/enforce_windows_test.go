@@ -218,3 +218,21 @@ func TestEnforceLabelsOnDisk(t *testing.T) {
 		t.Errorf("root label left after cleanup: %s", s)
 	}
 }
+
+// In a service, an OpenSSH session or session 0 there is no interactive
+// window station; the command gets one of agentbox's own and USER32 loads.
+func TestNonInteractiveStation(t *testing.T) {
+	ni, err := winapi.NonInteractive()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !ni {
+		t.Skip("this session has an interactive window station; run from a service or an OpenSSH session to exercise agentbox's own station end to end (internal/windows/winapi TestOwnStation covers the calls)")
+	}
+	pol, _ := testPolicy(t, policy.WorkspaceWrite)
+	c := Command(pol, exe(t))
+	c.Env = helperEnv("user32")
+	if out, err := c.CombinedOutput(); err != nil || !strings.Contains(string(out), "user32 ok") {
+		t.Errorf("USER32 in a sandboxed child without an interactive station: %v: %s", err, out)
+	}
+}

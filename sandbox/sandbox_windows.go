@@ -314,6 +314,14 @@ func doctor(pol *policy.Policy) *Report {
 		}
 		self.Close()
 	}
+	if ni, err := winapi.NonInteractive(); err != nil {
+		add("window station", false, err.Error())
+		r.CanSandbox = false
+	} else if ni {
+		add("window station", true, "not interactive (a service, an OpenSSH session or session 0): each run gets a window station and desktop of agentbox's own")
+	} else {
+		add("window station", true, "interactive; each run gets a private desktop on it")
+	}
 	if j, err := winapi.NewJob(); err != nil {
 		add("job object", false, err.Error())
 		r.CanSandbox = false

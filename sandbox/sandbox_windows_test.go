@@ -94,6 +94,13 @@ func helper(name string, args []string) int {
 			return 1
 		}
 		return 0
+	case "user32": // load USER32, which fails (0xC0000142) without a usable window station
+		if err := windows.NewLazySystemDLL("user32.dll").Load(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		fmt.Println("user32 ok")
+		return 0
 	case "integrity": // print the process token's integrity RID
 		rid, err := winapi.Integrity(windows.GetCurrentProcessToken())
 		if err != nil {

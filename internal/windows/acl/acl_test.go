@@ -425,3 +425,19 @@ func TestRevokeUserGuards(t *testing.T) {
 		t.Errorf("DACL after revoke = %s, want %s", got, want)
 	}
 }
+
+func TestStationDACL(t *testing.T) {
+	got := StationDACL(logonSID, "S-1-5-21-1-2-3-4")
+	d, err := ParseDACL(got)
+	if err != nil || !d.Protected() || len(d.ACEs) != 2 {
+		t.Fatalf("%s: %+v, %v", got, d, err)
+	}
+	for i, sid := range []string{logonSID, "S-1-5-21-1-2-3-4"} {
+		if a := d.ACEs[i].Parsed; a.Deny || a.SID != sid || a.Mask != StationAllAccess {
+			t.Errorf("ACE %d = %+v", i, a)
+		}
+	}
+	if l, ok := ParseLabel(got); !ok || l.Level != LowIL {
+		t.Errorf("station label %+v, %v: the Low command could not connect", l, ok)
+	}
+}

@@ -236,6 +236,26 @@ const DesktopAllAccess = 0x000F01FF
 // integrity and opens the desktop for writing (creating windows) at
 // start-up; an unlabelled desktop would be Medium and refuse it. Other Low
 // processes still need the logon SID in the DACL to open it.
-func DesktopDACL(logonSID string) string {
-	return "D:P" + ACE{Mask: DesktopAllAccess, SID: logonSID}.SDDL() + "S:" + Label{Level: LowIL, Policy: NoWriteUp}.SDDL()
+func DesktopDACL(logonSID string, more ...string) string {
+	return userObjectSD(DesktopAllAccess, append([]string{logonSID}, more...))
+}
+
+// StationAllAccess is WINSTA_ALL_ACCESS (0x37F) plus the standard rights.
+const StationAllAccess = 0x000F037F
+
+// StationDACL is the SDDL of the window station agentbox creates when its
+// own is not interactive (a service, an OpenSSH session, session 0): there
+// the station's DACL does not let the command (or agentbox-runner, a new
+// logon) connect, and every process that loads USER32 dies with
+// STATUS_DLL_INIT_FAILED (0xC0000142). Protected, granting only sids,
+// labelled Low like the desktop.
+func StationDACL(sids ...string) string { return userObjectSD(StationAllAccess, sids) }
+
+func userObjectSD(mask uint32, sids []string) string {
+	var b strings.Builder
+	b.WriteString("D:P")
+	for _, s := range sids {
+		b.WriteString(ACE{Mask: mask, SID: s}.SDDL())
+	}
+	return b.String() + "S:" + Label{Level: LowIL, Policy: NoWriteUp}.SDDL()
 }

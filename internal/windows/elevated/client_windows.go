@@ -15,6 +15,7 @@ import (
 
 	"github.com/agentbox/agentbox/internal/windows/ipc"
 	"github.com/agentbox/agentbox/internal/windows/setup"
+	"github.com/agentbox/agentbox/internal/windows/winapi"
 	"github.com/agentbox/agentbox/internal/windows/winenv"
 )
 
@@ -66,10 +67,52 @@ func Start(ctx context.Context, s Spec) (*Process, error) {
 	if err != nil {
 		return nil, &StartError{Code: ExitSandboxFailure, Err: err}
 	}
-	launch := func(args []string, dir string) (windows.Handle, uint32, error) {
-		return logonLaunch(login, args, dir)
+	// Without an interactive window station (a service, an OpenSSH
+	// session, session 0) the runner, a new logon, could not connect to
+	// ours and would die initialising USER32 (0xC0000142): give it a
+	// station and desktop of our making, granted to us and the sandbox
+	// group, for as long as it runs.
+	var desk *winapi.Desktop
+	if ni, err := winapi.NonInteractive(); err != nil {
+		return nil, &StartError{Code: ExitSandboxFailure, Err: fmt.Errorf("window station: %w", err)}
+	} else if ni {
+		if desk, err = runnerDesktop(login.GroupSID); err != nil {
+			return nil, &StartError{Code: ExitSandboxFailure, Err: fmt.Errorf(
+				"this session has no interactive window station (a service, an OpenSSH session or a scheduled task) and agentbox could not create one for agentbox-runner: %w; "+
+					"run agentbox from an interactive desktop session, or use the unelevated mode", err)}
+		}
 	}
-	return start(ctx, s, login.SID, launch)
+	launch := func(args []string, dir string) (windows.Handle, uint32, error) {
+		name := ""
+		if desk != nil {
+			name = desk.Name
+		}
+		return logonLaunch(login, args, dir, name)
+	}
+	p, err := start(ctx, s, login.SID, launch)
+	if err != nil {
+		desk.Close()
+		return nil, err
+	}
+	if desk != nil {
+		go func() { <-p.done; desk.Close() }()
+	}
+	return p, nil
+}
+
+// runnerDesktop is a window station and desktop granted to this process's
+// logon SID and the sandbox group.
+func runnerDesktop(groupSID string) (*winapi.Desktop, error) {
+	self, err := winapi.OpenSelfToken()
+	if err != nil {
+		return nil, err
+	}
+	defer self.Close()
+	logon, err := winapi.LogonSID(self)
+	if err != nil {
+		return nil, err
+	}
+	return winapi.NewDesktop(logon, groupSID)
 }
 
 func start(ctx context.Context, s Spec, userSID string, launch launcher) (*Process, error) {
@@ -302,7 +345,7 @@ const (
 // loads the user's profile so tools find a home and %TEMP%. The
 // environment is the sandbox user's own (env nil); the command's
 // environment travels in the spawn frame instead.
-func logonLaunch(login *setup.Login, args []string, dir string) (windows.Handle, uint32, error) {
+func logonLaunch(login *setup.Login, args []string, dir, desktop string) (windows.Handle, uint32, error) {
 	user, err := windows.UTF16PtrFromString(login.User)
 	if err != nil {
 		return 0, 0, err
@@ -332,6 +375,11 @@ func logonLaunch(login *setup.Login, args []string, dir string) (windows.Handle,
 	}
 	how := runnerLaunch()
 	si := windows.StartupInfo{Cb: uint32(unsafe.Sizeof(windows.StartupInfo{})), Flags: how.StartupFlags, ShowWindow: how.ShowWindow}
+	if desktop != "" {
+		if si.Desktop, err = windows.UTF16PtrFromString(desktop); err != nil {
+			return 0, 0, err
+		}
+	}
 	var pi windows.ProcessInformation
 	// No error dialogs from the runner (it has no desktop to show them on).
 	old := windows.SetErrorMode(windows.SEM_FAILCRITICALERRORS | windows.SEM_NOGPFAULTERRORBOX)

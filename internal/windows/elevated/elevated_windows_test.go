@@ -353,7 +353,7 @@ func TestWritesConfined(t *testing.T) {
 func TestLogonLaunchCallSequence(t *testing.T) {
 	exe, _ := os.Executable()
 	login := &setup.Login{User: "AgentboxNoSuchUser", Password: "x", Runner: exe}
-	h, _, err := logonLaunch(login, RunnerArgs(`\\.\pipe\agentbox-none`, 1), "")
+	h, _, err := logonLaunch(login, RunnerArgs(`\\.\pipe\agentbox-none`, 1), "", "")
 	if err == nil {
 		windows.TerminateProcess(h, 1)
 		windows.CloseHandle(h)

@@ -19,3 +19,14 @@ func TestPlanJob(t *testing.T) {
 		t.Errorf("nested report %q does not say which limits held", s)
 	}
 }
+
+// Session 0, services, OpenSSH: no interactive station, so agentbox must
+// make one the command can connect to.
+func TestNeedOwnStation(t *testing.T) {
+	if NeedOwnStation(_WSF_VISIBLE) {
+		t.Error("interactive WinSta0 needs no station of our own")
+	}
+	if !NeedOwnStation(0) {
+		t.Error("a non-interactive station (service, OpenSSH) is used as is: USER32 children die with 0xC0000142")
+	}
+}

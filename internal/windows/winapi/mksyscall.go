@@ -16,3 +16,6 @@ package winapi
 //sys closeDesktop(h windows.Handle) (err error) = user32.CloseDesktop
 //sys getProcessWindowStation() (h windows.Handle, err error) [failretval==0] = user32.GetProcessWindowStation
 //sys getUserObjectInformation(obj windows.Handle, index int32, info *uint16, length uint32, needed *uint32) (err error) = user32.GetUserObjectInformationW
+//sys createWindowStation(name *uint16, flags uint32, access uint32, sa *windows.SecurityAttributes) (h windows.Handle, err error) [failretval==0] = user32.CreateWindowStationW
+//sys closeWindowStation(h windows.Handle) (err error) = user32.CloseWindowStation
+//sys setProcessWindowStation(h windows.Handle) (err error) = user32.SetProcessWindowStation

@@ -374,3 +374,54 @@ func TestNestedJob(t *testing.T) {
 		t.Errorf("nested sandbox job: %q, want the child's code 7, nested, no UI limits", got)
 	}
 }
+
+// The path taken without an interactive window station: a station and
+// desktop of agentbox's own, and a restricted child that starts on them
+// (it would die with 0xC0000142 on a station it cannot connect to).
+func TestOwnStation(t *testing.T) {
+	self, err := OpenSelfToken()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer self.Close()
+	logon, err := LogonSID(self)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws, err := getProcessWindowStation()
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, _ := objectName(ws)
+	d, err := newOwnStation(ws, []string{logon.String()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	if !d.OwnStation() || !strings.HasPrefix(d.Name, "agentbox-") || !strings.Contains(d.Name, `\agentbox-`) {
+		t.Errorf("own station desktop %q", d.Name)
+	}
+	if after, _ := objectName(ws); after != before {
+		t.Errorf("process window station changed from %q to %q", before, after)
+	}
+	tok, _ := restricted(t)
+	exe, _ := os.Executable()
+	block, _ := winenv.Block(append(os.Environ(), "AGENTBOX_WINAPI_HELPER=echo"), os.Getenv("SYSTEMROOT"))
+	cl, _ := winenv.Build(exe, []string{exe, "5"}, "")
+	job, err := NewJob()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer job.Close()
+	nul, _ := os.Open(os.DevNull)
+	defer nul.Close()
+	p, err := Spawn(Spec{Token: tok, App: cl.App, CmdLine: cl.Line, Env: block, Job: job, Desktop: d.Name,
+		Stdin: windows.Handle(nul.Fd()), Stdout: windows.Handle(nul.Fd()), Stderr: windows.Handle(nul.Fd())})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	if code, err := p.Wait(); err != nil || code != 5 {
+		t.Errorf("child on the own station: exit %#x, %v; want 5", code, err)
+	}
+}

@@ -45,9 +45,12 @@ var (
 	procCreateRestrictedToken     = modadvapi32.NewProc("CreateRestrictedToken")
 	procIsProcessInJob            = modkernel32.NewProc("IsProcessInJob")
 	procCloseDesktop              = moduser32.NewProc("CloseDesktop")
+	procCloseWindowStation        = moduser32.NewProc("CloseWindowStation")
 	procCreateDesktopW            = moduser32.NewProc("CreateDesktopW")
+	procCreateWindowStationW      = moduser32.NewProc("CreateWindowStationW")
 	procGetProcessWindowStation   = moduser32.NewProc("GetProcessWindowStation")
 	procGetUserObjectInformationW = moduser32.NewProc("GetUserObjectInformationW")
+	procSetProcessWindowStation   = moduser32.NewProc("SetProcessWindowStation")
 )
 
 func createRestrictedToken(existing windows.Token, flags uint32, disableSidCount uint32, sidsToDisable *windows.SIDAndAttributes, deletePrivilegeCount uint32, privilegesToDelete *windows.LUIDAndAttributes, restrictedSidCount uint32, sidsToRestrict *windows.SIDAndAttributes, newToken *windows.Token) (err error) {
@@ -74,8 +77,25 @@ func closeDesktop(h windows.Handle) (err error) {
 	return
 }
 
+func closeWindowStation(h windows.Handle) (err error) {
+	r1, _, e1 := syscall.SyscallN(procCloseWindowStation.Addr(), uintptr(h))
+	if uint32(r1) == 0 {
+		err = errnoErr(e1)
+	}
+	return
+}
+
 func createDesktop(name *uint16, device *uint16, devmode uintptr, flags uint32, access uint32, sa *windows.SecurityAttributes) (h windows.Handle, err error) {
 	r0, _, e1 := syscall.SyscallN(procCreateDesktopW.Addr(), uintptr(unsafe.Pointer(name)), uintptr(unsafe.Pointer(device)), uintptr(devmode), uintptr(flags), uintptr(access), uintptr(unsafe.Pointer(sa)))
+	h = windows.Handle(r0)
+	if h == 0 {
+		err = errnoErr(e1)
+	}
+	return
+}
+
+func createWindowStation(name *uint16, flags uint32, access uint32, sa *windows.SecurityAttributes) (h windows.Handle, err error) {
+	r0, _, e1 := syscall.SyscallN(procCreateWindowStationW.Addr(), uintptr(unsafe.Pointer(name)), uintptr(flags), uintptr(access), uintptr(unsafe.Pointer(sa)))
 	h = windows.Handle(r0)
 	if h == 0 {
 		err = errnoErr(e1)
@@ -94,6 +114,14 @@ func getProcessWindowStation() (h windows.Handle, err error) {
 
 func getUserObjectInformation(obj windows.Handle, index int32, info *uint16, length uint32, needed *uint32) (err error) {
 	r1, _, e1 := syscall.SyscallN(procGetUserObjectInformationW.Addr(), uintptr(obj), uintptr(index), uintptr(unsafe.Pointer(info)), uintptr(length), uintptr(unsafe.Pointer(needed)))
+	if uint32(r1) == 0 {
+		err = errnoErr(e1)
+	}
+	return
+}
+
+func setProcessWindowStation(h windows.Handle) (err error) {
+	r1, _, e1 := syscall.SyscallN(procSetProcessWindowStation.Addr(), uintptr(h))
 	if uint32(r1) == 0 {
 		err = errnoErr(e1)
 	}
