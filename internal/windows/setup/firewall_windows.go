@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"time"
 )
 
 // powershell runs script with Windows PowerShell by absolute path (never
@@ -116,7 +117,33 @@ func removeFirewall(ctx context.Context) ([]string, error) {
 // local rules not ignored by group policy. Its errors wrap ErrFirewall,
 // also when the profiles cannot be read: elevated mode then neither
 // claims nor runs an enforced offline command.
+//
+// The PowerShell check runs only when the firewall's cheap-to-read state
+// (fwcache.go) changed since the last check that passed, or that check is
+// older than FirewallCacheMaxAge; a stopped firewall service fails at once.
 func CheckFirewall(ctx context.Context) error {
+	running, vals, err := firewallState()
+	if err != nil {
+		// Cannot tell whether anything changed: check the slow way.
+		return checkFirewallActive(ctx)
+	}
+	if !running {
+		return fmt.Errorf("%w: the Windows Defender Firewall service (mpssvc) is not running (start it: `Start-Service mpssvc` as administrator)", ErrFirewall)
+	}
+	fp := FirewallFingerprint(running, vals)
+	now := time.Now()
+	if loadFirewallCache().Fresh(fp, now) {
+		return nil
+	}
+	if err := checkFirewallActive(ctx); err != nil {
+		return err
+	}
+	saveFirewallCache(fp, now)
+	return nil
+}
+
+// checkFirewallActive reads the active policy store through PowerShell.
+func checkFirewallActive(ctx context.Context) error {
 	out, err := powershell(ctx, PSProfiles)
 	if err != nil {
 		return fmt.Errorf("%w: cannot read the firewall profiles: %v", ErrFirewall, err)
