@@ -114,27 +114,39 @@ func PlanReadGrants(profile string, roots []string, list func(dir string) ([]str
 // aliases and full forms). A root readable by one of them needs no ACE.
 var readerSIDs = []string{"WD", "S-1-1-0", "AU", "S-1-5-11", "BU", "S-1-5-32-545"}
 
-// Readable reports whether d already lets the sandbox group read g: an
-// allow ACE (explicit or inherited) for the group or one of the broad
-// reader groups with all of read+execute, inheriting to files and folders
-// when g covers a tree. This is the check that makes a second setup run
-// (or a system root like C:\Windows) cost one DACL read and no tree walk.
+// Readable reports whether d already lets the sandbox group read g:
+// allow ACEs (explicit or inherited) for the group or one of the broad
+// reader groups with all of read+execute on the object itself and, when g
+// covers a tree, inheriting to both files and folders at every depth.
+// Those may be one OI|CI ACE or several: Windows' own directories split
+// them, e.g. C:\Windows has (A;;0x1200a9;;;BU) for itself and
+// (A;OICIIO;GXGR;;;BU) for everything below, and a setup that missed that
+// tried to rewrite DACLs it may not touch. This is the check that makes a
+// second setup run (or a system root like C:\Windows) cost one DACL read
+// and no tree walk.
 func Readable(d *acl.DACL, g Grant, groupSID string) bool {
 	want := uint32(acl.FileGenericRead | acl.FileGenericExecute)
+	var self, files, dirs bool
 	for _, raw := range d.ACEs {
 		a := raw.Parsed
-		if !raw.OK || a.Deny || a.Flags&acl.InheritOnly != 0 || a.Mask&want != want {
+		if !raw.OK || a.Deny || a.Mask&want != want {
 			continue
 		}
 		if !strings.EqualFold(a.SID, groupSID) && !containsFold(readerSIDs, a.SID) {
 			continue
 		}
-		if g.Inherit && a.Flags&(acl.ObjectInherit|acl.ContainerInherit) != acl.ObjectInherit|acl.ContainerInherit {
-			continue
+		if a.Flags&acl.InheritOnly == 0 {
+			self = true
 		}
-		return true
+		if a.Flags&acl.NoPropagate == 0 {
+			files = files || a.Flags&acl.ObjectInherit != 0
+			dirs = dirs || a.Flags&acl.ContainerInherit != 0
+		}
 	}
-	return false
+	if !g.Inherit {
+		return self
+	}
+	return self && files && dirs
 }
 
 func containsFold(list []string, s string) bool {

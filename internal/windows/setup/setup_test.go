@@ -304,6 +304,14 @@ func TestReadable(t *testing.T) {
 		{"D:(A;;0x1200a9;;;" + group + ")(A;OICI;FA;;;SY)", false, true},
 		// Inherit-only and partial masks do not count.
 		{"D:(A;OICIIO;0x1200a9;;;BU)(A;OICI;FR;;;WD)", false, false},
+		// C:\Windows on Windows 10/11: the Users grant is split into one
+		// ACE for the directory and an inherit-only one for the tree.
+		{"D:PAI(A;OICIIO;GA;;;CO)(A;OICIIO;GA;;;SY)(A;;0x1301bf;;;SY)(A;OICIIO;GA;;;BA)(A;;0x1301bf;;;BA)(A;OICIIO;GXGR;;;BU)(A;;0x1200a9;;;BU)(A;CIIO;GA;;;S-1-5-80-956008885-3418522649-1831038044-1853292631-2271478464)(A;;FA;;;S-1-5-80-956008885-3418522649-1831038044-1853292631-2271478464)", true, true},
+		// Split by object type (OI and CI apart) still covers the tree.
+		{"D:(A;;0x1200a9;;;AU)(A;OIIO;GXGR;;;AU)(A;CIIO;GXGR;;;BU)", true, true},
+		// Files only, or the immediate children only, is not the tree.
+		{"D:(A;;0x1200a9;;;BU)(A;OIIO;GXGR;;;BU)", false, true},
+		{"D:(A;;0x1200a9;;;BU)(A;OICINPIO;GXGR;;;BU)", false, true},
 	} {
 		d, err := acl.ParseDACL(tc.sddl)
 		if err != nil {
