@@ -1,12 +1,13 @@
 package ipc
 
 import (
-	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+
+	"github.com/agentbox/agentbox/internal/windows/strictjson"
 )
 
 // Version is the protocol version every frame carries. A peer that sees
@@ -131,9 +132,7 @@ func (f *Frame) Decode(v any) error {
 	if len(f.Payload) == 0 {
 		return fmt.Errorf("ipc: %s frame has no payload", f.Type)
 	}
-	d := json.NewDecoder(bytes.NewReader(f.Payload))
-	d.DisallowUnknownFields()
-	if err := d.Decode(v); err != nil {
+	if err := strictjson.Unmarshal(f.Payload, v); err != nil {
 		return fmt.Errorf("ipc: decoding %s payload: %w", f.Type, err)
 	}
 	return nil
@@ -191,13 +190,8 @@ func ReadFrame(r io.Reader) (*Frame, error) {
 
 func parseFrame(body []byte) (*Frame, error) {
 	var f Frame
-	d := json.NewDecoder(bytes.NewReader(body))
-	d.DisallowUnknownFields()
-	if err := d.Decode(&f); err != nil {
+	if err := strictjson.Unmarshal(body, &f); err != nil {
 		return nil, fmt.Errorf("ipc: bad frame: %w", err)
-	}
-	if d.More() {
-		return nil, errors.New("ipc: bad frame: trailing data")
 	}
 	if f.Version != Version {
 		return nil, fmt.Errorf("ipc: frame version %d, want %d (stale agentbox-runner?)", f.Version, Version)

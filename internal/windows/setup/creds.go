@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+
+	"github.com/agentbox/agentbox/internal/windows/strictjson"
 )
 
 // CredsVersion is the credentials file format.
@@ -30,9 +32,7 @@ type Creds struct {
 // ParseCreds decodes the credentials file strictly.
 func ParseCreds(b []byte) (*Creds, error) {
 	var c Creds
-	d := json.NewDecoder(bytes.NewReader(b))
-	d.DisallowUnknownFields()
-	if err := d.Decode(&c); err != nil {
+	if err := strictjson.Unmarshal(b, &c); err != nil {
 		return nil, fmt.Errorf("credentials file: %w", err)
 	}
 	if c.Version != CredsVersion {

@@ -1,11 +1,12 @@
 package setup
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/agentbox/agentbox/internal/windows/strictjson"
 
 	"github.com/agentbox/agentbox/internal/windows/acl"
 )
@@ -165,9 +166,7 @@ type Grants struct {
 // ParseGrants decodes the grants file.
 func ParseGrants(b []byte) (*Grants, error) {
 	var g Grants
-	d := json.NewDecoder(bytes.NewReader(b))
-	d.DisallowUnknownFields()
-	if err := d.Decode(&g); err != nil {
+	if err := strictjson.Unmarshal(b, &g); err != nil {
 		return nil, fmt.Errorf("grants file: %w", err)
 	}
 	return &g, nil

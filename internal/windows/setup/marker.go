@@ -1,11 +1,12 @@
 package setup
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"slices"
 	"time"
+
+	"github.com/agentbox/agentbox/internal/windows/strictjson"
 )
 
 // Marker records a completed setup. agentbox reads it before every
@@ -28,9 +29,7 @@ type Marker struct {
 // ParseMarker decodes a marker file strictly.
 func ParseMarker(b []byte) (*Marker, error) {
 	var m Marker
-	d := json.NewDecoder(bytes.NewReader(b))
-	d.DisallowUnknownFields()
-	if err := d.Decode(&m); err != nil {
+	if err := strictjson.Unmarshal(b, &m); err != nil {
 		return nil, fmt.Errorf("setup marker: %w", err)
 	}
 	return &m, nil

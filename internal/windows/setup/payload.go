@@ -1,10 +1,11 @@
 package setup
 
 import (
-	"bytes"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+
+	"github.com/agentbox/agentbox/internal/windows/strictjson"
 )
 
 // PayloadVersion is the version of the request agentbox hands the elevated
@@ -65,9 +66,7 @@ func DecodePayload(s string) (*Payload, error) {
 		return nil, fmt.Errorf("setup payload: %w", err)
 	}
 	var p Payload
-	d := json.NewDecoder(bytes.NewReader(b))
-	d.DisallowUnknownFields()
-	if err := d.Decode(&p); err != nil {
+	if err := strictjson.Unmarshal(b, &p); err != nil {
 		return nil, fmt.Errorf("setup payload: %w", err)
 	}
 	if p.Version != PayloadVersion {
