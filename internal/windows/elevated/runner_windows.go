@@ -69,41 +69,11 @@ func (r *runner) run() (uint32, error) {
 		return 0, &ipc.Error{Code: ipc.CodeProtocol, Message: err.Error()}
 	}
 
-	// The restricted token comes from our own token: we already are the
-	// sandbox user in a fresh logon session, so its logon SID is ours
-	// alone. This is why the runner exists: agentbox, as the real user,
-	// cannot start a process under another user's restricted token.
-	self, err := winapi.OpenSelfToken()
-	if err != nil {
-		return 0, &ipc.Error{Code: ipc.CodeToken, Message: err.Error()}
-	}
-	defer self.Close()
-	tok, err := winapi.RestrictedToken(self, req.SIDs...)
-	if err != nil {
-		return 0, &ipc.Error{Code: ipc.CodeToken, Message: err.Error()}
-	}
-	defer tok.Close()
-
-	// A private desktop only our logon SID (a restricting SID of the
-	// child's token) may open: the child shares no desktop with the
-	// user's windows.
-	logon, err := winapi.LogonSID(self)
-	if err != nil {
-		return 0, &ipc.Error{Code: ipc.CodeToken, Message: "private desktop: " + err.Error()}
-	}
-	desk, err := winapi.NewDesktop(logon)
-	if err != nil {
-		return 0, fmt.Errorf("private desktop: %w", err)
-	}
-	defer desk.Close()
-
-	job, err := winapi.NewJob()
-	if err != nil {
-		return 0, err
-	}
-	// Closing the job (also when this process dies) kills the tree.
-	defer job.Close()
-
+	// The restricted token comes from our own token (in SpawnConfined):
+	// we already are the sandbox user in a fresh logon session, so its
+	// logon SID is ours alone. This is why the runner exists: agentbox, as
+	// the real user, cannot start a process under another user's
+	// restricted token.
 	line := winenv.CommandLine{App: req.Path, Line: req.CmdLine}
 	if line.Line == "" {
 		comspec, _ := winenv.Get(req.Env, "ComSpec")
@@ -144,10 +114,9 @@ func (r *runner) run() (uint32, error) {
 		outW.Close()
 		return 0, err
 	}
-	proc, err := winapi.Spawn(winapi.Spec{
-		Token: tok, App: line.App, CmdLine: line.Line, Env: env, Dir: req.Dir,
-		Stdin: stdinR, Stdout: windows.Handle(outW.Fd()), Stderr: windows.Handle(errW.Fd()), Job: job,
-		Desktop: desk.Name,
+	sbx, err := winapi.SpawnConfined(winapi.Confined{
+		SIDs: req.SIDs, App: line.App, CmdLine: line.Line, Env: env, Dir: req.Dir,
+		Stdin: stdinR, Stdout: windows.Handle(outW.Fd()), Stderr: windows.Handle(errW.Fd()),
 	})
 	// Our copies of the child's ends must go, or the output pumps never
 	// see EOF.
@@ -159,9 +128,18 @@ func (r *runner) run() (uint32, error) {
 		if stdinW != nil {
 			stdinW.Close()
 		}
+		var ce *winapi.ConfineError
+		switch {
+		case errors.As(err, &ce) && ce.Stage == "token":
+			return 0, &ipc.Error{Code: ipc.CodeToken, Message: err.Error()}
+		case errors.As(err, &ce) && ce.Stage != "spawn":
+			return 0, err // the desktop or the job
+		}
 		return 0, spawnError(err)
 	}
-	defer proc.Close()
+	// Closing the job (also when this process dies) kills the tree.
+	defer sbx.Close()
+	proc, job := sbx.Process, sbx.Job
 	if err := r.send(ipc.TypeReady, ipc.Ready{PID: proc.Pid, Job: job.Limits.String(), UI: job.Limits.UI}); err != nil {
 		job.Terminate(ExitSandboxFailure)
 		return 0, err

@@ -196,57 +196,39 @@ func (sb *Sandbox) Start(pol *policy.Policy, s Spec) (*Proc, error) {
 	if err != nil {
 		return nil, err
 	}
-	var tok windows.Token
-	var desk *winapi.Desktop
-	if pol.Mode != policy.DangerFullAccess {
-		self, err := winapi.OpenSelfToken()
+	if pol.Mode == policy.DangerFullAccess {
+		// No sandbox: the caller's own token, console and desktop, but
+		// still a kill-on-close job so the tree dies with the command.
+		job, err := winapi.NewJob()
 		if err != nil {
 			return nil, err
 		}
-		defer self.Close()
-		sids, err := sb.RunSIDs(pol)
+		p, err := winapi.Spawn(winapi.Spec{
+			App: cl.App, CmdLine: cl.Line, Env: block, Dir: s.Dir,
+			Stdin: s.Stdin, Stdout: s.Stdout, Stderr: s.Stderr, Job: job,
+		})
 		if err != nil {
+			job.Close()
 			return nil, err
 		}
-		if tok, err = winapi.RestrictedToken(self, sids...); err != nil {
-			return nil, err
-		}
-		defer tok.Close()
-		// Low integrity: the mandatory check confines deletes and
-		// renames to the Low-labelled writable roots, which the
-		// restricted pass alone does not (acl.IntegrityPlan).
-		if err := winapi.SetIntegrity(tok, acl.LowIL); err != nil && !winapi.IsWine() {
-			return nil, err // Wine only may lack it; it enforces nothing either
-		}
-		// A private desktop granted to the user's logon SID (a restricting
-		// SID of the token, so the child passes both access checks).
-		logon, err := winapi.LogonSID(self)
-		if err != nil {
-			return nil, fmt.Errorf("private desktop: %w", err)
-		}
-		if desk, err = winapi.NewDesktop(logon); err != nil {
-			return nil, fmt.Errorf("private desktop: %w", err)
-		}
+		return &Proc{p: p, job: job}, nil
 	}
-	job, err := winapi.NewJob()
+	sids, err := sb.RunSIDs(pol)
 	if err != nil {
-		desk.Close()
 		return nil, err
 	}
-	spec := winapi.Spec{
-		Token: tok, App: cl.App, CmdLine: cl.Line, Env: block, Dir: s.Dir,
-		Stdin: s.Stdin, Stdout: s.Stdout, Stderr: s.Stderr, Job: job,
-	}
-	if desk != nil {
-		spec.Desktop = desk.Name
-	}
-	p, err := winapi.Spawn(spec)
+	// Low integrity: the mandatory check confines deletes and renames to
+	// the Low-labelled writable roots, which the restricted pass alone
+	// does not (acl.IntegrityPlan).
+	c, err := winapi.SpawnConfined(winapi.Confined{
+		SIDs: sids, Integrity: acl.LowIL,
+		App: cl.App, CmdLine: cl.Line, Env: block, Dir: s.Dir,
+		Stdin: s.Stdin, Stdout: s.Stdout, Stderr: s.Stderr,
+	})
 	if err != nil {
-		job.Close()
-		desk.Close()
 		return nil, err
 	}
-	return &Proc{p: p, job: job, desk: desk}, nil
+	return &Proc{p: c.Process, job: c.Job, desk: c.Desktop}, nil
 }
 
 // Resolve finds the program path names: a bare name is looked up in env's
