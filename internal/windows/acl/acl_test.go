@@ -441,3 +441,19 @@ func TestStationDACL(t *testing.T) {
 		t.Errorf("station label %+v, %v: the Low command could not connect", l, ok)
 	}
 }
+
+func TestLongPath(t *testing.T) {
+	long := `C:\` + strings.Repeat(`d\`, 130) + "f"
+	for in, want := range map[string]string{
+		`C:\short`:                             `C:\short`,
+		long:                                   `\\?\` + long,
+		strings.ReplaceAll(long, `\`, "/"):     `\\?\` + long,
+		`\\?\` + long:                          `\\?\` + long,
+		`\\server\share\` + long[3:]:           `\\?\UNC\server\share\` + long[3:],
+		`relative\` + strings.Repeat("x", 300): `relative\` + strings.Repeat("x", 300),
+	} {
+		if got := LongPath(in); got != want {
+			t.Errorf("LongPath(%.40q...) = %.60q..., want %.60q...", in, got, want)
+		}
+	}
+}

@@ -60,3 +60,30 @@ func Join(dir, name string) string {
 	}
 	return dir + `\` + name
 }
+
+// longPathLimit is where agentbox switches to \\?\ paths: MAX_PATH (260)
+// less the 12 characters a directory name must leave for an 8.3 file name
+// (the limit CreateDirectory documents), so every path that might be too
+// long for the ANSI-era limit gets the prefix.
+const longPathLimit = 248
+
+// LongPath returns p in the \\?\ form the Win32 security and file calls
+// need beyond MAX_PATH ("Maximum Path Length Limitation"): C:\x becomes
+// \\?\C:\x and \\server\share\x becomes \\?\UNC\server\share\x. Shorter
+// paths, relative paths and paths already in a \\?\ or \\.\ form are
+// returned as they are. The prefix turns off Windows' own normalisation,
+// so p is cleaned here ('/' to '\') and must not contain . or ..
+// components (policy paths are absolute and clean).
+func LongPath(p string) string {
+	if len(p) < longPathLimit || strings.HasPrefix(p, `\\?\`) || strings.HasPrefix(p, `\\.\`) {
+		return p
+	}
+	c := strings.ReplaceAll(p, "/", `\`)
+	switch {
+	case len(c) >= 3 && c[1] == ':' && c[2] == '\\':
+		return `\\?\` + c
+	case strings.HasPrefix(c, `\\`):
+		return `\\?\UNC\` + c[2:]
+	}
+	return p
+}

@@ -13,12 +13,13 @@ import (
 
 // FileStore reads and writes file and directory DACLs as SDDL; it is the
 // acl.Store (and acl.LinkStore: link objects by handle) the sandbox
-// applies its plan through.
+// applies its plan through. Paths beyond MAX_PATH are passed in their
+// \\?\ form (acl.LongPath): unlike package os, these calls do not add it.
 type FileStore struct{}
 
 // GetDACL returns path's DACL ("D:...").
 func (FileStore) GetDACL(path string) (string, error) {
-	sd, err := windows.GetNamedSecurityInfo(path, windows.SE_FILE_OBJECT, windows.DACL_SECURITY_INFORMATION)
+	sd, err := windows.GetNamedSecurityInfo(acl.LongPath(path), windows.SE_FILE_OBJECT, windows.DACL_SECURITY_INFORMATION)
 	if err != nil {
 		if errors.Is(err, windows.ERROR_FILE_NOT_FOUND) || errors.Is(err, windows.ERROR_PATH_NOT_FOUND) {
 			return "", &fs.PathError{Op: "GetNamedSecurityInfo", Path: path, Err: fs.ErrNotExist}
@@ -36,7 +37,7 @@ func (FileStore) SetDACL(path, sddl string, protected bool) error {
 	if err != nil {
 		return err
 	}
-	if err := windows.SetNamedSecurityInfo(path, windows.SE_FILE_OBJECT, info, nil, nil, dacl, nil); err != nil {
+	if err := windows.SetNamedSecurityInfo(acl.LongPath(path), windows.SE_FILE_OBJECT, info, nil, nil, dacl, nil); err != nil {
 		return &fs.PathError{Op: "SetNamedSecurityInfo", Path: path, Err: err}
 	}
 	return nil
@@ -49,7 +50,7 @@ func (FileStore) Mkdir(path string) error { return os.Mkdir(path, 0o755) }
 // a junction or another name surrogate); GetFileAttributes does not follow
 // it.
 func (FileStore) IsLink(path string) (bool, error) {
-	p, err := windows.UTF16PtrFromString(path)
+	p, err := windows.UTF16PtrFromString(acl.LongPath(path))
 	if err != nil {
 		return false, err
 	}
@@ -67,7 +68,7 @@ func (FileStore) IsLink(path string) (bool, error) {
 // (FILE_FLAG_OPEN_REPARSE_POINT; FILE_FLAG_BACKUP_SEMANTICS lets it open
 // directories and junctions).
 func openLink(path string, access uint32) (windows.Handle, error) {
-	p, err := windows.UTF16PtrFromString(path)
+	p, err := windows.UTF16PtrFromString(acl.LongPath(path))
 	if err != nil {
 		return 0, err
 	}
@@ -136,7 +137,7 @@ func daclFromSDDL(path, sddl string, protected bool) (*windows.ACL, windows.SECU
 // GetLabel returns path's mandatory label part ("S:(ML;...)", or no ACE
 // when it has none). Reading it needs only READ_CONTROL.
 func (FileStore) GetLabel(path string) (string, error) {
-	sd, err := windows.GetNamedSecurityInfo(path, windows.SE_FILE_OBJECT, windows.LABEL_SECURITY_INFORMATION)
+	sd, err := windows.GetNamedSecurityInfo(acl.LongPath(path), windows.SE_FILE_OBJECT, windows.LABEL_SECURITY_INFORMATION)
 	if err != nil {
 		if errors.Is(err, windows.ERROR_FILE_NOT_FOUND) || errors.Is(err, windows.ERROR_PATH_NOT_FOUND) {
 			return "", &fs.PathError{Op: "GetNamedSecurityInfo(LABEL)", Path: path, Err: fs.ErrNotExist}
@@ -154,7 +155,7 @@ func (FileStore) SetLabel(path, sacl string) error {
 	if err != nil {
 		return err
 	}
-	if err := windows.SetNamedSecurityInfo(path, windows.SE_FILE_OBJECT, windows.LABEL_SECURITY_INFORMATION, nil, nil, nil, label); err != nil {
+	if err := windows.SetNamedSecurityInfo(acl.LongPath(path), windows.SE_FILE_OBJECT, windows.LABEL_SECURITY_INFORMATION, nil, nil, nil, label); err != nil {
 		return &fs.PathError{Op: "SetNamedSecurityInfo(LABEL)", Path: path, Err: err}
 	}
 	return nil

@@ -81,3 +81,42 @@ func TestFileStoreLinkObject(t *testing.T) {
 		t.Errorf("Revoke: %v", err)
 	}
 }
+
+// A writable root or protected path deeper than MAX_PATH: the security
+// calls get the \\?\ form (package os adds it for its own calls only).
+func TestFileStoreLongPath(t *testing.T) {
+	dir, err := os.MkdirTemp("", "agentbox-long")
+	if err != nil {
+		t.Fatal(err)
+	}
+	deep := dir
+	var made []string
+	for len(deep) < 300 {
+		deep = filepath.Join(deep, strings.Repeat("d", 40))
+		made = append(made, deep)
+	}
+	defer func() {
+		for i := len(made) - 1; i >= 0; i-- {
+			os.Remove(made[i])
+		}
+		os.Remove(dir)
+	}()
+	if err := os.MkdirAll(deep, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var st FileStore
+	d, err := st.GetDACL(deep)
+	if err != nil {
+		t.Fatalf("GetDACL of a %d-character path: %v", len(deep), err)
+	}
+	parsed, err := acl.ParseDACL(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.SetDACL(deep, parsed.Explicit(), false); err != nil {
+		t.Errorf("SetDACL of a %d-character path: %v", len(deep), err)
+	}
+	if is, err := st.IsLink(deep); err != nil || is {
+		t.Errorf("IsLink of a %d-character path = %v, %v", len(deep), is, err)
+	}
+}
