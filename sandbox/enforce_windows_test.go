@@ -88,8 +88,8 @@ func TestEnforceReadOnly(t *testing.T) {
 	}
 }
 
-// A second run over the same roots must find every grant in place and
-// write no DACL (no tree walk).
+// A second run over the same roots must find every grant and label in
+// place and write no DACL or label (no tree walk).
 func TestEnforceNoReapply(t *testing.T) {
 	requireEnforcement(t)
 	pol, _ := testPolicy(t, policy.WorkspaceWrite)
@@ -109,7 +109,7 @@ func prepare(pol *policy.Policy, state string) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	return len(sb.ACL.Modified), nil
+	return len(sb.ACL.Modified) + len(sb.ACL.Labeled), nil
 }
 
 // The command runs at Low integrity (the token really carries the level

@@ -232,10 +232,10 @@ const DesktopAllAccess = 0x000F01FF
 // can open the desktop, and the child cannot reach the user's desktop
 // through window messages, hooks or journal playback.
 //
-// Its label is Low (no write up): the unelevated command runs at Low
-// integrity and opens the desktop for writing (creating windows) at
-// start-up; an unlabelled desktop would be Medium and refuse it. Other Low
-// processes still need the logon SID in the DACL to open it.
+// Once created, the desktop gets UserObjectLabel: the unelevated command
+// runs at Low integrity and opens the desktop for writing (creating
+// windows) at start-up; an unlabelled desktop would be Medium and refuse
+// it. Other Low processes still need the logon SID in the DACL to open it.
 func DesktopDACL(logonSID string, more ...string) string {
 	return userObjectSD(DesktopAllAccess, append([]string{logonSID}, more...))
 }
@@ -247,8 +247,8 @@ const StationAllAccess = 0x000F037F
 // own is not interactive (a service, an OpenSSH session, session 0): there
 // the station's DACL does not let the command (or agentbox-runner, a new
 // logon) connect, and every process that loads USER32 dies with
-// STATUS_DLL_INIT_FAILED (0xC0000142). Protected, granting only sids,
-// labelled Low like the desktop.
+// STATUS_DLL_INIT_FAILED (0xC0000142). Protected, granting only sids;
+// labelled UserObjectLabel like the desktop.
 func StationDACL(sids ...string) string { return userObjectSD(StationAllAccess, sids) }
 
 func userObjectSD(mask uint32, sids []string) string {
@@ -257,5 +257,11 @@ func userObjectSD(mask uint32, sids []string) string {
 	for _, s := range sids {
 		b.WriteString(ACE{Mask: mask, SID: s}.SDDL())
 	}
-	return b.String() + "S:" + Label{Level: LowIL, Policy: NoWriteUp}.SDDL()
+	return b.String()
 }
+
+// UserObjectLabel is the label agentbox sets on the window stations and
+// desktops it creates, after creating them (SetSecurityInfo with
+// LABEL_SECURITY_INFORMATION, as Chromium's sandbox does for its
+// alternate desktop), so the Low-integrity command can use them.
+var UserObjectLabel = Label{Level: LowIL, Policy: NoWriteUp}

@@ -40,6 +40,11 @@ func Prepare(pol *policy.Policy, stateDir string) (*Sandbox, error) {
 	if err != nil {
 		return nil, err
 	}
+	if pol.Mode == policy.WorkspaceWrite {
+		if err := acl.CheckLabelRoots(pol.WritableRoots, os.Getenv("USERPROFILE")); err != nil {
+			return nil, err
+		}
+	}
 	sb, err := prepare(pol, stateDir, acl.IntegrityPlan(pol, user))
 	if err != nil {
 		return nil, err

@@ -116,7 +116,31 @@ func createPrivateDesktop(sids []string) (windows.Handle, string, error) {
 	if err != nil {
 		return 0, "", os.NewSyscallError("CreateDesktopW", err)
 	}
+	if err := setUserObjectLabel(h); err != nil {
+		closeDesktop(h)
+		return 0, "", fmt.Errorf("desktop: %w", err)
+	}
 	return h, name, nil
+}
+
+// setUserObjectLabel gives a window station or desktop agentbox created
+// acl.UserObjectLabel (Low), through the handle it was created with
+// (DESKTOP_ALL_ACCESS and WINSTA_ALL_ACCESS include WRITE_OWNER).
+func setUserObjectLabel(h windows.Handle) error {
+	sd, err := windows.SecurityDescriptorFromString(acl.UserObjectLabel.SACL())
+	if err != nil {
+		return fmt.Errorf("label: %w", err)
+	}
+	sacl, _, err := sd.SACL()
+	if err != nil {
+		return fmt.Errorf("label: %w", err)
+	}
+	err = windows.SetSecurityInfo(h, windows.SE_WINDOW_OBJECT, windows.LABEL_SECURITY_INFORMATION, nil, nil, nil, sacl)
+	runtime.KeepAlive(sd)
+	if err != nil && !IsWine() { // Wine only: it keeps no labels (and enforces none)
+		return os.NewSyscallError("SetSecurityInfo(LABEL)", err)
+	}
+	return nil
 }
 
 // newOwnStation creates a window station granted to sids and a private
@@ -141,6 +165,10 @@ func newOwnStation(cur windows.Handle, sids []string) (*Desktop, error) {
 	runtime.KeepAlive(sd)
 	if err != nil {
 		return nil, os.NewSyscallError("CreateWindowStationW", err)
+	}
+	if err := setUserObjectLabel(ws); err != nil {
+		closeWindowStation(ws)
+		return nil, fmt.Errorf("window station: %w", err)
 	}
 	stationMu.Lock()
 	defer stationMu.Unlock()
