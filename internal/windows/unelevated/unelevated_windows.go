@@ -41,7 +41,11 @@ func Prepare(pol *policy.Policy, stateDir string) (*Sandbox, error) {
 		return nil, err
 	}
 	if pol.Mode == policy.WorkspaceWrite {
-		if err := acl.CheckLabelRoots(pol.WritableRoots, os.Getenv("USERPROFILE")); err != nil {
+		profile, err := windows.GetCurrentProcessToken().GetUserProfileDirectory()
+		if err != nil {
+			profile = os.Getenv("USERPROFILE")
+		}
+		if err := acl.CheckLabelRoots(pol.WritableRoots, profile); err != nil {
 			return nil, err
 		}
 	}
