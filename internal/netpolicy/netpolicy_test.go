@@ -1,0 +1,339 @@
+package netpolicy
+
+import (
+	"net/netip"
+	"strings"
+	"testing"
+)
+
+func mustRules(t *testing.T, allowed, denied []string, local bool) *Rules {
+	t.Helper()
+	r, err := ParseRules(allowed, "allowed_domains", denied, "denied_domains", local)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// TestDecide is the policy as a table: every request form a client (or an
+// attacker) can send, and what the proxy must do with it before any look-up.
+func TestDecide(t *testing.T) {
+	r := mustRules(t, []string{
+		"allowed.com", "*.wild.com", "port.com:443", "10.1.2.3", "192.168.0.0/16",
+		"[2001:db8::1]:8443", "bücher.de", "*.github.com", "github.com",
+	}, []string{"gist.github.com", "192.168.7.0/24", "blocked.wild.com"}, false)
+	type want int
+	const (
+		deny want = iota
+		resolve
+		addr
+	)
+	cases := []struct {
+		host   string
+		port   uint16
+		want   want
+		reason string // substring of the refusal
+		shown  string // Decision.Host, when checked
+	}{
+		{"allowed.com", 443, resolve, "", "allowed.com"},
+		{"allowed.com", 80, resolve, "", ""},
+		// Suffix confusion.
+		{"allowed.com.evil.com", 443, deny, ReasonNotAllowed, ""},
+		{"evilallowed.com", 443, deny, ReasonNotAllowed, ""},
+		{"sub.allowed.com", 443, deny, ReasonNotAllowed, ""},
+		{"allowed.co", 443, deny, ReasonNotAllowed, ""},
+		// Trailing dots and case.
+		{"allowed.com.", 443, resolve, "", "allowed.com"},
+		{"ALLOWED.Com", 443, resolve, "", "allowed.com"},
+		{"allowed.com..", 443, deny, "malformed", ""},
+		{".allowed.com", 443, deny, "malformed", ""},
+		// Wildcards.
+		{"a.wild.com", 443, resolve, "", ""},
+		{"a.b.wild.com", 443, resolve, "", ""},
+		{"wild.com", 443, deny, ReasonNotAllowed, ""},
+		{"xwild.com", 443, deny, ReasonNotAllowed, ""},
+		{"blocked.wild.com", 443, deny, ReasonDenied, ""},
+		{"BLOCKED.wild.com.", 443, deny, ReasonDenied, ""},
+		// Deny wins over allow (gist.github.com is under *.github.com).
+		{"gist.github.com", 443, deny, ReasonDenied, ""},
+		{"github.com", 443, resolve, "", ""},
+		{"api.github.com", 443, resolve, "", ""},
+		// Ports.
+		{"port.com", 443, resolve, "", ""},
+		{"port.com", 80, deny, ReasonNotAllowed, ""},
+		{"port.com", 0, deny, "port 0", ""},
+		// IDNA: Unicode compared in punycode, either way round.
+		{"bücher.de", 443, resolve, "", "xn--bcher-kva.de"},
+		{"xn--bcher-kva.de", 443, resolve, "", ""},
+		{"BÜCHER.de", 443, resolve, "", "xn--bcher-kva.de"},
+		{"xn--bcher-kva.de.evil", 443, deny, ReasonNotAllowed, ""},
+		{"xn--.de", 443, deny, "malformed", ""},
+		// NUL and other bytes outside hostname syntax.
+		{"evil.com\x00.allowed.com", 443, deny, "malformed", `"evil.com\x00.allowed.com"`},
+		{"allowed.com\x00", 443, deny, "malformed", ""},
+		{"allowed.com\n", 443, deny, "malformed", ""},
+		{"allowed.com/x", 443, deny, "malformed", ""},
+		{"allowed.com:443", 443, deny, "malformed", ""},
+		{"user@allowed.com", 443, deny, "malformed", ""},
+		{"allowed .com", 443, deny, "malformed", ""},
+		{"", 443, deny, "malformed", `""`},
+		{"-a.allowed.com", 443, deny, "hyphen", ""},
+		// Bare addresses: only when listed.
+		{"10.1.2.3", 443, addr, "", "10.1.2.3"},
+		{"10.1.2.4", 443, deny, ReasonNotAllowed, ""},
+		{"192.168.1.1", 22, addr, "", ""},
+		{"192.168.7.1", 22, deny, ReasonDenied, ""},
+		{"8.8.8.8", 53, deny, ReasonNotAllowed, ""},
+		// Numeric forms are addresses, never names.
+		{"2130706433", 80, deny, ReasonNotAllowed, "127.0.0.1"},
+		{"0177.0.0.1", 80, deny, ReasonNotAllowed, "127.0.0.1"},
+		{"0x7f.1", 80, deny, ReasonNotAllowed, "127.0.0.1"},
+		{"127.1", 80, deny, ReasonNotAllowed, "127.0.0.1"},
+		{"0x0a.1.2.3", 80, addr, "", "10.1.2.3"},
+		{"012.1.2.3", 80, addr, "", "10.1.2.3"},
+		{"167838211", 80, addr, "", "10.1.2.3"},
+		{"10.1.2.3.", 80, addr, "", "10.1.2.3"},
+		{"999.1.1.1", 80, deny, "malformed numeric", ""},
+		{"1.2.3.4.5", 80, deny, "malformed numeric", ""},
+		{"allowed.com.1", 80, deny, "malformed numeric", ""},
+		{"08.1.2.3", 80, deny, "malformed numeric", ""},
+		// IPv6: brackets, zones, IPv4-mapped.
+		{"[2001:db8::1]", 8443, addr, "", "2001:db8::1"},
+		{"2001:db8::1", 8443, addr, "", ""},
+		{"2001:DB8:0::1", 8443, addr, "", "2001:db8::1"},
+		{"[2001:db8::1]", 443, deny, ReasonNotAllowed, ""},
+		{"fe80::1%eth0", 80, deny, "zone", ""},
+		{"[fe80::1%25eth0]", 80, deny, "", ""},
+		{"::ffff:10.1.2.3", 443, addr, "", "10.1.2.3"},
+		{"[::ffff:10.1.2.3]", 443, addr, "", "10.1.2.3"},
+		{"::ffff:a01:203", 443, addr, "", "10.1.2.3"},
+		{"::ffff:127.0.0.1", 443, deny, ReasonNotAllowed, "127.0.0.1"},
+		{"[10.1.2.3]", 443, deny, "malformed", ""},
+		{"[allowed.com]", 443, deny, "malformed", ""},
+		{"[::1", 443, deny, "malformed", ""},
+		{"::1::2", 443, deny, "malformed", ""},
+	}
+	for _, c := range cases {
+		d := r.Decide(c.host, c.port)
+		var got want
+		switch {
+		case !d.Allow:
+			got = deny
+		case d.Resolve():
+			got = resolve
+		default:
+			got = addr
+		}
+		if got != c.want {
+			t.Errorf("Decide(%q, %d) = %+v, want %v", c.host, c.port, d, []string{"deny", "resolve", "addr"}[c.want])
+			continue
+		}
+		if !d.Allow && !strings.Contains(d.Reason, c.reason) {
+			t.Errorf("Decide(%q, %d) reason %q, want it to contain %q", c.host, c.port, d.Reason, c.reason)
+		}
+		if !d.Allow && d.Reason == "" {
+			t.Errorf("Decide(%q, %d): refusal without a reason", c.host, c.port)
+		}
+		if c.shown != "" && d.Host != c.shown {
+			t.Errorf("Decide(%q, %d).Host = %q, want %q", c.host, c.port, d.Host, c.shown)
+		}
+	}
+}
+
+// TestEmptyRulesAllowNothing: an empty allow-list is not "allow all".
+func TestEmptyRulesAllowNothing(t *testing.T) {
+	var r Rules
+	for _, h := range []string{"example.com", "127.0.0.1", "::1", "0.0.0.0"} {
+		if d := r.Decide(h, 443); d.Allow {
+			t.Errorf("empty rules allowed %s", h)
+		}
+	}
+}
+
+func TestAdmit(t *testing.T) {
+	a := netip.MustParseAddr
+	r := mustRules(t, []string{"ok.com", "10.9.9.9", "127.0.0.5"}, []string{"203.0.113.0/24"}, false)
+	cases := []struct {
+		addrs  []string
+		ok     bool
+		reason string
+	}{
+		{[]string{"93.184.216.34"}, true, ""},
+		{[]string{"2606:2800:220:1::1"}, true, ""},
+		{[]string{"127.0.0.1"}, false, "local address 127.0.0.1"},
+		{[]string{"::1"}, false, "local"},
+		{[]string{"::ffff:127.0.0.1"}, false, "local address 127.0.0.1"},
+		{[]string{"10.0.0.1"}, false, "local"},
+		{[]string{"172.16.3.4"}, false, "local"},
+		{[]string{"192.168.1.1"}, false, "local"},
+		{[]string{"169.254.169.254"}, false, "local"},
+		{[]string{"100.64.0.1"}, false, "local"},
+		{[]string{"fd00::1"}, false, "local"},
+		{[]string{"fe80::1"}, false, "local"},
+		{[]string{"224.0.0.1"}, false, "local"},
+		{[]string{"ff02::1"}, false, "local"},
+		{[]string{"0.0.0.0"}, false, "local"},
+		{[]string{"::"}, false, "local"},
+		{[]string{"255.255.255.255"}, false, "local"},
+		{[]string{"64:ff9b::7f00:1"}, false, "local"},
+		{[]string{"2002:7f00:1::1"}, false, "local"},
+		{[]string{"::127.0.0.1"}, false, "local"},
+		// Mixed answers are refused whole (DNS rebinding).
+		{[]string{"93.184.216.34", "127.0.0.1"}, false, "local"},
+		// A listed local address is admitted.
+		{[]string{"10.9.9.9"}, true, ""},
+		{[]string{"127.0.0.5"}, true, ""},
+		// Denied ranges apply to resolved addresses too.
+		{[]string{"203.0.113.7"}, false, ReasonDenied},
+		{nil, false, "no address"},
+	}
+	for _, c := range cases {
+		var in []netip.Addr
+		for _, s := range c.addrs {
+			in = append(in, a(s))
+		}
+		out, reason := r.Admit(443, in)
+		if (reason == "") != c.ok || !strings.Contains(reason, c.reason) {
+			t.Errorf("Admit(%v) = %v, %q; want ok=%v reason~%q", c.addrs, out, reason, c.ok, c.reason)
+		}
+		if c.ok && len(out) != len(in) {
+			t.Errorf("Admit(%v) dropped addresses: %v", c.addrs, out)
+		}
+	}
+	rl := mustRules(t, []string{"ok.com"}, []string{"10.0.0.0/8"}, true)
+	if _, reason := rl.Admit(443, []netip.Addr{a("127.0.0.1")}); reason != "" {
+		t.Errorf("allow_local_binding: loopback refused: %s", reason)
+	}
+	if _, reason := rl.Admit(443, []netip.Addr{a("10.1.1.1")}); !strings.Contains(reason, ReasonDenied) {
+		t.Errorf("allow_local_binding must not override denied_domains: %q", reason)
+	}
+}
+
+func TestParsePattern(t *testing.T) {
+	good := map[string]Pattern{
+		"Example.COM.":        {Name: "example.com"},
+		"*.example.com":       {Name: "example.com", Wildcard: true},
+		"example.com:443":     {Name: "example.com", Port: 443},
+		"*.example.com:8080":  {Name: "example.com", Wildcard: true, Port: 8080},
+		"10.1.2.3":            {Prefix: netip.MustParsePrefix("10.1.2.3/32")},
+		"10.1.2.3:22":         {Prefix: netip.MustParsePrefix("10.1.2.3/32"), Port: 22},
+		"192.168.0.0/16":      {Prefix: netip.MustParsePrefix("192.168.0.0/16")},
+		"::1":                 {Prefix: netip.MustParsePrefix("::1/128")},
+		"[::1]:443":           {Prefix: netip.MustParsePrefix("::1/128"), Port: 443},
+		"2001:db8::/32":       {Prefix: netip.MustParsePrefix("2001:db8::/32")},
+		"::ffff:10.0.0.0/104": {Prefix: netip.MustParsePrefix("10.0.0.0/8")},
+		"bücher.de":           {Name: "xn--bcher-kva.de"},
+		"*.com":               {Name: "com", Wildcard: true},
+	}
+	for s, want := range good {
+		p, err := ParsePattern(s)
+		if err != nil {
+			t.Errorf("ParsePattern(%q): %v", s, err)
+			continue
+		}
+		want.Raw = s
+		if p != want {
+			t.Errorf("ParsePattern(%q) = %+v, want %+v", s, p, want)
+		}
+	}
+	bad := map[string]string{
+		"":                    "empty",
+		" example.com":        "white space",
+		"exa mple.com":        "white space",
+		"example.com\x00":     "NUL",
+		"*":                   "wildcard",
+		"**.example.com":      "wildcard",
+		"*.":                  "wildcard",
+		"*example.com":        "wildcard",
+		"a.*.example.com":     "first label",
+		"example.com:0":       "out of range",
+		"example.com:65536":   "out of range",
+		"example.com:-1":      "not a number",
+		"example.com:":        "empty port",
+		"example.com:http":    "not a number",
+		"10.0.0.1/8":          "host bits",
+		"10.0.0.0/33":         "CIDR",
+		"https://example.com": "scheme",
+		"example.com/path":    "path",
+		"example..com":        "empty label",
+		"-x.example.com":      "hyphen",
+		"127.1":               "write 127.0.0.1",
+		"0x7f000001":          "write 127.0.0.1",
+		"999.1.1.1":           "neither",
+		"fe80::1%eth0":        "zone",
+		"[example.com]:443":   "brackets",
+		"[::1]443":            "after ]",
+		"user@example.com":    "not a host",
+		"exa_mple.com:1:2":    "not a valid IPv6",
+	}
+	for s, want := range bad {
+		if _, err := ParsePattern(s); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("ParsePattern(%q) = %v, want an error containing %q", s, err, want)
+		}
+	}
+}
+
+func TestParseRulesNamesKey(t *testing.T) {
+	_, err := ParseRules([]string{"ok.com", "*"}, "--allow-domain", nil, "denied_domains", false)
+	if err == nil || !strings.HasPrefix(err.Error(), "--allow-domain: ") || !strings.Contains(err.Error(), `"*"`) {
+		t.Errorf("error should name the flag and the value: %v", err)
+	}
+	_, err = ParseRules(nil, "allowed_domains", []string{"x/y"}, "network.denied_domains in c.toml", false)
+	if err == nil || !strings.HasPrefix(err.Error(), "network.denied_domains in c.toml: ") {
+		t.Errorf("error should name the key: %v", err)
+	}
+}
+
+func TestRecorder(t *testing.T) {
+	r := NewRecorder()
+	r.Allow("a.com", 443)
+	r.Allow("a.com", 443)
+	r.Deny("evil.example", 443, ReasonNotAllowed)
+	r.Deny("b.com", 80, ReasonNotAllowed)
+	rep := r.Report()
+	if len(rep.Allowed) != 1 || rep.Allowed[0] != (Allowed{"a.com", 443, 2}) {
+		t.Errorf("allowed: %+v", rep.Allowed)
+	}
+	if len(rep.Denied) != 2 || rep.Denied[0].Host != "b.com" || rep.Denied[1].Count != 1 {
+		t.Errorf("denied: %+v", rep.Denied)
+	}
+	for i := range maxEntries + 10 {
+		r.Deny(strings.Repeat("x", i%50+1)+".com", uint16(i%60000+1), ReasonNotAllowed)
+	}
+	if n := len(r.Report().Denied); n > maxEntries+1 {
+		t.Errorf("recorder grew to %d entries", n)
+	}
+	if e := NewRecorder().Report(); e.Allowed == nil || e.Denied == nil {
+		t.Errorf("empty report has nil lists: %+v", e)
+	}
+}
+
+func TestParseIPv4Loose(t *testing.T) {
+	cases := map[string]string{
+		"0":           "0.0.0.0",
+		"4294967295":  "255.255.255.255",
+		"0xffffffff":  "255.255.255.255",
+		"1.0x10.3":    "1.16.0.3",
+		"1.2.65535":   "1.2.255.255",
+		"0x":          "0.0.0.0",
+		"4294967296":  "",
+		"1.2.65536":   "",
+		"1.256.1.1":   "",
+		"1..1":        "",
+		"0x1g":        "",
+		"09":          "",
+		"1.2.3.0x100": "",
+	}
+	for in, want := range cases {
+		a, ok := parseIPv4Loose(in)
+		if want == "" {
+			if ok {
+				t.Errorf("parseIPv4Loose(%q) = %v, want failure", in, a)
+			}
+			continue
+		}
+		if !ok || a.String() != want {
+			t.Errorf("parseIPv4Loose(%q) = %v %v, want %s", in, a, ok, want)
+		}
+	}
+}
