@@ -1,0 +1,285 @@
+// Package netproxy is agentbox's egress proxy: an HTTP proxy (absolute-URI
+// requests for plain http:// and CONNECT for everything else) and a SOCKS5
+// proxy (CONNECT only), both asking [netpolicy.Rules] about every request,
+// resolving an allowed name once, and connecting to exactly the address
+// that was checked. It runs in the agentbox process, outside the sandbox,
+// on listeners the platform backend hands it, and records every decision
+// for the run report.
+//
+// # Limitations
+//
+// The proxy does not terminate TLS: for CONNECT it sees only the requested
+// name and port, so a client that asks for an allowed name and then sends
+// another name in TLS SNI or an HTTP Host header inside the tunnel (domain
+// fronting) is not detected. SOCKS5 UDP ASSOCIATE and BIND are refused.
+package netproxy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"net/netip"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/agentbox/agentbox/internal/netpolicy"
+)
+
+// Resolver looks names up; *net.Resolver implements it.
+type Resolver interface {
+	LookupNetIP(ctx context.Context, network, host string) ([]netip.Addr, error)
+}
+
+// Config configures a [Server].
+type Config struct {
+	// Rules decide every request. Required.
+	Rules *netpolicy.Rules
+	// Recorder, when set, receives every decision.
+	Recorder *netpolicy.Recorder
+	// Resolver looks up allowed names; nil means net.DefaultResolver.
+	Resolver Resolver
+	// DialTimeout bounds each look-up and connection; 0 means 15s.
+	DialTimeout time.Duration
+	// HandshakeTimeout bounds reading a request head (HTTP) or the
+	// greeting and request (SOCKS5); 0 means 30s.
+	HandshakeTimeout time.Duration
+	// MaxConns bounds the client connections served at once; 0 means 512.
+	MaxConns int
+}
+
+// Server serves the proxy on any number of listeners until Close.
+type Server struct {
+	cfg  Config
+	http *http.Server
+	sem  chan struct{}
+
+	mu     sync.Mutex
+	closed bool
+	lns    map[net.Listener]struct{}
+	conns  map[net.Conn]struct{}
+	wg     sync.WaitGroup
+}
+
+// Refusal is the error for a request the policy refused.
+type Refusal struct {
+	Host   string
+	Port   uint16
+	Reason string
+}
+
+func (r *Refusal) Error() string {
+	return fmt.Sprintf("refused %s (%s)", net.JoinHostPort(r.Host, fmt.Sprint(r.Port)), r.Reason)
+}
+
+// New returns a server for cfg.
+func New(cfg Config) *Server {
+	if cfg.Rules == nil {
+		cfg.Rules = &netpolicy.Rules{}
+	}
+	if cfg.Recorder == nil {
+		cfg.Recorder = netpolicy.NewRecorder()
+	}
+	if cfg.Resolver == nil {
+		cfg.Resolver = net.DefaultResolver
+	}
+	if cfg.DialTimeout == 0 {
+		cfg.DialTimeout = 15 * time.Second
+	}
+	if cfg.HandshakeTimeout == 0 {
+		cfg.HandshakeTimeout = 30 * time.Second
+	}
+	if cfg.MaxConns == 0 {
+		cfg.MaxConns = 512
+	}
+	s := &Server{
+		cfg:   cfg,
+		sem:   make(chan struct{}, cfg.MaxConns),
+		lns:   map[net.Listener]struct{}{},
+		conns: map[net.Conn]struct{}{},
+	}
+	s.http = s.newHTTPServer()
+	return s
+}
+
+// Recorder is where the server records its decisions.
+func (s *Server) Recorder() *netpolicy.Recorder { return s.cfg.Recorder }
+
+// track registers c so that Close can end it; false means the server is
+// closed and c was closed.
+func (s *Server) track(c net.Conn) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		c.Close()
+		return false
+	}
+	s.conns[c] = struct{}{}
+	return true
+}
+
+func (s *Server) untrack(c net.Conn) {
+	s.mu.Lock()
+	delete(s.conns, c)
+	s.mu.Unlock()
+}
+
+func (s *Server) addListener(ln net.Listener) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		ln.Close()
+		return false
+	}
+	s.lns[ln] = struct{}{}
+	return true
+}
+
+// Close stops every listener and ends every connection, tunnels included,
+// and waits for the handlers to return.
+func (s *Server) Close() error {
+	s.mu.Lock()
+	s.closed = true
+	for ln := range s.lns {
+		ln.Close()
+	}
+	for c := range s.conns {
+		c.Close()
+	}
+	s.mu.Unlock()
+	s.http.Close()
+	s.wg.Wait()
+	return nil
+}
+
+// serve accepts on ln and runs handle for each connection, within the
+// connection limit.
+func (s *Server) serve(ln net.Listener, handle func(net.Conn)) error {
+	if !s.addListener(ln) {
+		return net.ErrClosed
+	}
+	var delay time.Duration
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			s.mu.Lock()
+			closed := s.closed
+			s.mu.Unlock()
+			if closed || errors.Is(err, net.ErrClosed) {
+				return nil
+			}
+			// EMFILE and the like: back off instead of spinning.
+			var ne net.Error
+			if errors.As(err, &ne) || errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) {
+				delay = min(max(2*delay, 5*time.Millisecond), time.Second)
+				time.Sleep(delay)
+				continue
+			}
+			return err
+		}
+		delay = 0
+		select {
+		case s.sem <- struct{}{}:
+		default:
+			c.Close() // over the limit: refuse rather than queue forever
+			continue
+		}
+		if !s.track(c) {
+			<-s.sem
+			continue
+		}
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			defer func() { <-s.sem }()
+			defer s.untrack(c)
+			defer c.Close()
+			handle(c)
+		}()
+	}
+}
+
+// connect is the one path from a request to an upstream connection:
+// decide, resolve an allowed name once, admit every address, and dial
+// exactly an admitted address. Every outcome is recorded.
+func (s *Server) connect(ctx context.Context, host string, port uint16) (net.Conn, error) {
+	rules, rec := s.cfg.Rules, s.cfg.Recorder
+	d := rules.Decide(host, port)
+	if !d.Allow {
+		rec.Deny(d.Host, port, d.Reason)
+		return nil, &Refusal{d.Host, port, d.Reason}
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.DialTimeout)
+	defer cancel()
+	addrs := []netip.Addr{d.Addr}
+	if d.Resolve() {
+		found, err := s.cfg.Resolver.LookupNetIP(ctx, "ip", d.Host)
+		if err != nil {
+			reason := "name lookup failed"
+			var de *net.DNSError
+			if errors.As(err, &de) && de.IsNotFound {
+				reason = "no such host"
+			}
+			rec.Deny(d.Host, port, reason)
+			return nil, &Refusal{d.Host, port, reason}
+		}
+		ok, reason := rules.Admit(port, found)
+		if reason != "" {
+			rec.Deny(d.Host, port, reason)
+			return nil, &Refusal{d.Host, port, reason}
+		}
+		addrs = ok
+	}
+	rec.Allow(d.Host, port)
+	var errs []error
+	for _, a := range addrs {
+		c, err := dialExact(ctx, netip.AddrPortFrom(a, port))
+		if err == nil {
+			return c, nil
+		}
+		errs = append(errs, err)
+	}
+	return nil, fmt.Errorf("connecting to %s: %w", net.JoinHostPort(d.Host, fmt.Sprint(port)), errors.Join(errs...))
+}
+
+// dialExact connects to ap and nothing else: the dialer's Control hook,
+// run on the socket right before connect(2), refuses any other address,
+// so no later change (a second look-up in a library, a happy-eyeballs
+// fallback) can redirect the connection.
+func dialExact(ctx context.Context, ap netip.AddrPort) (net.Conn, error) {
+	d := net.Dialer{
+		Control: func(network, address string, _ syscall.RawConn) error {
+			got, err := netip.ParseAddrPort(address)
+			if err != nil || got.Addr().Unmap() != ap.Addr() || got.Port() != ap.Port() {
+				return fmt.Errorf("agentbox proxy: refusing to connect to %s, checked %s", address, ap)
+			}
+			return nil
+		},
+	}
+	return d.DialContext(ctx, "tcp", ap.String())
+}
+
+// pipe copies both ways between a and b until both directions end,
+// half-closing so that a client's EOF reaches the server.
+func pipe(a, b net.Conn) {
+	var wg sync.WaitGroup
+	cp := func(dst, src net.Conn) {
+		defer wg.Done()
+		io.Copy(dst, src)
+		if cw, ok := dst.(interface{ CloseWrite() error }); ok {
+			cw.CloseWrite()
+		} else {
+			dst.Close()
+		}
+	}
+	wg.Add(2)
+	go cp(a, b)
+	go cp(b, a)
+	wg.Wait()
+}
+
+var discardLog = log.New(io.Discard, "", 0)
