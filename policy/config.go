@@ -19,6 +19,7 @@ type Config struct {
 	SandboxWorkspaceWrite WorkspaceWriteSection `toml:"sandbox_workspace_write"`
 	Windows               WindowsSection        `toml:"windows"`
 	Linux                 LinuxSection          `toml:"linux"`
+	Network               NetworkSection        `toml:"network"`
 
 	// Path is the file the config was read from, for error messages.
 	Path string `toml:"-"`
@@ -165,6 +166,9 @@ func (c *Config) validate() error {
 		if r == "" {
 			return fmt.Errorf("config %s: key sandbox_workspace_write.writable_roots: empty path", c.Path)
 		}
+	}
+	if err := c.Network.validate(c.Path); err != nil {
+		return err
 	}
 	for _, n := range c.SandboxWorkspaceWrite.ProtectedSubpaths {
 		if err := validProtectedName(n); err != nil {

@@ -10,6 +10,8 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+
+	"github.com/agentbox/agentbox/internal/netpolicy"
 )
 
 // DefaultProtectedNames are kept read-only inside every writable root.
@@ -22,6 +24,7 @@ type Options struct {
 	Cwd           string   // from -C; "" = the current directory
 	AddDirs       []string // from --add-dir
 	Network       *bool    // from --network
+	AllowDomains  []string // from --allow-domain
 	AllowDegraded *bool    // from --allow-degraded
 	Config        *Config  // nil = no config file
 	// ExtraProtected are further paths to keep read-only wherever they
@@ -52,8 +55,12 @@ type Policy struct {
 	// ProtectedNames are the names protected in every writable root.
 	ProtectedNames []string
 	Network        bool
-	Windows        WindowsSandbox
-	AllowDegraded  bool
+	// Egress is the allow-list when the command may reach only listed
+	// hosts through agentbox's proxy; nil otherwise. Network is false
+	// whenever Egress is set.
+	Egress        *netpolicy.Rules
+	Windows       WindowsSandbox
+	AllowDegraded bool
 }
 
 // ProtectedKind says what is on disk at a protected path.
@@ -124,6 +131,9 @@ func Resolve(o Options) (*Policy, error) {
 	}
 	if p.Mode == DangerFullAccess {
 		p.Network = true
+	}
+	if err := p.resolveEgress(o, cfg); err != nil {
+		return nil, err
 	}
 	if cfg.Linux.AllowDegraded != nil {
 		p.AllowDegraded = *cfg.Linux.AllowDegraded
