@@ -61,6 +61,9 @@ type Cmd struct {
 
 	// ProcessState is set by Wait.
 	ProcessState *Status
+	// Report is set by Wait: the exit code and, with an allow-list,
+	// every destination the command asked agentbox's proxy for.
+	Report *RunReport
 
 	ctx      context.Context
 	proc     process
@@ -177,6 +180,9 @@ func (c *Cmd) Start() error {
 	if c.Env == nil {
 		c.Env = os.Environ()
 	}
+	if err := checkEgress(c.Policy); err != nil {
+		return &StartError{CodeSandboxFailure, err}
+	}
 	p, err := start(c)
 	if err != nil {
 		return err
@@ -221,6 +227,10 @@ func (c *Cmd) Wait() error {
 		st.TimedOut = true
 	}
 	c.ProcessState = st
+	c.Report = NewRunReport(c.Policy, st.ExitCode())
+	if r, ok := c.proc.(networkReporter); ok {
+		c.Report.addNetwork(r.networkReport())
+	}
 	if !st.Success() {
 		return &ExitError{Status: st}
 	}

@@ -11,6 +11,8 @@ import (
 
 	"github.com/agentbox/agentbox/internal/linux"
 	"github.com/agentbox/agentbox/internal/linux/landlock"
+	"github.com/agentbox/agentbox/internal/netpolicy"
+	"github.com/agentbox/agentbox/internal/netproxy"
 	"github.com/agentbox/agentbox/policy"
 )
 
@@ -48,11 +50,20 @@ func start(c *Cmd) (process, error) {
 
 		// Host daemons' unix sockets are network too.
 		MediateUnixConnect: !pol.Network,
+		Proxy:              pol.Egress != nil,
 	}
 	p, err := linux.Start(spec, c.stdio())
 	var nu *linux.NoUsernsError
 	if errors.As(err, &nu) {
-		p, err = startDegraded(c, spec, nu)
+		if pol.Egress != nil {
+			err = fmt.Errorf("%w; allow-listed egress (--allow-domain, [network] allowed_domains) needs the sandbox's own network namespace and is not available without it: enable user namespaces, or run with the network off or fully on", nu)
+		} else {
+			p, err = startDegraded(c, spec, nu)
+		}
+	}
+	var proxy *netproxy.Server
+	if err == nil && pol.Egress != nil {
+		proxy, err = serveEgress(pol, p)
 	}
 	if err != nil {
 		ph.Release()
@@ -62,7 +73,28 @@ func start(c *Cmd) (process, error) {
 		}
 		return nil, &StartError{CodeSandboxFailure, err}
 	}
-	return &linuxProcess{p: p, ph: ph}, nil
+	return &linuxProcess{p: p, ph: ph, proxy: proxy}, nil
+}
+
+// serveEgress serves the allow-list proxy on the listeners the sandbox
+// handed over, for as long as the process runs.
+func serveEgress(pol *policy.Policy, p *linux.Process) (*netproxy.Server, error) {
+	lns := p.ProxyListeners()
+	srv, err := newEgressProxy(pol)
+	if err != nil || len(lns) != 2 {
+		for _, ln := range lns {
+			ln.Close()
+		}
+		p.Kill()
+		p.Wait()
+		if err == nil {
+			err = fmt.Errorf("the sandbox handed over %d proxy listeners, want 2", len(lns))
+		}
+		return nil, err
+	}
+	go srv.ServeHTTPProxy(lns[0])
+	go srv.ServeSOCKS(lns[1])
+	return srv, nil
 }
 
 // startDegraded runs the command with Landlock and seccomp only, when user
@@ -112,12 +144,18 @@ func landlockUsable() bool {
 }
 
 type linuxProcess struct {
-	p  *linux.Process
-	ph *linux.Placeholders
+	p     *linux.Process
+	ph    *linux.Placeholders
+	proxy *netproxy.Server // nil without an allow-list
 }
 
 func (l *linuxProcess) Wait() (*Status, error) {
 	code, sig, err := l.p.Wait()
+	if l.proxy != nil {
+		// The sandbox is gone: end its tunnels, and close the
+		// listeners, the last hold on its network namespace.
+		l.proxy.Close()
+	}
 	l.ph.Release()
 	if err != nil {
 		return nil, err
@@ -156,4 +194,11 @@ func cleanup(ctx context.Context, out io.Writer) error {
 		fmt.Fprintln(out, "agentbox: nothing to clean up")
 	}
 	return nil
+}
+
+func (l *linuxProcess) networkReport() netpolicy.Report {
+	if l.proxy == nil {
+		return netpolicy.Report{}
+	}
+	return l.proxy.Recorder().Report()
 }

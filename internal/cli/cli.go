@@ -99,6 +99,8 @@ type runFlags struct {
 	config        string
 	timeout       time.Duration
 	allowDegraded bool
+	allowDomains  []string
+	report        string
 }
 
 func (f *runFlags) register(cmd *cobra.Command, withRunOnly bool) {
@@ -107,10 +109,12 @@ func (f *runFlags) register(cmd *cobra.Command, withRunOnly bool) {
 	fs.StringVarP(&f.cwd, "cd", "C", "", "workspace and working directory (default: the current directory)")
 	fs.StringArrayVar(&f.addDirs, "add-dir", nil, "another writable root (repeatable)")
 	fs.BoolVar(&f.network, "network", false, "allow network access")
+	fs.StringArrayVar(&f.allowDomains, "allow-domain", nil, "allow egress to PATTERN only, through agentbox's proxy (repeatable: name, *.suffix, name:port, IP, CIDR)")
 	fs.StringVar(&f.config, "config", "", "config file (default: $XDG_CONFIG_HOME/agentbox/config.toml)")
 	fs.BoolVar(&f.allowDegraded, "allow-degraded", false, "Linux: run with the guarantees this machine can give when user namespaces are unavailable")
 	if withRunOnly {
 		fs.DurationVar(&f.timeout, "timeout", 0, "kill the command and everything it started after this long (e.g. 30s, 5m)")
+		fs.StringVar(&f.report, "report", "", "write a JSON run report (exit code, network destinations allowed and refused) to FILE")
 	}
 }
 
@@ -147,7 +151,7 @@ func (f *runFlags) resolve(cmd *cobra.Command) (*policy.Policy, error) {
 			return nil, failure("%v", err)
 		}
 	}
-	o := policy.Options{Mode: policy.Mode(f.mode), Cwd: f.cwd, AddDirs: f.addDirs, Config: cfg}
+	o := policy.Options{Mode: policy.Mode(f.mode), Cwd: f.cwd, AddDirs: f.addDirs, Config: cfg, AllowDomains: f.allowDomains}
 	// A --config file decides how the next command is sandboxed too; the
 	// default config and state directories are protected by Resolve.
 	if f.config != "" {
@@ -186,11 +190,17 @@ func newRun(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 			if f.timeout < 0 {
 				return failure("--timeout %v is negative", f.timeout)
 			}
-			pol, err := f.resolve(cmd)
+			rep, err := openReport(f.report)
 			if err != nil {
 				return err
 			}
-			return runCommand(pol, f.timeout, args, stdin, stdout, stderr)
+			defer rep.Close()
+			pol, err := f.resolve(cmd)
+			if err != nil {
+				rep.failed(nil, err)
+				return err
+			}
+			return runCommand(pol, f.timeout, args, stdin, stdout, stderr, rep)
 		},
 	}
 	// Everything after the command belongs to it, flags included.
@@ -199,7 +209,7 @@ func newRun(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 	return cmd
 }
 
-func runCommand(pol *policy.Policy, timeout time.Duration, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+func runCommand(pol *policy.Policy, timeout time.Duration, args []string, stdin io.Reader, stdout, stderr io.Writer, rep *reportFile) error {
 	ctx := context.Background()
 	if timeout > 0 {
 		var cancel context.CancelFunc
@@ -221,9 +231,12 @@ func runCommand(pol *policy.Policy, timeout time.Duration, args []string, stdin 
 	if err := c.Start(); err != nil {
 		var se *sandbox.StartError
 		if errors.As(err, &se) {
-			return &exitError{code: se.Code, err: se.Err}
+			err = &exitError{code: se.Code, err: se.Err}
+		} else {
+			err = failure("%v", err)
 		}
-		return failure("%v", err)
+		rep.failed(pol, err)
+		return err
 	}
 	done := make(chan struct{})
 	defer close(done)
@@ -238,6 +251,7 @@ func runCommand(pol *policy.Policy, timeout time.Duration, args []string, stdin 
 		}
 	}()
 	err := c.Wait()
+	finishRun(c, rep, stderr)
 	var ee *sandbox.ExitError
 	switch {
 	case err == nil:

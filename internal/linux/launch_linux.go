@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"strings"
@@ -29,6 +30,8 @@ type Process struct {
 	cmd    *exec.Cmd
 	status *bufio.Reader
 	file   *os.File
+	// proxy holds the listeners of Spec.Proxy, on the sandbox's loopback.
+	proxy []net.Listener
 }
 
 // Stdio is where the command's standard streams go, as in exec.Cmd, and
@@ -91,10 +94,20 @@ func Start(spec *Spec, stdio Stdio) (*Process, error) {
 		ExtraFiles:  []*os.File{specR, statusW},
 		SysProcAttr: attr,
 	}
+	proxySock, err := prepareProxy(spec, cmd)
+	if err != nil {
+		specR.Close()
+		specW.Close()
+		statusR.Close()
+		statusW.Close()
+		return nil, err
+	}
 	err = cmd.Start()
 	specR.Close()
 	statusW.Close()
+	proxySock.closeChildEnd()
 	if err != nil {
+		proxySock.Close()
 		specW.Close()
 		statusR.Close()
 		if !spec.Degraded && isUsernsRefusal(err) {
@@ -110,6 +123,16 @@ func Start(spec *Spec, stdio Stdio) (*Process, error) {
 		specW.Close()
 	}()
 	m, err := p.next()
+	if err == nil && m.Started && spec.Proxy {
+		if p.proxy, err = proxySock.receive(); err != nil {
+			err = fmt.Errorf("receiving the proxy listeners from the sandbox: %w", err)
+			cmd.Process.Kill()
+			cmd.Wait()
+			statusR.Close()
+			return nil, err
+		}
+	}
+	proxySock.Close()
 	if err != nil || !m.Started {
 		cmd.Process.Kill()
 		werr := cmd.Wait()

@@ -45,6 +45,12 @@ type Spec struct {
 	// and seccomp only, and the init stage kills the command's
 	// descendants itself as their subreaper.
 	Degraded bool `json:"degraded"`
+	// Proxy makes the init stage listen on two TCP ports of the
+	// sandbox's loopback (HTTP and SOCKS5 proxy), hand the listening
+	// sockets to agentbox over the socket at fd ProxyFD, and point the
+	// command's proxy variables at them. Needs the network namespace.
+	Proxy   bool `json:"proxy,omitempty"`
+	ProxyFD int  `json:"proxy_fd,omitempty"`
 }
 
 // MountKind is what one step of the plan does to a path.

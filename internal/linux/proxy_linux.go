@@ -1,0 +1,186 @@
+package linux
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"strconv"
+	"time"
+
+	"github.com/agentbox/agentbox/internal/netproxy"
+	"golang.org/x/sys/unix"
+)
+
+// The allow-list proxy runs in agentbox, outside the sandbox, but must be
+// reachable from inside a network namespace that has only loopback. The
+// init stage creates the listening sockets on the sandbox's 127.0.0.1
+// and passes them to agentbox with SCM_RIGHTS over an inherited
+// socketpair; agentbox accepts on them from the host side. No filesystem
+// socket is bound anywhere, and nothing listens on the host's loopback.
+
+// proxySocket is agentbox's end of the socketpair the listeners arrive on
+// (nil when the spec has no proxy).
+type proxySocket struct {
+	parent, child *os.File
+}
+
+// prepareProxy adds the child end of a fresh socketpair to cmd's inherited
+// files and names its fd in the spec.
+func prepareProxy(spec *Spec, cmd *exec.Cmd) (*proxySocket, error) {
+	if !spec.Proxy {
+		return nil, nil
+	}
+	if spec.Degraded || spec.Network {
+		return nil, errors.New("the allow-list proxy needs the sandbox's own network namespace")
+	}
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, &os.SyscallError{Syscall: "socketpair", Err: err}
+	}
+	s := &proxySocket{parent: os.NewFile(uintptr(fds[0]), "proxy-parent"), child: os.NewFile(uintptr(fds[1]), "proxy-child")}
+	cmd.ExtraFiles = append(cmd.ExtraFiles, s.child)
+	spec.ProxyFD = 3 + len(cmd.ExtraFiles) - 1
+	return s, nil
+}
+
+func (s *proxySocket) closeChildEnd() {
+	if s != nil && s.child != nil {
+		s.child.Close()
+		s.child = nil
+	}
+}
+
+// Close closes agentbox's end (the listeners received stay open).
+func (s *proxySocket) Close() {
+	if s == nil {
+		return
+	}
+	s.closeChildEnd()
+	if s.parent != nil {
+		s.parent.Close()
+		s.parent = nil
+	}
+}
+
+// receive reads the two listening sockets the init stage sent: the HTTP
+// proxy's, then the SOCKS5 proxy's.
+func (s *proxySocket) receive() ([]net.Listener, error) {
+	c, err := net.FileConn(s.parent)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	uc, ok := c.(*net.UnixConn)
+	if !ok {
+		return nil, fmt.Errorf("proxy socket is a %T", c)
+	}
+	uc.SetReadDeadline(time.Now().Add(10 * time.Second))
+	buf := make([]byte, 1)
+	oob := make([]byte, unix.CmsgSpace(2*4))
+	_, oobn, _, _, err := uc.ReadMsgUnix(buf, oob)
+	if err != nil {
+		return nil, err
+	}
+	msgs, err := unix.ParseSocketControlMessage(oob[:oobn])
+	if err != nil {
+		return nil, err
+	}
+	var fds []int
+	for _, m := range msgs {
+		f, err := unix.ParseUnixRights(&m)
+		if err == nil {
+			fds = append(fds, f...)
+		}
+	}
+	if len(fds) != 2 {
+		for _, fd := range fds {
+			unix.Close(fd)
+		}
+		return nil, fmt.Errorf("got %d descriptors, want 2", len(fds))
+	}
+	var lns []net.Listener
+	for i, fd := range fds {
+		f := os.NewFile(uintptr(fd), "proxy-listener")
+		ln, err := net.FileListener(f)
+		f.Close()
+		if err != nil {
+			for _, l := range lns {
+				l.Close()
+			}
+			for _, fd := range fds[i+1:] {
+				unix.Close(fd)
+			}
+			return nil, err
+		}
+		lns = append(lns, ln)
+	}
+	return lns, nil
+}
+
+// ProxyListeners returns the HTTP and SOCKS5 proxy listeners on the
+// sandbox's loopback (nil without Spec.Proxy). The caller serves them and
+// closes them when the process is gone.
+func (p *Process) ProxyListeners() []net.Listener { return p.proxy }
+
+// proxyListeners runs in the init stage, inside the network namespace
+// with loopback up: it listens on 127.0.0.1 twice, sends both sockets to
+// agentbox and closes its own copies (the command must not accept on
+// them), and sets the command's proxy variables.
+func proxyListeners(spec *Spec) error {
+	sock := os.NewFile(uintptr(spec.ProxyFD), "proxy")
+	if sock == nil {
+		return fmt.Errorf("no proxy socket at fd %d", spec.ProxyFD)
+	}
+	defer sock.Close()
+	var fds, ports []int
+	defer func() {
+		for _, fd := range fds {
+			unix.Close(fd)
+		}
+	}()
+	for range 2 {
+		fd, port, err := listenLoopback()
+		if err != nil {
+			return err
+		}
+		fds = append(fds, fd)
+		ports = append(ports, port)
+	}
+	if err := unix.Sendmsg(int(sock.Fd()), []byte{1}, unix.UnixRights(fds...), nil, 0); err != nil {
+		return &os.SyscallError{Syscall: "sendmsg(SCM_RIGHTS)", Err: err}
+	}
+	httpAddr := "127.0.0.1:" + strconv.Itoa(ports[0])
+	socksAddr := "127.0.0.1:" + strconv.Itoa(ports[1])
+	spec.Env = netproxy.MergeEnv(spec.Env, netproxy.Env(httpAddr, socksAddr, netproxy.Lookup(spec.Env, "JAVA_TOOL_OPTIONS")))
+	return nil
+}
+
+// listenLoopback opens a TCP listener on 127.0.0.1 with a port of the
+// kernel's choosing. Not SO_REUSEPORT: nobody else may bind the port.
+func listenLoopback() (int, int, error) {
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return -1, 0, &os.SyscallError{Syscall: "socket", Err: err}
+	}
+	if err := unix.Bind(fd, &unix.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+		unix.Close(fd)
+		return -1, 0, &os.SyscallError{Syscall: "bind(127.0.0.1)", Err: err}
+	}
+	if err := unix.Listen(fd, 256); err != nil {
+		unix.Close(fd)
+		return -1, 0, &os.SyscallError{Syscall: "listen", Err: err}
+	}
+	sa, err := unix.Getsockname(fd)
+	if err != nil {
+		unix.Close(fd)
+		return -1, 0, &os.SyscallError{Syscall: "getsockname", Err: err}
+	}
+	in, ok := sa.(*unix.SockaddrInet4)
+	if !ok {
+		unix.Close(fd)
+		return -1, 0, errors.New("getsockname: not an IPv4 address")
+	}
+	return fd, in.Port, nil
+}
