@@ -99,3 +99,74 @@ if [ -n "${med[baseline]:-}" ]; then
 	awk -v a="${med[agentbox]}" -v b="${med[baseline]}" 'BEGIN { printf "agentbox/baseline = %.2fx\n", a / b }'
 fi
 echo "rounds=$rounds kernel=$(uname -r) cpus=$(nproc) $("$work/agentbox" version 2>/dev/null | head -1)"
+
+# --- Network: allow-listed egress through agentbox's proxy against a direct
+# connection with --network, in one alternating loop. Each round runs one
+# sandbox per way that downloads 100 MiB from a local server and then makes
+# 20 small requests, each on a new connection ("Connection: close"); curl
+# measures inside the sandbox, so sandbox start-up is not counted.
+#   direct   --network, straight to 127.0.0.1
+#   proxy    --allow-domain bench.test, plain http:// through the HTTP proxy
+#   connect  the same, tunnelled with CONNECT (what https:// uses)
+if ! command -v curl >/dev/null 2>&1 || ! command -v python3 >/dev/null 2>&1; then
+	echo "network benchmark skipped: it needs curl and python3" >&2
+	exit 0
+fi
+net_rounds=${AGENTBOX_BENCH_NET_ROUNDS:-5}
+srv="$work/srv"
+mkdir -p "$srv"
+head -c $((100 << 20)) /dev/zero >"$srv/big"
+echo x >"$srv/small"
+port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+(cd "$srv" && exec python3 -m http.server --bind 127.0.0.1 "$port" >/dev/null 2>&1) &
+srvpid=$!
+trap 'kill "$srvpid" 2>/dev/null; rm -rf "$work"' EXIT
+for _ in $(seq 50); do curl -fs -o /dev/null "http://127.0.0.1:$port/small" && break; sleep 0.1; done
+# bench.test resolves to the local server for agentbox's proxy only.
+echo "127.0.0.1 bench.test" >"$work/hosts"
+printf '[network]\nallow_local_binding = true\n' >"$work/net.toml"
+probe='
+big=$1; small=$2; shift 2
+curl -fsS "$@" -o /dev/null -w "speed %{speed_download}\n" "$big"
+args=()
+for i in $(seq 20); do args+=(-o /dev/null "$small"); done
+curl -fsS "$@" -H "Connection: close" -w "conn %{time_total}\n" "${args[@]}"'
+net_direct() {
+	"$work/agentbox" run -C "$ws" --network -- bash -c "$probe" _ "http://127.0.0.1:$port/big" "http://127.0.0.1:$port/small" --noproxy '*'
+}
+net_proxy() {
+	AGENTBOX_TEST_HOSTS="$work/hosts" "$work/agentbox" run -C "$ws" --config "$work/net.toml" --allow-domain bench.test \
+		-- bash -c "$probe" _ "http://bench.test:$port/big" "http://bench.test:$port/small"
+}
+net_connect() {
+	AGENTBOX_TEST_HOSTS="$work/hosts" "$work/agentbox" run -C "$ws" --config "$work/net.toml" --allow-domain bench.test \
+		-- bash -c "$probe" _ "http://bench.test:$port/big" "http://bench.test:$port/small" -p
+}
+ways=(net_direct net_proxy net_connect)
+declare -A speeds conns
+for w in "${ways[@]}"; do
+	"$w" >/dev/null # warm up, and fail early if a way does not work
+done
+echo "running $net_rounds network rounds of: ${ways[*]}" >&2
+for ((i = 0; i < net_rounds; i++)); do
+	for w in "${ways[@]}"; do
+		out=$("$w")
+		speeds[$w]+="$(awk '$1 == "speed" { print $2 }' <<<"$out") "
+		conns[$w]+="$(awk '$1 == "conn" { printf "%s ", $2 }' <<<"$out")"
+	done
+done
+# median of a list of numbers
+median() { tr ' ' '\n' <<<"$1" | sed '/^$/d' | sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+declare -A mspeed mconn
+printf '%-12s %12s %16s\n' way "MiB/s" "ms per conn"
+for w in "${ways[@]}"; do
+	mspeed[$w]=$(median "${speeds[$w]}")
+	mconn[$w]=$(median "${conns[$w]}")
+	awk -v w="$w" -v s="${mspeed[$w]}" -v c="${mconn[$w]}" 'BEGIN { printf "%-12s %12.1f %16.3f\n", w, s / 1048576, c * 1000 }'
+done
+for w in net_proxy net_connect; do
+	awk -v w="$w" -v s="${mspeed[$w]}" -v ds="${mspeed[net_direct]}" -v c="${mconn[$w]}" -v dc="${mconn[net_direct]}" 'BEGIN {
+		printf "%s/direct: throughput %.2fx, latency per connection %.2fx (+%.3f ms)\n", w, s / ds, c / dc, (c - dc) * 1000
+	}'
+done
+echo "network rounds=$net_rounds (100 MiB download + 20 connections per round and way)"
