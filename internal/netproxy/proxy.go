@@ -217,7 +217,10 @@ func (s *Server) connect(ctx context.Context, host string, port uint16) (net.Con
 	defer cancel()
 	addrs := []netip.Addr{d.Addr}
 	if d.Resolve() {
-		found, err := s.cfg.Resolver.LookupNetIP(ctx, "ip", d.Host)
+		// Rooted (trailing dot), so that the resolver's search list
+		// cannot turn an allowed name into another one
+		// (github.com.corp.example).
+		found, err := s.cfg.Resolver.LookupNetIP(ctx, "ip", d.Host+".")
 		if err != nil {
 			reason := "name lookup failed"
 			var de *net.DNSError

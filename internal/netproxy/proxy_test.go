@@ -447,3 +447,31 @@ func FuzzSOCKS(f *testing.F) {
 		(&netpolicy.Rules{}).Decide(req.Host, req.Port)
 	})
 }
+
+type recordingResolver struct {
+	Resolver
+	asked []string
+}
+
+func (r *recordingResolver) LookupNetIP(ctx context.Context, network, host string) ([]netip.Addr, error) {
+	r.asked = append(r.asked, host)
+	return r.Resolver.LookupNetIP(ctx, network, host)
+}
+
+// TestLookupIsRootedAndOnlyForAllowed: only allowed names are looked up
+// (a refused name leaks nothing through DNS), and as rooted names, so the
+// resolver's search list cannot add a suffix.
+func TestLookupIsRootedAndOnlyForAllowed(t *testing.T) {
+	rules, _ := netpolicy.ParseRules([]string{"good.test"}, "a", nil, "d", true)
+	res := &recordingResolver{Resolver: HostsResolver{"good.test": {netip.MustParseAddr("127.0.0.1")}}}
+	s := New(Config{Rules: rules, Resolver: res})
+	defer s.Close()
+	s.connect(context.Background(), "evil.test", 80)
+	c, err := s.connect(context.Background(), "Good.Test", 1) // port 1: nothing listens
+	if c != nil {
+		c.Close()
+	}
+	if len(res.asked) != 1 || res.asked[0] != "good.test." {
+		t.Errorf("resolver asked %q, want only \"good.test.\" (err %v)", res.asked, err)
+	}
+}
