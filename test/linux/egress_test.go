@@ -267,3 +267,22 @@ func TestEgressContractErrors(t *testing.T) {
 		}
 	})
 }
+
+// TestEgressDegradedRefused: without user namespaces there is no network
+// namespace to confine the command to the proxy, so an allow-list is
+// refused (even with --allow-degraded) with the reason, and nothing runs.
+func TestEgressDegradedRefused(t *testing.T) {
+	forEachUser(t, func(t *testing.T, u *testUser) {
+		fx := newFixture(t, u)
+		r := degraded(t, fx, []string{"--allow-degraded", "--allow-domain", "a.test"}, `echo ran > "$WS/ran.txt"`)
+		if r.code != 125 {
+			t.Errorf("exit %d, want 125: %v", r.code, r)
+		}
+		for _, want := range []string{"user.max_user_namespaces is 0", "allow-listed egress", "network namespace"} {
+			if !strings.Contains(r.stderr, want) {
+				t.Errorf("refusal does not mention %q: %q", want, r.stderr)
+			}
+		}
+		assertAbsent(t, filepath.Join(fx.ws, "ran.txt"))
+	})
+}
