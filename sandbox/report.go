@@ -121,7 +121,7 @@ type networkReporter interface {
 
 // checkEgress refuses an allow-list where no backend can enforce it yet.
 func checkEgress(pol *policy.Policy) error {
-	if pol.Egress != nil && runtime.GOOS != "linux" {
+	if pol.Egress != nil && runtime.GOOS != "linux" && runtime.GOOS != "darwin" {
 		return fmt.Errorf("allow-listed egress (--allow-domain, [network] allowed_domains) is not available on %s yet: %w", runtime.GOOS, ErrUnsupported)
 	}
 	return nil

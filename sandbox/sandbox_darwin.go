@@ -10,6 +10,7 @@ import (
 	"github.com/agentbox/agentbox/internal/lookpath"
 
 	"github.com/agentbox/agentbox/internal/darwin"
+	"github.com/agentbox/agentbox/internal/netproxy"
 	"github.com/agentbox/agentbox/policy"
 )
 
@@ -42,11 +43,22 @@ func start(c *Cmd) (process, error) {
 		return nil, &StartError{code, err}
 	}
 	argv := append([]string{c.Path}, c.Args[1:]...)
-	cmd, err := darwin.Command(context.Background(), darwinInput(pol), argv)
+	in, env := darwinInput(pol), c.Env
+	var proxy *netproxy.Server
+	if pol.Egress != nil {
+		var err error
+		if proxy, in, env, err = darwinEgress(pol, in, env); err != nil {
+			return nil, &StartError{CodeSandboxFailure, err}
+		}
+	}
+	cmd, err := darwin.Command(context.Background(), in, argv)
 	if err != nil {
+		if proxy != nil {
+			proxy.Close()
+		}
 		return nil, &StartError{CodeSandboxFailure, err}
 	}
-	cmd.Env = c.Env
+	cmd.Env = env
 	cmd.Dir = pol.Cwd
 	if c.WaitDelay > 0 {
 		// Zero keeps darwin.Command's own bound rather than none.
@@ -54,10 +66,16 @@ func start(c *Cmd) (process, error) {
 	}
 	g, err := startGroup(cmd, c.Stdin, c.Stdout, c.Stderr, cmd.WaitDelay)
 	if err != nil {
+		if proxy != nil {
+			proxy.Close()
+		}
 		return nil, &StartError{CodeSandboxFailure, fmt.Errorf("starting sandbox-exec: %w", err)}
 	}
 	// sandbox-exec runs the command in its own session, so the group
 	// kill after Wait reaches what it left behind (no pid namespace here).
+	if proxy != nil {
+		return &proxiedProcess{process: g, proxy: proxy}, nil
+	}
 	return g, nil
 }
 

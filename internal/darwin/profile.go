@@ -183,6 +183,9 @@ type Input struct {
 	Network NetworkMode
 	// ProxyPort is the localhost port allowed by NetworkLocalhostPort.
 	ProxyPort int
+	// SOCKSPort, when not 0, is a second localhost port allowed by
+	// NetworkLocalhostPort (the allow-list proxy's SOCKS5 listener).
+	SOCKSPort int
 	// AllowPTY lets the command open new pseudo-terminals (script, expect).
 	AllowPTY bool
 }
@@ -281,12 +284,15 @@ func (g *gen) validate(in Input) error {
 	}
 	switch in.Network {
 	case NetworkOff, NetworkOn:
-		if in.ProxyPort != 0 {
-			return fmt.Errorf("proxy port %d given with network %v", in.ProxyPort, in.Network)
+		if in.ProxyPort != 0 || in.SOCKSPort != 0 {
+			return fmt.Errorf("proxy port %d given with network %v", max(in.ProxyPort, in.SOCKSPort), in.Network)
 		}
 	case NetworkLocalhostPort:
 		if in.ProxyPort < 1 || in.ProxyPort > 65535 {
 			return fmt.Errorf("proxy port %d: want 1 to 65535", in.ProxyPort)
+		}
+		if in.SOCKSPort < 0 || in.SOCKSPort > 65535 {
+			return fmt.Errorf("SOCKS port %d: want 1 to 65535", in.SOCKSPort)
 		}
 	default:
 		return fmt.Errorf("unknown network mode %v", in.Network)
@@ -398,6 +404,9 @@ func (g *gen) profile(in Input) (string, []Param, error) {
 		// The port is an integer checked by validate; it is the only
 		// policy value written into the text.
 		fmt.Fprintf(&b, "\n; Network: only the local proxy.\n(allow network-outbound (remote ip \"localhost:%d\"))\n", in.ProxyPort)
+		if in.SOCKSPort != 0 {
+			fmt.Fprintf(&b, "(allow network-outbound (remote ip \"localhost:%d\"))\n", in.SOCKSPort)
+		}
 	default:
 		b.WriteString("\n; Network: off (nothing allowed).\n")
 	}

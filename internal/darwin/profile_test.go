@@ -36,6 +36,13 @@ var goldenCases = []struct {
 		Network:        NetworkLocalhostPort,
 		ProxyPort:      3128,
 	}},
+	{"workspace-write-proxy-socks", Input{
+		WritableRoots:  []string{"/Users/dev/project"},
+		ProtectedNames: names,
+		Network:        NetworkLocalhostPort,
+		ProxyPort:      3128,
+		SOCKSPort:      1080,
+	}},
 	{"worktree-gitdir-elsewhere", Input{
 		WritableRoots:  []string{"/Users/dev/wt"},
 		ProtectedNames: names,
@@ -230,6 +237,8 @@ func TestInvalidInput(t *testing.T) {
 		"port without proxy":  {ProxyPort: 80},
 		"proxy without port":  {Network: NetworkLocalhostPort},
 		"proxy port too high": {Network: NetworkLocalhostPort, ProxyPort: 70000},
+		"socks port too high": {Network: NetworkLocalhostPort, ProxyPort: 80, SOCKSPort: 70000},
+		"socks without proxy": {SOCKSPort: 1080},
 		"unknown network":     {Network: NetworkMode(7)},
 	} {
 		if _, _, err := Profile(in); err == nil {
