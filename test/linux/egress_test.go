@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -89,6 +90,21 @@ func TestEgressAllowList(t *testing.T) {
 	good := listenWeb(t, "127.0.0.2", "good")
 	local := listenWeb(t, "127.0.0.3", "local")
 	bad := listenWeb(t, "127.0.0.4", "bad")
+	// An HTTPS origin on the allowed address: curl reaches it through
+	// https_proxy, that is CONNECT, as real registries are reached.
+	var tlsHits atomic.Int64
+	tlsSrv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		tlsHits.Add(1)
+		fmt.Fprintln(w, "tls-ok")
+	}))
+	tlsLn, err := net.Listen("tcp4", "127.0.0.2:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tlsSrv.Listener = tlsLn
+	tlsSrv.StartTLS()
+	defer tlsSrv.Close()
+	tlsPort := tlsLn.Addr().(*net.TCPAddr).Port
 	// Test names, resolvable for agentbox's proxy only.
 	hosts := filepath.Join(baseDir, "egress-hosts")
 	if err := os.WriteFile(hosts, []byte(`127.0.0.2 good.test x.wild.test
@@ -106,6 +122,7 @@ c plain %[2]s
 c connect -p %[3]s
 c socks -x "$ALL_PROXY" %[2]s
 c socks-ip -x "$ALL_PROXY" %[4]s
+c https -k https://good.test:%[11]d/
 c lookalike %[5]s
 c lookalike2 %[6]s
 c bareip %[7]s
@@ -117,9 +134,9 @@ c direct-bad --noproxy '*' %[7]s
 if (exec 3<>/dev/tcp/127.0.0.4/%[10]d) 2>/dev/null; then echo devtcp:connected; else echo devtcp:refused; fi
 `, curl, good.at("good.test"), good.at("x.wild.test"), good.at("127.0.0.2"),
 		bad.at("good.test.evil.test"), bad.at("evilgood.test"), bad.at("127.0.0.4"),
-		bad.at("2130706436"), local.at("local.test"), bad.port)
+		bad.at("2130706436"), local.at("local.test"), bad.port, tlsPort)
 	want := map[string]string{
-		"plain": "good-ok", "connect": "good-ok", "socks": "good-ok", "socks-ip": "good-ok",
+		"plain": "good-ok", "connect": "good-ok", "socks": "good-ok", "socks-ip": "good-ok", "https": "tls-ok",
 		"lookalike": "refused", "lookalike2": "refused", "bareip": "refused", "decimal": "refused",
 		"socks-bareip": "refused", "local": "refused", "direct": "refused", "direct-bad": "refused",
 		"devtcp": "refused",
@@ -128,6 +145,7 @@ if (exec 3<>/dev/tcp/127.0.0.4/%[10]d) 2>/dev/null; then echo devtcp:connected; 
 		good.hits.Store(0)
 		local.hits.Store(0)
 		bad.hits.Store(0)
+		tlsHits.Store(0)
 		fx := newFixture(t, u)
 		report := filepath.Join(fx.dir, "report.json")
 		args := append([]string{"run", "-C", fx.ws, "--report", report}, allow...)
@@ -150,6 +168,9 @@ if (exec 3<>/dev/tcp/127.0.0.4/%[10]d) 2>/dev/null; then echo devtcp:connected; 
 		// What the servers saw is the ground truth.
 		if n := good.hits.Load(); n != 4 {
 			t.Errorf("host: the allowed server got %d requests, want 4", n)
+		}
+		if n := tlsHits.Load(); n != 1 {
+			t.Errorf("host: the HTTPS server got %d requests, want 1", n)
 		}
 		if n := bad.hits.Load() + local.hits.Load(); n != 0 {
 			t.Errorf("host: refused servers got %d requests", n)
@@ -187,8 +208,8 @@ if (exec 3<>/dev/tcp/127.0.0.4/%[10]d) 2>/dev/null; then echo devtcp:connected; 
 		for _, a := range rep.Network.Allowed {
 			allowed += a.Count
 		}
-		if allowed != 4 {
-			t.Errorf("report: %d allowed connections, want 4: %+v", allowed, rep.Network.Allowed)
+		if allowed != 5 {
+			t.Errorf("report: %d allowed connections, want 5: %+v", allowed, rep.Network.Allowed)
 		}
 	})
 }
