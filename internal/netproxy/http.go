@@ -25,7 +25,11 @@ func (s *Server) ServeHTTPProxy(ln net.Listener) error {
 		// header timeout) is the standard library's.
 		one := &oneConnListener{c: c, addr: ln.Addr(), done: make(chan struct{})}
 		s.http.Serve(one)
-		<-one.done
+		// Serve returns at once, without accepting, when the server
+		// is already closed; otherwise wait for the connection's end.
+		if one.used {
+			<-one.done
+		}
 	})
 }
 

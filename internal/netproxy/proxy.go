@@ -57,6 +57,9 @@ type Server struct {
 	cfg  Config
 	http *http.Server
 	sem  chan struct{}
+	// ctx ends with Close, cancelling look-ups and dials in progress.
+	ctx    context.Context
+	cancel context.CancelFunc
 
 	mu     sync.Mutex
 	closed bool
@@ -102,6 +105,7 @@ func New(cfg Config) *Server {
 		lns:   map[net.Listener]struct{}{},
 		conns: map[net.Conn]struct{}{},
 	}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.http = s.newHTTPServer()
 	return s
 }
@@ -144,6 +148,7 @@ func (s *Server) addListener(ln net.Listener) bool {
 func (s *Server) Close() error {
 	s.mu.Lock()
 	s.closed = true
+	s.cancel()
 	for ln := range s.lns {
 		ln.Close()
 	}
@@ -215,6 +220,7 @@ func (s *Server) connect(ctx context.Context, host string, port uint16) (net.Con
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.DialTimeout)
 	defer cancel()
+	defer context.AfterFunc(s.ctx, cancel)()
 	addrs := []netip.Addr{d.Addr}
 	if d.Resolve() {
 		// Rooted (trailing dot), so that the resolver's search list

@@ -243,7 +243,7 @@ func TestHostHeaderIgnored(t *testing.T) {
 	if !strings.Contains(out, " 403 ") {
 		t.Errorf("refused URI host with an allowed Host header: %q", out)
 	}
-	out = raw("GET https://good.test/ HTTP/1.1\r\nHost: good.test\r\n\r\n")
+	out = raw("GET https://good.test/ HTTP/1.1\r\nHost: good.test\r\nConnection: close\r\n\r\n")
 	if !strings.Contains(out, " 400 ") {
 		t.Errorf("https:// URI without CONNECT: %q", out)
 	}

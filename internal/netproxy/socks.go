@@ -2,7 +2,6 @@ package netproxy
 
 import (
 	"bufio"
-	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -160,7 +159,7 @@ func (s *Server) handleSOCKS(c net.Conn) {
 		}
 		return
 	}
-	up, err := s.connect(context.Background(), req.Host, req.Port)
+	up, err := s.connect(s.ctx, req.Host, req.Port)
 	if err != nil {
 		rep := byte(repHostUnreach)
 		var ref *Refusal
