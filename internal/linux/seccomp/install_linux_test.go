@@ -368,6 +368,7 @@ func TestSyscallNumbersMatchHost(t *testing.T) {
 	}
 	host := map[string]uintptr{
 		"ioctl": unix.SYS_IOCTL, "socket": unix.SYS_SOCKET, "socketpair": unix.SYS_SOCKETPAIR, "connect": unix.SYS_CONNECT,
+		"sendto": unix.SYS_SENDTO, "sendmsg": unix.SYS_SENDMSG, "sendmmsg": unix.SYS_SENDMMSG, "listen": unix.SYS_LISTEN,
 		"clone": unix.SYS_CLONE, "clone3": unix.SYS_CLONE3, "unshare": unix.SYS_UNSHARE,
 		"ptrace": unix.SYS_PTRACE, "process_vm_readv": unix.SYS_PROCESS_VM_READV,
 		"process_vm_writev": unix.SYS_PROCESS_VM_WRITEV, "io_uring_setup": unix.SYS_IO_URING_SETUP,

@@ -113,6 +113,17 @@ func (m All) String() string {
 	return "(" + strings.Join(s, " && ") + ")"
 }
 
+// Any matches when at least one of its matchers does.
+type Any []Matcher
+
+func (m Any) String() string {
+	s := make([]string, len(m))
+	for i, x := range m {
+		s[i] = x.String()
+	}
+	return "(" + strings.Join(s, " || ") + ")"
+}
+
 func argString(arg int, mask uint32) string {
 	if mask == 0 {
 		return fmt.Sprintf("arg%d", arg)
@@ -252,6 +263,45 @@ var familyRules = []Rule{
 		Why: "network is off: only unix, inet, inet6 and netlink sockets, which the network namespace isolates"},
 }
 
+// Values for tcpOnlyRules.
+const (
+	sockStream   = 1
+	sockTypeMask = 0xf
+	ipprotoTCP   = 6
+	msgFastOpen  = 0x20000000
+)
+
+// tcpOnlyRules confine sockets to AF_UNIX and TCP for allow-listed egress
+// without a network namespace: connect mediation decides every TCP
+// destination, so nothing may leave without connect(2). UDP, SCTP, MPTCP
+// and raw sockets are refused (sendto names a destination per datagram),
+// and so are TCP Fast Open sends, which connect from inside sendto and
+// sendmsg. listen(2) is refused because an unbound socket that listens is
+// bound to an ephemeral port on every address, reachable from other
+// machines; seccomp cannot tell a unix socket's listen from a TCP one's.
+var tcpOnlyRules = []Rule{
+	{Syscall: "socket", Match: Any{
+		NoneOf{Arg: 0, Values: []uint32{afUnix, afInet, afInet6}},
+		All{
+			OneOf{Arg: 0, Values: []uint32{afInet, afInet6}},
+			Any{
+				NoneOf{Arg: 1, Mask: sockTypeMask, Values: []uint32{sockStream}},
+				NoneOf{Arg: 2, Values: []uint32{0, ipprotoTCP}},
+			},
+		},
+	}, Action: ActEPERM, Why: "allow-listed egress without a network namespace: only unix sockets and TCP, whose connects are checked"},
+	{Syscall: "socketpair", Match: NoneOf{Arg: 0, Values: []uint32{afUnix}}, Action: ActEPERM,
+		Why: "allow-listed egress without a network namespace"},
+	{Syscall: "sendto", Match: AnyBitSet{Arg: 3, Bits: msgFastOpen}, Action: ActEPERM,
+		Why: "TCP Fast Open connects without connect(2)"},
+	{Syscall: "sendmsg", Match: AnyBitSet{Arg: 2, Bits: msgFastOpen}, Action: ActEPERM,
+		Why: "TCP Fast Open connects without connect(2)"},
+	{Syscall: "sendmmsg", Match: AnyBitSet{Arg: 3, Bits: msgFastOpen}, Action: ActEPERM,
+		Why: "TCP Fast Open connects without connect(2)"},
+	{Syscall: "listen", Action: ActEPERM,
+		Why: "a listening socket without a network namespace is reachable from other machines"},
+}
+
 // ipcRules take away System V IPC and POSIX message queues: without an
 // IPC namespace they are the host's, named by keys and names that no
 // filesystem wall sees. (POSIX shared memory and semaphores are files in
@@ -285,6 +335,8 @@ var ipcRules = []Rule{
 func Rules(opts Options) []Rule {
 	rules := append([]Rule(nil), baseRules...)
 	switch {
+	case opts.TCPOnly:
+		rules = append(rules, tcpOnlyRules...)
 	case opts.DenyInetSockets:
 		// Stricter than RestrictSocketFamilies, which it includes.
 		rules = append(rules, inetRules...)

@@ -51,6 +51,12 @@ type Options struct {
 	// network namespace: AF_VSOCK, for one, is not isolated by network
 	// namespaces and reaches the hypervisor.
 	RestrictSocketFamilies bool
+	// TCPOnly limits sockets to AF_UNIX and TCP over AF_INET and
+	// AF_INET6, and refuses TCP Fast Open sends and listen(2). It is
+	// meant for allow-listed egress without a network namespace, where
+	// a connect supervisor checks every TCP destination; it takes
+	// precedence over DenyInetSockets and RestrictSocketFamilies.
+	TCPOnly bool
 	// DenyIPC refuses System V IPC (shm*, msg*, sem*) and POSIX message
 	// queues (mq_*). It is meant for runs without an IPC namespace, where
 	// those objects are the host's.
@@ -226,6 +232,19 @@ func (m NoneOf) emit(a *assembler, match, nomatch string) {
 		a.jumpIf(bpf.JumpEqual, v, nomatch, "")
 	}
 	a.jump(match)
+}
+
+func (m Any) emit(a *assembler, match, nomatch string) {
+	if len(m) == 0 {
+		a.jump(nomatch)
+		return
+	}
+	for _, x := range m[:len(m)-1] {
+		next := a.uniqueLabel("any")
+		x.emit(a, match, next)
+		a.label(next)
+	}
+	m[len(m)-1].emit(a, match, nomatch)
 }
 
 func (m All) emit(a *assembler, match, nomatch string) {

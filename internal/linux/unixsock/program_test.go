@@ -3,6 +3,7 @@ package unixsock
 import (
 	"encoding/binary"
 	"fmt"
+	"net/netip"
 	"testing"
 
 	"golang.org/x/net/bpf"
@@ -220,4 +221,31 @@ func TestInTarget(t *testing.T) {
 		}
 	}
 	_ = fmt.Sprint
+}
+
+func TestInetAddr(t *testing.T) {
+	v4 := make([]byte, 16)
+	binary.NativeEndian.PutUint16(v4, afInet)
+	binary.BigEndian.PutUint16(v4[2:], 3128)
+	copy(v4[4:], []byte{127, 0, 0, 1})
+	if ap, ok := inetAddr(v4, afInet); !ok || ap.String() != "127.0.0.1:3128" {
+		t.Errorf("v4: %v %v", ap, ok)
+	}
+	if _, ok := inetAddr(v4[:15], afInet); ok {
+		t.Errorf("short sockaddr_in accepted")
+	}
+	v6 := make([]byte, 28)
+	binary.NativeEndian.PutUint16(v6, afInet6)
+	binary.BigEndian.PutUint16(v6[2:], 443)
+	copy(v6[8:], netip.MustParseAddr("::ffff:10.1.2.3").AsSlice())
+	if ap, ok := inetAddr(v6, afInet6); !ok || ap.String() != "10.1.2.3:443" {
+		t.Errorf("mapped v6: %v %v", ap, ok)
+	}
+	copy(v6[8:], netip.MustParseAddr("2001:db8::1").AsSlice())
+	if ap, ok := inetAddr(v6[:24], afInet6); !ok || ap.String() != "[2001:db8::1]:443" {
+		t.Errorf("v6: %v %v", ap, ok)
+	}
+	if _, ok := inetAddr(v6[:23], afInet6); ok {
+		t.Errorf("short sockaddr_in6 accepted")
+	}
 }

@@ -64,7 +64,9 @@
 package unixsock
 
 import (
+	"encoding/binary"
 	"fmt"
+	"net/netip"
 
 	"golang.org/x/net/bpf"
 
@@ -81,6 +83,8 @@ const (
 // Values from the Linux UAPI, identical on amd64 and arm64.
 const (
 	afUnix        = 1
+	afInet        = 2
+	afInet6       = 10
 	sockStream    = 1
 	sockSeqpacket = 5
 	sockTypeMask  = 0xf
@@ -157,4 +161,17 @@ func inTarget(path string, tid int) string {
 		return fmt.Sprintf("/proc/%d/fd/%s", tid, path[len(pre):])
 	}
 	return path
+}
+
+// inetAddr parses a sockaddr_in or sockaddr_in6 as connect(2) reads it
+// (the kernel refuses shorter ones), IPv4-mapped addresses unmapped.
+func inetAddr(addr []byte, family uint16) (netip.AddrPort, bool) {
+	switch {
+	case family == afInet && len(addr) >= 16:
+		return netip.AddrPortFrom(netip.AddrFrom4([4]byte(addr[4:8])), binary.BigEndian.Uint16(addr[2:4])), true
+	case family == afInet6 && len(addr) >= 24:
+		a := netip.AddrFrom16([16]byte(addr[8:24])).Unmap()
+		return netip.AddrPortFrom(a, binary.BigEndian.Uint16(addr[2:4])), true
+	}
+	return netip.AddrPort{}, false
 }

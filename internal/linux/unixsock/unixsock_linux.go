@@ -3,6 +3,7 @@ package unixsock
 import (
 	"encoding/binary"
 	"fmt"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -84,6 +85,11 @@ type Options struct {
 	// Landlock scoping, so it would reach the host's abstract sockets
 	// (D-Bus, X11, containerd and the like).
 	RefuseAbstract bool
+	// AllowInet, when set, is asked about every AF_INET and AF_INET6
+	// connect (IPv4-mapped addresses unmapped); a false answer refuses
+	// it with EACCES. The supervisor connects with its own copy of the
+	// address it asked about, so the command cannot swap it afterwards.
+	AllowInet func(netip.AddrPort) bool
 }
 
 // Start installs the filter on the calling thread ([Install]) and starts
@@ -248,6 +254,12 @@ func (s *Supervisor) gather(n *notif) (g gathered) {
 		return
 	}
 	family := binary.NativeEndian.Uint16(g.addr)
+	if s.opts.AllowInet != nil && (family == unix.AF_INET || family == unix.AF_INET6) {
+		if ap, ok := inetAddr(g.addr, family); !ok || !s.opts.AllowInet(ap) {
+			g.errno = unix.EACCES
+		}
+		return
+	}
 	if s.opts.RefuseAbstract && abstract(g.addr, family) {
 		g.errno = unix.EACCES
 		return
