@@ -1,7 +1,6 @@
 package sandbox
 
 import (
-	"fmt"
 	"net"
 	"os"
 
@@ -16,23 +15,10 @@ import (
 // the profile input allowing only those two ports and the command's
 // environment pointing at them.
 func darwinEgress(pol *policy.Policy, in darwin.Input, env []string) (*netproxy.Server, darwin.Input, []string, error) {
-	srv, err := newEgressProxy(pol)
+	srv, lns, err := hostLoopbackProxy(pol)
 	if err != nil {
 		return nil, in, nil, err
 	}
-	var lns []net.Listener
-	for range 2 {
-		ln, err := net.Listen("tcp4", "127.0.0.1:0")
-		if err != nil {
-			for _, l := range lns {
-				l.Close()
-			}
-			return nil, in, nil, fmt.Errorf("allow-list proxy: %w", err)
-		}
-		lns = append(lns, ln)
-	}
-	go srv.ServeHTTPProxy(lns[0])
-	go srv.ServeSOCKS(lns[1])
 	httpAddr, socksAddr := lns[0].Addr().String(), lns[1].Addr().String()
 	in.Network = darwin.NetworkLocalhostPort
 	in.ProxyPort = lns[0].Addr().(*net.TCPAddr).Port

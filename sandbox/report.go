@@ -126,3 +126,27 @@ func checkEgress(pol *policy.Policy) error {
 	}
 	return nil
 }
+
+// hostLoopbackProxy starts the allow-list proxy on two ports of the host's
+// loopback, for platforms and modes without a network namespace of the
+// sandbox's own: the HTTP proxy's listener, then the SOCKS5 proxy's.
+func hostLoopbackProxy(pol *policy.Policy) (*netproxy.Server, []net.Listener, error) {
+	srv, err := newEgressProxy(pol)
+	if err != nil {
+		return nil, nil, err
+	}
+	var lns []net.Listener
+	for range 2 {
+		ln, err := net.Listen("tcp4", "127.0.0.1:0")
+		if err != nil {
+			for _, l := range lns {
+				l.Close()
+			}
+			return nil, nil, fmt.Errorf("allow-list proxy: %w", err)
+		}
+		lns = append(lns, ln)
+	}
+	go srv.ServeHTTPProxy(lns[0])
+	go srv.ServeSOCKS(lns[1])
+	return srv, lns, nil
+}

@@ -54,15 +54,20 @@ func start(c *Cmd) (process, error) {
 	}
 	p, err := linux.Start(spec, c.stdio())
 	var nu *linux.NoUsernsError
+	var proxy *netproxy.Server
 	if errors.As(err, &nu) {
+		err = nil
 		if pol.Egress != nil {
-			err = fmt.Errorf("%w; allow-listed egress (--allow-domain, [network] allowed_domains) needs the sandbox's own network namespace and is not available without it: enable user namespaces, or run with the network off or fully on", nu)
-		} else {
+			proxy, err = degradedEgress(pol, spec)
+		}
+		if err == nil {
 			p, err = startDegraded(c, spec, nu)
 		}
-	}
-	var proxy *netproxy.Server
-	if err == nil && pol.Egress != nil {
+		if err != nil && proxy != nil {
+			proxy.Close()
+			proxy = nil
+		}
+	} else if err == nil && pol.Egress != nil {
 		proxy, err = serveEgress(pol, p)
 	}
 	if err != nil {
@@ -74,6 +79,23 @@ func start(c *Cmd) (process, error) {
 		return nil, &StartError{CodeSandboxFailure, err}
 	}
 	return &linuxProcess{p: p, ph: ph, proxy: proxy}, nil
+}
+
+// degradedEgress starts the allow-list proxy on the host's loopback for a
+// sandbox without a network namespace, and points spec at it: the
+// command's proxy variables, and the only TCP destinations its connect
+// supervisor allows.
+func degradedEgress(pol *policy.Policy, spec *linux.Spec) (*netproxy.Server, error) {
+	if !spec.MediateUnixConnect {
+		return nil, errors.New("allow-listed egress without a network namespace needs connect mediation")
+	}
+	srv, lns, err := hostLoopbackProxy(pol)
+	if err != nil {
+		return nil, err
+	}
+	spec.Proxy = false
+	spec.ProxyAddrs = []string{lns[0].Addr().String(), lns[1].Addr().String()}
+	return srv, nil
 }
 
 // serveEgress serves the allow-list proxy on the listeners the sandbox

@@ -99,10 +99,8 @@ func RunInit() {
 			fail(125, fmt.Errorf("bringing up loopback in the network namespace: %w", err))
 		}
 	}
-	if spec.Proxy {
-		if err := proxyListeners(spec); err != nil {
-			fail(125, fmt.Errorf("setting up the proxy listeners on the sandbox's loopback: %w", err))
-		}
+	if err := setupProxy(spec); err != nil {
+		fail(125, fmt.Errorf("setting up the allow-list proxy: %w", err))
 	}
 	if err := unix.Chdir(spec.Cwd); err != nil {
 		fail(125, fmt.Errorf("entering %s inside the sandbox: %w", spec.Cwd, err))

@@ -4,8 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"time"
 
@@ -123,6 +125,42 @@ func (s *proxySocket) receive() ([]net.Listener, error) {
 // sandbox's loopback (nil without Spec.Proxy). The caller serves them and
 // closes them when the process is gone.
 func (p *Process) ProxyListeners() []net.Listener { return p.proxy }
+
+// setupProxy runs in the init stage: with a network namespace it makes
+// the listeners ([proxyListeners]); in degraded mode it points the
+// command's proxy variables at the host-loopback proxy.
+func setupProxy(spec *Spec) error {
+	switch {
+	case spec.Proxy:
+		if err := proxyListeners(spec); err != nil {
+			return fmt.Errorf("listeners on the sandbox's loopback: %w", err)
+		}
+	case len(spec.ProxyAddrs) > 0:
+		if len(spec.ProxyAddrs) != 2 || !spec.MediateUnixConnect {
+			return errors.New("degraded allow-list needs two proxy addresses and connect mediation")
+		}
+		spec.Env = netproxy.MergeEnv(spec.Env, netproxy.Env(spec.ProxyAddrs[0], spec.ProxyAddrs[1], netproxy.Lookup(spec.Env, "JAVA_TOOL_OPTIONS")))
+	}
+	return nil
+}
+
+// proxyOnly is the connect supervisor's inet policy in degraded
+// allow-list mode: the proxy's addresses and nothing else. nil (no inet
+// policy) without proxy addresses.
+func proxyOnly(addrs []string) func(netip.AddrPort) bool {
+	if len(addrs) == 0 {
+		return nil
+	}
+	var ok []netip.AddrPort
+	for _, a := range addrs {
+		if ap, err := netip.ParseAddrPort(a); err == nil {
+			ok = append(ok, ap)
+		}
+	}
+	return func(ap netip.AddrPort) bool {
+		return slices.Contains(ok, ap)
+	}
+}
 
 // proxyListeners runs in the init stage, inside the network namespace
 // with loopback up: it listens on 127.0.0.1 twice, sends both sockets to

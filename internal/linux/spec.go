@@ -51,6 +51,11 @@ type Spec struct {
 	// command's proxy variables at them. Needs the network namespace.
 	Proxy   bool `json:"proxy,omitempty"`
 	ProxyFD int  `json:"proxy_fd,omitempty"`
+	// ProxyAddrs, in degraded mode, are the host-loopback addresses of
+	// the allow-list proxy (HTTP, then SOCKS5): the command's proxy
+	// variables point at them, and they are the only TCP destinations
+	// the connect supervisor lets through.
+	ProxyAddrs []string `json:"proxy_addrs,omitempty"`
 }
 
 // MountKind is what one step of the plan does to a path.
@@ -187,7 +192,10 @@ func DegradedGaps(p *policy.Policy, landlockABI int) []string {
 	if p.Mode == policy.WorkspaceWrite && len(p.Protected) > 0 {
 		gaps = append(gaps, "protected paths inside writable roots (.git, .codex, .agents and gitdirs) stay writable: Landlock can only add access, not carve read-only holes")
 	}
-	if !p.Network {
+	switch {
+	case p.Egress != nil:
+		gaps = append(gaps, "no network namespace: the allow-list proxy listens on the host's loopback, where other local processes can use it during the run; the command may only make TCP connections to it (every connect is checked), and UDP and listen(2) are refused, so servers inside the command do not work")
+	case !p.Network:
 		gaps = append(gaps, "no network namespace: all non-unix sockets are refused by seccomp, so servers on 127.0.0.1 inside the command do not work either")
 	}
 	gaps = append(gaps,

@@ -50,6 +50,9 @@ func applyWalls(spec *Spec) error {
 	if spec.Seccomp {
 		prog, err := seccomp.BuildNativeProgram(seccomp.Options{
 			DenyInetSockets: spec.DenyInetSockets,
+			// Allow-list without a network namespace: TCP only, every
+			// connect checked by the supervisor below.
+			TCPOnly: len(spec.ProxyAddrs) > 0,
 			// With the network off, only the socket families the network
 			// namespace isolates: AF_VSOCK, for one, would reach the
 			// hypervisor from any namespace. With --network the user
@@ -93,6 +96,7 @@ func applyWalls(spec *Spec) error {
 			// Landlock scoping that would refuse them (ScopeAbstractUnix
 			// above): refuse them itself, as Landlock would offline.
 			RefuseAbstract: !ownNetns && !spec.Network,
+			AllowInet:      proxyOnly(spec.ProxyAddrs),
 		})
 		if err != nil {
 			return fmt.Errorf("unix socket mediation: %w", err)

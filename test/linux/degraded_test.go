@@ -18,13 +18,19 @@ import (
 // it builds the sandbox in, without touching the host's settings.
 func degraded(t *testing.T, fx *fixture, extra []string, script string) result {
 	t.Helper()
+	return degradedWith(t, fx, nil, extra, script)
+}
+
+// degradedWith is degraded with env added to agentbox's environment.
+func degradedWith(t *testing.T, fx *fixture, env []string, extra []string, script string) result {
+	t.Helper()
 	if _, err := exec.LookPath("unshare"); err != nil {
 		t.Fatalf("unshare(1) is needed to test the fallback: %v", err)
 	}
 	args := []string{"-Ur", "sh", "-c", `echo 0 > /proc/sys/user/max_user_namespaces && exec "$0" "$@"`, binPath, "run", "-C", fx.ws}
 	args = append(args, extra...)
 	args = append(args, "--", "/bin/sh", "-c", script)
-	return host(t, fx.u, runOpts{env: fx.env(), dir: fx.ws}, "unshare", args...)
+	return host(t, fx.u, runOpts{env: append(fx.env(), env...), dir: fx.ws}, "unshare", args...)
 }
 
 // TestDegradedRefusedWithoutOptIn: without user namespaces agentbox names

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // webServer is an HTTP server on one loopback address of the host that
@@ -289,21 +290,83 @@ func TestEgressContractErrors(t *testing.T) {
 	})
 }
 
-// TestEgressDegradedRefused: without user namespaces there is no network
-// namespace to confine the command to the proxy, so an allow-list is
-// refused (even with --allow-degraded) with the reason, and nothing runs.
-func TestEgressDegradedRefused(t *testing.T) {
+// TestEgressDegraded: without user namespaces (hence without a network
+// namespace) an allow-list still confines the command: agentbox names the
+// gap and refuses unless --allow-degraded; with it, the proxy on the
+// host's loopback is the command's only TCP destination (every connect is
+// checked by the supervisor), allowed names work through it, and direct
+// connections, bare IPs, UDP and listening sockets are refused.
+func TestEgressDegraded(t *testing.T) {
+	needBin(t)
+	curl, err := exec.LookPath("curl")
+	if err != nil {
+		t.Skip("no curl on this machine")
+	}
+	good := listenWeb(t, "127.0.0.2", "good")
+	bad := listenWeb(t, "127.0.0.4", "bad")
+	udp := listenUDP(t)
+	hosts := filepath.Join(baseDir, "egress-hosts-degraded")
+	if err := os.WriteFile(hosts, []byte("127.0.0.2 good.test\n127.0.0.4 evil.test\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	allow := []string{"--allow-domain", "good.test", "--allow-domain", "127.0.0.2"}
+	script := fmt.Sprintf(`
+c() { n=$1; shift; if out=$(%[1]s -fsS --max-time 10 "$@" 2>/dev/null); then echo "$n:$out"; else echo "$n:refused"; fi; }
+c plain %[2]s
+c connect -p %[2]s
+c socks -x "$ALL_PROXY" %[2]s
+c evil %[3]s
+c bareip %[4]s
+c direct --noproxy '*' %[5]s
+c direct-bad --noproxy '*' %[4]s
+if (exec 3<>/dev/tcp/127.0.0.4/%[6]d) 2>/dev/null; then echo devtcp:connected; else echo devtcp:refused; fi
+if (echo ping >/dev/udp/127.0.0.1/%[7]s) 2>/dev/null; then echo udp:sent; else echo udp:refused; fi
+`, curl, good.at("good.test"), bad.at("evil.test"), bad.at("127.0.0.4"), good.at("127.0.0.2"), bad.port, udp.addr)
+	want := map[string]string{
+		"plain": "good-ok", "connect": "good-ok", "socks": "good-ok",
+		"evil": "refused", "bareip": "refused", "direct": "refused", "direct-bad": "refused",
+		"devtcp": "refused", "udp": "refused",
+	}
 	forEachUser(t, func(t *testing.T, u *testUser) {
+		good.hits.Store(0)
+		bad.hits.Store(0)
+		udp.hits.Store(0)
 		fx := newFixture(t, u)
-		r := degraded(t, fx, []string{"--allow-degraded", "--allow-domain", "a.test"}, `echo ran > "$WS/ran.txt"`)
-		if r.code != 125 {
-			t.Errorf("exit %d, want 125: %v", r.code, r)
-		}
-		for _, want := range []string{"user.max_user_namespaces is 0", "allow-listed egress", "network namespace"} {
-			if !strings.Contains(r.stderr, want) {
-				t.Errorf("refusal does not mention %q: %q", want, r.stderr)
-			}
+		r := degraded(t, fx, allow, `echo ran > "$WS/ran.txt"`)
+		if r.code != 125 || !strings.Contains(r.stderr, "--allow-degraded") || !strings.Contains(r.stderr, "allow-list proxy listens on the host's loopback") {
+			t.Errorf("without --allow-degraded: want 125 naming the proxy gap: %v", r)
 		}
 		assertAbsent(t, filepath.Join(fx.ws, "ran.txt"))
+
+		report := filepath.Join(fx.dir, "report.json")
+		args := append([]string{"--allow-degraded", "--report", report}, allow...)
+		r = degradedWith(t, fx, []string{"AGENTBOX_TEST_HOSTS=" + hosts}, args, script)
+		if r.code != 0 {
+			t.Fatalf("run failed: %v", r)
+		}
+		got := map[string]string{}
+		for _, l := range strings.Split(strings.TrimSpace(r.stdout), "\n") {
+			if k, v, ok := strings.Cut(l, ":"); ok {
+				got[k] = strings.TrimSpace(v)
+			}
+		}
+		for k, v := range want {
+			if got[k] != v {
+				t.Errorf("%s: got %q, want %q (stderr %q)", k, got[k], v, r.stderr)
+			}
+		}
+		time.Sleep(100 * time.Millisecond) // let a datagram land
+		if n := good.hits.Load(); n != 3 {
+			t.Errorf("host: the allowed server got %d requests, want 3", n)
+		}
+		if n := bad.hits.Load() + udp.hits.Load(); n != 0 {
+			t.Errorf("host: refused servers got %d requests/datagrams", n)
+		}
+		if !strings.Contains(r.stderr, fmt.Sprintf("agentbox: network: refused evil.test:%d (not in allowed_domains)", bad.port)) {
+			t.Errorf("stderr lacks the refusal of evil.test: %q", r.stderr)
+		}
+		if rep := readReport(t, report); rep.Network.Mode != "allow-list" || len(rep.Network.Denied) != 2 {
+			t.Errorf("report: %+v", rep)
+		}
 	})
 }
