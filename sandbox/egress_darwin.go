@@ -2,10 +2,8 @@ package sandbox
 
 import (
 	"net"
-	"os"
 
 	"github.com/agentbox/agentbox/internal/darwin"
-	"github.com/agentbox/agentbox/internal/netpolicy"
 	"github.com/agentbox/agentbox/internal/netproxy"
 	"github.com/agentbox/agentbox/policy"
 )
@@ -26,19 +24,3 @@ func darwinEgress(pol *policy.Policy, in darwin.Input, env []string) (*netproxy.
 	env = netproxy.MergeEnv(env, netproxy.Env(httpAddr, socksAddr, netproxy.Lookup(env, "JAVA_TOOL_OPTIONS")))
 	return srv, in, env, nil
 }
-
-// proxiedProcess ends the proxy when the command's run ends.
-type proxiedProcess struct {
-	process
-	proxy *netproxy.Server
-}
-
-func (p *proxiedProcess) Wait() (*Status, error) {
-	st, err := p.process.Wait()
-	p.proxy.Close()
-	return st, err
-}
-
-func (p *proxiedProcess) Signal(s os.Signal) error { return p.process.Signal(s) }
-
-func (p *proxiedProcess) networkReport() netpolicy.Report { return p.proxy.Recorder().Report() }

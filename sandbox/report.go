@@ -121,8 +121,14 @@ type networkReporter interface {
 
 // checkEgress refuses an allow-list where no backend can enforce it yet.
 func checkEgress(pol *policy.Policy) error {
-	if pol.Egress != nil && runtime.GOOS != "linux" && runtime.GOOS != "darwin" {
-		return fmt.Errorf("allow-listed egress (--allow-domain, [network] allowed_domains) is not available on %s yet: %w", runtime.GOOS, ErrUnsupported)
+	if pol.Egress == nil {
+		return nil
+	}
+	switch {
+	case runtime.GOOS == "windows" && pol.Windows == policy.Elevated:
+		return fmt.Errorf(`allow-listed egress (--allow-domain, [network] allowed_domains) is not available in Windows elevated mode yet (its firewall opens no proxy port): use [windows] sandbox = "unelevated", where it is advisory, or run with the network off: %w`, ErrUnsupported)
+	case runtime.GOOS != "linux" && runtime.GOOS != "darwin" && runtime.GOOS != "windows":
+		return fmt.Errorf("allow-listed egress (--allow-domain, [network] allowed_domains) is not available on %s: %w", runtime.GOOS, ErrUnsupported)
 	}
 	return nil
 }
@@ -149,4 +155,25 @@ func hostLoopbackProxy(pol *policy.Policy) (*netproxy.Server, []net.Listener, er
 	go srv.ServeHTTPProxy(lns[0])
 	go srv.ServeSOCKS(lns[1])
 	return srv, lns, nil
+}
+
+// proxiedProcess ends the allow-list proxy when the command's run ends
+// (backends whose process type knows nothing of the proxy).
+type proxiedProcess struct {
+	process
+	proxy *netproxy.Server
+}
+
+func (p *proxiedProcess) Wait() (*Status, error) {
+	st, err := p.process.Wait()
+	p.proxy.Close()
+	return st, err
+}
+
+func (p *proxiedProcess) networkReport() netpolicy.Report { return p.proxy.Recorder().Report() }
+
+func closeProxy(p *netproxy.Server) {
+	if p != nil {
+		p.Close()
+	}
 }

@@ -49,30 +49,41 @@ func start(c *Cmd) (process, error) {
 		if n := len(sb.ACL.Modified); n > 0 {
 			c.diag("granted the sandbox SID access on %d path(s) (first run for these roots; later runs only check)", n)
 		}
-		if !pol.Network {
+		if pol.Egress != nil {
+			c.diag("%s", unelevated.EgressNote)
+		} else if !pol.Network {
 			c.diag("%s", unelevated.NetworkNote)
 		}
 		for _, r := range unelevated.Limits(pol) {
 			c.diag("not guaranteed in unelevated mode: %s", r)
 		}
 	}
-	sio, err := newStdio(c, pol.Mode != policy.DangerFullAccess)
+	proxy, proxyEnv, err := windowsEgress(pol, c.Env)
 	if err != nil {
 		return nil, &StartError{CodeSandboxFailure, err}
 	}
+	sio, err := newStdio(c, pol.Mode != policy.DangerFullAccess)
+	if err != nil {
+		closeProxy(proxy)
+		return nil, &StartError{CodeSandboxFailure, err}
+	}
 	p, err := sb.Start(pol, unelevated.Spec{
-		Path: c.Path, Args: c.Args, Env: c.Env, Dir: pol.Cwd,
+		Path: c.Path, Args: c.Args, Env: c.Env, Dir: pol.Cwd, ProxyEnv: proxyEnv,
 		Stdin: sio.handles[0], Stdout: sio.handles[1], Stderr: sio.handles[2],
 	})
 	sio.closeChildEnds()
 	if err != nil {
 		sio.abort()
+		closeProxy(proxy)
 		return nil, &StartError{startCode(err), err}
 	}
 	if l := p.JobLimits(); pol.Mode != policy.DangerFullAccess && !l.UI && !winapi.IsWine() {
 		c.diag("%s", l)
 	}
 	sio.startCopies()
+	if proxy != nil {
+		return &proxiedProcess{process: &winProcess{p: p, io: sio, waitDelay: c.WaitDelay}, proxy: proxy}, nil
+	}
 	return &winProcess{p: p, io: sio, waitDelay: c.WaitDelay}, nil
 }
 

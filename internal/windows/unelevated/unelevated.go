@@ -43,6 +43,11 @@ const NetworkNote = "network is blocked only by advice in Windows unelevated mod
 	"but a program that ignores them can still reach the network " +
 	`(set [windows] sandbox = "elevated" for a firewall-enforced block)`
 
+// EgressNote is what `agentbox run` says with an allow-list in this mode.
+const EgressNote = "the network allow-list is advisory only in Windows unelevated mode: " +
+	"proxy variables point at agentbox's proxy, which enforces the allow-list, " +
+	"but a program that ignores them reaches the network directly"
+
 // DenybinDir is the stub directory inside the state directory. It is not
 // under any writable root, so the sandboxed command cannot alter the stubs.
 func DenybinDir(stateDir string) string { return filepath.Join(stateDir, "denybin") }
@@ -87,10 +92,15 @@ func Limits(pol *policy.Policy) []string {
 }
 
 // ChildEnv is the environment the command gets: env as given, plus the
-// advisory network block when pol has the network off.
-func ChildEnv(pol *policy.Policy, env []string, denybin string) []string {
+// advisory network block when pol has the network off. With an
+// allow-list, proxyEnv (agentbox's proxy, KEY=VALUE) replaces the dead
+// proxy; without proxyEnv an allow-listed policy gets the plain block.
+func ChildEnv(pol *policy.Policy, env []string, denybin string, proxyEnv ...string) []string {
 	if pol.Network {
 		return env
+	}
+	if pol.Egress != nil && len(proxyEnv) > 0 {
+		return winenv.AllowListed(env, denybin, proxyEnv)
 	}
 	return winenv.NoNetwork(env, denybin)
 }

@@ -167,7 +167,10 @@ type Spec struct {
 	Path string
 	Args []string
 	Env  []string // as given by the caller, before the network rewrite
-	Dir  string
+	// ProxyEnv points the proxy variables at agentbox's allow-list
+	// proxy when the policy has an allow-list (see ChildEnv).
+	ProxyEnv []string
+	Dir      string
 	// Stdio handles in this process; Start passes duplicates. Outside
 	// danger-full-access none may be a console (winapi.IsConsole): the
 	// caller relays a console through pipes.
@@ -190,7 +193,7 @@ type Proc struct {
 func (sb *Sandbox) Start(pol *policy.Policy, s Spec) (*Proc, error) {
 	env := s.Env
 	if pol.Mode != policy.DangerFullAccess {
-		env = ChildEnv(pol, env, DenybinDir(sb.StateDir))
+		env = ChildEnv(pol, env, DenybinDir(sb.StateDir), s.ProxyEnv...)
 	}
 	path, err := Resolve(s.Path, env)
 	if err != nil {
