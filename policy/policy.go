@@ -55,12 +55,13 @@ type Policy struct {
 	// ProtectedNames are the names protected in every writable root.
 	ProtectedNames []string
 	Network        bool
+	Windows        WindowsSandbox
+	AllowDegraded  bool
+
 	// Egress is the allow-list when the command may reach only listed
 	// hosts through agentbox's proxy; nil otherwise. Network is false
 	// whenever Egress is set.
-	Egress        *netpolicy.Rules
-	Windows       WindowsSandbox
-	AllowDegraded bool
+	Egress *netpolicy.Rules
 }
 
 // ProtectedKind says what is on disk at a protected path.
