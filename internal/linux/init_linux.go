@@ -105,6 +105,12 @@ func RunInit() {
 	if err := unix.Chdir(spec.Cwd); err != nil {
 		fail(125, fmt.Errorf("entering %s inside the sandbox: %w", spec.Cwd, err))
 	}
+	// The command's streams, from inside the sandbox: the caller's
+	// terminal and files stay in agentbox (stdio_linux.go).
+	stdio, err := sandboxStdio(spec)
+	if err != nil {
+		fail(125, err)
+	}
 	// Look the command up now, inside the sandbox's view of PATH, so that
 	// "not found" and "not executable" get their own exit statuses.
 	path, code, err := lookPath(spec.Path, spec.Env)
@@ -137,13 +143,20 @@ func RunInit() {
 		Args:   spec.Argv,
 		Env:    spec.Env,
 		Dir:    spec.Cwd,
-		Stdin:  os.Stdin,
-		Stdout: os.Stdout,
-		Stderr: os.Stderr,
+		Stdin:  stdio.files[0],
+		Stdout: stdio.files[1],
+		Stderr: stdio.files[2],
 		SysProcAttr: &syscall.SysProcAttr{
 			// If this init dies, the command dies with it.
 			Pdeathsig: syscall.SIGKILL,
 		},
+	}
+	if stdio.ctty >= 0 {
+		// The sandbox's terminal is the command's controlling terminal,
+		// so ^C typed on it signals the command's foreground group.
+		cmd.SysProcAttr.Setsid = true
+		cmd.SysProcAttr.Setctty = true
+		cmd.SysProcAttr.Ctty = stdio.ctty
 	}
 	if err := cmd.Start(); err != nil {
 		code := 125
@@ -154,6 +167,7 @@ func RunInit() {
 		}
 		fail(code, fmt.Errorf("starting %s: %w", spec.Argv[0], err))
 	}
+	stdio.close()
 	report(message{Started: true})
 	pid := cmd.Process.Pid
 

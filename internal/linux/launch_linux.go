@@ -32,6 +32,9 @@ type Process struct {
 	file   *os.File
 	// proxy holds the listeners of Spec.Proxy, on the sandbox's loopback.
 	proxy []net.Listener
+	// relay copies the streams agentbox relays (stdio_linux.go).
+	relay     *stdioRelay
+	waitDelay time.Duration
 }
 
 // Stdio is where the command's standard streams go, as in exec.Cmd, and
@@ -83,19 +86,35 @@ func Start(spec *Spec, stdio Stdio) (*Process, error) {
 		// until it drops them all before the command starts.
 		attr.AmbientCaps = []uintptr{unix.CAP_SYS_ADMIN, unix.CAP_NET_ADMIN, unix.CAP_SETPCAP}
 	}
+	// Host files and terminals never reach the command (stdio_linux.go).
+	rel, err := newStdioRelay(stdio)
+	if err != nil {
+		specR.Close()
+		specW.Close()
+		statusR.Close()
+		statusW.Close()
+		return nil, fmt.Errorf("preparing the standard streams: %w", err)
+	}
+	extra := []*os.File{specR, statusW}
+	spec.Pty = nil
+	if f := rel.ptyFile(); f != nil {
+		spec.Pty = rel.ptySpec(3 + len(extra))
+		extra = append(extra, f)
+	}
 	cmd := &exec.Cmd{
 		Path:        "/proc/self/exe",
 		Args:        []string{stageArg0},
 		Env:         []string{stageEnv + "=" + stageValue},
-		Stdin:       stdio.Stdin,
-		Stdout:      stdio.Stdout,
-		Stderr:      stdio.Stderr,
+		Stdin:       rel.stdin,
+		Stdout:      rel.stdout,
+		Stderr:      rel.stderr,
 		WaitDelay:   stdio.WaitDelay,
-		ExtraFiles:  []*os.File{specR, statusW},
+		ExtraFiles:  extra,
 		SysProcAttr: attr,
 	}
 	proxySock, err := prepareProxy(spec, cmd)
 	if err != nil {
+		rel.abort()
 		specR.Close()
 		specW.Close()
 		statusR.Close()
@@ -108,6 +127,7 @@ func Start(spec *Spec, stdio Stdio) (*Process, error) {
 	proxySock.closeChildEnd()
 	if err != nil {
 		proxySock.Close()
+		rel.abort()
 		specW.Close()
 		statusR.Close()
 		if !spec.Degraded && isUsernsRefusal(err) {
@@ -115,7 +135,8 @@ func Start(spec *Spec, stdio Stdio) (*Process, error) {
 		}
 		return nil, fmt.Errorf("starting the sandbox: %w", err)
 	}
-	p := &Process{cmd: cmd, status: bufio.NewReader(statusR), file: statusR}
+	rel.started()
+	p := &Process{cmd: cmd, status: bufio.NewReader(statusR), file: statusR, relay: rel, waitDelay: stdio.WaitDelay}
 	go func() {
 		// The init stage reads the spec before anything else; a write
 		// error only means it died, which the status pipe reports.
@@ -136,6 +157,7 @@ func Start(spec *Spec, stdio Stdio) (*Process, error) {
 	if err != nil || !m.Started {
 		cmd.Process.Kill()
 		werr := cmd.Wait()
+		rel.finish(stdio.WaitDelay)
 		statusR.Close()
 		switch {
 		case err == nil && m.NoUserns:
@@ -148,6 +170,7 @@ func Start(spec *Spec, stdio Stdio) (*Process, error) {
 			return nil, fmt.Errorf("sandbox init ended before starting the command (%v)", werr)
 		}
 	}
+	rel.commandStarted()
 	return p, nil
 }
 
@@ -166,6 +189,7 @@ func (p *Process) next() (message, error) {
 func (p *Process) Wait() (code, signal int, err error) {
 	m, merr := p.next()
 	werr := p.cmd.Wait()
+	p.relay.finish(p.waitDelay)
 	p.file.Close()
 	if merr == nil && m.Exited {
 		return m.Status, m.Signal, nil

@@ -222,7 +222,15 @@ func buildDev() error {
 		if err != nil {
 			return err
 		}
+		// Read-only binds: these are the host's device nodes, and as
+		// their owner (root runs as uid 0) the command could otherwise
+		// chmod or touch the host's /dev/null. Opening a device for
+		// writing does not need a writable mount.
+		err = unix.MountSetattr(fd, "", unix.AT_EMPTY_PATH, &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY | unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NOEXEC})
 		unix.Close(fd)
+		if err != nil {
+			return &os.PathError{Op: "mount_setattr(ro)", Path: "/dev/" + n, Err: err}
+		}
 	}
 	for _, d := range []string{"pts", "shm"} {
 		if err := os.Mkdir(dev+"/"+d, 0o755); err != nil {

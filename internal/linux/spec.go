@@ -56,6 +56,9 @@ type Spec struct {
 	// variables point at them, and they are the only TCP destinations
 	// the connect supervisor lets through.
 	ProxyAddrs []string `json:"proxy_addrs,omitempty"`
+	// Pty, when set, gives the command a terminal of the sandbox's own
+	// in place of the caller's (see stdio.go).
+	Pty *PtySpec `json:"pty,omitempty"`
 }
 
 // MountKind is what one step of the plan does to a path.

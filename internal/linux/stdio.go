@@ -1,0 +1,109 @@
+package linux
+
+// How a standard stream the caller hands agentbox as an open file reaches
+// the command. A descriptor the command inherits carries its inode and its
+// mount with it: through /proc/self/fd/N the command can chmod, chown (as
+// the owner), utimes and setxattr whatever file or terminal it names, and
+// neither the read-only mounts nor Landlock cover metadata of an inode
+// reached that way. So only descriptors whose inode nobody else looks at
+// are passed through; everything else is relayed by agentbox.
+
+// stdioKind is the treatment of one standard stream.
+type stdioKind int
+
+const (
+	// stdioPass hands the descriptor to the command unchanged.
+	stdioPass stdioKind = iota
+	// stdioCopy gives the command a pipe and copies between it and the
+	// caller's file in agentbox, which keeps the file's own open file
+	// description (its offset, O_APPEND and all).
+	stdioCopy
+	// stdioTTY gives the command a pseudo-terminal the sandbox owns and
+	// relays between it and the caller's terminal.
+	stdioTTY
+)
+
+// stdioFacts is what fstat and friends say about a descriptor.
+type stdioFacts struct {
+	mode uint32 // st_mode & S_IFMT
+	// pipefs: an anonymous pipe (pipe(2)), not a FIFO on a filesystem.
+	pipefs bool
+	// connectedUnixStream: an AF_UNIX stream or seqpacket socket with a
+	// peer (a socketpair, as Node's child_process uses, or an accepted
+	// connection).
+	connectedUnixStream bool
+	tty                 bool
+	rdev                uint64
+}
+
+// File type bits of st_mode, as in <sys/stat.h>; the same on every Linux
+// architecture.
+const (
+	sIFMT   = 0o170000
+	sIFIFO  = 0o010000
+	sIFCHR  = 0o020000
+	sIFSOCK = 0o140000
+)
+
+// sandboxDevices are the character devices the sandbox's /dev holds, by
+// device number: the init reopens a stream that is one of them from its
+// own /dev, whose bind mounts are read-only, so nothing reaches the host's
+// node. Any other device is relayed.
+var sandboxDevices = map[[2]uint32]string{
+	{1, 3}: "null", {1, 5}: "zero", {1, 7}: "full", {1, 8}: "random", {1, 9}: "urandom",
+}
+
+// devNumber splits a Linux dev_t (glibc's gnu_dev_major/minor encoding).
+func devNumber(rdev uint64) [2]uint32 {
+	major := uint32((rdev>>32)&0xfffff000) | uint32((rdev>>8)&0xfff)
+	minor := uint32((rdev>>12)&0xffffff00) | uint32(rdev&0xff)
+	return [2]uint32{major, minor}
+}
+
+// classifyStdio decides how a stream reaches the command.
+//
+//   - An anonymous pipe or a connected unix stream socket passes: its inode
+//     lives in pipefs or sockfs, where nobody opens it by name, and a
+//     connected stream socket reaches only its peer (sendto on it takes no
+//     address). This is what harnesses hand over, at no cost.
+//   - /dev/null, /dev/zero and the other devices of the sandbox's /dev
+//     pass, and the init reopens them inside the sandbox.
+//   - A terminal gets a pseudo-terminal of the sandbox.
+//   - Everything else is relayed: regular files, FIFOs on a filesystem,
+//     other devices, and sockets that are unconnected, datagram or not
+//     AF_UNIX (an unconnected datagram socket would let the command send
+//     to any address, past the unix socket mediation).
+func classifyStdio(f stdioFacts) stdioKind {
+	switch f.mode {
+	case sIFIFO:
+		if f.pipefs {
+			return stdioPass
+		}
+	case sIFSOCK:
+		if f.connectedUnixStream {
+			return stdioPass
+		}
+	case sIFCHR:
+		if f.tty {
+			return stdioTTY
+		}
+		if _, ok := sandboxDevices[devNumber(f.rdev)]; ok {
+			return stdioPass
+		}
+	}
+	return stdioCopy
+}
+
+// PtySpec asks the init stage for a pseudo-terminal from the sandbox's own
+// devpts: the command gets its slave on the streams in Streams (and as its
+// controlling terminal), and agentbox gets the master over the unix socket
+// at descriptor FD.
+type PtySpec struct {
+	FD      int   `json:"fd"`
+	Streams []int `json:"streams"`
+	// The caller's terminal settings and size, to start from.
+	Iflag, Oflag, Cflag, Lflag uint32
+	Cc                         []byte
+	Ispeed, Ospeed             uint32
+	Rows, Cols, Xpixel, Ypixel uint16
+}

@@ -1,0 +1,631 @@
+package linux
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// ---------------------------------------------------------------------------
+// Host side: agentbox decides per stream (classifyStdio) and relays.
+
+// stdioRelay is what Start hands exec.Cmd for the init stage's standard
+// streams, and the copies agentbox runs for those it relays.
+type stdioRelay struct {
+	stdin          io.Reader
+	stdout, stderr io.Writer
+
+	// childEnds are the init's ends of our pipes and socket, closed in
+	// agentbox once the init has them.
+	childEnds []*os.File
+	outputs   []func() // copies into the caller's files; Wait waits for them
+	inputs    []func() // copies from the caller's files
+	closers   []*os.File
+
+	pty *hostPty
+
+	// stopR/stopW wake the input copies when the sandbox is gone, so
+	// that they never sit in a read of the caller's terminal or FIFO and
+	// swallow input meant for whoever reads it next.
+	stopR, stopW *os.File
+	wg           sync.WaitGroup
+	stopOnce     sync.Once
+}
+
+// hostPty is the caller's side of a sandbox pseudo-terminal.
+type hostPty struct {
+	sock     *os.File // ours; the init sends the master on it
+	child    *os.File // the init's end
+	spec     PtySpec
+	term     *os.File // the caller's terminal, for its size
+	in       *os.File // the caller's terminal to read keystrokes from, or nil
+	out      *os.File // the caller's terminal to show output on, or nil
+	rawInput bool
+}
+
+func newStdioRelay(s Stdio) (r *stdioRelay, err error) {
+	r = &stdioRelay{stdin: s.Stdin, stdout: s.Stdout, stderr: s.Stderr}
+	defer func() {
+		if err != nil {
+			r.abort()
+		}
+	}()
+	if r.stopR, r.stopW, err = os.Pipe(); err != nil {
+		return nil, err
+	}
+	var ttyDev uint64
+	streams := []any{s.Stdin, s.Stdout, s.Stderr}
+	for i, v := range streams {
+		f, ok := v.(*os.File)
+		if !ok || f == nil {
+			continue // exec.Cmd copies io.Readers/Writers through its own pipes
+		}
+		facts, err := stdioFactsOf(f)
+		if err != nil {
+			return nil, fmt.Errorf("standard stream %d: %w", i, err)
+		}
+		kind := classifyStdio(facts)
+		if kind == stdioTTY && r.pty != nil && facts.rdev != ttyDev {
+			kind = stdioCopy // a second, different terminal: rare; a pipe will do
+		}
+		switch kind {
+		case stdioPass:
+		case stdioCopy:
+			if err := r.addPipe(i, f); err != nil {
+				return nil, err
+			}
+		case stdioTTY:
+			if r.pty == nil {
+				ttyDev = facts.rdev
+				if err := r.newPty(f); err != nil {
+					return nil, err
+				}
+			}
+			r.pty.spec.Streams = append(r.pty.spec.Streams, i)
+			if i == 0 {
+				r.pty.in, r.pty.rawInput = f, true
+				// The init itself reads nothing; the command gets the slave.
+				r.stdin = nil
+			} else {
+				if r.pty.out == nil {
+					r.pty.out = f
+				}
+				// The init's own diagnostics still reach the terminal,
+				// through a pipe.
+				if err := r.addPipe(i, f); err != nil {
+					return nil, err
+				}
+			}
+		}
+	}
+	if p := r.pty; p != nil {
+		if p.out == nil && p.in != nil && writable(p.in) {
+			p.out = p.in // echo goes back to the terminal typed on
+		}
+		if !p.rawInput {
+			// The caller's terminal stays cooked and does the output
+			// processing; the pty must not do it a second time.
+			p.spec.Oflag &^= unix.OPOST
+		}
+	}
+	return r, nil
+}
+
+// addPipe replaces stream i by a pipe relayed to or from f.
+func (r *stdioRelay) addPipe(i int, f *os.File) error {
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		return err
+	}
+	if i == 0 {
+		r.stdin = pr
+		r.childEnds = append(r.childEnds, pr)
+		r.closers = append(r.closers, pw)
+		r.inputs = append(r.inputs, func() { copyInput(pw, f, r.stopR) })
+		return nil
+	}
+	// A bigger pipe means fewer wake-ups for a fast writer; best effort
+	// (fs.pipe-max-size and the per-user limits may refuse).
+	unix.FcntlInt(pw.Fd(), unix.F_SETPIPE_SZ, 1<<20)
+	if i == 1 {
+		r.stdout = pw
+	} else {
+		r.stderr = pw
+	}
+	r.childEnds = append(r.childEnds, pw)
+	r.closers = append(r.closers, pr)
+	r.outputs = append(r.outputs, func() { copyOutput(f, pr) })
+	return nil
+}
+
+func (r *stdioRelay) newPty(f *os.File) error {
+	fd, err := rawFd(f)
+	if err != nil {
+		return err
+	}
+	t, err := unix.IoctlGetTermios(fd, unix.TCGETS)
+	if err != nil {
+		return fmt.Errorf("reading the terminal's settings: %w", err)
+	}
+	p := &hostPty{term: f, spec: PtySpec{
+		Iflag: t.Iflag, Oflag: t.Oflag, Cflag: t.Cflag, Lflag: t.Lflag,
+		Cc: t.Cc[:], Ispeed: t.Ispeed, Ospeed: t.Ospeed,
+	}}
+	if ws, err := unix.IoctlGetWinsize(fd, unix.TIOCGWINSZ); err == nil {
+		p.spec.Rows, p.spec.Cols, p.spec.Xpixel, p.spec.Ypixel = ws.Row, ws.Col, ws.Xpixel, ws.Ypixel
+	}
+	pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return os.NewSyscallError("socketpair", err)
+	}
+	p.sock = os.NewFile(uintptr(pair[0]), "pty-socket")
+	p.child = os.NewFile(uintptr(pair[1]), "pty-socket-init")
+	r.childEnds = append(r.childEnds, p.child)
+	r.pty = p
+	return nil
+}
+
+// ptyFile is the init's end of the pty socket, for ExtraFiles; nil
+// without a terminal.
+func (r *stdioRelay) ptyFile() *os.File {
+	if r.pty == nil {
+		return nil
+	}
+	return r.pty.child
+}
+
+// ptySpec is the spec's Pty for a socket at descriptor fd of the init.
+func (r *stdioRelay) ptySpec(fd int) *PtySpec {
+	s := r.pty.spec
+	s.FD = fd
+	return &s
+}
+
+// started runs once the init stage exists: our copies of its ends go,
+// and the output copies start (the init's own errors come through them).
+func (r *stdioRelay) started() {
+	for _, f := range r.childEnds {
+		f.Close()
+	}
+	r.childEnds = nil
+	for _, out := range r.outputs {
+		r.wg.Add(1)
+		go func() {
+			defer r.wg.Done()
+			out()
+		}()
+	}
+}
+
+// commandStarted runs once the command runs: only now is input taken from
+// the caller, so that a sandbox that fails to start (and is retried in
+// degraded mode) has consumed none of it.
+func (r *stdioRelay) commandStarted() {
+	for _, in := range r.inputs {
+		go in()
+	}
+	if r.pty != nil {
+		r.wg.Add(1)
+		go func() {
+			defer r.wg.Done()
+			r.pty.run(r.stopR)
+		}()
+	}
+}
+
+// finish waits for the output copies to drain (the sandbox is gone, so
+// every writer has closed), at most delay if it is positive, then stops
+// the input copies.
+func (r *stdioRelay) finish(delay time.Duration) {
+	done := make(chan struct{})
+	go func() {
+		r.wg.Wait()
+		close(done)
+	}()
+	if delay > 0 {
+		select {
+		case <-done:
+		case <-time.After(delay):
+			// Something outside the sandbox holds a pipe: stop waiting.
+			for _, f := range r.closers {
+				f.Close()
+			}
+		}
+	} else {
+		<-done
+	}
+	r.stop()
+}
+
+func (r *stdioRelay) stop() {
+	r.stopOnce.Do(func() {
+		if r.stopW != nil {
+			r.stopW.Close() // wakes every poll on stopR
+		}
+	})
+}
+
+// abort undoes newStdioRelay when the init never started.
+func (r *stdioRelay) abort() {
+	for _, f := range append(r.childEnds, r.closers...) {
+		f.Close()
+	}
+	if r.pty != nil {
+		r.pty.sock.Close()
+		r.pty.child.Close()
+	}
+	r.stop()
+	if r.stopR != nil {
+		r.stopR.Close()
+	}
+}
+
+// run receives the master from the init and relays until the command's
+// side of the terminal is closed by everyone.
+func (p *hostPty) run(stop *os.File) {
+	master, err := recvFD(p.sock)
+	p.sock.Close()
+	if err != nil {
+		return
+	}
+	defer master.Close()
+	if p.in != nil {
+		if fd, err := rawFd(p.in); err == nil {
+			// Raw mode on the caller's terminal: keystrokes (^C, ^Z,
+			// arrows) reach the sandbox's terminal as bytes, and its
+			// line discipline turns them into signals for the command's
+			// foreground group and echoes them.
+			if saved, err := unix.IoctlGetTermios(fd, unix.TCGETS); err == nil {
+				raw := *saved
+				makeRaw(&raw)
+				unix.IoctlSetTermios(fd, unix.TCSETSW, &raw)
+				defer unix.IoctlSetTermios(fd, unix.TCSETSW, saved)
+			}
+		}
+		go copyInput(master, p.in, stop)
+	}
+	{
+		// A resized window reaches agentbox as SIGWINCH (it is in the
+		// terminal's foreground group); the kernel passes the new size
+		// on to the command's group as SIGWINCH of its own.
+		winch := make(chan os.Signal, 1)
+		signal.Notify(winch, syscall.SIGWINCH)
+		defer signal.Stop(winch)
+		done := make(chan struct{})
+		defer close(done)
+		go func() {
+			for {
+				select {
+				case <-winch:
+					copyWinsize(p.term, master)
+				case <-done:
+					return
+				}
+			}
+		}()
+		copyWinsize(p.term, master) // it may have changed since Start
+	}
+	// Everything the command wrote: read until the last slave is closed
+	// (EIO), which happens when the sandbox is gone.
+	copyOutput(p.out, master)
+}
+
+func copyWinsize(from, to *os.File) {
+	ffd, err := rawFd(from)
+	if err != nil {
+		return
+	}
+	if ws, err := unix.IoctlGetWinsize(ffd, unix.TIOCGWINSZ); err == nil {
+		unix.IoctlSetWinsize(int(to.Fd()), unix.TIOCSWINSZ, ws)
+	}
+}
+
+// makeRaw is cfmakeraw(3).
+func makeRaw(t *unix.Termios) {
+	t.Iflag &^= unix.IGNBRK | unix.BRKINT | unix.PARMRK | unix.ISTRIP | unix.INLCR | unix.IGNCR | unix.ICRNL | unix.IXON
+	t.Oflag &^= unix.OPOST
+	t.Lflag &^= unix.ECHO | unix.ECHONL | unix.ICANON | unix.ISIG | unix.IEXTEN
+	t.Cflag &^= unix.CSIZE | unix.PARENB
+	t.Cflag |= unix.CS8
+	t.Cc[unix.VMIN], t.Cc[unix.VTIME] = 1, 0
+}
+
+// copyInput copies src to dst until src ends or stop becomes readable,
+// then closes dst (the command sees EOF). It only reads when poll says
+// src has data, so it never holds a read of the caller's terminal open
+// past the end of the sandbox.
+func copyInput(dst, src, stop *os.File) {
+	defer dst.Close()
+	sfd, err := rawFd(src)
+	if err != nil {
+		return
+	}
+	buf := make([]byte, 64<<10)
+	for {
+		fds := []unix.PollFd{{Fd: int32(sfd), Events: unix.POLLIN}, {Fd: int32(stop.Fd()), Events: unix.POLLIN}}
+		if _, err := unix.Poll(fds, -1); err != nil {
+			if err == unix.EINTR {
+				continue
+			}
+			return
+		}
+		if fds[1].Revents != 0 {
+			return
+		}
+		if fds[0].Revents == 0 {
+			continue
+		}
+		n, err := unix.Read(sfd, buf)
+		if err == unix.EINTR || err == unix.EAGAIN {
+			continue
+		}
+		if n <= 0 {
+			return // EOF, or an error: either way the command sees EOF
+		}
+		if _, err := dst.Write(buf[:n]); err != nil {
+			return
+		}
+	}
+}
+
+// copyOutput copies src until EOF (or EIO, a pty without slaves) into
+// dst, the caller's file, by its own open file description, so O_APPEND
+// and the offset the caller shares are honoured. dst nil discards. On a
+// write error the copy stops and src is closed, so the command's writes
+// fail (EPIPE) rather than block.
+func copyOutput(dst, src *os.File) {
+	defer src.Close()
+	dfd := -1
+	if dst != nil {
+		fd, err := rawFd(dst)
+		if err != nil {
+			return
+		}
+		dfd = fd
+	}
+	buf := make([]byte, 256<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 && dfd >= 0 {
+			if err := writeAll(dfd, buf[:n]); err != nil {
+				return
+			}
+		}
+		if err != nil {
+			return // io.EOF, EIO from a pty, or a closed pipe
+		}
+	}
+}
+
+// writeAll writes b to fd, waiting out a non-blocking descriptor.
+func writeAll(fd int, b []byte) error {
+	for len(b) > 0 {
+		n, err := unix.Write(fd, b)
+		switch {
+		case err == unix.EINTR:
+			continue
+		case err == unix.EAGAIN:
+			unix.Poll([]unix.PollFd{{Fd: int32(fd), Events: unix.POLLOUT}}, -1)
+			continue
+		case err != nil:
+			return err
+		}
+		b = b[n:]
+	}
+	return nil
+}
+
+// rawFd is f's descriptor. Unlike f.Fd it leaves the descriptor's
+// blocking mode alone: the open file description is shared with the
+// caller (a shell's terminal), and O_NONBLOCK on it is theirs.
+func rawFd(f *os.File) (int, error) {
+	sc, err := f.SyscallConn()
+	if err != nil {
+		return -1, err
+	}
+	fd := -1
+	if err := sc.Control(func(u uintptr) { fd = int(u) }); err != nil {
+		return -1, err
+	}
+	return fd, nil
+}
+
+func writable(f *os.File) bool {
+	fd, err := rawFd(f)
+	if err != nil {
+		return false
+	}
+	fl, err := unix.FcntlInt(uintptr(fd), unix.F_GETFL, 0)
+	return err == nil && fl&unix.O_ACCMODE != unix.O_RDONLY
+}
+
+// stdioFactsOf gathers what classifyStdio needs about f.
+func stdioFactsOf(f *os.File) (stdioFacts, error) {
+	var facts stdioFacts
+	fd, err := rawFd(f)
+	if err != nil {
+		return facts, err
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return facts, os.NewSyscallError("fstat", err)
+	}
+	facts.mode = st.Mode & unix.S_IFMT
+	facts.rdev = st.Rdev
+	switch facts.mode {
+	case unix.S_IFIFO:
+		var sfs unix.Statfs_t
+		if err := unix.Fstatfs(fd, &sfs); err == nil && sfs.Type == unix.PIPEFS_MAGIC {
+			facts.pipefs = true
+		}
+	case unix.S_IFSOCK:
+		domain, err1 := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_DOMAIN)
+		typ, err2 := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_TYPE)
+		_, err3 := unix.Getpeername(fd)
+		facts.connectedUnixStream = err1 == nil && err2 == nil && err3 == nil &&
+			domain == unix.AF_UNIX && (typ == unix.SOCK_STREAM || typ == unix.SOCK_SEQPACKET)
+	case unix.S_IFCHR:
+		_, err := unix.IoctlGetTermios(fd, unix.TCGETS)
+		facts.tty = err == nil
+	}
+	return facts, nil
+}
+
+// recvFD receives one descriptor sent with SCM_RIGHTS on sock.
+func recvFD(sock *os.File) (*os.File, error) {
+	buf := make([]byte, 1)
+	oob := make([]byte, unix.CmsgSpace(4))
+	n, oobn, _, _, err := unix.Recvmsg(int(sock.Fd()), buf, oob, unix.MSG_CMSG_CLOEXEC)
+	if err != nil {
+		return nil, os.NewSyscallError("recvmsg", err)
+	}
+	if n == 0 && oobn == 0 {
+		return nil, io.EOF
+	}
+	msgs, err := unix.ParseSocketControlMessage(oob[:oobn])
+	if err != nil {
+		return nil, err
+	}
+	for _, m := range msgs {
+		fds, err := unix.ParseUnixRights(&m)
+		if err != nil {
+			continue
+		}
+		for _, fd := range fds[1:] {
+			unix.Close(fd)
+		}
+		if len(fds) > 0 {
+			return os.NewFile(uintptr(fds[0]), "pty-master"), nil
+		}
+	}
+	return nil, errors.New("no descriptor received")
+}
+
+// ---------------------------------------------------------------------------
+// Init side: the command's standard streams, built inside the sandbox.
+
+// commandStdio is what the init hands the command.
+type commandStdio struct {
+	files [3]*os.File
+	// ctty is the stream that becomes the command's controlling
+	// terminal, or -1.
+	ctty int
+	// opened are files to close once the command has them.
+	opened []*os.File
+}
+
+// sandboxStdio prepares the command's streams: devices reopened from the
+// sandbox's own /dev, and the sandbox's pseudo-terminal when asked for.
+// It runs after the root is built (the new devpts is mounted) and before
+// the walls go up.
+func sandboxStdio(spec *Spec) (*commandStdio, error) {
+	s := &commandStdio{files: [3]*os.File{os.Stdin, os.Stdout, os.Stderr}, ctty: -1}
+	for i := range 3 {
+		f, err := reopenDevice(i)
+		if err != nil {
+			return nil, err
+		}
+		if f != nil {
+			s.files[i] = f
+			s.opened = append(s.opened, f)
+		}
+	}
+	if spec.Pty != nil {
+		slave, err := openPty(spec.Pty)
+		if err != nil {
+			s.close()
+			return nil, fmt.Errorf("allocating the sandbox's terminal: %w", err)
+		}
+		s.opened = append(s.opened, slave)
+		for _, i := range spec.Pty.Streams {
+			if i >= 0 && i < 3 {
+				s.files[i] = slave
+				if s.ctty < 0 {
+					s.ctty = i
+				}
+			}
+		}
+	}
+	return s, nil
+}
+
+func (s *commandStdio) close() {
+	for _, f := range s.opened {
+		f.Close()
+	}
+	s.opened = nil
+}
+
+// reopenDevice returns stream fd reopened from the sandbox's /dev when it
+// is one of sandboxDevices (the caller's /dev/null is the host's node, on
+// a writable mount), or nil.
+func reopenDevice(fd int) (*os.File, error) {
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		if err == unix.EBADF {
+			return nil, nil // a closed stream stays closed
+		}
+		return nil, os.NewSyscallError("fstat", err)
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFCHR {
+		return nil, nil
+	}
+	name, ok := sandboxDevices[devNumber(st.Rdev)]
+	if !ok {
+		return nil, nil
+	}
+	fl, err := unix.FcntlInt(uintptr(fd), unix.F_GETFL, 0)
+	if err != nil {
+		return nil, os.NewSyscallError("fcntl(F_GETFL)", err)
+	}
+	p := "/dev/" + name
+	nfd, err := unix.Open(p, fl&unix.O_ACCMODE|unix.O_CLOEXEC|unix.O_NOCTTY, 0)
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: p, Err: err}
+	}
+	return os.NewFile(uintptr(nfd), p), nil
+}
+
+// openPty allocates a pseudo-terminal from /dev/ptmx (the sandbox's own
+// devpts instance; the host's only in degraded mode, where /dev is the
+// host's), sets it up like the caller's terminal, sends the master to
+// agentbox and returns the slave.
+func openPty(ps *PtySpec) (*os.File, error) {
+	defer unix.Close(ps.FD)
+	m, err := unix.Open("/dev/ptmx", unix.O_RDWR|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: "/dev/ptmx", Err: err}
+	}
+	defer unix.Close(m)
+	if err := unix.IoctlSetPointerInt(m, unix.TIOCSPTLCK, 0); err != nil {
+		return nil, os.NewSyscallError("ioctl(TIOCSPTLCK)", err)
+	}
+	sfd, _, errno := unix.Syscall(unix.SYS_IOCTL, uintptr(m), unix.TIOCGPTPEER, unix.O_RDWR|unix.O_NOCTTY|unix.O_CLOEXEC)
+	if errno != 0 {
+		return nil, os.NewSyscallError("ioctl(TIOCGPTPEER)", errno)
+	}
+	slave := os.NewFile(sfd, "pty-slave")
+	t := unix.Termios{Iflag: ps.Iflag, Oflag: ps.Oflag, Cflag: ps.Cflag, Lflag: ps.Lflag, Ispeed: ps.Ispeed, Ospeed: ps.Ospeed}
+	copy(t.Cc[:], ps.Cc)
+	if err := unix.IoctlSetTermios(int(sfd), unix.TCSETS, &t); err != nil {
+		slave.Close()
+		return nil, os.NewSyscallError("ioctl(TCSETS)", err)
+	}
+	ws := unix.Winsize{Row: ps.Rows, Col: ps.Cols, Xpixel: ps.Xpixel, Ypixel: ps.Ypixel}
+	if err := unix.IoctlSetWinsize(int(sfd), unix.TIOCSWINSZ, &ws); err != nil {
+		slave.Close()
+		return nil, os.NewSyscallError("ioctl(TIOCSWINSZ)", err)
+	}
+	if err := unix.Sendmsg(ps.FD, []byte{0}, unix.UnixRights(m), nil, 0); err != nil {
+		slave.Close()
+		return nil, os.NewSyscallError("sendmsg(pty master)", err)
+	}
+	return slave, nil
+}
