@@ -33,7 +33,14 @@ func lockDown(spec *Spec) error {
 	if err := thisThread(unix.PR_SET_NO_NEW_PRIVS, 1, 0); err != nil {
 		return &os.SyscallError{Syscall: "prctl(PR_SET_NO_NEW_PRIVS)", Err: err}
 	}
+	// The init's other threads too (threads_linux.go).
+	if err := lockOtherThreads(); err != nil {
+		return err
+	}
 	if err := dropCapabilities(); err != nil {
+		return err
+	}
+	if err := dropOtherThreads(); err != nil {
 		return err
 	}
 	if err := applyWalls(spec); err != nil {

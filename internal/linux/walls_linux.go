@@ -31,6 +31,14 @@ func applyWalls(spec *Spec) error {
 		// Scoping needs ABI 6. Below it, the pid and network namespaces
 		// already keep signals and abstract sockets in; degraded runs
 		// name the gap (DegradedGaps).
+		// First every thread of the init, the same filesystem rules
+		// without scoping: its other threads (the signal forwarder,
+		// the supervisor's connects) then write nowhere the command
+		// cannot. The command's thread adds its own, scoped domain
+		// below; the command inherits both.
+		if _, err := landlock.Restrict(landlock.Config{WritableRoots: roots, UnixConnect: true}); err != nil {
+			return fmt.Errorf("landlock on the init's threads: %w", err)
+		}
 		abi, _ := landlock.ABI()
 		scoped := abi >= 6
 		if _, err := landlock.Restrict(landlock.Config{

@@ -76,6 +76,10 @@ type Config struct {
 	// kernels before ABI 8 each thread restricted separately gets a
 	// sibling domain, and scoping then forbids signalling across them.
 	ThisThread bool
+	// UnixConnect leaves connecting to pathname unix sockets unhandled
+	// (ABI 9): for the init stage's own threads, whose connects on the
+	// command's behalf the unix socket supervisor has already decided.
+	UnixConnect bool
 }
 
 // Applied describes what Restrict enforced.
@@ -205,6 +209,9 @@ func plan(cfg Config, abi int, stat func(string) (fs.FileInfo, error)) (landlock
 	}
 
 	handled := presets[abi].HandledAccessFS
+	if cfg.UnixConnect {
+		handled &^= ll.AccessFSResolveUnix
+	}
 	a := Applied{
 		ABI:       abi,
 		HandledFS: handled,
