@@ -34,6 +34,10 @@ type WorkspaceWriteSection struct {
 	// ProtectedSubpaths replaces the default list of names kept read-only
 	// inside every writable root (.git, .codex, .agents).
 	ProtectedSubpaths []string `toml:"protected_subpaths"`
+	// AllowUnixSockets are absolute paths of unix sockets outside the
+	// sandbox that the command may connect to all the same (a daemon the
+	// user deliberately hands it, such as /run/docker.sock); Linux.
+	AllowUnixSockets []string `toml:"allow_unix_sockets"`
 }
 
 // WindowsSection is [windows].
@@ -170,6 +174,11 @@ func (c *Config) validate() error {
 	if err := c.Network.validate(c.Path); err != nil {
 		return err
 	}
+	for _, p := range c.SandboxWorkspaceWrite.AllowUnixSockets {
+		if err := validSocketPath(p); err != nil {
+			return fmt.Errorf("config %s: key sandbox_workspace_write.allow_unix_sockets: %w", c.Path, err)
+		}
+	}
 	for _, n := range c.SandboxWorkspaceWrite.ProtectedSubpaths {
 		if err := validProtectedName(n); err != nil {
 			return fmt.Errorf("config %s: key sandbox_workspace_write.protected_subpaths: %w", c.Path, err)
@@ -183,6 +192,16 @@ func (c *Config) validate() error {
 func validProtectedName(n string) error {
 	if n == "" || n == "." || n == ".." || strings.ContainsAny(n, `/\`) || strings.ContainsRune(n, 0) {
 		return fmt.Errorf("%q is not a single file name", n)
+	}
+	return nil
+}
+
+// validSocketPath accepts an absolute slash path: an allowed socket is
+// matched against the real path of the socket a connect reaches, so a
+// relative path would have no meaning.
+func validSocketPath(p string) error {
+	if !strings.HasPrefix(p, "/") || strings.ContainsRune(p, 0) {
+		return fmt.Errorf("%q is not an absolute path", p)
 	}
 	return nil
 }

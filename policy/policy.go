@@ -57,6 +57,10 @@ type Policy struct {
 	Network        bool
 	Windows        WindowsSandbox
 	AllowDegraded  bool
+	// AllowUnixSockets are host unix sockets the command may connect to
+	// although they lie outside what it may reach otherwise (Linux),
+	// cleaned and with symlinks resolved where they exist.
+	AllowUnixSockets []string
 
 	// Egress is the allow-list when the command may reach only listed
 	// hosts through agentbox's proxy; nil otherwise. Network is false
@@ -149,6 +153,19 @@ func Resolve(o Options) (*Policy, error) {
 			}
 		}
 		p.ProtectedNames = slices.Clone(ww.ProtectedSubpaths)
+	}
+
+	for _, sp := range ww.AllowUnixSockets {
+		if err := validSocketPath(sp); err != nil {
+			return nil, fmt.Errorf("allow_unix_sockets: %w", err)
+		}
+		sp = filepath.Clean(sp)
+		// The sandbox compares the real path of the socket a connect
+		// reaches: /var/run/docker.sock is /run/docker.sock there.
+		if real, err := filepath.EvalSymlinks(sp); err == nil {
+			sp = real
+		}
+		p.AllowUnixSockets = append(p.AllowUnixSockets, sp)
 	}
 
 	cwd := o.Cwd

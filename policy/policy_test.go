@@ -53,6 +53,8 @@ func TestConfigStrict(t *testing.T) {
 		{"bad mode", "sandbox_mode = \"full\"\n", []string{"cfg.toml", "sandbox_mode", `"full"`}},
 		{"bad windows sandbox", "[windows]\nsandbox = \"admin\"\n", []string{"cfg.toml", "windows.sandbox", `"admin"`}},
 		{"bad protected name", "[sandbox_workspace_write]\nprotected_subpaths = [\"a/b\"]\n", []string{"cfg.toml", "protected_subpaths", `"a/b"`}},
+		{"relative unix socket", "[sandbox_workspace_write]\nallow_unix_sockets = [\"docker.sock\"]\n", []string{"cfg.toml", "sandbox_workspace_write.allow_unix_sockets", `"docker.sock"`}},
+		{"unix sockets not a list", "[sandbox_workspace_write]\nallow_unix_sockets = \"/run/docker.sock\"\n", []string{"cfg.toml", "allow_unix_sockets"}},
 		{"syntax", "sandbox_mode = \n", []string{"cfg.toml"}},
 	}
 	for _, c := range cases {
@@ -458,5 +460,28 @@ func TestGitdirReadAsGitDoes(t *testing.T) {
 	}
 	if _, ok := findProtected(p, filepath.Join(base, "g", ".git ")); !ok {
 		t.Errorf(`gitdir ".git " (trailing space) not protected: %+v`, p.Protected)
+	}
+}
+func TestAllowUnixSockets(t *testing.T) {
+	dir := t.TempDir()
+	real := filepath.Join(dir, "real.sock")
+	if err := os.WriteFile(real, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(real, filepath.Join(dir, "link.sock")); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := ParseConfig("cfg.toml", []byte("[sandbox_workspace_write]\nallow_unix_sockets = [\""+dir+"/link.sock\", \""+dir+"//missing.sock\"]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := Resolve(Options{Cwd: dir, Config: cfg, Mode: ReadOnly})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rdir, _ := filepath.EvalSymlinks(dir)
+	want := []string{filepath.Join(rdir, "real.sock"), filepath.Join(dir, "missing.sock")}
+	if !slices.Equal(p.AllowUnixSockets, want) {
+		t.Errorf("AllowUnixSockets = %q, want %q", p.AllowUnixSockets, want)
 	}
 }
