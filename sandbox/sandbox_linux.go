@@ -48,8 +48,10 @@ func start(c *Cmd) (process, error) {
 		Seccomp:       true,
 		Landlock:      landlockUsable(),
 
-		// Host daemons' unix sockets are network too.
-		MediateUnixConnect: !pol.Network,
+		// Host daemons' unix sockets are not network: opening the
+		// network does not open them, only allow_unix_sockets does.
+		MediateUnixConnect: true,
+		AllowUnixSockets:   pol.AllowUnixSockets,
 		Proxy:              pol.Egress != nil,
 	}
 	p, err := linux.Start(spec, c.stdio())

@@ -39,8 +39,11 @@ type Spec struct {
 	// MediateUnixConnect routes every connect(2) of the command through a
 	// supervisor in the init stage that refuses pathname unix sockets
 	// outside WritableRoots (host daemons under /run, $XDG_RUNTIME_DIR,
-	// $SSH_AUTH_SOCK); see package unixsock. Set when the network is off.
+	// $SSH_AUTH_SOCK); see package unixsock. Set with the network on too.
 	MediateUnixConnect bool `json:"mediate_unix_connect"`
+	// AllowUnixSockets are socket paths (real paths) the supervisor lets
+	// the command connect to wherever they are.
+	AllowUnixSockets []string `json:"allow_unix_sockets,omitempty"`
 	// Degraded runs without namespaces (they are unavailable): Landlock
 	// and seccomp only, and the init stage kills the command's
 	// descendants itself as their subreaper.

@@ -2,6 +2,7 @@ package linux
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/agentbox/agentbox/internal/linux/landlock"
 	"github.com/agentbox/agentbox/internal/linux/seccomp"
@@ -28,9 +29,6 @@ func applyWalls(spec *Spec) error {
 			// Degraded runs see the host's, which stays out of reach.
 			roots = append(roots, "/dev/shm")
 		}
-		// Scoping needs ABI 6. Below it, the pid and network namespaces
-		// already keep signals and abstract sockets in; degraded runs
-		// name the gap (DegradedGaps).
 		// First every thread of the init, the same filesystem rules
 		// without scoping: its other threads (the signal forwarder,
 		// the supervisor's connects) then write nowhere the command
@@ -39,6 +37,9 @@ func applyWalls(spec *Spec) error {
 		if _, err := landlock.Restrict(landlock.Config{WritableRoots: roots, UnixConnect: true}); err != nil {
 			return fmt.Errorf("landlock on the init's threads: %w", err)
 		}
+		// Scoping needs ABI 6. Below it, the pid and network namespaces
+		// already keep signals and abstract sockets in; degraded runs
+		// name the gap (DegradedGaps).
 		abi, _ := landlock.ABI()
 		scoped := abi >= 6
 		if _, err := landlock.Restrict(landlock.Config{
@@ -48,8 +49,9 @@ func applyWalls(spec *Spec) error {
 			ThisThread:    true,
 			WritableRoots: roots,
 			// Without a network namespace, abstract unix sockets of the
-			// host would be reachable; scope them when the network is off.
-			ScopeAbstractUnix: scoped && !spec.Network,
+			// host would be reachable: scope them, --network or not
+			// (opening the network does not open the host's daemons).
+			ScopeAbstractUnix: scoped,
 			ScopeSignals:      scoped,
 		}); err != nil {
 			return fmt.Errorf("landlock: %w", err)
@@ -81,31 +83,56 @@ func applyWalls(spec *Spec) error {
 		// After the main filter: its TSYNC would copy this thread-only
 		// filter onto the supervisor's threads.
 		roots := spec.WritableRoots
-		ownNetns := !spec.Degraded
+		listed := spec.AllowUnixSockets
+		ownNetns := !spec.Degraded && !spec.Network
+		ownPidns := !spec.Degraded
+		opts := unixsock.Options{AllowInet: proxyOnly(spec.ProxyAddrs)}
+		switch {
+		case ownNetns:
+			// Abstract names are the sandbox's own.
+		case ownPidns:
+			// --network: the abstract names are the host's, and the
+			// supervisor's connect escapes the Landlock scoping that
+			// would refuse them (ScopeAbstractUnix above). Only a
+			// listener a process of this sandbox holds is the
+			// command's own.
+			opts.Abstract = func(sunPath []byte) bool {
+				ok, err := unixsock.AbstractListenerHeldHere(sunPath)
+				return err == nil && ok
+			}
+		default:
+			// Degraded: nothing tells the command's names from the
+			// host's; refuse them all, as Landlock would.
+			opts.RefuseAbstract = true
+		}
 		sup, err := unixsock.Start(func(p string, st *unix.Stat_t) bool {
+			// A daemon the user deliberately handed over by name.
+			if slices.Contains(listed, p) {
+				return true
+			}
 			inside := false
 			for _, r := range roots {
 				if policy.Within(p, r) {
 					inside = true
 				}
 			}
-			if !inside || !ownNetns {
+			if !inside || !ownPidns {
 				return inside
 			}
 			// Inside a writable root is not enough: /tmp holds host
 			// daemons' sockets (X11, tmux, ssh agents). Only a socket
-			// bound in the sandbox's own network namespace, that is by
-			// the command itself, may be reached.
-			ok, err := unixsock.BoundInThisNetns(st)
+			// the command itself created may be reached: bound in the
+			// sandbox's own network namespace, or with --network (the
+			// host's), listening and held by a process of the sandbox.
+			var ok bool
+			var err error
+			if ownNetns {
+				ok, err = unixsock.BoundInThisNetns(st)
+			} else {
+				ok, err = unixsock.PathListenerHeldHere(st)
+			}
 			return err == nil && ok
-		}, unixsock.Options{
-			// Without a network namespace the abstract names are the
-			// host's, and the supervisor's connect escapes the
-			// Landlock scoping that would refuse them (ScopeAbstractUnix
-			// above): refuse them itself, as Landlock would offline.
-			RefuseAbstract: !ownNetns && !spec.Network,
-			AllowInet:      proxyOnly(spec.ProxyAddrs),
-		})
+		}, opts)
 		if err != nil {
 			return fmt.Errorf("unix socket mediation: %w", err)
 		}

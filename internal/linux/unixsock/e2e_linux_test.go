@@ -32,9 +32,9 @@ c.sendall(b"x"); print("own", "ok" if a.recv(1) == b"x" else "bad")
 
 // TestEndToEnd builds agentbox and checks, from outside the sandbox, that
 // daemons listening under /run and under $HOME are unreachable with the
-// network off and reachable with --network, while a socket the command
-// creates in its workspace works. It runs as the current user and, when
-// that is root, as nobody too.
+// network off and with --network, and reachable when allow_unix_sockets
+// lists them, while a socket the command creates in its workspace works.
+// It runs as the current user and, when that is root, as nobody too.
 func TestEndToEnd(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds agentbox")
@@ -89,8 +89,14 @@ func TestEndToEnd(t *testing.T) {
 			os.Chmod(filepath.Dir(ws), 0o755)
 			os.Chown(ws, int(u.uid), int(u.gid))
 
-			run := func(network bool) map[string]string {
-				args := []string{"run", "-C", ws}
+			cfgDir := t.TempDir()
+			os.Chmod(cfgDir, 0o755)
+			cfg := filepath.Join(cfgDir, "config.toml")
+			if err := os.WriteFile(cfg, []byte("[sandbox_workspace_write]\nallow_unix_sockets = [\""+runSock+"\"]\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			run := func(network bool, extra ...string) map[string]string {
+				args := append([]string{"run", "-C", ws}, extra...)
 				if network {
 					args = append(args, "--network")
 				}
@@ -123,9 +129,18 @@ func TestEndToEnd(t *testing.T) {
 			if nRun.Load() != 0 || nHome.Load() != 0 {
 				t.Errorf("network off: daemons saw %d (/run) and %d ($HOME) connections", nRun.Load(), nHome.Load())
 			}
+			// Opening the network does not open the host's daemons.
 			on := run(true)
-			if on[runSock] != "ok" || on[homeSock] != "ok" || on["own"] != "ok" {
-				t.Errorf("--network: got %v, want all ok", on)
+			if on[runSock] != eacces || on[homeSock] != eacces || on["own"] != "ok" {
+				t.Errorf("--network: got %v, want %s and %s refused (%s) and own ok", on, runSock, homeSock, eacces)
+			}
+			if nRun.Load() != 0 || nHome.Load() != 0 {
+				t.Errorf("--network: daemons saw %d (/run) and %d ($HOME) connections", nRun.Load(), nHome.Load())
+			}
+			// allow_unix_sockets does, for the daemon it names only.
+			listed := run(true, "--config", cfg)
+			if listed[runSock] != "ok" || listed[homeSock] != eacces || listed["own"] != "ok" {
+				t.Errorf("--network, %s listed: got %v, want it ok, %s refused and own ok", runSock, listed, homeSock)
 			}
 		})
 	}

@@ -90,6 +90,11 @@ type Options struct {
 	// it with EACCES. The supervisor connects with its own copy of the
 	// address it asked about, so the command cannot swap it afterwards.
 	AllowInet func(netip.AddrPort) bool
+	// Abstract, when set, decides about every abstract AF_UNIX address
+	// (sunPath is the whole sun_path, its leading NUL included): false
+	// refuses the connect with EACCES. For a command that shares the
+	// host's network namespace but has a pid namespace of its own.
+	Abstract func(sunPath []byte) bool
 }
 
 // Start installs the filter on the calling thread ([Install]) and starts
@@ -260,7 +265,7 @@ func (s *Supervisor) gather(n *notif) (g gathered) {
 		}
 		return
 	}
-	if s.opts.RefuseAbstract && abstract(g.addr, family) {
+	if abstract(g.addr, family) && (s.opts.RefuseAbstract || s.opts.Abstract != nil && !s.opts.Abstract(g.addr[2:])) {
 		g.errno = unix.EACCES
 		return
 	}
@@ -294,8 +299,29 @@ func (s *Supervisor) gather(n *notif) (g gathered) {
 	}
 	if !s.valid(n.ID) {
 		g.errno = unix.ESRCH
+		return
 	}
+	g.errno = s.decide(g.path)
 	return
+}
+
+// decide asks the policy about the socket inode a pathname address
+// resolved to. It runs on the installing thread with the rest of gather:
+// the policy may look at the command's processes (/proc/<pid>/fd), which
+// only this thread's Landlock domain allows.
+func (s *Supervisor) decide(path int) unix.Errno {
+	var st unix.Stat_t
+	if err := unix.Fstat(path, &st); err != nil {
+		return errnoOf(err, unix.EACCES)
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFSOCK {
+		return unix.ECONNREFUSED // what connect(2) says for a non-socket
+	}
+	real, err := os.Readlink("/proc/self/fd/" + strconv.Itoa(path))
+	if err != nil || !filepath.IsAbs(real) || strings.HasSuffix(real, " (deleted)") || !s.allow(real, &st) {
+		return unix.EACCES
+	}
+	return 0
 }
 
 // connect runs on a thread without the filter.
@@ -303,18 +329,7 @@ func (s *Supervisor) connect(g *gathered) unix.Errno {
 	if g.path < 0 {
 		return rawConnect(g.sock, g.addr)
 	}
-	var st unix.Stat_t
-	if err := unix.Fstat(g.path, &st); err != nil {
-		return errnoOf(err, unix.EACCES)
-	}
-	if st.Mode&unix.S_IFMT != unix.S_IFSOCK {
-		return unix.ECONNREFUSED // what connect(2) says for a non-socket
-	}
 	self := "/proc/self/fd/" + strconv.Itoa(g.path)
-	real, err := os.Readlink(self)
-	if err != nil || !filepath.IsAbs(real) || strings.HasSuffix(real, " (deleted)") || !s.allow(real, &st) {
-		return unix.EACCES
-	}
 	// Connect through the magic link to the very inode just checked;
 	// it also keeps any path within sun_path's 108 bytes.
 	addr := make([]byte, 2+len(self)+1)

@@ -1,0 +1,156 @@
+package unixsock
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"os"
+	"strconv"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// Without a network namespace of its own (--network), the sandbox shares
+// the host's unix socket tables, so "bound in this network namespace" no
+// longer tells the command's sockets from the host's. What still does is
+// who holds the listening socket open: the command's own listeners are
+// held by processes of the sandbox's pid namespace, and a host daemon's
+// never are (the command cannot obtain a host daemon's listening socket:
+// it cannot connect to receive one, and agentbox hands it no sockets but
+// connected stream ones).
+
+const (
+	udiagShowName = 0x1
+	unixDiagName  = 0
+	tcpListen     = 10
+)
+
+// PathListenerHeldHere reports whether the unix socket bound at the socket
+// file st is listening and held open by a process of the caller's pid
+// namespace other than the caller itself.
+func PathListenerHeldHere(st *unix.Stat_t) (bool, error) {
+	wantDev := uint32(unix.Major(st.Dev)<<20 | unix.Minor(st.Dev))
+	wantIno := uint32(st.Ino)
+	inos, err := listeningSockets(func(attrs []attr) bool {
+		for _, a := range attrs {
+			if a.typ == unixDiagVFS && len(a.val) >= 8 &&
+				binary.NativeEndian.Uint32(a.val[0:]) == wantIno && binary.NativeEndian.Uint32(a.val[4:]) == wantDev {
+				return true
+			}
+		}
+		return false
+	})
+	if err != nil {
+		return false, err
+	}
+	return heldHere(inos)
+}
+
+// AbstractListenerHeldHere is PathListenerHeldHere for an abstract
+// address: sunPath is the whole sun_path, the leading NUL included.
+func AbstractListenerHeldHere(sunPath []byte) (bool, error) {
+	inos, err := listeningSockets(func(attrs []attr) bool {
+		for _, a := range attrs {
+			if a.typ == unixDiagName && bytes.Equal(a.val, sunPath) {
+				return true
+			}
+		}
+		return false
+	})
+	if err != nil {
+		return false, err
+	}
+	return heldHere(inos)
+}
+
+// listeningSockets returns the socket inodes of the listening unix sockets of
+// the caller's network namespace whose sock_diag attributes match.
+func listeningSockets(match func([]attr) bool) (map[uint32]bool, error) {
+	fd, err := unix.Socket(unix.AF_NETLINK, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.NETLINK_SOCK_DIAG)
+	if err != nil {
+		return nil, &os.SyscallError{Syscall: "socket(NETLINK_SOCK_DIAG)", Err: err}
+	}
+	defer unix.Close(fd)
+	req := make([]byte, 16+24) // nlmsghdr + unix_diag_req
+	ne := binary.NativeEndian
+	ne.PutUint32(req[0:], uint32(len(req)))
+	ne.PutUint16(req[4:], sockDiagByFamily)
+	ne.PutUint16(req[6:], unix.NLM_F_REQUEST|unix.NLM_F_DUMP)
+	ne.PutUint32(req[8:], 1)
+	req[16] = unix.AF_UNIX
+	ne.PutUint32(req[20:], 1<<tcpListen)
+	ne.PutUint32(req[28:], udiagShowName|udiagShowVFS)
+	ne.PutUint32(req[32:], 0xffffffff)
+	ne.PutUint32(req[36:], 0xffffffff)
+	if err := unix.Sendto(fd, req, 0, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
+		return nil, &os.SyscallError{Syscall: "sendto(sock_diag)", Err: err}
+	}
+	out := map[uint32]bool{}
+	buf := make([]byte, 32<<10)
+	for {
+		n, _, err := unix.Recvfrom(fd, buf, 0)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return nil, &os.SyscallError{Syscall: "recvfrom(sock_diag)", Err: err}
+		}
+		msgs, err := syscall.ParseNetlinkMessage(buf[:n])
+		if err != nil {
+			return nil, fmt.Errorf("sock_diag: %w", err)
+		}
+		for _, m := range msgs {
+			switch m.Header.Type {
+			case unix.NLMSG_DONE:
+				return out, nil
+			case unix.NLMSG_ERROR:
+				return nil, fmt.Errorf("sock_diag: error reply")
+			}
+			// unix_diag_msg: family, type, state, pad, ino, cookie[2].
+			if len(m.Data) < 16 || m.Data[2] != tcpListen {
+				continue
+			}
+			if match(parseAttrs(m.Data[16:])) {
+				out[ne.Uint32(m.Data[4:])] = true
+			}
+		}
+	}
+}
+
+// heldHere reports whether a process of the caller's pid namespace (its
+// /proc), other than the caller, has one of the socket inodes open. A
+// process whose descriptors we may not read (non-dumpable) counts as not
+// holding it: the connect is refused, which fails closed.
+func heldHere(inos map[uint32]bool) (bool, error) {
+	if len(inos) == 0 {
+		return false, nil
+	}
+	procs, err := os.ReadDir("/proc")
+	if err != nil {
+		return false, err
+	}
+	self := os.Getpid()
+	for _, p := range procs {
+		pid, err := strconv.Atoi(p.Name())
+		if err != nil || pid == self {
+			continue
+		}
+		dir := "/proc/" + p.Name() + "/fd/"
+		fds, err := os.ReadDir(dir)
+		if err != nil {
+			continue
+		}
+		for _, f := range fds {
+			l, err := os.Readlink(dir + f.Name())
+			if err != nil || len(l) < 10 || l[:8] != "socket:[" || l[len(l)-1] != ']' {
+				continue
+			}
+			ino, err := strconv.ParseUint(l[8:len(l)-1], 10, 32)
+			if err == nil && inos[uint32(ino)] {
+				return true, nil
+			}
+		}
+	}
+	return false, nil
+}
