@@ -78,6 +78,13 @@ func newStdioRelay(s Stdio) (r *stdioRelay, err error) {
 		switch kind {
 		case stdioPass:
 		case stdioCopy:
+			if i == 2 && sameStdioFile(s.Stdout, f) {
+				// `>> log 2>&1`: one pipe for both keeps their order.
+				if w, ok := r.stdout.(*os.File); ok && w != s.Stdout {
+					r.stderr = w
+					continue
+				}
+			}
 			if err := r.addPipe(i, f); err != nil {
 				return nil, err
 			}
@@ -420,6 +427,17 @@ func writeAll(fd int, b []byte) error {
 		b = b[n:]
 	}
 	return nil
+}
+
+// sameStdioFile reports whether w is an *os.File for the same inode as f.
+func sameStdioFile(w io.Writer, f *os.File) bool {
+	g, ok := w.(*os.File)
+	if !ok || g == nil {
+		return false
+	}
+	a, err1 := g.Stat()
+	b, err2 := f.Stat()
+	return err1 == nil && err2 == nil && os.SameFile(a, b)
 }
 
 // rawFd is f's descriptor. Unlike f.Fd it leaves the descriptor's

@@ -4,6 +4,7 @@ package linux
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -305,6 +306,44 @@ print("no sigint", flush=True)
 		after, _ := unix.IoctlGetTermios(sfd, unix.TCGETS)
 		if before != nil && after != nil && *before != *after {
 			t.Errorf("host: terminal settings not restored:\nbefore %+v\nafter  %+v", *before, *after)
+		}
+	})
+}
+
+// TestStdioRelayOrder: `agentbox run -- … >> log 2>&1` with the log outside
+// the roots keeps stdout and stderr in the order the command wrote them,
+// and everything arrives (a burst larger than any pipe buffer included).
+func TestStdioRelayOrder(t *testing.T) {
+	const script = `i=0; while [ $i -lt 200 ]; do echo out$i; echo err$i >&2; i=$((i+1)); done; head -c 3000000 /dev/zero | tr '\0' x; echo; exit 4`
+	forEachUser(t, func(t *testing.T, u *testUser) {
+		needBin(t)
+		fx := newFixture(t, u)
+		log := filepath.Join(fx.out, "log")
+		if err := os.WriteFile(log, []byte("before\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		os.Chown(log, u.uid, u.gid)
+		f, err := os.OpenFile(log, os.O_WRONLY|os.O_APPEND, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		cmd := command(u, runOpts{dir: fx.ws}, binPath, "run", "-C", fx.ws, "--", "/bin/sh", "-c", script)
+		cmd.Stdout, cmd.Stderr = f, f
+		err = cmd.Run()
+		if code := exitCode(cmd, err); code != 4 {
+			t.Errorf("exit %d, want 4", code)
+		}
+		var want strings.Builder
+		want.WriteString("before\n")
+		for i := range 200 {
+			fmt.Fprintf(&want, "out%d\nerr%d\n", i, i)
+		}
+		want.WriteString(strings.Repeat("x", 3000000) + "\n")
+		b, _ := os.ReadFile(log)
+		if string(b) != want.String() {
+			n := min(len(b), 300)
+			t.Errorf("log has %d bytes, want %d; starts %q", len(b), want.Len(), b[:n])
 		}
 	})
 }
