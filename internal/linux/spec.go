@@ -206,6 +206,6 @@ func DegradedGaps(p *policy.Policy, landlockABI int) []string {
 	}
 	gaps = append(gaps,
 		"no pid namespace: the command sees every process of the host in /proc (Landlock scoping keeps it from signalling them where the kernel supports it)",
-		"no IPC namespace or private /dev/shm and /tmp: the host's are used, limited by Landlock (the host's /dev/shm is not writable, so POSIX shared memory and semaphores fail); SysV IPC and POSIX message queues are refused by seccomp, and with the network off so are abstract unix sockets, the command's own included")
+		"no IPC namespace or private /dev/shm and /tmp: the host's are used, limited by Landlock (the host's /dev/shm is not writable, so POSIX shared memory and semaphores fail); SysV IPC and POSIX message queues are refused by seccomp, and so are abstract unix sockets, the command's own included (network on or off)")
 	return gaps
 }
