@@ -47,8 +47,11 @@ type Cmd struct {
 	Args []string
 	// Env is the environment; nil means the current process's.
 	Env []string
-	// Stdin, Stdout and Stderr as in exec.Cmd. An *os.File is passed
-	// straight through, so a terminal stays a terminal.
+	// Stdin, Stdout and Stderr as in exec.Cmd. A terminal stays a
+	// terminal. On Linux an *os.File that is a pipe or a connected unix
+	// socket is passed straight through; a host file or terminal is
+	// relayed (a pipe, or a pseudo-terminal of the sandbox's own) so the
+	// command cannot change its metadata.
 	Stdin          io.Reader
 	Stdout, Stderr io.Writer
 	// WaitDelay bounds how long Wait waits for I/O after the command exits
