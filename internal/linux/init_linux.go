@@ -39,6 +39,9 @@ type message struct {
 	Code  int    `json:"code,omitempty"`
 	// Started is sent once the command runs.
 	Started bool `json:"started,omitempty"`
+	// StdinReopened, with Started: the init opened the caller's stdin
+	// file itself, and agentbox must not relay it (stdio_linux.go).
+	StdinReopened bool `json:"stdin_reopened,omitempty"`
 	// Exited reports how the command ended.
 	Exited bool `json:"exited,omitempty"`
 	Status int  `json:"status,omitempty"`
@@ -168,7 +171,7 @@ func RunInit() {
 		fail(code, fmt.Errorf("starting %s: %w", spec.Argv[0], err))
 	}
 	stdio.close()
-	report(message{Started: true})
+	report(message{Started: true, StdinReopened: stdio.stdinReopened})
 	pid := cmd.Process.Pid
 
 	go func() {

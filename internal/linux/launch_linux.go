@@ -96,7 +96,12 @@ func Start(spec *Spec, stdio Stdio) (*Process, error) {
 		return nil, fmt.Errorf("preparing the standard streams: %w", err)
 	}
 	extra := []*os.File{specR, statusW}
-	spec.Pty = nil
+	spec.Pty, spec.Reopen = nil, nil
+	if !spec.Degraded {
+		// Only a mount namespace makes a file reopened by path safer
+		// than the caller's descriptor.
+		spec.Reopen = rel.reopen
+	}
 	if f := rel.ptyFile(); f != nil {
 		spec.Pty = rel.ptySpec(3 + len(extra))
 		extra = append(extra, f)
@@ -170,7 +175,7 @@ func Start(spec *Spec, stdio Stdio) (*Process, error) {
 			return nil, fmt.Errorf("sandbox init ended before starting the command (%v)", werr)
 		}
 	}
-	rel.commandStarted()
+	rel.commandStarted(m.StdinReopened)
 	return p, nil
 }
 

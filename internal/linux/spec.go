@@ -62,6 +62,9 @@ type Spec struct {
 	// Pty, when set, gives the command a terminal of the sandbox's own
 	// in place of the caller's (see stdio.go).
 	Pty *PtySpec `json:"pty,omitempty"`
+	// Reopen lists the caller's regular files to reopen inside the
+	// sandbox rather than relay (see stdio.go).
+	Reopen []ReopenSpec `json:"reopen,omitempty"`
 }
 
 // MountKind is what one step of the plan does to a path.

@@ -107,3 +107,20 @@ type PtySpec struct {
 	Ispeed, Ospeed             uint32
 	Rows, Cols, Xpixel, Ypixel uint16
 }
+
+// ReopenSpec asks the init stage to reopen a regular file the caller gave
+// as a standard stream by its path, inside the sandbox, instead of
+// relaying it: the command then holds a descriptor on the sandbox's own
+// mount of the file (read-only outside the writable roots, so its
+// metadata cannot be changed through /proc/self/fd), which is seekable
+// and costs nothing to read or write. Stdin is reopened read-only at the
+// caller's offset; stdout and stderr only when opened O_APPEND (an
+// appended file needs no shared offset), and only where the sandbox may
+// write. When the open fails or reaches another inode, the relay stays.
+type ReopenSpec struct {
+	Stream int    `json:"stream"`
+	Path   string `json:"path"`
+	Dev    uint64 `json:"dev"`
+	Ino    uint64 `json:"ino"`
+	Offset int64  `json:"offset"`
+}

@@ -6,6 +6,8 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -30,6 +32,9 @@ type stdioRelay struct {
 	closers   []*os.File
 
 	pty *hostPty
+	// reopen are the relayed regular files the init may open itself.
+	reopen []ReopenSpec
+	stdinW *os.File // our end of the stdin relay pipe
 
 	// stopR/stopW wake the input copies when the sandbox is gone, so
 	// that they never sit in a read of the caller's terminal or FIFO and
@@ -78,6 +83,9 @@ func newStdioRelay(s Stdio) (r *stdioRelay, err error) {
 		switch kind {
 		case stdioPass:
 		case stdioCopy:
+			if rs, ok := reopenCandidate(i, f, facts); ok {
+				r.reopen = append(r.reopen, rs)
+			}
 			if i == 2 && sameStdioFile(s.Stdout, f) {
 				// `>> log 2>&1`: one pipe for both keeps their order.
 				if w, ok := r.stdout.(*os.File); ok && w != s.Stdout {
@@ -132,7 +140,7 @@ func (r *stdioRelay) addPipe(i int, f *os.File) error {
 		return err
 	}
 	if i == 0 {
-		r.stdin = pr
+		r.stdin, r.stdinW = pr, pw
 		r.childEnds = append(r.childEnds, pr)
 		r.closers = append(r.closers, pw)
 		r.inputs = append(r.inputs, func() { copyInput(pw, f, r.stopR) })
@@ -213,8 +221,13 @@ func (r *stdioRelay) started() {
 
 // commandStarted runs once the command runs: only now is input taken from
 // the caller, so that a sandbox that fails to start (and is retried in
-// degraded mode) has consumed none of it.
-func (r *stdioRelay) commandStarted() {
+// degraded mode) has consumed none of it. stdinReopened says the init
+// opened the caller's stdin file itself: nothing is relayed then.
+func (r *stdioRelay) commandStarted(stdinReopened bool) {
+	if stdinReopened && r.stdinW != nil {
+		r.inputs = nil
+		r.stdinW.Close()
+	}
 	for _, in := range r.inputs {
 		go in()
 	}
@@ -429,6 +442,45 @@ func writeAll(fd int, b []byte) error {
 	return nil
 }
 
+// reopenCandidate returns what the init needs to reopen stream i, a
+// regular file, inside the sandbox (see ReopenSpec).
+func reopenCandidate(i int, f *os.File, facts stdioFacts) (ReopenSpec, bool) {
+	rs := ReopenSpec{Stream: i}
+	if facts.mode != unix.S_IFREG {
+		return rs, false
+	}
+	fd, err := rawFd(f)
+	if err != nil {
+		return rs, false
+	}
+	fl, err := unix.FcntlInt(uintptr(fd), unix.F_GETFL, 0)
+	if err != nil {
+		return rs, false
+	}
+	acc := fl & unix.O_ACCMODE
+	switch {
+	case i == 0 && acc != unix.O_WRONLY:
+		off, err := unix.Seek(fd, 0, io.SeekCurrent)
+		if err != nil {
+			return rs, false
+		}
+		rs.Offset = off
+	case i > 0 && acc != unix.O_RDONLY && fl&unix.O_APPEND != 0:
+	default:
+		return rs, false
+	}
+	p, err := os.Readlink("/proc/self/fd/" + strconv.Itoa(fd))
+	if err != nil || !strings.HasPrefix(p, "/") || strings.HasSuffix(p, " (deleted)") {
+		return rs, false
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return rs, false
+	}
+	rs.Path, rs.Dev, rs.Ino = p, st.Dev, st.Ino
+	return rs, true
+}
+
 // sameStdioFile reports whether w is an *os.File for the same inode as f.
 func sameStdioFile(w io.Writer, f *os.File) bool {
 	g, ok := w.(*os.File)
@@ -537,6 +589,8 @@ type commandStdio struct {
 	ctty int
 	// opened are files to close once the command has them.
 	opened []*os.File
+	// stdinReopened: stdin is the caller's file, opened here by path.
+	stdinReopened bool
 }
 
 // sandboxStdio prepares the command's streams: devices reopened from the
@@ -553,6 +607,18 @@ func sandboxStdio(spec *Spec) (*commandStdio, error) {
 		if f != nil {
 			s.files[i] = f
 			s.opened = append(s.opened, f)
+		}
+	}
+	for _, rs := range spec.Reopen {
+		if rs.Stream < 0 || rs.Stream > 2 {
+			continue
+		}
+		if f := reopenFile(rs); f != nil {
+			s.files[rs.Stream] = f
+			s.opened = append(s.opened, f)
+			if rs.Stream == 0 {
+				s.stdinReopened = true
+			}
 		}
 	}
 	if spec.Pty != nil {
@@ -609,6 +675,32 @@ func reopenDevice(fd int) (*os.File, error) {
 		return nil, &os.PathError{Op: "open", Path: p, Err: err}
 	}
 	return os.NewFile(uintptr(nfd), p), nil
+}
+
+// reopenFile opens rs by its path in the sandbox's view, or returns nil
+// when that fails (outside the writable roots for writing, say) or names
+// another inode than the caller's: the relay then stays.
+func reopenFile(rs ReopenSpec) *os.File {
+	flags := unix.O_RDONLY
+	if rs.Stream > 0 {
+		flags = unix.O_WRONLY | unix.O_APPEND
+	}
+	fd, err := unix.Open(rs.Path, flags|unix.O_CLOEXEC|unix.O_NOCTTY|unix.O_NOFOLLOW, 0)
+	if err != nil {
+		return nil
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG || st.Dev != rs.Dev || st.Ino != rs.Ino {
+		unix.Close(fd)
+		return nil
+	}
+	if rs.Stream == 0 && rs.Offset > 0 {
+		if _, err := unix.Seek(fd, rs.Offset, io.SeekStart); err != nil {
+			unix.Close(fd)
+			return nil
+		}
+	}
+	return os.NewFile(uintptr(fd), rs.Path)
 }
 
 // openPty allocates a pseudo-terminal from /dev/ptmx (the sandbox's own

@@ -347,3 +347,64 @@ func TestStdioRelayOrder(t *testing.T) {
 		}
 	})
 }
+
+// TestStdioReopenedFiles: a regular file as stdin is reopened inside the
+// sandbox, read-only, at the caller's offset, so it stays seekable while
+// its metadata stays out of reach; an appended stdout inside the
+// workspace is the file itself (no relay), and one outside is relayed.
+func TestStdioReopenedFiles(t *testing.T) {
+	needPython(t)
+	const script = `
+import os, sys
+print("size", os.lseek(0, 0, os.SEEK_END), "link", os.readlink("/proc/self/fd/1"))
+try:
+    os.chmod("/proc/self/fd/0", 0o600)
+    print("chmod ok")
+except OSError as e:
+    print("chmod", e.errno)
+`
+	forEachUser(t, func(t *testing.T, u *testUser) {
+		needBin(t)
+		fx := newFixture(t, u)
+		in := filepath.Join(fx.out, "in")
+		inner := filepath.Join(fx.ws, "out.log")
+		outer := filepath.Join(fx.out, "out.log")
+		for _, p := range []string{in, inner, outer} {
+			if err := os.WriteFile(p, []byte("0123456789\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			os.Chown(p, u.uid, u.gid)
+		}
+		for _, out := range []string{inner, outer} {
+			fin, err := os.Open(in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			fin.Seek(4, 0)
+			fout, err := os.OpenFile(out, os.O_WRONLY|os.O_APPEND, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cmd := command(u, runOpts{dir: fx.ws}, binPath, "run", "-C", fx.ws, "--", python, "-c", script)
+			var stderr bytes.Buffer
+			cmd.Stdin, cmd.Stdout, cmd.Stderr = fin, fout, &stderr
+			err = cmd.Run()
+			fin.Close()
+			fout.Close()
+			if err != nil {
+				t.Fatalf("%v: %s", err, stderr.String())
+			}
+			b, _ := os.ReadFile(out)
+			link := "pipe:["
+			if out == inner {
+				link = inner
+			}
+			if !strings.HasPrefix(string(b), "0123456789\nsize 11 link "+link) || !strings.HasSuffix(string(b), "chmod 30\n") {
+				t.Errorf("%s: got %q, want the input seekable (size 11), stdout %s and chmod refused with EROFS (30)", out, b, link)
+			}
+			if fi, _ := os.Stat(in); fi.Mode() != 0o644 {
+				t.Errorf("host: %s mode %v", in, fi.Mode())
+			}
+		}
+	})
+}
