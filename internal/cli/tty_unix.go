@@ -23,5 +23,12 @@ func saveTerminal(stdin io.Reader) func() {
 	if err != nil {
 		return func() {}
 	}
-	return func() { unix.IoctlSetTermios(fd, ioctlSetTermios, t) }
+	return func() {
+		// Only when they changed: setting them from the background
+		// (`agentbox run -- make &`) would stop agentbox with SIGTTOU.
+		if now, err := unix.IoctlGetTermios(fd, ioctlGetTermios); err == nil && *now == *t {
+			return
+		}
+		unix.IoctlSetTermios(fd, ioctlSetTermios, t)
+	}
 }

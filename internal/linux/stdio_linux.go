@@ -105,9 +105,11 @@ func newStdioRelay(s Stdio) (r *stdioRelay, err error) {
 			}
 			r.pty.spec.Streams = append(r.pty.spec.Streams, i)
 			if i == 0 {
-				r.pty.in, r.pty.rawInput = f, true
 				// The init itself reads nothing; the command gets the slave.
 				r.stdin = nil
+				if foreground(f) {
+					r.pty.in, r.pty.rawInput = f, true
+				}
 			} else {
 				if r.pty.out == nil {
 					r.pty.out = f
@@ -345,6 +347,24 @@ func copyWinsize(from, to *os.File) {
 	if ws, err := unix.IoctlGetWinsize(ffd, unix.TIOCGWINSZ); err == nil {
 		unix.IoctlSetWinsize(int(to.Fd()), unix.TIOCSWINSZ, ws)
 	}
+}
+
+// foreground reports whether agentbox may take input from the terminal f:
+// it is in the terminal's foreground process group, or f is not its
+// controlling terminal. In the background (`agentbox run -- make &` in an
+// interactive shell), switching the terminal to raw mode or reading it
+// would stop agentbox with SIGTTOU or SIGTTIN, and the input is the
+// shell's: the command then gets the sandbox's terminal without input.
+func foreground(f *os.File) bool {
+	fd, err := rawFd(f)
+	if err != nil {
+		return false
+	}
+	pgrp, err := unix.IoctlGetInt(fd, unix.TIOCGPGRP)
+	if err != nil {
+		return true // not our controlling terminal: no job control applies
+	}
+	return pgrp == unix.Getpgrp()
 }
 
 // makeRaw is cfmakeraw(3).

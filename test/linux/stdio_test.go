@@ -408,3 +408,65 @@ except OSError as e:
 		}
 	})
 }
+
+// TestStdioTerminalBackground: `agentbox run -- … &` from an interactive
+// shell whose terminal is stdin: agentbox neither takes the terminal's
+// input nor switches its mode, so it is not stopped by SIGTTOU or SIGTTIN,
+// and it finishes.
+func TestStdioTerminalBackground(t *testing.T) {
+	if _, err := os.Stat("/bin/bash"); err != nil {
+		t.Skip("no bash")
+	}
+	forEachUser(t, func(t *testing.T, u *testUser) {
+		needBin(t)
+		fx := newFixture(t, u)
+		master, slave, err := openPty()
+		if err != nil {
+			t.Skipf("cannot allocate a pty: %v", err)
+		}
+		defer master.Close()
+		defer slave.Close()
+		if u.cred != nil {
+			slave.Chown(u.uid, u.gid)
+		}
+		script := binPath + ` run -C ` + fx.ws + ` -- sh -c 'sleep 0.3; echo bg-done' & sleep 3; jobs; echo shell-done`
+		cmd := command(u, runOpts{dir: fx.ws}, "/bin/bash", "--norc", "--noprofile", "-i", "-c", script)
+		cmd.Stdin, cmd.Stdout, cmd.Stderr = slave, slave, slave
+		cmd.SysProcAttr.Setsid = true
+		cmd.SysProcAttr.Setctty = true
+		cmd.SysProcAttr.Ctty = 0
+		var mu sync.Mutex
+		var out bytes.Buffer
+		go func() {
+			buf := make([]byte, 4096)
+			for {
+				n, err := master.Read(buf)
+				mu.Lock()
+				out.Write(buf[:n])
+				mu.Unlock()
+				if err != nil {
+					return
+				}
+			}
+		}()
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		select {
+		case <-done:
+		case <-time.After(20 * time.Second):
+			cmd.Process.Kill()
+			<-done
+			t.Errorf("bash did not finish")
+		}
+		time.Sleep(100 * time.Millisecond)
+		mu.Lock()
+		o := out.String()
+		mu.Unlock()
+		if !strings.Contains(o, "bg-done") || !strings.Contains(o, "shell-done") || strings.Contains(o, "Stopped") {
+			t.Errorf("background agentbox did not run to the end unstopped:\n%s", o)
+		}
+	})
+}
