@@ -40,7 +40,9 @@ type stdioRelay struct {
 	// that they never sit in a read of the caller's terminal or FIFO and
 	// swallow input meant for whoever reads it next.
 	stopR, stopW *os.File
-	wg           sync.WaitGroup
+	wg           sync.WaitGroup // output copies
+	inputWG      sync.WaitGroup // input copies; stopR closes after them
+	ptyRunning   bool
 	stopOnce     sync.Once
 }
 
@@ -231,13 +233,18 @@ func (r *stdioRelay) commandStarted(stdinReopened bool) {
 		r.stdinW.Close()
 	}
 	for _, in := range r.inputs {
-		go in()
+		r.inputWG.Add(1)
+		go func() {
+			defer r.inputWG.Done()
+			in()
+		}()
 	}
 	if r.pty != nil {
+		r.ptyRunning = true
 		r.wg.Add(1)
 		go func() {
 			defer r.wg.Done()
-			r.pty.run(r.stopR)
+			r.pty.run(r.stopR, &r.inputWG)
 		}()
 	}
 }
@@ -263,7 +270,16 @@ func (r *stdioRelay) finish(delay time.Duration) {
 	} else {
 		<-done
 	}
+	if r.pty != nil && !r.ptyRunning {
+		r.pty.sock.Close() // the init failed before the command ran
+	}
 	r.stop()
+	go func() {
+		// Nothing polls stopR any more once the inputs are done; they
+		// end at once (stop) or at the pipe's EPIPE.
+		r.inputWG.Wait()
+		r.stopR.Close()
+	}()
 }
 
 func (r *stdioRelay) stop() {
@@ -291,7 +307,7 @@ func (r *stdioRelay) abort() {
 
 // run receives the master from the init and relays until the command's
 // side of the terminal is closed by everyone.
-func (p *hostPty) run(stop *os.File) {
+func (p *hostPty) run(stop *os.File, inputs *sync.WaitGroup) {
 	master, err := recvFD(p.sock)
 	p.sock.Close()
 	if err != nil {
@@ -311,7 +327,11 @@ func (p *hostPty) run(stop *os.File) {
 				defer unix.IoctlSetTermios(fd, unix.TCSETSW, saved)
 			}
 		}
-		go copyInput(master, p.in, stop)
+		inputs.Add(1)
+		go func() {
+			defer inputs.Done()
+			copyInput(master, p.in, stop)
+		}()
 	}
 	{
 		// A resized window reaches agentbox as SIGWINCH (it is in the
