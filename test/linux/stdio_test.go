@@ -470,3 +470,21 @@ func TestStdioTerminalBackground(t *testing.T) {
 		}
 	})
 }
+
+// TestDevNodesReadOnly: the sandbox's /dev/null and friends are the host's
+// device nodes, bound in; root inside owns them and could chmod or touch
+// the host's nodes (and with them the /dev/null a caller hands over as
+// stdio) unless the binds are read-only. The chmod asks for the mode the
+// nodes already have, so the host is unchanged even when it succeeds.
+func TestDevNodesReadOnly(t *testing.T) {
+	forEachUser(t, func(t *testing.T, u *testUser) {
+		fx := newFixture(t, u)
+		r := sandboxed(t, fx, nil, `for d in null zero full random urandom tty; do
+  chmod 0666 /dev/$d 2>/dev/null && echo "chmod $d ok"
+  touch -c /dev/$d 2>/dev/null && echo "touch $d ok"
+done; exec 3>/dev/null; echo written >&3 && echo write ok`)
+		if r.stdout != "write ok\n" || r.code != 0 {
+			t.Errorf("device nodes changed from inside, or writing /dev/null failed: %v", r)
+		}
+	})
+}
