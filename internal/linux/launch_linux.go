@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -32,6 +33,10 @@ type Process struct {
 	file   *os.File
 	// proxy holds the listeners of Spec.Proxy, on the sandbox's loopback.
 	proxy []net.Listener
+	// lifeline, in degraded mode, is the write end of the reaper's
+	// lifeline (reap_linux.go): closing it ends the run.
+	lifeline *os.File
+	killOnce sync.Once
 }
 
 // Stdio is where the command's standard streams go, as in exec.Cmd, and
@@ -83,15 +88,33 @@ func Start(spec *Spec, stdio Stdio) (*Process, error) {
 		// until it drops them all before the command starts.
 		attr.AmbientCaps = []uintptr{unix.CAP_SYS_ADMIN, unix.CAP_NET_ADMIN, unix.CAP_SETPCAP}
 	}
+	args, env := []string{stageArg0}, []string{stageEnv + "=" + stageValue}
+	extra := []*os.File{specR, statusW}
+	var lifeR, lifeW *os.File
+	if spec.Degraded {
+		// The reaper stage goes between us and the init; it must outlive
+		// us long enough to sweep, so no parent-death SIGKILL: it sees
+		// our death as the end of its lifeline.
+		if lifeR, lifeW, err = os.Pipe(); err != nil {
+			specR.Close()
+			specW.Close()
+			statusR.Close()
+			statusW.Close()
+			return nil, err
+		}
+		args, env = []string{reaperArg0}, []string{stageEnv + "=" + reaperValue}
+		extra = append(extra, lifeR)
+		attr.Pdeathsig = 0
+	}
 	cmd := &exec.Cmd{
 		Path:        "/proc/self/exe",
-		Args:        []string{stageArg0},
-		Env:         []string{stageEnv + "=" + stageValue},
+		Args:        args,
+		Env:         env,
 		Stdin:       stdio.Stdin,
 		Stdout:      stdio.Stdout,
 		Stderr:      stdio.Stderr,
 		WaitDelay:   stdio.WaitDelay,
-		ExtraFiles:  []*os.File{specR, statusW},
+		ExtraFiles:  extra,
 		SysProcAttr: attr,
 	}
 	proxySock, err := prepareProxy(spec, cmd)
@@ -106,16 +129,22 @@ func Start(spec *Spec, stdio Stdio) (*Process, error) {
 	specR.Close()
 	statusW.Close()
 	proxySock.closeChildEnd()
+	if lifeR != nil {
+		lifeR.Close()
+	}
 	if err != nil {
 		proxySock.Close()
 		specW.Close()
 		statusR.Close()
+		if lifeW != nil {
+			lifeW.Close()
+		}
 		if !spec.Degraded && isUsernsRefusal(err) {
 			return nil, &NoUsernsError{Err: err}
 		}
 		return nil, fmt.Errorf("starting the sandbox: %w", err)
 	}
-	p := &Process{cmd: cmd, status: bufio.NewReader(statusR), file: statusR}
+	p := &Process{cmd: cmd, status: bufio.NewReader(statusR), file: statusR, lifeline: lifeW}
 	go func() {
 		// The init stage reads the spec before anything else; a write
 		// error only means it died, which the status pipe reports.
@@ -137,6 +166,9 @@ func Start(spec *Spec, stdio Stdio) (*Process, error) {
 		cmd.Process.Kill()
 		werr := cmd.Wait()
 		statusR.Close()
+		if lifeW != nil {
+			lifeW.Close()
+		}
 		switch {
 		case err == nil && m.NoUserns:
 			return nil, &NoUsernsError{Err: errors.New(m.Error)}
@@ -167,6 +199,9 @@ func (p *Process) Wait() (code, signal int, err error) {
 	m, merr := p.next()
 	werr := p.cmd.Wait()
 	p.file.Close()
+	if p.lifeline != nil {
+		p.killOnce.Do(func() { p.lifeline.Close() })
+	}
 	if merr == nil && m.Exited {
 		return m.Status, m.Signal, nil
 	}
@@ -188,8 +223,14 @@ func (p *Process) Signal(sig os.Signal) error {
 	return p.cmd.Process.Signal(sig)
 }
 
-// Kill ends the sandbox: killing its PID 1 kills every process in it.
+// Kill ends the sandbox: killing its PID 1 kills every process in it. In
+// degraded mode there is no pid namespace to do that: closing the lifeline
+// asks the reaper to sweep the tree, and Wait returns once it has.
 func (p *Process) Kill() error {
+	if p.lifeline != nil {
+		p.killOnce.Do(func() { p.lifeline.Close() })
+		return nil
+	}
 	return p.cmd.Process.Kill()
 }
 
@@ -225,6 +266,8 @@ func UsernsReason(err error) string {
 		return "the sysctl kernel.unprivileged_userns_clone is 0"
 	case unpriv && read("/proc/sys/kernel/apparmor_restrict_unprivileged_userns") == "1":
 		return "AppArmor restricts unprivileged user namespaces (kernel.apparmor_restrict_unprivileged_userns = 1)"
+	case err != nil && underSeccomp():
+		return fmt.Sprintf("%v: agentbox runs under a seccomp filter that refuses them (a container runtime's profile, such as Docker's default); allow unshare and clone with CLONE_NEWUSER in the container's profile, or run with --allow-degraded", err)
 	case err != nil:
 		return fmt.Sprintf("%v (a container runtime or seccomp policy may forbid them)", err)
 	}

@@ -42,8 +42,8 @@ type Spec struct {
 	// $SSH_AUTH_SOCK); see package unixsock. Set when the network is off.
 	MediateUnixConnect bool `json:"mediate_unix_connect"`
 	// Degraded runs without namespaces (they are unavailable): Landlock
-	// and seccomp only, and the init stage kills the command's
-	// descendants itself as their subreaper.
+	// and seccomp only, under a reaper stage that kills the command's
+	// descendants as their subreaper (reap_linux.go).
 	Degraded bool `json:"degraded"`
 	// Proxy makes the init stage listen on two TCP ports of the
 	// sandbox's loopback (HTTP and SOCKS5 proxy), hand the listening

@@ -1,0 +1,303 @@
+package linux
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Degraded mode has no pid namespace whose end kills everything, so a
+// separate stage, the reaper, stands between agentbox and the init:
+//
+//	agentbox ── reaper (child subreaper) ── init ── command ── …
+//
+// Why a process of its own rather than agentbox: PR_SET_CHILD_SUBREAPER is
+// per process, and a library caller made a subreaper inherits the orphans
+// of everything else it runs, which it would then have to reap with
+// wait(-1), stealing exit statuses from its own exec.Cmds. Why not the
+// init alone: the init forks the command from its Landlocked thread, so the
+// command is in the init's Landlock domain and may kill it; the reaper is
+// outside that domain, which signal scoping (Landlock ABI 6) keeps the
+// command from signalling.
+//
+// The reaper ends the run, sweeping every descendant, when the init exits
+// (the command ended), when agentbox closes the lifeline (Kill: a timeout
+// or a cancelled context) and when the lifeline breaks because agentbox
+// died, SIGKILL included: the kernel closes a dead process's descriptors.
+const (
+	reaperArg0  = "agentbox-reaper"
+	reaperValue = "reaper"
+	// lifelineFD is the read end of a pipe whose only write end agentbox
+	// holds; it reads end-of-file once agentbox closes it or dies.
+	lifelineFD = 5
+)
+
+// isReaper reports whether this process is the reaper stage.
+func isReaper() bool {
+	return len(os.Args) > 0 && os.Args[0] == reaperArg0 && os.Getenv(stageEnv) == reaperValue
+}
+
+// reaperSignals are forwarded to the init, which forwards them to the
+// command: the same set the init forwards.
+var reaperSignals = []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT,
+	syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGWINCH, syscall.SIGCONT}
+
+// runReaper is the reaper stage. It never returns.
+func runReaper() {
+	// Nothing of ours reaches the init but what we pass on purpose.
+	if err := unix.CloseRange(3, ^uint(0), unix.CLOSE_RANGE_CLOEXEC); err != nil {
+		for fd := 3; fd < 1024; fd++ {
+			unix.CloseOnExec(fd)
+		}
+	}
+	status := os.NewFile(statusFD, "status")
+	fail := func(err error) {
+		b := []byte(fmt.Sprintf(`{"error":%q,"code":125}`+"\n", err.Error()))
+		status.Write(b)
+		os.Exit(125)
+	}
+	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
+		fail(&os.SyscallError{Syscall: "prctl(PR_SET_CHILD_SUBREAPER)", Err: err})
+	}
+	// The command runs as our uid; keep it out of our memory and fds.
+	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
+		fail(&os.SyscallError{Syscall: "prctl(PR_SET_DUMPABLE)", Err: err})
+	}
+	sigs := make(chan os.Signal, 16)
+	signal.Notify(sigs, reaperSignals...)
+	signal.Ignore(syscall.SIGPIPE, syscall.SIGTSTP, syscall.SIGTTIN, syscall.SIGTTOU, syscall.SIGALRM)
+
+	init, err := os.StartProcess("/proc/self/exe", []string{stageArg0}, &os.ProcAttr{
+		Env:   []string{stageEnv + "=" + stageValue},
+		Files: []*os.File{os.Stdin, os.Stdout, os.Stderr, os.NewFile(specFD, "spec"), status},
+		Sys: &syscall.SysProcAttr{
+			// Its own session, as before: no controlling terminal.
+			Setsid: true,
+			// If the reaper is killed outright, the init and the
+			// command go too (the rest is what a SIGKILL of the
+			// reaper cannot cover).
+			Pdeathsig: syscall.SIGKILL,
+		},
+	})
+	if err != nil {
+		fail(fmt.Errorf("starting the sandbox init: %w", err))
+	}
+	unix.Close(specFD)
+	initPid := init.Pid
+
+	// initGone is closed once the init has been reaped: its pid may then
+	// belong to someone else, so nothing is forwarded any more.
+	initGone := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case s := <-sigs:
+				unix.Kill(initPid, s.(syscall.Signal))
+			case <-initGone:
+				return
+			}
+		}
+	}()
+	var killed bool
+	lifeline := make(chan struct{})
+	go func() {
+		io.Copy(io.Discard, os.NewFile(lifelineFD, "lifeline"))
+		close(lifeline)
+	}()
+	sweeping := make(chan struct{})
+	startSweep := func() {
+		select {
+		case <-sweeping:
+		default:
+			close(sweeping)
+			go sweep()
+		}
+	}
+	go func() {
+		<-lifeline
+		startSweep()
+	}()
+
+	// Reap everything that comes to us until nothing is left: no child
+	// means no descendant, so the run is over. The sweep runs beside
+	// this loop, so that zombies never pile up while it works.
+	var initStatus unix.WaitStatus
+	for {
+		var ws unix.WaitStatus
+		pid, err := unix.Wait4(-1, &ws, 0, nil)
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil {
+			break // ECHILD
+		}
+		if pid == initPid {
+			initStatus = ws
+			close(initGone)
+			startSweep()
+		}
+	}
+	select {
+	case <-lifeline:
+		killed = true
+	default:
+	}
+	switch {
+	case killed:
+		// Killed on request: report it as the SIGKILL it replaces.
+		unix.Kill(os.Getpid(), unix.SIGKILL)
+	case initStatus.Signaled():
+		os.Exit(128 + int(initStatus.Signal()))
+	}
+	os.Exit(initStatus.ExitStatus())
+}
+
+// sweepWait bounds one wait for the processes a pass killed; a process
+// stuck in the kernel (a hung network filesystem) is retried, not waited
+// for forever without looking again.
+const sweepWait = time.Second
+
+// sweep kills every descendant of this process and returns once a scan
+// finds none alive. Each pass freezes what it finds before reading its
+// children (a stopped process cannot fork, and one stopped mid-fork does
+// not finish it), so a pass reaches the whole tree but what was orphaned
+// to us during the pass; then it kills them all and blocks until they
+// have exited. Orphans go to us as subreaper, so the next pass finds them.
+func sweep() {
+	self := os.Getpid()
+	for {
+		fds := freeze(self)
+		if len(fds) == 0 {
+			return
+		}
+		for _, fd := range fds {
+			unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0)
+		}
+		awaitExit(fds)
+		for _, fd := range fds {
+			unix.Close(fd)
+		}
+	}
+}
+
+// freeze stops every live descendant of self and returns a pidfd for
+// each.
+func freeze(self int) []int {
+	var fds []int
+	ours := map[int]bool{self: true}
+	queue := children(self)
+	for len(queue) > 0 {
+		pid := queue[0]
+		queue = queue[1:]
+		if ours[pid] {
+			continue
+		}
+		fd, err := unix.PidfdOpen(pid, 0)
+		if err != nil {
+			continue // already gone
+		}
+		// The pid was read from a children list; it might have been
+		// reaped and reused before the pidfd pinned it. The pidfd
+		// now names one process for good: keep it only if its parent
+		// is one of ours.
+		ppid, state, err := procStat(pid)
+		if err != nil || !ours[ppid] || state == 'Z' || state == 'X' {
+			unix.Close(fd)
+			continue
+		}
+		unix.PidfdSendSignal(fd, unix.SIGSTOP, nil, 0)
+		ours[pid] = true
+		fds = append(fds, fd)
+		queue = append(queue, children(pid)...)
+	}
+	return fds
+}
+
+// awaitExit blocks until every process behind fds has exited (a pidfd
+// polls readable then), or sweepWait passes without progress.
+func awaitExit(fds []int) {
+	pfds := make([]unix.PollFd, len(fds))
+	for i, fd := range fds {
+		pfds[i] = unix.PollFd{Fd: int32(fd), Events: unix.POLLIN}
+	}
+	for len(pfds) > 0 {
+		n, err := unix.Poll(pfds, int(sweepWait/time.Millisecond))
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil || n == 0 {
+			return
+		}
+		left := pfds[:0]
+		for _, p := range pfds {
+			if p.Revents == 0 {
+				left = append(left, p)
+			}
+		}
+		pfds = left
+	}
+}
+
+// procStat reads the parent and the state of pid from /proc/pid/stat.
+func procStat(pid int) (ppid int, state byte, err error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, 0, err
+	}
+	// "pid (comm) S ppid ...": comm may hold spaces and parentheses, so
+	// parse from the last ')'.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0, 0, errors.New("malformed stat")
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 2 || len(f[0]) != 1 {
+		return 0, 0, errors.New("malformed stat")
+	}
+	ppid, err = strconv.Atoi(f[1])
+	return ppid, f[0][0], err
+}
+
+// children lists the direct children of pid from every one of its
+// threads' children files.
+func children(pid int) []int {
+	tasks, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	var out []int
+	for _, t := range tasks {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/children", pid, t.Name()))
+		if err != nil {
+			continue
+		}
+		for _, f := range strings.Fields(string(b)) {
+			if n, err := strconv.Atoi(f); err == nil {
+				out = append(out, n)
+			}
+		}
+	}
+	return out
+}
+
+// underSeccomp reports whether a seccomp filter already confines this
+// process (a container runtime's, typically): the likely reason a user
+// namespace is refused with EPERM when no sysctl forbids it.
+func underSeccomp() bool {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return false
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "Seccomp:"); ok {
+			return strings.TrimSpace(v) == "2"
+		}
+	}
+	return false
+}
