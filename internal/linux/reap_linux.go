@@ -114,12 +114,13 @@ func runReaper() {
 		close(lifeline)
 	}()
 	sweeping := make(chan struct{})
+	reaped := make(chan struct{}, 1)
 	startSweep := func() {
 		select {
 		case <-sweeping:
 		default:
 			close(sweeping)
-			go sweep()
+			go sweep(reaped)
 		}
 	}
 	go func() {
@@ -139,6 +140,10 @@ func runReaper() {
 		}
 		if err != nil {
 			break // ECHILD
+		}
+		select {
+		case reaped <- struct{}{}:
+		default:
 		}
 		if pid == initPid {
 			initStatus = ws
@@ -166,19 +171,19 @@ func runReaper() {
 // for forever without looking again.
 const sweepWait = time.Second
 
-// sweep kills every descendant of this process and returns once a scan
-// finds none alive. Each pass freezes what it finds before reading its
-// children (a stopped process cannot fork, and one stopped mid-fork does
-// not finish it), so a pass reaches the whole tree but what was orphaned
-// to us during the pass; then it kills them all and blocks until they
-// have exited. Orphans go to us as subreaper, so the next pass finds them.
-func sweep() {
+// sweep kills every descendant of this process; it returns once this
+// process has no child left (or runs until the reaper exits, which it does
+// when wait4 says there is none). Each pass freezes what it finds before
+// reading its children (a stopped process cannot fork, and one stopped
+// mid-fork does not finish it), so a pass reaches the whole tree but what
+// was orphaned to us during the pass; then it kills them all and blocks
+// until they have exited. Orphans go to us as subreaper, so the next pass
+// finds them. A pass that finds only the dead waits for the reaper's loop
+// to reap them (reaped), never spinning on them.
+func sweep(reaped <-chan struct{}) {
 	self := os.Getpid()
 	for {
-		fds := freeze(self)
-		if len(fds) == 0 {
-			return
-		}
+		fds, live := freeze(self)
 		for _, fd := range fds {
 			unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0)
 		}
@@ -186,13 +191,24 @@ func sweep() {
 		for _, fd := range fds {
 			unix.Close(fd)
 		}
+		if live > 0 {
+			continue
+		}
+		if len(children(self)) == 0 {
+			return
+		}
+		// Only zombies (or processes that went as we looked): the
+		// loop in runReaper reaps them; look again when it has.
+		select {
+		case <-reaped:
+		case <-time.After(sweepWait):
+		}
 	}
 }
 
-// freeze stops every live descendant of self and returns a pidfd for
-// each.
-func freeze(self int) []int {
-	var fds []int
+// freeze stops every descendant of self and returns a pidfd for each,
+// and how many of them were still alive.
+func freeze(self int) (fds []int, live int) {
 	ours := map[int]bool{self: true}
 	queue := children(self)
 	for len(queue) > 0 {
@@ -203,23 +219,34 @@ func freeze(self int) []int {
 		}
 		fd, err := unix.PidfdOpen(pid, 0)
 		if err != nil {
-			continue // already gone
+			continue // already reaped
 		}
 		// The pid was read from a children list; it might have been
 		// reaped and reused before the pidfd pinned it. The pidfd
 		// now names one process for good: keep it only if its parent
 		// is one of ours.
-		ppid, state, err := procStat(pid)
-		if err != nil || !ours[ppid] || state == 'Z' || state == 'X' {
+		if ppid, err := procPPid(pid); err != nil || !ours[ppid] {
 			unix.Close(fd)
 			continue
 		}
 		unix.PidfdSendSignal(fd, unix.SIGSTOP, nil, 0)
+		if !exited(fd) {
+			live++
+		}
 		ours[pid] = true
 		fds = append(fds, fd)
+		// Even a zombie is walked: a thread-group leader that exited
+		// before its other threads is one, and they may still fork.
 		queue = append(queue, children(pid)...)
 	}
-	return fds
+	return fds, live
+}
+
+// exited reports whether the process behind a pidfd has exited.
+func exited(fd int) bool {
+	p := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+	n, err := unix.Poll(p, 0)
+	return err == nil && n == 1
 }
 
 // awaitExit blocks until every process behind fds has exited (a pidfd
@@ -247,24 +274,23 @@ func awaitExit(fds []int) {
 	}
 }
 
-// procStat reads the parent and the state of pid from /proc/pid/stat.
-func procStat(pid int) (ppid int, state byte, err error) {
+// procPPid reads the parent of pid from /proc/pid/stat.
+func procPPid(pid int) (int, error) {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
-		return 0, 0, err
+		return 0, err
 	}
 	// "pid (comm) S ppid ...": comm may hold spaces and parentheses, so
 	// parse from the last ')'.
 	i := bytes.LastIndexByte(b, ')')
 	if i < 0 {
-		return 0, 0, errors.New("malformed stat")
+		return 0, errors.New("malformed stat")
 	}
 	f := strings.Fields(string(b[i+1:]))
-	if len(f) < 2 || len(f[0]) != 1 {
-		return 0, 0, errors.New("malformed stat")
+	if len(f) < 2 {
+		return 0, errors.New("malformed stat")
 	}
-	ppid, err = strconv.Atoi(f[1])
-	return ppid, f[0][0], err
+	return strconv.Atoi(f[1])
 }
 
 // children lists the direct children of pid from every one of its

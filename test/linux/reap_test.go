@@ -1,0 +1,169 @@
+//go:build linux
+
+package linux
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// Degraded mode has no pid namespace whose end kills the tree: these tests
+// attack the sweep that replaces it, as a plain uid and as root, and check
+// on the host that no process carrying the test's marker is left.
+
+// promptly bounds how long agentbox may take to return once the run is
+// over (the attacks below would otherwise keep it for 3 s or for ever).
+const promptly = 8 * time.Second
+
+func assertNoSurvivors(t *testing.T, marker string) {
+	t.Helper()
+	if left := procsWith(marker); len(left) > 0 {
+		t.Errorf("host: %d processes outlived the degraded run, e.g. %v", len(left), left[:min(len(left), 5)])
+		killPids(left)
+		// A fork chain keeps making new ones; make sure the next
+		// test starts clean.
+		waitFor(10*time.Second, func() bool { killPids(procsWith(marker)); return len(procsWith(marker)) == 0 })
+	}
+}
+
+// leaveSleepers starts sleepers that escape the command's process group
+// and session, then waits in the foreground.
+func leaveSleepers(tok string) string {
+	return `(setsid sleep ` + tok + ` &)
+nohup sleep ` + tok + ` >/dev/null 2>&1 &
+echo ready > "$WS/ready"
+sleep ` + tok
+}
+
+// TestDegradedTimeoutKillsTree: --timeout ends the whole tree, not only
+// the command, and agentbox returns at once with 137.
+func TestDegradedTimeoutKillsTree(t *testing.T) {
+	forEachUser(t, func(t *testing.T, u *testUser) {
+		fx := newFixture(t, u)
+		tok := sleepToken()
+		r := degraded(t, fx, []string{"--allow-degraded", "--timeout", "1s"}, leaveSleepers(tok))
+		if r.code != 137 {
+			t.Errorf("exit %d, want 137: %v", r.code, r)
+		}
+		assertContent(t, filepath.Join(fx.ws, "ready"), "ready\n")
+		if r.dur > promptly {
+			t.Errorf("agentbox took %v to end a 1s timeout", r.dur)
+		}
+		assertNoSurvivors(t, tok)
+	})
+}
+
+// TestDegradedKilledAgentboxKillsTree: SIGKILL to agentbox itself (no
+// chance to clean up) still ends the tree.
+func TestDegradedKilledAgentboxKillsTree(t *testing.T) {
+	forEachUser(t, func(t *testing.T, u *testUser) {
+		needBin(t)
+		fx := newFixture(t, u)
+		tok := sleepToken()
+		o := runOpts{env: append(fx.env(), wrapperEnv+"=nouserns"), dir: fx.ws}
+		cmd := command(u, o, wrapperPath, binPath, "run", "--allow-degraded", "-C", fx.ws, "--", "/bin/sh", "-c", leaveSleepers(tok))
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		if !waitFor(10*time.Second, func() bool { return exists(filepath.Join(fx.ws, "ready")) && len(procsWith(tok)) >= 3 }) {
+			cmd.Process.Kill()
+			<-done
+			assertNoSurvivors(t, tok)
+			t.Fatalf("the sleepers did not start: %v; stderr %q", procsWith(tok), stderr.String())
+		}
+		cmd.Process.Signal(syscall.SIGKILL) // the wrapper exec'd agentbox: same pid
+		<-done
+		if !waitFor(promptly, func() bool { return len(procsWith(tok)) == 0 }) {
+			t.Errorf("processes still alive %v after agentbox was killed", promptly)
+		}
+		assertNoSurvivors(t, tok)
+	})
+}
+
+// TestDegradedInitKilled: the command runs as the caller's uid, so it may
+// kill the init above it; the tree must die all the same, and the reaper
+// above the init is out of the command's reach.
+func TestDegradedInitKilled(t *testing.T) {
+	forEachUser(t, func(t *testing.T, u *testUser) {
+		fx := newFixture(t, u)
+		tok := sleepToken()
+		script := `(setsid sleep ` + tok + ` &)
+nohup sleep ` + tok + ` >/dev/null 2>&1 &
+reaper=$(awk '{print $4}' /proc/$PPID/stat)
+kill -STOP "$reaper" 2>/dev/null && echo reaper-stopped
+kill -9 "$reaper" 2>/dev/null && echo reaper-killed
+kill -9 $PPID
+sleep ` + tok
+		r := degraded(t, fx, []string{"--allow-degraded"}, script)
+		if r.code == 0 || r.code == 125 {
+			t.Errorf("exit %d, want the init's death: %v", r.code, r)
+		}
+		if strings.Contains(r.stdout, "reaper-") {
+			t.Errorf("the command could signal the reaper: %v", r)
+		}
+		if r.dur > promptly {
+			t.Errorf("agentbox took %v", r.dur)
+		}
+		assertNoSurvivors(t, tok)
+	})
+}
+
+// forkChain is the attack of issue 9: four runners, each forking a child
+// and exiting in a loop for 3 s (so the process to kill is never the same
+// for long, and every exit orphans the next link), the last link of each
+// then sleeping. The marker is in every link's command line.
+const forkChain = `
+import os, sys, time
+end = time.time() + 3
+for i in range(4):
+    if os.fork() == 0:
+        while time.time() < end:
+            if os.fork() != 0:
+                os._exit(0)
+        time.sleep(1000)
+        os._exit(0)
+if sys.argv[2] == "wait":
+    time.sleep(1000)
+`
+
+// TestDegradedForkChain: the chain neither outruns the sweep nor keeps
+// agentbox, whether the command exits while it runs or a timeout ends it.
+func TestDegradedForkChain(t *testing.T) {
+	needPython(t)
+	forEachUser(t, func(t *testing.T, u *testUser) {
+		for _, c := range []struct {
+			name, mode string
+			extra      []string
+		}{
+			{"command-exits", "exit", nil},
+			{"timeout", "wait", []string{"--timeout", "1s"}},
+		} {
+			t.Run(c.name, func(t *testing.T) {
+				fx := newFixture(t, u)
+				marker := "forkchain-" + sleepToken()
+				if err := os.WriteFile(filepath.Join(fx.ws, "chain.py"), []byte(forkChain), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				chownR(t, fx.ws, u)
+				script := python + ` "$WS/chain.py" ` + marker + ` ` + c.mode + `; echo started`
+				r := degradedWith(t, fx, runOpts{timeout: 60 * time.Second}, append([]string{"--allow-degraded"}, c.extra...), script)
+				if r.code == 125 || (c.mode == "exit" && !strings.Contains(r.stdout, "started")) {
+					t.Errorf("run failed: %v", r)
+				}
+				if r.dur > promptly {
+					t.Errorf("agentbox took %v to return", r.dur)
+				}
+				assertNoSurvivors(t, marker)
+			})
+		}
+	})
+}
