@@ -76,6 +76,13 @@ func runReaper() {
 	signal.Notify(sigs, reaperSignals...)
 	signal.Ignore(syscall.SIGPIPE, syscall.SIGTSTP, syscall.SIGTTIN, syscall.SIGTTOU, syscall.SIGALRM)
 
+	// Where the caller's cgroup is delegated to it, the init is born in
+	// a cgroup of its own, which cgroup.kill empties in one step.
+	cg := newRunCgroup()
+	if cg != nil && cg.enter() != nil {
+		cg.remove()
+		cg = nil
+	}
 	init, err := os.StartProcess("/proc/self/exe", []string{stageArg0}, &os.ProcAttr{
 		Env:   []string{stageEnv + "=" + stageValue},
 		Files: []*os.File{os.Stdin, os.Stdout, os.Stderr, os.NewFile(specFD, "spec"), status},
@@ -88,7 +95,15 @@ func runReaper() {
 			Pdeathsig: syscall.SIGKILL,
 		},
 	})
+	if cg != nil && cg.leave() != nil {
+		// Still inside: cgroup.kill would take us too. The sweep
+		// alone ends the run; the next run removes the cgroup.
+		cg = nil
+	}
 	if err != nil {
+		if cg != nil {
+			cg.remove()
+		}
 		fail(fmt.Errorf("starting the sandbox init: %w", err))
 	}
 	unix.Close(specFD)
@@ -120,6 +135,9 @@ func runReaper() {
 		case <-sweeping:
 		default:
 			close(sweeping)
+			if cg != nil {
+				cg.kill() // the sweep below then finds the dead
+			}
 			go sweep(reaped)
 		}
 	}
@@ -150,6 +168,9 @@ func runReaper() {
 			close(initGone)
 			startSweep()
 		}
+	}
+	if cg != nil {
+		cg.remove()
 	}
 	select {
 	case <-lifeline:

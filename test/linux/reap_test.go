@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // Degraded mode has no pid namespace whose end kills the tree: these tests
@@ -167,6 +169,130 @@ func TestDegradedForkChain(t *testing.T) {
 					t.Errorf("agentbox took %v to return: the sweep did not stop the chain", r.dur)
 				}
 				assertNoSurvivors(t, marker)
+			})
+		}
+	})
+}
+
+// delegatedCgroup makes a cgroup v2 directory delegated to u the way
+// systemd does it for Delegate=yes (the directory and its cgroup.procs,
+// cgroup.threads and cgroup.subtree_control chowned to the user; for root,
+// the trusted.delegate mark) and returns it and a descriptor to start a
+// process inside it.
+func delegatedCgroup(t *testing.T, u *testUser) (string, int) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("creating a delegated cgroup needs root")
+	}
+	mnt := ""
+	for _, m := range []string{"/sys/fs/cgroup", "/sys/fs/cgroup/unified"} {
+		var st unix.Statfs_t
+		if unix.Statfs(m, &st) == nil && st.Type == unix.CGROUP2_SUPER_MAGIC {
+			mnt = m
+			break
+		}
+	}
+	if mnt == "" {
+		t.Skip("no cgroup v2 hierarchy mounted")
+	}
+	b, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		t.Fatal(err)
+	}
+	own := ""
+	for _, l := range strings.Split(string(b), "\n") {
+		if p, ok := strings.CutPrefix(l, "0::"); ok {
+			own = p
+		}
+	}
+	dir := filepath.Join(mnt, own, randName("abtest-cg-"))
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Skipf("cannot create a cgroup here: %v", err)
+	}
+	t.Cleanup(func() {
+		os.WriteFile(filepath.Join(dir, "cgroup.kill"), []byte("1"), 0)
+		waitFor(5*time.Second, func() bool { return unix.Rmdir(dir) == nil })
+	})
+	for _, f := range []string{"", "cgroup.procs", "cgroup.threads", "cgroup.subtree_control"} {
+		if err := os.Chown(filepath.Join(dir, f), u.uid, u.gid); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if u.root() {
+		if err := unix.Setxattr(dir, "trusted.delegate", []byte("1"), 0); err != nil {
+			t.Fatalf("marking %s delegated: %v", dir, err)
+		}
+	}
+	fd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unix.Close(fd) })
+	return dir, fd
+}
+
+// TestDegradedCgroupKill: where the caller's cgroup is delegated, the run
+// gets a child cgroup, cgroup.kill ends the tree (timeout and fork chain),
+// and the child cgroup is gone afterwards.
+func TestDegradedCgroupKill(t *testing.T) {
+	needPython(t)
+	needBin(t)
+	forEachUser(t, func(t *testing.T, u *testUser) {
+		for _, c := range []struct {
+			name   string
+			extra  []string
+			script func(marker string) string
+		}{
+			{"timeout", []string{"--timeout", "1s"}, func(m string) string { return "cat /proc/self/cgroup\n" + leaveSleepers(m) }},
+			{"fork-chain", nil, func(m string) string {
+				return "cat /proc/self/cgroup\n" + python + ` "$WS/chain.py" ` + m + " exit"
+			}},
+		} {
+			t.Run(c.name, func(t *testing.T) {
+				cgDir, cgFD := delegatedCgroup(t, u)
+				fx := newFixture(t, u)
+				if err := os.WriteFile(filepath.Join(fx.ws, "chain.py"), []byte(forkChain), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				chownR(t, fx.ws, u)
+				marker := sleepToken()
+				args := append([]string{binPath, "run", "--allow-degraded", "-C", fx.ws}, c.extra...)
+				args = append(args, "--", "/bin/sh", "-c", c.script(marker))
+				cmd := command(u, runOpts{env: append(fx.env(), wrapperEnv+"=nouserns"), dir: fx.ws}, wrapperPath, args...)
+				cmd.SysProcAttr.UseCgroupFD = true
+				cmd.SysProcAttr.CgroupFD = cgFD
+				var stdout, stderr bytes.Buffer
+				cmd.Stdout, cmd.Stderr = &stdout, &stderr
+				start := time.Now()
+				if err := cmd.Start(); err != nil {
+					t.Fatal(err)
+				}
+				done := make(chan error, 1)
+				go func() { done <- cmd.Wait() }()
+				select {
+				case <-done:
+				case <-time.After(30 * time.Second):
+					cmd.Process.Kill()
+					<-done
+					t.Errorf("agentbox did not return: stderr %q", stderr.String())
+				}
+				dur := time.Since(start)
+				rel := strings.TrimPrefix(cgDir, "/sys/fs/cgroup/unified")
+				rel = strings.TrimPrefix(rel, "/sys/fs/cgroup")
+				if !strings.Contains(stdout.String(), rel+"/agentbox-") {
+					t.Errorf("the command did not run in a cgroup of the run under %s: stdout %q, stderr %q", rel, stdout.String(), stderr.String())
+				}
+				if dur > promptly {
+					t.Errorf("agentbox took %v", dur)
+				}
+				assertNoSurvivors(t, marker)
+				if ents, _ := os.ReadDir(cgDir); true {
+					for _, e := range ents {
+						if e.IsDir() {
+							t.Errorf("host: cgroup %s/%s left behind", cgDir, e.Name())
+						}
+					}
+				}
 			})
 		}
 	})
