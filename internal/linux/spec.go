@@ -187,7 +187,7 @@ func HeldDirs(p *policy.Policy) []string {
 func DegradedGaps(p *policy.Policy, landlockABI int) []string {
 	var gaps []string
 	if landlockABI < 6 {
-		gaps = append(gaps, "Landlock ABI below 6: the command can signal the user's other processes")
+		gaps = append(gaps, "Landlock ABI below 6: the command can signal the user's other processes, agentbox's reaper included (killing it outright lets what the command started outlive the run)")
 	}
 	if p.Mode == policy.WorkspaceWrite && len(p.Protected) > 0 {
 		gaps = append(gaps, "protected paths inside writable roots (.git, .codex, .agents and gitdirs) stay writable: Landlock can only add access, not carve read-only holes")
