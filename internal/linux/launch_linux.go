@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -102,8 +103,12 @@ func Start(spec *Spec, stdio Stdio) (*Process, error) {
 			statusW.Close()
 			return nil, err
 		}
-		args, env = []string{reaperArg0}, []string{stageEnv + "=" + reaperValue}
-		extra = append(extra, lifeR)
+		args = []string{reaperArg0}
+		// The reaper passes the init's environment on with the stage
+		// mark set back to the init's.
+		env = append(slices.DeleteFunc(env, func(kv string) bool { return strings.HasPrefix(kv, stageEnv+"=") }),
+			stageEnv+"="+reaperValue, fmt.Sprintf("%s=%d", initFDsEnv, len(extra)))
+		extra = append(extra, lifeR) // fd 3+len(extra): see initFDsEnv
 		attr.Pdeathsig = 0
 	}
 	cmd := &exec.Cmd{

@@ -36,9 +36,11 @@ import (
 const (
 	reaperArg0  = "agentbox-reaper"
 	reaperValue = "reaper"
-	// lifelineFD is the read end of a pipe whose only write end agentbox
-	// holds; it reads end-of-file once agentbox closes it or dies.
-	lifelineFD = 5
+	// initFDsEnv tells the reaper how many descriptors from 3 up are the
+	// init's, to pass on in place; the next one is the lifeline, the read
+	// end of a pipe whose only write end agentbox holds: it reads
+	// end-of-file once agentbox closes it or dies.
+	initFDsEnv = "_AGENTBOX_INIT_FDS"
 )
 
 // isReaper reports whether this process is the reaper stage.
@@ -76,6 +78,28 @@ func runReaper() {
 	signal.Notify(sigs, reaperSignals...)
 	signal.Ignore(syscall.SIGPIPE, syscall.SIGTSTP, syscall.SIGTTIN, syscall.SIGTTOU, syscall.SIGALRM)
 
+	// The init gets what agentbox gave us for it, in place: the
+	// environment (but for our own marks) and fds 3 to 3+n-1.
+	n, err := strconv.Atoi(os.Getenv(initFDsEnv))
+	if err != nil || n < 2 || n > 64 {
+		fail(fmt.Errorf("reaper: bad %s=%q", initFDsEnv, os.Getenv(initFDsEnv)))
+	}
+	files := []*os.File{os.Stdin, os.Stdout, os.Stderr}
+	for fd := 3; fd < 3+n; fd++ {
+		files = append(files, os.NewFile(uintptr(fd), "init"))
+	}
+	files[statusFD] = status
+	lifelineFD := 3 + n
+	var initEnv []string
+	for _, kv := range os.Environ() {
+		switch {
+		case strings.HasPrefix(kv, initFDsEnv+"="), strings.HasPrefix(kv, stageEnv+"="):
+		default:
+			initEnv = append(initEnv, kv)
+		}
+	}
+	initEnv = append(initEnv, stageEnv+"="+stageValue)
+
 	// Where the caller's cgroup is delegated to it, the init is born in
 	// a cgroup of its own, which cgroup.kill empties in one step.
 	cg := newRunCgroup()
@@ -84,8 +108,8 @@ func runReaper() {
 		cg = nil
 	}
 	init, err := os.StartProcess("/proc/self/exe", []string{stageArg0}, &os.ProcAttr{
-		Env:   []string{stageEnv + "=" + stageValue},
-		Files: []*os.File{os.Stdin, os.Stdout, os.Stderr, os.NewFile(specFD, "spec"), status},
+		Env:   initEnv,
+		Files: files,
 		Sys: &syscall.SysProcAttr{
 			// Its own session, as before: no controlling terminal.
 			Setsid: true,
@@ -106,7 +130,11 @@ func runReaper() {
 		}
 		fail(fmt.Errorf("starting the sandbox init: %w", err))
 	}
-	unix.Close(specFD)
+	for _, f := range files[3:] {
+		if f != status {
+			f.Close() // the init's now
+		}
+	}
 	initPid := init.Pid
 
 	// initGone is closed once the init has been reaped: its pid may then
@@ -125,7 +153,7 @@ func runReaper() {
 	var killed bool
 	lifeline := make(chan struct{})
 	go func() {
-		io.Copy(io.Discard, os.NewFile(lifelineFD, "lifeline"))
+		io.Copy(io.Discard, os.NewFile(uintptr(lifelineFD), "lifeline"))
 		close(lifeline)
 	}()
 	sweeping := make(chan struct{})
