@@ -4,8 +4,11 @@ package linux
 
 import (
 	"bytes"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -258,42 +261,123 @@ func TestDegradedCgroupKill(t *testing.T) {
 				marker := sleepToken()
 				args := append([]string{binPath, "run", "--allow-degraded", "-C", fx.ws}, c.extra...)
 				args = append(args, "--", "/bin/sh", "-c", c.script(marker))
-				cmd := command(u, runOpts{env: append(fx.env(), wrapperEnv+"=nouserns"), dir: fx.ws}, wrapperPath, args...)
-				cmd.SysProcAttr.UseCgroupFD = true
-				cmd.SysProcAttr.CgroupFD = cgFD
-				var stdout, stderr bytes.Buffer
-				cmd.Stdout, cmd.Stderr = &stdout, &stderr
-				start := time.Now()
-				if err := cmd.Start(); err != nil {
-					t.Fatal(err)
-				}
-				done := make(chan error, 1)
-				go func() { done <- cmd.Wait() }()
-				select {
-				case <-done:
-				case <-time.After(30 * time.Second):
-					cmd.Process.Kill()
-					<-done
-					t.Errorf("agentbox did not return: stderr %q", stderr.String())
-				}
-				dur := time.Since(start)
+				r := runInCgroup(t, fx, cgFD, args)
+				stdout, dur := r.stdout, r.dur
 				rel := strings.TrimPrefix(cgDir, "/sys/fs/cgroup/unified")
 				rel = strings.TrimPrefix(rel, "/sys/fs/cgroup")
-				if !strings.Contains(stdout.String(), rel+"/agentbox-") {
-					t.Errorf("the command did not run in a cgroup of the run under %s: stdout %q, stderr %q", rel, stdout.String(), stderr.String())
+				if !strings.Contains(stdout, rel+"/agentbox-") {
+					t.Errorf("the command did not run in a cgroup of the run under %s: %v", rel, r)
 				}
 				if dur > promptly {
 					t.Errorf("agentbox took %v", dur)
 				}
 				assertNoSurvivors(t, marker)
-				if ents, _ := os.ReadDir(cgDir); true {
-					for _, e := range ents {
-						if e.IsDir() {
-							t.Errorf("host: cgroup %s/%s left behind", cgDir, e.Name())
-						}
-					}
-				}
+				assertNoChildCgroups(t, cgDir)
 			})
 		}
 	})
+}
+
+// startInCgroup starts the wrapper with args as fx's user, born in the
+// cgroup behind cgFD.
+func startInCgroup(t *testing.T, fx *fixture, cgFD int, args []string) (*exec.Cmd, *bytes.Buffer, *bytes.Buffer) {
+	t.Helper()
+	cmd := command(fx.u, runOpts{env: append(fx.env(), wrapperEnv+"=nouserns"), dir: fx.ws}, wrapperPath, args...)
+	cmd.SysProcAttr.UseCgroupFD = true
+	cmd.SysProcAttr.CgroupFD = cgFD
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	return cmd, &stdout, &stderr
+}
+
+func runInCgroup(t *testing.T, fx *fixture, cgFD int, args []string) result {
+	t.Helper()
+	start := time.Now()
+	cmd, stdout, stderr := startInCgroup(t, fx, cgFD, args)
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	var err error
+	select {
+	case err = <-done:
+	case <-time.After(30 * time.Second):
+		cmd.Process.Kill()
+		<-done
+		t.Errorf("agentbox did not return: stderr %q", stderr.String())
+	}
+	return result{stdout: stdout.String(), stderr: stderr.String(), code: exitCode(cmd, err), dur: time.Since(start)}
+}
+
+func assertNoChildCgroups(t *testing.T, dir string) {
+	t.Helper()
+	ents, _ := os.ReadDir(dir)
+	for _, e := range ents {
+		if e.IsDir() {
+			t.Errorf("host: cgroup %s/%s left behind", dir, e.Name())
+		}
+	}
+}
+
+// TestDegradedCgroupStaleSwept: a reaper killed outright leaves its tree
+// behind (documented); with a delegated cgroup, the next run kills what
+// is left in the dead reaper's cgroup and removes it.
+func TestDegradedCgroupStaleSwept(t *testing.T) {
+	needBin(t)
+	forEachUser(t, func(t *testing.T, u *testUser) {
+		cgDir, cgFD := delegatedCgroup(t, u)
+		fx := newFixture(t, u)
+		tok := sleepToken()
+		cmd, _, stderr := startInCgroup(t, fx, cgFD, []string{binPath, "run", "--allow-degraded", "-C", fx.ws, "--", "/bin/sh", "-c", leaveSleepers(tok)})
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		waited := false
+		defer func() {
+			if !waited {
+				cmd.Process.Kill()
+				<-done
+			}
+		}()
+		if !waitFor(10*time.Second, func() bool { return exists(filepath.Join(fx.ws, "ready")) && len(procsWith(tok)) >= 3 }) {
+			t.Fatalf("the sleepers did not start: %v; stderr %q", procsWith(tok), stderr.String())
+		}
+		var reaper int
+		for _, task := range mustReadDir(t, fmt.Sprintf("/proc/%d/task", cmd.Process.Pid)) {
+			b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/children", cmd.Process.Pid, task))
+			if f := strings.Fields(string(b)); len(f) > 0 {
+				reaper, _ = strconv.Atoi(f[0])
+			}
+		}
+		if reaper == 0 {
+			t.Fatal("no reaper under agentbox")
+		}
+		syscall.Kill(reaper, syscall.SIGKILL)
+		cmd.Process.Kill()
+		<-done
+		waited = true
+		// The precondition: the sleepers outlived their reaper.
+		if !waitFor(5*time.Second, func() bool { return len(procsWith(tok)) > 0 }) {
+			t.Fatal("nothing outlived the killed reaper: the test shows nothing")
+		}
+		r := runInCgroup(t, fx, cgFD, []string{binPath, "run", "--allow-degraded", "-C", fx.ws, "--", "true"})
+		if r.code != 0 {
+			t.Fatalf("next run: %v", r)
+		}
+		assertNoSurvivors(t, tok)
+		assertNoChildCgroups(t, cgDir)
+	})
+}
+
+func mustReadDir(t *testing.T, dir string) []string {
+	t.Helper()
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range ents {
+		names = append(names, e.Name())
+	}
+	return names
 }
