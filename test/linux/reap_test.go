@@ -246,7 +246,13 @@ func TestDegradedCgroupKill(t *testing.T) {
 			extra  []string
 			script func(marker string) string
 		}{
-			{"timeout", []string{"--timeout", "1s"}, func(m string) string { return "cat /proc/self/cgroup\n" + leaveSleepers(m) }},
+			{"timeout", []string{"--timeout", "1s"}, func(m string) string {
+				// Moving itself back to the delegated cgroup must fail:
+				// Landlock keeps cgroupfs out of the writable roots. The
+				// reaper makes the same move as the same user (else it
+				// could not remove the run's cgroup, which is checked).
+				return "cat /proc/self/cgroup\n" + `echo $$ > "$CGPARENT/cgroup.procs" 2>/dev/null && echo cgroup-escaped` + "\n" + leaveSleepers(m)
+			}},
 			{"fork-chain", nil, func(m string) string {
 				return "cat /proc/self/cgroup\n" + python + ` "$WS/chain.py" ` + m + " exit"
 			}},
@@ -261,10 +267,13 @@ func TestDegradedCgroupKill(t *testing.T) {
 				marker := sleepToken()
 				args := append([]string{binPath, "run", "--allow-degraded", "-C", fx.ws}, c.extra...)
 				args = append(args, "--", "/bin/sh", "-c", c.script(marker))
-				r := runInCgroup(t, fx, cgFD, args)
+				r := runInCgroup(t, fx, cgFD, args, "CGPARENT="+cgDir)
 				stdout, dur := r.stdout, r.dur
 				rel := strings.TrimPrefix(cgDir, "/sys/fs/cgroup/unified")
 				rel = strings.TrimPrefix(rel, "/sys/fs/cgroup")
+				if strings.Contains(stdout, "cgroup-escaped") {
+					t.Errorf("the command moved itself out of the run's cgroup: %v", r)
+				}
 				if !strings.Contains(stdout, rel+"/agentbox-") {
 					t.Errorf("the command did not run in a cgroup of the run under %s: %v", rel, r)
 				}
@@ -280,9 +289,10 @@ func TestDegradedCgroupKill(t *testing.T) {
 
 // startInCgroup starts the wrapper with args as fx's user, born in the
 // cgroup behind cgFD.
-func startInCgroup(t *testing.T, fx *fixture, cgFD int, args []string) (*exec.Cmd, *bytes.Buffer, *bytes.Buffer) {
+func startInCgroup(t *testing.T, fx *fixture, cgFD int, args []string, env ...string) (*exec.Cmd, *bytes.Buffer, *bytes.Buffer) {
 	t.Helper()
-	cmd := command(fx.u, runOpts{env: append(fx.env(), wrapperEnv+"=nouserns"), dir: fx.ws}, wrapperPath, args...)
+	env = append(append(env, fx.env()...), wrapperEnv+"=nouserns")
+	cmd := command(fx.u, runOpts{env: env, dir: fx.ws}, wrapperPath, args...)
 	cmd.SysProcAttr.UseCgroupFD = true
 	cmd.SysProcAttr.CgroupFD = cgFD
 	var stdout, stderr bytes.Buffer
@@ -293,10 +303,10 @@ func startInCgroup(t *testing.T, fx *fixture, cgFD int, args []string) (*exec.Cm
 	return cmd, &stdout, &stderr
 }
 
-func runInCgroup(t *testing.T, fx *fixture, cgFD int, args []string) result {
+func runInCgroup(t *testing.T, fx *fixture, cgFD int, args []string, env ...string) result {
 	t.Helper()
 	start := time.Now()
-	cmd, stdout, stderr := startInCgroup(t, fx, cgFD, args)
+	cmd, stdout, stderr := startInCgroup(t, fx, cgFD, args, env...)
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
 	var err error
