@@ -107,8 +107,7 @@ func Start(spec *Spec, stdio Stdio) (*Process, error) {
 		// The reaper passes the init's environment on with the stage
 		// mark set back to the init's.
 		env = append(slices.DeleteFunc(env, func(kv string) bool { return strings.HasPrefix(kv, stageEnv+"=") }),
-			stageEnv+"="+reaperValue, fmt.Sprintf("%s=%d", initFDsEnv, len(extra)))
-		extra = append(extra, lifeR) // fd 3+len(extra): see initFDsEnv
+			stageEnv+"="+reaperValue)
 		attr.Pdeathsig = 0
 	}
 	cmd := &exec.Cmd{
@@ -128,7 +127,17 @@ func Start(spec *Spec, stdio Stdio) (*Process, error) {
 		specW.Close()
 		statusR.Close()
 		statusW.Close()
+		if lifeR != nil {
+			lifeR.Close()
+			lifeW.Close()
+		}
 		return nil, err
+	}
+	if lifeR != nil {
+		// Last, after every descriptor meant for the init: the reaper
+		// passes fds 3 to 3+n-1 on to it and keeps the next (initFDsEnv).
+		cmd.Env = append(cmd.Env, fmt.Sprintf("%s=%d", initFDsEnv, len(cmd.ExtraFiles)))
+		cmd.ExtraFiles = append(cmd.ExtraFiles, lifeR)
 	}
 	err = cmd.Start()
 	specR.Close()

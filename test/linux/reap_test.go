@@ -164,7 +164,7 @@ func TestDegradedForkChain(t *testing.T) {
 				}
 				chownR(t, fx.ws, u)
 				script := python + ` "$WS/chain.py" ` + marker + ` ` + c.mode + `; echo started`
-				r := degradedWith(t, fx, runOpts{timeout: 60 * time.Second}, append([]string{"--allow-degraded"}, c.extra...), script)
+				r := degradedOpts(t, fx, runOpts{timeout: 60 * time.Second}, append([]string{"--allow-degraded"}, c.extra...), script)
 				if r.code == 125 || (c.mode == "exit" && !strings.Contains(r.stdout, "started")) {
 					t.Errorf("run failed: %v", r)
 				}
