@@ -279,13 +279,18 @@ func freeze(self int) (fds []int, live int) {
 			continue
 		}
 		unix.PidfdSendSignal(fd, unix.SIGSTOP, nil, 0)
-		if !exited(fd) {
-			live++
-		}
 		ours[pid] = true
 		fds = append(fds, fd)
-		// Even a zombie is walked: a thread-group leader that exited
-		// before its other threads is one, and they may still fork.
+		if exited(fd) {
+			// Gone (a zombie): it has no children, and once reaped its
+			// pid may name a stranger, whose children we must not
+			// read. A leader that exited before its other threads
+			// has not "exited" here; it is walked.
+			continue
+		}
+		// Alive, so the pid is still its own; stopping, so it soon
+		// neither forks nor reaps while we read its children.
+		live++
 		queue = append(queue, children(pid)...)
 	}
 	return fds, live
