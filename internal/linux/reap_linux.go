@@ -2,6 +2,7 @@ package linux
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -9,6 +10,7 @@ import (
 	"os/signal"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -63,8 +65,8 @@ func runReaper() {
 	}
 	status := os.NewFile(statusFD, "status")
 	fail := func(err error) {
-		b := []byte(fmt.Sprintf(`{"error":%q,"code":125}`+"\n", err.Error()))
-		status.Write(b)
+		b, _ := json.Marshal(message{Error: err.Error(), Code: 125})
+		status.Write(append(b, '\n'))
 		os.Exit(125)
 	}
 	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
@@ -137,14 +139,15 @@ func runReaper() {
 	}
 	initPid := init.Pid
 
-	// initGone is closed once the init has been reaped: its pid may then
-	// belong to someone else, so nothing is forwarded any more.
+	// Forwarding goes through os.Process, which signals by pidfd: once
+	// the init is reaped below, its pid may name a stranger, and a pidfd
+	// still names the init.
 	initGone := make(chan struct{})
 	go func() {
 		for {
 			select {
 			case s := <-sigs:
-				unix.Kill(initPid, s.(syscall.Signal))
+				init.Signal(s)
 			case <-initGone:
 				return
 			}
@@ -156,18 +159,15 @@ func runReaper() {
 		io.Copy(io.Discard, os.NewFile(uintptr(lifelineFD), "lifeline"))
 		close(lifeline)
 	}()
-	sweeping := make(chan struct{})
 	reaped := make(chan struct{}, 1)
+	var sweepOnce sync.Once
 	startSweep := func() {
-		select {
-		case <-sweeping:
-		default:
-			close(sweeping)
+		sweepOnce.Do(func() {
 			if cg != nil {
 				cg.kill() // the sweep below then finds the dead
 			}
 			go sweep(reaped)
-		}
+		})
 	}
 	go func() {
 		<-lifeline

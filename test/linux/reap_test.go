@@ -391,3 +391,39 @@ func mustReadDir(t *testing.T, dir string) []string {
 	}
 	return names
 }
+
+// TestDegradedSignalForwarded: SIGTERM to agentbox still reaches the
+// command through the reaper and the init.
+func TestDegradedSignalForwarded(t *testing.T) {
+	forEachUser(t, func(t *testing.T, u *testUser) {
+		needBin(t)
+		fx := newFixture(t, u)
+		o := runOpts{env: append(fx.env(), wrapperEnv+"=nouserns"), dir: fx.ws}
+		script := `trap 'echo got-term; exit 3' TERM; echo ready > "$WS/ready"; sleep 30 & wait`
+		cmd := command(u, o, wrapperPath, binPath, "run", "--allow-degraded", "-C", fx.ws, "--", "/bin/sh", "-c", script)
+		var stdout bytes.Buffer
+		cmd.Stdout = &stdout
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		if !waitFor(10*time.Second, func() bool { return exists(filepath.Join(fx.ws, "ready")) }) {
+			cmd.Process.Kill()
+			<-done
+			t.Fatal("the command did not start")
+		}
+		cmd.Process.Signal(syscall.SIGTERM)
+		var err error
+		select {
+		case err = <-done:
+		case <-time.After(promptly):
+			cmd.Process.Kill()
+			<-done
+			t.Fatal("agentbox did not end after SIGTERM")
+		}
+		if code := exitCode(cmd, err); code != 3 || !strings.Contains(stdout.String(), "got-term") {
+			t.Errorf("exit %d, stdout %q: want the command's trap to run and exit 3", code, stdout.String())
+		}
+	})
+}
