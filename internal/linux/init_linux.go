@@ -10,8 +10,6 @@ import (
 	"os/signal"
 	"runtime"
 	"runtime/debug"
-	"strconv"
-	"strings"
 	"syscall"
 
 	"github.com/agentbox/agentbox/internal/lookpath"
@@ -51,14 +49,18 @@ type message struct {
 	NoUserns bool `json:"no_userns,omitempty"`
 }
 
-// IsInit reports whether this process is the re-exec'd init stage.
+// IsInit reports whether this process is a re-exec'd stage: the init or,
+// in degraded mode, the reaper above it. RunInit runs either.
 func IsInit() bool {
-	return len(os.Args) > 0 && os.Args[0] == stageArg0 && os.Getenv(stageEnv) == stageValue
+	return len(os.Args) > 0 && os.Args[0] == stageArg0 && os.Getenv(stageEnv) == stageValue || isReaper()
 }
 
 // RunInit is the init stage: PID 1 of the sandbox's pid namespace. It never
 // returns.
 func RunInit() {
+	if isReaper() {
+		runReaper() // degraded mode's stage above the init
+	}
 	// Every descriptor beyond stdio is closed on exec: the command must not
 	// inherit ours (the status pipe) nor any the caller leaked to agentbox,
 	// which could reach outside the sandbox (runc's CVE-2024-21626).
@@ -202,9 +204,8 @@ func RunInit() {
 		if wpid != pid {
 			continue
 		}
-		if spec.Degraded {
-			killDescendants()
-		}
+		// In degraded mode, what the command left running is orphaned
+		// to the reaper when we exit, which kills it (reap_linux.go).
 		m := message{Exited: true}
 		switch {
 		case ws.Exited():
@@ -217,58 +218,6 @@ func RunInit() {
 			os.Exit(128 + m.Signal)
 		}
 	}
-}
-
-// killDescendants kills every process below this one. Orphans were
-// reparented to us (we are their subreaper), so walking the children
-// lists from here reaches the whole tree, setsid'd and double-forked
-// processes included. It repeats until nothing is left, since a process
-// may fork while we walk.
-func killDescendants() {
-	for range 50 {
-		kids := children(os.Getpid())
-		if len(kids) == 0 {
-			return
-		}
-		var all []int
-		for len(kids) > 0 {
-			pid := kids[0]
-			kids = kids[1:]
-			unix.Kill(pid, unix.SIGSTOP) // freeze before walking on
-			all = append(all, pid)
-			kids = append(kids, children(pid)...)
-		}
-		for _, pid := range all {
-			unix.Kill(pid, unix.SIGKILL)
-		}
-		for {
-			if _, err := unix.Wait4(-1, nil, unix.WNOHANG, nil); err != nil {
-				break
-			}
-			if len(children(os.Getpid())) == 0 {
-				break
-			}
-		}
-	}
-}
-
-// children lists the direct children of pid from every one of its
-// threads' children files.
-func children(pid int) []int {
-	tasks, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
-	var out []int
-	for _, t := range tasks {
-		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/children", pid, t.Name()))
-		if err != nil {
-			continue
-		}
-		for _, f := range strings.Fields(string(b)) {
-			if n, err := strconv.Atoi(f); err == nil {
-				out = append(out, n)
-			}
-		}
-	}
-	return out
 }
 
 func readSpec() (*Spec, error) {

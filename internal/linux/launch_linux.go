@@ -9,7 +9,9 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -35,6 +37,10 @@ type Process struct {
 	// relay copies the streams agentbox relays (stdio_linux.go).
 	relay     *stdioRelay
 	waitDelay time.Duration
+	// lifeline, in degraded mode, is the write end of the reaper's
+	// lifeline (reap_linux.go): closing it ends the run.
+	lifeline *os.File
+	killOnce sync.Once
 }
 
 // Stdio is where the command's standard streams go, as in exec.Cmd, and
@@ -95,6 +101,7 @@ func Start(spec *Spec, stdio Stdio) (*Process, error) {
 		statusW.Close()
 		return nil, fmt.Errorf("preparing the standard streams: %w", err)
 	}
+	args, env := []string{stageArg0}, []string{stageEnv + "=" + stageValue}
 	extra := []*os.File{specR, statusW}
 	spec.Pty, spec.Reopen = nil, nil
 	if !spec.Degraded {
@@ -106,10 +113,30 @@ func Start(spec *Spec, stdio Stdio) (*Process, error) {
 		spec.Pty = rel.ptySpec(3 + len(extra))
 		extra = append(extra, f)
 	}
+	var lifeR, lifeW *os.File
+	if spec.Degraded {
+		// The reaper stage goes between us and the init; it must outlive
+		// us long enough to sweep, so no parent-death SIGKILL: it sees
+		// our death as the end of its lifeline.
+		if lifeR, lifeW, err = os.Pipe(); err != nil {
+			rel.abort()
+			specR.Close()
+			specW.Close()
+			statusR.Close()
+			statusW.Close()
+			return nil, err
+		}
+		args = []string{reaperArg0}
+		// The reaper passes the init's environment on with the stage
+		// mark set back to the init's.
+		env = append(slices.DeleteFunc(env, func(kv string) bool { return strings.HasPrefix(kv, stageEnv+"=") }),
+			stageEnv+"="+reaperValue)
+		attr.Pdeathsig = 0
+	}
 	cmd := &exec.Cmd{
 		Path:        "/proc/self/exe",
-		Args:        []string{stageArg0},
-		Env:         []string{stageEnv + "=" + stageValue},
+		Args:        args,
+		Env:         env,
 		Stdin:       rel.stdin,
 		Stdout:      rel.stdout,
 		Stderr:      rel.stderr,
@@ -124,24 +151,40 @@ func Start(spec *Spec, stdio Stdio) (*Process, error) {
 		specW.Close()
 		statusR.Close()
 		statusW.Close()
+		if lifeR != nil {
+			lifeR.Close()
+			lifeW.Close()
+		}
 		return nil, err
+	}
+	if lifeR != nil {
+		// Last, after every descriptor meant for the init: the reaper
+		// passes fds 3 to 3+n-1 on to it and keeps the next (initFDsEnv).
+		cmd.Env = append(cmd.Env, fmt.Sprintf("%s=%d", initFDsEnv, len(cmd.ExtraFiles)))
+		cmd.ExtraFiles = append(cmd.ExtraFiles, lifeR)
 	}
 	err = cmd.Start()
 	specR.Close()
 	statusW.Close()
 	proxySock.closeChildEnd()
+	if lifeR != nil {
+		lifeR.Close()
+	}
 	if err != nil {
 		proxySock.Close()
 		rel.abort()
 		specW.Close()
 		statusR.Close()
+		if lifeW != nil {
+			lifeW.Close()
+		}
 		if !spec.Degraded && isUsernsRefusal(err) {
 			return nil, &NoUsernsError{Err: err}
 		}
 		return nil, fmt.Errorf("starting the sandbox: %w", err)
 	}
 	rel.started()
-	p := &Process{cmd: cmd, status: bufio.NewReader(statusR), file: statusR, relay: rel, waitDelay: stdio.WaitDelay}
+	p := &Process{cmd: cmd, status: bufio.NewReader(statusR), file: statusR, relay: rel, waitDelay: stdio.WaitDelay, lifeline: lifeW}
 	go func() {
 		// The init stage reads the spec before anything else; a write
 		// error only means it died, which the status pipe reports.
@@ -164,6 +207,9 @@ func Start(spec *Spec, stdio Stdio) (*Process, error) {
 		werr := cmd.Wait()
 		rel.finish(stdio.WaitDelay)
 		statusR.Close()
+		if lifeW != nil {
+			lifeW.Close()
+		}
 		switch {
 		case err == nil && m.NoUserns:
 			return nil, &NoUsernsError{Err: errors.New(m.Error)}
@@ -196,6 +242,9 @@ func (p *Process) Wait() (code, signal int, err error) {
 	werr := p.cmd.Wait()
 	p.relay.finish(p.waitDelay)
 	p.file.Close()
+	if p.lifeline != nil {
+		p.killOnce.Do(func() { p.lifeline.Close() })
+	}
 	if merr == nil && m.Exited {
 		return m.Status, m.Signal, nil
 	}
@@ -217,8 +266,14 @@ func (p *Process) Signal(sig os.Signal) error {
 	return p.cmd.Process.Signal(sig)
 }
 
-// Kill ends the sandbox: killing its PID 1 kills every process in it.
+// Kill ends the sandbox: killing its PID 1 kills every process in it. In
+// degraded mode there is no pid namespace to do that: closing the lifeline
+// asks the reaper to sweep the tree, and Wait returns once it has.
 func (p *Process) Kill() error {
+	if p.lifeline != nil {
+		p.killOnce.Do(func() { p.lifeline.Close() })
+		return nil
+	}
 	return p.cmd.Process.Kill()
 }
 
@@ -254,6 +309,8 @@ func UsernsReason(err error) string {
 		return "the sysctl kernel.unprivileged_userns_clone is 0"
 	case unpriv && read("/proc/sys/kernel/apparmor_restrict_unprivileged_userns") == "1":
 		return "AppArmor restricts unprivileged user namespaces (kernel.apparmor_restrict_unprivileged_userns = 1)"
+	case err != nil && underSeccomp():
+		return fmt.Sprintf("%v: agentbox runs under a seccomp filter that refuses them (a container runtime's profile, such as Docker's default); allow unshare and clone with CLONE_NEWUSER in the container's profile, or run with --allow-degraded", err)
 	case err != nil:
 		return fmt.Sprintf("%v (a container runtime or seccomp policy may forbid them)", err)
 	}

@@ -33,8 +33,13 @@ func lockDown(spec *Spec) error {
 	if err := thisThread(unix.PR_SET_NO_NEW_PRIVS, 1, 0); err != nil {
 		return &os.SyscallError{Syscall: "prctl(PR_SET_NO_NEW_PRIVS)", Err: err}
 	}
-	// The init's other threads too (threads_linux.go).
-	if err := lockOtherThreads(); err != nil {
+	// The init's other threads too (threads_linux.go); their securebits
+	// only where we may change them, as for this thread below.
+	haveSetpcap, err := raiseSetpcap()
+	if err != nil {
+		return err
+	}
+	if err := lockOtherThreads(haveSetpcap); err != nil {
 		return err
 	}
 	if err := dropCapabilities(); err != nil {
@@ -50,17 +55,17 @@ func lockDown(spec *Spec) error {
 }
 
 func dropCapabilities() error {
-	// Securebits first: changing them needs CAP_SETPCAP, which goes next.
-	if err := thisThread(unix.PR_SET_SECUREBITS, lockedSecurebits, 0); err != nil {
-		return &os.SyscallError{Syscall: "prctl(PR_SET_SECUREBITS)", Err: err}
-	}
-	for c := 0; c <= 63; c++ {
-		err := thisThread(unix.PR_CAPBSET_DROP, uintptr(c), 0)
-		if err == unix.EINVAL {
-			break // past the kernel's last capability
-		}
-		if err != nil {
-			return &os.SyscallError{Syscall: fmt.Sprintf("prctl(PR_CAPBSET_DROP, %d)", c), Err: err}
+	// Securebits and the bounding set need CAP_SETPCAP; a caller without
+	// it (any plain uid in degraded mode, a container that dropped it)
+	// cannot change them, and needs not: no_new_privs, set above, caps
+	// what any later execve may grant at the permitted set we hold, which
+	// is emptied below, so neither uid 0 nor a file capability can bring
+	// a capability back. With CAP_SETPCAP, both are locked down as well.
+	if haveSetpcap, err := raiseSetpcap(); err != nil {
+		return err
+	} else if haveSetpcap {
+		if err := lockSecurebitsAndBounding(); err != nil {
+			return err
 		}
 	}
 	if err := thisThread(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0); err != nil {
@@ -79,6 +84,46 @@ func dropCapabilities() error {
 	for _, d := range data {
 		if d.Effective|d.Permitted|d.Inheritable != 0 {
 			return fmt.Errorf("capabilities remain after dropping them: %+v", data)
+		}
+	}
+	return nil
+}
+
+// raiseSetpcap reports whether this thread holds CAP_SETPCAP, making it
+// effective if it is only permitted.
+func raiseSetpcap() (bool, error) {
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var data [2]unix.CapUserData
+	if err := unix.Capget(&hdr, &data[0]); err != nil {
+		return false, &os.SyscallError{Syscall: "capget", Err: err}
+	}
+	const bit = uint32(1) << unix.CAP_SETPCAP // CAP_SETPCAP is 8: the first word
+	if data[0].Permitted&bit == 0 {
+		return false, nil
+	}
+	if data[0].Effective&bit == 0 {
+		data[0].Effective |= bit
+		if _, _, errno := unix.RawSyscall(unix.SYS_CAPSET, uintptr(unsafe.Pointer(&hdr)), uintptr(unsafe.Pointer(&data[0])), 0); errno != 0 {
+			return false, &os.SyscallError{Syscall: "capset(CAP_SETPCAP)", Err: errno}
+		}
+	}
+	return true, nil
+}
+
+// lockSecurebitsAndBounding locks the securebits and empties the bounding
+// set; both need CAP_SETPCAP.
+func lockSecurebitsAndBounding() error {
+	// Securebits first: changing them needs CAP_SETPCAP, which goes next.
+	if err := thisThread(unix.PR_SET_SECUREBITS, lockedSecurebits, 0); err != nil {
+		return &os.SyscallError{Syscall: "prctl(PR_SET_SECUREBITS)", Err: err}
+	}
+	for c := 0; c <= 63; c++ {
+		err := thisThread(unix.PR_CAPBSET_DROP, uintptr(c), 0)
+		if err == unix.EINVAL {
+			break // past the kernel's last capability
+		}
+		if err != nil {
+			return &os.SyscallError{Syscall: fmt.Sprintf("prctl(PR_CAPBSET_DROP, %d)", c), Err: err}
 		}
 	}
 	return nil

@@ -45,8 +45,8 @@ type Spec struct {
 	// the command connect to wherever they are.
 	AllowUnixSockets []string `json:"allow_unix_sockets,omitempty"`
 	// Degraded runs without namespaces (they are unavailable): Landlock
-	// and seccomp only, and the init stage kills the command's
-	// descendants itself as their subreaper.
+	// and seccomp only, under a reaper stage that kills the command's
+	// descendants as their subreaper (reap_linux.go).
 	Degraded bool `json:"degraded"`
 	// Proxy makes the init stage listen on two TCP ports of the
 	// sandbox's loopback (HTTP and SOCKS5 proxy), hand the listening
@@ -196,7 +196,7 @@ func HeldDirs(p *policy.Policy) []string {
 func DegradedGaps(p *policy.Policy, landlockABI int) []string {
 	var gaps []string
 	if landlockABI < 6 {
-		gaps = append(gaps, "Landlock ABI below 6: the command can signal the user's other processes")
+		gaps = append(gaps, "Landlock ABI below 6: the command can signal the user's other processes, agentbox's reaper included (killing it outright lets what the command started outlive the run)")
 	}
 	if p.Mode == policy.WorkspaceWrite && len(p.Protected) > 0 {
 		gaps = append(gaps, "protected paths inside writable roots (.git, .codex, .agents and gitdirs) stay writable: Landlock can only add access, not carve read-only holes")

@@ -40,9 +40,14 @@ func allThreads(option, arg uintptr) error {
 // what an execve may grant, and with no_new_privs and SECBIT_NOROOT
 // locked an execve grants nothing; emptying it would cost one all-thread
 // call per capability (about 40) on every run.
-func lockOtherThreads() error {
+func lockOtherThreads(securebits bool) error {
 	if err := allThreads(unix.PR_SET_NO_NEW_PRIVS, 1); err != nil {
 		return &os.SyscallError{Syscall: "prctl(PR_SET_NO_NEW_PRIVS) on every thread", Err: err}
+	}
+	if !securebits {
+		// No CAP_SETPCAP (see dropCapabilities): no_new_privs and the
+		// empty sets dropOtherThreads leaves are what holds.
+		return nil
 	}
 	if err := allThreads(unix.PR_SET_SECUREBITS, lockedSecurebits); err != nil {
 		return &os.SyscallError{Syscall: "prctl(PR_SET_SECUREBITS) on every thread", Err: err}

@@ -61,6 +61,9 @@ type testUser struct {
 func (u *testUser) root() bool { return u.uid == 0 }
 
 func TestMain(m *testing.M) {
+	if os.Getenv(wrapperEnv) != "" {
+		wrapperMain() // never returns
+	}
 	flag.Parse()
 	os.Exit(func() int {
 		if err := setup(); err != nil {
@@ -120,6 +123,9 @@ func setup() error {
 		if out, err := build.CombinedOutput(); err != nil {
 			buildErr = fmt.Errorf("CGO_ENABLED=0 go build ./cmd/agentbox: %v\n%s", err, out)
 		}
+	}
+	if err := setupWrapper(); err != nil {
+		return err
 	}
 	if p, err := exec.LookPath("/usr/bin/python3"); err == nil {
 		python = p
