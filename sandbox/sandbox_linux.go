@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"strings"
 
 	"github.com/agentbox/agentbox/internal/linux"
@@ -209,10 +208,9 @@ func cleanup(ctx context.Context, out io.Writer) error {
 	for _, p := range removed {
 		fmt.Fprintf(out, "removed placeholder %s\n", p)
 	}
-	left, _ := os.ReadDir(filepath.Join(state, "placeholders"))
-	for _, e := range left {
-		b, _ := os.ReadFile(filepath.Join(state, "placeholders", e.Name()))
-		fmt.Fprintf(out, "kept placeholder %s: a running sandbox still uses it\n", strings.TrimSpace(string(b)))
+	left := linux.RecordedPlaceholders(state)
+	for _, p := range left {
+		fmt.Fprintf(out, "kept placeholder %s: a running sandbox still uses it\n", p)
 	}
 	if len(removed) == 0 && len(left) == 0 {
 		fmt.Fprintln(out, "agentbox: nothing to clean up")

@@ -1,0 +1,143 @@
+//go:build linux
+
+package linux
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// exchangeLoop is the attacker of TestPlaceholderSwapRace: inside sandbox
+// A, it swaps each of B's placeholder names with a symlink to the victim
+// (renameat2 RENAME_EXCHANGE) as fast as it can, for a bounded time, and
+// prints how many swaps succeeded.
+const exchangeLoop = `
+import ctypes, os, sys, time
+libc = ctypes.CDLL(None, use_errno=True)
+ws, victim, ready, dur = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4])
+pairs = []
+for i, n in enumerate([".agents", ".codex", ".git"]):
+    l = os.path.join(ws, "l%d" % i)
+    os.symlink(victim, l)
+    pairs.append((os.path.join(ws, n).encode(), l.encode()))
+open(ready, "w").close()
+end = time.time() + dur
+n = 0
+while time.time() < end:
+    for a, b in pairs:
+        if libc.renameat2(-100, a, -100, b, 2) == 0:
+            n += 1
+print("swaps", n)
+`
+
+// TestPlaceholderSwapRace (issue 9, finding 1): a command in sandbox A,
+// whose writable root holds sandbox B's workspace, races B's start by
+// swapping B's fresh placeholders for symlinks to a file outside A's
+// roots. agentbox must never follow them: the victim keeps its mode, and
+// nothing outside A's roots changes.
+func TestPlaceholderSwapRace(t *testing.T) {
+	needPython(t)
+	forEachUser(t, func(t *testing.T, u *testUser) {
+		fx := newFixture(t, u)
+		wsB := filepath.Join(fx.add, "wsb") // no .git, .codex, .agents: three placeholders
+		victim := filepath.Join(fx.out, "victim")
+		ready := filepath.Join(fx.add, "ready")
+		if err := os.Mkdir(wsB, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(victim, []byte("victim\n"), 0o640); err != nil {
+			t.Fatal(err)
+		}
+		chownR(t, fx.dir, u)
+		before := snapshot(t, fx.out)
+
+		const dur = 8 * time.Second
+		needBin(t)
+		attacker := command(u, runOpts{dir: fx.ws, env: fx.env()}, binPath, "run", "-C", fx.ws, "--add-dir", fx.add, "--",
+			python, "-c", exchangeLoop, wsB, victim, ready, strconv.Itoa(int(dur/time.Second)))
+		var aout, aerr strings.Builder
+		attacker.Stdout, attacker.Stderr = &aout, &aerr
+		if err := attacker.Start(); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() { done <- attacker.Wait() }()
+		if !waitFor(10*time.Second, func() bool { return exists(ready) }) {
+			attacker.Process.Kill()
+			<-done
+			t.Fatalf("attacker never became ready\nstdout %q\nstderr %q", aout.String(), aerr.String())
+		}
+
+		// B starts over and over while A swaps.
+		runs, started := 0, 0
+		deadline := time.Now().Add(dur - time.Second)
+		for time.Now().Before(deadline) {
+			r := runWith(t, u, runOpts{dir: fx.home}, "run", "-C", wsB, "--", "/bin/true")
+			runs++
+			if r.code == 0 {
+				started++
+			}
+			if fi, err := os.Lstat(victim); err != nil || fi.Mode().Perm() != 0o640 {
+				break
+			}
+		}
+		select {
+		case <-done:
+		case <-time.After(dur + 10*time.Second):
+			attacker.Process.Kill()
+			<-done
+		}
+		t.Logf("B: %d runs, %d started; attacker: %s %s", runs, started, strings.TrimSpace(aout.String()), strings.TrimSpace(aerr.String()))
+		if !strings.Contains(aout.String(), "swaps ") || strings.Contains(aout.String(), "swaps 0\n") {
+			t.Errorf("the attacker swapped nothing; the test proves nothing\nstdout %q\nstderr %q", aout.String(), aerr.String())
+		}
+		fi, err := os.Lstat(victim)
+		if err != nil {
+			t.Fatalf("host: victim: %v", err)
+		}
+		if fi.Mode().Perm() != 0o640 {
+			t.Errorf("BREACH: victim %s outside every root is now %v (was -rw-r-----)", victim, fi.Mode())
+		}
+		for _, d := range diffSnapshots(before, snapshot(t, fx.out), nil) {
+			t.Errorf("host: %s", d)
+		}
+	})
+}
+
+// TestForgedPlaceholderMark: a command marks a user's own empty directory
+// the way agentbox once marked its placeholders (the user.agentbox xattr);
+// a later run whose workspace holds that directory as a protected name must
+// not take it for a placeholder and remove it.
+func TestForgedPlaceholderMark(t *testing.T) {
+	needPython(t)
+	forEachUser(t, func(t *testing.T, u *testUser) {
+		fx := newFixture(t, u)
+		mine := filepath.Join(fx.ws, "sub", ".agents")
+		if err := os.Mkdir(mine, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		chownR(t, fx.dir, u)
+		r := sandboxed(t, fx, nil, python+` -c 'import os, sys; os.setxattr(sys.argv[1], "user.agentbox", b"placeholder")' "$WS/sub/.agents" && echo marked`)
+		if !strings.Contains(r.stdout, "marked") {
+			t.Fatalf("the command could not set the mark; the test proves nothing: %v", r)
+		}
+		r = runWith(t, u, runOpts{dir: fx.home}, "run", "-C", filepath.Join(fx.ws, "sub"), "--", "/bin/true")
+		if r.code != 0 {
+			t.Errorf("run in sub: %v", r)
+		}
+		if fi, err := os.Lstat(mine); err != nil || !fi.IsDir() {
+			t.Errorf("host: the user's own %s is gone after a run (forged mark honoured): %v", mine, err)
+		}
+		r = runWith(t, u, runOpts{}, "cleanup")
+		if r.code != 0 {
+			t.Errorf("cleanup: %v", r)
+		}
+		if fi, err := os.Lstat(mine); err != nil || !fi.IsDir() {
+			t.Errorf("host: the user's own %s is gone after cleanup: %v", mine, err)
+		}
+	})
+}
