@@ -41,7 +41,7 @@ func start(c *Cmd) (process, error) {
 		Argv:          c.Args,
 		Env:           c.Env,
 		Cwd:           pol.Cwd,
-		Mounts:        linux.Plan(pol, linux.HeldDirs(pol)),
+		Mounts:        linux.Plan(pol, ph.Paths()),
 		Network:       pol.Network,
 		WritableRoots: pol.WritableRoots,
 		Seccomp:       true,

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -37,7 +38,7 @@ import (
 // out removes it. Whether a directory is a placeholder is known only from
 // a record in agentbox's state directory (a protected carve-out, so no
 // sandboxed command can write it) naming the path and the device, inode
-// and ctime of the directory agentbox made: nothing on the directory
+// and birth time of the directory agentbox made: nothing on the directory
 // itself, which a command could forge on a directory of the user's. A run
 // killed before its cleanup leaves a record, and the next run or
 // `agentbox cleanup` removes the placeholder.
@@ -69,8 +70,9 @@ const modeWait = 500 * time.Millisecond
 // another user made, and nobody write it.
 const placeholderMode = 0o555
 
-// AcquirePlaceholders creates (or joins) a placeholder for each path.
-func AcquirePlaceholders(paths []string, stateDir string) (*Placeholders, error) {
+// AcquirePlaceholders holds each directory: it creates (or joins) a
+// placeholder for each missing one, and holds each existing one.
+func AcquirePlaceholders(dirs []HeldDir, stateDir string) (*Placeholders, error) {
 	p := &Placeholders{}
 	if stateDir != "" {
 		d := filepath.Join(stateDir, "placeholders")
@@ -78,8 +80,14 @@ func AcquirePlaceholders(paths []string, stateDir string) (*Placeholders, error)
 			p.dir = d
 		}
 	}
-	for _, path := range paths {
-		h, err := p.acquire(path)
+	for _, d := range dirs {
+		var h heldPlaceholder
+		var err error
+		if d.Missing {
+			h, err = p.acquireMissing(d)
+		} else {
+			h, err = p.acquire(d.Path)
+		}
 		if err != nil {
 			p.Release()
 			return nil, err
@@ -87,6 +95,68 @@ func AcquirePlaceholders(paths []string, stateDir string) (*Placeholders, error)
 		p.held = append(p.held, h)
 	}
 	return p, nil
+}
+
+// Paths lists the directories held, for [Plan]: a missing protected path
+// is held at its own path or at an ancestor (see acquireMissing).
+func (p *Placeholders) Paths() []string {
+	var out []string
+	for _, h := range p.held {
+		out = append(out, h.path)
+	}
+	return out
+}
+
+// acquireMissing makes a placeholder for d.Path, which the policy found
+// missing. Another run may have changed the way there since: a placeholder
+// it made for an ancestor (when the policy was resolved, say ~/.config
+// stood empty as that run's placeholder for it, so only
+// ~/.config/agentbox was missing here) may be gone, or may still stand
+// with no write permission. Then the ancestor is what protects d.Path: a
+// placeholder where it is gone, or where it stands empty it is held and
+// bound read-only, so that nothing can be created below it.
+func (p *Placeholders) acquireMissing(d HeldDir) (heldPlaceholder, error) {
+	path := d.Path
+	for {
+		h, err := p.acquire(path)
+		parent := filepath.Dir(path)
+		if err == nil || parent == d.Root || !within(parent, d.Root) {
+			return h, err
+		}
+		var pe *os.PathError
+		if !errors.As(err, &pe) || pe.Op != "mkdirat" && pe.Op != "openat2" {
+			return h, err
+		}
+		switch {
+		case errors.Is(pe.Err, unix.ENOENT):
+			path = parent // gone: what the policy would find missing now
+		case errors.Is(pe.Err, unix.EACCES) && pe.Op == "mkdirat":
+			if hh, ok := p.holdEmpty(parent); ok {
+				return hh, nil
+			}
+			return h, err
+		default:
+			return h, err
+		}
+	}
+}
+
+// holdEmpty holds the existing directory path if it is empty.
+func (p *Placeholders) holdEmpty(path string) (heldPlaceholder, bool) {
+	h, err := p.acquire(path)
+	if err != nil {
+		return heldPlaceholder{}, false
+	}
+	if names, err := h.f.Readdirnames(1); len(names) != 0 || !errors.Is(err, io.EOF) {
+		unix.Close(h.parent)
+		h.f.Close()
+		return heldPlaceholder{}, false
+	}
+	return h, true
+}
+
+func within(path, root string) bool {
+	return path == root || strings.HasPrefix(path, strings.TrimSuffix(root, "/")+"/")
 }
 
 // openParent opens dir for use as the base of *at calls, with no symlink
@@ -208,27 +278,33 @@ func sameEntry(parent int, name string, f *os.File) bool {
 }
 
 // identity names one directory, not just a path: a record stays valid only
-// while the same inode, untouched since agentbox made it (ctime), is
-// there. A removed placeholder whose inode number is reused, or a
-// directory someone chmods, is no longer agentbox's to remove.
+// while the same inode, born when agentbox made it, is there. A removed
+// placeholder whose inode number is reused is no longer agentbox's to
+// remove. The birth time (statx btime) is used where the filesystem keeps
+// one, the ctime elsewhere (then a chmod of the directory also makes it
+// the user's).
 type identity struct {
-	dev, ino  uint64
-	ctimeSec  int64
-	ctimeNsec int64
+	dev, ino uint64
+	sec      int64
+	nsec     int64
 }
 
 func identityOf(f *os.File) (identity, bool) {
-	var st unix.Stat_t
-	if unix.Fstat(int(f.Fd()), &st) != nil {
+	var st unix.Statx_t
+	if unix.Statx(int(f.Fd()), "", unix.AT_EMPTY_PATH, unix.STATX_INO|unix.STATX_BTIME|unix.STATX_CTIME, &st) != nil {
 		return identity{}, false
 	}
-	return identity{st.Dev, st.Ino, st.Ctim.Sec, st.Ctim.Nsec}, true
+	t := st.Ctime
+	if st.Mask&unix.STATX_BTIME != 0 {
+		t = st.Btime
+	}
+	return identity{unix.Mkdev(st.Dev_major, st.Dev_minor), st.Ino, t.Sec, int64(t.Nsec)}, true
 }
 
 // encodeRecord is the record's file content: the identity on the first
 // line, the path (any bytes) after it.
 func encodeRecord(path string, id identity) []byte {
-	return fmt.Appendf(nil, "%d %d %d %d\n%s", id.dev, id.ino, id.ctimeSec, id.ctimeNsec, path)
+	return fmt.Appendf(nil, "%d %d %d %d\n%s", id.dev, id.ino, id.sec, id.nsec, path)
 }
 
 func decodeRecord(b []byte) (string, identity, bool) {
@@ -302,15 +378,16 @@ func (p *Placeholders) removeIfUnused(h heldPlaceholder) bool {
 	}
 	name := filepath.Base(h.path)
 	ok := sameEntry(h.parent, name, h.f)
-	// Judged before the rmdir, which changes the directory's ctime.
+	// Judged before the rmdir, which changes the ctime (the stand-in for
+	// a birth time on filesystems without one).
 	recorded := p.recorded(h.path, h.f)
 	// rmdir refuses a directory that is not empty: something the user
 	// put there since is theirs, and stays.
 	if ok {
 		if err := unix.Unlinkat(h.parent, name, unix.AT_REMOVEDIR); err != nil {
-			if recorded && (errors.Is(err, unix.ENOTEMPTY) || errors.Is(err, unix.EEXIST)) {
-				p.drop(h.path) // the user's now
-			}
+			// Not empty (a root run may have made its own placeholder
+			// inside) or otherwise busy: the record stays, and a later
+			// sweep removes it once it is empty again.
 			return false
 		}
 	}

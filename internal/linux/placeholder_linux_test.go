@@ -18,13 +18,15 @@ func placeholderDirs(t *testing.T) (root, state string) {
 	return root, state
 }
 
+func missing(root, path string) []HeldDir { return []HeldDir{{path, root, true}} }
+
 func TestPlaceholderLifecycle(t *testing.T) {
 	root, state := placeholderDirs(t)
 	path := filepath.Join(root, ".codex")
 	// A umask stricter than 022 must not leave the placeholder closed to
 	// other users' runs.
 	old := syscall.Umask(0o077)
-	a, err := AcquirePlaceholders([]string{path}, state)
+	a, err := AcquirePlaceholders(missing(root, path), state)
 	syscall.Umask(old)
 	if err != nil {
 		t.Fatal(err)
@@ -36,7 +38,7 @@ func TestPlaceholderLifecycle(t *testing.T) {
 	if got := RecordedPlaceholders(state); !slices.Equal(got, []string{path}) {
 		t.Errorf("records = %v", got)
 	}
-	b, err := AcquirePlaceholders([]string{path}, state)
+	b, err := AcquirePlaceholders(missing(root, path), state)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,7 +64,7 @@ func TestPlaceholderUserDirKept(t *testing.T) {
 	}
 	// The mark older versions trusted; any command can set it.
 	syscall.Setxattr(path, "user.agentbox", []byte("placeholder"), 0)
-	p, err := AcquirePlaceholders([]string{path}, state)
+	p, err := AcquirePlaceholders([]HeldDir{{path, root, false}}, state)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,7 +80,7 @@ func TestPlaceholderUserDirKept(t *testing.T) {
 func TestPlaceholderStaleRecord(t *testing.T) {
 	root, state := placeholderDirs(t)
 	path := filepath.Join(root, ".git")
-	p, err := AcquirePlaceholders([]string{path}, state)
+	p, err := AcquirePlaceholders(missing(root, path), state)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,7 +109,7 @@ func TestPlaceholderStaleRecord(t *testing.T) {
 func TestPlaceholderSweepKilledRun(t *testing.T) {
 	root, state := placeholderDirs(t)
 	path := filepath.Join(root, ".git")
-	p, err := AcquirePlaceholders([]string{path}, state)
+	p, err := AcquirePlaceholders(missing(root, path), state)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,7 +139,7 @@ func TestPlaceholderSymlinks(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, path := range []string{filepath.Join(root, ".codex"), filepath.Join(root, "via", ".codex")} {
-		if _, err := AcquirePlaceholders([]string{path}, state); err == nil {
+		if _, err := AcquirePlaceholders(missing(root, path), state); err == nil {
 			t.Errorf("%s: acquired through a symlink", path)
 		}
 	}
@@ -159,5 +161,37 @@ func TestDecodeRecord(t *testing.T) {
 		if _, _, ok := decodeRecord([]byte(bad)); ok {
 			t.Errorf("decodeRecord(%q) accepted", bad)
 		}
+	}
+}
+
+// Another run's placeholder for an ancestor changes what is missing: gone
+// since the policy was resolved, the ancestor gets the placeholder; still
+// standing empty and unwritable, it is held instead.
+func TestPlaceholderAncestor(t *testing.T) {
+	root, state := placeholderDirs(t)
+	path := filepath.Join(root, ".config", "agentbox")
+	p, err := AcquirePlaceholders(missing(root, path), state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := p.Paths(); !slices.Equal(got, []string{filepath.Dir(path)}) {
+		t.Errorf("held %v, want the missing parent", got)
+	}
+	if os.Geteuid() == 0 {
+		// Root writes into a 0555 directory regardless.
+		p.Release()
+		return
+	}
+	q, err := AcquirePlaceholders(missing(root, path), state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := q.Paths(); !slices.Equal(got, []string{filepath.Dir(path)}) {
+		t.Errorf("held %v, want the other run's placeholder for the parent", got)
+	}
+	p.Release()
+	q.Release()
+	if _, err := os.Lstat(filepath.Dir(path)); !os.IsNotExist(err) {
+		t.Errorf("placeholder left: %v", err)
 	}
 }

@@ -3,10 +3,12 @@
 package linux
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -138,6 +140,103 @@ func TestForgedPlaceholderMark(t *testing.T) {
 		}
 		if fi, err := os.Lstat(mine); err != nil || !fi.IsDir() {
 			t.Errorf("host: the user's own %s is gone after cleanup: %v", mine, err)
+		}
+	})
+}
+
+// TestPlaceholderModeRace (issue 12, item 4): another user's run has just
+// made a placeholder and, under a umask stricter than 022, not yet given
+// it its final mode. A run meeting it then waits for the mode instead of
+// failing with "permission denied". Simulated deterministically: the
+// directory is root's, mode 0700 for 200ms, then 0555.
+func TestPlaceholderModeRace(t *testing.T) {
+	if len(users) < 2 {
+		t.Skip("needs two users: run the suite as root")
+	}
+	u := users[1]
+	fx := newFixture(t, u, noCodex)
+	codex := filepath.Join(fx.ws, ".codex")
+	if err := os.Mkdir(codex, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	chmodded := make(chan struct{})
+	go func() {
+		time.Sleep(200 * time.Millisecond)
+		os.Chmod(codex, 0o555)
+		close(chmodded)
+	}()
+	r := sandboxed(t, fx, nil, `test -d "$WS/.codex" && echo ok`)
+	<-chmodded
+	if r.code != 0 || !strings.Contains(r.stdout, "ok") {
+		t.Errorf("run meeting another user's fresh placeholder: %v", r)
+	}
+	if fi, err := os.Lstat(codex); err != nil || fi.Mode().Perm() != 0o555 {
+		t.Errorf("host: the other user's %s: %v %v, want it left alone", codex, fi, err)
+	}
+}
+
+// TestForeignRuns (issue 12, item 4): while another user's agentbox runs
+// `true` in a loop on a workspace under /tmp that lacks .codex (so both
+// sides make, join and remove the /tmp placeholders), this user's runs all
+// succeed, and so do the loop's.
+func TestForeignRuns(t *testing.T) {
+	needBin(t)
+	forEachUser(t, func(t *testing.T, u *testUser) {
+		other := u
+		for _, v := range users {
+			if v != u {
+				other = v
+			}
+		}
+		loopFx := newFixture(t, other, inTmp, noCodex)
+		fx := newFixture(t, u, inTmp, noCodex)
+		stop := make(chan struct{})
+		type loopResult struct {
+			runs int
+			bad  []string
+		}
+		done := make(chan loopResult)
+		go func() {
+			var lr loopResult
+			for {
+				select {
+				case <-stop:
+					done <- lr
+					return
+				default:
+				}
+				cmd := command(other, runOpts{dir: loopFx.ws, env: []string{"TMPDIR=/tmp"}}, binPath, "run", "-C", loopFx.ws, "--", "/bin/true")
+				out, err := cmd.CombinedOutput()
+				lr.runs++
+				if err != nil {
+					lr.bad = append(lr.bad, fmt.Sprintf("%v: %s", err, out))
+				}
+			}
+		}()
+		for round := range 3 {
+			var wg sync.WaitGroup
+			results := make([]result, 10)
+			for i := range results {
+				wg.Go(func() {
+					results[i] = runWith(t, u, runOpts{dir: fx.ws, env: fx.env(), timeout: 60 * time.Second},
+						"run", "-C", fx.ws, "--", "/bin/sh", "-c", `test -d "$WS/.git" && echo ok`)
+				})
+			}
+			wg.Wait()
+			for i, r := range results {
+				if r.code != 0 || !strings.Contains(r.stdout, "ok") {
+					t.Errorf("round %d run %d beside another user's loop: %v", round, i, r)
+				}
+			}
+		}
+		close(stop)
+		lr := <-done
+		t.Logf("%s's loop: %d runs meanwhile, %d failed", other.name, lr.runs, len(lr.bad))
+		if lr.runs == 0 {
+			t.Errorf("the loop never ran; the test proves nothing")
+		}
+		for _, b := range lr.bad {
+			t.Errorf("%s's loop run failed: %s", other.name, b)
 		}
 	})
 }
