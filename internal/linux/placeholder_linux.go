@@ -196,57 +196,98 @@ func (p *Placeholders) acquire(path string) (heldPlaceholder, error) {
 func (p *Placeholders) acquireAt(parent int, path, name string) (heldPlaceholder, error) {
 	start := time.Now()
 	for {
-		created := false
-		switch err := unix.Mkdirat(parent, name, placeholderMode); {
-		case err == nil:
-			created = true
-		case errors.Is(err, unix.EEXIST):
-		default:
-			return heldPlaceholder{}, fmt.Errorf("creating placeholder for protected path %s: %w", path, &os.PathError{Op: "mkdirat", Path: path, Err: err})
+		unlock, err := p.lockRecords(start.Add(lockWait))
+		if err != nil {
+			return heldPlaceholder{}, err
 		}
-		fd, err := openDir(parent, name)
-		switch {
-		case err == nil:
-		case errors.Is(err, unix.ENOENT) && time.Since(start) < lockWait:
-			// Removed between our mkdir and our open by a run that held
-			// it last (it had opened it before we could lock it): the
-			// ordinary hand-over, so make it again.
-			continue
-		case errors.Is(err, unix.EACCES) && !created && time.Since(start) < modeWait:
-			time.Sleep(time.Millisecond)
-			continue
-		default:
-			if created {
-				// Not opened, so not known to be what we made.
-				// AT_REMOVEDIR removes nothing but an empty directory
-				// and follows no link; whatever is at the name came from
-				// a root the racing command can write.
-				unix.Unlinkat(parent, name, unix.AT_REMOVEDIR)
-			}
-			perr := &os.PathError{Op: "open", Path: path, Err: err}
-			if errors.Is(err, unix.EACCES) {
-				return heldPlaceholder{}, fmt.Errorf("protected path %s exists and cannot be opened (another user's directory?): %w; remove it, or on a shared machine set exclude_slash_tmp and use a private $TMPDIR", path, perr)
-			}
-			return heldPlaceholder{}, fmt.Errorf("protected path %s appeared as something other than a directory while starting; run again: %w", path, perr)
+		h, wait, err := p.tryAcquire(parent, path, name, time.Since(start))
+		unlock()
+		if err != nil || h.f != nil {
+			return h, err
 		}
-		f := os.NewFile(uintptr(fd), path)
+		time.Sleep(wait)
+	}
+}
+
+// tryAcquire makes one attempt, with the records locked: a held directory,
+// an error, or neither when the caller should try again after wait.
+func (p *Placeholders) tryAcquire(parent int, path, name string, waited time.Duration) (heldPlaceholder, time.Duration, error) {
+	created := false
+	switch err := unix.Mkdirat(parent, name, placeholderMode); {
+	case err == nil:
+		created = true
+	case errors.Is(err, unix.EEXIST):
+	default:
+		return heldPlaceholder{}, 0, fmt.Errorf("creating placeholder for protected path %s: %w", path, &os.PathError{Op: "mkdirat", Path: path, Err: err})
+	}
+	fd, err := openDir(parent, name)
+	switch {
+	case err == nil:
+	case errors.Is(err, unix.ENOENT) && waited < lockWait:
+		// Removed between our mkdir and our open by a run that held it
+		// last (it had opened it before we could lock it): the ordinary
+		// hand-over, so make it again.
+		return heldPlaceholder{}, 0, nil
+	case errors.Is(err, unix.EACCES) && !created && waited < modeWait:
+		return heldPlaceholder{}, time.Millisecond, nil
+	default:
 		if created {
-			created = p.adopt(f, path)
+			// Not opened, so not known to be what we made. AT_REMOVEDIR
+			// removes nothing but an empty directory and follows no
+			// link; whatever is at the name came from a root the racing
+			// command can write.
+			unix.Unlinkat(parent, name, unix.AT_REMOVEDIR)
 		}
-		if err := unix.Flock(fd, unix.LOCK_SH|unix.LOCK_NB); err != nil {
-			f.Close()
-			if time.Since(start) > lockWait {
-				return heldPlaceholder{}, fmt.Errorf("placeholder %s stays locked by another process: %w", path, err)
-			}
-			time.Sleep(10 * time.Millisecond)
-			continue
+		perr := &os.PathError{Op: "open", Path: path, Err: err}
+		if errors.Is(err, unix.EACCES) {
+			return heldPlaceholder{}, 0, fmt.Errorf("protected path %s exists and cannot be opened (another user's directory?): %w; remove it, or on a shared machine set exclude_slash_tmp and use a private $TMPDIR", path, perr)
 		}
-		// The run that held it may have removed it between our open and
-		// our lock; only the directory still at the name protects anything.
-		if sameEntry(parent, name, f) {
-			return heldPlaceholder{path: path, parent: parent, f: f, ours: created || p.recorded(path, f)}, nil
-		}
+		return heldPlaceholder{}, 0, fmt.Errorf("protected path %s appeared as something other than a directory while starting; run again: %w", path, perr)
+	}
+	f := os.NewFile(uintptr(fd), path)
+	if created {
+		created = p.adopt(f, path)
+	}
+	if err := unix.Flock(fd, unix.LOCK_SH|unix.LOCK_NB); err != nil {
 		f.Close()
+		if waited > lockWait {
+			return heldPlaceholder{}, 0, fmt.Errorf("placeholder %s stays locked by another process: %w", path, err)
+		}
+		return heldPlaceholder{}, 10 * time.Millisecond, nil
+	}
+	// The run that held it may have removed it between our open and our
+	// lock; only the directory still at the name protects anything.
+	if !sameEntry(parent, name, f) {
+		f.Close()
+		return heldPlaceholder{}, 0, nil
+	}
+	return heldPlaceholder{path: path, parent: parent, f: f, ours: created || p.recorded(path, f)}, 0, nil
+}
+
+// lockRecords serialises, among the runs that share this state directory,
+// each step that makes or removes a placeholder together with its record,
+// and each sweep: a sweep must never take a placeholder just made but not
+// yet recorded for a stale record's leftover, nor a run judge a record
+// another run is rewriting. The wait is bounded: a command can open the
+// state directory (it is read-only, not hidden) and hold the lock.
+func (p *Placeholders) lockRecords(deadline time.Time) (unlock func(), err error) {
+	if p.dir == "" {
+		return func() {}, nil
+	}
+	fd, err := unix.Open(p.dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("locking placeholder records: %w", &os.PathError{Op: "open", Path: p.dir, Err: err})
+	}
+	for {
+		err := unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB)
+		if err == nil {
+			return func() { unix.Close(fd) }, nil
+		}
+		if !errors.Is(err, unix.EWOULDBLOCK) || time.Now().After(deadline) {
+			unix.Close(fd)
+			return nil, fmt.Errorf("locking placeholder records %s (held by another process?): %w", p.dir, err)
+		}
+		time.Sleep(time.Millisecond)
 	}
 }
 
@@ -358,15 +399,26 @@ func (p *Placeholders) recorded(path string, f *os.File) bool {
 // Release drops this run's hold and removes every placeholder no other
 // run still uses.
 func (p *Placeholders) Release() {
+	unlock, err := p.lockRecords(time.Now().Add(lockWait))
 	for _, h := range p.held {
+		if err != nil {
+			// Left for a later sweep.
+			unix.Close(h.parent)
+			h.f.Close()
+			continue
+		}
 		p.removeIfUnused(h)
+	}
+	if err == nil {
+		unlock()
 	}
 	p.held = nil
 }
 
 // removeIfUnused removes h's directory when it is ours and can be locked
 // exclusively (no other run holds it), and reports whether it did. Only
-// an empty directory, still at its name, is removed.
+// an empty directory, still at its name, is removed. The caller holds the
+// records lock.
 func (p *Placeholders) removeIfUnused(h heldPlaceholder) bool {
 	defer unix.Close(h.parent)
 	defer h.f.Close()
@@ -408,6 +460,11 @@ func (p *Placeholders) drop(path string) {
 // before they could clean up. It returns the paths it removed.
 func SweepPlaceholders(stateDir string) []string {
 	p := &Placeholders{dir: filepath.Join(stateDir, "placeholders")}
+	unlock, err := p.lockRecords(time.Now().Add(lockWait))
+	if err != nil {
+		return nil
+	}
+	defer unlock()
 	ents, err := os.ReadDir(p.dir)
 	if err != nil {
 		return nil
