@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/agentbox/agentbox/internal/linux"
+	"github.com/agentbox/agentbox/internal/linux/apparmor"
 	"github.com/agentbox/agentbox/internal/linux/landlock"
 	"github.com/agentbox/agentbox/internal/netpolicy"
 	"github.com/agentbox/agentbox/internal/netproxy"
@@ -193,12 +195,36 @@ func doctor(pol *policy.Policy) *Report {
 	return linuxDoctor(pol)
 }
 
+// setup installs the AppArmor profile where AppArmor restricts user
+// namespaces (Ubuntu 23.10 and later); elsewhere there is nothing to do.
 func setup(ctx context.Context, pol *policy.Policy, out io.Writer) error {
-	fmt.Fprintln(out, "agentbox: nothing to set up on Linux; run 'agentbox doctor' to see what this machine enforces")
-	return nil
+	exe, err := realExecutable()
+	if err != nil {
+		return err
+	}
+	return apparmor.Setup(ctx, out, exe)
+}
+
+// realExecutable is this binary's path with symlinks resolved: the path
+// the kernel executes, which an AppArmor profile attaches to.
+func realExecutable() (string, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return "", fmt.Errorf("finding agentbox's own binary: %w", err)
+	}
+	real, err := filepath.EvalSymlinks(exe)
+	if err != nil {
+		return "", fmt.Errorf("finding agentbox's own binary: %w", err)
+	}
+	return real, nil
 }
 
 func cleanup(ctx context.Context, out io.Writer) error {
+	if err := apparmor.Remove(ctx, out); errors.Is(err, apparmor.ErrNotRoot) {
+		fmt.Fprintf(out, "agentbox: kept the AppArmor profile (%v)\n", err)
+	} else if err != nil {
+		return err
+	}
 	state := stateDir()
 	if state == "" {
 		fmt.Fprintln(out, "agentbox: no state directory ($HOME unset); nothing recorded to clean up")

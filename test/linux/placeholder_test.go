@@ -3,6 +3,7 @@
 package linux
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -11,6 +12,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/agentbox/agentbox/internal/linux/apparmor"
 )
 
 // exchangeLoop is the attacker of TestPlaceholderSwapRace: inside sandbox
@@ -239,4 +242,65 @@ func TestForeignRuns(t *testing.T) {
 			t.Errorf("%s's loop run failed: %s", other.name, b)
 		}
 	})
+}
+
+// TestSetupWithoutRestriction (issue 12, item 1): where AppArmor does not
+// restrict user namespaces, `agentbox setup` says nothing is needed and
+// writes nothing; doctor names the AppArmor state.
+func TestSetupWithoutRestriction(t *testing.T) {
+	if b, _ := os.ReadFile("/proc/sys/kernel/apparmor_restrict_unprivileged_userns"); strings.TrimSpace(string(b)) == "1" {
+		t.Skip("this host restricts user namespaces through AppArmor; setup would install a profile")
+	}
+	forEachUser(t, func(t *testing.T, u *testUser) {
+		_, had := os.Lstat("/etc/apparmor.d/agentbox")
+		r := runWith(t, u, runOpts{}, "setup")
+		if r.code != 0 || !strings.Contains(r.stdout, "nothing to set up") {
+			t.Errorf("setup: %v", r)
+		}
+		if _, err := os.Lstat("/etc/apparmor.d/agentbox"); err == nil && had != nil {
+			t.Errorf("setup wrote /etc/apparmor.d/agentbox where nothing needs it")
+		}
+		r = runWith(t, u, runOpts{}, "doctor")
+		if !strings.Contains(r.stdout, "apparmor") || !strings.Contains(r.stdout, "user namespaces") {
+			t.Errorf("doctor does not name the AppArmor state: %v", r)
+		}
+	})
+}
+
+// TestSetupProof: the proof `agentbox setup` gives after loading the
+// profile, a sandboxed `true` as the user behind sudo, really runs as that
+// user, fails when the sandbox cannot start for them, and leaves nothing
+// in their home.
+func TestSetupProof(t *testing.T) {
+	if len(users) < 2 {
+		t.Skip("needs root: the proof switches to another user")
+	}
+	needBin(t)
+	u := users[1]
+	before := snapshot(t, u.home)
+	t.Setenv("SUDO_UID", strconv.Itoa(u.uid))
+	t.Setenv("SUDO_GID", strconv.Itoa(u.gid))
+	t.Setenv("SUDO_USER", u.name)
+	var out strings.Builder
+	if err := apparmor.Prove(context.Background(), &out, binPath); err != nil {
+		t.Errorf("Prove: %v", err)
+	}
+	if !strings.Contains(out.String(), "runs as "+u.name) {
+		t.Errorf("Prove said %q", out.String())
+	}
+	for _, d := range diffSnapshots(before, snapshot(t, u.home), nil) {
+		t.Errorf("host: %s", d)
+	}
+	// A binary the user cannot execute: the proof must fail, not pass.
+	private := filepath.Join(t.TempDir(), "agentbox")
+	b, err := os.ReadFile(binPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(private, b, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := apparmor.Prove(context.Background(), &out, private); err == nil {
+		t.Errorf("Prove passed with a binary %s cannot run", u.name)
+	}
 }
