@@ -236,7 +236,7 @@ func cleanup(ctx context.Context, out io.Writer) error {
 	}
 	left := linux.RecordedPlaceholders(state)
 	for _, p := range left {
-		fmt.Fprintf(out, "kept placeholder %s: a running sandbox still uses it\n", p)
+		fmt.Fprintf(out, "kept placeholder %s: a running sandbox still uses it, or it is no longer empty\n", p)
 	}
 	if len(removed) == 0 && len(left) == 0 {
 		fmt.Fprintln(out, "agentbox: nothing to clean up")

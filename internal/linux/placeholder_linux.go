@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/agentbox/agentbox/policy"
 )
 
 // Placeholders make missing protected names (.git, .codex, .agents in a
@@ -120,7 +122,7 @@ func (p *Placeholders) acquireMissing(d HeldDir) (heldPlaceholder, error) {
 	for {
 		h, err := p.acquire(path)
 		parent := filepath.Dir(path)
-		if err == nil || parent == d.Root || !within(parent, d.Root) {
+		if err == nil || parent == d.Root || !policy.Within(parent, d.Root) {
 			return h, err
 		}
 		var pe *os.PathError
@@ -153,10 +155,6 @@ func (p *Placeholders) holdEmpty(path string) (heldPlaceholder, bool) {
 		return heldPlaceholder{}, false
 	}
 	return h, true
-}
-
-func within(path, root string) bool {
-	return path == root || strings.HasPrefix(path, strings.TrimSuffix(root, "/")+"/")
 }
 
 // openParent opens dir for use as the base of *at calls, with no symlink
@@ -213,6 +211,7 @@ func (p *Placeholders) acquireAt(parent int, path, name string) (heldPlaceholder
 // an error, or neither when the caller should try again after wait.
 func (p *Placeholders) tryAcquire(parent int, path, name string, waited time.Duration) (heldPlaceholder, time.Duration, error) {
 	created := false
+	made := time.Now()
 	switch err := unix.Mkdirat(parent, name, placeholderMode); {
 	case err == nil:
 		created = true
@@ -245,8 +244,11 @@ func (p *Placeholders) tryAcquire(parent int, path, name string, waited time.Dur
 		return heldPlaceholder{}, 0, fmt.Errorf("protected path %s appeared as something other than a directory while starting; run again: %w", path, perr)
 	}
 	f := os.NewFile(uintptr(fd), path)
-	if created {
-		created = p.adopt(f, path)
+	if created && !p.adopt(f, path, made) {
+		// A command able to write the parent exchanged our directory for
+		// another between the mkdirat and the open: touch neither.
+		f.Close()
+		return heldPlaceholder{}, 0, fmt.Errorf("protected path %s was replaced while starting (by a command that can write %s?); run again", path, filepath.Dir(path))
 	}
 	if err := unix.Flock(fd, unix.LOCK_SH|unix.LOCK_NB); err != nil {
 		f.Close()
@@ -293,15 +295,28 @@ func (p *Placeholders) lockRecords(deadline time.Time) (unlock func(), err error
 
 // adopt finishes a directory our mkdirat just made: its final mode (the
 // umask may have taken bits other users' runs need to open it) and a
-// record. It reports false when f is not what we made: a racing command
-// exchanged it for a directory of its own between the mkdirat and the
-// open, which is then left as it is.
-func (p *Placeholders) adopt(f *os.File, path string) bool {
-	var st unix.Stat_t
-	if unix.Fstat(int(f.Fd()), &st) != nil || int(st.Uid) != os.Geteuid() {
+// record. It reports false, changing nothing, unless f looks like what we
+// made: ours, empty, no mode bits beyond those we asked for, and (where the
+// filesystem keeps birth times) born no earlier than our mkdirat. What a
+// racing command swaps in between the mkdirat and the open is then at
+// worst an empty directory it made itself just now, never an older one
+// (root's, say) whose mode the chmod would change.
+func (p *Placeholders) adopt(f *os.File, path string, made time.Time) bool {
+	var st unix.Statx_t
+	if unix.Statx(int(f.Fd()), "", unix.AT_EMPTY_PATH, unix.STATX_MODE|unix.STATX_UID|unix.STATX_BTIME, &st) != nil {
 		return false
 	}
-	if st.Mode&0o7777 != placeholderMode {
+	if int(st.Uid) != os.Geteuid() || uint32(st.Mode)&0o7777&^placeholderMode != 0 {
+		return false
+	}
+	// Inode times come from a coarse clock that may lag by a tick.
+	if st.Mask&unix.STATX_BTIME != 0 && time.Unix(st.Btime.Sec, int64(st.Btime.Nsec)).Before(made.Add(-time.Second)) {
+		return false
+	}
+	if names, err := f.Readdirnames(1); len(names) != 0 || !errors.Is(err, io.EOF) {
+		return false
+	}
+	if uint32(st.Mode)&0o7777 != placeholderMode {
 		if unix.Fchmod(int(f.Fd()), placeholderMode) != nil {
 			return false
 		}

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"syscall"
 	"testing"
+	"time"
 )
 
 func placeholderDirs(t *testing.T) (root, state string) {
@@ -193,5 +194,53 @@ func TestPlaceholderAncestor(t *testing.T) {
 	q.Release()
 	if _, err := os.Lstat(filepath.Dir(path)); !os.IsNotExist(err) {
 		t.Errorf("placeholder left: %v", err)
+	}
+}
+
+// adopt changes only a directory that looks like the one mkdirat just
+// made: what a racing command swaps in is refused otherwise.
+func TestPlaceholderAdopt(t *testing.T) {
+	root, state := placeholderDirs(t)
+	p := &Placeholders{dir: state}
+	os.MkdirAll(state, 0o700)
+	open := func(name string, mode os.FileMode, files ...string) *os.File {
+		d := filepath.Join(root, name)
+		if err := os.Mkdir(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range files {
+			os.WriteFile(filepath.Join(d, f), nil, 0o600)
+		}
+		os.Chmod(d, mode)
+		f, err := os.Open(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { f.Close(); os.Chmod(d, 0o700) })
+		return f
+	}
+	now := time.Now()
+	for _, c := range []struct {
+		name  string
+		f     *os.File
+		made  time.Time
+		adopt bool
+	}{
+		{"fresh", open("fresh", 0o555), now, true},
+		{"fresh, umask 077", open("umask", 0o500), now, true},
+		{"more bits than asked for", open("wide", 0o755), now, false},
+		{"older than the mkdir", open("old", 0o555), now.Add(time.Hour), false},
+		{"not empty", open("full", 0o555, "x"), now, false},
+	} {
+		if got := p.adopt(c.f, c.f.Name(), c.made); got != c.adopt {
+			t.Errorf("%s: adopt = %v, want %v", c.name, got, c.adopt)
+		}
+		fi, _ := c.f.Stat()
+		if c.adopt && fi.Mode().Perm() != 0o555 {
+			t.Errorf("%s: mode %v after adopt, want 0555", c.name, fi.Mode())
+		}
+		if !c.adopt && p.recorded(c.f.Name(), c.f) {
+			t.Errorf("%s: recorded though refused", c.name)
+		}
 	}
 }

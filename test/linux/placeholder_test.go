@@ -60,7 +60,7 @@ func TestPlaceholderSwapRace(t *testing.T) {
 		chownR(t, fx.dir, u)
 		before := snapshot(t, fx.out)
 
-		const dur = 8 * time.Second
+		const dur = 6 * time.Second
 		needBin(t)
 		attacker := command(u, runOpts{dir: fx.ws, env: fx.env()}, binPath, "run", "-C", fx.ws, "--add-dir", fx.add, "--",
 			python, "-c", exchangeLoop, wsB, victim, ready, strconv.Itoa(int(dur/time.Second)))
