@@ -87,6 +87,15 @@ func ProfileBinary(content []byte) string {
 type System struct {
 	ReadFile func(name string) ([]byte, error)
 	Geteuid  func() int
+	// ProfilePath is where the profile file is; "" means the real one.
+	ProfilePath string
+}
+
+func (sys System) profilePath() string {
+	if sys.ProfilePath != "" {
+		return sys.ProfilePath
+	}
+	return ProfilePath
 }
 
 // Files read by Inspect.
@@ -105,18 +114,19 @@ type State struct {
 	Loaded      bool   // the kernel has a profile named agentbox
 	LoadedKnown bool   // the loaded-profile list could be read
 	Root        bool   // the caller is root, whom the restriction does not bind
+	File        string // the profile file
 }
 
 // Inspect reads the AppArmor state for exe.
 func Inspect(sys System, exe string) State {
-	st := State{Exe: exe, Root: sys.Geteuid() == 0}
+	st := State{Exe: exe, Root: sys.Geteuid() == 0, File: sys.profilePath()}
 	if b, err := sys.ReadFile(enabledParam); err == nil && strings.TrimSpace(string(b)) == "Y" {
 		st.Enabled = true
 	}
 	if b, err := sys.ReadFile(restrictSysctl); err == nil && strings.TrimSpace(string(b)) == "1" {
 		st.Restricted = st.Enabled
 	}
-	if b, err := sys.ReadFile(ProfilePath); err == nil {
+	if b, err := sys.ReadFile(st.File); err == nil {
 		st.Installed = ProfileBinary(b)
 	}
 	if b, err := sys.ReadFile(loadedProfiles); err == nil {
@@ -152,13 +162,13 @@ func (st State) Check() (ok bool, detail string) {
 	case !st.LoadedKnown:
 		loaded = "whether it is loaded is unknown (the kernel's profile list is unreadable)"
 	case !st.Loaded:
-		loaded = "not loaded (run `sudo apparmor_parser -r " + ProfilePath + "`, or `sudo agentbox setup`)"
+		loaded = "not loaded (run `sudo apparmor_parser -r " + st.File + "`, or `sudo agentbox setup`)"
 	}
 	switch {
 	case st.Installed == st.Exe && (st.Loaded || !st.LoadedKnown):
 		return true, fmt.Sprintf("%s; the agentbox profile for %s is installed, %s", what, st.Exe, loaded)
 	case st.Installed != "" && st.Installed != st.Exe:
-		return st.Root, fmt.Sprintf("%s; the agentbox profile in %s is for %s, not this binary %s: run `sudo %s setup` to point it here", what, ProfilePath, st.Installed, st.Exe, st.Exe)
+		return st.Root, fmt.Sprintf("%s; the agentbox profile in %s is for %s, not this binary %s: run `sudo %s setup` to point it here", what, st.File, st.Installed, st.Exe, st.Exe)
 	case st.Installed == st.Exe:
 		return st.Root, fmt.Sprintf("%s; the agentbox profile for %s is installed but %s", what, st.Exe, loaded)
 	}

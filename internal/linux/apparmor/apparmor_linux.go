@@ -19,50 +19,126 @@ import (
 // HostSystem reads the real machine.
 func HostSystem() System { return System{ReadFile: os.ReadFile, Geteuid: os.Geteuid} }
 
+// Host is the machine Setup and Remove act on: a seam, so that their flow
+// is tested without root and without a kernel that has AppArmor.
+type Host struct {
+	System
+	CacheDir string // AppArmor's cache of compiled profiles
+	Parser   string // apparmor_parser; "" looks it up
+	// Prove checks the loaded profile for the user behind sudo.
+	Prove func(ctx context.Context, out io.Writer, exe string) error
+}
+
+// DefaultHost is the real machine.
+func DefaultHost() *Host {
+	return &Host{System: HostSystem(), CacheDir: "/var/cache/apparmor", Prove: Prove}
+}
+
+// Setup is [Host.Setup] on the real machine.
+func Setup(ctx context.Context, out io.Writer, exe string) error {
+	return DefaultHost().Setup(ctx, out, exe)
+}
+
+// Remove is [Host.Remove] on the real machine.
+func Remove(ctx context.Context, out io.Writer) error { return DefaultHost().Remove(ctx, out) }
+
 // Setup installs and loads the profile for exe when AppArmor restricts
 // user namespaces, then proves it by running a sandboxed `true` as the
 // user who invoked sudo. Run again, it repairs what differs and proves
 // again. Without AppArmor or without the restriction it says that nothing
 // is needed.
-func Setup(ctx context.Context, out io.Writer, exe string) error {
-	st := Inspect(HostSystem(), exe)
+func (h *Host) Setup(ctx context.Context, out io.Writer, exe string) error {
+	st := Inspect(h.System, exe)
 	if !st.Restricted {
 		_, detail := st.Check()
 		fmt.Fprintf(out, "agentbox: %s; nothing to set up on Linux\n", detail)
 		return nil
 	}
-	if os.Geteuid() != 0 {
+	if !st.Root {
 		return fmt.Errorf("%w: AppArmor restricts user namespaces here; run `sudo %s setup` to install a profile for this binary", ErrNotRoot, exe)
 	}
 	want, err := Profile(exe)
 	if err != nil {
 		return err
 	}
-	cur, err := os.ReadFile(ProfilePath)
+	cur, err := os.ReadFile(st.File)
 	switch {
 	case err == nil && ProfileBinary(cur) == "":
-		return fmt.Errorf("%s exists and was not written by agentbox; move it aside and run setup again", ProfilePath)
+		return fmt.Errorf("%s exists and was not written by agentbox; move it aside and run setup again", st.File)
 	case err == nil && string(cur) == want:
-		fmt.Fprintf(out, "agentbox: %s is up to date\n", ProfilePath)
+		fmt.Fprintf(out, "agentbox: %s is up to date\n", st.File)
 	case err == nil || errors.Is(err, fs.ErrNotExist):
-		if err := writeFile(ProfilePath, []byte(want)); err != nil {
+		if err := writeFile(st.File, []byte(want)); err != nil {
 			return err
 		}
-		fmt.Fprintf(out, "agentbox: wrote %s (userns for %s)\n", ProfilePath, exe)
+		fmt.Fprintf(out, "agentbox: wrote %s (userns for %s)\n", st.File, exe)
 	default:
-		return fmt.Errorf("reading %s: %w", ProfilePath, err)
+		return fmt.Errorf("reading %s: %w", st.File, err)
 	}
-	parser, err := findParser()
+	parser, err := h.parser()
 	if err != nil {
 		return err
 	}
 	// -r loads or replaces; the kernel then attaches the profile to the
 	// next exec of exe. Boot loads it from ProfileDir.
-	if b, err := exec.CommandContext(ctx, parser, "-r", ProfilePath).CombinedOutput(); err != nil {
-		return fmt.Errorf("loading the profile: %s -r %s: %v\n%s", parser, ProfilePath, err, b)
+	if b, err := exec.CommandContext(ctx, parser, "-r", st.File).CombinedOutput(); err != nil {
+		return fmt.Errorf("loading the profile: %s -r %s: %v\n%s", parser, st.File, err, b)
+	}
+	if now := Inspect(h.System, exe); now.LoadedKnown && !now.Loaded {
+		return fmt.Errorf("%s -r %s succeeded, but the kernel lists no profile %q", parser, st.File, ProfileName)
 	}
 	fmt.Fprintf(out, "agentbox: loaded AppArmor profile %s\n", ProfileName)
-	return Prove(ctx, out, exe)
+	return h.Prove(ctx, out, exe)
+}
+
+// Remove unloads and deletes the profile agentbox wrote, and the cache
+// AppArmor compiled from it at boot. Without root it only says what is
+// left (ErrNotRoot).
+func (h *Host) Remove(ctx context.Context, out io.Writer) error {
+	st := Inspect(h.System, "")
+	cur, err := os.ReadFile(st.File)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("reading %s: %w", st.File, err)
+	}
+	if ProfileBinary(cur) == "" {
+		fmt.Fprintf(out, "agentbox: kept %s: not written by agentbox\n", st.File)
+		return nil
+	}
+	if !st.Root {
+		return fmt.Errorf("%w: run `sudo agentbox cleanup` to remove the AppArmor profile %s", ErrNotRoot, st.File)
+	}
+	if st.Loaded {
+		parser, err := h.parser()
+		if err != nil {
+			return err
+		}
+		if b, err := exec.CommandContext(ctx, parser, "-R", st.File).CombinedOutput(); err != nil {
+			return fmt.Errorf("unloading the profile: %s -R %s: %v\n%s", parser, st.File, err, b)
+		}
+	}
+	if err := os.Remove(st.File); err != nil {
+		return fmt.Errorf("removing the profile: %w", err)
+	}
+	fmt.Fprintf(out, "agentbox: removed AppArmor profile %s\n", st.File)
+	// The boot-time load caches the compiled profile under its name, one
+	// directory per kernel feature set.
+	caches, _ := filepath.Glob(filepath.Join(h.CacheDir, "*", ProfileName))
+	for _, c := range caches {
+		if fi, err := os.Lstat(c); err == nil && fi.Mode().IsRegular() && os.Remove(c) == nil {
+			fmt.Fprintf(out, "agentbox: removed %s\n", c)
+		}
+	}
+	return nil
+}
+
+func (h *Host) parser() (string, error) {
+	if h.Parser != "" {
+		return h.Parser, nil
+	}
+	return findParser()
 }
 
 // Prove runs `exe run -s read-only -- true` as the user behind sudo, with
@@ -107,48 +183,6 @@ func Prove(ctx context.Context, out io.Writer, exe string) error {
 		return fmt.Errorf("the profile is loaded, but a sandboxed `true` as %s still fails (%v): %s", name, err, strings.TrimSpace(string(b)))
 	}
 	fmt.Fprintf(out, "agentbox: proven: a sandboxed `true` runs as %s\n", name)
-	return nil
-}
-
-// Remove unloads and deletes the profile agentbox wrote, and the cache
-// AppArmor compiled from it at boot. Without root it only says what is
-// left (ErrNotRoot).
-func Remove(ctx context.Context, out io.Writer) error {
-	cur, err := os.ReadFile(ProfilePath)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("reading %s: %w", ProfilePath, err)
-	}
-	if ProfileBinary(cur) == "" {
-		fmt.Fprintf(out, "agentbox: kept %s: not written by agentbox\n", ProfilePath)
-		return nil
-	}
-	if os.Geteuid() != 0 {
-		return fmt.Errorf("%w: run `sudo agentbox cleanup` to remove the AppArmor profile %s", ErrNotRoot, ProfilePath)
-	}
-	if Inspect(HostSystem(), "").Loaded {
-		parser, err := findParser()
-		if err != nil {
-			return err
-		}
-		if b, err := exec.CommandContext(ctx, parser, "-R", ProfilePath).CombinedOutput(); err != nil {
-			return fmt.Errorf("unloading the profile: %s -R %s: %v\n%s", parser, ProfilePath, err, b)
-		}
-	}
-	if err := os.Remove(ProfilePath); err != nil {
-		return fmt.Errorf("removing the profile: %w", err)
-	}
-	fmt.Fprintf(out, "agentbox: removed AppArmor profile %s\n", ProfilePath)
-	// The boot-time load caches the compiled profile under its name, one
-	// directory per kernel feature set.
-	caches, _ := filepath.Glob("/var/cache/apparmor/*/" + ProfileName)
-	for _, c := range caches {
-		if fi, err := os.Lstat(c); err == nil && fi.Mode().IsRegular() && os.Remove(c) == nil {
-			fmt.Fprintf(out, "agentbox: removed %s\n", c)
-		}
-	}
 	return nil
 }
 
