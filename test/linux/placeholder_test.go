@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -17,18 +18,19 @@ import (
 )
 
 // exchangeLoop is the attacker of TestPlaceholderSwapRace: inside sandbox
-// A, it swaps each of B's placeholder names with a symlink to the victim
-// (renameat2 RENAME_EXCHANGE) as fast as it can, for a bounded time, and
-// prints how many swaps succeeded.
+// A, it swaps B's placeholder names (renameat2 RENAME_EXCHANGE) as fast as
+// it can, for a bounded time, with symlinks to the victim file and with an
+// older directory beside them, and prints how many swaps succeeded.
 const exchangeLoop = `
 import ctypes, os, sys, time
 libc = ctypes.CDLL(None, use_errno=True)
 ws, victim, ready, dur = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4])
 pairs = []
-for i, n in enumerate([".agents", ".codex", ".git"]):
+for i, n in enumerate([".agents", ".git"]):
     l = os.path.join(ws, "l%d" % i)
     os.symlink(victim, l)
     pairs.append((os.path.join(ws, n).encode(), l.encode()))
+pairs.append((os.path.join(ws, ".codex").encode(), os.path.join(ws, "old").encode()))
 open(ready, "w").close()
 end = time.time() + dur
 n = 0
@@ -43,7 +45,8 @@ print("swaps", n)
 // whose writable root holds sandbox B's workspace, races B's start by
 // swapping B's fresh placeholders for symlinks to a file outside A's
 // roots. agentbox must never follow them: the victim keeps its mode, and
-// nothing outside A's roots changes.
+// nothing outside A's roots changes. Nor may it take an older directory
+// swapped in for its own: that one keeps its mode 0700 and stays.
 func TestPlaceholderSwapRace(t *testing.T) {
 	needPython(t)
 	forEachUser(t, func(t *testing.T, u *testUser) {
@@ -57,8 +60,16 @@ func TestPlaceholderSwapRace(t *testing.T) {
 		if err := os.WriteFile(victim, []byte("victim\n"), 0o640); err != nil {
 			t.Fatal(err)
 		}
+		old := filepath.Join(wsB, "old")
+		if err := os.Mkdir(old, 0o700); err != nil {
+			t.Fatal(err)
+		}
 		chownR(t, fx.dir, u)
 		before := snapshot(t, fx.out)
+		var oldSt syscall.Stat_t
+		if err := syscall.Lstat(old, &oldSt); err != nil {
+			t.Fatal(err)
+		}
 
 		const dur = 6 * time.Second
 		needBin(t)
@@ -109,6 +120,21 @@ func TestPlaceholderSwapRace(t *testing.T) {
 		}
 		for _, d := range diffSnapshots(before, snapshot(t, fx.out), nil) {
 			t.Errorf("host: %s", d)
+		}
+		// The older directory, wherever the swaps left it.
+		found := false
+		ents, _ := os.ReadDir(wsB)
+		for _, e := range ents {
+			var st syscall.Stat_t
+			if syscall.Lstat(filepath.Join(wsB, e.Name()), &st) == nil && st.Ino == oldSt.Ino && st.Dev == oldSt.Dev {
+				found = true
+				if st.Mode&0o7777 != 0o700 {
+					t.Errorf("BREACH: the older directory swapped in (now %s) has mode %o, was 700", e.Name(), st.Mode&0o7777)
+				}
+			}
+		}
+		if !found {
+			t.Errorf("host: the older directory swapped in was removed")
 		}
 	})
 }
