@@ -10,9 +10,10 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/agentbox/agentbox/internal/linux/apparmor"
 )
@@ -66,8 +67,10 @@ func TestPlaceholderSwapRace(t *testing.T) {
 		}
 		chownR(t, fx.dir, u)
 		before := snapshot(t, fx.out)
-		var oldSt syscall.Stat_t
-		if err := syscall.Lstat(old, &oldSt); err != nil {
+		// Known by inode and birth time: once removed by the rmdir race
+		// (see below), its inode number may be reused by a placeholder.
+		oldID, err := inodeID(old)
+		if err != nil {
 			t.Fatal(err)
 		}
 
@@ -125,11 +128,11 @@ func TestPlaceholderSwapRace(t *testing.T) {
 		found := false
 		ents, _ := os.ReadDir(wsB)
 		for _, e := range ents {
-			var st syscall.Stat_t
-			if syscall.Lstat(filepath.Join(wsB, e.Name()), &st) == nil && st.Ino == oldSt.Ino && st.Dev == oldSt.Dev {
+			p := filepath.Join(wsB, e.Name())
+			if id, err := inodeID(p); err == nil && id == oldID {
 				found = true
-				if st.Mode&0o7777 != 0o700 {
-					t.Errorf("BREACH: the older directory swapped in (now %s) has mode %o, was 700", e.Name(), st.Mode&0o7777)
+				if fi, err := os.Lstat(p); err != nil || fi.Mode().Perm() != 0o700 {
+					t.Errorf("BREACH: the older directory swapped in (now %s) is %v, was drwx------", e.Name(), fi.Mode())
 				}
 			}
 		}
@@ -333,4 +336,16 @@ func TestSetupProof(t *testing.T) {
 	if err := apparmor.Prove(context.Background(), &out, private); err == nil {
 		t.Errorf("Prove passed with a binary %s cannot run", u.name)
 	}
+}
+
+// inodeID names one inode over time: device, number and birth time.
+func inodeID(path string) (string, error) {
+	var st unix.Statx_t
+	if err := unix.Statx(unix.AT_FDCWD, path, unix.AT_SYMLINK_NOFOLLOW, unix.STATX_INO|unix.STATX_BTIME, &st); err != nil {
+		return "", err
+	}
+	if st.Mask&unix.STATX_BTIME == 0 {
+		return "", fmt.Errorf("%s: no birth time", path)
+	}
+	return fmt.Sprintf("%d:%d %d:%d.%d", st.Dev_major, st.Dev_minor, st.Ino, st.Btime.Sec, st.Btime.Nsec), nil
 }
