@@ -310,7 +310,10 @@ func (s *gitScan) loadFile(path string, depth int) ([]gitConfigVar, error) {
 	}
 	data, err := readConfigFile(path)
 	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission) {
+		// A directory holds no config, and git reads none from it: it is
+		// typically another run's placeholder for a missing protected
+		// config file (~/.gitconfig with the workspace at $HOME).
+		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission) || errors.Is(err, errConfigDir) {
 			return nil, nil
 		}
 		return nil, fmt.Errorf("git config %s: %w", path, err)
@@ -353,12 +356,17 @@ func (s *gitScan) loadFile(path string, depth int) ([]gitConfigVar, error) {
 	return out, nil
 }
 
+var errConfigDir = errors.New("a directory")
+
 // readConfigFile reads a config file of at most 1 MiB; a bigger one is
 // refused rather than half read.
 func readConfigFile(path string) ([]byte, error) {
 	fi, err := os.Stat(path)
 	if err != nil {
 		return nil, err
+	}
+	if fi.IsDir() {
+		return nil, errConfigDir
 	}
 	if !fi.Mode().IsRegular() {
 		return nil, fmt.Errorf("not a regular file")

@@ -212,6 +212,19 @@ func TestGlobalGitConfigInRoot(t *testing.T) {
 	wantProtected(t, p, filepath.Join(home, "hooks"), Missing)
 }
 
+// Another run's placeholder for the missing ~/.gitconfig (an empty
+// directory) while this run resolves its policy: no config, no error, and
+// the directory is held like any protected one.
+func TestGlobalGitConfigPlaceholder(t *testing.T) {
+	home := realTemp(t)
+	mkdirs(t, filepath.Join(home, ".gitconfig"))
+	p, err := resolveIn(t, home, map[string]string{"HOME": home})
+	if err != nil {
+		t.Fatalf("a placeholder at ~/.gitconfig fails the run: %v", err)
+	}
+	wantProtected(t, p, filepath.Join(home, ".gitconfig"), Dir)
+}
+
 // A workspace below the repository's top (no .git of its own): the
 // enclosing repository's config and submodules still count.
 func TestGitConfigOfEnclosingRepo(t *testing.T) {

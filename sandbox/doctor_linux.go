@@ -8,6 +8,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/agentbox/agentbox/internal/linux"
+	"github.com/agentbox/agentbox/internal/linux/apparmor"
 	"github.com/agentbox/agentbox/internal/linux/landlock"
 	"github.com/agentbox/agentbox/internal/linux/seccomp"
 	"github.com/agentbox/agentbox/policy"
@@ -28,6 +29,11 @@ func linuxDoctor(pol *policy.Policy) *Report {
 	var uts unix.Utsname
 	if unix.Uname(&uts) == nil {
 		add("kernel", true, "%s %s", unix.ByteSliceToString(uts.Release[:]), unix.ByteSliceToString(uts.Machine[:]))
+	}
+
+	if exe, err := realExecutable(); err == nil {
+		ok, detail := apparmor.Inspect(apparmor.HostSystem(), exe).Check()
+		add("apparmor", ok, "%s", detail)
 	}
 
 	abi, llErr := landlock.ABI()

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/agentbox/agentbox/internal/linux"
+	"github.com/agentbox/agentbox/internal/linux/apparmor"
 	"github.com/agentbox/agentbox/internal/linux/landlock"
 	"github.com/agentbox/agentbox/internal/netpolicy"
 	"github.com/agentbox/agentbox/internal/netproxy"
@@ -42,7 +43,7 @@ func start(c *Cmd) (process, error) {
 		Argv:          c.Args,
 		Env:           c.Env,
 		Cwd:           pol.Cwd,
-		Mounts:        linux.Plan(pol, linux.HeldDirs(pol)),
+		Mounts:        linux.Plan(pol, ph.Paths()),
 		Network:       pol.Network,
 		WritableRoots: pol.WritableRoots,
 		Seccomp:       true,
@@ -194,12 +195,36 @@ func doctor(pol *policy.Policy) *Report {
 	return linuxDoctor(pol)
 }
 
+// setup installs the AppArmor profile where AppArmor restricts user
+// namespaces (Ubuntu 23.10 and later); elsewhere there is nothing to do.
 func setup(ctx context.Context, pol *policy.Policy, out io.Writer) error {
-	fmt.Fprintln(out, "agentbox: nothing to set up on Linux; run 'agentbox doctor' to see what this machine enforces")
-	return nil
+	exe, err := realExecutable()
+	if err != nil {
+		return err
+	}
+	return apparmor.Setup(ctx, out, exe)
+}
+
+// realExecutable is this binary's path with symlinks resolved: the path
+// the kernel executes, which an AppArmor profile attaches to.
+func realExecutable() (string, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return "", fmt.Errorf("finding agentbox's own binary: %w", err)
+	}
+	real, err := filepath.EvalSymlinks(exe)
+	if err != nil {
+		return "", fmt.Errorf("finding agentbox's own binary: %w", err)
+	}
+	return real, nil
 }
 
 func cleanup(ctx context.Context, out io.Writer) error {
+	if err := apparmor.Remove(ctx, out); errors.Is(err, apparmor.ErrNotRoot) {
+		fmt.Fprintf(out, "agentbox: kept the AppArmor profile (%v)\n", err)
+	} else if err != nil {
+		return err
+	}
 	state := stateDir()
 	if state == "" {
 		fmt.Fprintln(out, "agentbox: no state directory ($HOME unset); nothing recorded to clean up")
@@ -209,10 +234,9 @@ func cleanup(ctx context.Context, out io.Writer) error {
 	for _, p := range removed {
 		fmt.Fprintf(out, "removed placeholder %s\n", p)
 	}
-	left, _ := os.ReadDir(filepath.Join(state, "placeholders"))
-	for _, e := range left {
-		b, _ := os.ReadFile(filepath.Join(state, "placeholders", e.Name()))
-		fmt.Fprintf(out, "kept placeholder %s: a running sandbox still uses it\n", strings.TrimSpace(string(b)))
+	left := linux.RecordedPlaceholders(state)
+	for _, p := range left {
+		fmt.Fprintf(out, "kept placeholder %s: a running sandbox still uses it, or it is no longer empty\n", p)
 	}
 	if len(removed) == 0 && len(left) == 0 {
 		fmt.Fprintln(out, "agentbox: nothing to clean up")

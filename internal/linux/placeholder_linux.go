@@ -1,16 +1,21 @@
 package linux
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
-	"syscall"
+	"strconv"
+	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/agentbox/agentbox/policy"
 )
 
 // Placeholders make missing protected names (.git, .codex, .agents in a
@@ -19,33 +24,57 @@ import (
 // read-only over itself inside the sandbox, where it can be neither
 // written, removed nor renamed.
 //
+// On the host, though, the placeholder sits in a directory that another
+// sandbox may be able to write (a workspace under /tmp, or under another
+// run's --add-dir): that command can rename, exchange or replace the name
+// at any moment. So nothing here goes by path once the parent is open.
+// The parent is opened without following symlinks and every later step is
+// relative to that descriptor: mkdirat, an openat that refuses symlinks
+// and non-directories, fchmod on the descriptor, and rmdir (unlinkat with
+// AT_REMOVEDIR, which removes only an empty directory and never follows a
+// link) after checking that the name still holds the inode we hold open.
+// Whatever a racing command swaps in is then at worst a directory from its
+// own writable roots, which it could have changed or removed itself.
+//
 // Runs that share a placeholder hold a shared flock on it; the last one
-// out removes it. A record in the state directory remembers which
-// directories agentbox created, so a run killed before its cleanup is
-// swept up by the next run or by `agentbox cleanup`.
+// out removes it. Whether a directory is a placeholder is known only from
+// a record in agentbox's state directory (a protected carve-out, so no
+// sandboxed command can write it) naming the path and the device, inode
+// and birth time of the directory agentbox made: nothing on the directory
+// itself, which a command could forge on a directory of the user's. A run
+// killed before its cleanup leaves a record, and the next run or
+// `agentbox cleanup` removes the placeholder.
 type Placeholders struct {
 	dir  string // record directory, "" when none could be used
 	held []heldPlaceholder
 }
 
 type heldPlaceholder struct {
-	path string
-	f    *os.File
-	// placeholder: made by agentbox (now or by an earlier run), so the
-	// last run out removes it; a real directory is only held.
-	placeholder bool
+	path   string
+	parent int      // O_PATH descriptor of the directory holding it
+	f      *os.File // the directory itself, share-locked
+	// ours: made by agentbox (now, or by an earlier run with this state
+	// directory), so the last run out removes it; a real directory of the
+	// user's is only held.
+	ours bool
 }
-
-// placeholderXattr marks a directory agentbox created as a placeholder.
-// The sandbox cannot forge it: protected paths are read-only inside.
-const placeholderXattr = "user.agentbox"
 
 // lockWait bounds how long a run waits for a placeholder that another run
 // is removing (or that a hostile process holds locked).
 const lockWait = 5 * time.Second
 
-// AcquirePlaceholders creates (or joins) a placeholder for each path.
-func AcquirePlaceholders(paths []string, stateDir string) (*Placeholders, error) {
+// modeWait bounds how long a run waits for a directory it cannot open:
+// another user's run that just made it, under a umask stricter than 022,
+// has yet to give it its final mode.
+const modeWait = 500 * time.Millisecond
+
+// placeholderMode lets every user's run open (and so lock) a placeholder
+// another user made, and nobody write it.
+const placeholderMode = 0o555
+
+// AcquirePlaceholders holds each directory: it creates (or joins) a
+// placeholder for each missing one, and holds each existing one.
+func AcquirePlaceholders(dirs []HeldDir, stateDir string) (*Placeholders, error) {
 	p := &Placeholders{}
 	if stateDir != "" {
 		d := filepath.Join(stateDir, "placeholders")
@@ -53,174 +82,404 @@ func AcquirePlaceholders(paths []string, stateDir string) (*Placeholders, error)
 			p.dir = d
 		}
 	}
-	for _, path := range paths {
-		f, err := p.acquire(path)
+	for _, d := range dirs {
+		var h heldPlaceholder
+		var err error
+		if d.Missing {
+			h, err = p.acquireMissing(d)
+		} else {
+			h, err = p.acquire(d.Path)
+		}
 		if err != nil {
 			p.Release()
 			return nil, err
 		}
-		ph := f.created || isMarked(path) || p.recorded(path)
-		p.held = append(p.held, heldPlaceholder{path, f.File, ph})
+		p.held = append(p.held, h)
 	}
 	return p, nil
 }
 
-// acquired is an open, share-locked directory and whether we created it.
-type acquired struct {
-	*os.File
-	created bool
+// Paths lists the directories held, for [Plan]: a missing protected path
+// is held at its own path or at an ancestor (see acquireMissing).
+func (p *Placeholders) Paths() []string {
+	var out []string
+	for _, h := range p.held {
+		out = append(out, h.path)
+	}
+	return out
 }
 
-func (p *Placeholders) acquire(path string) (acquired, error) {
-	deadline := time.Now().Add(lockWait)
+// acquireMissing makes a placeholder for d.Path, which the policy found
+// missing. Another run may have changed the way there since: a placeholder
+// it made for an ancestor (when the policy was resolved, say ~/.config
+// stood empty as that run's placeholder for it, so only
+// ~/.config/agentbox was missing here) may be gone, or may still stand
+// with no write permission. Then the ancestor is what protects d.Path: a
+// placeholder where it is gone, or where it stands empty it is held and
+// bound read-only, so that nothing can be created below it.
+func (p *Placeholders) acquireMissing(d HeldDir) (heldPlaceholder, error) {
+	path := d.Path
 	for {
-		created := false
-		switch err := mkdirNoFollow(path); {
-		case err == nil:
-			created = true
-			// Mark it on the directory itself, so a run of another user
-			// holding it last still knows it is a placeholder; then make
-			// it read-only (the mark needs write permission to set).
-			unix.Setxattr(path, placeholderXattr, []byte("placeholder"), 0)
-			os.Chmod(path, 0o555)
-			p.record(path)
-		case errors.Is(err, os.ErrExist):
+		h, err := p.acquire(path)
+		parent := filepath.Dir(path)
+		if err == nil || parent == d.Root || !policy.Within(parent, d.Root) {
+			return h, err
+		}
+		var pe *os.PathError
+		if !errors.As(err, &pe) || pe.Op != "mkdirat" && pe.Op != "openat2" {
+			return h, err
+		}
+		switch {
+		case errors.Is(pe.Err, unix.ENOENT):
+			path = parent // gone: what the policy would find missing now
+		case errors.Is(pe.Err, unix.EACCES) && pe.Op == "mkdirat":
+			if hh, ok := p.holdEmpty(parent); ok {
+				return hh, nil
+			}
+			return h, err
 		default:
-			return acquired{}, fmt.Errorf("creating placeholder for protected path %s: %w", path, err)
+			return h, err
 		}
-		f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_DIRECTORY|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0)
-		if errors.Is(err, os.ErrNotExist) && time.Now().Before(deadline) {
-			// Removed between our mkdir and our open by a run that held
-			// it last (it had opened it before we could lock it): the
-			// ordinary hand-over, so make it again.
-			continue
-		}
-		if err != nil {
-			if created {
-				os.Remove(path)
-			}
-			return acquired{}, fmt.Errorf("protected path %s appeared as something other than a directory while starting; run again: %w", path, err)
-		}
-		if err := unix.Flock(int(f.Fd()), unix.LOCK_SH|unix.LOCK_NB); err != nil {
-			f.Close()
-			if time.Now().After(deadline) {
-				return acquired{}, fmt.Errorf("placeholder %s stays locked by another process: %w", path, err)
-			}
-			time.Sleep(10 * time.Millisecond)
-			continue
-		}
-		// The run that held it may have removed it between our open and
-		// our lock; only the directory still at path protects anything.
-		if sameFile(f, path) {
-			return acquired{f, created}, nil
-		}
-		f.Close()
 	}
 }
 
-// mkdirNoFollow creates path with no symlink anywhere on the way: the
-// policy resolved the path already, so a symlink now means the tree was
-// changed under us (by a concurrent sandbox, say) and the host must not be
-// made to create a directory where the link points.
-func mkdirNoFollow(path string) error {
-	dir, name := filepath.Split(path)
-	dfd, err := unix.Openat2(unix.AT_FDCWD, dir, &unix.OpenHow{
+// holdEmpty holds the existing directory path if it is empty.
+func (p *Placeholders) holdEmpty(path string) (heldPlaceholder, bool) {
+	h, err := p.acquire(path)
+	if err != nil {
+		return heldPlaceholder{}, false
+	}
+	if names, err := h.f.Readdirnames(1); len(names) != 0 || !errors.Is(err, io.EOF) {
+		unix.Close(h.parent)
+		h.f.Close()
+		return heldPlaceholder{}, false
+	}
+	return h, true
+}
+
+// openParent opens dir for use as the base of *at calls, with no symlink
+// anywhere on the way: the policy resolved the path already, so a symlink
+// now means the tree was changed under us (by a concurrent sandbox, say)
+// and the host must not be made to act where the link points.
+func openParent(dir string) (int, error) {
+	fd, err := unix.Openat2(unix.AT_FDCWD, dir, &unix.OpenHow{
 		Flags:   unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC,
 		Resolve: unix.RESOLVE_NO_SYMLINKS,
 	})
 	if err != nil {
-		return &os.PathError{Op: "openat2", Path: dir, Err: err}
+		return -1, &os.PathError{Op: "openat2", Path: dir, Err: err}
 	}
-	defer unix.Close(dfd)
-	if err := unix.Mkdirat(dfd, name, 0o700); err != nil {
-		return &os.PathError{Op: "mkdir", Path: path, Err: err}
-	}
-	return nil
+	return fd, nil
 }
 
-func sameFile(f *os.File, path string) bool {
+// openDir opens the directory name in parent, refusing a symlink or
+// anything else that is not a directory.
+func openDir(parent int, name string) (int, error) {
+	return unix.Openat(parent, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+}
+
+func (p *Placeholders) acquire(path string) (heldPlaceholder, error) {
+	dir, name := filepath.Split(path)
+	parent, err := openParent(dir)
+	if err != nil {
+		return heldPlaceholder{}, fmt.Errorf("creating placeholder for protected path %s: %w", path, err)
+	}
+	h, err := p.acquireAt(parent, path, name)
+	if err != nil {
+		unix.Close(parent)
+	}
+	return h, err
+}
+
+func (p *Placeholders) acquireAt(parent int, path, name string) (heldPlaceholder, error) {
+	start := time.Now()
+	for {
+		unlock, err := p.lockRecords(start.Add(lockWait))
+		if err != nil {
+			return heldPlaceholder{}, err
+		}
+		h, wait, err := p.tryAcquire(parent, path, name, time.Since(start))
+		unlock()
+		if err != nil || h.f != nil {
+			return h, err
+		}
+		time.Sleep(wait)
+	}
+}
+
+// tryAcquire makes one attempt, with the records locked: a held directory,
+// an error, or neither when the caller should try again after wait.
+func (p *Placeholders) tryAcquire(parent int, path, name string, waited time.Duration) (heldPlaceholder, time.Duration, error) {
+	created := false
+	made := time.Now()
+	switch err := unix.Mkdirat(parent, name, placeholderMode); {
+	case err == nil:
+		created = true
+	case errors.Is(err, unix.EEXIST):
+	default:
+		return heldPlaceholder{}, 0, fmt.Errorf("creating placeholder for protected path %s: %w", path, &os.PathError{Op: "mkdirat", Path: path, Err: err})
+	}
+	fd, err := openDir(parent, name)
+	switch {
+	case err == nil:
+	case errors.Is(err, unix.ENOENT) && waited < lockWait:
+		// Removed between our mkdir and our open by a run that held it
+		// last (it had opened it before we could lock it): the ordinary
+		// hand-over, so make it again.
+		return heldPlaceholder{}, 0, nil
+	case errors.Is(err, unix.EACCES) && !created && waited < modeWait:
+		return heldPlaceholder{}, time.Millisecond, nil
+	default:
+		if created {
+			// Not opened, so not known to be what we made. AT_REMOVEDIR
+			// removes nothing but an empty directory and follows no
+			// link; whatever is at the name came from a root the racing
+			// command can write.
+			unix.Unlinkat(parent, name, unix.AT_REMOVEDIR)
+		}
+		perr := &os.PathError{Op: "open", Path: path, Err: err}
+		if errors.Is(err, unix.EACCES) {
+			return heldPlaceholder{}, 0, fmt.Errorf("protected path %s exists and cannot be opened (another user's directory?): %w; remove it, or on a shared machine set exclude_slash_tmp and use a private $TMPDIR", path, perr)
+		}
+		return heldPlaceholder{}, 0, fmt.Errorf("protected path %s appeared as something other than a directory while starting; run again: %w", path, perr)
+	}
+	f := os.NewFile(uintptr(fd), path)
+	if created && !p.adopt(f, path, made) {
+		// A command able to write the parent exchanged our directory for
+		// another between the mkdirat and the open: touch neither.
+		f.Close()
+		return heldPlaceholder{}, 0, fmt.Errorf("protected path %s was replaced while starting (by a command that can write %s?); run again", path, filepath.Dir(path))
+	}
+	if err := unix.Flock(fd, unix.LOCK_SH|unix.LOCK_NB); err != nil {
+		f.Close()
+		if waited > lockWait {
+			return heldPlaceholder{}, 0, fmt.Errorf("placeholder %s stays locked by another process: %w", path, err)
+		}
+		return heldPlaceholder{}, 10 * time.Millisecond, nil
+	}
+	// The run that held it may have removed it between our open and our
+	// lock; only the directory still at the name protects anything.
+	if !sameEntry(parent, name, f) {
+		f.Close()
+		return heldPlaceholder{}, 0, nil
+	}
+	return heldPlaceholder{path: path, parent: parent, f: f, ours: created || p.recorded(path, f)}, 0, nil
+}
+
+// lockRecords serialises, among the runs that share this state directory,
+// each step that makes or removes a placeholder together with its record,
+// and each sweep: a sweep must never take a placeholder just made but not
+// yet recorded for a stale record's leftover, nor a run judge a record
+// another run is rewriting. The wait is bounded: a command can open the
+// state directory (it is read-only, not hidden) and hold the lock.
+func (p *Placeholders) lockRecords(deadline time.Time) (unlock func(), err error) {
+	if p.dir == "" {
+		return func() {}, nil
+	}
+	fd, err := unix.Open(p.dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("locking placeholder records: %w", &os.PathError{Op: "open", Path: p.dir, Err: err})
+	}
+	for {
+		err := unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB)
+		if err == nil {
+			return func() { unix.Close(fd) }, nil
+		}
+		if !errors.Is(err, unix.EWOULDBLOCK) || time.Now().After(deadline) {
+			unix.Close(fd)
+			return nil, fmt.Errorf("locking placeholder records %s (held by another process?): %w", p.dir, err)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// adopt finishes a directory our mkdirat just made: its final mode (the
+// umask may have taken bits other users' runs need to open it) and a
+// record. It reports false, changing nothing, unless f looks like what we
+// made: ours, empty, no mode bits beyond those we asked for, and (where the
+// filesystem keeps birth times) born no earlier than our mkdirat. What a
+// racing command swaps in between the mkdirat and the open is then at
+// worst an empty directory it made itself just now, never an older one
+// (root's, say) whose mode the chmod would change.
+func (p *Placeholders) adopt(f *os.File, path string, made time.Time) bool {
+	var st unix.Statx_t
+	if unix.Statx(int(f.Fd()), "", unix.AT_EMPTY_PATH, unix.STATX_MODE|unix.STATX_UID|unix.STATX_BTIME, &st) != nil {
+		return false
+	}
+	if int(st.Uid) != os.Geteuid() || uint32(st.Mode)&0o7777&^placeholderMode != 0 {
+		return false
+	}
+	// Inode times come from a coarse clock that may lag by a tick.
+	if st.Mask&unix.STATX_BTIME != 0 && time.Unix(st.Btime.Sec, int64(st.Btime.Nsec)).Before(made.Add(-time.Second)) {
+		return false
+	}
+	if names, err := f.Readdirnames(1); len(names) != 0 || !errors.Is(err, io.EOF) {
+		return false
+	}
+	if uint32(st.Mode)&0o7777 != placeholderMode {
+		if unix.Fchmod(int(f.Fd()), placeholderMode) != nil {
+			return false
+		}
+	}
+	p.record(path, f)
+	return true
+}
+
+func sameEntry(parent int, name string, f *os.File) bool {
 	var a, b unix.Stat_t
-	if unix.Fstat(int(f.Fd()), &a) != nil || unix.Lstat(path, &b) != nil {
+	if unix.Fstat(int(f.Fd()), &a) != nil || unix.Fstatat(parent, name, &b, unix.AT_SYMLINK_NOFOLLOW) != nil {
 		return false
 	}
 	return a.Dev == b.Dev && a.Ino == b.Ino
 }
 
-func (p *Placeholders) recordPath(path string) string {
-	sum := sha256.Sum256([]byte(path))
-	return filepath.Join(p.dir, hex.EncodeToString(sum[:16]))
+// identity names one directory, not just a path: a record stays valid only
+// while the same inode, born when agentbox made it, is there. A removed
+// placeholder whose inode number is reused is no longer agentbox's to
+// remove. The birth time (statx btime) is used where the filesystem keeps
+// one, the ctime elsewhere (then a chmod of the directory also makes it
+// the user's).
+type identity struct {
+	dev, ino uint64
+	sec      int64
+	nsec     int64
 }
 
-func (p *Placeholders) record(path string) {
-	if p.dir != "" {
-		os.WriteFile(p.recordPath(path), []byte(path), 0o600)
+func identityOf(f *os.File) (identity, bool) {
+	var st unix.Statx_t
+	if unix.Statx(int(f.Fd()), "", unix.AT_EMPTY_PATH, unix.STATX_INO|unix.STATX_BTIME|unix.STATX_CTIME, &st) != nil {
+		return identity{}, false
 	}
+	t := st.Ctime
+	if st.Mask&unix.STATX_BTIME != 0 {
+		t = st.Btime
+	}
+	return identity{unix.Mkdev(st.Dev_major, st.Dev_minor), st.Ino, t.Sec, int64(t.Nsec)}, true
+}
+
+// encodeRecord is the record's file content: the identity on the first
+// line, the path (any bytes) after it.
+func encodeRecord(path string, id identity) []byte {
+	return fmt.Appendf(nil, "%d %d %d %d\n%s", id.dev, id.ino, id.sec, id.nsec, path)
+}
+
+func decodeRecord(b []byte) (string, identity, bool) {
+	head, path, ok := bytes.Cut(b, []byte("\n"))
+	if !ok {
+		return "", identity{}, false
+	}
+	fields := strings.Fields(string(head))
+	if len(fields) != 4 {
+		return "", identity{}, false
+	}
+	var n [4]int64
+	for i, s := range fields {
+		v, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			return "", identity{}, false
+		}
+		n[i] = v
+	}
+	return string(path), identity{uint64(n[0]), uint64(n[1]), n[2], n[3]}, true
+}
+
+func recordName(path string) string {
+	sum := sha256.Sum256([]byte(path))
+	return hex.EncodeToString(sum[:16])
+}
+
+func (p *Placeholders) record(path string, f *os.File) {
+	id, ok := identityOf(f)
+	if p.dir == "" || !ok {
+		return
+	}
+	os.WriteFile(filepath.Join(p.dir, recordName(path)), encodeRecord(path, id), 0o600)
+}
+
+// recorded reports whether the state directory says agentbox made the
+// directory f has open at path.
+func (p *Placeholders) recorded(path string, f *os.File) bool {
+	if p.dir == "" {
+		return false
+	}
+	b, err := os.ReadFile(filepath.Join(p.dir, recordName(path)))
+	if err != nil {
+		return false
+	}
+	rpath, rid, ok := decodeRecord(b)
+	id, ok2 := identityOf(f)
+	return ok && ok2 && rpath == path && rid == id
 }
 
 // Release drops this run's hold and removes every placeholder no other
 // run still uses.
 func (p *Placeholders) Release() {
+	unlock, err := p.lockRecords(time.Now().Add(lockWait))
 	for _, h := range p.held {
-		if h.placeholder {
-			p.removeIfUnused(h.path, h.f)
-		} else {
+		if err != nil {
+			// Left for a later sweep.
+			unix.Close(h.parent)
 			h.f.Close()
+			continue
 		}
+		p.removeIfUnused(h)
+	}
+	if err == nil {
+		unlock()
 	}
 	p.held = nil
 }
 
-// removeIfUnused removes path when f (open on it) can be locked
-// exclusively: no other run holds it. Only an empty directory that
-// agentbox recorded as its own is removed.
-func (p *Placeholders) removeIfUnused(path string, f *os.File) {
-	defer f.Close()
-	if unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB) != nil {
-		return // still in use; the last run out removes it
+// removeIfUnused removes h's directory when it is ours and can be locked
+// exclusively (no other run holds it), and reports whether it did. Only
+// an empty directory, still at its name, is removed. The caller holds the
+// records lock.
+func (p *Placeholders) removeIfUnused(h heldPlaceholder) bool {
+	defer unix.Close(h.parent)
+	defer h.f.Close()
+	if !h.ours {
+		return false // a real directory of the user's, never ours to remove
 	}
-	if !sameFile(f, path) {
-		return
+	if unix.Flock(int(h.f.Fd()), unix.LOCK_EX|unix.LOCK_NB) != nil {
+		return false // still in use; the last run out removes it
 	}
-	rec := ""
-	ours := isMarked(path)
-	if p.dir != "" {
-		rec = p.recordPath(path)
-		if b, err := os.ReadFile(rec); err == nil && string(b) == path {
-			ours = true
-		} else {
-			rec = ""
-		}
-	}
-	if !ours {
-		return // a real directory of the user's, never ours to remove
-	}
+	name := filepath.Base(h.path)
+	ok := sameEntry(h.parent, name, h.f)
+	// Judged before the rmdir, which changes the ctime (the stand-in for
+	// a birth time on filesystems without one).
+	recorded := p.recorded(h.path, h.f)
 	// rmdir refuses a directory that is not empty: something the user
 	// put there since is theirs, and stays.
-	unix.Rmdir(path)
-	if rec != "" {
-		os.Remove(rec)
+	if ok {
+		if err := unix.Unlinkat(h.parent, name, unix.AT_REMOVEDIR); err != nil {
+			// Not empty (a root run may have made its own placeholder
+			// inside) or otherwise busy: the record stays, and a later
+			// sweep removes it once it is empty again.
+			return false
+		}
 	}
+	// Removed now, or no longer at its name (moved or removed by someone
+	// else): either way the record has nothing left to describe.
+	if recorded {
+		p.drop(h.path)
+	}
+	return ok
 }
 
-func isMarked(path string) bool {
-	buf := make([]byte, 32)
-	n, err := unix.Lgetxattr(path, placeholderXattr, buf)
-	return err == nil && string(buf[:n]) == "placeholder"
-}
-
-// recorded reports whether the state directory says agentbox made path.
-func (p *Placeholders) recorded(path string) bool {
-	if p.dir == "" {
-		return false
-	}
-	b, err := os.ReadFile(p.recordPath(path))
-	return err == nil && string(b) == path
+// drop removes the record of path.
+func (p *Placeholders) drop(path string) {
+	os.Remove(filepath.Join(p.dir, recordName(path)))
 }
 
 // SweepPlaceholders removes placeholders left by runs that were killed
 // before they could clean up. It returns the paths it removed.
 func SweepPlaceholders(stateDir string) []string {
 	p := &Placeholders{dir: filepath.Join(stateDir, "placeholders")}
+	unlock, err := p.lockRecords(time.Now().Add(lockWait))
+	if err != nil {
+		return nil
+	}
+	defer unlock()
 	ents, err := os.ReadDir(p.dir)
 	if err != nil {
 		return nil
@@ -232,20 +491,62 @@ func SweepPlaceholders(stateDir string) []string {
 		if err != nil {
 			continue
 		}
-		path := string(b)
-		if p.recordPath(path) != rec {
+		path, _, ok := decodeRecord(b)
+		if !ok || recordName(path) != e.Name() || !filepath.IsAbs(path) {
 			os.Remove(rec) // not written by us
 			continue
 		}
-		f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_DIRECTORY|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0)
+		h, err := p.reopen(path)
 		if err != nil {
-			os.Remove(rec) // gone, or no longer ours to judge
+			os.Remove(rec) // gone, or no longer a directory we can judge
 			continue
 		}
-		p.removeIfUnused(path, f)
-		if _, err := os.Lstat(path); errors.Is(err, os.ErrNotExist) {
+		if !h.ours {
+			// Something else is at the path now (the placeholder was
+			// removed and the name reused): never ours to remove.
+			unix.Close(h.parent)
+			h.f.Close()
+			os.Remove(rec)
+			continue
+		}
+		if p.removeIfUnused(h) {
 			removed = append(removed, path)
 		}
 	}
 	return removed
+}
+
+// reopen opens a recorded placeholder the way acquire does, by descriptor
+// from a parent opened without following links.
+func (p *Placeholders) reopen(path string) (heldPlaceholder, error) {
+	dir, name := filepath.Split(path)
+	parent, err := openParent(dir)
+	if err != nil {
+		return heldPlaceholder{}, err
+	}
+	fd, err := openDir(parent, name)
+	if err != nil {
+		unix.Close(parent)
+		return heldPlaceholder{}, &os.PathError{Op: "open", Path: path, Err: err}
+	}
+	f := os.NewFile(uintptr(fd), path)
+	return heldPlaceholder{path: path, parent: parent, f: f, ours: p.recorded(path, f)}, nil
+}
+
+// RecordedPlaceholders lists the placeholders the state directory still
+// records: those another run held when `agentbox cleanup` swept.
+func RecordedPlaceholders(stateDir string) []string {
+	d := filepath.Join(stateDir, "placeholders")
+	ents, _ := os.ReadDir(d)
+	var out []string
+	for _, e := range ents {
+		b, err := os.ReadFile(filepath.Join(d, e.Name()))
+		if err != nil {
+			continue
+		}
+		if path, _, ok := decodeRecord(b); ok {
+			out = append(out, path)
+		}
+	}
+	return out
 }

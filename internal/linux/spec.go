@@ -95,31 +95,40 @@ type Mount struct {
 // the read-only carve-outs last, so no later bind can cover them whatever
 // the nesting of roots.
 //
-// placeholders are missing protected paths that the caller has created as
-// empty directories for the duration of the run; they are pinned read-only
-// like existing ones. A missing path without a placeholder is left out: the
-// caller must not start the sandbox in that case.
-func Plan(p *policy.Policy, placeholders []string) []Mount {
+// held are the directories the caller holds for the run (see HeldDirs):
+// placeholders for missing protected paths, made as empty directories for
+// the duration of the run, are pinned read-only like existing ones. A
+// missing path with nothing held for it is left out: the caller must not
+// start the sandbox in that case.
+func Plan(p *policy.Policy, held []string) []Mount {
 	var out []Mount
 	for _, r := range p.WritableRoots {
 		out = append(out, Mount{BindWritable, r})
 	}
 	have := map[string]bool{}
-	for _, ph := range placeholders {
-		have[ph] = true
+	for _, h := range held {
+		have[h] = true
 	}
 	var ro, links []string
-	pins := map[string]bool{}
+	pins, seen := map[string]bool{}, map[string]bool{}
 	for _, pr := range p.Protected {
 		if pr.Root == "" {
 			continue // outside every writable root: read-only already
 		}
-		switch pr.Kind {
-		case policy.Missing:
-			if !have[pr.Path] {
+		if pr.Kind == policy.Missing {
+			// Held at its own path, or (when another run's placeholder
+			// stood in the way) at the empty ancestor that was held
+			// instead: read-only, nothing can be created below it.
+			cover := coverOf(pr, have)
+			if cover == "" {
 				continue
 			}
+			pr.Path = cover
 		}
+		if seen[pr.Path] {
+			continue
+		}
+		seen[pr.Path] = true
 		if pr.Kind == policy.Symlink {
 			links = append(links, pr.Path)
 		} else {
@@ -167,6 +176,17 @@ func Plan(p *policy.Policy, placeholders []string) []Mount {
 	return out
 }
 
+// coverOf is the held path that protects the missing pr: pr.Path itself,
+// or its nearest held ancestor below the root; "" when none is held.
+func coverOf(pr policy.Protected, held map[string]bool) string {
+	for a := pr.Path; a != pr.Root && policy.Within(a, pr.Root); a = filepath.Dir(a) {
+		if held[a] {
+			return a
+		}
+	}
+	return ""
+}
+
 // byDepth orders shallower paths first, then lexically.
 func byDepth(a, b string) int {
 	da, db := strings.Count(a, "/"), strings.Count(b, "/")
@@ -176,15 +196,24 @@ func byDepth(a, b string) int {
 	return strings.Compare(a, b)
 }
 
+// HeldDir is a protected directory inside a writable root that a run must
+// hold for its duration.
+type HeldDir struct {
+	Path, Root string
+	// Missing: not there when the policy was resolved, so a placeholder
+	// is made for it.
+	Missing bool
+}
+
 // HeldDirs lists the protected directories inside writable roots that a
 // run must hold for its duration: missing ones get a placeholder, and
 // existing ones are held too, because an existing empty directory may be
 // another run's placeholder that would otherwise vanish under us.
-func HeldDirs(p *policy.Policy) []string {
-	var out []string
+func HeldDirs(p *policy.Policy) []HeldDir {
+	var out []HeldDir
 	for _, pr := range p.Protected {
 		if (pr.Kind == policy.Missing || pr.Kind == policy.Dir) && pr.Root != "" {
-			out = append(out, pr.Path)
+			out = append(out, HeldDir{pr.Path, pr.Root, pr.Kind == policy.Missing})
 		}
 	}
 	return out

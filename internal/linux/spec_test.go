@@ -78,7 +78,25 @@ func TestHeldDirs(t *testing.T) {
 		{Path: "/w/.agents", Kind: policy.File, Root: "/w"},
 		{Path: "/x/.git", Kind: policy.Dir},
 	}}
-	if got := HeldDirs(p); !slices.Equal(got, []string{"/w/.git", "/w/.codex"}) {
+	if got := HeldDirs(p); !slices.Equal(got, []HeldDir{{"/w/.git", "/w", false}, {"/w/.codex", "/w", true}}) {
 		t.Errorf("HeldDirs = %v", got)
+	}
+}
+
+// A missing protected path held through an empty ancestor (another run's
+// placeholder stood in the way) binds that ancestor read-only instead.
+func TestPlanCoverAncestor(t *testing.T) {
+	p := &policy.Policy{
+		WritableRoots: []string{"/h"},
+		Protected: []policy.Protected{
+			{Path: "/h/.config/agentbox", Kind: policy.Missing, Root: "/h"},
+			{Path: "/h/.config/other", Kind: policy.Missing, Root: "/h"},
+			{Path: "/h/x/y", Kind: policy.Missing, Root: "/h"},
+		},
+	}
+	got := Plan(p, []string{"/h/.config", "/h"})
+	want := []Mount{{BindWritable, "/h"}, {BindReadOnly, "/h/.config"}}
+	if !slices.Equal(got, want) {
+		t.Errorf("Plan =\n%v\nwant\n%v", got, want)
 	}
 }

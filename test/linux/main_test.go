@@ -44,6 +44,7 @@ const hostPATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 var (
 	moduleRoot string
 	baseDir    string // scratch space outside /tmp, usable by every test user
+	suiteTmp   string // $TMPDIR of every run: the suite's own, so leftovers there are ours
 	binPath    string // the agentbox binary under test
 	buildErr   error
 	users      []*testUser
@@ -103,6 +104,14 @@ func setup() error {
 		return err
 	}
 	if err := os.Mkdir(filepath.Join(baseDir, "bin"), 0o755); err != nil {
+		return err
+	}
+	// Shared by both test users like /tmp (sticky, world-writable).
+	suiteTmp = filepath.Join(baseDir, "tmp")
+	if err := os.Mkdir(suiteTmp, 0o755); err != nil {
+		return err
+	}
+	if err := os.Chmod(suiteTmp, os.ModeSticky|0o777); err != nil {
 		return err
 	}
 	binPath = filepath.Join(baseDir, "bin", "agentbox")
@@ -182,10 +191,7 @@ func newTestUser(u *user.User, cred *syscall.Credential) (*testUser, error) {
 func teardown() {
 	if buildErr == nil {
 		for _, u := range users {
-			cmd := command(u, runOpts{}, binPath, "cleanup")
-			if out, err := cmd.CombinedOutput(); err != nil {
-				fmt.Fprintf(os.Stderr, "test/linux: agentbox cleanup as %s: %v\n%s", u.name, err, out)
-			}
+			cleanupAs(u)
 		}
 	}
 	if os.Getenv("AGENTBOX_TEST_KEEP") != "" {
@@ -193,6 +199,31 @@ func teardown() {
 		return
 	}
 	os.RemoveAll(baseDir)
+}
+
+// cleanupAs runs `agentbox cleanup` as u before the suite deletes u's
+// state directory. A placeholder the suite made in /tmp may be held by
+// another agentbox run on the machine (which cannot remove it: it is not
+// in its records), so cleanup is retried for a while until that run lets
+// go; otherwise it would stay behind with nobody left to remove it.
+func cleanupAs(u *testUser) {
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		cmd := command(u, runOpts{}, binPath, "cleanup")
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "test/linux: agentbox cleanup as %s: %v\n%s", u.name, err, out)
+			return
+		}
+		if !bytes.Contains(out, []byte("kept placeholder")) {
+			return
+		}
+		if time.Now().After(deadline) {
+			fmt.Fprintf(os.Stderr, "test/linux: agentbox cleanup as %s kept placeholders other runs still hold:\n%s", u.name, out)
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 // forEachUser runs fn as a subtest per identity.
@@ -240,10 +271,12 @@ func (r result) String() string {
 	return fmt.Sprintf("exit %d after %v\nstdout: %q\nstderr: %q", r.code, r.dur.Round(time.Millisecond), r.stdout, r.stderr)
 }
 
-// baseEnv is the environment of every command: no TMPDIR (so the temp
-// writable root is /tmp alone unless a test sets it), a HOME the user owns.
+// baseEnv is the environment of every command: the suite's own TMPDIR (a
+// writable root beside /tmp, where other agentbox runs on the machine
+// never go), a HOME the user owns.
 func baseEnv(u *testUser) []string {
 	return []string{
+		"TMPDIR=" + suiteTmp,
 		"PATH=" + hostPATH,
 		"HOME=" + u.home,
 		"USER=" + u.name,
@@ -542,32 +575,56 @@ func exists(path string) bool {
 	return err == nil
 }
 
-// tmpNames lists the entries of /tmp.
+// tmpNames lists the entries of /tmp and of the suite's $TMPDIR, by path.
 func tmpNames() map[string]bool {
 	m := map[string]bool{}
-	ents, _ := os.ReadDir("/tmp")
-	for _, e := range ents {
-		m[e.Name()] = true
+	for _, d := range []string{"/tmp", suiteTmp} {
+		ents, _ := os.ReadDir(d)
+		for _, e := range ents {
+			m[filepath.Join(d, e.Name())] = true
+		}
 	}
 	return m
 }
 
-// assertNoTmpLeftovers fails for entries new in /tmp since before whose
-// names look like something a sandbox would leave (placeholders, protected
-// names, agentbox scratch). Unrelated processes share /tmp, so other new
-// names are only logged.
+// sharedTmpName reports whether a name in /tmp is one that any agentbox run
+// on the machine may legitimately hold (a placeholder for a protected name
+// of the /tmp root) while this suite runs.
+func sharedTmpName(name string) bool {
+	switch strings.ToLower(name) {
+	case ".git", ".codex", ".agents":
+		return true
+	}
+	return false
+}
+
+// assertNoTmpLeftovers fails for entries new since before: any at all in
+// the suite's own $TMPDIR, which no one else uses; in /tmp, which other
+// processes share, those whose names look like something a sandbox would
+// leave (agentbox scratch), except the placeholders of the /tmp root itself,
+// which another agentbox run may hold (their removal is tested in the
+// suite's $TMPDIR, a writable root like /tmp). Other new names are only
+// logged.
 func assertNoTmpLeftovers(t testing.TB, before map[string]bool) {
 	t.Helper()
-	for n := range tmpNames() {
-		if before[n] || strings.HasPrefix(n, "abtest-") {
+	for p := range tmpNames() {
+		n := filepath.Base(p)
+		if before[p] {
+			continue
+		}
+		if filepath.Dir(p) == suiteTmp {
+			t.Errorf("host: %s appeared during the run and is still there", p)
+			continue
+		}
+		if strings.HasPrefix(n, "abtest-") || sharedTmpName(n) {
 			continue
 		}
 		l := strings.ToLower(n)
 		if strings.Contains(l, "agentbox") || strings.Contains(l, "codex") || strings.Contains(l, "agents") ||
 			strings.Contains(l, "placeholder") || strings.Contains(l, ".git") || strings.Contains(l, "sandbox") {
-			t.Errorf("host: /tmp/%s appeared during the run and is still there", n)
+			t.Errorf("host: %s appeared during the run and is still there", p)
 		} else {
-			t.Logf("note: /tmp/%s appeared during the run (probably unrelated)", n)
+			t.Logf("note: %s appeared during the run (probably unrelated)", p)
 		}
 	}
 }

@@ -613,6 +613,13 @@ func TestKilledRunLeftovers(t *testing.T) {
 		for _, d := range diffSnapshots(before, snapshot(t, fx.dir), nil) {
 			t.Errorf("host after cleanup: %s", d)
 		}
+		recs, _ := os.ReadDir(filepath.Join(u.home, ".state", "agentbox", "placeholders"))
+		for _, e := range recs {
+			b, _ := os.ReadFile(filepath.Join(u.home, ".state", "agentbox", "placeholders", e.Name()))
+			if strings.Contains(string(b), fx.dir) {
+				t.Errorf("placeholder record %s left after cleanup: %q", e.Name(), b)
+			}
+		}
 	})
 }
 
