@@ -38,6 +38,12 @@ type WorkspaceWriteSection struct {
 	// sandbox that the command may connect to all the same (a daemon the
 	// user deliberately hands it, such as /run/docker.sock); Linux.
 	AllowUnixSockets []string `toml:"allow_unix_sockets"`
+	// AllowGitWrites opens each .git directory for writing except what
+	// makes git run a program or read another repository; see
+	// gitwrites.go.
+	AllowGitWrites *bool `toml:"allow_git_writes"`
+	// ToolCaches is "overlay", "private" or "off"; see [ToolCacheMode].
+	ToolCaches *string `toml:"tool_caches"`
 }
 
 // WindowsSection is [windows].
@@ -164,6 +170,11 @@ func (c *Config) validate() error {
 	if c.Windows.Sandbox != nil {
 		if _, err := ParseWindowsSandbox(*c.Windows.Sandbox); err != nil {
 			return fmt.Errorf("config %s: key windows.sandbox: %w", c.Path, err)
+		}
+	}
+	if v := c.SandboxWorkspaceWrite.ToolCaches; v != nil {
+		if _, err := ParseToolCacheMode(*v); err != nil {
+			return fmt.Errorf("config %s: key sandbox_workspace_write.tool_caches: %w", c.Path, err)
 		}
 	}
 	for _, r := range c.SandboxWorkspaceWrite.WritableRoots {

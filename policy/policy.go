@@ -66,6 +66,14 @@ type Policy struct {
 	// hosts through agentbox's proxy; nil otherwise. Network is false
 	// whenever Egress is set.
 	Egress *netpolicy.Rules
+	// ToolCacheMode and ToolCaches say how tool caches under $HOME are
+	// made writable (workspace-write only); see toolcache.go.
+	ToolCacheMode ToolCacheMode
+	ToolCaches    []ToolCache
+	// AllowGitWrites: the backend may open .git directories for writing
+	// but for [GitReadOnlyPaths] (Linux only; elsewhere .git stays
+	// read-only as a whole).
+	AllowGitWrites bool
 }
 
 // ProtectedKind says what is on disk at a protected path.
@@ -145,6 +153,17 @@ func Resolve(o Options) (*Policy, error) {
 	}
 	if o.AllowDegraded != nil {
 		p.AllowDegraded = *o.AllowDegraded
+	}
+	if ww.AllowGitWrites != nil {
+		p.AllowGitWrites = *ww.AllowGitWrites
+	}
+	p.ToolCacheMode = CachesOverlay
+	if ww.ToolCaches != nil {
+		m, err := ParseToolCacheMode(*ww.ToolCaches)
+		if err != nil {
+			return nil, fmt.Errorf("tool_caches: %w", err)
+		}
+		p.ToolCacheMode = m
 	}
 	if ww.ProtectedSubpaths != nil {
 		for _, n := range ww.ProtectedSubpaths {
@@ -266,6 +285,7 @@ func Resolve(o Options) (*Policy, error) {
 		return nil, err
 	}
 	p.Protected = prot
+	resolveToolCaches(p, getenv, goos, StateDir(getenv, goos))
 	return p, nil
 }
 

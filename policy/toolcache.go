@@ -1,0 +1,487 @@
+package policy
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+)
+
+// ToolCacheMode is [sandbox_workspace_write] tool_caches: how the tools'
+// caches under $HOME are made writable for the command without ever making
+// the host's own cache writable (an object planted there would run in the
+// user's next build outside the sandbox).
+type ToolCacheMode string
+
+const (
+	// CachesOverlay (the default) shows each host cache copy-on-write:
+	// the host's cache is the read-only lower layer of an overlay whose
+	// upper layer is a per-workspace directory, so builds start warm and
+	// stay warm between runs. Where overlays are unavailable (degraded
+	// Linux, macOS, Windows) it behaves as CachesPrivate.
+	CachesOverlay ToolCacheMode = "overlay"
+	// CachesPrivate points each tool's variable (GOCACHE, npm_config_cache,
+	// ...) at the per-workspace directory: cold the first time, never the
+	// host's cache.
+	CachesPrivate ToolCacheMode = "private"
+	// CachesOff leaves caches as they are: read-only, like the rest of
+	// $HOME.
+	CachesOff ToolCacheMode = "off"
+)
+
+// ParseToolCacheMode validates a tool_caches value.
+func ParseToolCacheMode(s string) (ToolCacheMode, error) {
+	switch m := ToolCacheMode(s); m {
+	case CachesOverlay, CachesPrivate, CachesOff:
+		return m, nil
+	}
+	return "", fmt.Errorf("unknown tool cache mode %q (want overlay, private or off)", s)
+}
+
+// cacheDef is one entry of the table of known caches.
+type cacheDef struct {
+	// Name is short, stable and a valid directory name: it names the
+	// per-workspace layer.
+	Name string
+	// Desc is for doctor.
+	Desc string
+	// Env is the variable that relocates this cache alone; "" when there
+	// is none (cargo's registry moves only with all of CARGO_HOME, which
+	// also holds its config and bin directory), so private placement is
+	// impossible and the cache stays read-only outside overlays.
+	Env string
+	// EnvValue builds Env's value for dir given its current value; nil
+	// means dir itself.
+	EnvValue func(dir, old string) string
+	// Path is the host location on goos; "" when it cannot be named.
+	Path func(e cacheEnv) string
+}
+
+// cacheEnv is what a cache's default path depends on.
+type cacheEnv struct {
+	getenv func(string) string
+	goos   string
+	home   string
+}
+
+// abs returns getenv(v) when it is an absolute path.
+func (e cacheEnv) abs(v string) string {
+	if d := e.getenv(v); d != "" && isAbs(d, e.goos) {
+		return d
+	}
+	return ""
+}
+
+// under joins elements onto base, "" when base is "".
+func (e cacheEnv) under(base string, elem ...string) string {
+	if base == "" {
+		return ""
+	}
+	if e.goos == "windows" {
+		return strings.TrimRight(base, `\/`) + `\` + strings.Join(elem, `\`)
+	}
+	return filepath.Join(append([]string{base}, elem...)...)
+}
+
+// userCache is the platform's per-user cache directory, as Go's
+// os.UserCacheDir names it: $XDG_CACHE_HOME or ~/.cache on Linux,
+// ~/Library/Caches on macOS, %LocalAppData% on Windows.
+func (e cacheEnv) userCache() string {
+	switch e.goos {
+	case "windows":
+		return e.abs("LOCALAPPDATA")
+	case "darwin":
+		return e.under(e.home, "Library", "Caches")
+	}
+	if d := e.abs("XDG_CACHE_HOME"); d != "" {
+		return d
+	}
+	return e.under(e.home, ".cache")
+}
+
+// xdgCache is $XDG_CACHE_HOME or ~/.cache on every Unix, macOS included
+// (uv and sccache on Linux follow it).
+func (e cacheEnv) xdgCache() string {
+	if d := e.abs("XDG_CACHE_HOME"); d != "" {
+		return d
+	}
+	return e.under(e.home, ".cache")
+}
+
+// override returns the path given by v, or def().
+func (e cacheEnv) override(v string, def func() string) string {
+	if d := e.abs(v); d != "" {
+		return d
+	}
+	return def()
+}
+
+// cargoHome is $CARGO_HOME or ~/.cargo (%USERPROFILE%\.cargo).
+func (e cacheEnv) cargoHome() string {
+	if d := e.abs("CARGO_HOME"); d != "" {
+		return d
+	}
+	return e.under(e.home, ".cargo")
+}
+
+// knownCaches is the table of tool caches agentbox knows. Each entry's
+// default path and variable follow the tool's own documentation:
+//
+//   - Go: `go help cache` (GOCACHE, default os.UserCacheDir()/go-build) and
+//     `go help modules`/`go help gopath` (GOMODCACHE, default
+//     $GOPATH[0]/pkg/mod, GOPATH default ~/go). The module cache's files
+//     and directories are read-only by design (`go clean -modcache` makes
+//     them writable first); the overlay copies them up on demand and a
+//     `go clean -modcache` inside removes only the sandbox's view.
+//     Settings made with `go env -w` (the go/env file) are not read: a
+//     cache moved that way stays read-only.
+//   - npm: `npm help config` cache (npm_config_cache, default ~/.npm,
+//     %LocalAppData%\npm-cache on Windows).
+//   - Yarn 1: `yarn cache dir` (YARN_CACHE_FOLDER; ~/.cache/yarn,
+//     ~/Library/Caches/Yarn, %LocalAppData%\Yarn\Cache).
+//   - pnpm: store-dir ($XDG_DATA_HOME/pnpm/store or
+//     ~/.local/share/pnpm/store, ~/Library/pnpm/store,
+//     %LocalAppData%\pnpm\store). pnpm 11 reads pnpm_config_store_dir;
+//     pnpm 10 and older read npm_config_store_dir, which agentbox does not
+//     set because npm warns about it on every command. Hard links from a
+//     store on another file system fall back to copies.
+//   - pip: `pip cache dir` (PIP_CACHE_DIR; ~/.cache/pip,
+//     ~/Library/Caches/pip, %LocalAppData%\pip\Cache).
+//   - uv: docs.astral.sh/uv/reference/storage (UV_CACHE_DIR;
+//     $XDG_CACHE_HOME/uv or ~/.cache/uv on Linux and macOS,
+//     %LOCALAPPDATA%\uv\cache).
+//   - Cargo: $CARGO_HOME/registry and $CARGO_HOME/git (The Cargo Book,
+//     "Cargo Home"). Never $CARGO_HOME itself: it holds bin/ (on PATH)
+//     and config.toml. No variable moves these alone.
+//   - Maven: ~/.m2/repository, moved with -Dmaven.repo.local in
+//     MAVEN_OPTS (read by the mvn launcher script).
+//   - Gradle: $GRADLE_USER_HOME/caches and .../wrapper (default
+//     ~/.gradle). Private placement moves all of GRADLE_USER_HOME, so the
+//     private Gradle home lacks the user's gradle.properties and init.d
+//     scripts; the wrapper's distributions then live there too.
+//   - ccache: CCACHE_DIR (ccache(1): $XDG_CACHE_HOME/ccache or
+//     ~/.cache/ccache, ~/Library/Caches/ccache, %LOCALAPPDATA%\ccache);
+//     a legacy ~/.ccache is not detected.
+//   - sccache: SCCACHE_DIR (docs/Local.md: ~/.cache/sccache,
+//     ~/Library/Caches/Mozilla.sccache, %LOCALAPPDATA%\Mozilla\sccache).
+var knownCaches = []cacheDef{
+	{Name: "go-build", Desc: "Go build cache", Env: "GOCACHE", Path: func(e cacheEnv) string {
+		return e.override("GOCACHE", func() string { return e.under(e.userCache(), "go-build") })
+	}},
+	{Name: "go-mod", Desc: "Go module cache", Env: "GOMODCACHE", Path: func(e cacheEnv) string {
+		return e.override("GOMODCACHE", func() string {
+			gopath := e.getenv("GOPATH")
+			sep := ":"
+			if e.goos == "windows" {
+				sep = ";"
+			}
+			if first, _, _ := strings.Cut(gopath, sep); first != "" && isAbs(first, e.goos) {
+				return e.under(first, "pkg", "mod")
+			}
+			return e.under(e.home, "go", "pkg", "mod")
+		})
+	}},
+	{Name: "npm", Desc: "npm cache", Env: "npm_config_cache", Path: func(e cacheEnv) string {
+		return e.override("npm_config_cache", func() string {
+			if e.goos == "windows" {
+				return e.under(e.abs("LOCALAPPDATA"), "npm-cache")
+			}
+			return e.under(e.home, ".npm")
+		})
+	}},
+	{Name: "yarn", Desc: "Yarn 1 cache", Env: "YARN_CACHE_FOLDER", Path: func(e cacheEnv) string {
+		return e.override("YARN_CACHE_FOLDER", func() string {
+			switch e.goos {
+			case "windows":
+				return e.under(e.abs("LOCALAPPDATA"), "Yarn", "Cache")
+			case "darwin":
+				return e.under(e.home, "Library", "Caches", "Yarn")
+			}
+			return e.under(e.xdgCache(), "yarn")
+		})
+	}},
+	{Name: "pnpm-store", Desc: "pnpm content-addressable store", Env: "pnpm_config_store_dir", Path: func(e cacheEnv) string {
+		return e.override("pnpm_config_store_dir", func() string {
+			switch e.goos {
+			case "windows":
+				return e.under(e.abs("LOCALAPPDATA"), "pnpm", "store")
+			case "darwin":
+				return e.under(e.home, "Library", "pnpm", "store")
+			}
+			if d := e.abs("XDG_DATA_HOME"); d != "" {
+				return e.under(d, "pnpm", "store")
+			}
+			return e.under(e.home, ".local", "share", "pnpm", "store")
+		})
+	}},
+	{Name: "pip", Desc: "pip cache", Env: "PIP_CACHE_DIR", Path: func(e cacheEnv) string {
+		return e.override("PIP_CACHE_DIR", func() string {
+			switch e.goos {
+			case "windows":
+				return e.under(e.abs("LOCALAPPDATA"), "pip", "Cache")
+			case "darwin":
+				return e.under(e.home, "Library", "Caches", "pip")
+			}
+			return e.under(e.xdgCache(), "pip")
+		})
+	}},
+	{Name: "uv", Desc: "uv cache", Env: "UV_CACHE_DIR", Path: func(e cacheEnv) string {
+		return e.override("UV_CACHE_DIR", func() string {
+			if e.goos == "windows" {
+				return e.under(e.abs("LOCALAPPDATA"), "uv", "cache")
+			}
+			return e.under(e.xdgCache(), "uv")
+		})
+	}},
+	{Name: "cargo-registry", Desc: "Cargo registry cache", Path: func(e cacheEnv) string {
+		return e.under(e.cargoHome(), "registry")
+	}},
+	{Name: "cargo-git", Desc: "Cargo git checkouts", Path: func(e cacheEnv) string {
+		return e.under(e.cargoHome(), "git")
+	}},
+	{Name: "maven", Desc: "Maven local repository", Env: "MAVEN_OPTS",
+		EnvValue: func(dir, old string) string {
+			return strings.TrimSpace(old + " -Dmaven.repo.local=" + dir)
+		},
+		Path: func(e cacheEnv) string { return e.under(e.home, ".m2", "repository") }},
+	{Name: "gradle-caches", Desc: "Gradle caches", Env: "GRADLE_USER_HOME", Path: func(e cacheEnv) string {
+		return e.under(e.override("GRADLE_USER_HOME", func() string { return e.under(e.home, ".gradle") }), "caches")
+	}},
+	{Name: "gradle-wrapper", Desc: "Gradle wrapper distributions", Path: func(e cacheEnv) string {
+		return e.under(e.override("GRADLE_USER_HOME", func() string { return e.under(e.home, ".gradle") }), "wrapper")
+	}},
+	{Name: "ccache", Desc: "ccache", Env: "CCACHE_DIR", Path: func(e cacheEnv) string {
+		return e.override("CCACHE_DIR", func() string {
+			switch e.goos {
+			case "windows":
+				return e.under(e.abs("LOCALAPPDATA"), "ccache")
+			case "darwin":
+				return e.under(e.home, "Library", "Caches", "ccache")
+			}
+			return e.under(e.xdgCache(), "ccache")
+		})
+	}},
+	{Name: "sccache", Desc: "sccache local cache", Env: "SCCACHE_DIR", Path: func(e cacheEnv) string {
+		return e.override("SCCACHE_DIR", func() string {
+			switch e.goos {
+			case "windows":
+				return e.under(e.abs("LOCALAPPDATA"), "Mozilla", "sccache")
+			case "darwin":
+				return e.under(e.home, "Library", "Caches", "Mozilla.sccache")
+			}
+			return e.under(e.xdgCache(), "sccache")
+		})
+	}},
+}
+
+// ToolCache is one known cache as resolved for a policy.
+type ToolCache struct {
+	Name string
+	Desc string
+	// Host is where the cache lives on the host: symlinks resolved when
+	// it exists, as named by the tool's rules otherwise. "" when it cannot
+	// be named (no $HOME).
+	Host string
+	// Named is the path as the tool names it, before symlinks are
+	// resolved: a symlink on the way must not be replaceable either.
+	Named string
+	// HostExists: Host is an existing directory.
+	HostExists bool
+	// Env and EnvValue, when Env is set, relocate the tool to the private
+	// directory (see [ToolCache.PrivateEnv]).
+	Env string
+	// Layer is the per-workspace directory under agentbox's state
+	// directory that holds this cache's overlay layers; it persists
+	// between runs of the same workspace. Its private directory is a
+	// sibling (see [ToolCache.Private]).
+	Layer string
+	// Skip, when set, says why agentbox leaves this cache alone (it lies
+	// in a protected path, say); the cache is then read-only as before.
+	Skip string
+
+	envValue func(dir, old string) string
+}
+
+// Upper is the overlay's upper layer: the command's changes.
+func (c ToolCache) Upper() string { return filepath.Join(c.Layer, "upper") }
+
+// Work is the overlay's work directory (same file system as Upper).
+func (c ToolCache) Work() string { return filepath.Join(c.Layer, "work") }
+
+// PrivateRoot holds the private directories of all of a workspace's
+// caches, so that one writable mount (or profile rule) serves them all.
+func (c ToolCache) PrivateRoot() string { return filepath.Join(filepath.Dir(c.Layer), "private") }
+
+// Private is the directory a tool is pointed at when no overlay is used;
+// the tool creates it.
+func (c ToolCache) Private() string { return filepath.Join(c.PrivateRoot(), c.Name) }
+
+// PrivateEnv returns the NAME=value that points the tool at its private
+// directory, given the command's environment, or "" when the cache has
+// no relocating variable.
+func (c ToolCache) PrivateEnv(env []string) string { return c.PrivateEnvAt(c.Private(), env) }
+
+// PrivateEnvAt is PrivateEnv for the private directory spelled as dir.
+func (c ToolCache) PrivateEnvAt(dir string, env []string) string {
+	if c.Env == "" {
+		return ""
+	}
+	val := dir
+	if c.envValue != nil {
+		old := ""
+		for _, kv := range env {
+			if k, v, ok := strings.Cut(kv, "="); ok && k == c.Env {
+				old = v
+			}
+		}
+		val = c.envValue(val, old)
+	}
+	return c.Env + "=" + val
+}
+
+// ToolCacheRoot is where per-workspace cache layers live under the state
+// directory.
+func ToolCacheRoot(stateDir string) string { return filepath.Join(stateDir, "toolcache") }
+
+// WorkspaceKey names a workspace's layers: a hash of its path, so the
+// directory name is fixed-length and reveals nothing odd to the file
+// system.
+func WorkspaceKey(workspace string) string {
+	h := sha256.Sum256([]byte(workspace))
+	return hex.EncodeToString(h[:8])
+}
+
+// resolveToolCaches fills p.ToolCaches for the mode: every known cache
+// with its host path and per-workspace layer. It only reads the file
+// system; backends create the layers.
+func resolveToolCaches(p *Policy, getenv func(string) string, goos, stateDir string) {
+	if p.ToolCacheMode == CachesOff || p.Mode != WorkspaceWrite || stateDir == "" {
+		return
+	}
+	home := getenv("HOME")
+	if goos == "windows" {
+		home = getenv("USERPROFILE")
+	}
+	if !isAbs(home, goos) {
+		home = ""
+	}
+	e := cacheEnv{getenv: getenv, goos: goos, home: home}
+	base := filepath.Join(ToolCacheRoot(stateDir), WorkspaceKey(p.Cwd))
+	for _, d := range knownCaches {
+		c := ToolCache{Name: d.Name, Desc: d.Desc, Env: d.Env, envValue: d.EnvValue,
+			Layer: filepath.Join(base, d.Name), Host: d.Path(e)}
+		c.Named = c.Host
+		if c.Host != "" && goos == runtime.GOOS {
+			c.Host, c.HostExists = resolveCachePath(c.Host)
+		}
+		switch {
+		case c.Host == "":
+			c.Skip = "no home directory to find it in"
+		case Within(c.Host, stateDir) || Within(stateDir, c.Host):
+			c.Skip = "overlaps agentbox's state directory"
+		default:
+			for _, pr := range p.Protected {
+				if Within(c.Host, pr.Path) || Within(pr.Path, c.Host) {
+					c.Skip = fmt.Sprintf("overlaps protected %s (%s)", pr.Path, pr.Why)
+					break
+				}
+			}
+		}
+		p.ToolCaches = append(p.ToolCaches, c)
+	}
+}
+
+// resolveCachePath resolves symlinks in an existing cache path. A path
+// that exists but is not a directory, or cannot be resolved, is treated as
+// missing (the tool would fail on it anyway; it is never mounted).
+func resolveCachePath(p string) (string, bool) {
+	real, err := filepath.EvalSymlinks(p)
+	if err != nil {
+		if !errors.Is(err, fs.ErrNotExist) {
+			return p, false
+		}
+		return filepath.Clean(p), false
+	}
+	fi, err := os.Stat(real)
+	if err != nil || !fi.IsDir() {
+		return filepath.Clean(p), false
+	}
+	return filepath.Clean(real), true
+}
+
+func isAbs(p, goos string) bool {
+	if goos == "windows" {
+		return windowsAbs(p)
+	}
+	return strings.HasPrefix(p, "/")
+}
+
+// CacheHow is where one tool cache goes in the sandbox.
+type CacheHow string
+
+const (
+	// CacheOverlay: the host's cache, read-only, under a per-workspace
+	// upper layer, mounted at the cache's own path.
+	CacheOverlay CacheHow = "overlay"
+	// CachePrivate: the tool's variable points at the per-workspace
+	// directory, which is bound writable at its own path.
+	CachePrivate CacheHow = "private"
+	// CacheUntouched: left read-only, as the rest of the host.
+	CacheUntouched CacheHow = "untouched"
+)
+
+// CacheDecision is the placement of one cache and, when untouched, why.
+type CacheDecision struct {
+	Cache ToolCache
+	How   CacheHow
+	Why   string
+}
+
+// DecideCaches places each of the policy's tool caches. overlays says
+// whether overlay mounts are possible (a user namespace: not in degraded
+// mode).
+func DecideCaches(p *Policy, overlays bool) []CacheDecision {
+	var out []CacheDecision
+	for _, c := range p.ToolCaches {
+		d := CacheDecision{Cache: c, How: CacheUntouched}
+		private := func(why string) {
+			if c.Env != "" {
+				d.How = CachePrivate
+			} else {
+				d.Why = why + ", and no variable relocates it alone: left read-only"
+			}
+		}
+		switch {
+		case c.Skip != "":
+			d.Why = c.Skip
+		case rootAtOrBelow(c.Host, p.WritableRoots) != "":
+			// An overlay would cover a root the user asked to write.
+			d.Why = "is or contains the writable root " + rootAtOrBelow(c.Host, p.WritableRoots) + ": left as it is"
+		case p.ToolCacheMode == CachesPrivate:
+			private("tool_caches is private")
+		case !overlays:
+			private("overlays need user namespaces")
+		case c.HostExists:
+			d.How = CacheOverlay
+		default:
+			private("not on the host")
+		}
+		out = append(out, d)
+	}
+	return out
+}
+
+// rootAtOrBelow returns a writable root that is path or lies inside it.
+func rootAtOrBelow(path string, roots []string) string {
+	for _, r := range roots {
+		if Within(r, path) {
+			return r
+		}
+	}
+	return ""
+}
