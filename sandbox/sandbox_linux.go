@@ -55,16 +55,32 @@ func start(c *Cmd) (process, error) {
 		AllowUnixSockets:   pol.AllowUnixSockets,
 		Proxy:              pol.Egress != nil,
 	}
+	git, err := applyGitWrites(pol, spec, state)
+	if err != nil {
+		ph.Release()
+		return nil, &StartError{CodeSandboxFailure, err}
+	}
+	base := *spec
+	cl, err := applyCaches(pol, spec, true)
+	if err != nil {
+		git.Release()
+		ph.Release()
+		return nil, &StartError{CodeSandboxFailure, err}
+	}
 	p, err := linux.Start(spec, c.stdio())
 	var nu *linux.NoUsernsError
 	var proxy *netproxy.Server
 	if errors.As(err, &nu) {
+		// The first attempt's layers are for overlays; the degraded run
+		// gets private caches (startDegraded prepares them).
+		cl.Release()
+		cl = nil
 		err = nil
 		if pol.Egress != nil {
-			proxy, err = degradedEgress(pol, spec)
+			proxy, err = degradedEgress(pol, &base)
 		}
 		if err == nil {
-			p, err = startDegraded(c, spec, nu)
+			p, err = startDegraded(c, &base, nu, &cl)
 		}
 		if err != nil && proxy != nil {
 			proxy.Close()
@@ -74,6 +90,8 @@ func start(c *Cmd) (process, error) {
 		proxy, err = serveEgress(pol, p)
 	}
 	if err != nil {
+		cl.Release()
+		git.Release()
 		ph.Release()
 		var se *linux.StartError
 		if errors.As(err, &se) {
@@ -81,7 +99,7 @@ func start(c *Cmd) (process, error) {
 		}
 		return nil, &StartError{CodeSandboxFailure, err}
 	}
-	return &linuxProcess{p: p, ph: ph, proxy: proxy}, nil
+	return &linuxProcess{p: p, ph: ph, proxy: proxy, cl: cl, git: git}, nil
 }
 
 // degradedEgress starts the allow-list proxy on the host's loopback for a
@@ -125,7 +143,7 @@ func serveEgress(pol *policy.Policy, p *linux.Process) (*netproxy.Server, error)
 // startDegraded runs the command with Landlock and seccomp only, when user
 // namespaces are unavailable, and only if the user opted in: the policy's
 // missing guarantees are named either way.
-func startDegraded(c *Cmd, spec *linux.Spec, cause *linux.NoUsernsError) (*linux.Process, error) {
+func startDegraded(c *Cmd, spec *linux.Spec, cause *linux.NoUsernsError, cl **linux.CacheLayers) (*linux.Process, error) {
 	pol := c.Policy
 	gaps := linux.DegradedGaps(pol, llABI())
 	if !pol.AllowDegraded {
@@ -145,6 +163,10 @@ func startDegraded(c *Cmd, spec *linux.Spec, cause *linux.NoUsernsError) (*linux
 	d.Mounts = nil
 	d.Landlock = true
 	d.DenyInetSockets = !pol.Network
+	// No overlays without a user namespace: caches go private.
+	if *cl, err = applyCaches(pol, &d, false); err != nil {
+		return nil, err
+	}
 	return linux.Start(&d, c.stdio())
 }
 
@@ -172,6 +194,8 @@ type linuxProcess struct {
 	p     *linux.Process
 	ph    *linux.Placeholders
 	proxy *netproxy.Server // nil without an allow-list
+	cl    *linux.CacheLayers
+	git   *linux.GitHeld
 }
 
 func (l *linuxProcess) Wait() (*Status, error) {
@@ -182,6 +206,8 @@ func (l *linuxProcess) Wait() (*Status, error) {
 		l.proxy.Close()
 	}
 	l.ph.Release()
+	l.cl.Release()
+	l.git.Release()
 	if err != nil {
 		return nil, err
 	}
@@ -192,7 +218,9 @@ func (l *linuxProcess) Signal(s os.Signal) error { return l.p.Signal(s) }
 func (l *linuxProcess) Kill() error              { return l.p.Kill() }
 
 func doctor(pol *policy.Policy) *Report {
-	return linuxDoctor(pol)
+	r := linuxDoctor(pol)
+	r.Checks = append(r.Checks, cacheChecks(pol, strings.HasPrefix(r.Backend, "namespaces"))...)
+	return r
 }
 
 // setup installs the AppArmor profile where AppArmor restricts user
@@ -230,6 +258,13 @@ func cleanup(ctx context.Context, out io.Writer) error {
 		fmt.Fprintln(out, "agentbox: no state directory ($HOME unset); nothing recorded to clean up")
 		return nil
 	}
+	layers, busy := linux.RemoveCacheLayers(state)
+	for _, l := range layers {
+		fmt.Fprintf(out, "removed tool cache layer %s\n", l)
+	}
+	for _, l := range busy {
+		fmt.Fprintf(out, "kept tool cache layer %s: a running sandbox uses it\n", l)
+	}
 	removed := linux.SweepPlaceholders(state)
 	for _, p := range removed {
 		fmt.Fprintf(out, "removed placeholder %s\n", p)
@@ -238,7 +273,7 @@ func cleanup(ctx context.Context, out io.Writer) error {
 	for _, p := range left {
 		fmt.Fprintf(out, "kept placeholder %s: a running sandbox still uses it, or it is no longer empty\n", p)
 	}
-	if len(removed) == 0 && len(left) == 0 {
+	if len(removed) == 0 && len(left) == 0 && len(layers) == 0 && len(busy) == 0 {
 		fmt.Fprintln(out, "agentbox: nothing to clean up")
 	}
 	return nil

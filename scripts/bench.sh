@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # bench.sh: start-up cost of `agentbox run -- true` against bare `true` and
-# against bubblewrap with comparable isolation, in one run.
+# against bubblewrap with comparable isolation, in one run; then `go build
+# ./...` of this project inside the sandbox (the Go caches overlaid
+# copy-on-write) against outside, both with a warm host cache.
 #
 #   scripts/bench.sh [ROUNDS]        (default 30; rounds alternate the tools)
+#   GO_BUILD_ROUNDS=N                 rounds of the go build comparison (default 5; 0 skips it)
 #
 # Builds agentbox (CGO_ENABLED=0) into a temp dir, installs Debian's
 # bubblewrap if it is missing (needs root and apt-get), and prints the
@@ -99,6 +102,36 @@ if [ -n "${med[baseline]:-}" ]; then
 	awk -v a="${med[agentbox]}" -v b="${med[baseline]}" 'BEGIN { printf "agentbox/baseline = %.2fx\n", a / b }'
 fi
 echo "rounds=$rounds kernel=$(uname -r) cpus=$(nproc) $("$work/agentbox" version 2>/dev/null | head -1)"
+
+# go build with a warm host cache: inside the sandbox the Go caches are
+# overlays of the host's (tool_caches = "overlay"), so the build should
+# cost about what it costs outside.
+go_rounds=${GO_BUILD_ROUNDS:-5}
+if [ "$go_rounds" -gt 0 ] && command -v go >/dev/null 2>&1; then
+	gobin=$(dirname "$(command -v go)")
+	cd "$root"
+	go_out() { go build ./...; }
+	go_in() { "$work/agentbox" run -C "$root" -- env PATH="$gobin:$PATH" go build ./...; }
+	go build ./... # warm the host cache
+	go_in          # and this workspace's upper layer
+	times[go_out]="" times[go_in]=""
+	echo "running $go_rounds rounds of: go build ./... outside and inside" >&2
+	for ((i = 0; i < go_rounds; i++)); do
+		for t in go_out go_in; do
+			s=$EPOCHREALTIME
+			"$t" >/dev/null
+			e=$EPOCHREALTIME
+			times[$t]+="$(( (${e/./} - ${s/./}) )) "
+		done
+	done
+	read -r mo _ _ < <(stat go_out)
+	read -r mi _ _ < <(stat go_in)
+	awk -v o="$mo" -v i="$mi" 'BEGIN {
+		printf "go build ./... outside  %8.1f ms (median)\n", o / 1000
+		printf "go build ./... inside   %8.1f ms (median)\n", i / 1000
+		printf "go build inside/outside = %.2fx (target <= 1.2)\n", i / o
+	}'
+fi
 
 # --- Network: allow-listed egress through agentbox's proxy against a direct
 # connection with --network, in one alternating loop. Each round runs one

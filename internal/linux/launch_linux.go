@@ -91,6 +91,12 @@ func Start(spec *Spec, stdio Stdio) (*Process, error) {
 		// exactly those the init stage needs, as ambient capabilities,
 		// until it drops them all before the command starts.
 		attr.AmbientCaps = []uintptr{unix.CAP_SYS_ADMIN, unix.CAP_NET_ADMIN, unix.CAP_SETPCAP}
+		if len(spec.Caches) > 0 {
+			// overlayfs works in its mode-000 work directory with the
+			// mounter's credentials; the namespace's DAC override
+			// covers only the user's own files.
+			attr.AmbientCaps = append(attr.AmbientCaps, unix.CAP_DAC_OVERRIDE)
+		}
 	}
 	// Host files and terminals never reach the command (stdio_linux.go).
 	rel, err := newStdioRelay(stdio)

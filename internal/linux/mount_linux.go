@@ -154,6 +154,10 @@ func buildRoot(spec *Spec) error {
 		}
 	}
 
+	if err := mountCaches(spec); err != nil {
+		return err
+	}
+
 	// /sys stays read-only even under a writable root that covers it
 	// (`-C /`): it holds host-wide kernel knobs, like /proc/sys.
 	if fd, err := cloneOnto(newRoot, "/sys", "/sys", true, false); err == nil {

@@ -26,6 +26,9 @@ type Spec struct {
 	Cwd  string   `json:"cwd"`
 	// Mounts are applied in order on top of a read-only view of the host.
 	Mounts []Mount `json:"mounts"`
+	// Caches are the tool cache mounts, applied after Mounts (see
+	// CachePlan).
+	Caches []CacheMount `json:"caches,omitempty"`
 	// Network keeps the host network; otherwise only loopback exists.
 	Network bool `json:"network"`
 	// WritableRoots, for the Landlock layer.

@@ -1,0 +1,72 @@
+package linux
+
+import (
+	"fmt"
+	"maps"
+	"path/filepath"
+	"slices"
+
+	"github.com/agentbox/agentbox/policy"
+)
+
+// GitFile is a missing read-only git file that gets a placeholder for
+// the run (see [policy.GitReadOnly.Placeholder]).
+type GitFile struct {
+	Path    string
+	Content string
+}
+
+// GitWritesPlan rewrites a mount plan for allow_git_writes: each .git
+// directory inside a writable root is pinned instead of bound read-only
+// (so it can be written but not renamed or replaced), and its
+// [policy.GitReadOnlyPaths] are bound read-only over it, with the
+// directories between them and the .git directory pinned. It returns the
+// new plan and the missing directories and files that need placeholders
+// (a mount needs something to mount on).
+func GitWritesPlan(p *policy.Policy, mounts []Mount) (out []Mount, dirs []string, files []GitFile, err error) {
+	gitdirs := map[string]bool{}
+	for _, pr := range p.Protected {
+		if policy.GitWritableDir(pr) {
+			gitdirs[pr.Path] = true
+		}
+	}
+	for _, m := range mounts {
+		if m.Kind == BindReadOnly && gitdirs[m.Path] {
+			m.Kind = Pin
+		}
+		out = append(out, m)
+	}
+	var pins, ro []string
+	pinned := map[string]bool{}
+	for _, gd := range slices.Sorted(maps.Keys(gitdirs)) {
+		cs, err := policy.GitCarveouts(gd)
+		if err != nil {
+			return nil, nil, nil, fmt.Errorf("allow_git_writes: %w (keep .git read-only, or make it a directory)", err)
+		}
+		for _, c := range cs {
+			ro = append(ro, c.Path)
+			for a := filepath.Dir(c.Path); a != gd && policy.Within(a, gd); a = filepath.Dir(a) {
+				if !pinned[a] {
+					pinned[a] = true
+					pins = append(pins, a)
+				}
+			}
+			switch {
+			case c.Exists:
+			case c.Dir:
+				dirs = append(dirs, c.Path)
+			default:
+				files = append(files, GitFile{c.Path, c.Placeholder})
+			}
+		}
+	}
+	slices.SortFunc(pins, byDepth)
+	for _, a := range pins {
+		out = append(out, Mount{Pin, a})
+	}
+	slices.SortFunc(ro, byDepth)
+	for _, r := range ro {
+		out = append(out, Mount{BindReadOnly, r})
+	}
+	return out, dirs, files, nil
+}

@@ -1,0 +1,69 @@
+package linux
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"github.com/agentbox/agentbox/policy"
+)
+
+func TestDecideAndPlanCaches(t *testing.T) {
+	dir := t.TempDir()
+	ws := filepath.Join(dir, "ws")
+	out := filepath.Join(dir, "out", "cache")
+	os.MkdirAll(filepath.Join(ws, "home"), 0o755)
+	os.MkdirAll(filepath.Join(out, "go-build"), 0o755)
+	os.Symlink(out, filepath.Join(ws, "home", ".cache"))
+	os.MkdirAll(filepath.Join(ws, "home", ".npm"), 0o755)
+	layer := func(n string) string { return filepath.Join(dir, "state", "ws", n) }
+	p := &policy.Policy{Mode: policy.WorkspaceWrite, WritableRoots: []string{ws}, ToolCacheMode: policy.CachesOverlay,
+		ToolCaches: []policy.ToolCache{
+			{Name: "go-build", Named: filepath.Join(ws, "home", ".cache", "go-build"), Host: filepath.Join(out, "go-build"), HostExists: true, Env: "GOCACHE", Layer: layer("go-build")},
+			{Name: "npm", Named: filepath.Join(ws, "home", ".npm"), Host: filepath.Join(ws, "home", ".npm"), HostExists: true, Env: "npm_config_cache", Layer: layer("npm")},
+			{Name: "pip", Host: "/nonexistent/pip", Env: "PIP_CACHE_DIR", Layer: layer("pip")},
+			{Name: "cargo-registry", Host: "/nonexistent/registry", Layer: layer("cargo")},
+			{Name: "whole", Host: dir, HostExists: true, Env: "X", Layer: layer("whole")},
+			{Name: "skipped", Host: "/x", Skip: "overlaps protected", Layer: layer("s")},
+		}}
+	want := map[string]policy.CacheHow{"go-build": policy.CacheOverlay, "npm": policy.CacheOverlay, "pip": policy.CachePrivate,
+		"cargo-registry": policy.CacheUntouched, "whole": policy.CacheUntouched, "skipped": policy.CacheUntouched}
+	ds := policy.DecideCaches(p, true)
+	layers := map[string]CacheLayer{}
+	for _, d := range ds {
+		if d.How != want[d.Cache.Name] {
+			t.Errorf("%s: %s (%s), want %s", d.Cache.Name, d.How, d.Why, want[d.Cache.Name])
+		}
+		l := CacheLayer{Upper: d.Cache.Upper(), Work: d.Cache.Work()}
+		if d.Cache.Env != "" {
+			l.Private = d.Cache.Private()
+		}
+		layers[d.Cache.Name] = l
+	}
+	// Without overlays (degraded), everything relocatable goes private.
+	for _, d := range policy.DecideCaches(p, false) {
+		if d.How == policy.CacheOverlay {
+			t.Errorf("%s overlaid without overlays", d.Cache.Name)
+		}
+	}
+	pins, mounts, writable, err := CachePlan(p, ds, layers)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantPins := []Mount{{Pin, filepath.Join(ws, "home")}, {PinLink, filepath.Join(ws, "home", ".cache")}}
+	if !slices.Equal(pins, wantPins) {
+		t.Errorf("pins %v, want %v", pins, wantPins)
+	}
+	privRoot := filepath.Dir(layers["pip"].Private)
+	if len(mounts) != 3 || mounts[0].Lower != "" || mounts[0].Target != privRoot ||
+		mounts[1].Lower != filepath.Join(out, "go-build") || mounts[1].Target != mounts[1].Lower || mounts[1].Fallback != layers["go-build"].Private {
+		t.Errorf("mounts %+v", mounts)
+	}
+	if !slices.Contains(writable, filepath.Join(out, "go-build")) || !slices.Contains(writable, privRoot) {
+		t.Errorf("writable %v", writable)
+	}
+	if _, _, _, err := CachePlan(p, ds, nil); err == nil {
+		t.Error("plan without layers succeeded")
+	}
+}

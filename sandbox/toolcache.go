@@ -1,0 +1,32 @@
+package sandbox
+
+import (
+	"fmt"
+
+	"github.com/agentbox/agentbox/policy"
+)
+
+// cacheChecks describes, for doctor, where each tool cache goes.
+func cacheChecks(pol *policy.Policy, overlays bool) []Check {
+	if pol == nil || pol.Mode != policy.WorkspaceWrite {
+		return nil
+	}
+	if pol.ToolCacheMode == policy.CachesOff {
+		return []Check{{Name: "tool caches", OK: true, Detail: "off: caches under $HOME stay read-only"}}
+	}
+	var out []Check
+	for _, d := range policy.DecideCaches(pol, overlays) {
+		c := d.Cache
+		var detail string
+		switch d.How {
+		case policy.CacheOverlay:
+			detail = fmt.Sprintf("overlay at %s: host cache read-only below, changes in %s", c.Host, c.Upper())
+		case policy.CachePrivate:
+			detail = fmt.Sprintf("private: %s (host %s untouched)", c.PrivateEnv(nil), c.Host)
+		default:
+			detail = fmt.Sprintf("untouched (%s): %s", c.Host, d.Why)
+		}
+		out = append(out, Check{Name: "cache " + c.Name, OK: true, Detail: detail})
+	}
+	return out
+}

@@ -1,0 +1,64 @@
+package sandbox
+
+import (
+	"strings"
+
+	"github.com/agentbox/agentbox/internal/linux"
+	"github.com/agentbox/agentbox/policy"
+)
+
+// applyCaches places the policy's tool caches for one run: it prepares
+// their per-workspace layers and adds to spec the mounts (overlays when
+// overlays is true, that is in a user namespace), the paths Landlock must
+// let the command write, and the variables that point tools at private
+// directories. The caller releases the layers when the run ends.
+func applyCaches(pol *policy.Policy, spec *linux.Spec, overlays bool) (*linux.CacheLayers, error) {
+	ds := policy.DecideCaches(pol, overlays)
+	cl, err := linux.PrepareCaches(ds)
+	if err != nil {
+		return nil, err
+	}
+	pins, mounts, writable, err := linux.CachePlan(pol, ds, cl.Layers)
+	if err != nil {
+		cl.Release()
+		return nil, err
+	}
+	byName := map[string]policy.ToolCache{}
+	for _, d := range ds {
+		byName[d.Cache.Name] = d.Cache
+	}
+	for i, m := range mounts {
+		if m.Fallback != "" {
+			mounts[i].FallbackEnv = byName[m.Name].PrivateEnvAt(m.Fallback, spec.Env)
+		}
+	}
+	if overlays {
+		spec.Mounts = append(append([]linux.Mount{}, spec.Mounts...), pins...)
+		spec.Caches = mounts
+	}
+	spec.WritableRoots = append(append([]string{}, spec.WritableRoots...), writable...)
+	env := spec.Env
+	for _, d := range ds {
+		if d.How != policy.CachePrivate {
+			continue
+		}
+		if kv := d.Cache.PrivateEnvAt(cl.Layers[d.Cache.Name].Private, env); kv != "" {
+			env = setEnv(env, kv)
+		}
+	}
+	spec.Env = env
+	return cl, nil
+}
+
+// setEnv returns env with kv's variable replaced (or added).
+func setEnv(env []string, kv string) []string {
+	name, _, _ := strings.Cut(kv, "=")
+	out := make([]string, 0, len(env)+1)
+	for _, e := range env {
+		if k, _, ok := strings.Cut(e, "="); ok && k == name {
+			continue
+		}
+		out = append(out, e)
+	}
+	return append(out, kv)
+}
