@@ -1,0 +1,124 @@
+//go:build linux
+
+package linux
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// gitRepo makes a real repository with one commit, owned by u.
+func gitRepo(t *testing.T, fx *fixture) string {
+	t.Helper()
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("no git on this machine")
+	}
+	repo := filepath.Join(fx.dir, "repo")
+	writeFile(t, filepath.Join(repo, "f.txt"), "one\n")
+	chownR(t, fx.dir, fx.u)
+	for _, args := range [][]string{
+		{"init", "-q", "-b", "main", "."},
+		{"config", "user.email", "t@example.com"},
+		{"config", "user.name", "t"},
+		{"add", "f.txt"},
+		{"commit", "-qm", "one"},
+	} {
+		if r := host(t, fx.u, runOpts{dir: repo, env: fx.env()}, "git", args...); r.code != 0 {
+			t.Fatalf("host git %v: %v", args, r)
+		}
+	}
+	return repo
+}
+
+// TestGitWrites: with allow_git_writes, add, commit, checkout -b and stash
+// work; planting hooks, editing or creating config, config.worktree,
+// commondir and alternates, and renaming hooks/, config or .git aside all
+// fail. Without it nothing in .git changes.
+func TestGitWrites(t *testing.T) {
+	forEachUser(t, func(t *testing.T, u *testUser) {
+		fx := newFixture(t, u)
+		repo := gitRepo(t, fx)
+		gitdir := filepath.Join(repo, ".git")
+		cfg := filepath.Join(fx.dir, "git.toml")
+		writeFile(t, cfg, "[sandbox_workspace_write]\nallow_git_writes = true\n")
+		chownR(t, fx.dir, u)
+		o := runOpts{dir: repo, env: fx.env(), timeout: 60e9}
+
+		// Off (the default): .git stays read-only as a whole.
+		before := snapshot(t, gitdir)
+		r := runWith(t, u, o, "run", "-C", repo, "--", "/bin/sh", "-c", `echo two >> f.txt; git add f.txt && echo ADDED; git commit -qam two && echo COMMITTED; true`)
+		if strings.Contains(r.stdout, "ADDED") || strings.Contains(r.stdout, "COMMITTED") {
+			t.Errorf("without allow_git_writes git wrote .git: %v", r)
+		}
+		if d := diffSnapshots(before, snapshot(t, gitdir), nil); len(d) > 0 {
+			t.Errorf(".git changed without allow_git_writes:\n%s", strings.Join(d, "\n"))
+		}
+
+		// On: the everyday commands work.
+		r = runWith(t, u, o, "run", "-C", repo, "--config", cfg, "--", "/bin/sh", "-c", `set -e
+echo two > f.txt
+git add f.txt
+git commit -qm two
+git checkout -qb feat
+echo three > f.txt
+git stash -q
+git stash list | grep -q stash@
+git stash pop -q
+git commit -qam three
+git checkout -q main
+git merge -q --ff-only feat
+echo GIT-OK`)
+		if r.code != 0 || !strings.Contains(r.stdout, "GIT-OK") {
+			t.Fatalf("git with allow_git_writes failed: %v", r)
+		}
+		if h := host(t, u, o, "git", "log", "--format=%s", "main"); h.code != 0 || h.stdout != "three\ntwo\none\n" {
+			t.Errorf("host sees log %q, want three, two, one: %v", h.stdout, h)
+		}
+
+		// And the attacks fail.
+		before = snapshot(t, gitdir)
+		attacks := map[string]string{
+			"HOOK":       `printf '#!/bin/sh\necho pwned\n' > .git/hooks/pre-commit`,
+			"HOOK-CHMOD": `chmod +x .git/hooks/*.sample`,
+			"CONFIG":     `printf '[core]\n\thooksPath = /tmp\n' >> .git/config`,
+			"GITCONFIG":  `git config core.fsmonitor "sh -c 'echo pwned'"`,
+			"CWT":        `echo '[core]' > .git/config.worktree`,
+			"COMMONDIR":  `echo /tmp/evil > .git/commondir`,
+			"ALTERNATES": `echo /tmp/evil/objects > .git/objects/info/alternates`,
+			"INFO":       `echo '* filter=evil' > .git/info/attributes`,
+			"MV-HOOKS":   `mv .git/hooks .git/hooks.old`,
+			"MV-CONFIG":  `mv .git/config .git/config.old`,
+			"RM-CONFIG":  `rm -f .git/config && test ! -e .git/config`,
+			"MV-GIT":     `mv .git .git.old`,
+			"MV-OBJECTS": `mv .git/objects .git/objects.old`,
+			"MV-INFO":    `mv .git/objects/info .git/objects/info.old`,
+			"MODULES":    `mkdir -p .git/modules/evil`,
+			"WORKTREES":  `mkdir -p .git/worktrees/evil`,
+			"LN-CW":      `ln -s /tmp/evil .git/config.worktree`,
+		}
+		var script strings.Builder
+		for name, cmd := range attacks {
+			script.WriteString("(" + cmd + ") 2>/dev/null && echo BREACH-" + name + "\n")
+		}
+		script.WriteString("echo DONE\n")
+		r = runWith(t, u, o, "run", "-C", repo, "--config", cfg, "--", "/bin/sh", "-c", script.String())
+		if !strings.Contains(r.stdout, "DONE") {
+			t.Fatalf("attack script did not run: %v", r)
+		}
+		if strings.Contains(r.stdout, "BREACH-") {
+			t.Errorf("attacks succeeded: %q", r.stdout)
+		}
+		if d := diffSnapshots(before, snapshot(t, gitdir), nil); len(d) > 0 {
+			t.Errorf(".git changed by the attacks (placeholders must be gone too):\n%s", strings.Join(d, "\n"))
+		}
+		for _, p := range []string{"config.worktree", "commondir", "modules", "worktrees", "objects/info/alternates"} {
+			assertAbsent(t, filepath.Join(gitdir, p))
+		}
+		if _, err := os.Stat(filepath.Join(gitdir, "hooks")); err != nil {
+			t.Errorf("hooks: %v", err)
+		}
+	})
+}
