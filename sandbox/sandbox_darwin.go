@@ -28,6 +28,12 @@ func darwinInput(pol *policy.Policy) darwin.Input {
 		for _, pr := range pol.Protected {
 			in.Protected = append(in.Protected, pr.Path)
 		}
+		addGitWrites(&in, pol)
+		for _, d := range policy.DecideCaches(pol, false) {
+			if d.How == policy.CachePrivate {
+				in.CacheDirs = []string{d.Cache.PrivateRoot()}
+			}
+		}
 	}
 	return in
 }
@@ -42,6 +48,11 @@ func start(c *Cmd) (process, error) {
 	if _, code, err := lookpath.Find(c.Path, lookpath.Env(c.Env)); err != nil {
 		return nil, &StartError{code, err}
 	}
+	env, err := privateCaches(pol, c.Env)
+	if err != nil {
+		return nil, &StartError{CodeSandboxFailure, err}
+	}
+	c.Env = env
 	argv := append([]string{c.Path}, c.Args[1:]...)
 	in, env := darwinInput(pol), c.Env
 	var proxy *netproxy.Server
@@ -96,6 +107,7 @@ func doctor(pol *policy.Policy) *Report {
 		return r
 	}
 	r.Checks = append(r.Checks, Check{Name: "profile", OK: true, Detail: "generated profile accepted by sandbox-exec"})
+	r.Checks = append(r.Checks, cacheChecks(pol, false)...)
 	r.Missing = append(r.Missing, "no pid namespace: a process that starts its own session escapes the kill at the end of a run")
 	r.CanSandbox = true
 	return r
@@ -107,6 +119,10 @@ func setup(ctx context.Context, pol *policy.Policy, out io.Writer) error {
 }
 
 func cleanup(ctx context.Context, out io.Writer) error {
-	fmt.Fprintln(out, "agentbox: nothing to clean up on macOS (agentbox leaves nothing behind there)")
+	if removed := removeCacheLayers(stateDir()); removed != "" {
+		fmt.Fprintf(out, "removed tool cache layers %s\n", removed)
+		return nil
+	}
+	fmt.Fprintln(out, "agentbox: nothing to clean up on macOS")
 	return nil
 }

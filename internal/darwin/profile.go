@@ -188,6 +188,16 @@ type Input struct {
 	SOCKSPort int
 	// AllowPTY lets the command open new pseudo-terminals (script, expect).
 	AllowPTY bool
+	// GitWritable are .git directories opened for writing by
+	// allow_git_writes although they are protected, minus GitReadOnly:
+	// the paths in them that make git run a program or read another
+	// repository (policy.GitReadOnlyPaths), existing or not, kept
+	// unwritable in every spelling and unrenamable.
+	GitWritable []string
+	GitReadOnly []string
+	// CacheDirs are private per-workspace tool cache directories, writable
+	// although they lie in agentbox's (protected) state directory.
+	CacheDirs []string
 }
 
 // Param is one profile parameter, passed to sandbox-exec as -D Key=Value
@@ -280,6 +290,25 @@ func (g *gen) validate(in Input) error {
 	for _, n := range in.ProtectedNames {
 		if err := checkName(n); err != nil {
 			return err
+		}
+	}
+	for _, list := range [][]string{in.GitWritable, in.GitReadOnly, in.CacheDirs} {
+		for _, p := range list {
+			if err := checkPath("path", p); err != nil {
+				return err
+			}
+		}
+	}
+	for _, p := range in.GitReadOnly {
+		if err := checkName(path.Base(p)); err != nil {
+			return fmt.Errorf("git read-only path %q: %w", p, err)
+		}
+		inside := false
+		for _, g := range in.GitWritable {
+			inside = inside || strings.HasPrefix(p, g+"/")
+		}
+		if !inside {
+			return fmt.Errorf("git read-only path %q is in no writable git directory", p)
 		}
 	}
 	switch in.Network {
@@ -461,7 +490,72 @@ func (g *gen) profile(in Input) (string, []Param, error) {
 		}
 		b.WriteString(")\n")
 	}
+	if err := g.gitWrites(&b, in, protected); err != nil {
+		return "", nil, err
+	}
+	if dirs := dedupe(in.CacheDirs); len(dirs) > 0 {
+		b.WriteString("\n; Private tool caches of this workspace, inside agentbox's state directory.\n(allow file-write*")
+		for _, d := range dirs {
+			b.WriteString("\n  (subpath " + g.param("CACHE", d) + ")")
+		}
+		b.WriteString(")\n")
+	}
 	return b.String(), g.params, nil
+}
+
+// gitWrites opens the GitWritable directories, after the protected-path
+// denials so it overrides them, then takes back the GitReadOnly paths (in
+// every spelling, existing or not), the protected paths inside those
+// directories, and renaming or removing the directories themselves and
+// everything between them and a read-only path.
+func (g *gen) gitWrites(b *strings.Builder, in Input, protected []string) error {
+	gitdirs := dedupe(in.GitWritable)
+	if len(gitdirs) == 0 {
+		return nil
+	}
+	b.WriteString("\n; allow_git_writes: these git directories are writable...\n(allow file-write*")
+	for _, d := range gitdirs {
+		b.WriteString("\n  (subpath " + g.param("GITDIR", d) + ")")
+	}
+	b.WriteString(")\n")
+	var deny []string
+	for _, p := range protected {
+		for _, d := range gitdirs {
+			if strings.HasPrefix(p, d+"/") {
+				deny = append(deny, p)
+			}
+		}
+	}
+	deny = dedupe(append(deny, in.GitReadOnly...))
+	b.WriteString("\n; ...except what makes git run a program or read another repository.\n(deny file-write*")
+	for _, p := range deny {
+		b.WriteString("\n  (subpath " + g.param("GITRO", p) + ")")
+	}
+	for _, p := range dedupe(in.GitReadOnly) {
+		re, err := variantRegex(path.Base(p))
+		if err != nil {
+			return err
+		}
+		parent := path.Dir(p)
+		b.WriteString("\n  (require-all (subpath " + g.param("PARENT", parent) + ")")
+		b.WriteString("\n    (regex #\"^" + strings.Repeat("/[^/]+", depth(parent)) + "/" + re + "(/|$)\"))")
+	}
+	b.WriteString(")\n")
+	var pinned []string
+	for _, d := range gitdirs {
+		pinned = append(pinned, d)
+		for _, p := range in.GitReadOnly {
+			for a := path.Dir(p); strings.HasPrefix(a, d+"/"); a = path.Dir(a) {
+				pinned = append(pinned, a)
+			}
+		}
+	}
+	b.WriteString("\n; The git directories, and directories above read-only git paths, cannot be\n; renamed or removed.\n(deny file-write-unlink")
+	for _, a := range dedupe(pinned) {
+		b.WriteString("\n  (literal " + g.param("ANCESTOR", a) + ")")
+	}
+	b.WriteString(")\n")
+	return nil
 }
 
 // depth is the number of components in a clean absolute path ("/" has 0).

@@ -57,6 +57,70 @@ var goldenCases = []struct {
 	}},
 	{"root-is-slash", Input{WritableRoots: []string{"/"}, ProtectedNames: []string{".git"}}},
 	{"pty", Input{WritableRoots: []string{"/Users/dev/project"}, AllowPTY: true}},
+	{"git-writes-and-caches", gitWritesInput},
+}
+
+// gitWritesInput has allow_git_writes and a private tool cache.
+var gitWritesInput = Input{
+	WritableRoots:  []string{"/Users/dev/project"},
+	ProtectedNames: names,
+	Protected:      []string{"/Users/dev/.local/state/agentbox"},
+	GitWritable:    []string{"/Users/dev/project/.git"},
+	GitReadOnly: []string{"/Users/dev/project/.git/config", "/Users/dev/project/.git/config.worktree",
+		"/Users/dev/project/.git/commondir", "/Users/dev/project/.git/hooks", "/Users/dev/project/.git/objects/info"},
+	CacheDirs: []string{"/Users/dev/.local/state/agentbox/toolcache/0123456789abcdef/private"},
+}
+
+// TestGitWritesDecisions: with allow_git_writes the everyday git writes
+// are allowed and what makes git run a program is not, in any spelling;
+// the private cache is writable and the rest of the state directory not.
+func TestGitWritesDecisions(t *testing.T) {
+	profile, params, err := Profile(gitWritesInput)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := newModel(t, profile, params)
+	const git = "/Users/dev/project/.git"
+	const cache = "/Users/dev/.local/state/agentbox/toolcache/0123456789abcdef/private"
+	cases := []struct {
+		op, path string
+		allow    bool
+	}{
+		{"file-write-create", git + "/index.lock", true},
+		{"file-write-data", git + "/index", true},
+		{"file-write-create", git + "/objects/ab/cdef", true},
+		{"file-write-create", git + "/refs/heads/feat", true},
+		{"file-write-data", git + "/HEAD", true},
+		{"file-write-create", git + "/logs/refs/stash", true},
+		{"file-write-unlink", git + "/index.lock", true},
+
+		{"file-write-data", git + "/config", false},
+		{"file-write-create", git + "/config.lock", true}, // the lock alone changes nothing
+		{"file-write-create", git + "/CONFIG.worktree", false},
+		{"file-write-create", git + "/config.worktree", false},
+		{"file-write-create", git + "/commondir", false},
+		{"file-write-create", git + "/CommonDir", false},
+		{"file-write-create", git + "/hooks/pre-commit", false},
+		{"file-write-create", git + "/Hooks", false},
+		{"file-write-create", git + "/objects/info/alternates", false},
+		{"file-write-unlink", git + "/hooks", false},
+		{"file-write-unlink", git + "/config", false},
+		{"file-write-unlink", git + "/objects", false},
+		{"file-write-unlink", git, false},
+		{"file-write-create", "/Users/dev/project/.git.new/config", true}, // a different name
+
+		{"file-write-create", cache + "/http/x", true},
+		{"file-write-create", "/Users/dev/.local/state/agentbox/placeholders/x", false},
+		{"file-write-create", "/Users/dev/.local/state/agentbox/toolcache/0123456789abcdef/pip/upper", false},
+	}
+	for _, c := range cases {
+		if got := m.allowed(t, c.op, c.path); got != c.allow {
+			t.Errorf("%s %q: allowed=%v, want %v", c.op, c.path, got, c.allow)
+		}
+	}
+	if _, _, err := Profile(Input{WritableRoots: []string{"/w"}, GitWritable: []string{"/w/.git"}, GitReadOnly: []string{"/elsewhere/config"}}); err == nil {
+		t.Error("a read-only git path outside the git directories was accepted")
+	}
 }
 
 func golden(profile string, params []Param) string {
