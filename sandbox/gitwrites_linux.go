@@ -21,6 +21,18 @@ func applyGitWrites(pol *policy.Policy, spec *linux.Spec, state string) (*linux.
 	if err != nil {
 		return nil, err
 	}
+	// A placeholder held at an ancestor (another run's placeholder stood
+	// in the way) is what gets bound read-only.
+	at := held.DirPaths()
+	for i, d := range dirs {
+		if i < len(at) && at[i] != d.Path {
+			for j, m := range mounts {
+				if m.Kind == linux.BindReadOnly && m.Path == d.Path {
+					mounts[j].Path = at[i]
+				}
+			}
+		}
+	}
 	spec.Mounts = mounts
 	return held, nil
 }

@@ -9,6 +9,12 @@ import (
 	"github.com/agentbox/agentbox/policy"
 )
 
+// GitDir is a missing read-only git directory that gets a placeholder for
+// the run, inside the git directory GitDir.
+type GitDir struct {
+	Path, GitDir string
+}
+
 // GitFile is a missing read-only git file that gets a placeholder for
 // the run (see [policy.GitReadOnly.Placeholder]).
 type GitFile struct {
@@ -23,7 +29,7 @@ type GitFile struct {
 // directories between them and the .git directory pinned. It returns the
 // new plan and the missing directories and files that need placeholders
 // (a mount needs something to mount on).
-func GitWritesPlan(p *policy.Policy, mounts []Mount) (out []Mount, dirs []string, files []GitFile, err error) {
+func GitWritesPlan(p *policy.Policy, mounts []Mount) (out []Mount, dirs []GitDir, files []GitFile, err error) {
 	gitdirs := map[string]bool{}
 	for _, pr := range p.Protected {
 		if policy.GitWritableDir(pr) {
@@ -54,7 +60,7 @@ func GitWritesPlan(p *policy.Policy, mounts []Mount) (out []Mount, dirs []string
 			switch {
 			case c.Exists:
 			case c.Dir:
-				dirs = append(dirs, c.Path)
+				dirs = append(dirs, GitDir{c.Path, gd})
 			default:
 				files = append(files, GitFile{c.Path, c.Placeholder})
 			}

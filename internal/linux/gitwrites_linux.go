@@ -28,11 +28,17 @@ type heldGitFile struct {
 }
 
 // HoldGitPlaceholders creates (or joins) the placeholders GitWritesPlan
-// asked for.
-func HoldGitPlaceholders(dirs []string, files []GitFile, stateDir string) (*GitHeld, error) {
+// asked for. gitdir bounds the directory placeholders: one that another
+// run's placeholder forces up to an ancestor stops at the git directory.
+// DirPaths then says where each directory placeholder is held.
+func HoldGitPlaceholders(dirs []GitDir, files []GitFile, stateDir string) (*GitHeld, error) {
 	g := &GitHeld{}
 	if len(dirs) > 0 {
-		ph, err := AcquirePlaceholders(dirs, stateDir)
+		var held []HeldDir
+		for _, d := range dirs {
+			held = append(held, HeldDir{Path: d.Path, Root: d.GitDir, Missing: true})
+		}
+		ph, err := AcquirePlaceholders(held, stateDir)
 		if err != nil {
 			return nil, err
 		}
@@ -85,6 +91,15 @@ func holdGitFile(gf GitFile) (*os.File, error) {
 		f.Close()
 	}
 	return nil, errors.New("it keeps vanishing (another run is removing it)")
+}
+
+// DirPaths lists where the directory placeholders are held, in the order
+// they were asked for (an ancestor of the path asked for, possibly).
+func (g *GitHeld) DirPaths() []string {
+	if g == nil || g.dirs == nil {
+		return nil
+	}
+	return g.dirs.Paths()
 }
 
 // Release drops this run's hold; the last holder removes what agentbox

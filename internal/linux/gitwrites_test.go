@@ -43,7 +43,7 @@ func TestGitWritesPlan(t *testing.T) {
 	if slices.Index(mounts, Mount{Pin, gd}) > slices.Index(mounts, Mount{BindReadOnly, filepath.Join(gd, "hooks")}) {
 		t.Errorf("order: %v", mounts)
 	}
-	if !slices.Contains(dirs, filepath.Join(gd, "modules")) || slices.Contains(dirs, filepath.Join(gd, "hooks")) {
+	if !slices.Contains(dirs, GitDir{filepath.Join(gd, "modules"), gd}) || slices.Contains(dirs, GitDir{filepath.Join(gd, "hooks"), gd}) {
 		t.Errorf("placeholder dirs %v", dirs)
 	}
 	if !slices.Contains(files, GitFile{filepath.Join(gd, "commondir"), "."}) || !slices.Contains(files, GitFile{filepath.Join(gd, "config.worktree"), ""}) {
