@@ -69,6 +69,7 @@ type Cmd struct {
 	Report *RunReport
 
 	ctx      context.Context
+	session  *Session // set by Session.Command
 	proc     process
 	done     chan struct{}
 	started  bool
@@ -186,7 +187,13 @@ func (c *Cmd) Start() error {
 	if err := checkEgress(c.Policy); err != nil {
 		return &StartError{CodeSandboxFailure, err}
 	}
-	p, err := start(c)
+	var p process
+	var err error
+	if c.session != nil {
+		p, err = c.session.start(c)
+	} else {
+		p, err = start(c)
+	}
 	if err != nil {
 		return err
 	}

@@ -38,23 +38,8 @@ func start(c *Cmd) (process, error) {
 	if err != nil {
 		return nil, &StartError{CodeSandboxFailure, err}
 	}
-	spec := &linux.Spec{
-		Path:          c.Path,
-		Argv:          c.Args,
-		Env:           c.Env,
-		Cwd:           pol.Cwd,
-		Mounts:        linux.Plan(pol, ph.Paths()),
-		Network:       pol.Network,
-		WritableRoots: pol.WritableRoots,
-		Seccomp:       true,
-		Landlock:      landlockUsable(),
-
-		// Host daemons' unix sockets are not network: opening the
-		// network does not open them, only allow_unix_sockets does.
-		MediateUnixConnect: true,
-		AllowUnixSockets:   pol.AllowUnixSockets,
-		Proxy:              pol.Egress != nil,
-	}
+	spec := linuxSpec(pol, ph)
+	spec.Path, spec.Argv, spec.Env = c.Path, c.Args, c.Env
 	git, err := applyGitWrites(pol, spec, state)
 	if err != nil {
 		ph.Release()
@@ -138,6 +123,25 @@ func serveEgress(pol *policy.Policy, p *linux.Process) (*netproxy.Server, error)
 	go srv.ServeHTTPProxy(lns[0])
 	go srv.ServeSOCKS(lns[1])
 	return srv, nil
+}
+
+// linuxSpec is the sandbox for pol, without the command: a lone run adds
+// it, a session's commands bring their own.
+func linuxSpec(pol *policy.Policy, ph *linux.Placeholders) *linux.Spec {
+	return &linux.Spec{
+		Cwd:           pol.Cwd,
+		Mounts:        linux.Plan(pol, ph.Paths()),
+		Network:       pol.Network,
+		WritableRoots: pol.WritableRoots,
+		Seccomp:       true,
+		Landlock:      landlockUsable(),
+
+		// Host daemons' unix sockets are not network: opening the
+		// network does not open them, only allow_unix_sockets does.
+		MediateUnixConnect: true,
+		AllowUnixSockets:   pol.AllowUnixSockets,
+		Proxy:              pol.Egress != nil,
+	}
 }
 
 // startDegraded runs the command with Landlock and seccomp only, when user

@@ -110,6 +110,9 @@ func RunInit() {
 	if err := unix.Chdir(spec.Cwd); err != nil {
 		fail(125, fmt.Errorf("entering %s inside the sandbox: %w", spec.Cwd, err))
 	}
+	if spec.Session {
+		runZygote(spec, report) // never returns
+	}
 	// The command's streams, from inside the sandbox: the caller's
 	// terminal and files stay in agentbox (stdio_linux.go).
 	stdio, err := sandboxStdio(spec)
@@ -231,7 +234,7 @@ func readSpec() (*Spec, error) {
 	if err := json.Unmarshal(data, &s); err != nil {
 		return nil, fmt.Errorf("decoding spec: %w", err)
 	}
-	if len(s.Argv) == 0 || s.Path == "" {
+	if !s.Session && (len(s.Argv) == 0 || s.Path == "") {
 		return nil, errors.New("empty command")
 	}
 	return &s, nil

@@ -68,6 +68,10 @@ type Spec struct {
 	// Reopen lists the caller's regular files to reopen inside the
 	// sandbox rather than relay (see stdio.go).
 	Reopen []ReopenSpec `json:"reopen,omitempty"`
+	// Session makes the init stage a session's zygote: it builds the
+	// sandbox once and then forks each command it is asked for over its
+	// control socket (see zygote_linux.go). Path and Argv are unused.
+	Session bool `json:"session,omitempty"`
 }
 
 // MountKind is what one step of the plan does to a path.

@@ -346,5 +346,12 @@ func Rules(opts Options) []Rule {
 	if opts.DenyIPC {
 		rules = append(rules, ipcRules...)
 	}
+	if opts.AllowNewPID {
+		for i, r := range rules {
+			if r.Syscall == "clone" {
+				rules[i].Match = AnyBitSet{Arg: 0, Bits: cloneNamespaces &^ cloneNewPID}
+			}
+		}
+	}
 	return rules
 }

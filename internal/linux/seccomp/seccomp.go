@@ -61,6 +61,14 @@ type Options struct {
 	// queues (mq_*). It is meant for runs without an IPC namespace, where
 	// those objects are the host's.
 	DenyIPC bool
+	// AllowNewPID lets clone(2) create a pid namespace. A session's
+	// zygote forks every command into a fresh pid namespace from a thread
+	// that already carries this filter, so the filter must let that one
+	// flag through. The command inherits the allowance, which is
+	// harmless: CLONE_NEWPID needs CAP_SYS_ADMIN, which it never holds,
+	// and every other namespace flag (CLONE_NEWUSER above all) and
+	// unshare(CLONE_NEWPID) stay refused.
+	AllowNewPID bool
 }
 
 // Offsets in struct seccomp_data (include/uapi/linux/seccomp.h):

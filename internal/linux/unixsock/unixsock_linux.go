@@ -147,6 +147,20 @@ func (s *Supervisor) Wait4(pid int, ws *unix.WaitStatus, options int, ru *unix.R
 
 func (s *Supervisor) serve() {
 	for {
+		// Once no process uses the filter any more (the command and
+		// the thread it was forked from are gone) the listener reports
+		// POLLHUP, while RECV would block forever: a session's zygote
+		// starts one supervisor per command and must not keep a thread
+		// blocked for each finished one.
+		pfd := []unix.PollFd{{Fd: int32(s.fd), Events: unix.POLLIN}}
+		if _, err := unix.Poll(pfd, -1); err != nil {
+			if err == unix.EINTR {
+				continue
+			}
+		} else if pfd[0].Revents&unix.POLLIN == 0 && pfd[0].Revents&(unix.POLLHUP|unix.POLLERR|unix.POLLNVAL) != 0 {
+			unix.Close(s.fd)
+			return
+		}
 		n := new(notif)
 		_, _, errno := unix.Syscall(unix.SYS_IOCTL, uintptr(s.fd), unix.SECCOMP_IOCTL_NOTIF_RECV, uintptr(unsafe.Pointer(n)))
 		switch errno {

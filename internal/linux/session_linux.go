@@ -1,0 +1,508 @@
+package linux
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"runtime"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Session is the caller's side of a session's zygote (zygote_linux.go):
+// the sandbox is built once, and each command is one request on the
+// control socket, which only this process and the zygote hold.
+type Session struct {
+	ctl  int // our end of the control socketpair
+	zyg  *exec.Cmd
+	stop chan struct{} // closed by Close: ends the thread that forked the zygote
+	dead chan struct{} // closed when the control socket ends
+
+	sendMu sync.Mutex
+	mu     sync.Mutex
+	nextID uint64
+	procs  map[uint64]*SessionProcess
+	err    error // why the session ended
+	closed bool
+	exited chan struct{}
+}
+
+// StartSession starts a session's zygote for spec (Path, Argv and Env are
+// unused; each command brings its own).
+func StartSession(spec *Spec) (*Session, error) {
+	if spec.Degraded {
+		return nil, errors.New("sessions need user namespaces")
+	}
+	sp := *spec
+	sp.Session = true
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, os.NewSyscallError("socketpair", err)
+	}
+	s := &Session{
+		ctl: fds[0], stop: make(chan struct{}), dead: make(chan struct{}),
+		procs: map[uint64]*SessionProcess{}, exited: make(chan struct{}),
+	}
+	child := os.NewFile(uintptr(fds[1]), "session-control")
+	// The zygote's parent-death signal fires when the thread that forked
+	// it exits, not the process: fork it from a thread of its own that
+	// lives until Close, so a caller's locked goroutine ending elsewhere
+	// cannot take the session down.
+	type started struct{ err error }
+	ready := make(chan started, 1)
+	go func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		err := s.launch(&sp, child)
+		child.Close()
+		ready <- started{err}
+		if err != nil {
+			return
+		}
+		<-s.stop
+	}()
+	if r := <-ready; r.err != nil {
+		unix.Close(s.ctl)
+		return nil, r.err
+	}
+	go s.read()
+	go func() {
+		s.zyg.Wait()
+		close(s.exited)
+	}()
+	return s, nil
+}
+
+// launch starts the zygote in fresh namespaces, exactly as Start starts a
+// lone run's init stage, and waits until it is ready or has failed.
+func (s *Session) launch(spec *Spec, control *os.File) error {
+	specR, specW, err := os.Pipe()
+	if err != nil {
+		return err
+	}
+	statusR, statusW, err := os.Pipe()
+	if err != nil {
+		specR.Close()
+		specW.Close()
+		return err
+	}
+	defer statusR.Close()
+	uid, gid := os.Getuid(), os.Getgid()
+	flags := uintptr(unix.CLONE_NEWUSER | unix.CLONE_NEWNS | unix.CLONE_NEWPID |
+		unix.CLONE_NEWIPC | unix.CLONE_NEWUTS | unix.CLONE_NEWCGROUP)
+	if !spec.Network {
+		flags |= unix.CLONE_NEWNET
+	}
+	attr := &syscall.SysProcAttr{
+		Setsid:                     true,
+		Pdeathsig:                  syscall.SIGKILL,
+		Cloneflags:                 flags,
+		UidMappings:                []syscall.SysProcIDMap{{ContainerID: uid, HostID: uid, Size: 1}},
+		GidMappings:                []syscall.SysProcIDMap{{ContainerID: gid, HostID: gid, Size: 1}},
+		GidMappingsEnableSetgroups: false,
+	}
+	if uid != 0 {
+		// As for a lone run: a non-root uid loses the namespace's
+		// capabilities at exec. The zygote keeps them for good (it
+		// forks every command), but each command's thread drops all
+		// but CAP_SYS_ADMIN before forking, and exec drops that.
+		attr.AmbientCaps = []uintptr{unix.CAP_SYS_ADMIN, unix.CAP_NET_ADMIN, unix.CAP_SETPCAP}
+	}
+	cmd := &exec.Cmd{
+		Path: "/proc/self/exe",
+		Args: []string{stageArg0},
+		Env:  []string{stageEnv + "=" + stageValue},
+		// fds 3, 4 and 5: spec, status, control (controlFD).
+		ExtraFiles:  []*os.File{specR, statusW, control},
+		SysProcAttr: attr,
+	}
+	err = cmd.Start()
+	specR.Close()
+	statusW.Close()
+	if err != nil {
+		specW.Close()
+		if isUsernsRefusal(err) {
+			return &NoUsernsError{Err: err}
+		}
+		return fmt.Errorf("starting the session's sandbox: %w", err)
+	}
+	go func() {
+		json.NewEncoder(specW).Encode(spec)
+		specW.Close()
+	}()
+	var m message
+	line, err := bufio.NewReader(statusR).ReadBytes('\n')
+	if err == nil {
+		err = json.Unmarshal(line, &m)
+	}
+	if err != nil || !m.Started {
+		cmd.Process.Kill()
+		werr := cmd.Wait()
+		switch {
+		case err == nil && m.NoUserns:
+			return &NoUsernsError{Err: errors.New(m.Error)}
+		case err == nil && m.Error != "":
+			return &StartError{Code: m.Code, Msg: m.Error}
+		default:
+			return fmt.Errorf("session sandbox ended before it was ready (%v)", werr)
+		}
+	}
+	s.zyg = cmd
+	return nil
+}
+
+// read dispatches the zygote's answers until the control socket ends.
+func (s *Session) read() {
+	buf := make([]byte, maxPacket)
+	var err error
+	for {
+		var n int
+		n, _, _, _, err = unix.Recvmsg(s.ctl, buf, nil, unix.MSG_CMSG_CLOEXEC)
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil || n == 0 {
+			break
+		}
+		var r zresp
+		if json.Unmarshal(buf[:n], &r) != nil {
+			continue
+		}
+		s.mu.Lock()
+		p := s.procs[r.ID]
+		if p != nil && (r.Exited || r.Error != "") {
+			delete(s.procs, r.ID)
+		}
+		s.mu.Unlock()
+		if p != nil {
+			p.answer(r)
+		}
+	}
+	s.mu.Lock()
+	if s.err == nil {
+		s.err = errors.New("the session's sandbox ended")
+		if err != nil {
+			s.err = fmt.Errorf("the session's sandbox ended: %w", err)
+		}
+	}
+	procs := s.procs
+	s.procs = map[uint64]*SessionProcess{}
+	s.mu.Unlock()
+	close(s.dead)
+	for _, p := range procs {
+		p.answer(zresp{Error: s.err.Error(), Code: 125})
+	}
+}
+
+// Close ends the session: the zygote exits, and with it, as PID 1 of the
+// session's pid namespace, every command still running. It waits until
+// the zygote is gone.
+func (s *Session) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	if s.err == nil {
+		s.err = errors.New("session closed")
+	}
+	s.mu.Unlock()
+	// Shutting our end down is the zygote's signal to exit; killing it
+	// is the fallback should it be stuck.
+	unix.Shutdown(s.ctl, unix.SHUT_RDWR)
+	select {
+	case <-s.exited:
+	case <-time.After(2 * time.Second):
+		s.zyg.Process.Kill()
+		<-s.exited
+	}
+	<-s.dead
+	unix.Close(s.ctl)
+	close(s.stop)
+	return nil
+}
+
+// Done is closed when the session's sandbox has ended (Close, or the
+// zygote died).
+func (s *Session) Done() <-chan struct{} { return s.dead }
+
+func (s *Session) send(r zreq, fds []int) error {
+	b, err := json.Marshal(r)
+	if err != nil {
+		return err
+	}
+	var memfd = -1
+	if len(b) > maxPacket {
+		if len(b) > maxBigRequest {
+			return fmt.Errorf("command line and environment take %d bytes, more than a session accepts (%d)", len(b), maxBigRequest)
+		}
+		memfd, err = unix.MemfdCreate("agentbox-request", unix.MFD_CLOEXEC)
+		if err != nil {
+			return os.NewSyscallError("memfd_create", err)
+		}
+		defer unix.Close(memfd)
+		for off := 0; off < len(b); {
+			n, err := unix.Write(memfd, b[off:])
+			if err != nil {
+				return err
+			}
+			off += n
+		}
+		fds = append(fds, memfd)
+		b, _ = json.Marshal(zreq{Op: "big", ID: r.ID})
+	}
+	var oob []byte
+	if len(fds) > 0 {
+		oob = unix.UnixRights(fds...)
+	}
+	s.sendMu.Lock()
+	defer s.sendMu.Unlock()
+	for {
+		err = unix.Sendmsg(s.ctl, b, oob, nil, unix.MSG_NOSIGNAL)
+		if !errors.Is(err, unix.EINTR) {
+			break
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("session: %w", err)
+	}
+	return nil
+}
+
+// SessionProcess is one command of a session.
+type SessionProcess struct {
+	s       *Session
+	id      uint64
+	start   chan zresp
+	exit    chan zresp
+	stdio   *relay
+}
+
+// answer routes a reply: Started or a start failure to Start, Exited to
+// Wait. A reply for a session that died goes to both, whichever waits.
+func (p *SessionProcess) answer(r zresp) {
+	switch {
+	case r.Exited:
+		p.exit <- r
+	case r.Started || r.ID != 0:
+		p.start <- r
+	default:
+		select {
+		case p.start <- r:
+		default:
+		}
+		select {
+		case p.exit <- r:
+		default:
+		}
+	}
+}
+
+// Start runs one command in the session. Its stdio is passed to the
+// zygote as file descriptors: an *os.File directly (a terminal stays a
+// terminal), anything else through a pipe, as exec.Cmd does.
+func (s *Session) Start(path string, argv, env []string, stdio Stdio) (*SessionProcess, error) {
+	rl, err := newRelay(stdio)
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	if s.closed || s.procs == nil {
+		s.mu.Unlock()
+		rl.abort()
+		return nil, fmt.Errorf("session: %w", s.err)
+	}
+	select {
+	case <-s.dead:
+		s.mu.Unlock()
+		rl.abort()
+		return nil, fmt.Errorf("session: %w", s.err)
+	default:
+	}
+	s.nextID++
+	p := &SessionProcess{s: s, id: s.nextID, start: make(chan zresp, 1), exit: make(chan zresp, 1), stdio: rl}
+	s.procs[p.id] = p
+	s.mu.Unlock()
+	err = s.send(zreq{Op: "start", ID: p.id, Path: path, Argv: argv, Env: env}, rl.child[:])
+	rl.closeChild()
+	if err != nil {
+		s.mu.Lock()
+		delete(s.procs, p.id)
+		s.mu.Unlock()
+		rl.abort()
+		return nil, err
+	}
+	r := <-p.start
+	if !r.Started {
+		rl.abort()
+		return nil, &StartError{Code: r.Code, Msg: r.Error}
+	}
+	rl.run()
+	return p, nil
+}
+
+// Wait waits for the command; when it returns, every process the command
+// started is gone too (its pid namespace died with it).
+func (p *SessionProcess) Wait() (code, signal int, err error) {
+	r := <-p.exit
+	p.stdio.wait()
+	if r.Error != "" {
+		return 0, 0, errors.New(r.Error)
+	}
+	return r.Status, r.Signal, nil
+}
+
+// Signal delivers sig to the command (see the zygote's deliver for how a
+// command that is PID 1 of its namespace receives it).
+func (p *SessionProcess) Signal(sig os.Signal) error {
+	ss, ok := sig.(syscall.Signal)
+	if !ok {
+		return fmt.Errorf("unsupported signal %v", sig)
+	}
+	return p.s.send(zreq{Op: "signal", ID: p.id, Sig: int(ss)}, nil)
+}
+
+// Kill ends the command and everything it started.
+func (p *SessionProcess) Kill() error {
+	return p.s.send(zreq{Op: "kill", ID: p.id}, nil)
+}
+
+// relay connects a command's stdio to the caller's readers and writers.
+type relay struct {
+	child     [3]int     // fds for the command
+	closers   []*os.File // our ends and the child's, to close
+	copies    []func() error
+	wg        sync.WaitGroup
+	waitDelay time.Duration
+	mu        sync.Mutex
+	parent    []*os.File // our ends of output pipes, closed on WaitDelay
+}
+
+func newRelay(st Stdio) (*relay, error) {
+	rl := &relay{waitDelay: st.WaitDelay}
+	var err error
+	if rl.child[0], err = rl.input(st.Stdin); err == nil {
+		if rl.child[1], err = rl.output(st.Stdout); err == nil {
+			rl.child[2], err = rl.output(st.Stderr)
+		}
+	}
+	if err != nil {
+		rl.abort()
+		return nil, err
+	}
+	return rl, nil
+}
+
+func (rl *relay) devNull(flag int) (int, error) {
+	f, err := os.OpenFile(os.DevNull, flag, 0)
+	if err != nil {
+		return -1, err
+	}
+	rl.closers = append(rl.closers, f)
+	return int(f.Fd()), nil
+}
+
+func (rl *relay) input(r io.Reader) (int, error) {
+	if r == nil {
+		return rl.devNull(os.O_RDONLY)
+	}
+	if f, ok := r.(*os.File); ok {
+		return int(f.Fd()), nil
+	}
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		return -1, err
+	}
+	rl.closers = append(rl.closers, pr)
+	rl.parent = append(rl.parent, pw)
+	rl.copies = append(rl.copies, func() error {
+		// Not waited for: a command need not read all of its input,
+		// and the reader may block forever (as with exec.Cmd).
+		go func() {
+			io.Copy(pw, r)
+			pw.Close()
+		}()
+		return nil
+	})
+	return int(pr.Fd()), nil
+}
+
+func (rl *relay) output(w io.Writer) (int, error) {
+	if w == nil {
+		return rl.devNull(os.O_WRONLY)
+	}
+	if f, ok := w.(*os.File); ok {
+		return int(f.Fd()), nil
+	}
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		return -1, err
+	}
+	rl.closers = append(rl.closers, pw)
+	rl.parent = append(rl.parent, pr)
+	rl.copies = append(rl.copies, func() error {
+		rl.wg.Add(1)
+		go func() {
+			defer rl.wg.Done()
+			io.Copy(w, pr)
+		}()
+		return nil
+	})
+	return int(pw.Fd()), nil
+}
+
+// closeChild closes our copies of the command's ends once the zygote has
+// its own.
+func (rl *relay) closeChild() {
+	for _, f := range rl.closers {
+		f.Close()
+	}
+	rl.closers = nil
+}
+
+func (rl *relay) run() {
+	for _, c := range rl.copies {
+		c()
+	}
+}
+
+func (rl *relay) abort() {
+	rl.closeChild()
+	for _, f := range rl.parent {
+		f.Close()
+	}
+}
+
+// wait waits for the output to drain, at most WaitDelay when it is set:
+// the command's tree is gone, but it may have passed a pipe on (there is
+// no one to pass it to outside the session, so this is a safety net).
+func (rl *relay) wait() {
+	done := make(chan struct{})
+	go func() {
+		rl.wg.Wait()
+		close(done)
+	}()
+	if rl.waitDelay > 0 {
+		select {
+		case <-done:
+		case <-time.After(rl.waitDelay):
+			for _, f := range rl.parent {
+				f.Close()
+			}
+			<-done
+		}
+	} else {
+		<-done
+	}
+	for _, f := range rl.parent {
+		f.Close()
+	}
+}

@@ -1,0 +1,562 @@
+package linux
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"unsafe"
+
+	"golang.org/x/net/bpf"
+	"golang.org/x/sys/unix"
+
+	"github.com/agentbox/agentbox/internal/linux/landlock"
+	"github.com/agentbox/agentbox/internal/linux/seccomp"
+	"github.com/agentbox/agentbox/internal/linux/unixsock"
+	"github.com/agentbox/agentbox/policy"
+)
+
+// A session's zygote is the init stage in "session" mode: PID 1 of the
+// session's pid namespace, in the session's user, mount, network, IPC and
+// UTS namespaces, with the filesystem view built once. It then serves
+// requests on the control socket (controlFD), a socketpair end that only
+// this process holds: it is close-on-exec, never passed to a command, and
+// the zygote is not dumpable, so no command can reach it through
+// /proc/1/fd either.
+//
+// Each command is forked from a thread of its own, locked for the
+// command's whole life and prepared just before the fork: no_new_privs,
+// locked securebits, empty bounding and ambient sets, only CAP_SYS_ADMIN
+// left in the effective set (creating the command's pid namespace needs
+// it; exec drops it), a Landlock domain of its own, the seccomp filter and
+// the unix socket supervisor. These are all per-thread attributes, so the
+// zygote's other threads keep serving the session, and every command gets
+// fresh state (a domain of its own, so commands cannot ptrace, signal or
+// read /proc/PID/mem of one another). The command is PID 1 of a fresh pid
+// namespace: when it ends, the kernel kills everything it left behind.
+// When the thread's goroutine returns without unlocking, the Go runtime
+// destroys the thread, so a restricted thread is never reused.
+const controlFD = 5
+
+// zreq is a request on the control socket. A start request carries the
+// command's stdin, stdout and stderr as SCM_RIGHTS, and, when the request
+// would not fit in one packet, a fourth fd: a memfd holding it.
+type zreq struct {
+	Op   string   `json:"op"` // "start", "signal", "kill", "big"
+	ID   uint64   `json:"id"`
+	Path string   `json:"path,omitempty"`
+	Argv []string `json:"argv,omitempty"`
+	Env  []string `json:"env,omitempty"`
+	Sig  int      `json:"sig,omitempty"`
+}
+
+// zresp answers a request: one Started (or Error) per start, then one
+// Exited.
+type zresp struct {
+	ID      uint64 `json:"id"`
+	Started bool   `json:"started,omitempty"`
+	Exited  bool   `json:"exited,omitempty"`
+	Status  int    `json:"status,omitempty"`
+	Signal  int    `json:"signal,omitempty"`
+	Error   string `json:"error,omitempty"`
+	Code    int    `json:"code,omitempty"`
+}
+
+// maxPacket bounds a control message; larger start requests travel in a
+// memfd. It stays below the default socket buffer (net.core.wmem_default).
+const maxPacket = 64 << 10
+
+// maxBigRequest bounds a start request passed in a memfd (argv and the
+// environment together; the kernel's own limit for execve is near this).
+const maxBigRequest = 8 << 20
+
+type zygote struct {
+	spec   *Spec
+	prog   []bpf.RawInstruction
+	sendMu sync.Mutex
+
+	mu   sync.Mutex
+	cmds map[uint64]*zcmd
+}
+
+// zcmd is a running command. pidfd names it without the race of a
+// reused pid; pid is its number in the zygote's pid namespace.
+type zcmd struct {
+	pid, pidfd int
+	// as is the signal the command is reported killed by when the zygote
+	// had to kill it with SIGKILL in that signal's place (see deliver).
+	as syscall.Signal
+}
+
+// runZygote serves the session until the client closes its end of the
+// control socket (or dies); then it exits, and with PID 1 every process of
+// the session dies. It never returns.
+func runZygote(spec *Spec, report func(message)) {
+	fail := func(err error) {
+		report(message{Error: err.Error(), Code: 125})
+		os.Exit(125)
+	}
+	if spec.Degraded {
+		fail(errors.New("sessions need a pid namespace; degraded runs start each command on its own"))
+	}
+	// Nobody, not even a command running as the same uid, may read our
+	// memory or our fds (the control socket) through /proc/1.
+	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
+		fail(&os.SyscallError{Syscall: "prctl(PR_SET_DUMPABLE)", Err: err})
+	}
+	// The filter is the same for every command: build it once.
+	prog, err := seccomp.BuildNativeProgram(seccompOptions(spec))
+	if err != nil {
+		fail(fmt.Errorf("seccomp: %w", err))
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(controlFD, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFSOCK {
+		fail(fmt.Errorf("session control socket missing (fd %d): %v", controlFD, err))
+	}
+	z := &zygote{spec: spec, prog: prog, cmds: map[uint64]*zcmd{}}
+	report(message{Started: true})
+	unix.Close(statusFD)
+	z.serve()
+	os.Exit(0)
+}
+
+// seccompOptions is the filter of a session's commands: that of a lone
+// run (see applyWalls), plus CLONE_NEWPID for the zygote's own fork.
+func seccompOptions(spec *Spec) seccomp.Options {
+	return seccomp.Options{
+		DenyInetSockets:        spec.DenyInetSockets,
+		RestrictSocketFamilies: !spec.Network,
+		DenyIPC:                spec.Degraded,
+		AllowNewPID:            true,
+	}
+}
+
+// serve reads requests until the control socket ends.
+func (z *zygote) serve() {
+	buf := make([]byte, maxPacket)
+	oob := make([]byte, unix.CmsgSpace(4*4))
+	for {
+		n, oobn, _, _, err := unix.Recvmsg(controlFD, buf, oob, unix.MSG_CMSG_CLOEXEC)
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil || n == 0 {
+			return // the client is gone: so is the session
+		}
+		fds := parseRights(oob[:oobn])
+		var r zreq
+		if err := json.Unmarshal(buf[:n], &r); err != nil {
+			closeAll(fds)
+			continue
+		}
+		switch r.Op {
+		case "start", "big":
+			if r.Op == "big" {
+				if len(fds) != 4 {
+					closeAll(fds)
+					z.send(zresp{ID: r.ID, Error: "session: malformed request", Code: 125})
+					continue
+				}
+				big, err := readMemfd(fds[3])
+				unix.Close(fds[3])
+				fds = fds[:3]
+				if err == nil {
+					err = json.Unmarshal(big, &r)
+				}
+				if err != nil {
+					closeAll(fds)
+					z.send(zresp{ID: r.ID, Error: fmt.Sprintf("session: reading request: %v", err), Code: 125})
+					continue
+				}
+			}
+			if len(fds) != 3 || len(r.Argv) == 0 || r.Path == "" {
+				closeAll(fds)
+				z.send(zresp{ID: r.ID, Error: "session: malformed request", Code: 125})
+				continue
+			}
+			go z.run(r, [3]int{fds[0], fds[1], fds[2]})
+		case "signal", "kill":
+			closeAll(fds)
+			sig := syscall.SIGKILL
+			if r.Op == "signal" {
+				sig = syscall.Signal(r.Sig)
+			}
+			z.mu.Lock()
+			if c := z.cmds[r.ID]; c != nil {
+				z.deliver(c, sig)
+			}
+			z.mu.Unlock()
+		default:
+			closeAll(fds)
+		}
+	}
+}
+
+func (z *zygote) send(r zresp) {
+	b, _ := json.Marshal(r)
+	z.sendMu.Lock()
+	defer z.sendMu.Unlock()
+	for {
+		err := unix.Sendmsg(controlFD, b, nil, nil, unix.MSG_NOSIGNAL)
+		if !errors.Is(err, unix.EINTR) {
+			return
+		}
+	}
+}
+
+// run starts one command from a thread of its own and waits for it there.
+// The goroutine never unlocks its thread: when it returns, the thread,
+// with the restrictions it carries, is destroyed.
+func (z *zygote) run(r zreq, stdio [3]int) {
+	runtime.LockOSThread()
+	pid, pidfd, sup, code, err := z.spawn(r, stdio)
+	closeAll(stdio[:])
+	if err != nil {
+		z.send(zresp{ID: r.ID, Error: err.Error(), Code: code})
+		return
+	}
+	c := &zcmd{pid: pid, pidfd: pidfd}
+	z.mu.Lock()
+	z.cmds[r.ID] = c
+	z.mu.Unlock()
+	z.send(zresp{ID: r.ID, Started: true})
+
+	wait := unix.Wait4
+	if sup != nil {
+		wait = sup.Wait4
+	}
+	var ws unix.WaitStatus
+	for {
+		_, err = wait(pid, &ws, 0, nil)
+		if !errors.Is(err, unix.EINTR) {
+			break
+		}
+	}
+	z.mu.Lock()
+	delete(z.cmds, r.ID)
+	as := c.as
+	unix.Close(c.pidfd)
+	z.mu.Unlock()
+	m := zresp{ID: r.ID, Exited: true}
+	switch {
+	case err != nil:
+		m.Error, m.Code = fmt.Sprintf("waiting for the command: %v", err), 125
+	case ws.Signaled() && as != 0 && ws.Signal() == syscall.SIGKILL:
+		m.Signal = int(as)
+	case ws.Signaled():
+		m.Signal = int(ws.Signal())
+	default:
+		m.Status = ws.ExitStatus()
+	}
+	z.send(m)
+}
+
+// spawn prepares the calling (locked) thread and forks the command from
+// it. The order is the kernel's: no_new_privs first (Landlock and seccomp
+// need it), securebits while CAP_SETPCAP is still held, then the bounding
+// and ambient sets, then the capability sets themselves, Landlock, and
+// seccomp last but one (its filter is what the command inherits); the unix
+// socket supervisor's filter goes after the main one, which must not be
+// installed with TSYNC on top of it.
+func (z *zygote) spawn(r zreq, stdio [3]int) (pid, pidfd int, sup *unixsock.Supervisor, code int, err error) {
+	spec := z.spec
+	fail := func(code int, err error) (int, int, *unixsock.Supervisor, int, error) {
+		return 0, -1, nil, code, err
+	}
+	path, code, err := lookPathIn(r.Path, envPATH(r.Env), spec.Cwd)
+	if err != nil {
+		return fail(code, err)
+	}
+	if err := thisThread(unix.PR_SET_NO_NEW_PRIVS, 1, 0); err != nil {
+		return fail(125, &os.SyscallError{Syscall: "prctl(PR_SET_NO_NEW_PRIVS)", Err: err})
+	}
+	if err := keepOnlyNewPIDCap(); err != nil {
+		return fail(125, err)
+	}
+	if spec.Landlock {
+		if err := restrictLandlock(spec); err != nil {
+			return fail(125, err)
+		}
+	}
+	if spec.Seccomp {
+		if err := seccomp.InstallThread(z.prog); err != nil {
+			return fail(125, fmt.Errorf("seccomp: %w", err))
+		}
+	}
+	if spec.MediateUnixConnect {
+		sup, err = unixsock.Start(unixAllow(spec), unixsock.Options{})
+		if err != nil {
+			return fail(125, fmt.Errorf("unix socket mediation: %w", err))
+		}
+	}
+	pidfd = -1
+	pid, err = syscall.ForkExec(path, r.Argv, &syscall.ProcAttr{
+		Dir:   spec.Cwd,
+		Env:   r.Env,
+		Files: []uintptr{uintptr(stdio[0]), uintptr(stdio[1]), uintptr(stdio[2])},
+		Sys: &syscall.SysProcAttr{
+			// Its own pid namespace: the command is its PID 1, and
+			// whatever it leaves behind dies with it.
+			Cloneflags: unix.CLONE_NEWPID,
+			// No controlling terminal: no TIOCSTI into the caller's.
+			Setsid: true,
+			// If this thread (or the zygote) dies, so does the command.
+			Pdeathsig: syscall.SIGKILL,
+			PidFD:     &pidfd,
+		},
+	})
+	if err != nil {
+		code := 125
+		switch {
+		case errors.Is(err, os.ErrPermission), errors.Is(err, syscall.ENOEXEC), errors.Is(err, syscall.EISDIR):
+			code = 126
+		case errors.Is(err, os.ErrNotExist):
+			code = 127
+		}
+		return fail(code, fmt.Errorf("starting %s: %w", r.Argv[0], err))
+	}
+	return pid, pidfd, sup, 0, nil
+}
+
+// keepOnlyNewPIDCap leaves this thread CAP_SYS_ADMIN in its effective and
+// permitted sets and nothing else anywhere: clone(CLONE_NEWPID) needs it,
+// and exec takes it away (locked SECBIT_NOROOT grants root nothing, an
+// empty bounding set lets no file capability in, ambient is empty and
+// cannot be raised).
+func keepOnlyNewPIDCap() error {
+	if err := thisThread(unix.PR_SET_SECUREBITS, lockedSecurebits, 0); err != nil {
+		return &os.SyscallError{Syscall: "prctl(PR_SET_SECUREBITS)", Err: err}
+	}
+	for c := 0; c <= 63; c++ {
+		err := thisThread(unix.PR_CAPBSET_DROP, uintptr(c), 0)
+		if err == unix.EINVAL {
+			break
+		}
+		if err != nil {
+			return &os.SyscallError{Syscall: fmt.Sprintf("prctl(PR_CAPBSET_DROP, %d)", c), Err: err}
+		}
+	}
+	if err := thisThread(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0); err != nil {
+		return &os.SyscallError{Syscall: "prctl(PR_CAP_AMBIENT_CLEAR_ALL)", Err: err}
+	}
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var data [2]unix.CapUserData
+	data[0].Effective = 1 << unix.CAP_SYS_ADMIN
+	data[0].Permitted = 1 << unix.CAP_SYS_ADMIN
+	if _, _, errno := unix.RawSyscall(unix.SYS_CAPSET, uintptr(unsafe.Pointer(&hdr)), uintptr(unsafe.Pointer(&data[0])), 0); errno != 0 {
+		return &os.SyscallError{Syscall: "capset", Err: errno}
+	}
+	if err := unix.Capget(&hdr, &data[0]); err != nil {
+		return &os.SyscallError{Syscall: "capget", Err: err}
+	}
+	if data[0].Inheritable|data[1].Inheritable != 0 || data[0].Permitted != 1<<unix.CAP_SYS_ADMIN || data[1].Permitted != 0 {
+		return fmt.Errorf("capabilities other than CAP_SYS_ADMIN remain on the spawning thread: %+v", data)
+	}
+	return nil
+}
+
+// restrictLandlock gives this thread (and so the command) a Landlock
+// domain of its own, with the rules of a lone run.
+func restrictLandlock(spec *Spec) error {
+	roots := append(append([]string{}, spec.WritableRoots...), "/dev/shm")
+	abi, _ := landlock.ABI()
+	scoped := abi >= 6
+	if _, err := landlock.Restrict(landlock.Config{
+		ThisThread:        true,
+		WritableRoots:     roots,
+		ScopeAbstractUnix: scoped && !spec.Network,
+		ScopeSignals:      scoped,
+	}); err != nil {
+		return fmt.Errorf("landlock: %w", err)
+	}
+	return nil
+}
+
+// unixAllow is the unix socket supervisor's rule for a session with its
+// own network namespace, as in applyWalls: inside a writable root, and
+// bound in the sandbox's network namespace (by a command of the session).
+func unixAllow(spec *Spec) func(string, *unix.Stat_t) bool {
+	roots := spec.WritableRoots
+	return func(p string, st *unix.Stat_t) bool {
+		inside := false
+		for _, r := range roots {
+			if policy.Within(p, r) {
+				inside = true
+			}
+		}
+		if !inside {
+			return false
+		}
+		ok, err := unixsock.BoundInThisNetns(st)
+		return err == nil && ok
+	}
+}
+
+// deliver sends sig to a command that is PID 1 of its pid namespace. The
+// kernel drops signals to a namespace's init that it does not handle
+// (SIGKILL and SIGSTOP from outside excepted), so a signal whose default
+// action would end the command is replaced by SIGKILL, and the command is
+// reported killed by sig; a default stop becomes SIGSTOP. A handler
+// installed between the check and the send sees SIGKILL instead: a small
+// race, in the direction of ending the command. Called with z.mu held.
+func (z *zygote) deliver(c *zcmd, sig syscall.Signal) {
+	if sig == syscall.SIGKILL || sig == syscall.SIGSTOP || sig == syscall.SIGCONT {
+		kill(c, sig)
+		return
+	}
+	caught, ignored := sigMasks(c.pid)
+	bit := uint64(1) << (uint(sig) - 1)
+	switch {
+	case caught&bit != 0:
+		kill(c, sig)
+	case ignored&bit != 0:
+		return
+	default:
+		switch sig {
+		case syscall.SIGCHLD, syscall.SIGURG, syscall.SIGWINCH:
+			return // default action: ignore
+		case syscall.SIGTSTP, syscall.SIGTTIN, syscall.SIGTTOU:
+			kill(c, syscall.SIGSTOP)
+			return
+		}
+		c.as = sig
+		kill(c, syscall.SIGKILL)
+		return
+	}
+	switch sig {
+	case syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT:
+		// A stopped command would hold a terminating signal pending.
+		kill(c, syscall.SIGCONT)
+	}
+}
+
+func kill(c *zcmd, sig syscall.Signal) {
+	unix.PidfdSendSignal(c.pidfd, sig, nil, 0)
+}
+
+// sigMasks reads the caught and ignored signal masks of pid.
+func sigMasks(pid int) (caught, ignored uint64) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		return 0, 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "SigCgt:"); ok {
+			caught, _ = strconv.ParseUint(strings.TrimSpace(v), 16, 64)
+		} else if v, ok := strings.CutPrefix(line, "SigIgn:"); ok {
+			ignored, _ = strconv.ParseUint(strings.TrimSpace(v), 16, 64)
+		}
+	}
+	return caught, ignored
+}
+
+func parseRights(oob []byte) []int {
+	msgs, err := unix.ParseSocketControlMessage(oob)
+	if err != nil {
+		return nil
+	}
+	var fds []int
+	for _, m := range msgs {
+		if f, err := unix.ParseUnixRights(&m); err == nil {
+			fds = append(fds, f...)
+		}
+	}
+	return fds
+}
+
+func closeAll(fds []int) {
+	for _, fd := range fds {
+		unix.Close(fd)
+	}
+}
+
+func readMemfd(fd int) ([]byte, error) {
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return nil, err
+	}
+	if st.Size > maxBigRequest || st.Size < 0 {
+		return nil, fmt.Errorf("request of %d bytes exceeds %d", st.Size, maxBigRequest)
+	}
+	b := make([]byte, st.Size)
+	for off := 0; off < len(b); {
+		n, err := unix.Pread(fd, b[off:], int64(off))
+		if err != nil {
+			return nil, err
+		}
+		if n == 0 {
+			return nil, errors.New("short request")
+		}
+		off += n
+	}
+	return b, nil
+}
+
+func envPATH(env []string) string {
+	p := ""
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
+			p = v
+		}
+	}
+	return p
+}
+
+// lookPathIn resolves argv0 as a shell would with the command's PATH (not
+// the zygote's, and without touching the process environment, which
+// concurrent commands share), and maps failures to the shell's statuses:
+// 127 not found, 126 found but not executable.
+func lookPathIn(argv0, pathEnv, cwd string) (string, int, error) {
+	check := func(p string) error {
+		fi, err := os.Stat(p)
+		if err != nil {
+			return err
+		}
+		if fi.IsDir() || fi.Mode()&0o111 == 0 {
+			return os.ErrPermission
+		}
+		return unix.Access(p, unix.X_OK)
+	}
+	abs := func(p string) string {
+		if filepath.IsAbs(p) {
+			return p
+		}
+		return filepath.Join(cwd, p)
+	}
+	if strings.Contains(argv0, "/") {
+		switch err := check(abs(argv0)); {
+		case err == nil:
+			return argv0, 0, nil
+		case errors.Is(err, os.ErrNotExist):
+			return "", 127, fmt.Errorf("%s: command not found", argv0)
+		default:
+			return "", 126, fmt.Errorf("%s: permission denied (not executable)", argv0)
+		}
+	}
+	denied := false
+	for _, dir := range filepath.SplitList(pathEnv) {
+		if dir == "" {
+			dir = "."
+		}
+		p := filepath.Join(dir, argv0)
+		switch err := check(abs(p)); {
+		case err == nil:
+			if !filepath.IsAbs(p) && !strings.HasPrefix(p, ".") {
+				p = "./" + p
+			}
+			return p, 0, nil
+		case !errors.Is(err, os.ErrNotExist):
+			denied = true
+		}
+	}
+	if denied {
+		return "", 126, fmt.Errorf("%s: permission denied", argv0)
+	}
+	return "", 127, fmt.Errorf("%s: command not found", argv0)
+}

@@ -1,0 +1,118 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"sync"
+
+	"github.com/agentbox/agentbox/policy"
+)
+
+// Session prepares a policy once and runs many commands under it, each as
+// isolated as a lone [Cmd]: on Linux the sandbox (policy resolution,
+// placeholders for missing protected paths, namespaces and the mount
+// tree) is built once, and each command is forked from it in a pid
+// namespace of its own with fresh capability, Landlock and seccomp state
+// and its own stdio. A command in a session costs a fraction of a lone
+// run; see the README for figures.
+//
+// # What the commands of one session share
+//
+// The filesystem view (writes to the workspace, /tmp and the other
+// writable roots are visible to later commands, as they are on the host),
+// the network namespace (with the network off, one private loopback: a
+// command can reach a server that another command of the session runs at
+// the same time; nothing outlives its command, so no listener is left for
+// later ones), the IPC namespace (System V IPC objects and POSIX message queues a command
+// creates persist for the next commands until the session closes), the
+// UTS namespace, and the session's private /dev/shm. Within a session,
+// /proc lists the processes of every command running at the time, and the
+// session's own init as PID 1; they cannot be signalled, traced or read
+// from (each command has its own pid namespace and Landlock domain, and
+// the init is not dumpable). A lone run starts clean on all of these.
+//
+// Where the kernel refuses user namespaces (the degraded mode) or the
+// policy is danger-full-access, or on Windows and macOS, a Session still
+// works but starts each command exactly as a lone [Cmd] would.
+//
+// A Session is safe for concurrent use. Close ends every command still
+// running and releases what the session holds; if the calling process
+// dies, the session's sandbox dies with it.
+type Session struct {
+	pol  *policy.Policy
+	impl sessionImpl // nil: each command starts on its own
+
+	mu     sync.Mutex
+	closed bool
+}
+
+// sessionImpl is a backend's prepared sandbox.
+type sessionImpl interface {
+	start(c *Cmd) (process, error)
+	close() error
+}
+
+// ErrSessionClosed is returned by commands started after Close.
+var ErrSessionClosed = errors.New("sandbox: session closed")
+
+// NewSession prepares pol for many commands. Errors are those a lone
+// command's Start would report (a *StartError for a policy that cannot be
+// enforced).
+func NewSession(pol *policy.Policy) (*Session, error) {
+	if pol == nil {
+		return nil, &StartError{CodeSandboxFailure, errors.New("sandbox: no policy")}
+	}
+	impl, err := newSession(pol)
+	if err != nil {
+		return nil, err
+	}
+	return &Session{pol: pol, impl: impl}, nil
+}
+
+// Policy is the policy every command of the session runs under.
+func (s *Session) Policy() *policy.Policy { return s.pol }
+
+// Command returns a Cmd for name with args in the session. As with
+// [CommandContext], the end of ctx kills the command and its whole tree.
+// The Cmd's Policy field is the session's and must not be changed.
+func (s *Session) Command(ctx context.Context, name string, args ...string) *Cmd {
+	if ctx == nil {
+		panic("sandbox: nil Context")
+	}
+	c := CommandContext(ctx, s.pol, name, args...)
+	c.session = s
+	return c
+}
+
+func (s *Session) start(c *Cmd) (process, error) {
+	s.mu.Lock()
+	closed := s.closed
+	s.mu.Unlock()
+	if closed {
+		return nil, &StartError{CodeSandboxFailure, ErrSessionClosed}
+	}
+	if c.Policy != s.pol {
+		return nil, &StartError{CodeSandboxFailure, errors.New("sandbox: a session's command must keep the session's policy")}
+	}
+	if s.impl == nil {
+		return start(c)
+	}
+	return s.impl.start(c)
+}
+
+// Close ends the session: commands still running are killed with their
+// whole trees, and everything the session holds is released. It is safe
+// to call more than once.
+func (s *Session) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	s.mu.Unlock()
+	if s.impl == nil {
+		return nil
+	}
+	return s.impl.close()
+}
