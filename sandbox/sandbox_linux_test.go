@@ -20,7 +20,12 @@ func TestMain(m *testing.M) {
 
 func testPolicy(t *testing.T) (*policy.Policy, string) {
 	t.Helper()
-	ws, err := filepath.EvalSymlinks(t.TempDir())
+	return testPolicyAt(t, t.TempDir())
+}
+
+func testPolicyAt(t testing.TB, dir string) (*policy.Policy, string) {
+	t.Helper()
+	ws, err := filepath.EvalSymlinks(dir)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -29,7 +29,10 @@ import (
 // /proc lists the processes of every command running at the time, and the
 // session's own init as PID 1; they cannot be signalled, traced or read
 // from (each command has its own pid namespace and Landlock domain, and
-// the init is not dumpable). A lone run starts clean on all of these.
+// the init is not dumpable; on a kernel without Landlock, commands running
+// at the same time can read each other's /proc entries: they are the same
+// user's, under the same policy). A lone run starts clean on all of
+// these.
 //
 // Where the kernel refuses user namespaces (the degraded mode) or the
 // policy is danger-full-access, or on Windows and macOS, a Session still

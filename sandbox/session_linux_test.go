@@ -1,33 +1,333 @@
 package sandbox
 
 import (
+	"bytes"
 	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
 
-func TestSessionBasic(t *testing.T) {
+func newTestSession(t *testing.T) (*Session, string) {
+	t.Helper()
 	pol, ws := testPolicy(t)
 	s, err := NewSession(pol)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer s.Close()
-	ctx := context.Background()
-	out, err := s.Command(ctx, "sh", "-c", "pwd; grep -E '^(Cap|NoNewPrivs|Seccomp)' /proc/self/status; echo $$; ls /proc/self/fd").CombinedOutput()
-	t.Logf("%s", out)
+	if s.impl == nil {
+		t.Fatal("no session sandbox on this machine (user namespaces unavailable?)")
+	}
+	t.Cleanup(func() { s.Close() })
+	return s, ws
+}
+
+func sh(s *Session, script string) *Cmd {
+	return s.Command(context.Background(), "sh", "-c", script)
+}
+
+// TestSessionIsolation: a session's command holds no capability, has
+// no_new_privs and the seccomp filter, is PID 1 of its own pid
+// namespace, starts in the workspace and inherits no descriptor but its
+// stdio.
+func TestSessionIsolation(t *testing.T) {
+	s, ws := newTestSession(t)
+	out, err := sh(s, "pwd; grep -E '^(CapInh|CapPrm|CapEff|CapBnd|CapAmb|NoNewPrivs|Seccomp):' /proc/self/status; echo pid=$$; ls /proc/self/fd | tr '\\n' ' '").Output()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.HasPrefix(string(out), ws+"\n") {
-		t.Errorf("cwd: %q", out)
-	}
-	start := time.Now()
-	for range 20 {
-		if err := s.Command(ctx, "true").Run(); err != nil {
-			t.Fatal(err)
+	got := string(out)
+	for _, want := range []string{ws + "\n", "CapInh:\t0000000000000000", "CapPrm:\t0000000000000000", "CapEff:\t0000000000000000",
+		"CapBnd:\t0000000000000000", "CapAmb:\t0000000000000000", "NoNewPrivs:\t1", "Seccomp:\t2", "pid=1\n", "\n0 1 2 3 "} {
+		if !strings.Contains(got, want) {
+			t.Errorf("missing %q in:\n%s", want, got)
 		}
 	}
-	t.Logf("per command: %v", time.Since(start)/20)
+	if strings.Contains(got, " 4 ") {
+		t.Errorf("the command inherited a descriptor beyond its stdio:\n%s", got)
+	}
+}
+
+func TestSessionWritesConfined(t *testing.T) {
+	s, ws := newTestSession(t)
+	outside := t.TempDir()
+	s.pol.WritableRoots = []string{ws} // only affects nothing: the sandbox was built already
+	os.Mkdir(filepath.Join(ws, ".git"), 0o755)
+	err := sh(s, "echo in > in.txt").Run()
+	if err != nil {
+		t.Fatalf("write inside: %v", err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(ws, "in.txt")); string(b) != "in\n" {
+		t.Errorf("host sees %q in in.txt", b)
+	}
+	// /var/tmp is outside every writable root.
+	vt, err := os.MkdirTemp("/var/tmp", "agentbox-session-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(vt)
+	_ = outside
+	if err := sh(s, "echo out > "+vt+"/out.txt").Run(); err == nil {
+		t.Error("writing outside the roots succeeded")
+	}
+	if _, err := os.Stat(filepath.Join(vt, "out.txt")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("host: file written outside the roots (%v)", err)
+	}
+}
+
+func TestSessionTreeKillAndNext(t *testing.T) {
+	s, ws := newTestSession(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	c := s.Command(ctx, "sh", "-c", "(sleep 2; echo late > late.txt) & setsid sh -c 'sleep 2; echo late2 > late2.txt' & sleep 30")
+	err := c.Run()
+	var ee *ExitError
+	if !errors.As(err, &ee) || !ee.TimedOut || ee.Signal != 9 {
+		t.Fatalf("err = %v (%#v)", err, c.ProcessState)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("cancel took %v", d)
+	}
+	// Background children died with the command, not at the session's end.
+	time.Sleep(2500 * time.Millisecond)
+	for _, f := range []string{"late.txt", "late2.txt"} {
+		if _, err := os.Stat(filepath.Join(ws, f)); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("a background child survived the cancel: %s exists", f)
+		}
+	}
+	if out, err := sh(s, "echo next").Output(); err != nil || string(out) != "next\n" {
+		t.Errorf("next command: %q, %v", out, err)
+	}
+	// A normal exit ends the tree too.
+	if err := sh(s, "(sleep 1; echo late > late3.txt) &").Run(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(1500 * time.Millisecond)
+	if _, err := os.Stat(filepath.Join(ws, "late3.txt")); !errors.Is(err, os.ErrNotExist) {
+		t.Error("a background child outlived its command's normal exit")
+	}
+}
+
+func TestSessionSignals(t *testing.T) {
+	s, _ := newTestSession(t)
+	run := func(script string, sig syscall.Signal) *Status {
+		t.Helper()
+		c := sh(s, script)
+		var out bytes.Buffer
+		c.Stdout = &out
+		if err := c.Start(); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(200 * time.Millisecond)
+		if err := c.Signal(sig); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan struct{})
+		go func() {
+			c.Wait()
+			close(done)
+		}()
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			c.proc.Kill()
+			<-done
+			t.Fatalf("%q did not end on %v", script, sig)
+		}
+		return c.ProcessState
+	}
+	// Default action: the command is reported killed by the signal.
+	if st := run("exec sleep 30", syscall.SIGTERM); st.Signal != int(syscall.SIGTERM) {
+		t.Errorf("SIGTERM to sleep: %v", st)
+	}
+	if st := run("exec sleep 30", syscall.SIGINT); st.Signal != int(syscall.SIGINT) {
+		t.Errorf("SIGINT to sleep: %v", st)
+	}
+	// A handler runs.
+	if st := run("trap 'exit 7' TERM; while :; do sleep 0.05; done", syscall.SIGTERM); st.Code != 7 {
+		t.Errorf("trapped SIGTERM: %v", st)
+	}
+}
+
+func TestSessionParallel(t *testing.T) {
+	s, ws := newTestSession(t)
+	var wg sync.WaitGroup
+	errs := make(chan error, 16)
+	for i := range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			out, err := sh(s, fmt.Sprintf("echo %d > f%d; cat f%d; sleep 0.1", i, i, i)).Output()
+			if err != nil || strings.TrimSpace(string(out)) != fmt.Sprint(i) {
+				errs <- fmt.Errorf("command %d: %q, %v", i, out, err)
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	for i := range 16 {
+		if _, err := os.Stat(filepath.Join(ws, fmt.Sprintf("f%d", i))); err != nil {
+			t.Error(err)
+		}
+	}
+}
+
+// TestSessionCrashAndStartErrors: a command that crashes, or kills every
+// process it can see, or cannot start, leaves the session working.
+func TestSessionCrashAndStartErrors(t *testing.T) {
+	s, ws := newTestSession(t)
+	if py, err := exec.LookPath("python3"); err == nil {
+		err := s.Command(context.Background(), py, "-c", "import ctypes; ctypes.string_at(0)").Run()
+		var ee *ExitError
+		if !errors.As(err, &ee) || ee.Signal != int(syscall.SIGSEGV) {
+			t.Errorf("segfault: %v", err)
+		}
+	}
+	if err := sh(s, "sleep 5 & kill -9 -1; kill -9 1; exit 3").Run(); err == nil {
+		t.Error("exit 3 reported as success")
+	}
+	err := s.Command(context.Background(), "no-such-command-agentbox").Run()
+	var se *StartError
+	if !errors.As(err, &se) || se.Code != CodeNotFound {
+		t.Errorf("not found: %v", err)
+	}
+	os.WriteFile(filepath.Join(ws, "noexec"), []byte("#!/bin/sh\n"), 0o644)
+	err = s.Command(context.Background(), "./noexec").Run()
+	if !errors.As(err, &se) || se.Code != CodeNotExecutable {
+		t.Errorf("not executable: %v", err)
+	}
+	if out, err := sh(s, "echo alive").Output(); err != nil || string(out) != "alive\n" {
+		t.Errorf("after the crashes: %q, %v", out, err)
+	}
+}
+
+// TestSessionEscapes: a command tries to reach the zygote (PID 1 of the
+// session's /proc) and its control socket, and another command of the
+// session; every attempt must fail, and the session must keep working.
+func TestSessionEscapes(t *testing.T) {
+	s, _ := newTestSession(t)
+	// A neighbour to attack, running while the attacker runs. Only its
+	// own Landlock domain keeps it apart from the attacker (same user,
+	// same policy): without Landlock the two can read each other's /proc
+	// entries, as the Session documentation says.
+	if landlockUsable() {
+		nb := sh(s, "exec sleep 30")
+		if err := nb.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer nb.proc.Kill()
+		time.Sleep(100 * time.Millisecond)
+	} else {
+		t.Log("no Landlock: not probing a neighbouring command")
+	}
+	script := `
+read -r me _ < /proc/self/stat # this shell, as the session's /proc numbers it
+for p in /proc/[0-9]*; do
+	pid=${p#/proc/}
+	[ "$pid" = "$me" ] && continue
+	grep -q "^PPid:[[:space:]]*$me\$" $p/status 2>/dev/null && continue # our own subshells
+	# Listing the names may work (the directory's owner is our uid when
+	# agentbox runs as root); what the descriptors are must stay hidden.
+	for fd in $p/fd/*; do
+		readlink $fd >/dev/null 2>&1 && echo "LEAK fd $fd -> $(readlink $fd)"
+		(: <$fd) 2>/dev/null && echo "LEAK open $fd"
+	done
+	cat $p/environ >/dev/null 2>&1 && echo "LEAK environ $pid"
+	head -c1 $p/mem >/dev/null 2>&1 && echo "LEAK mem read $pid"
+	(printf x | dd of=$p/mem bs=1 seek=4096 conv=notrunc) >/dev/null 2>&1 && echo "LEAK mem write $pid"
+	readlink $p/cwd >/dev/null 2>&1 && echo "LEAK cwd $pid"
+	ls $p/root/ >/dev/null 2>&1 && echo "LEAK root $pid"
+	kill -0 $pid 2>/dev/null && [ "$pid" != 1 ] && echo "SIGNAL $pid"
+done
+# Descriptors beyond stdio, such as the control socket, are not ours.
+for fd in 3 4 5 6 7 8 9; do
+	{ true >&$fd; } 2>/dev/null && echo "LEAK inherited fd $fd"
+done
+echo done
+`
+	out, err := sh(s, script).CombinedOutput()
+	if err != nil || !strings.HasSuffix(string(out), "done\n") {
+		t.Fatalf("probe failed: %v\n%s", err, out)
+	}
+	if strings.Contains(string(out), "LEAK") || strings.Contains(string(out), "SIGNAL") {
+		t.Errorf("reached the zygote or a neighbour:\n%s", out)
+	}
+	if py, err := exec.LookPath("python3"); err == nil {
+		// ptrace and process_vm_readv against the zygote and the neighbour.
+		probe := `
+import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+me = os.readlink("/proc/self")
+for p in os.listdir("/proc"):
+    if not p.isdigit() or p == me: continue
+    if libc.ptrace(16, int(p), 0, 0) == 0: print("LEAK ptrace", p)
+    if libc.ptrace(0x4206, int(p), 0, 0) == 0: print("LEAK seize", p)
+print("done")
+`
+		out, err := s.Command(context.Background(), py, "-c", probe).CombinedOutput()
+		if err != nil || strings.Contains(string(out), "LEAK") || !strings.Contains(string(out), "done") {
+			t.Errorf("ptrace probe: %v\n%s", err, out)
+		}
+	}
+	if out, err := sh(s, "echo alive").Output(); err != nil || string(out) != "alive\n" {
+		t.Errorf("after the probes: %q, %v", out, err)
+	}
+}
+
+func TestSessionClose(t *testing.T) {
+	s, ws := newTestSession(t)
+	c := sh(s, "sleep 1; echo late > late.txt")
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- c.Wait() }()
+	time.Sleep(100 * time.Millisecond)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Error("a command running at Close succeeded")
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Wait did not return after Close")
+	}
+	time.Sleep(1200 * time.Millisecond)
+	if _, err := os.Stat(filepath.Join(ws, "late.txt")); !errors.Is(err, os.ErrNotExist) {
+		t.Error("a command outlived Close")
+	}
+	if err := sh(s, "true").Run(); !errors.Is(err, ErrSessionClosed) {
+		t.Errorf("command after Close: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(ws, ".codex")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("placeholder left behind: %v", err)
+	}
+}
+
+func BenchmarkSessionTrue(b *testing.B) {
+	ws := b.TempDir()
+	pol, _ := testPolicyAt(b, ws)
+	s, err := NewSession(pol)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	for b.Loop() {
+		if err := s.Command(context.Background(), "/bin/true").Run(); err != nil {
+			b.Fatal(err)
+		}
+	}
 }

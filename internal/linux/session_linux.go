@@ -279,11 +279,11 @@ func (s *Session) send(r zreq, fds []int) error {
 
 // SessionProcess is one command of a session.
 type SessionProcess struct {
-	s       *Session
-	id      uint64
-	start   chan zresp
-	exit    chan zresp
-	stdio   *relay
+	s     *Session
+	id    uint64
+	start chan zresp
+	exit  chan zresp
+	stdio *relay
 }
 
 // answer routes a reply: Started or a start failure to Start, Exited to
