@@ -1,0 +1,57 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"io"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/agentbox/agentbox/internal/mcpserver"
+	"github.com/agentbox/agentbox/sandbox"
+)
+
+func newMCP(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
+	var f runFlags
+	cmd := &cobra.Command{
+		Use:   "mcp [flags]",
+		Short: "Serve MCP on stdin/stdout: one sandbox session, tool \"run\"",
+		Long: `agentbox mcp is an MCP server (JSON-RPC 2.0 over stdio) for agents that
+call tools: it prepares the sandbox once, from the same flags and config as
+'agentbox run', and offers one tool, "run", with input
+{"command": [argv...], "stdin"?: string, "timeout_seconds"?: number}.
+Each call runs as isolated as one 'agentbox run'. --timeout is the default
+for calls that give none.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if f.timeout < 0 {
+				return failure("--timeout %v is negative", f.timeout)
+			}
+			pol, err := f.resolve(cmd)
+			if err != nil {
+				return err
+			}
+			s, err := sandbox.NewSession(pol)
+			if err != nil {
+				var se *sandbox.StartError
+				if errors.As(err, &se) {
+					return &exitError{code: se.Code, err: se.Err}
+				}
+				return failure("%v", err)
+			}
+			defer s.Close()
+			// A harness stops its server with a signal or by closing
+			// stdin; either way the session ends with every command.
+			ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+			defer stop()
+			if err := mcpserver.Serve(ctx, s, stdin, stdout, mcpserver.Options{Version: version(), DefaultTimeout: f.timeout}); err != nil {
+				return failure("mcp: %v", err)
+			}
+			return nil
+		},
+	}
+	f.register(cmd, true)
+	return cmd
+}

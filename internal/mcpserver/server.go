@@ -1,0 +1,249 @@
+// Package mcpserver is agentbox's MCP server: one sandbox session, held
+// for the life of the connection, and one tool, "run", that runs a
+// command in it. It is built on the official Go SDK
+// (github.com/modelcontextprotocol/go-sdk), which speaks JSON-RPC 2.0,
+// one message per line, at the current protocol version.
+package mcpserver
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/agentbox/agentbox/policy"
+	"github.com/agentbox/agentbox/sandbox"
+)
+
+// DefaultMaxOutput is how much of each of stdout and stderr a result
+// carries before the rest is cut off with a marker.
+const DefaultMaxOutput = 100 << 10
+
+// Options adjust the server.
+type Options struct {
+	// Version is reported to clients.
+	Version string
+	// MaxOutput caps stdout and stderr each, in bytes; 0 means
+	// DefaultMaxOutput.
+	MaxOutput int
+	// DefaultTimeout applies to calls that give no timeout_seconds; 0
+	// means none.
+	DefaultTimeout time.Duration
+}
+
+// RunInput is the run tool's input.
+type RunInput struct {
+	Command        []string `json:"command" jsonschema:"the program and its arguments, run directly without a shell (use [\"sh\", \"-c\", \"...\"] for pipes and redirections)"`
+	Stdin          *string  `json:"stdin,omitempty" jsonschema:"text given to the command on its standard input (default: none)"`
+	TimeoutSeconds *float64 `json:"timeout_seconds,omitempty" jsonschema:"kill the command and everything it started after this many seconds"`
+}
+
+// RunOutput is the run tool's structured result.
+type RunOutput struct {
+	// ExitCode is the command's status; 128+N when a signal N killed it;
+	// 125 when agentbox could not run it, 126 not executable, 127 not
+	// found (the CLI's contract).
+	ExitCode int    `json:"exit_code"`
+	Stdout   string `json:"stdout"`
+	Stderr   string `json:"stderr"`
+	Report   Report `json:"report"`
+}
+
+// Report is the run report, the object `agentbox run --report` writes.
+type Report struct {
+	ExitCode int `json:"exit_code"`
+	// TimedOut is set when timeout_seconds ended the command.
+	TimedOut bool `json:"timed_out,omitempty"`
+	// Network is the network section of the report (allowed and denied
+	// destinations), present when the policy's proxy recorded any.
+	Network any `json:"network,omitempty"`
+}
+
+// New returns an MCP server whose run tool runs commands in s. The
+// caller keeps ownership of s.
+func New(s *sandbox.Session, opts Options) *mcp.Server {
+	if opts.MaxOutput <= 0 {
+		opts.MaxOutput = DefaultMaxOutput
+	}
+	if opts.Version == "" {
+		opts.Version = "devel"
+	}
+	srv := mcp.NewServer(&mcp.Implementation{Name: "agentbox", Title: "agentbox sandbox", Version: opts.Version}, nil)
+	h := &handler{s: s, opts: opts}
+	closed := true
+	mcp.AddTool(srv, &mcp.Tool{
+		Name:        "run",
+		Title:       "Run a command in the sandbox",
+		Description: describe(s),
+		Annotations: &mcp.ToolAnnotations{DestructiveHint: &closed, OpenWorldHint: ptr(s.Policy().Network)},
+	}, h.run)
+	return srv
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// Serve runs the server on r and w (newline-delimited JSON-RPC, as on an
+// MCP stdio connection) until the client disconnects or ctx ends.
+func Serve(ctx context.Context, s *sandbox.Session, r io.Reader, w io.Writer, opts Options) error {
+	t := &mcp.IOTransport{Reader: io.NopCloser(r), Writer: nopWriteCloser{w}}
+	err := New(s, opts).Run(ctx, t)
+	if errors.Is(err, context.Canceled) || errors.Is(err, io.EOF) || errors.Is(err, mcp.ErrConnectionClosed) {
+		return nil
+	}
+	return err
+}
+
+type nopWriteCloser struct{ io.Writer }
+
+func (nopWriteCloser) Close() error { return nil }
+
+// describe tells the agent what the sandbox allows, from the policy.
+func describe(s *sandbox.Session) string {
+	p := s.Policy()
+	var b strings.Builder
+	fmt.Fprintf(&b, "Run a command in agentbox's %s sandbox, in %s. ", p.Mode, p.Cwd)
+	switch {
+	case p.Mode == policy.DangerFullAccess:
+		b.WriteString("There is no sandbox: the command can do anything you can.")
+	default:
+		b.WriteString("It may read what the user can read")
+		if len(p.WritableRoots) > 0 {
+			fmt.Fprintf(&b, " and write only beneath %s", strings.Join(p.WritableRoots, ", "))
+			if len(p.ProtectedNames) > 0 {
+				fmt.Fprintf(&b, " (%s stay read-only)", strings.Join(p.ProtectedNames, ", "))
+			}
+		} else {
+			b.WriteString(" and write nowhere")
+		}
+		if p.Network {
+			b.WriteString("; the network is on.")
+		} else {
+			b.WriteString("; the network is off (loopback works).")
+		}
+	}
+	b.WriteString(" The command runs directly, without a shell; its background processes end with it. Returns exit_code, stdout and stderr.")
+	return b.String()
+}
+
+type handler struct {
+	s    *sandbox.Session
+	opts Options
+}
+
+func (h *handler) run(ctx context.Context, req *mcp.CallToolRequest, in RunInput) (*mcp.CallToolResult, RunOutput, error) {
+	if len(in.Command) == 0 || in.Command[0] == "" {
+		return nil, RunOutput{}, errors.New(`"command" must hold the program and its arguments, e.g. ["ls", "-la"]`)
+	}
+	timeout := h.opts.DefaultTimeout
+	if in.TimeoutSeconds != nil {
+		t := *in.TimeoutSeconds
+		if math.IsNaN(t) || t <= 0 || t > 1e9 {
+			return nil, RunOutput{}, fmt.Errorf(`"timeout_seconds" must be a positive number of seconds, not %v`, t)
+		}
+		timeout = time.Duration(t * float64(time.Second))
+	}
+	// notifications/cancelled cancels ctx, which kills the command's
+	// whole tree, as a timeout does.
+	if timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, timeout)
+		defer cancel()
+	}
+	c := h.s.Command(ctx, in.Command[0], in.Command[1:]...)
+	if in.Stdin != nil {
+		c.Stdin = strings.NewReader(*in.Stdin)
+	}
+	stdout := &capped{max: h.opts.MaxOutput, name: "stdout"}
+	stderr := &capped{max: h.opts.MaxOutput, name: "stderr"}
+	c.Stdout, c.Stderr = stdout, stderr
+	c.Diagnostics = stderr
+	c.WaitDelay = 2 * time.Second
+
+	out := RunOutput{}
+	err := c.Run()
+	var se *sandbox.StartError
+	var ee *sandbox.ExitError
+	isErr := false
+	switch {
+	case err == nil:
+	case errors.As(err, &ee):
+		out.ExitCode = ee.ExitCode()
+		out.Report.TimedOut = ee.TimedOut
+		if ee.TimedOut {
+			fmt.Fprintf(stderr, "\nagentbox: command timed out after %v and was killed with everything it started\n", timeout)
+		}
+	case errors.As(err, &se):
+		out.ExitCode = se.Code
+		fmt.Fprintf(stderr, "agentbox: %v\n", se.Err)
+		isErr = true
+	default:
+		out.ExitCode = sandbox.CodeSandboxFailure
+		fmt.Fprintf(stderr, "agentbox: %v\n", err)
+		isErr = true
+	}
+	out.Stdout, out.Stderr = stdout.String(), stderr.String()
+	out.Report.ExitCode = out.ExitCode
+	return &mcp.CallToolResult{
+		Content: []mcp.Content{&mcp.TextContent{Text: text(out)}},
+		IsError: isErr,
+	}, out, nil
+}
+
+// text is the result for clients that read only the text content.
+func text(o RunOutput) string {
+	var b strings.Builder
+	b.WriteString(o.Stdout)
+	if o.Stderr != "" {
+		if b.Len() > 0 && !strings.HasSuffix(o.Stdout, "\n") {
+			b.WriteByte('\n')
+		}
+		b.WriteString("[stderr]\n")
+		b.WriteString(o.Stderr)
+	}
+	if b.Len() > 0 && !strings.HasSuffix(b.String(), "\n") {
+		b.WriteByte('\n')
+	}
+	fmt.Fprintf(&b, "[exit code: %d]", o.ExitCode)
+	return b.String()
+}
+
+// capped keeps the first max bytes written to it and counts the rest.
+type capped struct {
+	mu      sync.Mutex
+	max     int
+	name    string
+	b       bytes.Buffer
+	dropped int64
+}
+
+func (c *capped) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	room := c.max - c.b.Len()
+	if room >= len(p) {
+		c.b.Write(p)
+		return len(p), nil
+	}
+	if room > 0 {
+		c.b.Write(p[:room])
+	}
+	c.dropped += int64(len(p) - max(room, 0))
+	return len(p), nil
+}
+
+func (c *capped) String() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s := strings.ToValidUTF8(c.b.String(), "\uFFFD")
+	if c.dropped > 0 {
+		s += fmt.Sprintf("\n[agentbox: %s truncated: %d more bytes not shown]\n", c.name, c.dropped)
+	}
+	return s
+}

@@ -1,0 +1,207 @@
+package mcpserver
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/agentbox/agentbox/policy"
+	"github.com/agentbox/agentbox/sandbox"
+)
+
+// TestMain lets the test binary serve as the sandbox's re-exec stage.
+func TestMain(m *testing.M) {
+	sandbox.Main()
+	os.Exit(m.Run())
+}
+
+// connect starts a server on a session for a fresh workspace and returns
+// the SDK's own client connected to it over an in-memory pipe.
+func connect(t *testing.T, opts Options) (*mcp.ClientSession, string) {
+	t.Helper()
+	if runtime.GOOS != "linux" {
+		t.Skip("sandbox sessions are exercised on Linux")
+	}
+	ws, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	pol, err := policy.Resolve(policy.Options{Cwd: ws, Getenv: func(string) string { return "" }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := sandbox.NewSession(pol)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	st, ct := mcp.NewInMemoryTransports()
+	srv := New(s, opts)
+	ss, err := srv.Connect(ctx, st, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "v0"}, nil)
+	cs, err := client.Connect(ctx, ct, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cs.Close()
+		ss.Wait()
+		cancel()
+		s.Close()
+	})
+	return cs, ws
+}
+
+func call(t *testing.T, ctx context.Context, cs *mcp.ClientSession, args map[string]any) (*mcp.CallToolResult, RunOutput, error) {
+	t.Helper()
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "run", Arguments: args})
+	if err != nil {
+		return nil, RunOutput{}, err
+	}
+	var out RunOutput
+	b, _ := json.Marshal(res.StructuredContent)
+	if err := json.Unmarshal(b, &out); err != nil {
+		t.Fatalf("structuredContent %s: %v", b, err)
+	}
+	return res, out, nil
+}
+
+func TestRunTool(t *testing.T) {
+	cs, ws := connect(t, Options{})
+	ctx := context.Background()
+	tools, err := cs.ListTools(ctx, nil)
+	if err != nil || len(tools.Tools) != 1 || tools.Tools[0].Name != "run" {
+		t.Fatalf("tools: %+v, %v", tools, err)
+	}
+	if !strings.Contains(tools.Tools[0].Description, ws) {
+		t.Errorf("description does not name the workspace: %q", tools.Tools[0].Description)
+	}
+	res, out, err := call(t, ctx, cs, map[string]any{
+		"command": []string{"sh", "-c", "pwd; cat; echo oops >&2; echo x > made.txt; exit 3"},
+		"stdin":   "from stdin\n",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.ExitCode != 3 || out.Report.ExitCode != 3 || out.Stdout != ws+"\nfrom stdin\n" || out.Stderr != "oops\n" {
+		t.Errorf("result: %+v", out)
+	}
+	text := res.Content[0].(*mcp.TextContent).Text
+	if !strings.Contains(text, "from stdin") || !strings.Contains(text, "[exit code: 3]") {
+		t.Errorf("text content: %q", text)
+	}
+	if res.IsError {
+		t.Error("a command's non-zero exit is not a tool error")
+	}
+	if _, err := os.Stat(filepath.Join(ws, "made.txt")); err != nil {
+		t.Errorf("write in the workspace: %v", err)
+	}
+	// A write outside the writable roots fails, and the host is unchanged.
+	vt, err := os.MkdirTemp("/var/tmp", "agentbox-mcp-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(vt)
+	_, out, _ = call(t, ctx, cs, map[string]any{"command": []string{"sh", "-c", "echo x > " + vt + "/f"}})
+	if out.ExitCode == 0 {
+		t.Error("write outside succeeded")
+	}
+	if _, err := os.Stat(filepath.Join(vt, "f")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("host: %v", err)
+	}
+	// Start failures keep the CLI's statuses.
+	res, out, _ = call(t, ctx, cs, map[string]any{"command": []string{"no-such-command-agentbox"}})
+	if out.ExitCode != 127 || !res.IsError {
+		t.Errorf("not found: %+v", out)
+	}
+	// Bad input is a tool error, not a crash.
+	res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "run", Arguments: map[string]any{"command": []string{}}})
+	if err != nil || !res.IsError {
+		t.Errorf("empty command: %+v, %v", res, err)
+	}
+	res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "run", Arguments: map[string]any{"command": []string{"true"}, "timeout_seconds": -1}})
+	if err != nil || !res.IsError {
+		t.Errorf("negative timeout: %+v, %v", res, err)
+	}
+}
+
+func TestRunToolTruncates(t *testing.T) {
+	cs, _ := connect(t, Options{MaxOutput: 1000})
+	_, out, err := call(t, context.Background(), cs, map[string]any{"command": []string{"sh", "-c", "head -c 5000 /dev/zero | tr '\\0' a"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(out.Stdout, strings.Repeat("a", 1000)+"\n[agentbox: stdout truncated: 4000 more bytes not shown]") {
+		t.Errorf("stdout: %q", out.Stdout)
+	}
+}
+
+// TestRunToolTimeoutAndCancel: timeout_seconds and notifications/cancelled
+// kill the command and its background children; the session goes on.
+func TestRunToolTimeoutAndCancel(t *testing.T) {
+	cs, ws := connect(t, Options{})
+	ctx := context.Background()
+	start := time.Now()
+	_, out, err := call(t, ctx, cs, map[string]any{
+		"command":         []string{"sh", "-c", "(sleep 2; echo late > late1) & sleep 30"},
+		"timeout_seconds": 0.3,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.ExitCode != 137 || !out.Report.TimedOut || time.Since(start) > 5*time.Second {
+		t.Errorf("timeout: %+v after %v", out, time.Since(start))
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	go func() {
+		time.Sleep(300 * time.Millisecond)
+		cancel() // the client sends notifications/cancelled
+	}()
+	_, _, err = call(t, cctx, cs, map[string]any{"command": []string{"sh", "-c", "(sleep 2; echo late > late2) & sleep 30"}})
+	if err == nil {
+		t.Error("cancelled call returned a result")
+	}
+	time.Sleep(2500 * time.Millisecond)
+	for _, f := range []string{"late1", "late2"} {
+		if _, err := os.Stat(filepath.Join(ws, f)); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s: a background child survived", f)
+		}
+	}
+	// The command is gone from the session too: nothing sleeps any more.
+	_, out, _ = call(t, ctx, cs, map[string]any{"command": []string{"sh", "-c", "cat /proc/[0-9]*/comm"}})
+	if strings.Contains(out.Stdout, "sleep") || !strings.Contains(out.Stdout, "sh") {
+		t.Errorf("processes in the session: %q", out.Stdout)
+	}
+}
+
+func TestRunToolParallel(t *testing.T) {
+	cs, _ := connect(t, Options{})
+	var wg sync.WaitGroup
+	start := time.Now()
+	for i := range 6 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, out, err := call(t, context.Background(), cs, map[string]any{"command": []string{"sh", "-c", "sleep 0.5; echo $0", string(rune('a' + i))}})
+			if err != nil || out.Stdout != string(rune('a'+i))+"\n" {
+				t.Errorf("call %d: %+v, %v", i, out, err)
+			}
+		}()
+	}
+	wg.Wait()
+	if d := time.Since(start); d > 2500*time.Millisecond {
+		t.Errorf("6 parallel calls of 0.5 s took %v: not run concurrently", d)
+	}
+}
