@@ -13,9 +13,16 @@
 //
 // # Linux re-exec
 //
-// On Linux the backend re-executes the current binary to build the sandbox
-// before running the command. Programs that use this package must call
-// [Main] first thing in main.
+// On Linux the backend re-executes the current binary (/proc/self/exe) to
+// build the sandbox before running the command. The re-executed process
+// is recognised by a marker in its argv and environment that only
+// agentbox's launcher sets, and becomes the sandbox's init stage from a
+// package init function of this package's Linux backend, before the
+// program's main runs: calling [Main] is not needed. Init functions of
+// packages that Go orders before that backend (its own dependencies, and
+// packages whose import path sorts earlier and that do not import it) do
+// run first in the init stage: keep them free of side effects such as
+// starting goroutines that write files or open connections.
 package sandbox
 
 import (

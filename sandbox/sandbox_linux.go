@@ -17,11 +17,13 @@ import (
 	"github.com/agentbox/agentbox/policy"
 )
 
-// Main runs the Linux init stage when this process is one; otherwise it
-// returns at once. Call it first thing in main.
+// Main is no longer needed: the Linux init stage takes over from a package
+// init function, before the program's main runs (see the package
+// documentation). It is kept so that programs calling it still build; it
+// returns at once.
 func Main() {
 	if linux.IsInit() {
-		linux.RunInit() // never returns
+		linux.RunInit() // not reached: the stage ran at package init
 	}
 }
 

@@ -12,12 +12,6 @@ import (
 	"github.com/agentbox/agentbox/policy"
 )
 
-// TestMain lets the test binary serve as the init stage it re-executes.
-func TestMain(m *testing.M) {
-	Main()
-	os.Exit(m.Run())
-}
-
 func testPolicy(t *testing.T) (*policy.Policy, string) {
 	t.Helper()
 	return testPolicyAt(t, t.TempDir())

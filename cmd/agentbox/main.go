@@ -8,12 +8,11 @@ import (
 	"os"
 
 	"github.com/agentbox/agentbox/internal/cli"
-	"github.com/agentbox/agentbox/sandbox"
 )
 
 func main() {
 	// The Linux backend re-executes this binary to build the sandbox;
-	// Main takes over (and never returns) in that stage.
-	sandbox.Main()
+	// that stage takes over from a package init function and never
+	// reaches main.
 	os.Exit(cli.Main(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 }

@@ -274,5 +274,11 @@ func init() {
 	// goroutine to its thread for the life of the process.
 	if IsInit() {
 		runtime.LockOSThread()
+		// Take over here, while the packages are being initialized,
+		// rather than in the caller's main: a program that forgets
+		// sandbox.Main would otherwise run its own main as the init
+		// stage. Only this package's dependencies (and packages the
+		// Go runtime orders before it) have run their init functions.
+		RunInit() // never returns
 	}
 }

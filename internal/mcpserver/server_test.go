@@ -18,11 +18,8 @@ import (
 	"github.com/agentbox/agentbox/sandbox"
 )
 
-// TestMain lets the test binary serve as the sandbox's re-exec stage.
-func TestMain(m *testing.M) {
-	sandbox.Main()
-	os.Exit(m.Run())
-}
+// No TestMain calls sandbox.Main: the re-executed test binary becomes the
+// sandbox's init stage at package init on its own.
 
 // connect starts a server on a session for a fresh workspace and returns
 // the SDK's own client connected to it over an in-memory pipe.
