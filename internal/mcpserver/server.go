@@ -36,6 +36,9 @@ type Options struct {
 	// DefaultTimeout applies to calls that give no timeout_seconds; 0
 	// means none.
 	DefaultTimeout time.Duration
+
+	// base, when set, ends every call when it ends (see Serve).
+	base context.Context
 }
 
 // RunInput is the run tool's input.
@@ -92,12 +95,37 @@ func ptr[T any](v T) *T { return &v }
 // Serve runs the server on r and w (newline-delimited JSON-RPC, as on an
 // MCP stdio connection) until the client disconnects or ctx ends.
 func Serve(ctx context.Context, s *sandbox.Session, r io.Reader, w io.Writer, opts Options) error {
-	t := &mcp.IOTransport{Reader: io.NopCloser(r), Writer: nopWriteCloser{w}}
+	// The SDK waits for calls in flight before Run returns; a client that
+	// hangs up must not leave its commands running (or the server
+	// waiting for them), so the end of the input cancels every call.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	opts.base = ctx
+	t := &mcp.IOTransport{Reader: &eofCancel{r: r, cancel: cancel}, Writer: nopWriteCloser{w}}
 	err := New(s, opts).Run(ctx, t)
 	if errors.Is(err, context.Canceled) || errors.Is(err, io.EOF) || errors.Is(err, mcp.ErrConnectionClosed) {
 		return nil
 	}
 	return err
+}
+
+// eofCancel calls cancel once its reader ends or fails.
+type eofCancel struct {
+	r      io.Reader
+	cancel context.CancelFunc
+}
+
+func (e *eofCancel) Read(p []byte) (int, error) {
+	n, err := e.r.Read(p)
+	if err != nil {
+		e.cancel()
+	}
+	return n, err
+}
+
+func (e *eofCancel) Close() error {
+	e.cancel()
+	return nil
 }
 
 type nopWriteCloser struct{ io.Writer }
@@ -150,7 +178,14 @@ func (h *handler) run(ctx context.Context, req *mcp.CallToolRequest, in RunInput
 		timeout = time.Duration(t * float64(time.Second))
 	}
 	// notifications/cancelled cancels ctx, which kills the command's
-	// whole tree, as a timeout does.
+	// whole tree, as a timeout does; so does the client hanging up.
+	if h.opts.base != nil {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithCancel(ctx)
+		defer cancel()
+		stop := context.AfterFunc(h.opts.base, cancel)
+		defer stop()
+	}
 	if timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, timeout)

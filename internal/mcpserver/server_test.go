@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -200,5 +201,48 @@ func TestRunToolParallel(t *testing.T) {
 	wg.Wait()
 	if d := time.Since(start); d > 2500*time.Millisecond {
 		t.Errorf("6 parallel calls of 0.5 s took %v: not run concurrently", d)
+	}
+}
+
+// TestServeClientHangsUp: when the client's side of the connection ends
+// with a call in flight, Serve returns at once and the command dies.
+func TestServeClientHangsUp(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("sandbox sessions are exercised on Linux")
+	}
+	ws, _ := filepath.EvalSymlinks(t.TempDir())
+	pol, err := policy.Resolve(policy.Options{Cwd: ws, Getenv: func(string) string { return "" }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := sandbox.NewSession(pol)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	served := make(chan error, 1)
+	go func() { served <- Serve(context.Background(), s, inR, outW, Options{}) }()
+	client := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "v0"}, nil)
+	cs, err := client.Connect(context.Background(), &mcp.IOTransport{Reader: outR, Writer: inW}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "run", Arguments: map[string]any{
+		"command": []string{"sh", "-c", "sleep 2; echo late > late.txt"}}})
+	time.Sleep(300 * time.Millisecond)
+	inW.Close()
+	select {
+	case err := <-served:
+		if err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+	case <-time.After(1500 * time.Millisecond):
+		t.Fatal("Serve waits for the call in flight after the client hung up")
+	}
+	time.Sleep(2 * time.Second)
+	if _, err := os.Stat(filepath.Join(ws, "late.txt")); !errors.Is(err, os.ErrNotExist) {
+		t.Error("the command outlived its client")
 	}
 }

@@ -1,0 +1,326 @@
+//go:build linux
+
+package linux
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// TestInitNotDumpable: the init stage (PID 1 of a lone run) is not
+// dumpable, so the command, running as the same uid, cannot see what its
+// descriptors are (the unix socket supervisor's notify fd among them),
+// read its environment or memory. Without PR_SET_DUMPABLE it can: the
+// Landlock domain is the same, and nothing else stands in the way.
+func TestInitNotDumpable(t *testing.T) {
+	script := `
+for fd in /proc/1/fd/*; do readlink $fd >/dev/null 2>&1 && echo "LEAK fd $fd -> $(readlink $fd)"; done
+cat /proc/1/environ >/dev/null 2>&1 && echo "LEAK environ"
+head -c1 /proc/1/mem >/dev/null 2>&1 && echo "LEAK mem"
+readlink /proc/1/cwd >/dev/null 2>&1 && echo "LEAK cwd"
+ls /proc/1/root/ >/dev/null 2>&1 && echo "LEAK root"
+echo done`
+	forEachUser(t, func(t *testing.T, u *testUser) {
+		fx := newFixture(t, u)
+		r := sandboxed(t, fx, nil, script)
+		if r.code != 0 || !strings.HasSuffix(r.stdout, "done\n") {
+			t.Fatalf("probe failed: %v", r)
+		}
+		if strings.Contains(r.stdout, "LEAK") {
+			t.Errorf("the command reached its init stage through /proc/1:\n%s", r.stdout)
+		}
+	})
+}
+
+// mcpServer starts `agentbox mcp -C ws` as u, connected to the SDK's own
+// client over the server's stdin and stdout. Closing stdin (the returned
+// io.Closer) is the client hanging up.
+func mcpServer(t *testing.T, u *testUser, fx *fixture, extra ...string) (*mcp.ClientSession, *exec.Cmd, io.Closer) {
+	t.Helper()
+	needBin(t)
+	args := append([]string{"mcp", "-C", fx.ws}, extra...)
+	cmd := command(u, runOpts{env: fx.env(), dir: fx.ws}, binPath, args...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	client := mcp.NewClient(&mcp.Implementation{Name: "agentbox-test", Version: "v0"}, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	cs, err := client.Connect(ctx, &mcp.IOTransport{Reader: stdout, Writer: stdin}, nil)
+	if err != nil {
+		cmd.Process.Kill()
+		cmd.Wait()
+		t.Fatalf("connecting to agentbox mcp: %v\nstderr: %s", err, stderr.String())
+	}
+	t.Cleanup(func() {
+		stdin.Close()
+		done := make(chan struct{})
+		go func() {
+			cmd.Wait()
+			close(done)
+		}()
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			cmd.Process.Kill()
+			<-done
+			t.Errorf("agentbox mcp did not exit within 5 s of its stdin closing")
+		}
+		cs.Close()
+		if t.Failed() {
+			t.Logf("agentbox mcp stderr: %s", stderr.String())
+		}
+	})
+	return cs, cmd, stdin
+}
+
+func cmdline(pid string) string {
+	b, _ := os.ReadFile("/proc/" + pid + "/cmdline")
+	return string(b)
+}
+
+// procState is the state letter of pid ("Z" for a zombie), "" if gone.
+func procState(pid int) string {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return ""
+	}
+	s := string(b)
+	if i := strings.LastIndexByte(s, ')'); i >= 0 && len(s) > i+2 {
+		return s[i+2 : i+3]
+	}
+	return ""
+}
+
+type mcpResult struct {
+	ExitCode int    `json:"exit_code"`
+	Stdout   string `json:"stdout"`
+	Stderr   string `json:"stderr"`
+	Report   struct {
+		ExitCode int  `json:"exit_code"`
+		TimedOut bool `json:"timed_out"`
+	} `json:"report"`
+}
+
+func (r mcpResult) String() string {
+	return fmt.Sprintf("exit %d\nstdout: %q\nstderr: %q", r.ExitCode, r.Stdout, r.Stderr)
+}
+
+func mcpRun(t *testing.T, cs *mcp.ClientSession, args map[string]any) mcpResult {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "run", Arguments: args})
+	if err != nil {
+		t.Fatalf("run %v: %v", args, err)
+	}
+	var out mcpResult
+	b, _ := json.Marshal(res.StructuredContent)
+	if err := json.Unmarshal(b, &out); err != nil {
+		t.Fatalf("structuredContent %s: %v", b, err)
+	}
+	return out
+}
+
+func mcpSh(t *testing.T, cs *mcp.ClientSession, script string) mcpResult {
+	t.Helper()
+	return mcpRun(t, cs, map[string]any{"command": []string{"/bin/sh", "-c", script}})
+}
+
+// TestSessionWritesAndEscapes: commands of one session (through agentbox
+// mcp) write where a lone run may and nowhere else, and what one command
+// is refused stays refused for the next.
+func TestSessionWritesAndEscapes(t *testing.T) {
+	forEachUser(t, func(t *testing.T, u *testUser) {
+		fx := newFixture(t, u, noCodex)
+		cs, _, _ := mcpServer(t, u, fx)
+		before := snapshot(t, fx.dir)
+		r := mcpSh(t, cs, `echo new > "$WS/new.txt"; echo changed > "$WS/file.txt"`)
+		if r.ExitCode != 0 {
+			t.Fatalf("writes inside: %v", r)
+		}
+		assertContent(t, filepath.Join(fx.ws, "new.txt"), "new\n")
+		assertContent(t, filepath.Join(fx.ws, "file.txt"), "changed\n")
+		for _, script := range []string{
+			`echo x > "$OUT/file.txt"`,
+			`echo x > "$WS/link/file.txt"`,
+			`echo x >> "$WS/.git/config"`,
+			`mkdir "$WS/.codex"`,
+			`mv "$WS/.git" "$WS/git.moved"`,
+			`echo x > "$HOME/f"`,
+			`rm -f "$WS/hl"; echo x > "$OUT/hl-target"`,
+		} {
+			if r := mcpSh(t, cs, script); r.ExitCode == 0 {
+				t.Errorf("%s: succeeded: %v", script, r)
+			}
+		}
+		allow := func(p string) bool {
+			return p == filepath.Join(fx.ws, "new.txt") || p == filepath.Join(fx.ws, "file.txt") || p == filepath.Join(fx.ws, "hl")
+		}
+		for _, d := range diffSnapshots(before, snapshot(t, fx.dir), allow) {
+			t.Errorf("host: %s", d)
+		}
+		// The session's init and neighbours are out of reach.
+		probe := `
+read -r me _ < /proc/self/stat
+for p in /proc/[0-9]*; do
+	pid=${p#/proc/}
+	[ "$pid" = "$me" ] && continue
+	grep -q "^PPid:[[:space:]]*$me\$" $p/status 2>/dev/null && continue
+	for fd in $p/fd/*; do readlink $fd >/dev/null 2>&1 && echo "LEAK fd $fd"; done
+	cat $p/environ >/dev/null 2>&1 && echo "LEAK environ $pid"
+	head -c1 $p/mem >/dev/null 2>&1 && echo "LEAK mem $pid"
+	ls $p/root/ >/dev/null 2>&1 && echo "LEAK root $pid"
+done
+for fd in 3 4 5 6 7 8 9; do (true >&$fd) 2>/dev/null && echo "LEAK inherited fd $fd"; done
+grep -E '^(CapEff|CapPrm|CapBnd|CapAmb|NoNewPrivs|Seccomp):' /proc/self/status
+echo done`
+		var wg sync.WaitGroup
+		wg.Add(1)
+		go func() { // a neighbour to attack
+			defer wg.Done()
+			mcpRun(t, cs, map[string]any{"command": []string{"sleep", "1"}})
+		}()
+		time.Sleep(200 * time.Millisecond)
+		r = mcpSh(t, cs, probe)
+		wg.Wait()
+		if !strings.HasSuffix(r.Stdout, "done\n") || strings.Contains(r.Stdout, "LEAK") {
+			t.Errorf("probe: %v", r)
+		}
+		for _, want := range []string{"CapEff:\t0000000000000000", "CapPrm:\t0000000000000000", "CapBnd:\t0000000000000000", "CapAmb:\t0000000000000000", "NoNewPrivs:\t1", "Seccomp:\t2"} {
+			if !strings.Contains(r.Stdout, want) {
+				t.Errorf("missing %q: %v", want, r)
+			}
+		}
+	})
+}
+
+// TestSessionTreeKillTimeoutCrash: a timeout kills the command with its
+// background children (checked on the host); a command that crashes or
+// kills everything it can see leaves the session working; parallel
+// commands run concurrently; closing the server ends everything and
+// leaves no placeholder.
+func TestSessionTreeKillTimeoutCrash(t *testing.T) {
+	forEachUser(t, func(t *testing.T, u *testUser) {
+		fx := newFixture(t, u, noCodex)
+		cs, srv, hangUp := mcpServer(t, u, fx)
+		tok := sleepToken()
+		start := time.Now()
+		r := mcpRun(t, cs, map[string]any{
+			"command":         []string{"/bin/sh", "-c", "setsid sleep " + tok + " & (sleep " + tok + " &) ; sleep " + tok},
+			"timeout_seconds": 0.5,
+		})
+		if r.ExitCode != 137 || !r.Report.TimedOut || time.Since(start) > 10*time.Second {
+			t.Errorf("timeout: %v after %v", r, time.Since(start))
+		}
+		if !waitFor(2*time.Second, func() bool { return len(procsWith(tok)) == 0 }) {
+			t.Errorf("processes outlived the timed-out command: %v", procsWith(tok))
+		}
+		if python != "" {
+			r = mcpRun(t, cs, map[string]any{"command": []string{python, "-c", "import ctypes; ctypes.string_at(0)"}})
+			if r.ExitCode != 128+int(syscall.SIGSEGV) {
+				t.Errorf("segfault: %v", r)
+			}
+		}
+		if r = mcpSh(t, cs, "kill -9 -1; kill -9 1; exit 4"); r.ExitCode != 4 {
+			t.Errorf("kill everything: %v", r)
+		}
+		var wg sync.WaitGroup
+		begin := time.Now()
+		for i := range 4 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				r := mcpSh(t, cs, fmt.Sprintf("sleep 0.5; echo %d > \"$WS/p%d\"; echo %d", i, i, i))
+				if r.ExitCode != 0 || r.Stdout != fmt.Sprintf("%d\n", i) {
+					t.Errorf("parallel %d: %v", i, r)
+				}
+			}()
+		}
+		wg.Wait()
+		if d := time.Since(begin); d > 4*time.Second {
+			t.Errorf("4 parallel commands of 0.5 s took %v", d)
+		}
+		for i := range 4 {
+			assertContent(t, filepath.Join(fx.ws, fmt.Sprintf("p%d", i)), fmt.Sprintf("%d\n", i))
+		}
+		// A command still running when the server goes away dies too.
+		tok2 := sleepToken()
+		go cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "run", Arguments: map[string]any{"command": []string{"sleep", tok2}}})
+		if !waitFor(5*time.Second, func() bool { return len(procsWith(tok2)) > 0 }) {
+			t.Fatal("the command never started")
+		}
+		if exists(filepath.Join(fx.ws, ".codex")) == false {
+			t.Error("no placeholder for the missing .codex while the session runs")
+		}
+		hangUp.Close()
+		if !waitFor(5*time.Second, func() bool { return srv.ProcessState != nil || !exists(fmt.Sprintf("/proc/%d/cmdline", srv.Process.Pid)) || procState(srv.Process.Pid) == "Z" }) {
+			t.Error("agentbox mcp still runs after its client hung up")
+		}
+		if !waitFor(3*time.Second, func() bool { return len(procsWith(tok2)) == 0 }) {
+			t.Errorf("a command outlived agentbox mcp: %v", procsWith(tok2))
+		}
+		assertAbsent(t, filepath.Join(fx.ws, ".codex"))
+		assertAbsent(t, filepath.Join(fx.ws, ".agents"))
+	})
+}
+
+// TestSessionServerKilled: if agentbox mcp is killed outright, the
+// session's sandbox and its commands die with it.
+func TestSessionServerKilled(t *testing.T) {
+	forEachUser(t, func(t *testing.T, u *testUser) {
+		fx := newFixture(t, u)
+		cs, srv, _ := mcpServer(t, u, fx)
+		tok := sleepToken()
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			cs.CallTool(ctx, &mcp.CallToolParams{Name: "run", Arguments: map[string]any{"command": []string{"sleep", tok}}})
+		}()
+		if !waitFor(5*time.Second, func() bool { return len(procsWith(tok)) > 0 }) {
+			t.Fatal("the command never started")
+		}
+		// The session's init: agentbox mcp's child.
+		var zygote []string
+		for _, p := range procsWith("agentbox-init") {
+			pid, _, _ := strings.Cut(p, ":")
+			b, _ := os.ReadFile("/proc/" + pid + "/stat")
+			if f := strings.Fields(string(b)); len(f) > 3 && f[3] == fmt.Sprint(srv.Process.Pid) {
+				zygote = append(zygote, pid)
+			}
+		}
+		if len(zygote) != 1 {
+			t.Fatalf("the session's init is not agentbox mcp's child: %v", zygote)
+		}
+		srv.Process.Signal(syscall.SIGKILL)
+		if !waitFor(3*time.Second, func() bool { return len(procsWith(tok)) == 0 }) {
+			t.Errorf("a command outlived its killed server: %v", procsWith(tok))
+		}
+		if !waitFor(3*time.Second, func() bool { return !strings.Contains(cmdline(zygote[0]), "agentbox-init") }) {
+			t.Errorf("the session's init outlived its killed server")
+		}
+	})
+}
