@@ -277,7 +277,9 @@ func TestSessionTreeKillTimeoutCrash(t *testing.T) {
 			t.Error("no placeholder for the missing .codex while the session runs")
 		}
 		hangUp.Close()
-		if !waitFor(5*time.Second, func() bool { return srv.ProcessState != nil || !exists(fmt.Sprintf("/proc/%d/cmdline", srv.Process.Pid)) || procState(srv.Process.Pid) == "Z" }) {
+		if !waitFor(5*time.Second, func() bool {
+			return srv.ProcessState != nil || !exists(fmt.Sprintf("/proc/%d/cmdline", srv.Process.Pid)) || procState(srv.Process.Pid) == "Z"
+		}) {
 			t.Error("agentbox mcp still runs after its client hung up")
 		}
 		if !waitFor(3*time.Second, func() bool { return len(procsWith(tok2)) == 0 }) {
