@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# bench.sh: start-up cost of `agentbox run -- true` against bare `true` and
-# against bubblewrap with comparable isolation, in one run; then `go build
-# ./...` of this project inside the sandbox (the Go caches overlaid
+# bench.sh: per-command cost of agentbox against bare `true` and against
+# bubblewrap with comparable isolation, in one run: `agentbox run -- true`,
+# a command through a library Session (scripts/benchsession), and a command
+# through `agentbox mcp`'s run tool with the client round trip; then `go
+# build ./...` of this project inside the sandbox (the Go caches overlaid
 # copy-on-write) against outside, both with a warm host cache.
 #
 #   scripts/bench.sh [ROUNDS]        (default 30; rounds alternate the tools)
@@ -9,8 +11,8 @@
 #
 # Builds agentbox (CGO_ENABLED=0) into a temp dir, installs Debian's
 # bubblewrap if it is missing (needs root and apt-get), and prints the
-# median, p10 and p90 wall time of each, and the ratios agentbox/bare and
-# agentbox/bwrap. Times come from bash's $EPOCHREALTIME, so no extra process
+# median, p10 and p90 wall time of each, the ratios to a fresh bwrap, and
+# peak memory. Times come from bash's $EPOCHREALTIME, so no extra process
 # is started per measurement.
 set -euo pipefail
 
@@ -21,6 +23,7 @@ trap 'rm -rf "$work"' EXIT
 
 echo "building agentbox (CGO_ENABLED=0)..." >&2
 (cd "$root" && CGO_ENABLED=0 go build -o "$work/agentbox" ./cmd/agentbox)
+(cd "$root" && CGO_ENABLED=0 go build -o "$work/benchsession" ./scripts/benchsession)
 
 if ! command -v bwrap >/dev/null 2>&1; then
 	echo "installing bubblewrap..." >&2
@@ -45,13 +48,39 @@ agentbox_net() { "$work/agentbox" run -C "$ws" --network -- true; }
 # bwrap with comparable isolation: every namespace (network included),
 # new session, dies with its parent, read-only /, writable workspace and
 # /tmp with .git read-only, fresh /proc and a minimal /dev.
-bwrap_cmp() {
-	bwrap --unshare-all --new-session --die-with-parent \
-		--ro-bind / / --bind "$ws" "$ws" --ro-bind "$ws/.git" "$ws/.git" --bind /tmp /tmp \
-		--proc /proc --dev /dev -- true
+bwrap_args=(--unshare-all --new-session --die-with-parent
+	--ro-bind / / --bind "$ws" "$ws" --ro-bind "$ws/.git" "$ws/.git" --bind /tmp /tmp
+	--proc /proc --dev /dev -- true)
+bwrap_cmp() { bwrap "${bwrap_args[@]}"; }
+
+# A command through the library's Session: scripts/benchsession holds one
+# session and runs `true` in it for each line it reads; the time is the
+# whole round trip over its pipes.
+mkfifo "$work/s.in" "$work/s.out" "$work/m.in" "$work/m.out"
+"$work/benchsession" "$ws" <"$work/s.in" >"$work/s.out" 2>"$work/s.err" &
+exec 7>"$work/s.in" 8<"$work/s.out"
+session() { echo >&7 && read -r _ <&8; }
+# A command through `agentbox mcp`'s run tool, client round trip
+# included: the client is this shell, writing one JSON-RPC request and
+# reading lines until the answer with its id.
+"$work/agentbox" mcp -C "$ws" <"$work/m.in" >"$work/m.out" 2>"$work/m.err" &
+mcp_pid=$!
+exec 9>"$work/m.in" 10<"$work/m.out"
+printf '%s\n' '{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"bench.sh","version":"0"}}}' >&9
+read -r _ <&10
+printf '%s\n' '{"jsonrpc":"2.0","method":"notifications/initialized"}' >&9
+mcp_id=0
+mcp_run() {
+	mcp_id=$((mcp_id + 1))
+	printf '{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"run","arguments":{"command":["true"]}}}\n' "$mcp_id" >&9
+	local line
+	while read -r line <&10; do
+		case $line in *'"id":'"$mcp_id"','*) break ;; esac
+	done
+	case $line in *'"exit_code":0'*) ;; *) echo "bench.sh: mcp run failed: $line" >&2; return 1 ;; esac
 }
 
-tools=(bare agentbox agentbox_net bwrap_cmp)
+tools=(bare agentbox agentbox_net bwrap_cmp session mcp_run)
 # AGENTBOX_BENCH_BASELINE=/path/to/older/agentbox adds a before/after
 # column: the same run with another build, alternating with the others.
 if [ -n "${AGENTBOX_BENCH_BASELINE:-}" ]; then
@@ -93,11 +122,29 @@ for t in "${tools[@]}"; do
 	med[$t]=$m
 	awk -v t="$t" -v m="$m" -v a="$p10" -v b="$p90" 'BEGIN { printf "%-14s %10.2f %10.2f %10.2f\n", t, m / 1000, a / 1000, b / 1000 }'
 done
-awk -v a="${med[agentbox]}" -v b="${med[bare]}" -v w="${med[bwrap_cmp]}" -v n="${med[agentbox_net]}" 'BEGIN {
+awk -v a="${med[agentbox]}" -v b="${med[bare]}" -v w="${med[bwrap_cmp]}" -v n="${med[agentbox_net]}" \
+	-v s="${med[session]}" -v m="${med[mcp_run]}" 'BEGIN {
 	printf "agentbox/bare  = %.1fx\n", a / b
-	printf "agentbox/bwrap = %.2fx\n", a / w
+	printf "agentbox/bwrap = %.2fx   (target <= 1.0x)\n", a / w
 	printf "agentbox --network/bwrap = %.2fx\n", n / w
+	printf "session/bwrap  = %.2fx   (library Session, target <= 0.2x)\n", s / w
+	printf "mcp run/bwrap  = %.2fx   (agentbox mcp, client round trip included, target <= 0.3x)\n", m / w
 }'
+
+# Peak memory (max RSS, KiB): of a lone run (agentbox, its init stage and
+# the command: the largest of them), of bwrap, and of the two long-lived
+# processes a session adds, after all the rounds above (a session's
+# command itself is as large as a bare one).
+peak() { /usr/bin/time -f %M "$@" 2>&1 >/dev/null | tail -1; }
+hwm() { awk '/^VmHWM/ { print $2 }' "/proc/$1/status" 2>/dev/null || echo "?"; }
+zygote_of() { for p in /proc/[0-9]*; do [ "$(awk '{ print $4 }' "$p/stat" 2>/dev/null)" = "$1" ] && { echo "${p#/proc/}"; return; }; done; }
+if [ -x /usr/bin/time ]; then
+	echo "peak RSS KiB: bare $(peak "$true_bin"), agentbox run $(peak "$work/agentbox" run -C "$ws" -- true), bwrap $(peak bwrap "${bwrap_args[@]}")"
+fi
+echo "peak RSS KiB: agentbox mcp $(hwm "$mcp_pid"), its session sandbox $(hwm "$(zygote_of "$mcp_pid")")"
+exec 7>&- 9>&-
+wait
+sed 's/^benchsession: //' "$work/s.err" >&2
 if [ -n "${med[baseline]:-}" ]; then
 	awk -v a="${med[agentbox]}" -v b="${med[baseline]}" 'BEGIN { printf "agentbox/baseline = %.2fx\n", a / b }'
 fi
