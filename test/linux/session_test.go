@@ -326,3 +326,33 @@ func TestSessionServerKilled(t *testing.T) {
 		}
 	})
 }
+
+// TestSessionLibraryAsUser runs the library's own session tests
+// (sandbox/session_linux_test.go: isolation state, confined writes, tree
+// kill, signals to a command that is PID 1 of its namespace, parallel
+// commands, crashes, escapes, Close) as every test user, the unprivileged
+// one included, from a test binary built here.
+func TestSessionLibraryAsUser(t *testing.T) {
+	needBin(t)
+	bin := filepath.Join(baseDir, "bin", "sandbox.test")
+	build := exec.Command("go", "test", "-c", "-o", bin, "./sandbox")
+	build.Dir = moduleRoot
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go test -c ./sandbox: %v\n%s", err, out)
+	}
+	os.Chmod(bin, 0o755)
+	forEachUser(t, func(t *testing.T, u *testUser) {
+		tmp := filepath.Join(u.home, "tmp-"+randName(""))
+		if err := os.Mkdir(tmp, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		os.Chown(tmp, u.uid, u.gid)
+		defer os.RemoveAll(tmp)
+		r := execute(t, u, runOpts{env: []string{"TMPDIR=" + tmp}, dir: u.home, timeout: 120 * time.Second},
+			bin, "-test.run", "^TestSession", "-test.count=1", "-test.v")
+		if r.code != 0 || !strings.Contains(r.stdout, "--- PASS: TestSessionEscapes") {
+			t.Errorf("library session tests as %s: %v", u.name, r)
+		}
+	})
+}
