@@ -11,6 +11,11 @@
 // (internal/darwin). A policy restriction a backend cannot apply is an
 // error from Start: nothing runs.
 //
+// # Sessions
+//
+// A [Session] prepares a policy once for many commands, each as isolated
+// as a lone Cmd; see its documentation for what they share.
+//
 // # Linux re-exec
 //
 // On Linux the backend re-executes the current binary (/proc/self/exe) to
