@@ -193,7 +193,7 @@ func (s *Session) read() {
 		}
 	}
 	procs := s.procs
-	s.procs = map[uint64]*SessionProcess{}
+	s.procs = nil // Start refuses from now on
 	s.mu.Unlock()
 	close(s.dead)
 	for _, p := range procs {
