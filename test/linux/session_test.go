@@ -52,7 +52,12 @@ func mcpServer(t *testing.T, u *testUser, fx *fixture, extra ...string) (*mcp.Cl
 	t.Helper()
 	needBin(t)
 	args := append([]string{"mcp", "-C", fx.ws}, extra...)
-	cmd := command(u, runOpts{env: fx.env(), dir: fx.ws}, binPath, args...)
+	return mcpServerCmd(t, command(u, runOpts{env: fx.env(), dir: fx.ws}, binPath, args...))
+}
+
+// mcpServerCmd is mcpServer for a command line of its own.
+func mcpServerCmd(t *testing.T, cmd *exec.Cmd) (*mcp.ClientSession, *exec.Cmd, io.Closer) {
+	t.Helper()
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	stdin, err := cmd.StdinPipe()
@@ -353,6 +358,38 @@ func TestSessionLibraryAsUser(t *testing.T) {
 			bin, "-test.run", "^TestSession", "-test.count=1", "-test.v")
 		if r.code != 0 || !strings.Contains(r.stdout, "--- PASS: TestSessionEscapes") {
 			t.Errorf("library session tests as %s: %v", u.name, r)
+		}
+	})
+}
+
+// TestSessionDegraded: without user namespaces a session starts each
+// command as a lone degraded run would: refused (125, naming the reason)
+// unless --allow-degraded, and then confined by Landlock and seccomp.
+func TestSessionDegraded(t *testing.T) {
+	if _, err := exec.LookPath("unshare"); err != nil {
+		t.Fatalf("unshare(1) is needed to test the fallback: %v", err)
+	}
+	forEachUser(t, func(t *testing.T, u *testUser) {
+		for _, optIn := range []bool{false, true} {
+			fx := newFixture(t, u)
+			args := []string{"-Ur", "sh", "-c", `echo 0 > /proc/sys/user/max_user_namespaces && exec "$0" "$@"`, binPath, "mcp", "-C", fx.ws}
+			if optIn {
+				args = append(args, "--allow-degraded")
+			}
+			cs, _, _ := mcpServerCmd(t, command(u, runOpts{env: fx.env(), dir: fx.ws}, "unshare", args...))
+			r := mcpSh(t, cs, `echo in > "$WS/in.txt"; echo out > "$OUT/out.txt"`)
+			if !optIn {
+				if r.ExitCode != 125 || !strings.Contains(r.Stderr, "--allow-degraded") {
+					t.Errorf("without opt-in: %v", r)
+				}
+				assertAbsent(t, filepath.Join(fx.ws, "in.txt"))
+				continue
+			}
+			assertContent(t, filepath.Join(fx.ws, "in.txt"), "in\n")
+			assertAbsent(t, filepath.Join(fx.out, "out.txt"))
+			if r.ExitCode == 0 {
+				t.Errorf("write outside succeeded: %v", r)
+			}
 		}
 	})
 }
