@@ -83,6 +83,15 @@ type zygote struct {
 
 	mu   sync.Mutex
 	cmds map[uint64]*zcmd
+
+	// jobs hands a start request to the thread prepared for it.
+	jobs chan job
+}
+
+// job is a start request and the command's stdio.
+type job struct {
+	r     zreq
+	stdio [3]int
 }
 
 // zcmd is a running command. pidfd names it without the race of a
@@ -119,7 +128,8 @@ func runZygote(spec *Spec, report func(message)) {
 	if err := unix.Fstat(controlFD, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFSOCK {
 		fail(fmt.Errorf("session control socket missing (fd %d): %v", controlFD, err))
 	}
-	z := &zygote{spec: spec, prog: prog, cmds: map[uint64]*zcmd{}}
+	z := &zygote{spec: spec, prog: prog, cmds: map[uint64]*zcmd{}, jobs: make(chan job)}
+	go z.worker()
 	report(message{Started: true})
 	unix.Close(statusFD)
 	z.serve()
@@ -180,7 +190,9 @@ func (z *zygote) serve() {
 				z.send(zresp{ID: r.ID, Error: "session: malformed request", Code: 125})
 				continue
 			}
-			go z.run(r, [3]int{fds[0], fds[1], fds[2]})
+			// Not from this goroutine: kill requests must not wait
+			// for the next thread to be ready.
+			go func(j job) { z.jobs <- j }(job{r, [3]int{fds[0], fds[1], fds[2]}})
 		case "signal", "kill":
 			closeAll(fds)
 			sig := syscall.SIGKILL
@@ -210,12 +222,23 @@ func (z *zygote) send(r zresp) {
 	}
 }
 
-// run starts one command from a thread of its own and waits for it there.
-// The goroutine never unlocks its thread: when it returns, the thread,
-// with the restrictions it carries, is destroyed.
-func (z *zygote) run(r zreq, stdio [3]int) {
+// worker prepares a thread of its own for the next command, waits for
+// that command's request, forks it and waits for it there. Preparing
+// before the request arrives takes the restrictions off the command's
+// start-up path; the thread is as fresh as if it had been made for the
+// request, and serves only it. The goroutine never unlocks its thread:
+// when it returns, the thread, with the restrictions it carries, is
+// destroyed.
+func (z *zygote) worker() {
 	runtime.LockOSThread()
-	pid, pidfd, sup, code, err := z.spawn(r, stdio)
+	sup, perr := z.prepare()
+	j := <-z.jobs
+	go z.worker() // the next command's thread, while this one runs
+	r, stdio := j.r, j.stdio
+	pid, pidfd, code, err := 0, -1, 125, perr
+	if err == nil {
+		pid, pidfd, code, err = z.fork(r, stdio)
+	}
 	closeAll(stdio[:])
 	if err != nil {
 		z.send(zresp{ID: r.ID, Error: err.Error(), Code: code})
@@ -257,43 +280,50 @@ func (z *zygote) run(r zreq, stdio [3]int) {
 	z.send(m)
 }
 
-// spawn prepares the calling (locked) thread and forks the command from
-// it. The order is the kernel's: no_new_privs first (Landlock and seccomp
+// prepare restricts the calling (locked) thread, which the command will
+// be forked from. The order is the kernel's: no_new_privs first (Landlock and seccomp
 // need it), securebits while CAP_SETPCAP is still held, then the bounding
 // and ambient sets, then the capability sets themselves, Landlock, and
 // seccomp last but one (its filter is what the command inherits); the unix
 // socket supervisor's filter goes after the main one, which must not be
 // installed with TSYNC on top of it.
-func (z *zygote) spawn(r zreq, stdio [3]int) (pid, pidfd int, sup *unixsock.Supervisor, code int, err error) {
+func (z *zygote) prepare() (*unixsock.Supervisor, error) {
 	spec := z.spec
-	fail := func(code int, err error) (int, int, *unixsock.Supervisor, int, error) {
-		return 0, -1, nil, code, err
-	}
-	path, code, err := lookPathIn(r.Path, envPATH(r.Env), spec.Cwd)
-	if err != nil {
-		return fail(code, err)
-	}
 	if err := thisThread(unix.PR_SET_NO_NEW_PRIVS, 1, 0); err != nil {
-		return fail(125, &os.SyscallError{Syscall: "prctl(PR_SET_NO_NEW_PRIVS)", Err: err})
+		return nil, &os.SyscallError{Syscall: "prctl(PR_SET_NO_NEW_PRIVS)", Err: err}
 	}
 	if err := keepOnlyNewPIDCap(); err != nil {
-		return fail(125, err)
+		return nil, err
 	}
 	if spec.Landlock {
 		if err := restrictLandlock(spec); err != nil {
-			return fail(125, err)
+			return nil, err
 		}
 	}
 	if spec.Seccomp {
 		if err := seccomp.InstallThread(z.prog); err != nil {
-			return fail(125, fmt.Errorf("seccomp: %w", err))
+			return nil, fmt.Errorf("seccomp: %w", err)
 		}
 	}
 	if spec.MediateUnixConnect {
-		sup, err = unixsock.Start(unixAllow(spec), unixsock.Options{})
+		sup, err := unixsock.Start(unixAllow(spec), unixsock.Options{})
 		if err != nil {
-			return fail(125, fmt.Errorf("unix socket mediation: %w", err))
+			return nil, fmt.Errorf("unix socket mediation: %w", err)
 		}
+		return sup, nil
+	}
+	return nil, nil
+}
+
+// fork starts the command from the calling, prepared thread.
+func (z *zygote) fork(r zreq, stdio [3]int) (pid, pidfd, code int, err error) {
+	spec := z.spec
+	fail := func(code int, err error) (int, int, int, error) {
+		return 0, -1, code, err
+	}
+	path, code, err := lookPathIn(r.Path, envPATH(r.Env), spec.Cwd)
+	if err != nil {
+		return fail(code, err)
 	}
 	pidfd = -1
 	pid, err = syscall.ForkExec(path, r.Argv, &syscall.ProcAttr{
@@ -321,7 +351,7 @@ func (z *zygote) spawn(r zreq, stdio [3]int) (pid, pidfd int, sup *unixsock.Supe
 		}
 		return fail(code, fmt.Errorf("starting %s: %w", r.Argv[0], err))
 	}
-	return pid, pidfd, sup, 0, nil
+	return pid, pidfd, 0, nil
 }
 
 // keepOnlyNewPIDCap leaves this thread CAP_SYS_ADMIN in its effective and
