@@ -393,3 +393,52 @@ func TestSessionDegraded(t *testing.T) {
 		}
 	})
 }
+
+// TestSessionEscapeSuite runs every case of the escape suite (fs_test.go)
+// as a command of a session (agentbox mcp, with the same flags as the lone
+// run), after another command of the same session has run: once the
+// session has ended, the host must be unchanged apart from what a case
+// allows, exactly as after a lone run.
+func TestSessionEscapeSuite(t *testing.T) {
+	forEachUser(t, func(t *testing.T, u *testUser) {
+		for _, c := range escapeCases {
+			t.Run(c.name, func(t *testing.T) {
+				fx := newFixture(t, u, c.opts...)
+				t.Cleanup(func() { os.RemoveAll(fx.dir + ".moved") })
+				extra := []string{"--add-dir", fx.add}
+				if c.extra != nil {
+					extra = append(extra, c.extra(fx)...)
+				}
+				before := snapshot(t, fx.dir)
+				cs, srv, hangUp := mcpServer(t, u, fx, extra...)
+				if r := mcpSh(t, cs, "true"); r.ExitCode != 0 {
+					t.Fatalf("first command: %v", r)
+				}
+				r := mcpSh(t, cs, c.script)
+				// The session's placeholders exist until it ends: check
+				// the host afterwards.
+				hangUp.Close()
+				if !waitFor(5*time.Second, func() bool { return procState(srv.Process.Pid) == "Z" || procState(srv.Process.Pid) == "" }) {
+					t.Fatal("agentbox mcp did not exit when its client hung up")
+				}
+				if r.ExitCode == 125 {
+					t.Errorf("agentbox itself failed (125): %v", r)
+				}
+				if b := c.breached(fx); b != "" {
+					t.Errorf("BREACH: %s\n%v", b, r)
+				}
+				allow := func(p string) bool {
+					for _, a := range c.allow {
+						if p == filepath.Join(fx.dir, a) {
+							return true
+						}
+					}
+					return false
+				}
+				for _, d := range diffSnapshots(before, snapshot(t, fx.dir), allow) {
+					t.Errorf("host: %s", d)
+				}
+			})
+		}
+	})
+}
