@@ -233,7 +233,6 @@ func (z *zygote) worker() {
 	runtime.LockOSThread()
 	sup, perr := z.prepare()
 	j := <-z.jobs
-	go z.worker() // the next command's thread, while this one runs
 	r, stdio := j.r, j.stdio
 	pid, pidfd, code, err := 0, -1, 125, perr
 	if err == nil {
@@ -242,6 +241,7 @@ func (z *zygote) worker() {
 	closeAll(stdio[:])
 	if err != nil {
 		z.send(zresp{ID: r.ID, Error: err.Error(), Code: code})
+		go z.worker()
 		return
 	}
 	c := &zcmd{pid: pid, pidfd: pidfd}
@@ -249,6 +249,9 @@ func (z *zygote) worker() {
 	z.cmds[r.ID] = c
 	z.mu.Unlock()
 	z.send(zresp{ID: r.ID, Started: true})
+	// The next command's thread, now that this one is started: preparing
+	// it earlier would compete for the CPU with this start.
+	go z.worker()
 
 	wait := unix.Wait4
 	if sup != nil {
