@@ -338,3 +338,55 @@ func BenchmarkSessionTrue(b *testing.B) {
 		}
 	}
 }
+
+// TestSessionNoThreadLeak: a finished command leaves nothing behind in
+// the zygote, neither its restricted thread nor its unix socket
+// supervisor's, however many commands the session runs.
+func TestSessionNoThreadLeak(t *testing.T) {
+	s, _ := newTestSession(t)
+	pid := s.impl.(*linuxSession).z.Pid()
+	threads := func() int {
+		ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(ents)
+	}
+	for range 5 {
+		if err := sh(s, "true").Run(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	base := threads()
+	for range 40 {
+		if err := sh(s, "true").Run(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Threads end asynchronously; allow them a moment.
+	deadline := time.Now().Add(3 * time.Second)
+	for threads() > base+4 && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if n := threads(); n > base+4 {
+		t.Errorf("the zygote grew from %d to %d threads over 40 commands", base, n)
+	}
+	// Idle, the zygote uses no CPU: a finished command's supervisor must
+	// not be left polling a listener nobody uses.
+	cpu := func() int {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			t.Fatal(err)
+		}
+		f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+2:]))
+		var u, s int
+		fmt.Sscan(f[11], &u)
+		fmt.Sscan(f[12], &s)
+		return u + s
+	}
+	c0 := cpu()
+	time.Sleep(500 * time.Millisecond)
+	if d := cpu() - c0; d > 10 {
+		t.Errorf("the idle zygote used %d clock ticks of CPU in 0.5 s", d)
+	}
+}

@@ -230,6 +230,9 @@ func (s *Session) Close() error {
 	return nil
 }
 
+// Pid is the process id of the session's zygote, for diagnostics.
+func (s *Session) Pid() int { return s.zyg.Process.Pid }
+
 // Done is closed when the session's sandbox has ended (Close, or the
 // zygote died).
 func (s *Session) Done() <-chan struct{} { return s.dead }
