@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -120,13 +121,23 @@ func TestSessionSignals(t *testing.T) {
 	s, _ := newTestSession(t)
 	run := func(script string, sig syscall.Signal) *Status {
 		t.Helper()
+		// The script says "ready" once its handlers are in place.
 		c := sh(s, script)
-		var out bytes.Buffer
-		c.Stdout = &out
+		pr, pw, err := os.Pipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Stdout = pw
 		if err := c.Start(); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(200 * time.Millisecond)
+		pw.Close()
+		pr.SetReadDeadline(time.Now().Add(10 * time.Second))
+		buf := make([]byte, 6)
+		if _, err := io.ReadFull(pr, buf); err != nil || string(buf) != "ready\n" {
+			t.Fatalf("%q: %q, %v", script, buf, err)
+		}
+		defer pr.Close()
 		if err := c.Signal(sig); err != nil {
 			t.Fatal(err)
 		}
@@ -145,14 +156,14 @@ func TestSessionSignals(t *testing.T) {
 		return c.ProcessState
 	}
 	// Default action: the command is reported killed by the signal.
-	if st := run("exec sleep 30", syscall.SIGTERM); st.Signal != int(syscall.SIGTERM) {
+	if st := run("echo ready; exec sleep 30", syscall.SIGTERM); st.Signal != int(syscall.SIGTERM) {
 		t.Errorf("SIGTERM to sleep: %v", st)
 	}
-	if st := run("exec sleep 30", syscall.SIGINT); st.Signal != int(syscall.SIGINT) {
+	if st := run("echo ready; exec sleep 30", syscall.SIGINT); st.Signal != int(syscall.SIGINT) {
 		t.Errorf("SIGINT to sleep: %v", st)
 	}
 	// A handler runs.
-	if st := run("trap 'exit 7' TERM; while :; do sleep 0.05; done", syscall.SIGTERM); st.Code != 7 {
+	if st := run("trap 'exit 7' TERM; echo ready; while :; do sleep 0.05; done", syscall.SIGTERM); st.Code != 7 {
 		t.Errorf("trapped SIGTERM: %v", st)
 	}
 }
