@@ -119,25 +119,14 @@ func TestSessionTreeKillAndNext(t *testing.T) {
 
 func TestSessionSignals(t *testing.T) {
 	s, _ := newTestSession(t)
-	run := func(script string, sig syscall.Signal) *Status {
+	// run starts c, waits until ready says it is in place, signals it and
+	// returns how it ended.
+	run := func(c *Cmd, ready func(), sig syscall.Signal) *Status {
 		t.Helper()
-		// The script says "ready" once its handlers are in place.
-		c := sh(s, script)
-		pr, pw, err := os.Pipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		c.Stdout = pw
 		if err := c.Start(); err != nil {
 			t.Fatal(err)
 		}
-		pw.Close()
-		pr.SetReadDeadline(time.Now().Add(10 * time.Second))
-		buf := make([]byte, 6)
-		if _, err := io.ReadFull(pr, buf); err != nil || string(buf) != "ready\n" {
-			t.Fatalf("%q: %q, %v", script, buf, err)
-		}
-		defer pr.Close()
+		ready()
 		if err := c.Signal(sig); err != nil {
 			t.Fatal(err)
 		}
@@ -151,19 +140,46 @@ func TestSessionSignals(t *testing.T) {
 		case <-time.After(5 * time.Second):
 			c.proc.Kill()
 			<-done
-			t.Fatalf("%q did not end on %v", script, sig)
+			t.Fatalf("%q did not end on %v", c.Args, sig)
 		}
 		return c.ProcessState
 	}
+	// sleeping waits until the session's /proc shows a sleep (the
+	// checking commands are sh, cat and grep).
+	sleeping := func() {
+		deadline := time.Now().Add(10 * time.Second)
+		for time.Now().Before(deadline) {
+			if sh(s, "cat /proc/[0-9]*/comm 2>/dev/null | grep -qx sleep").Run() == nil {
+				return
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		t.Fatal("sleep never ran")
+	}
 	// Default action: the command is reported killed by the signal.
-	if st := run("echo ready; exec sleep 30", syscall.SIGTERM); st.Signal != int(syscall.SIGTERM) {
+	if st := run(s.Command(context.Background(), "sleep", "30.1"), sleeping, syscall.SIGTERM); st.Signal != int(syscall.SIGTERM) {
 		t.Errorf("SIGTERM to sleep: %v", st)
 	}
-	if st := run("echo ready; exec sleep 30", syscall.SIGINT); st.Signal != int(syscall.SIGINT) {
+	if st := run(s.Command(context.Background(), "sleep", "30.2"), sleeping, syscall.SIGINT); st.Signal != int(syscall.SIGINT) {
 		t.Errorf("SIGINT to sleep: %v", st)
 	}
-	// A handler runs.
-	if st := run("trap 'exit 7' TERM; echo ready; while :; do sleep 0.05; done", syscall.SIGTERM); st.Code != 7 {
+	// A handler runs: the script says "ready" once its trap is set.
+	c := sh(s, "trap 'exit 7' TERM; echo ready; while :; do sleep 0.05; done")
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pr.Close()
+	c.Stdout = pw
+	ready := func() {
+		pw.Close()
+		pr.SetReadDeadline(time.Now().Add(10 * time.Second))
+		buf := make([]byte, 6)
+		if _, err := io.ReadFull(pr, buf); err != nil || string(buf) != "ready\n" {
+			t.Fatalf("trap script: %q, %v", buf, err)
+		}
+	}
+	if st := run(c, ready, syscall.SIGTERM); st.Code != 7 {
 		t.Errorf("trapped SIGTERM: %v", st)
 	}
 }

@@ -40,6 +40,9 @@ func StartSession(spec *Spec) (*Session, error) {
 	if spec.Degraded {
 		return nil, errors.New("sessions need user namespaces")
 	}
+	if spec.Proxy || len(spec.ProxyAddrs) > 0 {
+		return nil, errors.New("sessions do not serve an allow-list proxy; start each command on its own")
+	}
 	sp := *spec
 	sp.Session = true
 	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)

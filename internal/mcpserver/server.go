@@ -56,17 +56,13 @@ type RunOutput struct {
 	ExitCode int    `json:"exit_code"`
 	Stdout   string `json:"stdout"`
 	Stderr   string `json:"stderr"`
-	Report   Report `json:"report"`
-}
-
-// Report is the run report, the object `agentbox run --report` writes.
-type Report struct {
-	ExitCode int `json:"exit_code"`
-	// TimedOut is set when timeout_seconds ended the command.
+	// TimedOut is set when timeout_seconds (or --timeout) ended the
+	// command.
 	TimedOut bool `json:"timed_out,omitempty"`
-	// Network is the network section of the report (allowed and denied
-	// destinations), present when the policy's proxy recorded any.
-	Network any `json:"network,omitempty"`
+	// Report is the run report, the object `agentbox run --report`
+	// writes: the exit code and the network section (with an
+	// allow-list, every destination asked for, allowed or refused).
+	Report *sandbox.RunReport `json:"report"`
 }
 
 // New returns an MCP server whose run tool runs commands in s. The
@@ -210,7 +206,7 @@ func (h *handler) run(ctx context.Context, req *mcp.CallToolRequest, in RunInput
 	case err == nil:
 	case errors.As(err, &ee):
 		out.ExitCode = ee.ExitCode()
-		out.Report.TimedOut = ee.TimedOut
+		out.TimedOut = ee.TimedOut
 		if ee.TimedOut {
 			fmt.Fprintf(stderr, "\nagentbox: command timed out after %v and was killed with everything it started\n", timeout)
 		}
@@ -223,8 +219,13 @@ func (h *handler) run(ctx context.Context, req *mcp.CallToolRequest, in RunInput
 		fmt.Fprintf(stderr, "agentbox: %v\n", err)
 		isErr = true
 	}
+	out.Report = c.Report // set by Wait
+	if out.Report == nil {
+		out.Report = sandbox.NewRunReport(c.Policy, out.ExitCode)
+	}
+	// The proxy's refusals, as the CLI prints them at the end of a run.
+	out.Report.WriteRefusals(stderr)
 	out.Stdout, out.Stderr = stdout.String(), stderr.String()
-	out.Report.ExitCode = out.ExitCode
 	return &mcp.CallToolResult{
 		Content: []mcp.Content{&mcp.TextContent{Text: text(out)}},
 		IsError: isErr,

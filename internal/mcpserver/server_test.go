@@ -93,7 +93,7 @@ func TestRunTool(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if out.ExitCode != 3 || out.Report.ExitCode != 3 || out.Stdout != ws+"\nfrom stdin\n" || out.Stderr != "oops\n" {
+	if out.ExitCode != 3 || out.Report == nil || out.Report.ExitCode != 3 || out.Stdout != ws+"\nfrom stdin\n" || out.Stderr != "oops\n" {
 		t.Errorf("result: %+v", out)
 	}
 	text := res.Content[0].(*mcp.TextContent).Text
@@ -159,7 +159,7 @@ func TestRunToolTimeoutAndCancel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if out.ExitCode != 137 || !out.Report.TimedOut || time.Since(start) > 5*time.Second {
+	if out.ExitCode != 137 || !out.TimedOut || time.Since(start) > 5*time.Second {
 		t.Errorf("timeout: %+v after %v", out, time.Since(start))
 	}
 	cctx, cancel := context.WithCancel(ctx)

@@ -124,9 +124,12 @@ type mcpResult struct {
 	ExitCode int    `json:"exit_code"`
 	Stdout   string `json:"stdout"`
 	Stderr   string `json:"stderr"`
+	TimedOut bool   `json:"timed_out"`
 	Report   struct {
-		ExitCode int  `json:"exit_code"`
-		TimedOut bool `json:"timed_out"`
+		ExitCode int `json:"exit_code"`
+		Network  struct {
+			Mode string `json:"mode"`
+		} `json:"network"`
 	} `json:"report"`
 }
 
@@ -238,7 +241,7 @@ func TestSessionTreeKillTimeoutCrash(t *testing.T) {
 			"command":         []string{"/bin/sh", "-c", "setsid sleep " + tok + " & (sleep " + tok + " &) ; sleep " + tok},
 			"timeout_seconds": 0.5,
 		})
-		if r.ExitCode != 137 || !r.Report.TimedOut || time.Since(start) > 10*time.Second {
+		if r.ExitCode != 137 || !r.TimedOut || time.Since(start) > 10*time.Second {
 			t.Errorf("timeout: %v after %v", r, time.Since(start))
 		}
 		if !waitFor(2*time.Second, func() bool { return len(procsWith(tok)) == 0 }) {
