@@ -445,3 +445,21 @@ func TestSessionEscapeSuite(t *testing.T) {
 		}
 	})
 }
+
+// TestSessionAllowList: with a network allow-list, each call of agentbox
+// mcp runs as a lone run with agentbox's proxy (the proxy variables point
+// at it; the allow-list tests in egress_test.go check what it lets
+// through), and its report is the run report.
+func TestSessionAllowList(t *testing.T) {
+	forEachUser(t, func(t *testing.T, u *testUser) {
+		fx := newFixture(t, u)
+		cs, _, _ := mcpServer(t, u, fx, "--allow-domain", "good.test")
+		r := mcpSh(t, cs, `echo "$http_proxy"`)
+		if r.ExitCode != 0 || !strings.HasPrefix(r.Stdout, "http://127.0.0.1:") {
+			t.Errorf("allow-list call: %v", r)
+		}
+		if r.Report.Network.Mode != "allow-list" {
+			t.Errorf("report network mode %q, want allow-list", r.Report.Network.Mode)
+		}
+	})
+}
