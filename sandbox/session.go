@@ -34,8 +34,9 @@ import (
 // user's, under the same policy). A lone run starts clean on all of
 // these.
 //
-// Where the kernel refuses user namespaces (the degraded mode) or the
-// policy is danger-full-access, or on Windows and macOS, a Session still
+// With a network allow-list (each run has its own proxy and report),
+// where the kernel refuses user namespaces (the degraded mode), when the
+// policy is danger-full-access, and on Windows and macOS, a Session still
 // works but starts each command exactly as a lone [Cmd] would.
 //
 // A Session is safe for concurrent use. Close ends every command still
