@@ -53,32 +53,19 @@ bwrap_args=(--unshare-all --new-session --die-with-parent
 	--proc /proc --dev /dev -- true)
 bwrap_cmp() { bwrap "${bwrap_args[@]}"; }
 
-# A command through the library's Session: scripts/benchsession holds one
-# session and runs `true` in it for each line it reads; the time is the
-# whole round trip over its pipes.
+# A command through the library's Session, and through `agentbox mcp`'s
+# run tool with the official SDK's client: scripts/benchsession holds one
+# session (or one MCP connection) and runs `true` for each line it reads.
+# The loop times each round trip over its pipes; benchsession also times
+# each command in-process (Run, or CallTool with the client round trip)
+# and reports those at the end.
 mkfifo "$work/s.in" "$work/s.out" "$work/m.in" "$work/m.out"
 "$work/benchsession" "$ws" <"$work/s.in" >"$work/s.out" 2>"$work/s.err" &
 exec 7>"$work/s.in" 8<"$work/s.out"
 session() { echo >&7 && read -r _ <&8; }
-# A command through `agentbox mcp`'s run tool, client round trip
-# included: the client is this shell, writing one JSON-RPC request and
-# reading lines until the answer with its id.
-"$work/agentbox" mcp -C "$ws" <"$work/m.in" >"$work/m.out" 2>"$work/m.err" &
-mcp_pid=$!
+"$work/benchsession" -mcp "$work/agentbox" "$ws" <"$work/m.in" >"$work/m.out" 2>"$work/m.err" &
 exec 9>"$work/m.in" 10<"$work/m.out"
-printf '%s\n' '{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"bench.sh","version":"0"}}}' >&9
-read -r _ <&10
-printf '%s\n' '{"jsonrpc":"2.0","method":"notifications/initialized"}' >&9
-mcp_id=0
-mcp_run() {
-	mcp_id=$((mcp_id + 1))
-	printf '{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"run","arguments":{"command":["true"]}}}\n' "$mcp_id" >&9
-	local line
-	while read -r line <&10; do
-		case $line in *'"id":'"$mcp_id"','*) break ;; esac
-	done
-	case $line in *'"exit_code":0'*) ;; *) echo "bench.sh: mcp run failed: $line" >&2; return 1 ;; esac
-}
+mcp_run() { echo >&9 && read -r _ <&10; }
 
 tools=(bare agentbox agentbox_net bwrap_cmp session mcp_run)
 # AGENTBOX_BENCH_BASELINE=/path/to/older/agentbox adds a before/after
@@ -122,29 +109,31 @@ for t in "${tools[@]}"; do
 	med[$t]=$m
 	awk -v t="$t" -v m="$m" -v a="$p10" -v b="$p90" 'BEGIN { printf "%-14s %10.2f %10.2f %10.2f\n", t, m / 1000, a / 1000, b / 1000 }'
 done
+# The two probes report their in-process timings once their input ends.
+exec 7>&- 9>&-
+wait
+in_proc() { sed -n 's/^in-process: median \([0-9]*\) us.*/\1/p' "$1"; }
+s_in=$(in_proc "$work/s.err")
+m_in=$(in_proc "$work/m.err")
 awk -v a="${med[agentbox]}" -v b="${med[bare]}" -v w="${med[bwrap_cmp]}" -v n="${med[agentbox_net]}" \
-	-v s="${med[session]}" -v m="${med[mcp_run]}" 'BEGIN {
+	-v s="${med[session]}" -v m="${med[mcp_run]}" -v si="${s_in:-0}" -v mi="${m_in:-0}" 'BEGIN {
 	printf "agentbox/bare  = %.1fx\n", a / b
 	printf "agentbox/bwrap = %.2fx   (target <= 1.0x)\n", a / w
 	printf "agentbox --network/bwrap = %.2fx\n", n / w
-	printf "session/bwrap  = %.2fx   (library Session, target <= 0.2x)\n", s / w
-	printf "mcp run/bwrap  = %.2fx   (agentbox mcp, client round trip included, target <= 0.3x)\n", m / w
+	printf "session/bwrap  = %.2fx in-process (%.2f ms), %.2fx with the probe pipe round trip   (library Session, target <= 0.2x)\n", si / w, si / 1000, s / w
+	printf "mcp run/bwrap  = %.2fx in-process (%.2f ms), %.2fx with the probe pipe round trip   (SDK client to agentbox mcp, target <= 0.3x)\n", mi / w, mi / 1000, m / w
 }'
 
 # Peak memory (max RSS, KiB): of a lone run (agentbox, its init stage and
-# the command: the largest of them), of bwrap, and of the two long-lived
-# processes a session adds, after all the rounds above (a session's
-# command itself is as large as a bare one).
+# the command: the largest of them) and of bwrap; the session probes print
+# their long-lived processes' below (a session's command itself is as
+# large as a bare one).
 peak() { /usr/bin/time -f %M "$@" 2>&1 >/dev/null | tail -1; }
-hwm() { awk '/^VmHWM/ { print $2 }' "/proc/$1/status" 2>/dev/null || echo "?"; }
-zygote_of() { for p in /proc/[0-9]*; do [ "$(awk '{ print $4 }' "$p/stat" 2>/dev/null)" = "$1" ] && { echo "${p#/proc/}"; return; }; done; }
 if [ -x /usr/bin/time ]; then
 	echo "peak RSS KiB: bare $(peak "$true_bin"), agentbox run $(peak "$work/agentbox" run -C "$ws" -- true), bwrap $(peak bwrap "${bwrap_args[@]}")"
 fi
-echo "peak RSS KiB: agentbox mcp $(hwm "$mcp_pid"), its session sandbox $(hwm "$(zygote_of "$mcp_pid")")"
-exec 7>&- 9>&-
-wait
-sed 's/^benchsession: //' "$work/s.err" >&2
+sed 's/^/session: /' "$work/s.err"
+sed 's/^/mcp: /' "$work/m.err"
 if [ -n "${med[baseline]:-}" ]; then
 	awk -v a="${med[agentbox]}" -v b="${med[baseline]}" 'BEGIN { printf "agentbox/baseline = %.2fx\n", a / b }'
 fi

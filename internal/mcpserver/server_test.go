@@ -246,3 +246,35 @@ func TestServeClientHangsUp(t *testing.T) {
 		t.Error("the command outlived its client")
 	}
 }
+
+// BenchmarkRunTrue: one run call of `true`, through the SDK's client and
+// an in-memory pipe.
+func BenchmarkRunTrue(b *testing.B) {
+	ws, _ := filepath.EvalSymlinks(b.TempDir())
+	pol, err := policy.Resolve(policy.Options{Cwd: ws, Getenv: func(string) string { return "" }})
+	if err != nil {
+		b.Fatal(err)
+	}
+	s, err := sandbox.NewSession(pol)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	st, ct := mcp.NewInMemoryTransports()
+	ss, err := New(s, Options{}).Connect(context.Background(), st, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ss.Close()
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "bench", Version: "v0"}, nil).Connect(context.Background(), ct, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer cs.Close()
+	for b.Loop() {
+		res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "run", Arguments: map[string]any{"command": []string{"true"}}})
+		if err != nil || res.IsError {
+			b.Fatal(err, res)
+		}
+	}
+}
