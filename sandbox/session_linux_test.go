@@ -417,3 +417,50 @@ func TestSessionNoThreadLeak(t *testing.T) {
 		t.Errorf("the idle zygote used %d clock ticks of CPU in 0.5 s", d)
 	}
 }
+
+// TestSessionStdioHostFiles: a host file given as stdout and the host's
+// /dev/null (nil stdin) never reach the command as descriptors: through
+// /proc/self/fd it could otherwise chmod or touch them (the mounts and
+// Landlock do not cover metadata reached that way). The output still
+// arrives in the file.
+func TestSessionStdioHostFiles(t *testing.T) {
+	s, _ := newTestSession(t)
+	vt, err := os.MkdirTemp("/var/tmp", "agentbox-session-stdio-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(vt)
+	out, err := os.OpenFile(filepath.Join(vt, "out"), os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.Close()
+	os.Chmod(out.Name(), 0o644)
+	null, err := os.Stat(os.DevNull)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if fi, err := os.Stat(os.DevNull); err == nil && fi.Mode() != null.Mode() {
+			os.Chmod(os.DevNull, null.Mode().Perm())
+		}
+	}()
+	c := sh(s, "chmod 0777 /proc/self/fd/0 /proc/self/fd/1 2>/dev/null; touch -d 2001-01-01 /proc/self/fd/1 2>/dev/null; echo hi")
+	c.Stdout = out
+	if err := c.Run(); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(out.Name()); string(b) != "hi\n" {
+		t.Errorf("output in the file: %q", b)
+	}
+	fi, err := os.Stat(out.Name())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Mode().Perm() != 0o644 || fi.ModTime().Year() == 2001 {
+		t.Errorf("the command changed the host file's metadata: %v %v", fi.Mode(), fi.ModTime())
+	}
+	if fi, err := os.Stat(os.DevNull); err != nil || fi.Mode() != null.Mode() {
+		t.Errorf("the command changed the host's /dev/null: %v", fi.Mode())
+	}
+}

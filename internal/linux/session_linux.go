@@ -312,9 +312,14 @@ func (p *SessionProcess) answer(r zresp) {
 	}
 }
 
-// Start runs one command in the session. Its stdio is passed to the
-// zygote as file descriptors: an *os.File directly (a terminal stays a
-// terminal), anything else through a pipe, as exec.Cmd does.
+// Start runs one command in the session. Its stdio reaches the command
+// as a lone run's does (classifyStdio): an anonymous pipe or a connected
+// unix stream socket is passed as it is, a device of the sandbox's /dev
+// is reopened there by the zygote (the caller's /dev/null is the host's
+// node), and everything else, the caller's files and terminals included,
+// is relayed through a pipe, so that the command never holds a host inode
+// it could chmod or touch through /proc/self/fd. A session gives no
+// pseudo-terminal: a terminal is relayed as a pipe.
 func (s *Session) Start(path string, argv, env []string, stdio Stdio) (*SessionProcess, error) {
 	rl, err := newRelay(stdio)
 	if err != nil {
@@ -416,11 +421,17 @@ func (rl *relay) devNull(flag int) (int, error) {
 	return int(f.Fd()), nil
 }
 
+// passable reports whether f may be handed to the command as it is.
+func passable(f *os.File) bool {
+	facts, err := stdioFactsOf(f)
+	return err == nil && classifyStdio(facts) == stdioPass
+}
+
 func (rl *relay) input(r io.Reader) (int, error) {
 	if r == nil {
 		return rl.devNull(os.O_RDONLY)
 	}
-	if f, ok := r.(*os.File); ok {
+	if f, ok := r.(*os.File); ok && passable(f) {
 		return int(f.Fd()), nil
 	}
 	pr, pw, err := os.Pipe()
@@ -445,7 +456,7 @@ func (rl *relay) output(w io.Writer) (int, error) {
 	if w == nil {
 		return rl.devNull(os.O_WRONLY)
 	}
-	if f, ok := w.(*os.File); ok {
+	if f, ok := w.(*os.File); ok && passable(f) {
 		return int(f.Fd()), nil
 	}
 	pr, pw, err := os.Pipe()

@@ -82,61 +82,69 @@ func applyWalls(spec *Spec) error {
 	if spec.MediateUnixConnect {
 		// After the main filter: its TSYNC would copy this thread-only
 		// filter onto the supervisor's threads.
-		roots := spec.WritableRoots
-		listed := spec.AllowUnixSockets
-		ownNetns := !spec.Degraded && !spec.Network
-		ownPidns := !spec.Degraded
-		opts := unixsock.Options{AllowInet: proxyOnly(spec.ProxyAddrs)}
-		switch {
-		case ownNetns:
-			// Abstract names are the sandbox's own.
-		case ownPidns:
-			// --network: the abstract names are the host's, and the
-			// supervisor's connect escapes the Landlock scoping that
-			// would refuse them (ScopeAbstractUnix above). Only a
-			// listener a process of this sandbox holds is the
-			// command's own.
-			opts.Abstract = func(sunPath []byte) bool {
-				ok, err := unixsock.AbstractListenerHeldHere(sunPath)
-				return err == nil && ok
-			}
-		default:
-			// Degraded: nothing tells the command's names from the
-			// host's; refuse them all, as Landlock would.
-			opts.RefuseAbstract = true
-		}
-		sup, err := unixsock.Start(func(p string, st *unix.Stat_t) bool {
-			// A daemon the user deliberately handed over by name.
-			if slices.Contains(listed, p) {
-				return true
-			}
-			inside := false
-			for _, r := range roots {
-				if policy.Within(p, r) {
-					inside = true
-				}
-			}
-			if !inside || !ownPidns {
-				return inside
-			}
-			// Inside a writable root is not enough: /tmp holds host
-			// daemons' sockets (X11, tmux, ssh agents). Only a socket
-			// the command itself created may be reached: bound in the
-			// sandbox's own network namespace, or with --network (the
-			// host's), listening and held by a process of the sandbox.
-			var ok bool
-			var err error
-			if ownNetns {
-				ok, err = unixsock.BoundInThisNetns(st)
-			} else {
-				ok, err = unixsock.PathListenerHeldHere(st)
-			}
-			return err == nil && ok
-		}, opts)
+		sup, err := unixsock.Start(unixMediation(spec))
 		if err != nil {
 			return fmt.Errorf("unix socket mediation: %w", err)
 		}
 		wait4 = sup.Wait4
 	}
 	return nil
+}
+
+// unixMediation is the rule of the connect supervisor (package unixsock)
+// for spec: which pathname sockets a command may reach, and what happens
+// to abstract names. A lone run's init and a session's zygote (for each
+// command) use the same.
+func unixMediation(spec *Spec) (func(string, *unix.Stat_t) bool, unixsock.Options) {
+	roots := spec.WritableRoots
+	listed := spec.AllowUnixSockets
+	ownNetns := !spec.Degraded && !spec.Network
+	ownPidns := !spec.Degraded
+	opts := unixsock.Options{AllowInet: proxyOnly(spec.ProxyAddrs)}
+	switch {
+	case ownNetns:
+		// Abstract names are the sandbox's own.
+	case ownPidns:
+		// --network: the abstract names are the host's, and the
+		// supervisor's connect escapes the Landlock scoping that
+		// would refuse them (ScopeAbstractUnix above). Only a
+		// listener a process of this sandbox holds is the
+		// command's own.
+		opts.Abstract = func(sunPath []byte) bool {
+			ok, err := unixsock.AbstractListenerHeldHere(sunPath)
+			return err == nil && ok
+		}
+	default:
+		// Degraded: nothing tells the command's names from the
+		// host's; refuse them all, as Landlock would.
+		opts.RefuseAbstract = true
+	}
+	return func(p string, st *unix.Stat_t) bool {
+		// A daemon the user deliberately handed over by name.
+		if slices.Contains(listed, p) {
+			return true
+		}
+		inside := false
+		for _, r := range roots {
+			if policy.Within(p, r) {
+				inside = true
+			}
+		}
+		if !inside || !ownPidns {
+			return inside
+		}
+		// Inside a writable root is not enough: /tmp holds host
+		// daemons' sockets (X11, tmux, ssh agents). Only a socket
+		// the command itself created may be reached: bound in the
+		// sandbox's own network namespace, or with --network (the
+		// host's), listening and held by a process of the sandbox.
+		var ok bool
+		var err error
+		if ownNetns {
+			ok, err = unixsock.BoundInThisNetns(st)
+		} else {
+			ok, err = unixsock.PathListenerHeldHere(st)
+		}
+		return err == nil && ok
+	}, opts
 }

@@ -19,7 +19,6 @@ import (
 	"github.com/agentbox/agentbox/internal/linux/landlock"
 	"github.com/agentbox/agentbox/internal/linux/seccomp"
 	"github.com/agentbox/agentbox/internal/linux/unixsock"
-	"github.com/agentbox/agentbox/policy"
 )
 
 // A session's zygote is the init stage in "session" mode: PID 1 of the
@@ -128,6 +127,19 @@ func runZygote(spec *Spec, report func(message)) {
 	if err := unix.Fstat(controlFD, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFSOCK {
 		fail(fmt.Errorf("session control socket missing (fd %d): %v", controlFD, err))
 	}
+	if spec.Landlock {
+		// Every thread of the zygote first, with the commands'
+		// filesystem rules and no scoping, as a lone run's init does
+		// (applyWalls): its threads that serve the session (signals,
+		// the supervisors' connects) then write nowhere a command
+		// cannot, and each command's own domain nests inside this one,
+		// so no command can reach these threads (Landlock lets a domain
+		// reach only itself and its descendants). Threads made later
+		// inherit it from the runtime's template thread.
+		if _, err := landlock.Restrict(landlock.Config{WritableRoots: landlockRoots(spec), UnixConnect: true}); err != nil {
+			fail(fmt.Errorf("landlock on the zygote's threads: %w", err))
+		}
+	}
 	z := &zygote{spec: spec, prog: prog, cmds: map[uint64]*zcmd{}, jobs: make(chan job)}
 	go z.worker()
 	report(message{Started: true})
@@ -141,6 +153,7 @@ func runZygote(spec *Spec, report func(message)) {
 func seccompOptions(spec *Spec) seccomp.Options {
 	return seccomp.Options{
 		DenyInetSockets:        spec.DenyInetSockets,
+		TCPOnly:                len(spec.ProxyAddrs) > 0,
 		RestrictSocketFamilies: !spec.Network,
 		DenyIPC:                spec.Degraded,
 		AllowNewPID:            true,
@@ -192,7 +205,13 @@ func (z *zygote) serve() {
 			}
 			// Not from this goroutine: kill requests must not wait
 			// for the next thread to be ready.
-			go func(j job) { z.jobs <- j }(job{r, [3]int{fds[0], fds[1], fds[2]}})
+			stdio := [3]int{fds[0], fds[1], fds[2]}
+			if err := reopenDevices(&stdio); err != nil {
+				closeAll(stdio[:])
+				z.send(zresp{ID: r.ID, Error: fmt.Sprintf("session: %v", err), Code: 125})
+				continue
+			}
+			go func(j job) { z.jobs <- j }(job{r, stdio})
 		case "signal", "kill":
 			closeAll(fds)
 			sig := syscall.SIGKILL
@@ -309,7 +328,7 @@ func (z *zygote) prepare() (*unixsock.Supervisor, error) {
 		}
 	}
 	if spec.MediateUnixConnect {
-		sup, err := unixsock.Start(unixAllow(spec), unixsock.Options{})
+		sup, err := unixsock.Start(unixMediation(spec))
 		if err != nil {
 			return nil, fmt.Errorf("unix socket mediation: %w", err)
 		}
@@ -394,41 +413,27 @@ func keepOnlyNewPIDCap() error {
 	return nil
 }
 
+// landlockRoots are the writable roots for Landlock: the policy's, and
+// the session's own /dev/shm tmpfs.
+func landlockRoots(spec *Spec) []string {
+	return append(append([]string{}, spec.WritableRoots...), "/dev/shm")
+}
+
 // restrictLandlock gives this thread (and so the command) a Landlock
-// domain of its own, with the rules of a lone run.
+// domain of its own, nested in the zygote's, with the rules of a lone
+// run's command (see applyWalls).
 func restrictLandlock(spec *Spec) error {
-	roots := append(append([]string{}, spec.WritableRoots...), "/dev/shm")
 	abi, _ := landlock.ABI()
 	scoped := abi >= 6
 	if _, err := landlock.Restrict(landlock.Config{
 		ThisThread:        true,
-		WritableRoots:     roots,
-		ScopeAbstractUnix: scoped && !spec.Network,
+		WritableRoots:     landlockRoots(spec),
+		ScopeAbstractUnix: scoped,
 		ScopeSignals:      scoped,
 	}); err != nil {
 		return fmt.Errorf("landlock: %w", err)
 	}
 	return nil
-}
-
-// unixAllow is the unix socket supervisor's rule for a session with its
-// own network namespace, as in applyWalls: inside a writable root, and
-// bound in the sandbox's network namespace (by a command of the session).
-func unixAllow(spec *Spec) func(string, *unix.Stat_t) bool {
-	roots := spec.WritableRoots
-	return func(p string, st *unix.Stat_t) bool {
-		inside := false
-		for _, r := range roots {
-			if policy.Within(p, r) {
-				inside = true
-			}
-		}
-		if !inside {
-			return false
-		}
-		ok, err := unixsock.BoundInThisNetns(st)
-		return err == nil && ok
-	}
 }
 
 // deliver sends sig to a command that is PID 1 of its pid namespace. The
@@ -487,6 +492,27 @@ func sigMasks(pid int) (caught, ignored uint64) {
 		}
 	}
 	return caught, ignored
+}
+
+// reopenDevices replaces each of a command's streams that is a device of
+// the sandbox's /dev (/dev/null above all: the caller's is the host's
+// node, on a writable mount) by the same device opened in the sandbox.
+func reopenDevices(stdio *[3]int) error {
+	for _, fd := range stdio {
+		f, err := reopenDevice(fd)
+		if err != nil {
+			return err
+		}
+		if f != nil {
+			// In place, so the number stays ours to close.
+			err := unix.Dup3(int(f.Fd()), fd, unix.O_CLOEXEC)
+			f.Close()
+			if err != nil {
+				return os.NewSyscallError("dup3", err)
+			}
+		}
+	}
+	return nil
 }
 
 func parseRights(oob []byte) []int {
