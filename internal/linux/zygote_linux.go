@@ -30,7 +30,8 @@ import (
 // /proc/1/fd either.
 //
 // Each command is forked from a thread of its own, locked for the
-// command's whole life and prepared just before the fork: no_new_privs,
+// command's whole life and prepared before its request arrives (see
+// worker): no_new_privs,
 // locked securebits, empty bounding and ambient sets, only CAP_SYS_ADMIN
 // left in the effective set (creating the command's pid namespace needs
 // it; exec drops it), a Landlock domain of its own, the seccomp filter and
