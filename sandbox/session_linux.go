@@ -8,11 +8,14 @@ import (
 	"github.com/agentbox/agentbox/policy"
 )
 
-// linuxSession is a session's zygote and the placeholders it holds for
-// the session's whole life.
+// linuxSession is a session's zygote and what it holds for the session's
+// whole life: placeholders, git-writes placeholders and the tool caches'
+// copy-on-write layers (one layer for all the session's commands).
 type linuxSession struct {
-	z  *linux.Session
-	ph *linux.Placeholders
+	z   *linux.Session
+	ph  *linux.Placeholders
+	git *linux.GitHeld
+	cl  *linux.CacheLayers
 }
 
 func newSession(pol *policy.Policy) (sessionImpl, error) {
@@ -34,8 +37,22 @@ func newSession(pol *policy.Policy) (sessionImpl, error) {
 	if err != nil {
 		return nil, &StartError{CodeSandboxFailure, err}
 	}
-	z, err := linux.StartSession(linuxSpec(pol, ph))
+	spec := linuxSpec(pol, ph)
+	git, err := applyGitWrites(pol, spec, state)
 	if err != nil {
+		ph.Release()
+		return nil, &StartError{CodeSandboxFailure, err}
+	}
+	cl, err := applyCaches(pol, spec, true)
+	if err != nil {
+		git.Release()
+		ph.Release()
+		return nil, &StartError{CodeSandboxFailure, err}
+	}
+	z, err := linux.StartSession(spec)
+	if err != nil {
+		cl.Release()
+		git.Release()
 		ph.Release()
 		var nu *linux.NoUsernsError
 		if errors.As(err, &nu) {
@@ -49,7 +66,7 @@ func newSession(pol *policy.Policy) (sessionImpl, error) {
 		}
 		return nil, &StartError{CodeSandboxFailure, err}
 	}
-	return &linuxSession{z: z, ph: ph}, nil
+	return &linuxSession{z: z, ph: ph, git: git, cl: cl}, nil
 }
 
 func (l *linuxSession) start(c *Cmd) (process, error) {
@@ -66,6 +83,8 @@ func (l *linuxSession) start(c *Cmd) (process, error) {
 
 func (l *linuxSession) close() error {
 	err := l.z.Close()
+	l.cl.Release()
+	l.git.Release()
 	l.ph.Release()
 	return err
 }

@@ -64,40 +64,7 @@ func Start(spec *Spec, stdio Stdio) (*Process, error) {
 		specW.Close()
 		return nil, err
 	}
-	uid, gid := os.Getuid(), os.Getgid()
-	attr := &syscall.SysProcAttr{
-		// No controlling terminal: TIOCSTI into the caller's terminal is
-		// impossible, and the sandbox cannot signal the caller's group.
-		Setsid: true,
-		// If agentbox dies, so does the sandbox (and with its PID 1, the
-		// whole pid namespace).
-		Pdeathsig: syscall.SIGKILL,
-	}
-	if !spec.Degraded {
-		flags := uintptr(unix.CLONE_NEWUSER | unix.CLONE_NEWNS | unix.CLONE_NEWPID |
-			unix.CLONE_NEWIPC | unix.CLONE_NEWUTS | unix.CLONE_NEWCGROUP)
-		if !spec.Network {
-			flags |= unix.CLONE_NEWNET
-		}
-		attr.Cloneflags = flags
-		// The command keeps the caller's uid and gid, so file ownership
-		// and tools such as git's safe.directory check look the same.
-		attr.UidMappings = []syscall.SysProcIDMap{{ContainerID: uid, HostID: uid, Size: 1}}
-		attr.GidMappings = []syscall.SysProcIDMap{{ContainerID: gid, HostID: gid, Size: 1}}
-		attr.GidMappingsEnableSetgroups = false
-	}
-	if uid != 0 && !spec.Degraded {
-		// A non-root uid loses the namespace's capabilities at exec; keep
-		// exactly those the init stage needs, as ambient capabilities,
-		// until it drops them all before the command starts.
-		attr.AmbientCaps = []uintptr{unix.CAP_SYS_ADMIN, unix.CAP_NET_ADMIN, unix.CAP_SETPCAP}
-		if len(spec.Caches) > 0 {
-			// overlayfs works in its mode-000 work directory with the
-			// mounter's credentials; the namespace's DAC override
-			// covers only the user's own files.
-			attr.AmbientCaps = append(attr.AmbientCaps, unix.CAP_DAC_OVERRIDE)
-		}
-	}
+	attr := initSysProcAttr(spec)
 	// Host files and terminals never reach the command (stdio_linux.go).
 	rel, err := newStdioRelay(stdio)
 	if err != nil {
@@ -321,4 +288,45 @@ func UsernsReason(err error) string {
 		return fmt.Sprintf("%v (a container runtime or seccomp policy may forbid them)", err)
 	}
 	return "unknown reason"
+}
+
+// initSysProcAttr is how the init stage for spec is started: its
+// namespaces, id maps and the capabilities it keeps across exec. A lone
+// run's init and a session's zygote (session_linux.go) start alike.
+func initSysProcAttr(spec *Spec) *syscall.SysProcAttr {
+	uid, gid := os.Getuid(), os.Getgid()
+	attr := &syscall.SysProcAttr{
+		// No controlling terminal: TIOCSTI into the caller's terminal is
+		// impossible, and the sandbox cannot signal the caller's group.
+		Setsid: true,
+		// If agentbox dies, so does the sandbox (and with its PID 1, the
+		// whole pid namespace).
+		Pdeathsig: syscall.SIGKILL,
+	}
+	if !spec.Degraded {
+		flags := uintptr(unix.CLONE_NEWUSER | unix.CLONE_NEWNS | unix.CLONE_NEWPID |
+			unix.CLONE_NEWIPC | unix.CLONE_NEWUTS | unix.CLONE_NEWCGROUP)
+		if !spec.Network {
+			flags |= unix.CLONE_NEWNET
+		}
+		attr.Cloneflags = flags
+		// The command keeps the caller's uid and gid, so file ownership
+		// and tools such as git's safe.directory check look the same.
+		attr.UidMappings = []syscall.SysProcIDMap{{ContainerID: uid, HostID: uid, Size: 1}}
+		attr.GidMappings = []syscall.SysProcIDMap{{ContainerID: gid, HostID: gid, Size: 1}}
+		attr.GidMappingsEnableSetgroups = false
+	}
+	if uid != 0 && !spec.Degraded {
+		// A non-root uid loses the namespace's capabilities at exec; keep
+		// exactly those the init stage needs, as ambient capabilities,
+		// until it drops them all before the command starts.
+		attr.AmbientCaps = []uintptr{unix.CAP_SYS_ADMIN, unix.CAP_NET_ADMIN, unix.CAP_SETPCAP}
+		if len(spec.Caches) > 0 {
+			// overlayfs works in its mode-000 work directory with the
+			// mounter's credentials; the namespace's DAC override
+			// covers only the user's own files.
+			attr.AmbientCaps = append(attr.AmbientCaps, unix.CAP_DAC_OVERRIDE)
+		}
+	}
+	return attr
 }

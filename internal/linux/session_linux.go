@@ -97,27 +97,10 @@ func (s *Session) launch(spec *Spec, control *os.File) error {
 		return err
 	}
 	defer statusR.Close()
-	uid, gid := os.Getuid(), os.Getgid()
-	flags := uintptr(unix.CLONE_NEWUSER | unix.CLONE_NEWNS | unix.CLONE_NEWPID |
-		unix.CLONE_NEWIPC | unix.CLONE_NEWUTS | unix.CLONE_NEWCGROUP)
-	if !spec.Network {
-		flags |= unix.CLONE_NEWNET
-	}
-	attr := &syscall.SysProcAttr{
-		Setsid:                     true,
-		Pdeathsig:                  syscall.SIGKILL,
-		Cloneflags:                 flags,
-		UidMappings:                []syscall.SysProcIDMap{{ContainerID: uid, HostID: uid, Size: 1}},
-		GidMappings:                []syscall.SysProcIDMap{{ContainerID: gid, HostID: gid, Size: 1}},
-		GidMappingsEnableSetgroups: false,
-	}
-	if uid != 0 {
-		// As for a lone run: a non-root uid loses the namespace's
-		// capabilities at exec. The zygote keeps them for good (it
-		// forks every command), but each command's thread drops all
-		// but CAP_SYS_ADMIN before forking, and exec drops that.
-		attr.AmbientCaps = []uintptr{unix.CAP_SYS_ADMIN, unix.CAP_NET_ADMIN, unix.CAP_SETPCAP}
-	}
+	// Exactly as a lone run's init: the zygote keeps these capabilities
+	// for good (it forks every command), but each command's thread drops
+	// all but CAP_SYS_ADMIN before forking, and exec drops that.
+	attr := initSysProcAttr(spec)
 	cmd := &exec.Cmd{
 		Path: "/proc/self/exe",
 		Args: []string{stageArg0},

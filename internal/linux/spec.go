@@ -70,7 +70,8 @@ type Spec struct {
 	Reopen []ReopenSpec `json:"reopen,omitempty"`
 	// Session makes the init stage a session's zygote: it builds the
 	// sandbox once and then forks each command it is asked for over its
-	// control socket (see zygote_linux.go). Path and Argv are unused.
+	// control socket (see zygote_linux.go). Path and Argv are unused;
+	// Env holds variables set for every command (the tool caches').
 	Session bool `json:"session,omitempty"`
 }
 

@@ -344,14 +344,21 @@ func (z *zygote) fork(r zreq, stdio [3]int) (pid, pidfd, code int, err error) {
 	fail := func(code int, err error) (int, int, int, error) {
 		return 0, -1, code, err
 	}
-	path, code, err := lookPathIn(r.Path, envPATH(r.Env), spec.Cwd)
+	// The session's own variables (the tool caches' private
+	// directories, and fallbacks chosen while the root was built) win
+	// over the caller's, as in a lone run.
+	env := r.Env
+	for _, kv := range spec.Env {
+		env = replaceEnv(env, kv)
+	}
+	path, code, err := lookPathIn(r.Path, envPATH(env), spec.Cwd)
 	if err != nil {
 		return fail(code, err)
 	}
 	pidfd = -1
 	pid, err = syscall.ForkExec(path, r.Argv, &syscall.ProcAttr{
 		Dir:   spec.Cwd,
-		Env:   r.Env,
+		Env:   env,
 		Files: []uintptr{uintptr(stdio[0]), uintptr(stdio[1]), uintptr(stdio[2])},
 		Sys: &syscall.SysProcAttr{
 			// Its own pid namespace: the command is its PID 1, and

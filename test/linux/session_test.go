@@ -463,3 +463,27 @@ func TestSessionAllowList(t *testing.T) {
 		}
 	})
 }
+
+// TestSessionToolCaches: a session's commands get the tool caches a lone
+// run gets, copy-on-write: one command's write to the npm cache is seen by
+// the next command of the session, and the host's cache never changes.
+func TestSessionToolCaches(t *testing.T) {
+	forEachUser(t, func(t *testing.T, u *testUser) {
+		fx := newFixture(t, u)
+		writeFile(t, filepath.Join(fx.home, ".npm", "_cacache", "keep"), "orig\n")
+		chownR(t, fx.dir, u)
+		before := snapshot(t, fx.home)
+		cs, _, hangUp := mcpServer(t, u, fx)
+		if r := mcpSh(t, cs, `echo new > "$HOME/.npm/_cacache/new" && echo keep2 > "$HOME/.npm/_cacache/keep"`); r.ExitCode != 0 {
+			t.Fatalf("write to the npm cache overlay: %v", r)
+		}
+		if r := mcpSh(t, cs, `cat "$HOME/.npm/_cacache/new" "$HOME/.npm/_cacache/keep"`); r.Stdout != "new\nkeep2\n" {
+			t.Errorf("the next command of the session does not see the cache: %v", r)
+		}
+		hangUp.Close()
+		time.Sleep(500 * time.Millisecond)
+		if d := diffSnapshots(before, snapshot(t, fx.home), nil); len(d) > 0 {
+			t.Errorf("the host's cache changed:\n%s", strings.Join(d, "\n"))
+		}
+	})
+}
