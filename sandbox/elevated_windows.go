@@ -26,11 +26,11 @@ func startElevatedCmd(c *Cmd) (process, error) {
 	// Setup first: without it nothing may touch the disk.
 	group, st, err := elevatedGroup()
 	if err != nil {
-		return nil, &StartError{CodeSandboxFailure, err}
+		return nil, &StartError{Code: CodeSandboxFailure, Err: err}
 	}
 	dir, err := unelevated.StateDir()
 	if err != nil {
-		return nil, &StartError{CodeSandboxFailure, err}
+		return nil, &StartError{Code: CodeSandboxFailure, Err: err}
 	}
 	// The command's token is the sandbox user's, write-restricted with the
 	// synthetic SID: a write must be allowed to both, so the writable
@@ -39,7 +39,7 @@ func startElevatedCmd(c *Cmd) (process, error) {
 	// `agentbox cleanup` hands to agentbox-setup to revoke.
 	sb, err := unelevated.PrepareACL(pol, dir, group)
 	if err != nil {
-		return nil, &StartError{CodeSandboxFailure, err}
+		return nil, &StartError{Code: CodeSandboxFailure, Err: err}
 	}
 	if n := len(sb.ACL.Modified); n > 0 {
 		c.diag("granted the sandbox SID and the %s group access on %d path(s) (first run for these roots; later runs only check)", winsetup.Group, n)
@@ -50,13 +50,13 @@ func startElevatedCmd(c *Cmd) (process, error) {
 	}
 	restricting, err := sb.RunSIDs(pol)
 	if err != nil {
-		return nil, &StartError{CodeSandboxFailure, err}
+		return nil, &StartError{Code: CodeSandboxFailure, Err: err}
 	}
 	// The runner takes the program as given; resolve it here, with the
 	// command's PATH and PATHEXT, as unelevated mode does.
 	path, err := unelevated.Resolve(c.Path, c.Env)
 	if err != nil {
-		return nil, &StartError{startCode(err), err}
+		return nil, &StartError{Code: startCode(err), Err: err}
 	}
 	// Network off is the Offline user's firewall rules: run only when the
 	// firewall enforces them now (every profile on, local rules honoured).
@@ -65,7 +65,7 @@ func startElevatedCmd(c *Cmd) (process, error) {
 		err := checkFirewall(ctx)
 		cancel()
 		if err != nil {
-			return nil, &StartError{CodeSandboxFailure, fmt.Errorf("refusing to run with the network off: %w", err)}
+			return nil, &StartError{Code: CodeSandboxFailure, Err: fmt.Errorf("refusing to run with the network off: %w", err)}
 		}
 	}
 	// The command runs as the sandbox user inside the user's repository,
@@ -73,7 +73,7 @@ func startElevatedCmd(c *Cmd) (process, error) {
 	// safe.directory.
 	env, err := winenv.GitSafeDirectories(c.Env, append([]string{pol.Cwd}, pol.WritableRoots...)...)
 	if err != nil {
-		return nil, &StartError{CodeSandboxFailure, err}
+		return nil, &StartError{Code: CodeSandboxFailure, Err: err}
 	}
 	// No network variables: the firewall enforces the policy. Cancellation
 	// goes through Cmd, which calls Kill on the adapter below.
@@ -89,7 +89,7 @@ func startElevatedCmd(c *Cmd) (process, error) {
 		if errors.As(err, &se) {
 			code = se.Code
 		}
-		return nil, &StartError{code, err}
+		return nil, &StartError{Code: code, Err: err}
 	}
 	if !p.JobUI && p.Job != "" {
 		c.diag("%s", p.Job)

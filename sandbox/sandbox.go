@@ -41,6 +41,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/agentbox/agentbox/internal/exitcode"
+
 	"github.com/agentbox/agentbox/policy"
 )
 
@@ -132,21 +134,16 @@ type ExitError struct {
 func (e *ExitError) Error() string { return e.Status.String() }
 
 // StartError is a failure to start the command inside the sandbox. Code is
-// the exit status the CLI reports for it: 125 (agentbox could not build or
-// enforce the sandbox), 126 (not executable) or 127 (not found).
-type StartError struct {
-	Code int
-	Err  error
-}
-
-func (e *StartError) Error() string { return e.Err.Error() }
-func (e *StartError) Unwrap() error { return e.Err }
+// the exit status the CLI reports for it: [CodeSandboxFailure] (agentbox
+// could not build or enforce the sandbox), [CodeNotExecutable] or
+// [CodeNotFound]. Err is the cause, with its chain.
+type StartError = exitcode.Error
 
 // Exit codes for failures of agentbox itself, as the CLI contract defines.
 const (
-	CodeSandboxFailure = 125
-	CodeNotExecutable  = 126
-	CodeNotFound       = 127
+	CodeSandboxFailure = exitcode.SandboxFailure
+	CodeNotExecutable  = exitcode.NotExecutable
+	CodeNotFound       = exitcode.NotFound
 )
 
 // process is what a backend hands back after starting a command.
@@ -183,10 +180,10 @@ func (c *Cmd) Start() error {
 	}
 	c.started = true
 	if c.Policy == nil {
-		return &StartError{CodeSandboxFailure, errors.New("sandbox: no policy")}
+		return &StartError{Code: CodeSandboxFailure, Err: errors.New("sandbox: no policy")}
 	}
 	if c.Path == "" || len(c.Args) == 0 {
-		return &StartError{CodeSandboxFailure, errors.New("sandbox: no command")}
+		return &StartError{Code: CodeSandboxFailure, Err: errors.New("sandbox: no command")}
 	}
 	if c.ctx != nil {
 		if err := c.ctx.Err(); err != nil {
@@ -197,7 +194,7 @@ func (c *Cmd) Start() error {
 		c.Env = os.Environ()
 	}
 	if err := checkEgress(c.Policy); err != nil {
-		return &StartError{CodeSandboxFailure, err}
+		return &StartError{Code: CodeSandboxFailure, Err: err}
 	}
 	var p process
 	var err error

@@ -46,11 +46,11 @@ func start(c *Cmd) (process, error) {
 	// Resolved with the command's own PATH so "not found" and "not
 	// executable" get 127 and 126 before sandbox-exec is involved.
 	if _, code, err := lookpath.Find(c.Path, lookpath.Env(c.Env)); err != nil {
-		return nil, &StartError{code, err}
+		return nil, &StartError{Code: code, Err: err}
 	}
 	env, err := privateCaches(pol, c.Env)
 	if err != nil {
-		return nil, &StartError{CodeSandboxFailure, err}
+		return nil, &StartError{Code: CodeSandboxFailure, Err: err}
 	}
 	c.Env = env
 	argv := append([]string{c.Path}, c.Args[1:]...)
@@ -59,7 +59,7 @@ func start(c *Cmd) (process, error) {
 	if pol.Egress != nil {
 		var err error
 		if proxy, in, env, err = darwinEgress(pol, in, env); err != nil {
-			return nil, &StartError{CodeSandboxFailure, err}
+			return nil, &StartError{Code: CodeSandboxFailure, Err: err}
 		}
 	}
 	cmd, err := darwin.Command(context.Background(), in, argv)
@@ -67,7 +67,7 @@ func start(c *Cmd) (process, error) {
 		if proxy != nil {
 			proxy.Close()
 		}
-		return nil, &StartError{CodeSandboxFailure, err}
+		return nil, &StartError{Code: CodeSandboxFailure, Err: err}
 	}
 	cmd.Env = env
 	cmd.Dir = pol.Cwd
@@ -80,7 +80,7 @@ func start(c *Cmd) (process, error) {
 		if proxy != nil {
 			proxy.Close()
 		}
-		return nil, &StartError{CodeSandboxFailure, fmt.Errorf("starting sandbox-exec: %w", err)}
+		return nil, &StartError{Code: CodeSandboxFailure, Err: fmt.Errorf("starting sandbox-exec: %w", err)}
 	}
 	// sandbox-exec runs the command in its own session, so the group
 	// kill after Wait reaches what it left behind (no pid namespace here).

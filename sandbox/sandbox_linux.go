@@ -38,21 +38,21 @@ func start(c *Cmd) (process, error) {
 	}
 	ph, err := linux.AcquirePlaceholders(linux.HeldDirs(pol), state)
 	if err != nil {
-		return nil, &StartError{CodeSandboxFailure, err}
+		return nil, &StartError{Code: CodeSandboxFailure, Err: err}
 	}
 	spec := linuxSpec(pol, ph)
 	spec.Path, spec.Argv, spec.Env = c.Path, c.Args, c.Env
 	git, err := applyGitWrites(pol, spec, state)
 	if err != nil {
 		ph.Release()
-		return nil, &StartError{CodeSandboxFailure, err}
+		return nil, &StartError{Code: CodeSandboxFailure, Err: err}
 	}
 	base := *spec
 	cl, err := applyCaches(pol, spec, true)
 	if err != nil {
 		git.Release()
 		ph.Release()
-		return nil, &StartError{CodeSandboxFailure, err}
+		return nil, &StartError{Code: CodeSandboxFailure, Err: err}
 	}
 	p, err := linux.Start(spec, c.stdio())
 	var nu *linux.NoUsernsError
@@ -80,11 +80,11 @@ func start(c *Cmd) (process, error) {
 		cl.Release()
 		git.Release()
 		ph.Release()
-		var se *linux.StartError
+		var se *StartError
 		if errors.As(err, &se) {
-			return nil, &StartError{se.Code, errors.New(se.Msg)}
+			return nil, se
 		}
-		return nil, &StartError{CodeSandboxFailure, err}
+		return nil, &StartError{Code: CodeSandboxFailure, Err: err}
 	}
 	return &linuxProcess{p: p, ph: ph, proxy: proxy, cl: cl, git: git}, nil
 }

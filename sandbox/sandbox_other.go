@@ -7,12 +7,13 @@ import (
 	"io"
 
 	"fmt"
-	"github.com/agentbox/agentbox/policy"
 	"runtime"
+
+	"github.com/agentbox/agentbox/policy"
 )
 
 func start(c *Cmd) (process, error) {
-	return nil, &StartError{CodeSandboxFailure, fmt.Errorf("agentbox has no sandbox backend for %s: %w", runtime.GOOS, ErrUnsupported)}
+	return nil, &StartError{Code: CodeSandboxFailure, Err: fmt.Errorf("agentbox has no sandbox backend for %s: %w", runtime.GOOS, ErrUnsupported)}
 }
 
 // Main is a no-op where there is no re-exec stage.

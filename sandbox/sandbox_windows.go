@@ -30,21 +30,21 @@ func start(c *Cmd) (process, error) {
 	pol := c.Policy
 	if pol.Mode != policy.DangerFullAccess && pol.Windows == policy.Elevated {
 		if startElevated == nil {
-			return nil, &StartError{CodeSandboxFailure, fmt.Errorf(
+			return nil, &StartError{Code: CodeSandboxFailure, Err: fmt.Errorf(
 				`windows elevated sandbox is not available in this build (set [windows] sandbox = "unelevated"): %w`, ErrUnsupported)}
 		}
 		return startElevated(c)
 	}
 	dir, err := unelevated.StateDir()
 	if err != nil {
-		return nil, &StartError{CodeSandboxFailure, err}
+		return nil, &StartError{Code: CodeSandboxFailure, Err: err}
 	}
 	var sb *unelevated.Sandbox
 	if pol.Mode == policy.DangerFullAccess {
 		sb = &unelevated.Sandbox{StateDir: dir}
 	} else {
 		if sb, err = unelevated.Prepare(pol, dir); err != nil {
-			return nil, &StartError{CodeSandboxFailure, err}
+			return nil, &StartError{Code: CodeSandboxFailure, Err: err}
 		}
 		if n := len(sb.ACL.Modified); n > 0 {
 			c.diag("granted the sandbox SID access on %d path(s) (first run for these roots; later runs only check)", n)
@@ -60,12 +60,12 @@ func start(c *Cmd) (process, error) {
 	}
 	proxy, proxyEnv, err := windowsEgress(pol, c.Env)
 	if err != nil {
-		return nil, &StartError{CodeSandboxFailure, err}
+		return nil, &StartError{Code: CodeSandboxFailure, Err: err}
 	}
 	sio, err := newStdio(c, pol.Mode != policy.DangerFullAccess)
 	if err != nil {
 		closeProxy(proxy)
-		return nil, &StartError{CodeSandboxFailure, err}
+		return nil, &StartError{Code: CodeSandboxFailure, Err: err}
 	}
 	p, err := sb.Start(pol, unelevated.Spec{
 		Path: c.Path, Args: c.Args, Env: c.Env, Dir: pol.Cwd, ProxyEnv: proxyEnv,
@@ -75,7 +75,7 @@ func start(c *Cmd) (process, error) {
 	if err != nil {
 		sio.abort()
 		closeProxy(proxy)
-		return nil, &StartError{startCode(err), err}
+		return nil, &StartError{Code: startCode(err), Err: err}
 	}
 	if l := p.JobLimits(); pol.Mode != policy.DangerFullAccess && !l.UI && !winapi.IsWine() {
 		c.diag("%s", l)

@@ -66,7 +66,7 @@ var ErrSessionClosed = errors.New("sandbox: session closed")
 // enforced).
 func NewSession(pol *policy.Policy) (*Session, error) {
 	if pol == nil {
-		return nil, &StartError{CodeSandboxFailure, errors.New("sandbox: no policy")}
+		return nil, &StartError{Code: CodeSandboxFailure, Err: errors.New("sandbox: no policy")}
 	}
 	impl, err := newSession(pol)
 	if err != nil {
@@ -95,10 +95,10 @@ func (s *Session) start(c *Cmd) (process, error) {
 	closed := s.closed
 	s.mu.Unlock()
 	if closed {
-		return nil, &StartError{CodeSandboxFailure, ErrSessionClosed}
+		return nil, &StartError{Code: CodeSandboxFailure, Err: ErrSessionClosed}
 	}
 	if c.Policy != s.pol {
-		return nil, &StartError{CodeSandboxFailure, errors.New("sandbox: a session's command must keep the session's policy")}
+		return nil, &StartError{Code: CodeSandboxFailure, Err: errors.New("sandbox: a session's command must keep the session's policy")}
 	}
 	if s.impl == nil {
 		return start(c)

@@ -35,19 +35,19 @@ func newSession(pol *policy.Policy) (sessionImpl, error) {
 	}
 	ph, err := linux.AcquirePlaceholders(linux.HeldDirs(pol), state)
 	if err != nil {
-		return nil, &StartError{CodeSandboxFailure, err}
+		return nil, &StartError{Code: CodeSandboxFailure, Err: err}
 	}
 	spec := linuxSpec(pol, ph)
 	git, err := applyGitWrites(pol, spec, state)
 	if err != nil {
 		ph.Release()
-		return nil, &StartError{CodeSandboxFailure, err}
+		return nil, &StartError{Code: CodeSandboxFailure, Err: err}
 	}
 	cl, err := applyCaches(pol, spec, true)
 	if err != nil {
 		git.Release()
 		ph.Release()
-		return nil, &StartError{CodeSandboxFailure, err}
+		return nil, &StartError{Code: CodeSandboxFailure, Err: err}
 	}
 	z, err := linux.StartSession(spec)
 	if err != nil {
@@ -60,11 +60,11 @@ func newSession(pol *policy.Policy) (sessionImpl, error) {
 			// its own, exactly as a lone run.
 			return nil, nil
 		}
-		var se *linux.StartError
+		var se *StartError
 		if errors.As(err, &se) {
-			return nil, &StartError{se.Code, errors.New(se.Msg)}
+			return nil, se
 		}
-		return nil, &StartError{CodeSandboxFailure, err}
+		return nil, &StartError{Code: CodeSandboxFailure, Err: err}
 	}
 	return &linuxSession{z: z, ph: ph, git: git, cl: cl}, nil
 }
@@ -72,11 +72,11 @@ func newSession(pol *policy.Policy) (sessionImpl, error) {
 func (l *linuxSession) start(c *Cmd) (process, error) {
 	p, err := l.z.Start(c.Path, c.Args, c.Env, c.stdio())
 	if err != nil {
-		var se *linux.StartError
+		var se *StartError
 		if errors.As(err, &se) {
-			return nil, &StartError{se.Code, errors.New(se.Msg)}
+			return nil, se
 		}
-		return nil, &StartError{CodeSandboxFailure, err}
+		return nil, &StartError{Code: CodeSandboxFailure, Err: err}
 	}
 	return &sessionProcess{p}, nil
 }

@@ -26,7 +26,7 @@ func startUnsandboxed(c *Cmd) (process, error) {
 		case errors.Is(err, os.ErrPermission):
 			code = CodeNotExecutable
 		}
-		return nil, &StartError{code, err}
+		return nil, &StartError{Code: code, Err: err}
 	}
 	return g, nil
 }

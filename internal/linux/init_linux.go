@@ -12,6 +12,8 @@ import (
 	"runtime/debug"
 	"syscall"
 
+	"github.com/agentbox/agentbox/internal/exitcode"
+
 	"github.com/agentbox/agentbox/internal/lookpath"
 
 	"golang.org/x/sys/unix"
@@ -80,7 +82,7 @@ func RunInit() {
 	}
 	spec, err := readSpec()
 	if err != nil {
-		fail(125, fmt.Errorf("sandbox init: %w", err))
+		fail(exitcode.SandboxFailure, fmt.Errorf("sandbox init: %w", err))
 	}
 	os.Unsetenv(stageEnv)
 
@@ -90,25 +92,25 @@ func RunInit() {
 		// Without a pid namespace, orphans of the command would escape
 		// to the system's init; as subreaper we inherit and kill them.
 		if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
-			fail(125, &os.SyscallError{Syscall: "prctl(PR_SET_CHILD_SUBREAPER)", Err: err})
+			fail(exitcode.SandboxFailure, &os.SyscallError{Syscall: "prctl(PR_SET_CHILD_SUBREAPER)", Err: err})
 		}
 	} else if err := buildRoot(spec); err != nil {
 		if errors.Is(err, unix.EPERM) {
-			report(message{Error: err.Error(), Code: 125, NoUserns: true})
-			os.Exit(125)
+			report(message{Error: err.Error(), Code: exitcode.SandboxFailure, NoUserns: true})
+			os.Exit(exitcode.SandboxFailure)
 		}
-		fail(125, fmt.Errorf("building the sandbox filesystem: %w", err))
+		fail(exitcode.SandboxFailure, fmt.Errorf("building the sandbox filesystem: %w", err))
 	}
 	if !spec.Network && !spec.Degraded {
 		if err := loopbackUp(); err != nil {
-			fail(125, fmt.Errorf("bringing up loopback in the network namespace: %w", err))
+			fail(exitcode.SandboxFailure, fmt.Errorf("bringing up loopback in the network namespace: %w", err))
 		}
 	}
 	if err := setupProxy(spec); err != nil {
-		fail(125, fmt.Errorf("setting up the allow-list proxy: %w", err))
+		fail(exitcode.SandboxFailure, fmt.Errorf("setting up the allow-list proxy: %w", err))
 	}
 	if err := unix.Chdir(spec.Cwd); err != nil {
-		fail(125, fmt.Errorf("entering %s inside the sandbox: %w", spec.Cwd, err))
+		fail(exitcode.SandboxFailure, fmt.Errorf("entering %s inside the sandbox: %w", spec.Cwd, err))
 	}
 	if spec.Session {
 		runZygote(spec, report) // never returns
@@ -117,7 +119,7 @@ func RunInit() {
 	// terminal and files stay in agentbox (stdio_linux.go).
 	stdio, err := sandboxStdio(spec)
 	if err != nil {
-		fail(125, err)
+		fail(exitcode.SandboxFailure, err)
 	}
 	// Look the command up now, inside the sandbox's view of PATH, so that
 	// "not found" and "not executable" get their own exit statuses.
@@ -130,10 +132,10 @@ func RunInit() {
 	// Nobody, not even the command running as the same uid, may read our
 	// memory or fds through /proc/1.
 	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
-		fail(125, &os.SyscallError{Syscall: "prctl(PR_SET_DUMPABLE)", Err: err})
+		fail(exitcode.SandboxFailure, &os.SyscallError{Syscall: "prctl(PR_SET_DUMPABLE)", Err: err})
 	}
 	if err := lockDown(spec); err != nil {
-		fail(125, fmt.Errorf("restricting the sandbox: %w", err))
+		fail(exitcode.SandboxFailure, fmt.Errorf("restricting the sandbox: %w", err))
 	}
 
 	sigs := make(chan os.Signal, 16)
@@ -167,11 +169,11 @@ func RunInit() {
 		cmd.SysProcAttr.Ctty = stdio.ctty
 	}
 	if err := cmd.Start(); err != nil {
-		code := 125
+		code := exitcode.SandboxFailure
 		if errors.Is(err, os.ErrPermission) || errors.Is(err, syscall.ENOEXEC) {
-			code = 126
+			code = exitcode.NotExecutable
 		} else if errors.Is(err, os.ErrNotExist) {
-			code = 127
+			code = exitcode.NotFound
 		}
 		fail(code, fmt.Errorf("starting %s: %w", spec.Argv[0], err))
 	}
@@ -202,7 +204,7 @@ func RunInit() {
 			continue
 		}
 		if err != nil {
-			fail(125, fmt.Errorf("waiting for the command: %w", err))
+			fail(exitcode.SandboxFailure, fmt.Errorf("waiting for the command: %w", err))
 		}
 		if wpid != pid {
 			continue

@@ -15,17 +15,17 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/agentbox/agentbox/internal/exitcode"
+
 	"golang.org/x/sys/unix"
 )
 
-// StartError is a failure reported by the init stage before the command
-// ran; Code is the exit status the CLI should use (125, 126 or 127).
-type StartError struct {
-	Code int
-	Msg  string
+// startError is a failure the init stage reported before the command ran:
+// its message crossed the status pipe, so only the text of its chain is
+// left.
+func startError(code int, msg string) error {
+	return &exitcode.Error{Code: code, Err: errors.New(msg)}
 }
-
-func (e *StartError) Error() string { return e.Msg }
 
 // Process is a running sandbox: the init stage and, under it, the command.
 type Process struct {
@@ -187,7 +187,7 @@ func Start(spec *Spec, stdio Stdio) (*Process, error) {
 		case err == nil && m.NoUserns:
 			return nil, &NoUsernsError{Err: errors.New(m.Error)}
 		case err == nil && m.Error != "":
-			return nil, &StartError{Code: m.Code, Msg: m.Error}
+			return nil, startError(m.Code, m.Error)
 		case err == nil:
 			return nil, fmt.Errorf("sandbox init sent an unexpected message: %+v", m)
 		default:

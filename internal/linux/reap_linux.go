@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/agentbox/agentbox/internal/exitcode"
+
 	"golang.org/x/sys/unix"
 )
 
@@ -65,9 +67,9 @@ func runReaper() {
 	}
 	status := os.NewFile(statusFD, "status")
 	fail := func(err error) {
-		b, _ := json.Marshal(message{Error: err.Error(), Code: 125})
+		b, _ := json.Marshal(message{Error: err.Error(), Code: exitcode.SandboxFailure})
 		status.Write(append(b, '\n'))
-		os.Exit(125)
+		os.Exit(exitcode.SandboxFailure)
 	}
 	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
 		fail(&os.SyscallError{Syscall: "prctl(PR_SET_CHILD_SUBREAPER)", Err: err})

@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/agentbox/agentbox/internal/exitcode"
+
 	"golang.org/x/sys/unix"
 )
 
@@ -135,7 +137,7 @@ func (s *Session) launch(spec *Spec, control *os.File) error {
 		case err == nil && m.NoUserns:
 			return &NoUsernsError{Err: errors.New(m.Error)}
 		case err == nil && m.Error != "":
-			return &StartError{Code: m.Code, Msg: m.Error}
+			return startError(m.Code, m.Error)
 		default:
 			return fmt.Errorf("session sandbox ended before it was ready (%v)", werr)
 		}
@@ -183,7 +185,7 @@ func (s *Session) read() {
 	s.mu.Unlock()
 	close(s.dead)
 	for _, p := range procs {
-		p.answer(zresp{Error: s.err.Error(), Code: 125})
+		p.answer(zresp{Error: s.err.Error(), Code: exitcode.SandboxFailure})
 	}
 }
 
@@ -337,7 +339,7 @@ func (s *Session) Start(path string, argv, env []string, stdio Stdio) (*SessionP
 	r := <-p.start
 	if !r.Started {
 		rl.abort()
-		return nil, &StartError{Code: r.Code, Msg: r.Error}
+		return nil, startError(r.Code, r.Error)
 	}
 	rl.run()
 	return p, nil

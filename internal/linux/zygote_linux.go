@@ -5,13 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"unsafe"
+
+	"github.com/agentbox/agentbox/internal/exitcode"
+	"github.com/agentbox/agentbox/internal/lookpath"
 
 	"golang.org/x/net/bpf"
 	"golang.org/x/sys/unix"
@@ -108,8 +110,8 @@ type zcmd struct {
 // the session dies. It never returns.
 func runZygote(spec *Spec, report func(message)) {
 	fail := func(err error) {
-		report(message{Error: err.Error(), Code: 125})
-		os.Exit(125)
+		report(message{Error: err.Error(), Code: exitcode.SandboxFailure})
+		os.Exit(exitcode.SandboxFailure)
 	}
 	if spec.Degraded {
 		fail(errors.New("sessions need a pid namespace; degraded runs start each command on its own"))
@@ -184,7 +186,7 @@ func (z *zygote) serve() {
 			if r.Op == "big" {
 				if len(fds) != 4 {
 					closeAll(fds)
-					z.send(zresp{ID: r.ID, Error: "session: malformed request", Code: 125})
+					z.send(zresp{ID: r.ID, Error: "session: malformed request", Code: exitcode.SandboxFailure})
 					continue
 				}
 				big, err := readMemfd(fds[3])
@@ -195,13 +197,13 @@ func (z *zygote) serve() {
 				}
 				if err != nil {
 					closeAll(fds)
-					z.send(zresp{ID: r.ID, Error: fmt.Sprintf("session: reading request: %v", err), Code: 125})
+					z.send(zresp{ID: r.ID, Error: fmt.Sprintf("session: reading request: %v", err), Code: exitcode.SandboxFailure})
 					continue
 				}
 			}
 			if len(fds) != 3 || len(r.Argv) == 0 || r.Path == "" {
 				closeAll(fds)
-				z.send(zresp{ID: r.ID, Error: "session: malformed request", Code: 125})
+				z.send(zresp{ID: r.ID, Error: "session: malformed request", Code: exitcode.SandboxFailure})
 				continue
 			}
 			// Not from this goroutine: kill requests must not wait
@@ -209,7 +211,7 @@ func (z *zygote) serve() {
 			stdio := [3]int{fds[0], fds[1], fds[2]}
 			if err := reopenDevices(&stdio); err != nil {
 				closeAll(stdio[:])
-				z.send(zresp{ID: r.ID, Error: fmt.Sprintf("session: %v", err), Code: 125})
+				z.send(zresp{ID: r.ID, Error: fmt.Sprintf("session: %v", err), Code: exitcode.SandboxFailure})
 				continue
 			}
 			go func(j job) { z.jobs <- j }(job{r, stdio})
@@ -254,7 +256,7 @@ func (z *zygote) worker() {
 	sup, perr := z.prepare()
 	j := <-z.jobs
 	r, stdio := j.r, j.stdio
-	pid, pidfd, code, err := 0, -1, 125, perr
+	pid, pidfd, code, err := 0, -1, exitcode.SandboxFailure, perr
 	if err == nil {
 		pid, pidfd, code, err = z.fork(r, stdio)
 	}
@@ -292,7 +294,7 @@ func (z *zygote) worker() {
 	m := zresp{ID: r.ID, Exited: true}
 	switch {
 	case err != nil:
-		m.Error, m.Code = fmt.Sprintf("waiting for the command: %v", err), 125
+		m.Error, m.Code = fmt.Sprintf("waiting for the command: %v", err), exitcode.SandboxFailure
 	case ws.Signaled() && as != 0 && ws.Signal() == syscall.SIGKILL:
 		m.Signal = int(as)
 	case ws.Signaled():
@@ -351,7 +353,7 @@ func (z *zygote) fork(r zreq, stdio [3]int) (pid, pidfd, code int, err error) {
 	for _, kv := range spec.Env {
 		env = replaceEnv(env, kv)
 	}
-	path, code, err := lookPathIn(r.Path, envPATH(env), spec.Cwd)
+	path, code, err := lookpath.FindIn(r.Path, lookpath.Env(env), spec.Cwd)
 	if err != nil {
 		return fail(code, err)
 	}
@@ -372,12 +374,12 @@ func (z *zygote) fork(r zreq, stdio [3]int) (pid, pidfd, code int, err error) {
 		},
 	})
 	if err != nil {
-		code := 125
+		code := exitcode.SandboxFailure
 		switch {
 		case errors.Is(err, os.ErrPermission), errors.Is(err, syscall.ENOEXEC), errors.Is(err, syscall.EISDIR):
-			code = 126
+			code = exitcode.NotExecutable
 		case errors.Is(err, os.ErrNotExist):
-			code = 127
+			code = exitcode.NotFound
 		}
 		return fail(code, fmt.Errorf("starting %s: %w", r.Argv[0], err))
 	}
@@ -563,67 +565,4 @@ func readMemfd(fd int) ([]byte, error) {
 		off += n
 	}
 	return b, nil
-}
-
-func envPATH(env []string) string {
-	p := ""
-	for _, kv := range env {
-		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
-			p = v
-		}
-	}
-	return p
-}
-
-// lookPathIn resolves argv0 as a shell would with the command's PATH (not
-// the zygote's, and without touching the process environment, which
-// concurrent commands share), and maps failures to the shell's statuses:
-// 127 not found, 126 found but not executable.
-func lookPathIn(argv0, pathEnv, cwd string) (string, int, error) {
-	check := func(p string) error {
-		fi, err := os.Stat(p)
-		if err != nil {
-			return err
-		}
-		if fi.IsDir() || fi.Mode()&0o111 == 0 {
-			return os.ErrPermission
-		}
-		return unix.Access(p, unix.X_OK)
-	}
-	abs := func(p string) string {
-		if filepath.IsAbs(p) {
-			return p
-		}
-		return filepath.Join(cwd, p)
-	}
-	if strings.Contains(argv0, "/") {
-		switch err := check(abs(argv0)); {
-		case err == nil:
-			return argv0, 0, nil
-		case errors.Is(err, os.ErrNotExist):
-			return "", 127, fmt.Errorf("%s: command not found", argv0)
-		default:
-			return "", 126, fmt.Errorf("%s: permission denied (not executable)", argv0)
-		}
-	}
-	denied := false
-	for _, dir := range filepath.SplitList(pathEnv) {
-		if dir == "" {
-			dir = "."
-		}
-		p := filepath.Join(dir, argv0)
-		switch err := check(abs(p)); {
-		case err == nil:
-			if !filepath.IsAbs(p) && !strings.HasPrefix(p, ".") {
-				p = "./" + p
-			}
-			return p, 0, nil
-		case !errors.Is(err, os.ErrNotExist):
-			denied = true
-		}
-	}
-	if denied {
-		return "", 126, fmt.Errorf("%s: permission denied", argv0)
-	}
-	return "", 127, fmt.Errorf("%s: command not found", argv0)
 }

@@ -12,12 +12,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-)
 
-// Statuses a shell reports for a command it cannot run.
-const (
-	NotExecutable = 126
-	NotFound      = 127
+	"github.com/agentbox/agentbox/internal/exitcode"
 )
 
 // Env returns the value of PATH in env (the last entry wins, as for exec).
@@ -35,12 +31,17 @@ func Env(env []string) string {
 // is the current directory, as for the shell). A name with a slash is used
 // as it is. On failure it returns the status a shell would exit with and
 // an error naming the command.
-func Find(name, path string) (string, int, error) {
+func Find(name, path string) (string, int, error) { return FindIn(name, path, "") }
+
+// FindIn is [Find] for a command that will run in dir rather than in the
+// caller's current directory: relative names and PATH entries are checked
+// against dir, and returned relative, for the command's own exec.
+func FindIn(name, path, dir string) (string, int, error) {
 	if name == "" {
-		return "", NotFound, errors.New("empty command name: command not found")
+		return "", exitcode.NotFound, errors.New("empty command name: command not found")
 	}
 	if strings.Contains(name, "/") {
-		if err := executable(name); err != nil {
+		if err := executable(in(dir, name)); err != nil {
 			return "", statusOf(err), fmt.Errorf("%s: %w", name, describe(err))
 		}
 		return name, 0, nil
@@ -48,15 +49,15 @@ func Find(name, path string) (string, int, error) {
 	// A file found but not executable is remembered, as the shell does:
 	// 126 only when no later entry has an executable one.
 	var denied error
-	for _, dir := range filepath.SplitList(path) {
-		if dir == "" {
-			dir = "."
+	for _, entry := range filepath.SplitList(path) {
+		if entry == "" {
+			entry = "."
 		}
-		p := filepath.Join(dir, name)
-		if dir == "." {
+		p := filepath.Join(entry, name)
+		if entry == "." {
 			p = "./" + name
 		}
-		err := executable(p)
+		err := executable(in(dir, p))
 		if err == nil {
 			return p, 0, nil
 		}
@@ -65,20 +66,28 @@ func Find(name, path string) (string, int, error) {
 		}
 	}
 	if denied != nil {
-		return "", NotExecutable, fmt.Errorf("%s: %w", name, describe(denied))
+		return "", exitcode.NotExecutable, fmt.Errorf("%s: %w", name, describe(denied))
 	}
-	return "", NotFound, fmt.Errorf("%s: command not found", name)
+	return "", exitcode.NotFound, fmt.Errorf("%s: command not found", name)
 }
 
-// executable reports nil for a regular file with an execute bit, wrapping
-// fs.ErrPermission for one without it or for a directory, and the stat
-// error otherwise.
+// in makes a relative p relative to dir ("" is the current directory).
+func in(dir, p string) string {
+	if dir == "" || filepath.IsAbs(p) {
+		return p
+	}
+	return filepath.Join(dir, p)
+}
+
+// executable reports nil for a regular file this process may execute,
+// wrapping fs.ErrPermission for one it may not or for a directory, and the
+// stat error otherwise.
 func executable(p string) error {
 	fi, err := os.Stat(p)
 	if err != nil {
 		return err
 	}
-	if fi.IsDir() || fi.Mode()&0o111 == 0 {
+	if fi.IsDir() || fi.Mode()&0o111 == 0 || !mayExecute(p) {
 		return fmt.Errorf("not executable: %w", fs.ErrPermission)
 	}
 	return nil
@@ -86,9 +95,9 @@ func executable(p string) error {
 
 func statusOf(err error) int {
 	if errors.Is(err, fs.ErrPermission) {
-		return NotExecutable
+		return exitcode.NotExecutable
 	}
-	return NotFound
+	return exitcode.NotFound
 }
 
 func describe(err error) error {

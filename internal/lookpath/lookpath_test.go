@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/agentbox/agentbox/internal/exitcode"
 )
 
 func TestFind(t *testing.T) {
@@ -32,14 +34,14 @@ func TestFind(t *testing.T) {
 	}{
 		{"tool", path, filepath.Join(b, "tool"), 0, ""},
 		{"plain", path, filepath.Join(b, "plain"), 0, ""},
-		{"onlyplain", path, "", NotExecutable, "onlyplain: permission denied"},
-		{"subdir", path, "", NotExecutable, "subdir: permission denied"},
-		{"nothere", path, "", NotFound, "nothere: command not found"},
-		{"tool", "", "", NotFound, "command not found"},
+		{"onlyplain", path, "", exitcode.NotExecutable, "onlyplain: permission denied"},
+		{"subdir", path, "", exitcode.NotExecutable, "subdir: permission denied"},
+		{"nothere", path, "", exitcode.NotFound, "nothere: command not found"},
+		{"tool", "", "", exitcode.NotFound, "command not found"},
 		{filepath.Join(b, "tool"), "", filepath.Join(b, "tool"), 0, ""},
-		{filepath.Join(a, "onlyplain"), path, "", NotExecutable, "permission denied"},
-		{filepath.Join(a, "missing"), path, "", NotFound, "command not found"},
-		{"", path, "", NotFound, "command not found"},
+		{filepath.Join(a, "onlyplain"), path, "", exitcode.NotExecutable, "permission denied"},
+		{filepath.Join(a, "missing"), path, "", exitcode.NotFound, "command not found"},
+		{"", path, "", exitcode.NotFound, "command not found"},
 	} {
 		got, status, err := Find(tc.name, tc.path)
 		if got != tc.want || status != tc.status {
@@ -69,5 +71,25 @@ func TestEnv(t *testing.T) {
 	}
 	if got := Env(nil); got != "" {
 		t.Errorf("Env(nil) = %q", got)
+	}
+}
+
+// FindIn checks relative names in the command's directory, not the caller's.
+func TestFindIn(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "bin"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "bin", "x"), []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if got, status, err := FindIn("bin/x", "", dir); got != "bin/x" || status != 0 {
+		t.Errorf("FindIn(bin/x) = %q, %d, %v; want bin/x", got, status, err)
+	}
+	if got, status, err := FindIn("x", "bin", dir); got != "bin/x" || status != 0 {
+		t.Errorf("FindIn(x, PATH=bin) = %q, %d, %v; want bin/x", got, status, err)
+	}
+	if _, status, _ := Find("bin/x", ""); status != exitcode.NotFound {
+		t.Errorf("Find(bin/x) from another directory: status %d, want 127", status)
 	}
 }

@@ -11,6 +11,8 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/agentbox/agentbox/internal/exitcode"
+
 	"golang.org/x/sys/windows"
 
 	"github.com/agentbox/agentbox/internal/windows/ipc"
@@ -65,7 +67,7 @@ type launcher func(args []string, dir string) (windows.Handle, uint32, error)
 func Start(ctx context.Context, s Spec) (*Process, error) {
 	login, err := setup.LoadLogin(s.Network, s.ProxyPorts)
 	if err != nil {
-		return nil, &StartError{Code: ExitSandboxFailure, Err: err}
+		return nil, &StartError{Code: exitcode.SandboxFailure, Err: err}
 	}
 	// Without an interactive window station (a service, an OpenSSH
 	// session, session 0) the runner, a new logon, could not connect to
@@ -74,10 +76,10 @@ func Start(ctx context.Context, s Spec) (*Process, error) {
 	// group, for as long as it runs.
 	var desk *winapi.Desktop
 	if ni, err := winapi.NonInteractive(); err != nil {
-		return nil, &StartError{Code: ExitSandboxFailure, Err: fmt.Errorf("window station: %w", err)}
+		return nil, &StartError{Code: exitcode.SandboxFailure, Err: fmt.Errorf("window station: %w", err)}
 	} else if ni {
 		if desk, err = runnerDesktop(login.GroupSID); err != nil {
-			return nil, &StartError{Code: ExitSandboxFailure, Err: fmt.Errorf(
+			return nil, &StartError{Code: exitcode.SandboxFailure, Err: fmt.Errorf(
 				"this session has no interactive window station (a service, an OpenSSH session or a scheduled task) and agentbox could not create one for agentbox-runner: %w; "+
 					"run agentbox from an interactive desktop session, or use the unelevated mode", err)}
 		}
@@ -121,7 +123,7 @@ func start(ctx context.Context, s Spec, userSID string, launch launcher) (*Proce
 		if errors.As(err, &se) {
 			return nil, err
 		}
-		return nil, &StartError{Code: ExitSandboxFailure, Err: err}
+		return nil, &StartError{Code: exitcode.SandboxFailure, Err: err}
 	}
 	if len(s.SIDs) == 0 {
 		return fail(errors.New("elevated sandbox: no sandbox SID for the write-restricted token"))
@@ -144,7 +146,7 @@ func start(ctx context.Context, s Spec, userSID string, launch launcher) (*Proce
 		return fail(fmt.Errorf("starting agentbox-runner: %w", err))
 	}
 	kill := func() {
-		windows.TerminateProcess(h, ExitSandboxFailure)
+		windows.TerminateProcess(h, exitcode.SandboxFailure)
 		windows.CloseHandle(h)
 	}
 	conn, err := l.Accept(ConnectTimeout, pid)
@@ -324,7 +326,7 @@ func (p *Process) Kill() error {
 			case <-time.After(KillGrace):
 				p.mu.Lock()
 				if p.runner != 0 {
-					windows.TerminateProcess(p.runner, ExitSandboxFailure)
+					windows.TerminateProcess(p.runner, exitcode.SandboxFailure)
 				}
 				p.mu.Unlock()
 			}

@@ -23,6 +23,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/agentbox/agentbox/internal/exitcode"
+
 	"github.com/agentbox/agentbox/internal/windows/ipc"
 )
 
@@ -57,31 +59,18 @@ func ParseRunnerArgs(args []string) (pipe string, parentPID uint32, err error) {
 	return pipe, uint32(*pid), nil
 }
 
-// Exit statuses the CLI contract gives runner failures.
-const (
-	ExitSandboxFailure = 125
-	ExitNotExecutable  = 126
-	ExitNotFound       = 127
-)
-
 // StartError is a failure to start the command in the sandbox. Code is
 // the CLI exit status for it.
-type StartError struct {
-	Code int
-	Err  error
-}
-
-func (e *StartError) Error() string { return e.Err.Error() }
-func (e *StartError) Unwrap() error { return e.Err }
+type StartError = exitcode.Error
 
 // startErrorFrom maps a runner error frame to the CLI's exit codes.
 func startErrorFrom(e *ipc.Error) *StartError {
-	code := ExitSandboxFailure
+	code := exitcode.SandboxFailure
 	switch e.Code {
 	case ipc.CodeNotFound:
-		code = ExitNotFound
+		code = exitcode.NotFound
 	case ipc.CodeNotExec:
-		code = ExitNotExecutable
+		code = exitcode.NotExecutable
 	}
 	return &StartError{Code: code, Err: e}
 }

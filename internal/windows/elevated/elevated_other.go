@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+
+	"github.com/agentbox/agentbox/internal/exitcode"
 )
 
 // ErrUnsupported is wrapped off Windows.
@@ -18,7 +20,7 @@ type Process struct{}
 
 // Start is unsupported off Windows.
 func Start(ctx context.Context, s Spec) (*Process, error) {
-	return nil, &StartError{Code: ExitSandboxFailure, Err: fmt.Errorf("%s: %w", runtime.GOOS, ErrUnsupported)}
+	return nil, &StartError{Code: exitcode.SandboxFailure, Err: fmt.Errorf("%s: %w", runtime.GOOS, ErrUnsupported)}
 }
 
 // Pid, Wait and Kill exist so callers compile everywhere.
@@ -29,5 +31,5 @@ func (p *Process) Kill() error           { return ErrUnsupported }
 // RunnerMain reports that agentbox-runner only works on Windows.
 func RunnerMain(args []string) int {
 	fmt.Fprintln(os.Stderr, "agentbox-runner:", ErrUnsupported)
-	return ExitSandboxFailure
+	return exitcode.SandboxFailure
 }

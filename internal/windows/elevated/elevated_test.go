@@ -4,6 +4,8 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/agentbox/agentbox/internal/exitcode"
+
 	"github.com/agentbox/agentbox/internal/windows/ipc"
 )
 
@@ -30,8 +32,8 @@ func TestRunnerArgs(t *testing.T) {
 
 func TestStartErrorCodes(t *testing.T) {
 	for code, want := range map[string]int{
-		ipc.CodeNotFound: ExitNotFound, ipc.CodeNotExec: ExitNotExecutable,
-		ipc.CodeToken: ExitSandboxFailure, ipc.CodeSpawnFailed: ExitSandboxFailure,
+		ipc.CodeNotFound: exitcode.NotFound, ipc.CodeNotExec: exitcode.NotExecutable,
+		ipc.CodeToken: exitcode.SandboxFailure, ipc.CodeSpawnFailed: exitcode.SandboxFailure,
 	} {
 		e := startErrorFrom(&ipc.Error{Code: code, Message: "m"})
 		var ie *ipc.Error

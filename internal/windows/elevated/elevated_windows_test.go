@@ -14,6 +14,8 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/agentbox/agentbox/internal/exitcode"
+
 	"golang.org/x/sys/windows"
 
 	"github.com/agentbox/agentbox/internal/windows/setup"
@@ -228,7 +230,7 @@ func TestRunnerNotFound(t *testing.T) {
 	s.Path = `C:\does\not\exist.exe`
 	_, err := start(context.Background(), s, selfSID(t), selfLaunch(t))
 	var se *StartError
-	if !errors.As(err, &se) || se.Code != ExitNotFound {
+	if !errors.As(err, &se) || se.Code != exitcode.NotFound {
 		t.Fatalf("err = %v", err)
 	}
 }

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/agentbox/agentbox/internal/exitcode"
+
 	"golang.org/x/sys/windows"
 
 	"github.com/agentbox/agentbox/internal/windows/ipc"
@@ -22,12 +24,12 @@ func RunnerMain(args []string) int {
 	pipe, parent, err := ParseRunnerArgs(args)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
-		return ExitSandboxFailure
+		return exitcode.SandboxFailure
 	}
 	conn, err := ipc.Dial(pipe, ConnectTimeout, parent)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "agentbox-runner:", err)
-		return ExitSandboxFailure
+		return exitcode.SandboxFailure
 	}
 	defer conn.Close()
 	r := &runner{conn: conn}
@@ -38,7 +40,7 @@ func RunnerMain(args []string) int {
 			ie = &ipc.Error{Code: ipc.CodeSpawnFailed, Message: err.Error()}
 		}
 		r.send(ipc.TypeError, ie)
-		return ExitSandboxFailure
+		return exitcode.SandboxFailure
 	}
 	return int(code)
 }
@@ -141,7 +143,7 @@ func (r *runner) run() (uint32, error) {
 	defer sbx.Close()
 	proc, job := sbx.Process, sbx.Job
 	if err := r.send(ipc.TypeReady, ipc.Ready{PID: proc.Pid, Job: job.Limits.String(), UI: job.Limits.UI}); err != nil {
-		job.Terminate(ExitSandboxFailure)
+		job.Terminate(exitcode.SandboxFailure)
 		return 0, err
 	}
 
@@ -154,7 +156,7 @@ func (r *runner) run() (uint32, error) {
 			n, err := src.Read(buf)
 			if n > 0 {
 				if r.send(typ, ipc.Data{B: buf[:n]}) != nil {
-					job.Terminate(ExitSandboxFailure) // agentbox is gone
+					job.Terminate(exitcode.SandboxFailure) // agentbox is gone
 					return
 				}
 			}
@@ -170,7 +172,7 @@ func (r *runner) run() (uint32, error) {
 
 	code, err := proc.Wait()
 	if err != nil {
-		job.Terminate(ExitSandboxFailure)
+		job.Terminate(exitcode.SandboxFailure)
 		return 0, err
 	}
 	// The command is done: whatever it left running dies with it, as a
@@ -197,7 +199,7 @@ func (r *runner) control(job *winapi.Job, stdin *os.File) {
 	for {
 		f, err := ipc.ReadFrame(r.conn)
 		if err != nil {
-			job.Terminate(ExitSandboxFailure)
+			job.Terminate(exitcode.SandboxFailure)
 			return
 		}
 		switch f.Type {
