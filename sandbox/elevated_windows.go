@@ -79,7 +79,7 @@ func startElevatedCmd(c *Cmd) (process, error) {
 	// goes through Cmd, which calls Kill on the adapter below.
 	p, err := elevated.Start(context.Background(), elevated.Spec{
 		Network: pol.Network,
-		Path:    path, Args: c.Args, Dir: pol.Cwd, Env: env,
+		Path:    path, Args: c.Args, Dir: c.workDir(), Env: env,
 		SIDs:  restricting,
 		Stdin: c.Stdin, Stdout: c.Stdout, Stderr: c.Stderr,
 	})

@@ -37,6 +37,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strconv"
 	"sync"
 	"time"
@@ -61,6 +62,11 @@ type Cmd struct {
 	Args []string
 	// Env is the environment; nil means the current process's.
 	Env []string
+	// Dir is the command's working directory inside the sandbox. Empty
+	// means the policy's workspace (Policy.Cwd); a relative Dir is
+	// relative to it. It changes nothing about what the command may
+	// write.
+	Dir string
 	// Stdin, Stdout and Stderr as in exec.Cmd. A terminal stays a
 	// terminal. On Linux an *os.File that is a pipe or a connected unix
 	// socket is passed straight through; a host file or terminal is
@@ -71,6 +77,11 @@ type Cmd struct {
 	// WaitDelay bounds how long Wait waits for I/O after the command exits
 	// or is killed, as in exec.Cmd.
 	WaitDelay time.Duration
+	// Cancel, when set, is called instead of killing the whole tree when
+	// the context ends, as in exec.Cmd (for example to send SIGTERM with
+	// [Cmd.Signal] first). If the command is still running WaitDelay
+	// later (with a non-zero WaitDelay), the tree is killed.
+	Cancel func() error
 	// Diagnostics receives the one-line notes a backend prints about what
 	// it could not enforce (for example advisory-only network blocking).
 	// nil discards them.
@@ -209,15 +220,46 @@ func (c *Cmd) Start() error {
 	c.proc = p
 	c.done = make(chan struct{})
 	if c.ctx != nil && c.ctx.Done() != nil {
-		go func() {
-			select {
-			case <-c.ctx.Done():
-				c.proc.Kill()
-			case <-c.done:
-			}
-		}()
+		go c.watchContext()
 	}
 	return nil
+}
+
+// watchContext ends the command when its context ends: through Cancel
+// when set (and the tree is killed WaitDelay later if that is not
+// enough), else by killing the whole tree at once.
+func (c *Cmd) watchContext() {
+	select {
+	case <-c.ctx.Done():
+	case <-c.done:
+		return
+	}
+	if c.Cancel == nil {
+		c.proc.Kill()
+		return
+	}
+	c.Cancel()
+	if c.WaitDelay <= 0 {
+		return
+	}
+	t := time.NewTimer(c.WaitDelay)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		c.proc.Kill()
+	case <-c.done:
+	}
+}
+
+// workDir is where the command starts: Dir, relative to the workspace.
+func (c *Cmd) workDir() string {
+	switch {
+	case c.Dir == "":
+		return c.Policy.Cwd
+	case filepath.IsAbs(c.Dir):
+		return filepath.Clean(c.Dir)
+	}
+	return filepath.Join(c.Policy.Cwd, c.Dir)
 }
 
 // Signal sends sig to the sandboxed command (not to agentbox's helpers).

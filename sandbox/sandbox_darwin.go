@@ -70,7 +70,7 @@ func start(c *Cmd) (process, error) {
 		return nil, &StartError{Code: CodeSandboxFailure, Err: err}
 	}
 	cmd.Env = env
-	cmd.Dir = pol.Cwd
+	cmd.Dir = c.workDir()
 	if c.WaitDelay > 0 {
 		// Zero keeps darwin.Command's own bound rather than none.
 		cmd.WaitDelay = c.WaitDelay

@@ -41,7 +41,7 @@ func start(c *Cmd) (process, error) {
 		return nil, &StartError{Code: CodeSandboxFailure, Err: err}
 	}
 	spec := linuxSpec(pol, ph)
-	spec.Path, spec.Argv, spec.Env = c.Path, c.Args, c.Env
+	spec.Path, spec.Argv, spec.Env, spec.Cwd = c.Path, c.Args, c.Env, c.workDir()
 	git, err := applyGitWrites(pol, spec, state)
 	if err != nil {
 		ph.Release()

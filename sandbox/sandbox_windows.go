@@ -68,7 +68,7 @@ func start(c *Cmd) (process, error) {
 		return nil, &StartError{Code: CodeSandboxFailure, Err: err}
 	}
 	p, err := sb.Start(pol, unelevated.Spec{
-		Path: c.Path, Args: c.Args, Env: c.Env, Dir: pol.Cwd, ProxyEnv: proxyEnv,
+		Path: c.Path, Args: c.Args, Env: c.Env, Dir: c.workDir(), ProxyEnv: proxyEnv,
 		Stdin: sio.handles[0], Stdout: sio.handles[1], Stderr: sio.handles[2],
 	})
 	sio.closeChildEnds()

@@ -70,7 +70,7 @@ func newSession(pol *policy.Policy) (sessionImpl, error) {
 }
 
 func (l *linuxSession) start(c *Cmd) (process, error) {
-	p, err := l.z.Start(c.Path, c.Args, c.Env, c.stdio())
+	p, err := l.z.Start(c.Path, c.Args, c.Env, c.workDir(), c.stdio())
 	if err != nil {
 		var se *StartError
 		if errors.As(err, &se) {

@@ -15,7 +15,7 @@ func startUnsandboxed(c *Cmd) (process, error) {
 	cmd := exec.Command(c.Path, c.Args[1:]...)
 	cmd.Args = c.Args
 	cmd.Env = c.Env
-	cmd.Dir = c.Policy.Cwd
+	cmd.Dir = c.workDir()
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	g, err := startGroup(cmd, c.Stdin, c.Stdout, c.Stderr, c.WaitDelay)
 	if err != nil {

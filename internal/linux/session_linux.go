@@ -305,7 +305,7 @@ func (p *SessionProcess) answer(r zresp) {
 // is relayed through a pipe, so that the command never holds a host inode
 // it could chmod or touch through /proc/self/fd. A session gives no
 // pseudo-terminal: a terminal is relayed as a pipe.
-func (s *Session) Start(path string, argv, env []string, stdio Stdio) (*SessionProcess, error) {
+func (s *Session) Start(path string, argv, env []string, dir string, stdio Stdio) (*SessionProcess, error) {
 	rl, err := newRelay(stdio)
 	if err != nil {
 		return nil, err
@@ -327,7 +327,7 @@ func (s *Session) Start(path string, argv, env []string, stdio Stdio) (*SessionP
 	p := &SessionProcess{s: s, id: s.nextID, start: make(chan zresp, 1), exit: make(chan zresp, 1), stdio: rl}
 	s.procs[p.id] = p
 	s.mu.Unlock()
-	err = s.send(zreq{Op: "start", ID: p.id, Path: path, Argv: argv, Env: env}, rl.child[:])
+	err = s.send(zreq{Op: "start", ID: p.id, Path: path, Argv: argv, Env: env, Dir: dir}, rl.child[:])
 	rl.closeChild()
 	if err != nil {
 		s.mu.Lock()

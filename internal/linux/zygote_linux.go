@@ -55,6 +55,7 @@ type zreq struct {
 	Path string   `json:"path,omitempty"`
 	Argv []string `json:"argv,omitempty"`
 	Env  []string `json:"env,omitempty"`
+	Dir  string   `json:"dir,omitempty"` // "" means the session's workspace
 	Sig  int      `json:"sig,omitempty"`
 }
 
@@ -353,13 +354,17 @@ func (z *zygote) fork(r zreq, stdio [3]int) (pid, pidfd, code int, err error) {
 	for _, kv := range spec.Env {
 		env = replaceEnv(env, kv)
 	}
-	path, code, err := lookpath.FindIn(r.Path, lookpath.Env(env), spec.Cwd)
+	dir := spec.Cwd
+	if r.Dir != "" {
+		dir = r.Dir
+	}
+	path, code, err := lookpath.FindIn(r.Path, lookpath.Env(env), dir)
 	if err != nil {
 		return fail(code, err)
 	}
 	pidfd = -1
 	pid, err = syscall.ForkExec(path, r.Argv, &syscall.ProcAttr{
-		Dir:   spec.Cwd,
+		Dir:   dir,
 		Env:   env,
 		Files: []uintptr{uintptr(stdio[0]), uintptr(stdio[1]), uintptr(stdio[2])},
 		Sys: &syscall.SysProcAttr{
