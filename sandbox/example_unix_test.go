@@ -1,3 +1,5 @@
+//go:build linux || darwin
+
 package sandbox_test
 
 import (
