@@ -37,6 +37,12 @@ func startElevatedCmd(c *Cmd) (process, error) {
 	// roots are granted to the sandbox group as well (and the protected
 	// paths denied to both). The paths go into the SID state, which
 	// `agentbox cleanup` hands to agentbox-setup to revoke.
+	if msg := unelevated.GitWritesNote(pol); msg != "" {
+		c.diag("%s", msg)
+	}
+	// Tool caches stay as they are (read-only) in elevated mode: the
+	// command runs as another account, and a private cache under this
+	// user's state directory has not been shown to be reachable by it.
 	sb, err := unelevated.PrepareACL(pol, dir, group)
 	if err != nil {
 		return nil, &StartError{Code: CodeSandboxFailure, Err: err}
