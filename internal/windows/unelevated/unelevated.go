@@ -28,6 +28,7 @@ package unelevated
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -166,7 +167,7 @@ type Caches struct {
 // the command's PATH.
 func PlanCaches(pol *policy.Policy, env []string) (Caches, error) {
 	var cs Caches
-	if pol == nil || pol.Mode != policy.WorkspaceWrite {
+	if pol == nil || pol.Mode != policy.WorkspaceWrite || pol.ToolCacheMode == policy.CachesOff {
 		return cs, nil
 	}
 	for _, d := range policy.DecideCaches(pol, false) {
@@ -230,13 +231,16 @@ func CacheEnv(env []string, cs Caches) []string {
 // RemoveCaches deletes the state directory's toolcache tree and returns
 // it, or "" when there is none. Go's module cache makes its files
 // read-only, which on Windows blocks deletion, so every directory and
-// regular file is made writable first; links (junctions the command may
-// have made) are not followed: Remove deletes the link itself.
+// regular file is made writable first. Removal is os.Remove, deepest
+// first (os.RemoveAll fails under Wine): a link or junction the command
+// made is removed itself, never followed (WalkDir does not descend into
+// it).
 func RemoveCaches(stateDir string) (string, error) {
 	root := policy.ToolCacheRoot(stateDir)
 	if _, err := os.Lstat(root); err != nil {
 		return "", nil
 	}
+	var paths []string
 	filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 		switch {
 		case d == nil:
@@ -245,10 +249,18 @@ func RemoveCaches(stateDir string) (string, error) {
 		case d.Type().IsRegular():
 			os.Chmod(p, 0o600)
 		}
+		paths = append(paths, p)
 		return nil
 	})
-	if err := os.RemoveAll(root); err != nil {
-		return "", fmt.Errorf("removing tool caches: %w", err)
+	slices.Reverse(paths)
+	var errs []error
+	for _, p := range paths {
+		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			errs = append(errs, err)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return "", fmt.Errorf("removing tool caches in %s: %w", root, err)
 	}
 	return root, nil
 }
