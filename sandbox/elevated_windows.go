@@ -40,9 +40,23 @@ func startElevatedCmd(c *Cmd) (process, error) {
 	if msg := unelevated.GitWritesNote(pol); msg != "" {
 		c.diag("%s", msg)
 	}
-	// Tool caches stay as they are (read-only) in elevated mode: the
-	// command runs as another account, and a private cache under this
-	// user's state directory has not been shown to be reachable by it.
+	// The private tool caches are one more writable root here too: the
+	// sandbox group and the cache root's own SID get the allow, so the
+	// sandbox user writes there and nowhere else in this user's profile
+	// (it reaches the directory by traverse checking, which every
+	// token keeps). cleanup revokes the group's ACE with the others.
+	cs, err := unelevated.PlanCaches(pol, c.Env)
+	if err != nil {
+		return nil, &StartError{Code: CodeSandboxFailure, Err: err}
+	}
+	cmdEnv := c.Env
+	if cs.Root != "" {
+		if err := os.MkdirAll(cs.Root, 0o700); err != nil {
+			return nil, &StartError{Code: CodeSandboxFailure, Err: fmt.Errorf("tool caches: %w", err)}
+		}
+		pol = unelevated.WithCaches(pol, cs)
+		cmdEnv = unelevated.CacheEnv(cmdEnv, cs)
+	}
 	sb, err := unelevated.PrepareACL(pol, dir, group)
 	if err != nil {
 		return nil, &StartError{Code: CodeSandboxFailure, Err: err}
@@ -76,8 +90,8 @@ func startElevatedCmd(c *Cmd) (process, error) {
 	}
 	// The command runs as the sandbox user inside the user's repository,
 	// which git refuses as "dubious ownership" unless it is a
-	// safe.directory.
-	env, err := winenv.GitSafeDirectories(c.Env, append([]string{pol.Cwd}, pol.WritableRoots...)...)
+	// safe.directory (the policy's own roots, not the cache directory).
+	env, err := winenv.GitSafeDirectories(cmdEnv, append([]string{pol.Cwd}, c.Policy.WritableRoots...)...)
 	if err != nil {
 		return nil, &StartError{Code: CodeSandboxFailure, Err: err}
 	}

@@ -364,8 +364,6 @@ func doctor(pol *policy.Policy) *Report {
 	}
 	switch {
 	case mode != policy.WorkspaceWrite:
-	case elevatedMode:
-		add("tool caches", true, "elevated mode leaves them as they are: read-only, like the rest of the profile (a build that writes its cache fails; use unelevated mode for private caches)")
 	default:
 		if _, err := unelevated.PlanCaches(pol, os.Environ()); err != nil {
 			add("tool caches", false, err.Error()+" (workspace-write runs refuse to start)")
