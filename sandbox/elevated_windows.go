@@ -43,8 +43,10 @@ func startElevatedCmd(c *Cmd) (process, error) {
 	// The private tool caches are one more writable root here too: the
 	// sandbox group and the cache root's own SID get the allow, so the
 	// sandbox user writes there and nowhere else in this user's profile
-	// (it reaches the directory by traverse checking, which every
-	// token keeps). cleanup revokes the group's ACE with the others.
+	// (it reaches the directory by bypassing traverse checks:
+	// SeChangeNotifyPrivilege, Everyone's by default, is the one
+	// privilege the restricted token keeps). cleanup revokes the group's
+	// ACE with the other recorded paths.
 	cs, err := unelevated.PlanCaches(pol, c.Env)
 	if err != nil {
 		return nil, &StartError{Code: CodeSandboxFailure, Err: err}
