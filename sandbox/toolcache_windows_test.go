@@ -139,3 +139,24 @@ func TestEnforceToolCacheGoBuild(t *testing.T) {
 	}
 	unelevated.Cleanup(dir, io.Discard)
 }
+
+// doctor lists each cache and where it goes, and a private directory that
+// would overlap a host cache makes it report that runs cannot start.
+func TestDoctorToolCaches(t *testing.T) {
+	pol, hostCache := cacheTestPolicy(t)
+	r := Doctor(pol)
+	c, ok := check(r, "cache go-build")
+	if !ok || !strings.Contains(c.Detail, "private: GOCACHE=") || !strings.Contains(c.Detail, hostCache+" untouched") {
+		t.Errorf("go-build check %+v", c)
+	}
+	if _, ok := check(r, "tool caches"); ok {
+		t.Errorf("tool caches failure reported: %+v", r.Checks)
+	}
+	dir, _ := unelevated.StateDir()
+	bad := *pol
+	bad.ToolCaches = append([]policy.ToolCache{}, pol.ToolCaches...)
+	bad.ToolCaches[0].Named = dir
+	if c, ok := check(Doctor(&bad), "tool caches"); !ok || c.OK || !strings.Contains(c.Detail, "must never be writable") {
+		t.Errorf("overlap not reported: %+v", c)
+	}
+}
