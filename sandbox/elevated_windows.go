@@ -32,11 +32,6 @@ func startElevatedCmd(c *Cmd) (process, error) {
 	if err != nil {
 		return nil, &StartError{Code: CodeSandboxFailure, Err: err}
 	}
-	// The command's token is the sandbox user's, write-restricted with the
-	// synthetic SID: a write must be allowed to both, so the writable
-	// roots are granted to the sandbox group as well (and the protected
-	// paths denied to both). The paths go into the SID state, which
-	// `agentbox cleanup` hands to agentbox-setup to revoke.
 	if msg := unelevated.GitWritesNote(pol); msg != "" {
 		c.diag("%s", msg)
 	}
@@ -59,6 +54,11 @@ func startElevatedCmd(c *Cmd) (process, error) {
 		pol = unelevated.WithCaches(pol, cs)
 		cmdEnv = unelevated.CacheEnv(cmdEnv, cs)
 	}
+	// The command's token is the sandbox user's, write-restricted with the
+	// synthetic SID: a write must be allowed to both, so the writable
+	// roots are granted to the sandbox group as well (and the protected
+	// paths denied to both). The paths go into the SID state, which
+	// `agentbox cleanup` hands to agentbox-setup to revoke.
 	sb, err := unelevated.PrepareACL(pol, dir, group)
 	if err != nil {
 		return nil, &StartError{Code: CodeSandboxFailure, Err: err}

@@ -362,9 +362,7 @@ func doctor(pol *policy.Policy) *Report {
 			add("not guaranteed", false, l)
 		}
 	}
-	switch {
-	case mode != policy.WorkspaceWrite:
-	default:
+	if mode == policy.WorkspaceWrite {
 		if _, err := unelevated.PlanCaches(pol, os.Environ()); err != nil {
 			add("tool caches", false, err.Error()+" (workspace-write runs refuse to start)")
 			r.CanSandbox = false
