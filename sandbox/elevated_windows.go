@@ -32,6 +32,28 @@ func startElevatedCmd(c *Cmd) (process, error) {
 	if err != nil {
 		return nil, &StartError{Code: CodeSandboxFailure, Err: err}
 	}
+	if msg := unelevated.GitWritesNote(pol); msg != "" {
+		c.diag("%s", msg)
+	}
+	// The private tool caches are one more writable root here too: the
+	// sandbox group and the cache root's own SID get the allow, so the
+	// sandbox user writes there and nowhere else in this user's profile
+	// (it reaches the directory by bypassing traverse checks:
+	// SeChangeNotifyPrivilege, Everyone's by default, is the one
+	// privilege the restricted token keeps). cleanup revokes the group's
+	// ACE with the other recorded paths.
+	cs, err := unelevated.PlanCaches(pol, c.Env)
+	if err != nil {
+		return nil, &StartError{Code: CodeSandboxFailure, Err: err}
+	}
+	cmdEnv := c.Env
+	if cs.Root != "" {
+		if err := os.MkdirAll(cs.Root, 0o700); err != nil {
+			return nil, &StartError{Code: CodeSandboxFailure, Err: fmt.Errorf("tool caches: %w", err)}
+		}
+		pol = unelevated.WithCaches(pol, cs)
+		cmdEnv = unelevated.CacheEnv(cmdEnv, cs)
+	}
 	// The command's token is the sandbox user's, write-restricted with the
 	// synthetic SID: a write must be allowed to both, so the writable
 	// roots are granted to the sandbox group as well (and the protected
@@ -70,8 +92,8 @@ func startElevatedCmd(c *Cmd) (process, error) {
 	}
 	// The command runs as the sandbox user inside the user's repository,
 	// which git refuses as "dubious ownership" unless it is a
-	// safe.directory.
-	env, err := winenv.GitSafeDirectories(c.Env, append([]string{pol.Cwd}, pol.WritableRoots...)...)
+	// safe.directory (the policy's own roots, not the cache directory).
+	env, err := winenv.GitSafeDirectories(cmdEnv, append([]string{pol.Cwd}, c.Policy.WritableRoots...)...)
 	if err != nil {
 		return nil, &StartError{Code: CodeSandboxFailure, Err: err}
 	}

@@ -203,6 +203,13 @@ func TestElevatedGrantsGroup(t *testing.T) {
 	if !ok {
 		t.Fatalf("no SID for the workspace %s in %+v", pol.Cwd, st.Roots)
 	}
+	// The private tool caches are granted as a writable root: their own
+	// SID, recorded for cleanup (which hands the paths to agentbox-setup
+	// to revoke the group's ACE).
+	cacheRoot := acl.Clean(filepath.Join(policy.ToolCacheRoot(dir), policy.WorkspaceKey(pol.Cwd), "private"))
+	if s, ok := st.LookupRoot(cacheRoot); !ok || s == rootSID || !containsFold(st.Paths, cacheRoot) {
+		t.Errorf("private tool caches %s: SID %q (workspace %q), recorded %v", cacheRoot, s, rootSID, st.Paths)
+	}
 	checkGroupACEs(t, pol, dir, rootSID, ws, git)
 
 	// agentbox-setup.exe is not next to the test binary, so the elevated

@@ -40,9 +40,26 @@ func start(c *Cmd) (process, error) {
 		return nil, &StartError{Code: CodeSandboxFailure, Err: err}
 	}
 	var sb *unelevated.Sandbox
+	env := c.Env
 	if pol.Mode == policy.DangerFullAccess {
 		sb = &unelevated.Sandbox{StateDir: dir}
 	} else {
+		// The private tool caches are one more writable root of the
+		// run: their own SID, an allow for it and a Low label.
+		cs, err := unelevated.PlanCaches(pol, env)
+		if err != nil {
+			return nil, &StartError{Code: CodeSandboxFailure, Err: err}
+		}
+		if cs.Root != "" {
+			if err := os.MkdirAll(cs.Root, 0o700); err != nil {
+				return nil, &StartError{Code: CodeSandboxFailure, Err: fmt.Errorf("tool caches: %w", err)}
+			}
+			pol = unelevated.WithCaches(pol, cs)
+			env = unelevated.CacheEnv(env, cs)
+		}
+		if msg := unelevated.GitWritesNote(pol); msg != "" {
+			c.diag("%s", msg)
+		}
 		if sb, err = unelevated.Prepare(pol, dir); err != nil {
 			return nil, &StartError{Code: CodeSandboxFailure, Err: err}
 		}
@@ -68,7 +85,7 @@ func start(c *Cmd) (process, error) {
 		return nil, &StartError{Code: CodeSandboxFailure, Err: err}
 	}
 	p, err := sb.Start(pol, unelevated.Spec{
-		Path: c.Path, Args: c.Args, Env: c.Env, Dir: c.workDir(), ProxyEnv: proxyEnv,
+		Path: c.Path, Args: c.Args, Env: env, Dir: c.workDir(), ProxyEnv: proxyEnv,
 		Stdin: sio.handles[0], Stdout: sio.handles[1], Stderr: sio.handles[2],
 	})
 	sio.closeChildEnds()
@@ -344,6 +361,13 @@ func doctor(pol *policy.Policy) *Report {
 		for _, l := range unelevated.Limits(pol) {
 			add("not guaranteed", false, l)
 		}
+	}
+	if mode == policy.WorkspaceWrite {
+		if _, err := unelevated.PlanCaches(pol, os.Environ()); err != nil {
+			add("tool caches", false, err.Error()+" (workspace-write runs refuse to start)")
+			r.CanSandbox = false
+		}
+		r.Checks = append(r.Checks, cacheChecks(pol, false)...)
 	}
 	switch {
 	case mode == policy.DangerFullAccess:

@@ -14,9 +14,10 @@
 // # State
 //
 // %LOCALAPPDATA%\agentbox holds sids.json (the SIDs, and every path whose
-// DACL agentbox changed) and denybin\ (the ssh/scp stubs). `agentbox
-// cleanup` revokes the ACEs, removes still-empty placeholder directories and
-// deletes both.
+// DACL agentbox changed), denybin\ (the ssh/scp stubs) and toolcache\ (the
+// per-workspace private tool caches, see [PlanCaches]). `agentbox cleanup`
+// revokes the ACEs, removes still-empty placeholder directories and deletes
+// all three.
 //
 // # Limitations
 //
@@ -27,11 +28,16 @@ package unelevated
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 
 	"github.com/agentbox/agentbox/internal/windows/acl"
+	"github.com/agentbox/agentbox/internal/windows/sid"
 	"github.com/agentbox/agentbox/internal/windows/winenv"
 	"github.com/agentbox/agentbox/policy"
 )
@@ -103,4 +109,169 @@ func ChildEnv(pol *policy.Policy, env []string, denybin string, proxyEnv ...stri
 		return winenv.AllowListed(env, denybin, proxyEnv)
 	}
 	return winenv.NoNetwork(env, denybin)
+}
+
+// Sandbox is the prepared per-user state: SIDs, denybin.
+type Sandbox struct {
+	StateDir string
+	State    *sid.State
+	// ACL is what Prepare did to the file system this time; a run whose
+	// grants are all in place modifies nothing.
+	ACL acl.Result
+}
+
+// RunSIDs are the synthetic SIDs a command under pol carries as
+// restricting SIDs: its writable roots' SIDs for workspace-write (only
+// those: another workspace's grants must not apply), the read-only SID
+// otherwise. The roots must have been prepared.
+func (sb *Sandbox) RunSIDs(pol *policy.Policy) ([]string, error) {
+	if pol.Mode != policy.WorkspaceWrite {
+		return []string{sb.State.ReadOnly}, nil
+	}
+	var out []string
+	for _, r := range pol.WritableRoots {
+		s, ok := sb.State.LookupRoot(r)
+		if !ok {
+			return nil, fmt.Errorf("writable root %s has no sandbox SID (not prepared)", r)
+		}
+		if !slices.Contains(out, s) {
+			out = append(out, s)
+		}
+	}
+	if len(out) == 0 {
+		// No writable root at all: nothing to grant, but the token
+		// still needs a SID of its own.
+		out = append(out, sb.State.ReadOnly)
+	}
+	return out, nil
+}
+
+// Caches is where one run's private tool caches go. Windows has no
+// overlays, so, as on macOS, each tool with a relocating variable is
+// pointed at a per-workspace directory under the state directory
+// (cold the first time, warm from then on) and the host's own cache is
+// never made writable.
+type Caches struct {
+	// Root holds every private cache of the workspace
+	// (toolcache\<key>\private); "" when no cache goes private. It is
+	// granted exactly as a writable root is: an allow for a synthetic SID
+	// of its own, which the run carries, and a Low label.
+	Root string
+	// Env is NAME=value for each tool pointed into Root.
+	Env []string
+}
+
+// PlanCaches places pol's tool caches for this backend, given the
+// command's environment. It refuses (fails closed) when Root would make
+// part of a host cache writable, or when it is or contains a directory on
+// the command's PATH.
+func PlanCaches(pol *policy.Policy, env []string) (Caches, error) {
+	var cs Caches
+	if pol == nil || pol.Mode != policy.WorkspaceWrite || pol.ToolCacheMode == policy.CachesOff {
+		return cs, nil
+	}
+	for _, d := range policy.DecideCaches(pol, false) {
+		if d.How != policy.CachePrivate {
+			continue
+		}
+		c := d.Cache
+		root := acl.Clean(c.PrivateRoot())
+		if cs.Root != "" && !acl.SamePath(cs.Root, root) {
+			return Caches{}, fmt.Errorf("tool cache %s: private directory %s is not under %s", c.Name, root, cs.Root)
+		}
+		cs.Root = root
+		// Windows variable names are case-insensitive: the old value
+		// (MAVEN_OPTS) may be spelled any way.
+		old, _ := winenv.Get(env, c.Env)
+		if kv := c.PrivateEnvAt(acl.Join(root, c.Name), []string{c.Env + "=" + old}); kv != "" {
+			cs.Env = append(cs.Env, kv)
+		}
+	}
+	if cs.Root == "" {
+		return cs, nil
+	}
+	for _, c := range pol.ToolCaches {
+		for _, h := range []string{c.Host, c.Named} {
+			if h != "" && (acl.Within(h, cs.Root) || acl.Within(cs.Root, h)) {
+				return Caches{}, fmt.Errorf("tool caches: the private directory %s overlaps the host's %s at %s, which must never be writable from the sandbox; move that cache (%s) or set [sandbox_workspace_write] tool_caches = \"off\"", cs.Root, c.Desc, h, c.Env)
+			}
+		}
+	}
+	path, _ := winenv.Get(env, "PATH")
+	for _, p := range strings.Split(path, ";") {
+		if p = strings.Trim(p, `" `); p != "" && acl.Within(p, cs.Root) {
+			return Caches{}, fmt.Errorf("tool caches: %s on PATH lies in the private cache directory %s, which the sandbox may write; remove it from PATH or set [sandbox_workspace_write] tool_caches = \"off\"", p, cs.Root)
+		}
+	}
+	return cs, nil
+}
+
+// WithCaches returns pol with cs.Root among its writable roots (a copy;
+// pol itself is unchanged), so that Prepare grants it and RunSIDs carries
+// its SID exactly as for any other writable root.
+func WithCaches(pol *policy.Policy, cs Caches) *policy.Policy {
+	if cs.Root == "" {
+		return pol
+	}
+	cp := *pol
+	cp.WritableRoots = append(slices.Clone(pol.WritableRoots), cs.Root)
+	return &cp
+}
+
+// CacheEnv returns env with cs's variables set, replacing every other
+// spelling of their names.
+func CacheEnv(env []string, cs Caches) []string {
+	for _, kv := range cs.Env {
+		k, v, _ := strings.Cut(kv, "=")
+		env = winenv.Set(env, k, v)
+	}
+	return env
+}
+
+// RemoveCaches deletes the state directory's toolcache tree and returns
+// it, or "" when there is none. Go's module cache makes its files
+// read-only, which on Windows blocks deletion, so every directory and
+// regular file is made writable first. Removal is os.Remove, deepest
+// first (os.RemoveAll fails under Wine): a link or junction the command
+// made is removed itself, never followed (WalkDir does not descend into
+// it).
+func RemoveCaches(stateDir string) (string, error) {
+	root := policy.ToolCacheRoot(stateDir)
+	if _, err := os.Lstat(root); err != nil {
+		return "", nil
+	}
+	var paths []string
+	filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		switch {
+		case d == nil:
+		case d.IsDir():
+			os.Chmod(p, 0o700)
+		case d.Type().IsRegular():
+			os.Chmod(p, 0o600)
+		}
+		paths = append(paths, p)
+		return nil
+	})
+	slices.Reverse(paths)
+	var errs []error
+	for _, p := range paths {
+		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			errs = append(errs, err)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return "", fmt.Errorf("removing tool caches in %s: %w", root, err)
+	}
+	return root, nil
+}
+
+// GitWritesNote is the line a run prints when the policy sets
+// allow_git_writes, which Windows does not implement: .git stays
+// read-only (denied to the run's SIDs, labelled Medium), as without it.
+// "" when the setting is off or does not apply.
+func GitWritesNote(pol *policy.Policy) string {
+	if pol == nil || !pol.AllowGitWrites || pol.Mode != policy.WorkspaceWrite {
+		return ""
+	}
+	return "allow_git_writes is not implemented on Windows: .git stays read-only (git add and git commit fail inside the sandbox)"
 }

@@ -1,10 +1,15 @@
 package unelevated
 
 import (
+	"slices"
+
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/agentbox/agentbox/internal/windows/acl"
+	"github.com/agentbox/agentbox/internal/windows/sid"
 
 	"github.com/agentbox/agentbox/internal/windows/winenv"
 	"github.com/agentbox/agentbox/policy"
@@ -67,5 +72,173 @@ func TestLimits(t *testing.T) {
 	}
 	if Limits(nil) != nil {
 		t.Error("nil policy has limits")
+	}
+}
+
+// cachePolicy is a workspace-write policy for C:\w with Go's build cache
+// and Maven's repository resolved as policy does on Windows.
+func cachePolicy(mode policy.ToolCacheMode) *policy.Policy {
+	layer := `C:\Users\u\AppData\Local\agentbox` + "/toolcache/0123456789abcdef/"
+	return &policy.Policy{
+		Mode: policy.WorkspaceWrite, WritableRoots: []string{`C:\w`}, ToolCacheMode: mode,
+		Protected: []policy.Protected{{Path: `C:\w\.git`, Kind: policy.Dir, Root: `C:\w`}},
+		ToolCaches: []policy.ToolCache{
+			{Name: "go-build", Desc: "Go build cache", Env: "GOCACHE", Host: `C:\Users\u\AppData\Local\go-build`,
+				Named: `C:\Users\u\AppData\Local\go-build`, HostExists: true, Layer: layer + "go-build"},
+			{Name: "cargo-registry", Desc: "Cargo registry cache", Host: `C:\Users\u\.cargo\registry`,
+				Named: `C:\Users\u\.cargo\registry`, Layer: layer + "cargo-registry"},
+			{Name: "npm", Desc: "npm cache", Env: "npm_config_cache", Host: `C:\Users\u\AppData\Local\npm-cache`,
+				Named: `C:\Users\u\AppData\Local\npm-cache`, Layer: layer + "npm", Skip: "overlaps protected x"},
+		},
+	}
+}
+
+const cacheRoot = `C:\Users\u\AppData\Local\agentbox\toolcache\0123456789abcdef\private`
+
+func TestPlanCaches(t *testing.T) {
+	env := []string{`PATH=C:\Users\u\go\bin;C:\Windows`, `GOCACHE=C:\elsewhere`, `NPM_CONFIG_CACHE=C:\n`}
+	for _, mode := range []policy.ToolCacheMode{policy.CachesOverlay, policy.CachesPrivate} {
+		cs, err := PlanCaches(cachePolicy(mode), env)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Only the Go cache goes private: cargo has no variable, npm is
+		// skipped.
+		if cs.Root != cacheRoot || !slices.Equal(cs.Env, []string{`GOCACHE=` + cacheRoot + `\go-build`}) {
+			t.Errorf("%s: PlanCaches = %+v", mode, cs)
+		}
+		got := CacheEnv([]string{`gocache=C:\elsewhere`, "A=1"}, cs)
+		if v, _ := winenv.Get(got, "GOCACHE"); v != cacheRoot+`\go-build` || len(got) != 2 {
+			t.Errorf("CacheEnv = %q", got)
+		}
+	}
+	for _, pol := range []*policy.Policy{cachePolicy(policy.CachesOff), {Mode: policy.ReadOnly}, nil} {
+		if cs, err := PlanCaches(pol, env); err != nil || cs.Root != "" || cs.Env != nil {
+			t.Errorf("no caches expected: %+v, %v", cs, err)
+		}
+	}
+	// Maven's old MAVEN_OPTS is kept, whatever its spelling.
+	mvn := cachePolicy(policy.CachesPrivate)
+	mvn.ToolCaches = mvn.ToolCaches[:1]
+	mvn.ToolCaches[0].Env = "MAVEN_OPTS"
+	if cs, _ := PlanCaches(mvn, []string{"Maven_Opts=-Xmx1g"}); len(cs.Env) != 1 || cs.Env[0] != `MAVEN_OPTS=`+cacheRoot+`\go-build` {
+		// No EnvValue outside package policy: the value is the dir.
+		t.Errorf("maven env = %q", cs.Env)
+	}
+}
+
+func TestPlanCachesRefuses(t *testing.T) {
+	// A host cache (even an untouched one) containing the private root,
+	// or inside it, would become writable.
+	for _, host := range []string{`C:\Users\u\AppData\Local`, `c:\users\U\appdata\local\agentbox\toolcache\0123456789abcdef\private\x`} {
+		pol := cachePolicy(policy.CachesPrivate)
+		pol.ToolCaches[1].Named = host
+		if _, err := PlanCaches(pol, nil); err == nil || !strings.Contains(err.Error(), "must never be writable") {
+			t.Errorf("host cache %s: err = %v", host, err)
+		}
+	}
+	// A PATH directory inside the root would let the command plant
+	// programs the user runs.
+	_, err := PlanCaches(cachePolicy(policy.CachesPrivate), []string{`Path=C:\Windows;"` + cacheRoot + `\go-build\bin"`})
+	if err == nil || !strings.Contains(err.Error(), "on PATH") {
+		t.Errorf("PATH inside the root: err = %v", err)
+	}
+}
+
+// The cache root gets exactly a writable root's grants: an inheritable
+// allow for a SID of its own (which the run carries), a Low label, and no
+// grant on any host cache.
+func TestCacheGrants(t *testing.T) {
+	pol := cachePolicy(policy.CachesOverlay)
+	cs, err := PlanCaches(pol, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := WithCaches(pol, cs)
+	if len(pol.WritableRoots) != 1 || !slices.Equal(run.WritableRoots, []string{`C:\w`, cacheRoot}) {
+		t.Fatalf("roots: policy %q, run %q", pol.WritableRoots, run.WritableRoots)
+	}
+	st := &sid.State{ReadOnly: "S-1-9-1"}
+	for _, r := range run.WritableRoots {
+		if _, _, err := st.RootSID(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wsSID, _ := st.LookupRoot(`C:\w`)
+	cacheSID, _ := st.LookupRoot(cacheRoot)
+	if cacheSID == "" || cacheSID == wsSID {
+		t.Fatalf("cache SID %q, workspace SID %q", cacheSID, wsSID)
+	}
+	sb := &Sandbox{State: st}
+	if sids, err := sb.RunSIDs(run); err != nil || !slices.Equal(sids, []string{wsSID, cacheSID}) {
+		t.Errorf("RunSIDs = %q, %v", sids, err)
+	}
+	pl := acl.PlanForRoots(run, func(r string) string { s, _ := st.LookupRoot(r); return s })
+	pl.Merge(acl.IntegrityPlan(run, "S-1-5-21-1"))
+	var allows, labels int
+	for _, e := range pl.Entries {
+		if acl.Within(e.Path, cacheRoot) {
+			allows++
+			want := acl.ACE{Flags: acl.ObjectInherit | acl.ContainerInherit, Mask: acl.AllowWrite, SID: cacheSID}
+			if e.ACE != want || !acl.SamePath(e.Path, cacheRoot) {
+				t.Errorf("cache entry %+v", e)
+			}
+		}
+		for _, c := range pol.ToolCaches {
+			if acl.Within(e.Path, c.Host) || acl.Within(c.Host, e.Path) {
+				t.Errorf("entry on host cache %s: %+v", c.Host, e)
+			}
+		}
+	}
+	for _, l := range pl.Labels {
+		if acl.Within(l.Path, cacheRoot) {
+			labels++
+			if l.Label != acl.RootLabel || !acl.SamePath(l.Path, cacheRoot) {
+				t.Errorf("cache label %+v", l)
+			}
+		}
+	}
+	if allows != 1 || labels != 1 {
+		t.Errorf("cache root: %d allow(s), %d label(s); want 1 and 1", allows, labels)
+	}
+	if WithCaches(pol, Caches{}) != pol {
+		t.Error("WithCaches without a root changed the policy")
+	}
+}
+
+func TestRemoveCaches(t *testing.T) {
+	state := tempDir(t)
+	if got, err := RemoveCaches(state); got != "" || err != nil {
+		t.Errorf("nothing to remove: %q, %v", got, err)
+	}
+	mod := filepath.Join(policy.ToolCacheRoot(state), "k", "private", "go-mod", "x@v1")
+	if err := os.MkdirAll(mod, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(mod, "go.mod"), []byte("module x\n"), 0o444)
+	os.Chmod(mod, 0o555) // as Go leaves its module cache
+	outside := filepath.Join(state, "sids.json")
+	os.WriteFile(outside, nil, 0o600)
+	got, err := RemoveCaches(state)
+	if err != nil || got != policy.ToolCacheRoot(state) {
+		t.Fatalf("RemoveCaches = %q, %v", got, err)
+	}
+	if _, err := os.Lstat(got); !os.IsNotExist(err) {
+		t.Errorf("%s still there: %v", got, err)
+	}
+	if _, err := os.Stat(outside); err != nil {
+		t.Errorf("removed more than the caches: %v", err)
+	}
+}
+
+func TestGitWritesNote(t *testing.T) {
+	ws := &policy.Policy{Mode: policy.WorkspaceWrite, AllowGitWrites: true}
+	if got := GitWritesNote(ws); !strings.Contains(got, ".git stays read-only") || !strings.Contains(got, "allow_git_writes") {
+		t.Errorf("note = %q", got)
+	}
+	for _, pol := range []*policy.Policy{{Mode: policy.WorkspaceWrite}, {Mode: policy.ReadOnly, AllowGitWrites: true}, nil} {
+		if got := GitWritesNote(pol); got != "" {
+			t.Errorf("note for %+v = %q", pol, got)
+		}
 	}
 }

@@ -19,15 +19,6 @@ import (
 	"github.com/agentbox/agentbox/policy"
 )
 
-// Sandbox is the prepared per-user state: SIDs, denybin.
-type Sandbox struct {
-	StateDir string
-	State    *sid.State
-	// ACL is what Prepare did to the file system this time; a run whose
-	// grants are all in place modifies nothing.
-	ACL acl.Result
-}
-
 // StateDir is %LOCALAPPDATA%\agentbox.
 func StateDir() (string, error) { return sid.StateDir(os.Getenv) }
 
@@ -124,32 +115,6 @@ func prepare(pol *policy.Policy, stateDir string, extra acl.Plan) (*Sandbox, err
 		return nil, fmt.Errorf("applying ACLs: %w", err)
 	}
 	return sb, nil
-}
-
-// RunSIDs are the synthetic SIDs a command under pol carries as
-// restricting SIDs: its writable roots' SIDs for workspace-write (only
-// those: another workspace's grants must not apply), the read-only SID
-// otherwise. The roots must have been prepared.
-func (sb *Sandbox) RunSIDs(pol *policy.Policy) ([]string, error) {
-	if pol.Mode != policy.WorkspaceWrite {
-		return []string{sb.State.ReadOnly}, nil
-	}
-	var out []string
-	for _, r := range pol.WritableRoots {
-		s, ok := sb.State.LookupRoot(r)
-		if !ok {
-			return nil, fmt.Errorf("writable root %s has no sandbox SID (not prepared)", r)
-		}
-		if !slices.Contains(out, s) {
-			out = append(out, s)
-		}
-	}
-	if len(out) == 0 {
-		// No writable root at all: nothing to grant, but the token
-		// still needs a SID of its own.
-		out = append(out, sb.State.ReadOnly)
-	}
-	return out, nil
 }
 
 func currentUserSID() (string, error) {
@@ -339,6 +304,15 @@ func Cleanup(stateDir string, out io.Writer) error {
 		return fmt.Errorf("cleanup (state kept for a retry): %w", rerr)
 	}
 	os.RemoveAll(DenybinDir(stateDir))
+	// After the revocation: the cache root's ACE and label are among the
+	// recorded paths, and a failed revocation keeps it for the retry.
+	removed, err := RemoveCaches(stateDir)
+	if err != nil {
+		return fmt.Errorf("cleanup: %w", err)
+	}
+	if removed != "" {
+		fmt.Fprintf(out, "agentbox: removed tool cache layers %s\n", removed)
+	}
 	if err := os.Remove(stateDir + `\` + sid.FileName); err != nil {
 		return fmt.Errorf("cleanup: %w", err)
 	}
