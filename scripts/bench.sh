@@ -182,6 +182,10 @@ if ! command -v curl >/dev/null 2>&1 || ! command -v python3 >/dev/null 2>&1; th
 	exit 0
 fi
 net_rounds=${AGENTBOX_BENCH_NET_ROUNDS:-5}
+if [ "$net_rounds" -le 0 ]; then
+	echo "network benchmark skipped: AGENTBOX_BENCH_NET_ROUNDS=$net_rounds" >&2
+	exit 0
+fi
 srv="$work/srv"
 mkdir -p "$srv"
 head -c $((100 << 20)) /dev/zero >"$srv/big"
