@@ -225,17 +225,29 @@ func sweepStaleCgroups(parent string) {
 // startTime is field 22 of /proc/pid/stat: with the pid, it names one
 // process for good.
 func startTime(pid int) (uint64, error) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	f, err := procStat(pid, 22)
 	if err != nil {
 		return 0, err
 	}
+	return strconv.ParseUint(f[19], 10, 64) // field 22; f[0] is field 3
+}
+
+// procStat returns the fields of /proc/pid/stat after "pid (comm)",
+// starting with field 3 (the state), checking there are at least up to
+// field last. comm may hold spaces and parentheses, so it parses from the
+// last ')'.
+func procStat(pid, last int) ([]string, error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return nil, err
+	}
 	i := bytes.LastIndexByte(b, ')')
 	if i < 0 {
-		return 0, errors.New("malformed stat")
+		return nil, errors.New("malformed stat")
 	}
 	f := strings.Fields(string(b[i+1:]))
-	if len(f) < 20 {
-		return 0, errors.New("malformed stat")
+	if len(f) < last-2 {
+		return nil, errors.New("malformed stat")
 	}
-	return strconv.ParseUint(f[19], 10, 64) // field 22; f[0] is field 3
+	return f, nil
 }

@@ -1,7 +1,6 @@
 package linux
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -332,21 +331,11 @@ func awaitExit(fds []int) {
 
 // procPPid reads the parent of pid from /proc/pid/stat.
 func procPPid(pid int) (int, error) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	f, err := procStat(pid, 4)
 	if err != nil {
 		return 0, err
 	}
-	// "pid (comm) S ppid ...": comm may hold spaces and parentheses, so
-	// parse from the last ')'.
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return 0, errors.New("malformed stat")
-	}
-	f := strings.Fields(string(b[i+1:]))
-	if len(f) < 2 {
-		return 0, errors.New("malformed stat")
-	}
-	return strconv.Atoi(f[1])
+	return strconv.Atoi(f[1]) // field 4
 }
 
 // children lists the direct children of pid from every one of its

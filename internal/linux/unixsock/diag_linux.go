@@ -23,9 +23,31 @@ const (
 // merely lies inside a writable root (/tmp/.X11-unix, an ssh agent under
 // /tmp): sock_diag lists only the sockets of the caller's namespace.
 func BoundInThisNetns(st *unix.Stat_t) (bool, error) {
+	// The kernel reports the vfs device as its internal dev_t.
+	wantDev := unix.Major(st.Dev)<<20 | unix.Minor(st.Dev)
+	wantIno := uint32(st.Ino)
+	ne := binary.NativeEndian
+	found := false
+	err := unixDiagDump(0xffffffff, udiagShowVFS, func(msg []byte) {
+		for _, a := range parseAttrs(msg[16:]) {
+			if a.typ == unixDiagVFS && len(a.val) >= 8 &&
+				ne.Uint32(a.val[0:]) == wantIno && uint64(ne.Uint32(a.val[4:])) == uint64(wantDev) {
+				found = true
+			}
+		}
+	})
+	return found, err
+}
+
+// unixDiagDump asks sock_diag for the unix sockets of the caller's network
+// namespace in the states of the mask (1<<state; all bits for every
+// state), with the attributes show asks for, and calls each with every
+// unix_diag_msg (family, type, state, pad, ino, cookie[2]: 16 bytes, then
+// attributes; shorter messages are skipped).
+func unixDiagDump(states, show uint32, each func(msg []byte)) error {
 	fd, err := unix.Socket(unix.AF_NETLINK, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.NETLINK_SOCK_DIAG)
 	if err != nil {
-		return false, &os.SyscallError{Syscall: "socket(NETLINK_SOCK_DIAG)", Err: err}
+		return &os.SyscallError{Syscall: "socket(NETLINK_SOCK_DIAG)", Err: err}
 	}
 	defer unix.Close(fd)
 
@@ -37,17 +59,13 @@ func BoundInThisNetns(st *unix.Stat_t) (bool, error) {
 	ne.PutUint16(req[6:], unix.NLM_F_REQUEST|unix.NLM_F_DUMP)
 	ne.PutUint32(req[8:], 1)
 	req[16] = unix.AF_UNIX
-	ne.PutUint32(req[20:], 0xffffffff) // every state
-	ne.PutUint32(req[28:], udiagShowVFS)
+	ne.PutUint32(req[20:], states)
+	ne.PutUint32(req[28:], show)
 	ne.PutUint32(req[32:], 0xffffffff) // cookie: none
 	ne.PutUint32(req[36:], 0xffffffff)
 	if err := unix.Sendto(fd, req, 0, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
-		return false, &os.SyscallError{Syscall: "sendto(sock_diag)", Err: err}
+		return &os.SyscallError{Syscall: "sendto(sock_diag)", Err: err}
 	}
-	// The kernel reports the vfs device as its internal dev_t.
-	wantDev := unix.Major(st.Dev)<<20 | unix.Minor(st.Dev)
-	wantIno := uint32(st.Ino)
-	found := false
 	buf := make([]byte, 32<<10)
 	for {
 		n, _, err := unix.Recvfrom(fd, buf, 0)
@@ -55,28 +73,21 @@ func BoundInThisNetns(st *unix.Stat_t) (bool, error) {
 			continue
 		}
 		if err != nil {
-			return false, &os.SyscallError{Syscall: "recvfrom(sock_diag)", Err: err}
+			return &os.SyscallError{Syscall: "recvfrom(sock_diag)", Err: err}
 		}
 		msgs, err := syscall.ParseNetlinkMessage(buf[:n])
 		if err != nil {
-			return false, fmt.Errorf("sock_diag: %w", err)
+			return fmt.Errorf("sock_diag: %w", err)
 		}
 		for _, m := range msgs {
 			switch m.Header.Type {
 			case unix.NLMSG_DONE:
-				return found, nil
+				return nil
 			case unix.NLMSG_ERROR:
-				return false, fmt.Errorf("sock_diag: error reply")
+				return fmt.Errorf("sock_diag: error reply")
 			}
-			// unix_diag_msg is 16 bytes, then rtattrs.
-			if len(m.Data) < 16 {
-				continue
-			}
-			for _, a := range parseAttrs(m.Data[16:]) {
-				if a.typ == unixDiagVFS && len(a.val) >= 8 &&
-					ne.Uint32(a.val[0:]) == wantIno && uint64(ne.Uint32(a.val[4:])) == uint64(wantDev) {
-					found = true
-				}
+			if len(m.Data) >= 16 {
+				each(m.Data)
 			}
 		}
 	}

@@ -3,10 +3,8 @@ package unixsock
 import (
 	"bytes"
 	"encoding/binary"
-	"fmt"
 	"os"
 	"strconv"
-	"syscall"
 
 	"golang.org/x/sys/unix"
 )
@@ -67,55 +65,17 @@ func AbstractListenerHeldHere(sunPath []byte) (bool, error) {
 // listeningSockets returns the socket inodes of the listening unix sockets of
 // the caller's network namespace whose sock_diag attributes match.
 func listeningSockets(match func([]attr) bool) (map[uint32]bool, error) {
-	fd, err := unix.Socket(unix.AF_NETLINK, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.NETLINK_SOCK_DIAG)
-	if err != nil {
-		return nil, &os.SyscallError{Syscall: "socket(NETLINK_SOCK_DIAG)", Err: err}
-	}
-	defer unix.Close(fd)
-	req := make([]byte, 16+24) // nlmsghdr + unix_diag_req
-	ne := binary.NativeEndian
-	ne.PutUint32(req[0:], uint32(len(req)))
-	ne.PutUint16(req[4:], sockDiagByFamily)
-	ne.PutUint16(req[6:], unix.NLM_F_REQUEST|unix.NLM_F_DUMP)
-	ne.PutUint32(req[8:], 1)
-	req[16] = unix.AF_UNIX
-	ne.PutUint32(req[20:], 1<<tcpListen)
-	ne.PutUint32(req[28:], udiagShowName|udiagShowVFS)
-	ne.PutUint32(req[32:], 0xffffffff)
-	ne.PutUint32(req[36:], 0xffffffff)
-	if err := unix.Sendto(fd, req, 0, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
-		return nil, &os.SyscallError{Syscall: "sendto(sock_diag)", Err: err}
-	}
 	out := map[uint32]bool{}
-	buf := make([]byte, 32<<10)
-	for {
-		n, _, err := unix.Recvfrom(fd, buf, 0)
-		if err == unix.EINTR {
-			continue
+	err := unixDiagDump(1<<tcpListen, udiagShowName|udiagShowVFS, func(msg []byte) {
+		// The request asked for listeners only; check anyway.
+		if msg[2] == tcpListen && match(parseAttrs(msg[16:])) {
+			out[binary.NativeEndian.Uint32(msg[4:])] = true
 		}
-		if err != nil {
-			return nil, &os.SyscallError{Syscall: "recvfrom(sock_diag)", Err: err}
-		}
-		msgs, err := syscall.ParseNetlinkMessage(buf[:n])
-		if err != nil {
-			return nil, fmt.Errorf("sock_diag: %w", err)
-		}
-		for _, m := range msgs {
-			switch m.Header.Type {
-			case unix.NLMSG_DONE:
-				return out, nil
-			case unix.NLMSG_ERROR:
-				return nil, fmt.Errorf("sock_diag: error reply")
-			}
-			// unix_diag_msg: family, type, state, pad, ino, cookie[2].
-			if len(m.Data) < 16 || m.Data[2] != tcpListen {
-				continue
-			}
-			if match(parseAttrs(m.Data[16:])) {
-				out[ne.Uint32(m.Data[4:])] = true
-			}
-		}
+	})
+	if err != nil {
+		return nil, err
 	}
+	return out, nil
 }
 
 // heldHere reports whether a process of the caller's pid namespace (its
