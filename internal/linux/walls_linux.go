@@ -118,6 +118,18 @@ func unixMediation(spec *Spec) (func(string, *unix.Stat_t) bool, unixsock.Option
 		// Degraded: nothing tells the command's names from the
 		// host's; refuse them all, as Landlock would.
 		opts.RefuseAbstract = true
+		// No read-only mounts either: Landlock alone keeps writes in
+		// the writable roots, and it has no right for metadata. chmod,
+		// chown, utimes and xattrs are made by the supervisor, on files
+		// inside the writable roots only.
+		opts.Metadata = func(p string) bool {
+			for _, r := range roots {
+				if policy.Within(p, r) {
+					return true
+				}
+			}
+			return false
+		}
 	}
 	return func(p string, st *unix.Stat_t) bool {
 		// A daemon the user deliberately handed over by name.

@@ -117,7 +117,17 @@ var rules = []seccomp.Rule{
 // main filter uses. Only the low 32 bits of arguments are compared, which
 // is exact: the kernel takes family and type as int.
 func BuildProgram(archName string) ([]bpf.RawInstruction, error) {
-	prog, err := seccomp.Build(archName, rules)
+	return buildProgram(archName, false)
+}
+
+// buildProgram is [BuildProgram], with the metadata calls added when
+// metadata is set (see metadata.go).
+func buildProgram(archName string, metadata bool) ([]bpf.RawInstruction, error) {
+	rs := rules
+	if metadata {
+		rs = append(append([]seccomp.Rule{}, rules...), metadataRules(archName)...)
+	}
+	prog, err := seccomp.Build(archName, rs)
 	if err != nil {
 		return nil, fmt.Errorf("unixsock: %w", err)
 	}

@@ -52,7 +52,11 @@ const (
 // seccomp filter installed with TSYNC must come first: TSYNC after this
 // one would copy it to every thread.
 func Install() (int, error) {
-	prog, err := BuildProgram(runtime.GOARCH)
+	return install(false)
+}
+
+func install(metadata bool) (int, error) {
+	prog, err := buildProgram(runtime.GOARCH, metadata)
 	if err != nil {
 		return -1, err
 	}
@@ -74,6 +78,9 @@ type Supervisor struct {
 	allow func(string, *unix.Stat_t) bool
 	opts  Options
 	work  chan func()
+	// meta maps the numbers of the mediated metadata calls to their
+	// layout; empty without [Options].Metadata.
+	meta map[int32]metaCall
 }
 
 // Options adjust what the supervisor lets through.
@@ -95,6 +102,13 @@ type Options struct {
 	// refuses the connect with EACCES. For a command that shares the
 	// host's network namespace but has a pid namespace of its own.
 	Abstract func(sunPath []byte) bool
+	// Metadata, when set, makes chmod, chown, utimes and the xattr calls
+	// (and their f*, l* and *at forms) go through the supervisor too
+	// (metadata.go): the change is made only when Metadata says yes to
+	// the real path of the file, and refused with EPERM otherwise. For a
+	// command without a mount namespace, whose writable roots are
+	// Landlock's only, which does not cover metadata.
+	Metadata func(realPath string) bool
 }
 
 // Start installs the filter on the calling thread ([Install]) and starts
@@ -104,14 +118,21 @@ type Options struct {
 // [Supervisor.Wait4] on this same thread, which is where part of the
 // work happens.
 func Start(allow func(absPath string, st *unix.Stat_t) bool, opts Options) (*Supervisor, error) {
-	fd, err := Install()
+	fd, err := install(opts.Metadata != nil)
 	if err != nil {
 		return nil, err
 	}
 	// Linux 6.6+: wake the supervisor on the target's CPU, which cuts
 	// the round trip; older kernels refuse the flag, and that is fine.
 	unix.Syscall(unix.SYS_IOCTL, uintptr(fd), unix.SECCOMP_IOCTL_NOTIF_SET_FLAGS, unix.SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP)
-	s := &Supervisor{fd: fd, allow: allow, opts: opts, work: make(chan func())}
+	s := &Supervisor{fd: fd, allow: allow, opts: opts, work: make(chan func()), meta: map[int32]metaCall{}}
+	if opts.Metadata != nil {
+		for name, c := range metaCalls {
+			if nr, ok := seccomp.Number(runtime.GOARCH, name); ok {
+				s.meta[int32(nr)] = c
+			}
+		}
+	}
 	go s.serve()
 	return s, nil
 }
@@ -179,6 +200,10 @@ func (s *Supervisor) serve() {
 }
 
 func (s *Supervisor) handle(n *notif) {
+	if c, ok := s.meta[n.Nr]; ok {
+		s.handleMeta(n, c)
+		return
+	}
 	g := gathered{sock: -1, path: -1}
 	done := make(chan struct{})
 	s.work <- func() {

@@ -1,0 +1,10 @@
+package seccomp
+
+import "golang.org/x/sys/unix"
+
+// archOnlyNumbers are the syscalls that only amd64 has (the generic table
+// of arm64 dropped the path-based forms in favour of the *at ones).
+var archOnlyNumbers = map[string]uintptr{
+	"chmod": unix.SYS_CHMOD, "chown": unix.SYS_CHOWN, "lchown": unix.SYS_LCHOWN,
+	"utime": unix.SYS_UTIME, "utimes": unix.SYS_UTIMES, "futimesat": unix.SYS_FUTIMESAT,
+}

@@ -1,0 +1,109 @@
+//go:build linux
+
+package linux
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+// metaScript changes the mode, times and xattrs of $1 every way a command
+// can: by path, through a symlink in the workspace, through a descriptor
+// (fchmod and friends), through /proc/self/fd, and by the *at forms.
+const metaScript = `
+import os, sys
+p = sys.argv[1]
+def t(name, f):
+    try:
+        f()
+        print(name, "changed")
+    except OSError as e:
+        print(name, "refused", e.errno)
+t("chmod", lambda: os.chmod(p, 0o4777))
+t("utime", lambda: os.utime(p, (1, 1)))
+t("utime-now", lambda: os.utime(p))
+t("setxattr", lambda: os.setxattr(p, "user.agentbox-test", b"x"))
+if os.path.lexists("lnk"):
+    os.unlink("lnk")
+os.symlink(p, "lnk")
+t("chmod-symlink", lambda: os.chmod("lnk", 0o4777))
+fd = os.open(p, os.O_RDONLY)
+t("fchmod", lambda: os.fchmod(fd, 0o4777))
+t("futimens", lambda: os.utime(fd, (2, 2)))
+t("fsetxattr", lambda: os.setxattr(fd, "user.agentbox-test", b"y"))
+t("procfd-chmod", lambda: os.chmod("/proc/self/fd/%d" % fd, 0o4777))
+d = os.open(os.path.dirname(os.path.abspath(p)), os.O_RDONLY)
+t("fchmodat", lambda: os.chmod(os.path.basename(p), 0o4777, dir_fd=d))
+t("utimensat-nofollow", lambda: os.utime(os.path.basename(p), (3, 3), dir_fd=d, follow_symlinks=False))
+os.unlink("lnk")
+`
+
+type metaState struct {
+	mode  os.FileMode
+	mtime unix.Timespec
+	xattr bool
+}
+
+func metaOf(t *testing.T, p string) metaState {
+	t.Helper()
+	var st unix.Stat_t
+	if err := unix.Lstat(p, &st); err != nil {
+		t.Fatal(err)
+	}
+	_, err := unix.Lgetxattr(p, "user.agentbox-test", nil)
+	return metaState{os.FileMode(st.Mode & 0o7777), st.Mtim, err == nil}
+}
+
+// TestDegradedMetadataOutsideRoots: without a mount namespace, Landlock
+// keeps writes inside the writable roots but has no right for metadata.
+// The command must still not change the mode, times or xattrs of the
+// user's files outside them (a file outside the workspace, one in $HOME),
+// however it names them, while the same changes inside the workspace work.
+func TestDegradedMetadataOutsideRoots(t *testing.T) {
+	needPython(t)
+	forEachUser(t, func(t *testing.T, u *testUser) {
+		fx := newFixture(t, u)
+		inHome := filepath.Join(fx.home, "rc")
+		if err := os.WriteFile(inHome, []byte("rc\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		chownR(t, fx.home, u)
+		// Control: the script really changes a file where it may.
+		ctlFile := filepath.Join(fx.dir, "control")
+		if err := os.WriteFile(ctlFile, []byte("c\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		chownR(t, fx.dir, u)
+		ctl := host(t, u, runOpts{dir: fx.ws}, python, "-c", metaScript, ctlFile)
+		if strings.Contains(ctl.stdout, "refused") || metaOf(t, ctlFile) == (metaState{}) || !metaOf(t, ctlFile).xattr {
+			t.Fatalf("control: the script does not change metadata on the host (xattrs unsupported here?): %v", ctl)
+		}
+		for _, victim := range []string{filepath.Join(fx.out, "file.txt"), inHome} {
+			before := metaOf(t, victim)
+			r := degraded(t, fx, []string{"--allow-degraded"}, python+" -c '"+metaScript+"' '"+victim+"'; echo done")
+			if r.code != 0 || !strings.Contains(r.stdout, "done") {
+				t.Fatalf("degraded run failed: %v", r)
+			}
+			if after := metaOf(t, victim); after != before {
+				t.Errorf("host: the degraded command changed the metadata of %s: %+v => %+v\n%v", victim, before, after, r)
+			}
+			if strings.Contains(r.stdout, "changed") {
+				t.Errorf("a metadata call on %s outside the writable roots succeeded: %v", victim, r)
+			}
+		}
+		// Inside the workspace the same calls work.
+		inside := filepath.Join(fx.ws, "file.txt")
+		r := degraded(t, fx, []string{"--allow-degraded"}, python+" -c '"+metaScript+"' '"+inside+"'; touch -d 2001-01-01 \"$WS/file.txt\" && chmod 0600 \"$WS/file.txt\" && echo done")
+		if r.code != 0 || !strings.Contains(r.stdout, "done") || strings.Contains(r.stdout, "refused") {
+			t.Fatalf("metadata calls inside the workspace failed: %v", r)
+		}
+		m := metaOf(t, inside)
+		if m.mode != 0o600 || m.mtime.Sec != 978307200 || !m.xattr {
+			t.Errorf("host: metadata inside the workspace not changed as asked: %+v", m)
+		}
+	})
+}
