@@ -82,6 +82,25 @@ func TestDegradedMetadataOutsideRoots(t *testing.T) {
 		if strings.Contains(ctl.stdout, "refused") || metaOf(t, ctlFile) == (metaState{}) || !metaOf(t, ctlFile).xattr {
 			t.Fatalf("control: the script does not change metadata on the host (xattrs unsupported here?): %v", ctl)
 		}
+		// A host file given as stdin, which agentbox may reopen inside
+		// the sandbox instead of relaying it.
+		victim := filepath.Join(fx.out, "file.txt")
+		before := metaOf(t, victim)
+		in, err := os.Open(victim)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer in.Close()
+		r := degradedOpts(t, fx, runOpts{stdin: in}, []string{"--allow-degraded"},
+			`chmod 4777 /proc/self/fd/0 && echo stdin-chmod; touch /proc/self/fd/0 && echo stdin-touch; echo done`)
+		if r.code != 0 || !strings.Contains(r.stdout, "done") {
+			t.Fatalf("degraded run failed: %v", r)
+		}
+		// A relayed stdin is a pipe, whose mode may change; the file's
+		// must not.
+		if after := metaOf(t, victim); after != before {
+			t.Errorf("host: the degraded command changed the metadata of %s, its stdin: %+v => %+v\n%v", victim, before, after, r)
+		}
 		for _, victim := range []string{filepath.Join(fx.out, "file.txt"), inHome} {
 			before := metaOf(t, victim)
 			r := degraded(t, fx, []string{"--allow-degraded"}, python+" -c '"+metaScript+"' '"+victim+"'; echo done")
@@ -97,7 +116,7 @@ func TestDegradedMetadataOutsideRoots(t *testing.T) {
 		}
 		// Inside the workspace the same calls work.
 		inside := filepath.Join(fx.ws, "file.txt")
-		r := degraded(t, fx, []string{"--allow-degraded"}, python+" -c '"+metaScript+"' '"+inside+"'; touch -d 2001-01-01 \"$WS/file.txt\" && chmod 0600 \"$WS/file.txt\" && echo done")
+		r = degraded(t, fx, []string{"--allow-degraded"}, python+" -c '"+metaScript+"' '"+inside+"'; touch -d 2001-01-01 \"$WS/file.txt\" && chmod 0600 \"$WS/file.txt\" && echo done")
 		if r.code != 0 || !strings.Contains(r.stdout, "done") || strings.Contains(r.stdout, "refused") {
 			t.Fatalf("metadata calls inside the workspace failed: %v", r)
 		}
