@@ -245,6 +245,7 @@ func DegradedGaps(p *policy.Policy, landlockABI int) []string {
 		gaps = append(gaps, "no network namespace: all non-unix sockets are refused by seccomp, so servers on 127.0.0.1 inside the command do not work either")
 	}
 	gaps = append(gaps,
+		"no private /dev: the host's terminals and input devices are kept out of reach by Landlock, and so are new pseudo-terminals opened by their /dev/pts path (script, expect, openpty fail; the command's own terminal works)",
 		"no pid namespace: the command sees every process of the host in /proc (Landlock scoping keeps it from signalling them where the kernel supports it)",
 		"no IPC namespace or private /dev/shm and /tmp: the host's are used, limited by Landlock (the host's /dev/shm is not writable, so POSIX shared memory and semaphores fail); SysV IPC and POSIX message queues are refused by seccomp, and so are abstract unix sockets, the command's own included (network on or off)")
 	return gaps

@@ -34,7 +34,7 @@ func applyWalls(spec *Spec) error {
 		// the supervisor's connects) then write nowhere the command
 		// cannot. The command's thread adds its own, scoped domain
 		// below; the command inherits both.
-		if _, err := landlock.Restrict(landlock.Config{WritableRoots: roots, UnixConnect: true}); err != nil {
+		if _, err := landlock.Restrict(landlock.Config{WritableRoots: roots, UnixConnect: true, HostDev: spec.Degraded}); err != nil {
 			return fmt.Errorf("landlock on the init's threads: %w", err)
 		}
 		// Scoping needs ABI 6. Below it, the pid and network namespaces
@@ -48,6 +48,8 @@ func applyWalls(spec *Spec) error {
 			// signal scoping forbids across sibling domains.
 			ThisThread:    true,
 			WritableRoots: roots,
+			// Without a private /dev, the host's terminals are there.
+			HostDev: spec.Degraded,
 			// Without a network namespace, abstract unix sockets of the
 			// host would be reachable: scope them, --network or not
 			// (opening the network does not open the host's daemons).

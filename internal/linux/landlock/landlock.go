@@ -36,6 +36,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"os"
 	"strings"
 
 	"github.com/landlock-lsm/go-landlock/landlock"
@@ -80,6 +81,16 @@ type Config struct {
 	// (ABI 9): for the init stage's own threads, whose connects on the
 	// command's behalf the unix socket supervisor has already decided.
 	UnixConnect bool
+	// HostDev says the command sees the host's /dev (no mount namespace,
+	// degraded mode). Reading everything would then include the user's
+	// other terminals under /dev/pts (keystrokes typed there, a sudo
+	// password among them; and with write, their settings and screen)
+	// and, for root, the consoles and input devices. So files may be
+	// opened for reading beneath every entry of / but /dev, and in /dev
+	// only the devices in hostDevReadable; listing and executing stay
+	// allowed everywhere, and /dev/pts is not writable. New ptys from
+	// /dev/ptmx then cannot be opened by their /dev/pts path.
+	HostDev bool
 }
 
 // Applied describes what Restrict enforced.
@@ -127,6 +138,24 @@ func (a Applied) String() string {
 var devices = []string{
 	"/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom",
 	"/dev/tty", "/dev/ptmx", "/dev/pts",
+}
+
+// hostDevReadable are the entries of the host's /dev a HostDev command
+// may open for reading: the devices above but the host's ptys, and the
+// directories POSIX IPC lives in.
+var hostDevReadable = []string{
+	"/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom",
+	"/dev/tty", "/dev/ptmx", "/dev/shm", "/dev/mqueue", "/dev/hugepages",
+}
+
+// listDir lists the names in a directory, for HostDev's read rules.
+var listDir = func(dir string) ([]string, error) {
+	ents, err := os.ReadDir(dir)
+	names := make([]string, len(ents))
+	for i, e := range ents {
+		names[i] = e.Name()
+	}
+	return names, err
 }
 
 // ABI returns the Landlock ABI version the running kernel offers, as
@@ -233,14 +262,53 @@ func plan(cfg Config, abi int, stat func(string) (fs.FileInfo, error)) (landlock
 		}
 	}
 	for _, p := range devices {
+		if cfg.HostDev && p == "/dev/pts" {
+			continue // the host's ptys: other terminals of the user
+		}
 		// A missing device only means the command cannot use it;
 		// nothing is granted in its place.
 		if _, err := stat(p); err == nil {
 			a.Devices = append(a.Devices, p)
 		}
 	}
+	rules := pathRules(handled, a)
+	if cfg.HostDev {
+		readable, err := hostReadable(stat)
+		if err != nil {
+			return zero, nil, Applied{}, err
+		}
+		rules[0] = pathRule{handled & (ll.AccessFSExecute | ll.AccessFSReadDir), []string{"/"}}
+		rules = append(rules, pathRule{handled & ll.AccessFSReadFile, readable})
+		a.Notes = append(a.Notes, "host /dev: only "+strings.Join(hostDevReadable, ", ")+" may be opened for reading")
+	}
+	return landlock.Config{HandledAccessFS: handled, Scoped: scoped}, rules, a, nil
+}
 
-	return landlock.Config{HandledAccessFS: handled, Scoped: scoped}, pathRules(handled, a), a, nil
+// hostReadable lists the paths beneath which a HostDev command may open
+// files for reading: every entry of / but /dev, and the entries of
+// hostDevReadable that exist.
+func hostReadable(stat func(string) (fs.FileInfo, error)) ([]string, error) {
+	names, err := listDir("/")
+	if err != nil {
+		return nil, fmt.Errorf("landlock: listing /: %w", err)
+	}
+	var out []string
+	for _, n := range names {
+		p := "/" + n
+		if n == "dev" {
+			continue
+		}
+		// A dangling symlink has nothing to grant.
+		if _, err := stat(p); err == nil {
+			out = append(out, p)
+		}
+	}
+	for _, p := range hostDevReadable {
+		if _, err := stat(p); err == nil {
+			out = append(out, p)
+		}
+	}
+	return out, nil
 }
 
 // pathRule grants access beneath each of paths.

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/landlock-lsm/go-landlock/landlock"
+	ll "github.com/landlock-lsm/go-landlock/landlock/syscall"
 )
 
 type fakeInfo struct {
@@ -144,6 +145,52 @@ func TestAppliedString(t *testing.T) {
 	for _, want := range []string{"ABI 6", "signal", "/work", "not enforced by this kernel", "resolve_unix"} {
 		if !strings.Contains(s, want) {
 			t.Errorf("%q lacks %q", s, want)
+		}
+	}
+}
+
+// TestPlanHostDev: with the host's /dev, files may be read beneath every
+// entry of / but /dev and only from the listed devices there; the host's
+// ptys are neither readable nor writable, and / stays listable.
+func TestPlanHostDev(t *testing.T) {
+	old := listDir
+	defer func() { listDir = old }()
+	listDir = func(dir string) ([]string, error) {
+		if dir != "/" {
+			t.Fatalf("listed %s", dir)
+		}
+		return []string{"dev", "work", "tmp", "dangling"}, nil
+	}
+	_, rules, a, err := plan(Config{WritableRoots: []string{"/work"}, HostDev: true}, 6, testFS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(strings.Join(a.Devices, ","), "/dev/pts") {
+		t.Errorf("host ptys writable: %q", a.Devices)
+	}
+	var readFile []string
+	for _, r := range rules {
+		if r.access&landlock.AccessFSSet(ll.AccessFSReadFile) != 0 {
+			readFile = append(readFile, r.paths...)
+		}
+		for _, p := range r.paths {
+			if p == "/" && r.access&landlock.AccessFSSet(ll.AccessFSReadFile) != 0 {
+				t.Errorf("read_file granted beneath /: %v", r.access)
+			}
+			if p == "/" && r.access&landlock.AccessFSSet(ll.AccessFSReadDir) == 0 {
+				t.Errorf("/ not listable: %v", r.access)
+			}
+		}
+	}
+	got := strings.Join(readFile, ",")
+	for _, want := range []string{"/work", "/tmp", "/dev/null", "/dev/tty"} {
+		if !strings.Contains(","+got+",", ","+want+",") {
+			t.Errorf("%s not readable: %s", want, got)
+		}
+	}
+	for _, not := range []string{"/dev", "/dev/pts", "/dangling"} {
+		if strings.Contains(","+got+",", ","+not+",") {
+			t.Errorf("%s readable: %s", not, got)
 		}
 	}
 }
