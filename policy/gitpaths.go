@@ -298,6 +298,27 @@ func canonicalKey(k string) string {
 // may hold for the user's next git command). A missing or unreadable file
 // is no error: git skips it too.
 func (s *gitScan) loadFile(path string, depth int) ([]gitConfigVar, error) {
+	return s.loadConfig(path, depth, false)
+}
+
+// loadConfig is loadFile; planted says path was included from a file
+// inside a writable root. Such a file, and any it includes, the command
+// may have written (a repository planted above the workspace, in /tmp):
+// whatever is wrong with it (unparsable, a FIFO, too big, includes nested
+// too deep or too many) skips it rather than failing the run, or one run
+// could make every later one fail. Nothing it names is trusted to be the
+// user's: it is a planted repository's config, an open vector the README
+// names, and git, for the malformed ones, refuses or cannot read it too.
+func (s *gitScan) loadConfig(path string, depth int, planted bool) ([]gitConfigVar, error) {
+	planted = planted || s.inRoot(path)
+	vars, err := s.loadConfig1(path, depth, planted)
+	if err != nil && planted {
+		return nil, nil
+	}
+	return vars, err
+}
+
+func (s *gitScan) loadConfig1(path string, depth int, planted bool) ([]gitConfigVar, error) {
 	if depth > 10 { // git's own include depth limit
 		return nil, fmt.Errorf("git config %s: includes nested deeper than 10", path)
 	}
@@ -319,12 +340,6 @@ func (s *gitScan) loadFile(path string, depth int) ([]gitConfigVar, error) {
 		return nil, fmt.Errorf("git config %s: %w", path, err)
 	}
 	entries, err := parseGitConfig(data)
-	if err != nil && s.inRoot(path) {
-		// The command may have written it (a repository planted above
-		// the workspace): failing here would deny every later run. git
-		// refuses the file too, so nothing in it runs.
-		return nil, nil
-	}
 	if err != nil {
 		return nil, fmt.Errorf("git config %s: %w (git refuses this file too; agentbox cannot tell which programs it makes git run)", path, err)
 	}
@@ -346,7 +361,7 @@ func (s *gitScan) loadFile(path string, depth int) ([]gitConfigVar, error) {
 			inc = joinRaw(filepath.Dir(path), inc)
 		}
 		s.target(inc, "included from "+v.where())
-		sub, err := s.loadFile(inc, depth+1)
+		sub, err := s.loadConfig(inc, depth+1, planted)
 		if err != nil {
 			return nil, err
 		}

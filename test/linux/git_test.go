@@ -297,3 +297,40 @@ printf '[submodule "a"]\n\tpath = loop/x\n[submodule "b"]\n\tpath = away/y\n' >>
 		}
 	})
 }
+
+// TestGitPlantedAboveNoDenial: a workspace with no repository of its own
+// under another writable root (/tmp) lets the command plant a repository
+// in the directory above it; the next run scans that repository for what
+// git would run. However broken its config (a FIFO, over 1 MiB, includes
+// nested past git's limit), that must not make every later run fail.
+func TestGitPlantedAboveNoDenial(t *testing.T) {
+	forEachUser(t, func(t *testing.T, u *testUser) {
+		for name, plant := range map[string]string{
+			"fifo":         `mkfifo "$DIR/.git/config"`,
+			"big":          `head -c 1100000 /dev/zero | tr '\0' '#' > "$DIR/.git/config"`,
+			"includes":     `for i in 0 1 2 3 4 5 6 7 8 9 10 11 12; do printf '[include]\n\tpath = c%d\n' $((i+1)) > "$DIR/.git/c$i"; done; cp "$DIR/.git/c0" "$DIR/.git/config"`,
+			"fifo-include": `mkfifo "$DIR/fifo"; printf '[include]\n\tpath = ../fifo\n' > "$DIR/.git/config"`,
+		} {
+			t.Run(name, func(t *testing.T) {
+				fx := newFixture(t, u, inTmp)
+				ws := filepath.Join(fx.dir, "plain")
+				if err := os.Mkdir(ws, 0o755); err != nil {
+					t.Fatal(err)
+				}
+				chownR(t, fx.dir, u)
+				run := func(script string) result {
+					return runWith(t, u, runOpts{env: fx.env(), dir: ws}, "run", "-C", ws, "--", "/bin/sh", "-c", script)
+				}
+				r := run(`mkdir -p "$DIR/.git/objects" "$DIR/.git/refs" && echo 'ref: refs/heads/main' > "$DIR/.git/HEAD" && ` + plant + ` && echo planted`)
+				if !strings.Contains(r.stdout, "planted") {
+					t.Fatalf("plant: %v", r)
+				}
+				for i := 0; i < 2; i++ {
+					if r := run(`echo fine`); r.code != 0 || !strings.Contains(r.stdout, "fine") {
+						t.Fatalf("run %d after the plant fails: %v", i+2, r)
+					}
+				}
+			})
+		}
+	})
+}
