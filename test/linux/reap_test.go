@@ -427,3 +427,36 @@ func TestDegradedSignalForwarded(t *testing.T) {
 		}
 	})
 }
+
+// TestDegradedReaperLimits: without a pid namespace the command can see
+// agentbox and its reaper, which run as its uid. Lowering their resource
+// limits (prlimit needs nothing more) must fail: with no descriptors left
+// the reaper could not sweep, what the command started would outlive the
+// run, and agentbox would wait for it forever.
+func TestDegradedReaperLimits(t *testing.T) {
+	forEachUser(t, func(t *testing.T, u *testUser) {
+		fx := newFixture(t, u)
+		tok := sleepToken()
+		t.Cleanup(func() { killPids(procsWith(tok)) })
+		script := `init=$(awk '{print $4}' /proc/$$/stat)
+reaper=$(awk '{print $4}' /proc/$init/stat)
+ab=$(awk '{print $4}' /proc/$reaper/stat)
+grep -q reaper /proc/$reaper/cmdline || echo "not the reaper: $reaper"
+prlimit --pid $reaper --nofile=3:3 && echo limited-reaper
+prlimit --pid $ab --nofile=3:3 --as=1:1 && echo limited-agentbox
+(ulimit -n 64 && echo ulimit-ok)
+(setsid sleep ` + tok + ` &)
+echo done`
+		r := degradedOpts(t, fx, runOpts{timeout: 15 * time.Second}, []string{"--allow-degraded"}, script)
+		time.Sleep(100 * time.Millisecond)
+		if left := procsWith(tok); len(left) > 0 {
+			t.Errorf("host: processes outlived the degraded run: %v", left)
+		}
+		if strings.Contains(r.stdout, "limited-") || strings.Contains(r.stdout, "not the reaper") {
+			t.Errorf("the command changed another process's limits: %v", r)
+		}
+		if r.code != 0 || !strings.Contains(r.stdout, "done") || !strings.Contains(r.stdout, "ulimit-ok") {
+			t.Errorf("degraded run failed: %v", r)
+		}
+	})
+}

@@ -395,6 +395,7 @@ func TestSyscallNumbersMatchHost(t *testing.T) {
 		"setxattr": unix.SYS_SETXATTR, "lsetxattr": unix.SYS_LSETXATTR, "fsetxattr": unix.SYS_FSETXATTR,
 		"removexattr": unix.SYS_REMOVEXATTR, "lremovexattr": unix.SYS_LREMOVEXATTR, "fremovexattr": unix.SYS_FREMOVEXATTR,
 		"setxattrat": unix.SYS_SETXATTRAT, "removexattrat": unix.SYS_REMOVEXATTRAT, "file_setattr": unix.SYS_FILE_SETATTR,
+		"prlimit64": unix.SYS_PRLIMIT64,
 	}
 	for name, nr := range archOnlyNumbers {
 		host[name] = nr

@@ -238,6 +238,14 @@ var baseRules = []Rule{
 	{Syscall: "clone3", Action: ActENOSYS, Why: "flags are out of the filter's reach; libc falls back to clone"},
 	{Syscall: "ioctl", Match: OneOf{Arg: 1, Values: []uint32{tiocsti, tioclinux}}, Action: ActEPERM,
 		Why: "TIOCSTI/TIOCLINUX inject input into a terminal outside the sandbox"},
+	// prlimit64 on another process needs only the same uid, and no LSM
+	// scopes it: without a pid namespace the command would cap the open
+	// files or address space of agentbox and its reaper (which then
+	// cannot sweep, so what the command started outlives the run) or of
+	// any other process of the user. libc's setrlimit and getrlimit pass
+	// pid 0; the pid is a pid_t, so its low word is all of it.
+	{Syscall: "prlimit64", Match: NoneOf{Arg: 0, Values: []uint32{0}}, Action: ActEPERM,
+		Why: "change or read the resource limits of another process"},
 }
 
 // inetRules confine sockets to AF_UNIX. socketpair is included although

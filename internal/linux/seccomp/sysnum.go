@@ -117,6 +117,7 @@ var arches = map[string]*archInfo{
 			"setxattrat":        463,
 			"removexattrat":     466,
 			"file_setattr":      469,
+			"prlimit64":         302,
 		},
 	},
 	"arm64": {
@@ -201,6 +202,7 @@ var arches = map[string]*archInfo{
 			"setxattrat":        463,
 			"removexattrat":     466,
 			"file_setattr":      469,
+			"prlimit64":         261,
 		},
 	},
 }
