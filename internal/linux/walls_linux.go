@@ -2,6 +2,7 @@ package linux
 
 import (
 	"fmt"
+	"path/filepath"
 	"slices"
 
 	"github.com/agentbox/agentbox/internal/linux/landlock"
@@ -123,8 +124,20 @@ func unixMediation(spec *Spec) (func(string, *unix.Stat_t) bool, unixsock.Option
 		// No read-only mounts either: Landlock alone keeps writes in
 		// the writable roots, and it has no right for metadata. chmod,
 		// chown, utimes and xattrs are made by the supervisor, on files
-		// inside the writable roots only.
+		// inside the writable roots only, and never on a sticky root
+		// itself: a shared directory such as /tmp, whose mode (its
+		// sticky bit above all) is the system's, not the command's.
+		sticky := map[string]bool{}
+		for _, r := range roots {
+			var st unix.Stat_t
+			if unix.Stat(r, &st) == nil && st.Mode&unix.S_ISVTX != 0 {
+				sticky[filepath.Clean(r)] = true
+			}
+		}
 		opts.Metadata = func(p string) bool {
+			if sticky[p] {
+				return false
+			}
 			for _, r := range roots {
 				if policy.Within(p, r) {
 					return true

@@ -126,3 +126,29 @@ func TestDegradedMetadataOutsideRoots(t *testing.T) {
 		}
 	})
 }
+
+// TestDegradedStickyRootMetadata: a sticky writable root (a shared
+// directory like /tmp, which every root run has) keeps its own mode: the
+// command may change what is inside it, not take away its sticky bit.
+func TestDegradedStickyRootMetadata(t *testing.T) {
+	forEachUser(t, func(t *testing.T, u *testUser) {
+		fx := newFixture(t, u)
+		shared := filepath.Join(fx.dir, "shared")
+		if err := os.Mkdir(shared, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		chownR(t, fx.dir, u)
+		if err := os.Chmod(shared, os.ModeSticky|0o777); err != nil {
+			t.Fatal(err)
+		}
+		before := metaOf(t, shared)
+		r := degraded(t, fx, []string{"--allow-degraded", "--add-dir", shared},
+			`chmod 0777 "$DIR/shared" && echo chmod-root; touch "$DIR/shared/x" && chmod 0600 "$DIR/shared/x" && echo inside-ok`)
+		if after := metaOf(t, shared); after.mode != before.mode {
+			t.Errorf("host: the degraded command changed the mode of the sticky root %s: %o => %o\n%v", shared, before.mode, after.mode, r)
+		}
+		if !strings.Contains(r.stdout, "inside-ok") {
+			t.Errorf("metadata inside the sticky root failed: %v", r)
+		}
+	})
+}
