@@ -264,14 +264,3 @@ func RemoveCaches(stateDir string) (string, error) {
 	}
 	return root, nil
 }
-
-// GitWritesNote is the line a run prints when the policy sets
-// allow_git_writes, which Windows does not implement: .git stays
-// read-only (denied to the run's SIDs, labelled Medium), as without it.
-// "" when the setting is off or does not apply.
-func GitWritesNote(pol *policy.Policy) string {
-	if pol == nil || !pol.AllowGitWrites || pol.Mode != policy.WorkspaceWrite {
-		return ""
-	}
-	return "allow_git_writes is not implemented on Windows: .git stays read-only (git add and git commit fail inside the sandbox)"
-}
