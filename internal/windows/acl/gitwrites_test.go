@@ -1,6 +1,7 @@
 package acl
 
 import (
+	"io/fs"
 	"reflect"
 	"strings"
 	"testing"
@@ -300,5 +301,67 @@ func TestGitWritesRefusesLinks(t *testing.T) {
 	}
 	if _, err := ResolveGitWrites(gitPolicy(), stat); err == nil || !strings.Contains(err.Error(), "hooks is a link") {
 		t.Errorf("link hooks: err = %v", err)
+	}
+}
+
+// fileLabelStore is labelStore that can create placeholder files.
+type fileLabelStore struct {
+	labelStore
+	files map[string]string
+}
+
+func (m *fileLabelStore) CreateFile(p string, content []byte) error {
+	if _, ok := m.dacl[Key(p)]; ok {
+		return fs.ErrExist
+	}
+	m.dacl[Key(p)] = "D:AI(A;OICIID;FA;;;SY)"
+	m.files[Key(p)] = string(content)
+	return nil
+}
+
+// On disk: a run with allow_git_writes after one without takes .git's
+// deny and Medium label off, creates the file placeholders once, and a
+// second run writes nothing; cleanup's RevokeUserGuards removes the
+// GitDirGuard and keeps the user's own DELETE|FILE_DELETE_CHILD deny.
+func TestApplyGitWrites(t *testing.T) {
+	m := gitScene()
+	st := &fileLabelStore{labelStore: labelStore{memStore: memStore{dacl: map[string]string{}}, label: map[string]string{}}, files: map[string]string{}}
+	for k := range m.Objects {
+		st.dacl[k] = "D:AI(A;OICIID;FA;;;SY)"
+	}
+	if _, err := Apply(st, unelevatedPlan(t, m, scenePolicy())); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(st.dacl[Key(gd)], "(D;OICI;") || !strings.Contains(st.label[Key(gd)], ";ME)") {
+		t.Fatalf("protected .git: DACL %s, label %s", st.dacl[Key(gd)], st.label[Key(gd)])
+	}
+	pl := unelevatedPlan(t, m, gitPolicy())
+	r, err := Apply(st, pl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(st.dacl[Key(gd)], "(D;OICI;") || st.label[Key(gd)] != "S:" {
+		t.Errorf(".git still protected: DACL %s, label %q", st.dacl[Key(gd)], st.label[Key(gd)])
+	}
+	if !strings.Contains(st.dacl[Key(gd)], GitDirGuard(userSID).SDDL()) {
+		t.Errorf(".git lacks the GitDirGuard: %s", st.dacl[Key(gd)])
+	}
+	if len(r.Files) != 2 || st.files[Key(gd+`\commondir`)] != "." {
+		t.Errorf("files created %+v, commondir %q", r.Files, st.files[Key(gd+`\commondir`)])
+	}
+	if !strings.Contains(st.label[Key(gd+`\hooks`)], ";ME)") || !strings.Contains(st.label[Key(gd+`\commondir`)], ";ME)") {
+		t.Errorf("hooks label %q, commondir label %q", st.label[Key(gd+`\hooks`)], st.label[Key(gd+`\commondir`)])
+	}
+	n := len(st.sets) + len(st.labelSets)
+	if r2, err := Apply(st, pl); err != nil || len(r2.Modified)+len(r2.Labeled)+len(r2.Files) != 0 || len(st.sets)+len(st.labelSets) != n {
+		t.Errorf("second run changed %+v, %v", r2, err)
+	}
+	own := "(D;;0x10040;;;" + userSID + ")"
+	st.dacl[Key(gd)] += own
+	if _, err := RevokeUserGuards(st, []string{gd}, userSID); err != nil {
+		t.Fatal(err)
+	}
+	if d := st.dacl[Key(gd)]; strings.Contains(d, GitDirGuard(userSID).SDDL()) || !strings.Contains(d, own) {
+		t.Errorf("after RevokeUserGuards .git DACL = %s", d)
 	}
 }
