@@ -16,8 +16,9 @@
 // %LOCALAPPDATA%\agentbox holds sids.json (the SIDs, and every path whose
 // DACL agentbox changed), denybin\ (the ssh/scp stubs) and toolcache\ (the
 // per-workspace private tool caches, see [PlanCaches]). `agentbox cleanup`
-// revokes the ACEs, removes still-empty placeholder directories and deletes
-// all three.
+// revokes the ACEs, removes still-empty placeholder directories and the
+// allow_git_writes placeholder files still holding what agentbox wrote
+// (acl.GitPlan), and deletes all three.
 //
 // # Limitations
 //
