@@ -32,9 +32,6 @@ func startElevatedCmd(c *Cmd) (process, error) {
 	if err != nil {
 		return nil, &StartError{Code: CodeSandboxFailure, Err: err}
 	}
-	if msg := unelevated.GitWritesNote(pol); msg != "" {
-		c.diag("%s", msg)
-	}
 	// The private tool caches are one more writable root here too: the
 	// sandbox group and the cache root's own SID get the allow, so the
 	// sandbox user writes there and nowhere else in this user's profile

@@ -57,9 +57,6 @@ func start(c *Cmd) (process, error) {
 			pol = unelevated.WithCaches(pol, cs)
 			env = unelevated.CacheEnv(env, cs)
 		}
-		if msg := unelevated.GitWritesNote(pol); msg != "" {
-			c.diag("%s", msg)
-		}
 		if sb, err = unelevated.Prepare(pol, dir); err != nil {
 			return nil, &StartError{Code: CodeSandboxFailure, Err: err}
 		}

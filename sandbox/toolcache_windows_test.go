@@ -160,22 +160,3 @@ func TestDoctorToolCaches(t *testing.T) {
 		t.Errorf("overlap not reported: %+v", c)
 	}
 }
-
-// allow_git_writes is not implemented on Windows: a run says .git stays
-// read-only instead of ignoring the setting silently.
-func TestGitWritesNoteWindows(t *testing.T) {
-	pol, _ := testPolicy(t, policy.WorkspaceWrite)
-	for _, on := range []bool{false, true} {
-		pol.AllowGitWrites = on
-		var diag bytes.Buffer
-		c := Command(pol, exe(t))
-		c.Env = helperEnv("echo")
-		c.Diagnostics = &diag
-		if err := c.Run(); err != nil {
-			t.Fatal(err)
-		}
-		if got := strings.Contains(diag.String(), unelevated.GitWritesNote(&policy.Policy{Mode: policy.WorkspaceWrite, AllowGitWrites: true})); got != on {
-			t.Errorf("allow_git_writes=%v: note printed %v: %q", on, got, diag.String())
-		}
-	}
-}

@@ -63,6 +63,15 @@ type Result struct {
 	Modified []string // paths whose DACL was written
 	Created  []string // protected placeholders created
 	Labeled  []string // paths whose label was written
+	// Files are the placeholder files created, with their content.
+	Files []FilePlaceholder
+}
+
+// FileMaker is a Store that can create placeholder files (GitPlan).
+type FileMaker interface {
+	// CreateFile creates path with content; it must fail with
+	// fs.ErrExist when the path exists.
+	CreateFile(path string, content []byte) error
 }
 
 // Apply makes the plan true on disk, reading each DACL first and writing
@@ -80,9 +89,34 @@ func Apply(st Store, pl Plan) (Result, error) {
 			return res, fmt.Errorf("creating protected placeholder %s: %w", p, err)
 		}
 	}
+	if len(pl.Files) > 0 {
+		fm, ok := st.(FileMaker)
+		if !ok {
+			return res, errors.New("the plan creates placeholder files but the store cannot")
+		}
+		for _, f := range pl.Files {
+			err := fm.CreateFile(f.Path, []byte(f.Content))
+			switch {
+			case err == nil:
+				res.Files = append(res.Files, f)
+			case errors.Is(err, fs.ErrExist):
+			default:
+				return res, fmt.Errorf("creating placeholder %s: %w", f.Path, err)
+			}
+		}
+	}
 	// Group entries by path so each DACL is read and written once.
 	var order []string
 	byPath := map[string][]Entry{}
+	removes := map[string][]ACE{}
+	for _, e := range pl.Remove {
+		k := Key(e.Path)
+		if _, ok := byPath[k]; !ok {
+			order = append(order, k)
+			byPath[k] = nil
+		}
+		removes[k] = append(removes[k], e.ACE)
+	}
 	for _, e := range pl.Entries {
 		k := Key(e.Path)
 		if _, ok := byPath[k]; !ok {
@@ -92,7 +126,7 @@ func Apply(st Store, pl Plan) (Result, error) {
 	}
 	for _, k := range order {
 		es := byPath[k]
-		path := es[0].Path
+		path := pathOf(es, pl.Remove, k)
 		sddl, err := st.GetDACL(path)
 		if err != nil {
 			return res, fmt.Errorf("reading DACL of %s: %w", path, err)
@@ -103,6 +137,9 @@ func Apply(st Store, pl Plan) (Result, error) {
 			return res, fmt.Errorf("DACL of %s: %w", path, err)
 		}
 		changed := false
+		for _, a := range removes[k] {
+			changed = d.RemoveACE(a) > 0 || changed
+		}
 		for _, e := range es {
 			c, err := d.Add(e.ACE)
 			if err != nil {
@@ -117,6 +154,9 @@ func Apply(st Store, pl Plan) (Result, error) {
 			return res, fmt.Errorf("writing DACL of %s: %w", path, err)
 		}
 		res.Modified = append(res.Modified, path)
+	}
+	if err := removeLabels(st, pl.Unlabel, &res); err != nil {
+		return res, err
 	}
 	if err := applyLabels(st, pl.Labels, &res); err != nil {
 		return res, err
@@ -138,7 +178,7 @@ func Apply(st Store, pl Plan) (Result, error) {
 		if len(want) == 0 {
 			continue
 		}
-		path := byPath[k][0].Path
+		path := pathOf(byPath[k], pl.Remove, k)
 		link, err := ls.IsLink(path)
 		if err != nil {
 			return res, fmt.Errorf("checking whether %s is a link: %w", path, err)
@@ -156,6 +196,46 @@ func Apply(st Store, pl Plan) (Result, error) {
 		}
 	}
 	return res, nil
+}
+
+// pathOf is the path of key k: from its entries, else from the removals.
+func pathOf(es []Entry, removes []Entry, k string) string {
+	if len(es) > 0 {
+		return es[0].Path
+	}
+	for _, e := range removes {
+		if Key(e.Path) == k {
+			return e.Path
+		}
+	}
+	return k
+}
+
+// removeLabels removes agentbox's own explicit protected label from each
+// path that carries it.
+func removeLabels(st Store, paths []string, res *Result) error {
+	if len(paths) == 0 {
+		return nil
+	}
+	ls, ok := st.(LabelStore)
+	if !ok {
+		return nil // no labels in this mode (elevated, Wine): nothing to remove
+	}
+	for _, p := range paths {
+		cur, err := ls.GetLabel(p)
+		if err != nil {
+			return fmt.Errorf("reading integrity label of %s: %w", p, err)
+		}
+		res.Checked++
+		if l, ok := ParseLabel(cur); !ok || l != ProtectedLabel && l != ProtectedFileLabel {
+			continue
+		}
+		if err := ls.SetLabel(p, "S:"); err != nil {
+			return fmt.Errorf("removing integrity label of %s: %w", p, err)
+		}
+		res.Labeled = append(res.Labeled, p)
+	}
+	return nil
 }
 
 // applyLabels sets each wanted label whose path does not carry exactly it
@@ -293,8 +373,9 @@ func addACEs(get func(string) (string, error), set func(string, string, bool) er
 // protected path, for the user's own SID.
 func UserGuard(userSID string) ACE { return ACE{Deny: true, Mask: FileDeleteChild, SID: userSID} }
 
-// RevokeUserGuards removes exactly UserGuard(userSID) from paths, and no
-// other ACE of the user's, returning the paths it changed.
+// RevokeUserGuards removes exactly UserGuard(userSID) and
+// GitDirGuard(userSID) from paths, and no other ACE of the user's,
+// returning the paths it changed.
 func RevokeUserGuards(st Store, paths []string, userSID string) ([]string, error) {
 	var changed []string
 	var errs []error
@@ -313,7 +394,7 @@ func RevokeUserGuards(st Store, paths []string, userSID string) ([]string, error
 			errs = append(errs, fmt.Errorf("DACL of %s: %w", p, err))
 			continue
 		}
-		if d.RemoveACE(g) == 0 {
+		if d.RemoveACE(g)+d.RemoveACE(GitDirGuard(userSID)) == 0 {
 			continue
 		}
 		if err := st.SetDACL(p, d.Explicit(), d.Protected()); err != nil {

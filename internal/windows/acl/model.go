@@ -1,6 +1,9 @@
 package acl
 
-import "strings"
+import (
+	"slices"
+	"strings"
+)
 
 // This file is a platform-free model of how Windows decides a file access,
 // used by the tests to check agentbox's ACE plan and token recipe against
@@ -70,6 +73,21 @@ func (m *Model) ApplyPlan(pl Plan) {
 	for _, p := range pl.Mkdirs {
 		if m.Get(p) == nil {
 			m.Put(p, true)
+		}
+	}
+	for _, f := range pl.Files {
+		if m.Get(f.Path) == nil {
+			m.Put(f.Path, false)
+		}
+	}
+	for _, p := range pl.Unlabel {
+		if o := m.Get(p); o != nil && o.Label != nil && (*o.Label == ProtectedLabel || *o.Label == ProtectedFileLabel) {
+			o.Label = nil
+		}
+	}
+	for _, e := range pl.Remove {
+		if o := m.Get(e.Path); o != nil {
+			o.DACL = slices.DeleteFunc(o.DACL, func(a ACE) bool { return a == e.ACE })
 		}
 	}
 	for _, l := range pl.Labels {

@@ -29,6 +29,15 @@ type Plan struct {
 	Entries []Entry
 	// Labels are the mandatory labels to set (see IntegrityPlan).
 	Labels []LabelEntry
+	// Files are placeholder files to create when missing (see GitPlan).
+	Files []FilePlaceholder
+	// Remove are ACEs to take off before Entries are added: what an
+	// earlier run put on a path this policy no longer protects.
+	Remove []Entry
+	// Unlabel are paths whose explicit agentbox label (ProtectedLabel or
+	// ProtectedFileLabel) is removed before Labels are set, so they
+	// inherit their parent's label again.
+	Unlabel []string
 }
 
 // LabelEntry is one mandatory label agentbox wants on one path.
@@ -45,8 +54,15 @@ func (pl *Plan) Merge(o Plan) {
 			pl.Mkdirs = append(pl.Mkdirs, m)
 		}
 	}
+	for _, f := range o.Files {
+		if !slices.ContainsFunc(pl.Files, func(x FilePlaceholder) bool { return SamePath(x.Path, f.Path) }) {
+			pl.Files = append(pl.Files, f)
+		}
+	}
 	pl.Entries = append(pl.Entries, o.Entries...)
 	pl.Labels = append(pl.Labels, o.Labels...)
+	pl.Remove = append(pl.Remove, o.Remove...)
+	pl.Unlabel = append(pl.Unlabel, o.Unlabel...)
 }
 
 // PlanFor returns the ACEs that make pol's writable roots writable for sid

@@ -56,6 +56,29 @@ type State struct {
 	Placeholders []string `json:"placeholders,omitempty"`
 	// Labels are paths whose mandatory label agentbox set.
 	Labels []string `json:"labels,omitempty"`
+	// PlaceholderFiles are read-only git files agentbox created for
+	// allow_git_writes; cleanup removes each only while it still holds
+	// Content.
+	PlaceholderFiles []PlaceholderFile `json:"placeholder_files,omitempty"`
+}
+
+// PlaceholderFile is one file agentbox created and what it wrote there.
+type PlaceholderFile struct {
+	Path    string `json:"path"`
+	Content string `json:"content"`
+}
+
+// AddPlaceholderFiles records created placeholder files and reports
+// whether any was new.
+func (st *State) AddPlaceholderFiles(files ...PlaceholderFile) bool {
+	added := false
+	for _, f := range files {
+		if !slices.ContainsFunc(st.PlaceholderFiles, func(g PlaceholderFile) bool { return strings.EqualFold(f.Path, g.Path) }) {
+			st.PlaceholderFiles = append(st.PlaceholderFiles, f)
+			added = true
+		}
+	}
+	return added
 }
 
 // RootKey is the form a writable root is keyed by in State.Roots: a

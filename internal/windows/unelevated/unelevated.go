@@ -16,8 +16,9 @@
 // %LOCALAPPDATA%\agentbox holds sids.json (the SIDs, and every path whose
 // DACL agentbox changed), denybin\ (the ssh/scp stubs) and toolcache\ (the
 // per-workspace private tool caches, see [PlanCaches]). `agentbox cleanup`
-// revokes the ACEs, removes still-empty placeholder directories and deletes
-// all three.
+// revokes the ACEs, removes still-empty placeholder directories and the
+// allow_git_writes placeholder files still holding what agentbox wrote
+// (acl.GitPlan), and deletes all three.
 //
 // # Limitations
 //
@@ -263,15 +264,4 @@ func RemoveCaches(stateDir string) (string, error) {
 		return "", fmt.Errorf("removing tool caches in %s: %w", root, err)
 	}
 	return root, nil
-}
-
-// GitWritesNote is the line a run prints when the policy sets
-// allow_git_writes, which Windows does not implement: .git stays
-// read-only (denied to the run's SIDs, labelled Medium), as without it.
-// "" when the setting is off or does not apply.
-func GitWritesNote(pol *policy.Policy) string {
-	if pol == nil || !pol.AllowGitWrites || pol.Mode != policy.WorkspaceWrite {
-		return ""
-	}
-	return "allow_git_writes is not implemented on Windows: .git stays read-only (git add and git commit fail inside the sandbox)"
 }

@@ -230,15 +230,3 @@ func TestRemoveCaches(t *testing.T) {
 		t.Errorf("removed more than the caches: %v", err)
 	}
 }
-
-func TestGitWritesNote(t *testing.T) {
-	ws := &policy.Policy{Mode: policy.WorkspaceWrite, AllowGitWrites: true}
-	if got := GitWritesNote(ws); !strings.Contains(got, ".git stays read-only") || !strings.Contains(got, "allow_git_writes") {
-		t.Errorf("note = %q", got)
-	}
-	for _, pol := range []*policy.Policy{{Mode: policy.WorkspaceWrite}, {Mode: policy.ReadOnly, AllowGitWrites: true}, nil} {
-		if got := GitWritesNote(pol); got != "" {
-			t.Errorf("note for %+v = %q", pol, got)
-		}
-	}
-}

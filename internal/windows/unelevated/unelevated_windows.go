@@ -40,7 +40,14 @@ func Prepare(pol *policy.Policy, stateDir string) (*Sandbox, error) {
 			return nil, err
 		}
 	}
-	sb, err := prepare(pol, stateDir, acl.IntegrityPlan(pol, user))
+	g, err := resolveGitWrites(pol)
+	if err != nil {
+		return nil, err
+	}
+	gp := g.Policy(pol)
+	extra := acl.IntegrityPlan(gp, user)
+	extra.Merge(g.UserPlan(user))
+	sb, err := prepare(pol, gp, g, stateDir, extra)
 	if err != nil {
 		return nil, err
 	}
@@ -59,15 +66,46 @@ func Prepare(pol *policy.Policy, stateDir string) (*Sandbox, error) {
 // account, so a write must pass the token's normal check (the group) and
 // its restricted check (the root's SID). Every changed path is recorded in
 // the state for cleanup.
+//
+// With allow_git_writes both modes share the plan (acl.GitPlan): the
+// read-only git paths are denied to each SID in also just as to the
+// roots' SIDs, which elevated mode's sandbox user meets in its normal
+// access check.
 func PrepareACL(pol *policy.Policy, stateDir string, also ...string) (*Sandbox, error) {
+	g, err := resolveGitWrites(pol)
+	if err != nil {
+		return nil, err
+	}
+	gp := g.Policy(pol)
 	var extra acl.Plan
 	for _, s := range also {
-		extra.Merge(acl.PlanFor(pol, s))
+		extra.Merge(acl.PlanFor(gp, s))
+		extra.Merge(g.SIDPlan(gp, func(string) string { return s }))
 	}
-	return prepare(pol, stateDir, extra)
+	return prepare(pol, gp, g, stateDir, extra)
 }
 
-func prepare(pol *policy.Policy, stateDir string, extra acl.Plan) (*Sandbox, error) {
+// resolveGitWrites is acl.ResolveGitWrites on this host's file system.
+func resolveGitWrites(pol *policy.Policy) (acl.GitPlan, error) {
+	return acl.ResolveGitWrites(pol, func(p string) (acl.PathInfo, error) {
+		fi, err := os.Lstat(p)
+		if errors.Is(err, fs.ErrNotExist) {
+			return acl.PathInfo{}, nil
+		}
+		if err != nil {
+			return acl.PathInfo{}, err
+		}
+		link, err := winapi.FileStore{}.IsLink(p)
+		if err != nil {
+			return acl.PathInfo{}, err
+		}
+		return acl.PathInfo{Exists: true, Dir: fi.IsDir(), Link: link || fi.Mode()&(fs.ModeSymlink|fs.ModeIrregular) != 0}, nil
+	})
+}
+
+// prepare applies the plan for gp (pol, with allow_git_writes resolved
+// by g) plus extra.
+func prepare(pol, gp *policy.Policy, g acl.GitPlan, stateDir string, extra acl.Plan) (*Sandbox, error) {
 	st, _, err := sid.LoadOrCreate(stateDir)
 	if err != nil {
 		return nil, fmt.Errorf("sandbox SIDs: %w", err)
@@ -94,9 +132,11 @@ func prepare(pol *policy.Policy, stateDir string, extra acl.Plan) (*Sandbox, err
 		// Wine only: it refuses to read or write mandatory labels
 		// (GetNamedSecurityInfo(LABEL) is access denied) and enforces
 		// none, like the tokens and ACLs; the enforcement tests skip.
-		extra.Labels = nil
+		extra.Labels, extra.Unlabel = nil, nil
 	}
-	pl := acl.PlanForRoots(pol, func(r string) string { s, _ := st.LookupRoot(r); return s })
+	sidOf := func(r string) string { s, _ := st.LookupRoot(r); return s }
+	pl := acl.PlanForRoots(gp, sidOf)
+	pl.Merge(g.SIDPlan(gp, sidOf))
 	// Apply reads and writes each path's DACL once, whatever the number
 	// of entries; the placeholders are the same paths.
 	pl.Merge(extra)
@@ -106,6 +146,9 @@ func prepare(pol *policy.Policy, stateDir string, extra acl.Plan) (*Sandbox, err
 	a := st.AddPaths(res.Modified...)
 	b := st.AddPlaceholders(res.Created...)
 	c := st.AddLabels(res.Labeled...)
+	for _, f := range res.Files {
+		c = st.AddPlaceholderFiles(sid.PlaceholderFile{Path: f.Path, Content: f.Content}) || c
+	}
 	if a || b || c {
 		if serr := sid.Save(stateDir, st); serr != nil && err == nil {
 			err = serr
@@ -298,6 +341,18 @@ func Cleanup(stateDir string, out io.Writer) error {
 	for _, p := range st.Placeholders {
 		if os.Remove(p) == nil {
 			fmt.Fprintf(out, "agentbox: removed placeholder %s\n", p)
+		}
+	}
+	// allow_git_writes' placeholder files: only while untouched, so a
+	// config.worktree the user has since written stays.
+	for _, f := range st.PlaceholderFiles {
+		b, err := os.ReadFile(f.Path)
+		switch {
+		case err != nil:
+		case string(b) != f.Content:
+			fmt.Fprintf(out, "agentbox: kept %s: it changed since agentbox created it as a placeholder\n", f.Path)
+		case os.Remove(f.Path) == nil:
+			fmt.Fprintf(out, "agentbox: removed placeholder %s\n", f.Path)
 		}
 	}
 	if rerr != nil {

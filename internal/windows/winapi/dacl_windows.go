@@ -46,6 +46,23 @@ func (FileStore) SetDACL(path, sddl string, protected bool) error {
 // Mkdir creates a directory (fs.ErrExist when it exists).
 func (FileStore) Mkdir(path string) error { return os.Mkdir(path, 0o755) }
 
+// CreateFile creates path with content (acl.FileMaker, for placeholder
+// files); fs.ErrExist when something is there, link or not.
+func (FileStore) CreateFile(path string, content []byte) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(content)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(path)
+	}
+	return err
+}
+
 // IsLink reports whether path itself is a reparse point (a symbolic link,
 // a junction or another name surrogate); GetFileAttributes does not follow
 // it.
