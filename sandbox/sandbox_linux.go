@@ -141,6 +141,7 @@ func linuxSpec(pol *policy.Policy, ph *linux.Placeholders) *linux.Spec {
 		// Host daemons' unix sockets are not network: opening the
 		// network does not open them, only allow_unix_sockets does.
 		MediateUnixConnect: true,
+		GuardStickyRoots:   os.Geteuid() == 0,
 		AllowUnixSockets:   pol.AllowUnixSockets,
 		Proxy:              pol.Egress != nil,
 	}

@@ -47,6 +47,13 @@ type Spec struct {
 	// AllowUnixSockets are socket paths (real paths) the supervisor lets
 	// the command connect to wherever they are.
 	AllowUnixSockets []string `json:"allow_unix_sockets,omitempty"`
+	// GuardStickyRoots routes chmod, chown, utimes and xattr calls
+	// through the supervisor too, which refuses them on a sticky
+	// writable root's own directory (/tmp). Set for callers that own such
+	// a root (root): the bind mount of a writable root is read-write, so
+	// nothing else stops its owner from clearing /tmp's sticky bit for
+	// every user of the machine. Degraded mode mediates metadata anyway.
+	GuardStickyRoots bool `json:"guard_sticky_roots,omitempty"`
 	// Degraded runs without namespaces (they are unavailable): Landlock
 	// and seccomp only, under a reaper stage that kills the command's
 	// descendants as their subreaper (reap_linux.go).

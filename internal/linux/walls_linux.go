@@ -94,6 +94,19 @@ func applyWalls(spec *Spec) error {
 	return nil
 }
 
+// stickyRoots are the writable roots whose directory is sticky: shared
+// directories such as /tmp, whose mode is the system's, not the command's.
+func stickyRoots(roots []string) map[string]bool {
+	sticky := map[string]bool{}
+	for _, r := range roots {
+		var st unix.Stat_t
+		if unix.Stat(r, &st) == nil && st.Mode&unix.S_ISVTX != 0 {
+			sticky[filepath.Clean(r)] = true
+		}
+	}
+	return sticky
+}
+
 // unixMediation is the rule of the connect supervisor (package unixsock)
 // for spec: which pathname sockets a command may reach, and what happens
 // to abstract names. A lone run's init and a session's zygote (for each
@@ -127,13 +140,7 @@ func unixMediation(spec *Spec) (func(string, *unix.Stat_t) bool, unixsock.Option
 		// inside the writable roots only, and never on a sticky root
 		// itself: a shared directory such as /tmp, whose mode (its
 		// sticky bit above all) is the system's, not the command's.
-		sticky := map[string]bool{}
-		for _, r := range roots {
-			var st unix.Stat_t
-			if unix.Stat(r, &st) == nil && st.Mode&unix.S_ISVTX != 0 {
-				sticky[filepath.Clean(r)] = true
-			}
-		}
+		sticky := stickyRoots(roots)
 		opts.Metadata = func(p string) bool {
 			if sticky[p] {
 				return false
@@ -144,6 +151,13 @@ func unixMediation(spec *Spec) (func(string, *unix.Stat_t) bool, unixsock.Option
 				}
 			}
 			return false
+		}
+	}
+	if opts.Metadata == nil && spec.GuardStickyRoots {
+		// The read-only mounts keep metadata outside the writable roots
+		// (EROFS); only a sticky root's own directory needs refusing.
+		if sticky := stickyRoots(roots); len(sticky) > 0 {
+			opts.Metadata = func(p string) bool { return !sticky[p] }
 		}
 	}
 	return func(p string, st *unix.Stat_t) bool {

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -149,6 +150,48 @@ func TestDegradedStickyRootMetadata(t *testing.T) {
 		}
 		if !strings.Contains(r.stdout, "inside-ok") {
 			t.Errorf("metadata inside the sticky root failed: %v", r)
+		}
+	})
+}
+
+// TestStickyRootMetadata: in the full sandbox a writable root's own
+// directory is a read-write bind mount, so a command run by its owner
+// could change its mode. For a root-owned sticky root (/tmp, here a
+// stand-in) that owner is root: a root run must not clear the sticky bit
+// every other user relies on. Inside the root, files keep their metadata
+// calls. The plain user is refused by ownership alone; root by agentbox.
+func TestStickyRootMetadata(t *testing.T) {
+	forEachUser(t, func(t *testing.T, u *testUser) {
+		fx := newFixture(t, u)
+		shared := filepath.Join(fx.dir, "shared")
+		if err := os.Mkdir(shared, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		// Owned by root, as /tmp is, whoever the run's user is.
+		if err := os.Chmod(shared, os.ModeSticky|0o777); err != nil {
+			t.Fatal(err)
+		}
+		script := `chmod 0777 "$DIR/shared" && echo chmod-root; chown 0:0 "$DIR/shared" 2>/dev/null; touch "$DIR/shared/x" && chmod 0600 "$DIR/shared/x" && touch -d 2001-01-01 "$DIR/shared/x" && echo inside-ok`
+		if u.root() {
+			// Control: the same script on the host does change the mode.
+			ctl := filepath.Join(fx.dir, "ctl")
+			os.Mkdir(ctl, 0o755)
+			os.Chmod(ctl, os.ModeSticky|0o777)
+			host(t, u, runOpts{env: []string{"DIR=" + fx.dir}}, "/bin/sh", "-c", strings.ReplaceAll(script, "shared", "ctl"))
+			if metaOf(t, ctl).mode&os.FileMode(syscall.S_ISVTX) != 0 {
+				t.Fatal("control: chmod 0777 on the host kept the sticky bit; the test is broken")
+			}
+		}
+		before := metaOf(t, shared)
+		r := sandboxed(t, fx, []string{"--add-dir", shared}, script)
+		if after := metaOf(t, shared); after.mode != before.mode {
+			t.Errorf("host: the command changed the mode of the sticky root %s: %o => %o\n%v", shared, before.mode, after.mode, r)
+		}
+		if strings.Contains(r.stdout, "chmod-root") {
+			t.Errorf("chmod of the sticky root succeeded: %v", r)
+		}
+		if !strings.Contains(r.stdout, "inside-ok") {
+			t.Errorf("metadata calls inside the sticky root failed: %v", r)
 		}
 	})
 }
