@@ -75,6 +75,8 @@ func start(c *Cmd) (process, error) {
 		// Zero keeps darwin.Command's own bound rather than none.
 		cmd.WaitDelay = c.WaitDelay
 	}
+	// Before the command can write an index: the submodules it holds now.
+	gl := policy.NewGitlinkGuard(pol)
 	g, err := startGroup(cmd, c.Stdin, c.Stdout, c.Stderr, cmd.WaitDelay)
 	if err != nil {
 		if proxy != nil {
@@ -84,10 +86,14 @@ func start(c *Cmd) (process, error) {
 	}
 	// sandbox-exec runs the command in its own session, so the group
 	// kill after Wait reaches what it left behind (no pid namespace here).
-	if proxy != nil {
-		return &proxiedProcess{process: g, proxy: proxy}, nil
+	var p process = g
+	if gl != nil {
+		p = &gitlinkProcess{process: g, gl: gl, diag: c.diag}
 	}
-	return g, nil
+	if proxy != nil {
+		return &proxiedProcess{process: p, proxy: proxy}, nil
+	}
+	return p, nil
 }
 
 func doctor(pol *policy.Policy) *Report {

@@ -122,3 +122,51 @@ echo GIT-OK`)
 		}
 	})
 }
+
+// TestGitWritesPlantedSubmodule: with allow_git_writes the command can
+// write the index, so it can add a gitlink (a submodule entry) at a
+// directory where it made a repository of its own. The user's next plain
+// `git status` at the top then recurses into that repository and runs its
+// core.fsmonitor on the host. agentbox must leave no such repository
+// behind for git to find.
+func TestGitWritesPlantedSubmodule(t *testing.T) {
+	forEachUser(t, func(t *testing.T, u *testUser) {
+		fx := newFixture(t, u)
+		repo := gitRepo(t, fx)
+		cfg := filepath.Join(fx.dir, "git.toml")
+		writeFile(t, cfg, "[sandbox_workspace_write]\nallow_git_writes = true\n")
+		chownR(t, fx.dir, u)
+		o := runOpts{dir: repo, env: fx.env(), timeout: 60e9}
+		marker := filepath.Join(fx.dir, "PWNED")
+		for _, variant := range []string{"dir", "file", "commit"} {
+			sub := "sub-" + variant
+			plant := `git init -q ` + sub + ` && git -C ` + sub + ` -c user.email=a@b -c user.name=a commit -q --allow-empty -m s`
+			if variant == "file" {
+				// A .git file naming a gitdir the command made elsewhere.
+				plant = `git init -q --separate-git-dir=.hidden-` + sub + ` ` + sub + ` && git -C ` + sub + ` -c user.email=a@b -c user.name=a commit -q --allow-empty -m s`
+			}
+			script := `set -e
+` + plant + `
+git -C ` + sub + ` config core.fsmonitor "touch ` + marker + `; false"
+git update-index --add --cacheinfo 160000,$(git -C ` + sub + ` rev-parse HEAD),` + sub + `
+`
+			if variant == "commit" {
+				script += "git commit -qm sub\n"
+			}
+			script += "echo PLANTED\n"
+			r := runWith(t, u, o, "run", "-C", repo, "--config", cfg, "--", "/bin/sh", "-c", script)
+			if !strings.Contains(r.stdout, "PLANTED") {
+				t.Fatalf("%s: the plant did not run (the attack needs a writable index): %v", variant, r)
+			}
+			if !strings.Contains(r.stderr, sub) || !strings.Contains(r.stderr, "agentbox-quarantine") {
+				t.Errorf("%s: no message names the planted submodule moved aside: %v", variant, r)
+			}
+			for _, args := range [][]string{{"status"}, {"diff", "HEAD"}, {"commit", "-qam", "x", "--allow-empty"}} {
+				host(t, u, o, "git", args...)
+				if exists(marker) {
+					t.Fatalf("%s: host git %v ran the planted submodule's core.fsmonitor", variant, args)
+				}
+			}
+		}
+	})
+}
