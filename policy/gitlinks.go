@@ -18,9 +18,23 @@ import (
 // (gitpaths.go); the guard remembers them, and after the run renames the
 // .git of every gitlink added meanwhile out of git's sight. The command's
 // processes are gone by then, so nothing races the rename.
+//
+// A gitlink can also reach the index later, through a commit the command
+// made that the user merges or checks out: so the guard also lists every
+// nested .git (a directory, a .git file or a symlink) in the worktree
+// before the run, holding each open so that its inode cannot be reused,
+// and moves aside each one that is new after the run.
 type GitlinkGuard struct {
 	roots  []string
 	before map[string]map[string]bool // git directory -> gitlink paths
+	nested map[string]map[string]nestedGit
+}
+
+// nestedGit is a .git below a worktree's top as the run found it.
+type nestedGit struct {
+	fi     os.FileInfo
+	f      *os.File // held against inode reuse (not for symlinks)
+	target string   // a symlink's target, a .git file's content
 }
 
 // NewGitlinkGuard records the gitlinks of each git directory that
@@ -29,7 +43,7 @@ func NewGitlinkGuard(p *Policy) *GitlinkGuard {
 	if !p.AllowGitWrites || p.Mode != WorkspaceWrite {
 		return nil
 	}
-	g := &GitlinkGuard{roots: p.WritableRoots, before: map[string]map[string]bool{}}
+	g := &GitlinkGuard{roots: p.WritableRoots, before: map[string]map[string]bool{}, nested: map[string]map[string]nestedGit{}}
 	for _, pr := range p.Protected {
 		if !GitWritableDir(pr) {
 			continue
@@ -42,6 +56,21 @@ func NewGitlinkGuard(p *Policy) *GitlinkGuard {
 			}
 		}
 		g.before[pr.Path] = set
+		found := map[string]nestedGit{}
+		walkNestedGits(filepath.Dir(pr.Path), func(path string, fi os.FileInfo) {
+			n := nestedGit{fi: fi, target: nestedGitTarget(path, fi)}
+			if fi.Mode()&fs.ModeSymlink == 0 && len(found) < maxHeldGits {
+				if f, err := os.Open(path); err == nil {
+					if ffi, err := f.Stat(); err == nil && os.SameFile(fi, ffi) {
+						n.f = f
+					} else {
+						f.Close()
+					}
+				}
+			}
+			found[path] = n
+		})
+		g.nested[pr.Path] = found
 	}
 	if len(g.before) == 0 {
 		return nil
@@ -50,9 +79,10 @@ func NewGitlinkGuard(p *Policy) *GitlinkGuard {
 }
 
 // Check runs after the command is gone. It returns one message per thing
-// it moved aside: the .git of each new gitlink (renamed to
-// .git.agentbox-quarantine), or an index agentbox cannot read (git might;
-// it is renamed to index.agentbox-unreadable rather than trusted).
+// it moved aside: each nested .git that is new, and the .git of each new
+// gitlink (renamed to .git.agentbox-quarantine), or an index agentbox
+// cannot read (git might; it is renamed to index.agentbox-unreadable
+// rather than trusted).
 func (g *GitlinkGuard) Check() []string {
 	if g == nil {
 		return nil
@@ -60,6 +90,25 @@ func (g *GitlinkGuard) Check() []string {
 	var msgs []string
 	for gitdir, before := range g.before {
 		top := filepath.Dir(gitdir)
+		old := g.nested[gitdir]
+		warn := walkNestedGits(top, func(path string, fi os.FileInfo) {
+			if n, ok := old[path]; ok && os.SameFile(n.fi, fi) && n.target == nestedGitTarget(path, fi) &&
+				(n.f != nil || fi.Mode()&fs.ModeSymlink != 0) {
+				return // the one that was there (held open: not a reused inode)
+			}
+			to, err := quarantine(path, ".agentbox-quarantine")
+			if err != nil {
+				msgs = append(msgs, fmt.Sprintf("allow_git_writes: the command made a git repository at %s; moving it aside failed: %v; do not run git in %s before you remove it", path, err, top))
+				return
+			}
+			msgs = append(msgs, fmt.Sprintf("allow_git_writes: the command made a git repository at %s, inside the worktree of %s (a commit that adds a submodule there would make your git run its configuration); moved it to %s (inspect it, and move it back only if you trust it)", path, top, to))
+		})
+		msgs = append(msgs, warn...)
+		for _, n := range old {
+			if n.f != nil {
+				n.f.Close()
+			}
+		}
 		for _, ix := range gitIndexFiles(gitdir) {
 			links, err := indexGitlinks(ix, gitHashLen(gitdir))
 			if errors.Is(err, fs.ErrNotExist) {
@@ -158,4 +207,58 @@ func gitHashLen(gitdir string) int {
 		}
 	}
 	return 20
+}
+
+// maxHeldGits bounds the descriptors a run holds; a nested .git beyond it
+// is not held, and is moved aside after the run as if it were new.
+const maxHeldGits = 512
+
+// nestedGitTarget is what a .git names besides its inode: a symlink's target, a
+// .git file's content (gitdir: ...); "" for a directory.
+func nestedGitTarget(path string, fi os.FileInfo) string {
+	switch {
+	case fi.Mode()&fs.ModeSymlink != 0:
+		t, _ := os.Readlink(path)
+		return t
+	case fi.Mode().IsRegular():
+		f, err := os.Open(path)
+		if err != nil {
+			return ""
+		}
+		defer f.Close()
+		buf := make([]byte, 4096)
+		n, _ := readFull(f, buf)
+		return string(buf[:n])
+	}
+	return ""
+}
+
+// walkNestedGits calls fn for each entry named .git below top (any case:
+// case-insensitive file systems find .GIT for .git), not following
+// symlinks and not descending into git directories; top's own .git is
+// skipped. It returns a message for each directory it could not read: git,
+// running as the same user, may still reach a .git beneath it by path.
+func walkNestedGits(top string, fn func(path string, fi os.FileInfo)) []string {
+	var warn []string
+	filepath.WalkDir(top, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if path != top {
+				warn = append(warn, fmt.Sprintf("allow_git_writes: could not look for git repositories the command made in %s: %v; do not run git in %s before you check it", path, err, top))
+			}
+			return nil
+		}
+		if path == top || !strings.EqualFold(d.Name(), ".git") {
+			return nil
+		}
+		if filepath.Dir(path) != top {
+			if fi, err := os.Lstat(path); err == nil {
+				fn(path, fi)
+			}
+		}
+		if d.IsDir() {
+			return filepath.SkipDir
+		}
+		return nil
+	})
+	return warn
 }

@@ -138,10 +138,28 @@ func TestGitWritesPlantedSubmodule(t *testing.T) {
 		chownR(t, fx.dir, u)
 		o := runOpts{dir: repo, env: fx.env(), timeout: 60e9}
 		marker := filepath.Join(fx.dir, "PWNED")
-		for _, variant := range []string{"dir", "file", "commit"} {
+		// A repository of the user's own below the top, there before
+		// the run and left alone by it, stays.
+		if r := host(t, u, o, "git", "init", "-q", "mine"); r.code != 0 {
+			t.Fatalf("git init mine: %v", r)
+		}
+		for _, variant := range []string{"dir", "file", "commit", "branch", "replace"} {
 			sub := "sub-" + variant
 			plant := `git init -q ` + sub + ` && git -C ` + sub + ` -c user.email=a@b -c user.name=a commit -q --allow-empty -m s`
-			if variant == "file" {
+			switch variant {
+			case "replace":
+				// The user's nested repository, replaced by the
+				// command's (its inode number may well be reused).
+				if r := host(t, u, o, "git", "init", "-q", sub); r.code != 0 {
+					t.Fatalf("git init %s: %v", sub, r)
+				}
+				plant = "rm -rf " + sub + "/.git && " + plant
+				fallthrough
+			case "branch":
+				// Nothing in the index at the end: the gitlink waits in
+				// a branch for the user to merge.
+				plant = "git checkout -qb feat-" + sub + " && " + plant
+			case "file":
 				// A .git file naming a gitdir the command made elsewhere.
 				plant = `git init -q --separate-git-dir=.hidden-` + sub + ` ` + sub + ` && git -C ` + sub + ` -c user.email=a@b -c user.name=a commit -q --allow-empty -m s`
 			}
@@ -150,8 +168,11 @@ func TestGitWritesPlantedSubmodule(t *testing.T) {
 git -C ` + sub + ` config core.fsmonitor "touch ` + marker + `; false"
 git update-index --add --cacheinfo 160000,$(git -C ` + sub + ` rev-parse HEAD),` + sub + `
 `
-			if variant == "commit" {
+			switch variant {
+			case "commit":
 				script += "git commit -qm sub\n"
+			case "branch", "replace":
+				script += "git commit -qm sub && git rm -q --cached " + sub + " && git checkout -q main\n"
 			}
 			script += "echo PLANTED\n"
 			r := runWith(t, u, o, "run", "-C", repo, "--config", cfg, "--", "/bin/sh", "-c", script)
@@ -161,12 +182,19 @@ git update-index --add --cacheinfo 160000,$(git -C ` + sub + ` rev-parse HEAD),`
 			if !strings.Contains(r.stderr, sub) || !strings.Contains(r.stderr, "agentbox-quarantine") {
 				t.Errorf("%s: no message names the planted submodule moved aside: %v", variant, r)
 			}
-			for _, args := range [][]string{{"status"}, {"diff", "HEAD"}, {"commit", "-qam", "x", "--allow-empty"}} {
+			steps := [][]string{{"status"}, {"diff", "HEAD"}, {"commit", "-qam", "x", "--allow-empty"}}
+			if variant == "branch" || variant == "replace" {
+				steps = append([][]string{{"merge", "-q", "feat-" + sub}}, steps...)
+			}
+			for _, args := range steps {
 				host(t, u, o, "git", args...)
 				if exists(marker) {
 					t.Fatalf("%s: host git %v ran the planted submodule's core.fsmonitor", variant, args)
 				}
 			}
+		}
+		if !exists(filepath.Join(repo, "mine", ".git", "HEAD")) {
+			t.Errorf("the user's own nested repository was moved aside")
 		}
 	})
 }
