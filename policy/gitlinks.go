@@ -28,6 +28,7 @@ type GitlinkGuard struct {
 	roots  []string
 	before map[string]map[string]bool // git directory -> gitlink paths
 	nested map[string]map[string]nestedGit
+	links  map[string]map[string]string // git directory -> its symlinks' targets
 }
 
 // nestedGit is a .git below a worktree's top as the run found it.
@@ -43,7 +44,7 @@ func NewGitlinkGuard(p *Policy) *GitlinkGuard {
 	if !p.AllowGitWrites || p.Mode != WorkspaceWrite {
 		return nil
 	}
-	g := &GitlinkGuard{roots: p.WritableRoots, before: map[string]map[string]bool{}, nested: map[string]map[string]nestedGit{}}
+	g := &GitlinkGuard{roots: p.WritableRoots, before: map[string]map[string]bool{}, nested: map[string]map[string]nestedGit{}, links: map[string]map[string]string{}}
 	for _, pr := range p.Protected {
 		if !GitWritableDir(pr) {
 			continue
@@ -71,6 +72,13 @@ func NewGitlinkGuard(p *Policy) *GitlinkGuard {
 			found[path] = n
 		})
 		g.nested[pr.Path] = found
+		links := map[string]string{}
+		walkGitDirOdd(pr.Path, func(path string, fi os.FileInfo) {
+			if fi.Mode()&fs.ModeSymlink != 0 {
+				links[path], _ = os.Readlink(path)
+			}
+		})
+		g.links[pr.Path] = links
 	}
 	if len(g.before) == 0 {
 		return nil
@@ -102,6 +110,25 @@ func (g *GitlinkGuard) Check() []string {
 				return
 			}
 			msgs = append(msgs, fmt.Sprintf("allow_git_writes: the command made a git repository at %s, inside the worktree of %s (a commit that adds a submodule there would make your git run its configuration); moved it to %s (inspect it, and move it back only if you trust it)", path, top, to))
+		})
+		msgs = append(msgs, warn...)
+		// Symlinks (and FIFOs, sockets, devices) the command left in the
+		// git directory: git writes through them (reflogs are appended
+		// to logs/HEAD, COMMIT_EDITMSG and FETCH_HEAD are rewritten), so
+		// logs/HEAD pointing at ~/.bashrc would have the user's next
+		// checkout append a branch name the command chose to it.
+		oldLinks := g.links[gitdir]
+		warn = walkGitDirOdd(gitdir, func(path string, fi os.FileInfo) {
+			if t, ok := oldLinks[path]; ok && fi.Mode()&fs.ModeSymlink != 0 {
+				if now, _ := os.Readlink(path); now == t {
+					return
+				}
+			}
+			if err := os.Remove(path); err != nil {
+				msgs = append(msgs, fmt.Sprintf("allow_git_writes: the command left %s (%s) in %s, and removing it failed: %v; do not run git there before you remove it", path, fi.Mode().Type(), gitdir, err))
+				return
+			}
+			msgs = append(msgs, fmt.Sprintf("allow_git_writes: removed %s (%s) that the command made in %s: git would have written through it", path, fi.Mode().Type(), gitdir))
 		})
 		msgs = append(msgs, warn...)
 		for _, n := range old {
@@ -257,6 +284,29 @@ func walkNestedGits(top string, fn func(path string, fi os.FileInfo)) []string {
 		}
 		if d.IsDir() {
 			return filepath.SkipDir
+		}
+		return nil
+	})
+	return warn
+}
+
+// walkGitDirOdd calls fn for each entry below the git directory gitdir that
+// is neither a regular file nor a directory (git makes neither symlinks
+// nor anything else there), not following symlinks. It returns a message
+// for each directory it could not read.
+func walkGitDirOdd(gitdir string, fn func(path string, fi os.FileInfo)) []string {
+	var warn []string
+	filepath.WalkDir(gitdir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if path != gitdir {
+				warn = append(warn, fmt.Sprintf("allow_git_writes: could not check %s for symlinks the command made: %v; do not run git in %s before you check it", path, err, filepath.Dir(gitdir)))
+			}
+			return nil
+		}
+		if t := d.Type(); t != 0 && t != fs.ModeDir {
+			if fi, err := os.Lstat(path); err == nil && !fi.Mode().IsRegular() && !fi.IsDir() {
+				fn(path, fi)
+			}
 		}
 		return nil
 	})

@@ -198,3 +198,58 @@ git update-index --add --cacheinfo 160000,$(git -C ` + sub + ` rev-parse HEAD),`
 		}
 	})
 }
+
+// TestGitWritesSymlinksOut: git writes through symlinks in .git (it
+// appends reflogs to logs/HEAD and rewrites COMMIT_EDITMSG and FETCH_HEAD
+// in place). A command that points them outside the writable roots would
+// have the user's next checkout append a branch name it chose, such as
+// "x;echo${IFS}PWNED;", to ~/.bashrc. None of them may be left.
+func TestGitWritesSymlinksOut(t *testing.T) {
+	forEachUser(t, func(t *testing.T, u *testUser) {
+		fx := newFixture(t, u)
+		repo := gitRepo(t, fx)
+		cfg := filepath.Join(fx.dir, "git.toml")
+		writeFile(t, cfg, "[sandbox_workspace_write]\nallow_git_writes = true\n")
+		outside := map[string]string{}
+		for _, name := range []string{"logs/HEAD", "COMMIT_EDITMSG", "FETCH_HEAD", "logs/refs/heads/main", "refs/tags"} {
+			outside[name] = filepath.Join(fx.dir, "outside-"+strings.ReplaceAll(name, "/", "-"))
+			if name == "refs/tags" {
+				if err := os.MkdirAll(outside[name], 0o755); err != nil {
+					t.Fatal(err)
+				}
+				continue
+			}
+			writeFile(t, outside[name], "orig\n")
+		}
+		chownR(t, fx.dir, u)
+		before := snapshot(t, outside["refs/tags"])
+		o := runOpts{dir: repo, env: fx.env(), timeout: 60e9}
+		script := "set -e\ngit branch 'x;echo${IFS}PWNED;'\n" +
+			"git checkout -q 'x;echo${IFS}PWNED;'\n" +
+			"rm -rf .git/refs/tags && ln -s " + outside["refs/tags"] + " .git/refs/tags\n" +
+			"mkfifo .git/MERGE_MSG\n"
+		for _, name := range []string{"logs/HEAD", "COMMIT_EDITMSG", "FETCH_HEAD", "logs/refs/heads/main"} {
+			script += "ln -sf " + outside[name] + " .git/" + name + "\n"
+		}
+		script += "echo PLANTED\n"
+		r := runWith(t, u, o, "run", "-C", repo, "--config", cfg, "--", "/bin/sh", "-c", script)
+		if !strings.Contains(r.stdout, "PLANTED") {
+			t.Fatalf("the plant did not run: %v", r)
+		}
+		// The user carries on: back to main, a commit, a fetch.
+		for _, args := range [][]string{{"checkout", "-q", "main"}, {"commit", "-q", "--allow-empty", "-m", "next"}, {"fetch", "-q", ".", "main"}, {"tag", "v1"}} {
+			if r := host(t, u, o, "git", args...); r.code != 0 {
+				t.Errorf("host git %v: %v", args, r)
+			}
+		}
+		for name, p := range outside {
+			if name == "refs/tags" {
+				if d := diffSnapshots(before, snapshot(t, p), nil); len(d) > 0 {
+					t.Errorf("host git wrote refs outside the repository (%s): %v", p, d)
+				}
+				continue
+			}
+			assertContent(t, p, "orig\n")
+		}
+	})
+}
