@@ -29,6 +29,7 @@ type GitlinkGuard struct {
 	before map[string]map[string]bool // git directory -> gitlink paths
 	nested map[string]map[string]nestedGit
 	links  map[string]map[string]string // git directory -> its symlinks' targets
+	repl   map[string]map[string]string // git directory -> replace refs (name -> value)
 }
 
 // nestedGit is a .git below a worktree's top as the run found it.
@@ -44,7 +45,7 @@ func NewGitlinkGuard(p *Policy) *GitlinkGuard {
 	if !p.AllowGitWrites || p.Mode != WorkspaceWrite {
 		return nil
 	}
-	g := &GitlinkGuard{roots: p.WritableRoots, before: map[string]map[string]bool{}, nested: map[string]map[string]nestedGit{}, links: map[string]map[string]string{}}
+	g := &GitlinkGuard{roots: p.WritableRoots, before: map[string]map[string]bool{}, nested: map[string]map[string]nestedGit{}, links: map[string]map[string]string{}, repl: map[string]map[string]string{}}
 	for _, pr := range p.Protected {
 		if !GitWritableDir(pr) {
 			continue
@@ -79,6 +80,7 @@ func NewGitlinkGuard(p *Policy) *GitlinkGuard {
 			}
 		})
 		g.links[pr.Path] = links
+		g.repl[pr.Path] = replaceRefs(pr.Path)
 	}
 	if len(g.before) == 0 {
 		return nil
@@ -131,6 +133,7 @@ func (g *GitlinkGuard) Check() []string {
 			msgs = append(msgs, fmt.Sprintf("allow_git_writes: removed %s (%s) that the command made in %s: git would have written through it", path, fi.Mode().Type(), gitdir))
 		})
 		msgs = append(msgs, warn...)
+		msgs = append(msgs, dropNewReplaceRefs(gitdir, g.repl[gitdir])...)
 		for _, n := range old {
 			if n.f != nil {
 				n.f.Close()
@@ -311,4 +314,102 @@ func walkGitDirOdd(gitdir string, fn func(path string, fi os.FileInfo)) []string
 		return nil
 	})
 	return warn
+}
+
+// maxPackedRefs bounds the packed-refs file agentbox reads (a repository
+// with a hundred thousand tags has about 10 MB).
+const maxPackedRefs = 256 << 20
+
+// replaceRefs lists the replace refs of gitdir (git-replace(1)): loose
+// under refs/replace and in packed-refs, by name, with their values.
+func replaceRefs(gitdir string) map[string]string {
+	out := map[string]string{}
+	base := filepath.Join(gitdir, "refs", "replace")
+	filepath.WalkDir(base, func(path string, d fs.DirEntry, err error) error {
+		if err == nil && d.Type().IsRegular() {
+			if data, err := readSmall(path); err == nil {
+				rel, _ := filepath.Rel(base, path)
+				out["refs/replace/"+filepath.ToSlash(rel)] = strings.TrimSpace(string(data))
+			}
+		}
+		return nil
+	})
+	if fi, err := os.Stat(filepath.Join(gitdir, "packed-refs")); err != nil || fi.Size() > maxPackedRefs {
+		return out
+	}
+	if data, err := os.ReadFile(filepath.Join(gitdir, "packed-refs")); err == nil {
+		for _, line := range strings.Split(string(data), "\n") {
+			if oid, name, ok := strings.Cut(line, " "); ok && strings.HasPrefix(name, "refs/replace/") {
+				out["packed:"+name] = oid
+			}
+		}
+	}
+	return out
+}
+
+// dropNewReplaceRefs removes the replace refs the command added or
+// changed: git shows (and checks out) a replaced object's replacement
+// instead of the object, so a command could commit one thing and have the
+// user review, merge and build another, and push the first. Replace refs
+// the user had stay.
+func dropNewReplaceRefs(gitdir string, before map[string]string) []string {
+	var msgs []string
+	for name, v := range replaceRefs(gitdir) {
+		if before[name] == v {
+			continue
+		}
+		if strings.HasPrefix(name, "packed:") {
+			continue // below, all at once
+		}
+		path := filepath.Join(gitdir, filepath.FromSlash(name))
+		if err := os.Remove(path); err != nil {
+			msgs = append(msgs, fmt.Sprintf("allow_git_writes: the command made the replace ref %s in %s, and removing it failed: %v; run git replace -d before you trust git log there", name, gitdir, err))
+			continue
+		}
+		msgs = append(msgs, fmt.Sprintf("allow_git_writes: removed the replace ref %s (%s) that the command made in %s: git would have shown you that object instead of the real one", name, v, gitdir))
+	}
+	packed := filepath.Join(gitdir, "packed-refs")
+	fi, err := os.Lstat(packed)
+	if err != nil || !fi.Mode().IsRegular() {
+		return msgs
+	}
+	if fi.Size() > maxPackedRefs {
+		to, err := quarantine(packed, ".agentbox-unchecked")
+		return append(msgs, fmt.Sprintf("allow_git_writes: %s is larger than agentbox checks for replace refs (%d bytes); moved it to %s (%v): inspect it before you put it back", packed, fi.Size(), to, err))
+	}
+	data, err := os.ReadFile(packed)
+	if err != nil {
+		return append(msgs, fmt.Sprintf("allow_git_writes: could not read %s to check it for replace refs: %v", packed, err))
+	}
+	var keep []string
+	dropped, dropping := []string{}, false
+	for _, line := range strings.SplitAfter(string(data), "\n") {
+		if strings.HasPrefix(line, "^") {
+			if !dropping {
+				keep = append(keep, line)
+			}
+			continue
+		}
+		dropping = false
+		oid, name, ok := strings.Cut(strings.TrimRight(line, "\n"), " ")
+		if ok && strings.HasPrefix(name, "refs/replace/") && before["packed:"+name] != oid {
+			dropping = true
+			dropped = append(dropped, name)
+			continue
+		}
+		keep = append(keep, line)
+	}
+	if len(dropped) == 0 {
+		return msgs
+	}
+	tmp := packed + ".agentbox-tmp"
+	err = os.WriteFile(tmp, []byte(strings.Join(keep, "")), fi.Mode().Perm())
+	if err == nil {
+		err = os.Rename(tmp, packed)
+	}
+	if err != nil {
+		os.Remove(tmp)
+		return append(msgs, fmt.Sprintf("allow_git_writes: the command packed the replace refs %s into %s, and removing them failed: %v; run git replace -d before you trust git log there", strings.Join(dropped, ", "), packed, err))
+	}
+	return append(msgs, fmt.Sprintf("allow_git_writes: removed the replace refs %s that the command packed into %s: git would have shown you other objects instead of the real ones", strings.Join(dropped, ", "), packed))
 }

@@ -253,3 +253,41 @@ func TestGitWritesSymlinksOut(t *testing.T) {
 		}
 	})
 }
+
+// TestGitWritesReplaceRefs: git shows and checks out a replaced object's
+// replacement (git-replace(1)). A command could commit "evil", replace
+// that commit with a benign one, and have the user review and merge the
+// benign one while the branch (and what git push sends) is "evil". Replace
+// refs the command made, loose or packed, must not be left.
+func TestGitWritesReplaceRefs(t *testing.T) {
+	forEachUser(t, func(t *testing.T, u *testUser) {
+		fx := newFixture(t, u)
+		repo := gitRepo(t, fx)
+		cfg := filepath.Join(fx.dir, "git.toml")
+		writeFile(t, cfg, "[sandbox_workspace_write]\nallow_git_writes = true\n")
+		chownR(t, fx.dir, u)
+		o := runOpts{dir: repo, env: fx.env(), timeout: 60e9}
+		for _, variant := range []string{"loose", "packed"} {
+			br := "feat-" + variant
+			script := `set -e
+git checkout -qb ` + br + `
+echo benign-` + variant + ` > f.txt && git commit -qam benign && good=$(git rev-parse HEAD)
+git reset -q --hard HEAD~1
+echo evil-` + variant + ` > f.txt && git commit -qam evil
+git replace HEAD $good
+git checkout -qf main
+`
+			if variant == "packed" {
+				script += "git pack-refs --all\n"
+			}
+			script += "echo PLANTED\n"
+			r := runWith(t, u, o, "run", "-C", repo, "--config", cfg, "--", "/bin/sh", "-c", script)
+			if !strings.Contains(r.stdout, "PLANTED") {
+				t.Fatalf("%s: the plant did not run: %v", variant, r)
+			}
+			if h := host(t, u, o, "git", "show", br+":f.txt"); h.stdout != "evil-"+variant+"\n" {
+				t.Errorf("%s: host git shows %s:f.txt as %q, but the branch holds evil-%s: a replace ref is left: %v", variant, br, h.stdout, variant, h)
+			}
+		}
+	})
+}
