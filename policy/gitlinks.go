@@ -30,6 +30,7 @@ type GitlinkGuard struct {
 	nested map[string]map[string]nestedGit
 	links  map[string]map[string]string // git directory -> its symlinks' targets
 	repl   map[string]map[string]string // git directory -> replace refs (name -> value)
+	seq    map[string]map[string]string // git directory -> sequencer state files (path -> content)
 }
 
 // nestedGit is a .git below a worktree's top as the run found it.
@@ -45,7 +46,7 @@ func NewGitlinkGuard(p *Policy) *GitlinkGuard {
 	if !p.AllowGitWrites || p.Mode != WorkspaceWrite {
 		return nil
 	}
-	g := &GitlinkGuard{roots: p.WritableRoots, before: map[string]map[string]bool{}, nested: map[string]map[string]nestedGit{}, links: map[string]map[string]string{}, repl: map[string]map[string]string{}}
+	g := &GitlinkGuard{roots: p.WritableRoots, before: map[string]map[string]bool{}, nested: map[string]map[string]nestedGit{}, links: map[string]map[string]string{}, repl: map[string]map[string]string{}, seq: map[string]map[string]string{}}
 	for _, pr := range p.Protected {
 		if !GitWritableDir(pr) {
 			continue
@@ -81,6 +82,7 @@ func NewGitlinkGuard(p *Policy) *GitlinkGuard {
 		})
 		g.links[pr.Path] = links
 		g.repl[pr.Path] = replaceRefs(pr.Path)
+		g.seq[pr.Path] = sequencerState(pr.Path)
 	}
 	if len(g.before) == 0 {
 		return nil
@@ -134,6 +136,7 @@ func (g *GitlinkGuard) Check() []string {
 		})
 		msgs = append(msgs, warn...)
 		msgs = append(msgs, dropNewReplaceRefs(gitdir, g.repl[gitdir])...)
+		msgs = append(msgs, quarantineSequencer(gitdir, g.seq[gitdir])...)
 		for _, n := range old {
 			if n.f != nil {
 				n.f.Close()
@@ -412,4 +415,74 @@ func dropNewReplaceRefs(gitdir string, before map[string]string) []string {
 		return append(msgs, fmt.Sprintf("allow_git_writes: the command packed the replace refs %s into %s, and removing them failed: %v; run git replace -d before you trust git log there", strings.Join(dropped, ", "), packed, err))
 	}
 	return append(msgs, fmt.Sprintf("allow_git_writes: removed the replace refs %s that the command packed into %s: git would have shown you other objects instead of the real ones", strings.Join(dropped, ", "), packed))
+}
+
+// sequencerDirs hold an interrupted rebase, cherry-pick, revert or am:
+// `git rebase --continue` runs the todo list's exec lines, and the merge
+// strategy named in rebase-merge/strategy or sequencer/opts is run as
+// `git merge-<strategy>` (a program, when it contains a slash).
+var sequencerDirs = []string{"rebase-merge", "rebase-apply", "sequencer"}
+
+// maxSequencerState bounds what agentbox reads of that state; more counts
+// as changed.
+const maxSequencerState = 16 << 20
+
+// sequencerState reads the sequencer directories' files, by path.
+func sequencerState(gitdir string) map[string]string {
+	out := map[string]string{}
+	total := 0
+	for _, d := range sequencerDirs {
+		filepath.WalkDir(filepath.Join(gitdir, d), func(path string, e fs.DirEntry, err error) error {
+			if err != nil {
+				return nil
+			}
+			v := "dir"
+			if !e.IsDir() {
+				v = "?"
+				if e.Type().IsRegular() && total < maxSequencerState {
+					if data, err := os.ReadFile(path); err == nil && total+len(data) <= maxSequencerState {
+						v = "=" + string(data)
+						total += len(data)
+					}
+				}
+			}
+			out[path] = v
+			return nil
+		})
+	}
+	return out
+}
+
+// quarantineSequencer moves aside each sequencer directory the command
+// made or changed, so that no continue runs a todo list it wrote. An
+// interrupted operation the user had, left alone by the command, stays.
+func quarantineSequencer(gitdir string, before map[string]string) []string {
+	after := sequencerState(gitdir)
+	var msgs []string
+	for _, d := range sequencerDirs {
+		dir := filepath.Join(gitdir, d)
+		changed := false
+		for p, v := range after {
+			if Within(p, dir) && (before[p] != v || v == "?") {
+				changed = true
+			}
+		}
+		for p := range before {
+			if Within(p, dir) {
+				if _, ok := after[p]; !ok {
+					changed = true
+				}
+			}
+		}
+		if _, ok := after[dir]; !ok || !changed {
+			continue
+		}
+		to, err := quarantine(dir, ".agentbox-quarantine")
+		if err != nil {
+			msgs = append(msgs, fmt.Sprintf("allow_git_writes: the command left an interrupted rebase, cherry-pick or am in %s, and moving it aside failed: %v; do not continue it (git rebase --continue runs its exec lines): remove it", dir, err))
+			continue
+		}
+		msgs = append(msgs, fmt.Sprintf("allow_git_writes: the command left an interrupted rebase, cherry-pick or am in %s; moved it to %s, because continuing it would run the exec lines and merge strategy the command wrote (HEAD may be detached: git switch back to your branch)", dir, to))
+	}
+	return msgs
 }

@@ -291,3 +291,33 @@ git checkout -qf main
 		}
 	})
 }
+
+// TestGitWritesRebaseTodo: a rebase the command leaves interrupted holds a
+// todo list it wrote; the user's git rebase --continue runs its exec
+// lines on the host. The state must be moved aside.
+func TestGitWritesRebaseTodo(t *testing.T) {
+	forEachUser(t, func(t *testing.T, u *testUser) {
+		fx := newFixture(t, u)
+		repo := gitRepo(t, fx)
+		cfg := filepath.Join(fx.dir, "git.toml")
+		writeFile(t, cfg, "[sandbox_workspace_write]\nallow_git_writes = true\n")
+		chownR(t, fx.dir, u)
+		o := runOpts{dir: repo, env: fx.env(), timeout: 60e9}
+		marker := filepath.Join(fx.dir, "PWNED")
+		script := `set -e
+GIT_SEQUENCE_EDITOR="printf 'break\nexec touch ` + marker + `\n' >" git rebase -q -i --root
+test -d .git/rebase-merge
+echo PLANTED`
+		r := runWith(t, u, o, "run", "-C", repo, "--config", cfg, "--", "/bin/sh", "-c", script)
+		if !strings.Contains(r.stdout, "PLANTED") {
+			t.Fatalf("the plant did not run: %v", r)
+		}
+		host(t, u, o, "git", "rebase", "--continue")
+		if exists(marker) {
+			t.Fatalf("host git rebase --continue ran the command's exec line")
+		}
+		if !strings.Contains(r.stderr, "rebase-merge.agentbox-quarantine") {
+			t.Errorf("no message names the moved rebase state: %v", r)
+		}
+	})
+}
