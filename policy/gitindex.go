@@ -29,6 +29,19 @@ const (
 // keeps most entries in $GIT_DIR/sharedindex.<id>: the caller reads those
 // files as well.
 func indexGitlinks(path string, hashLen int) ([]string, error) {
+	return readIndexGitlinks(path, hashLen, false)
+}
+
+// checkedIndexGitlinks is indexGitlinks for an index the sandboxed command
+// may have written: it also fails on an entry whose path git must never
+// write (see [safeIndexPath]). git does not check the paths of an index
+// it reads, and `git checkout .` or `git restore .` writes an entry
+// "../../.bashrc" outside the worktree.
+func checkedIndexGitlinks(path string, hashLen int) ([]string, error) {
+	return readIndexGitlinks(path, hashLen, true)
+}
+
+func readIndexGitlinks(path string, hashLen int, strict bool) ([]string, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
@@ -39,7 +52,7 @@ func indexGitlinks(path string, hashLen int) ([]string, error) {
 	} else if !fi.Mode().IsRegular() {
 		return nil, fmt.Errorf("%s is not a regular file", path)
 	}
-	links, err := parseIndexGitlinks(bufio.NewReaderSize(f, 16<<10), hashLen)
+	links, err := parseIndex(bufio.NewReaderSize(f, 16<<10), hashLen, strict)
 	if err != nil {
 		return nil, fmt.Errorf("git index %s: %w", path, err)
 	}
@@ -49,6 +62,11 @@ func indexGitlinks(path string, hashLen int) ([]string, error) {
 var errIndexTruncated = errors.New("truncated")
 
 func parseIndexGitlinks(r *bufio.Reader, hashLen int) ([]string, error) {
+	return parseIndex(r, hashLen, false)
+}
+
+// parseIndex returns the gitlinks; strict, it fails on an unsafe path.
+func parseIndex(r *bufio.Reader, hashLen int, strict bool) ([]string, error) {
 	if hashLen != 20 && hashLen != 32 {
 		return nil, fmt.Errorf("unsupported object id length %d", hashLen)
 	}
@@ -124,6 +142,9 @@ func parseIndexGitlinks(r *bufio.Reader, hashLen int) ([]string, error) {
 					return nil, errIndexTruncated
 				}
 			}
+		}
+		if strict && !safeIndexPath(string(name)) {
+			return nil, fmt.Errorf("entry %d: unsafe path %q (git would write it outside the worktree or into .git)", i, name)
 		}
 		if mode>>12 == 0o16 { // S_IFGITLINK
 			if len(links) >= maxGitlinks {

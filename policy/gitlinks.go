@@ -143,15 +143,15 @@ func (g *GitlinkGuard) Check() []string {
 			}
 		}
 		for _, ix := range gitIndexFiles(gitdir) {
-			links, err := indexGitlinks(ix, gitHashLen(gitdir))
+			links, err := checkedIndexGitlinks(ix, gitHashLen(gitdir))
 			if errors.Is(err, fs.ErrNotExist) {
 				continue
 			}
 			if err != nil {
 				if to, rerr := quarantine(ix, ".agentbox-unreadable"); rerr == nil {
-					msgs = append(msgs, fmt.Sprintf("allow_git_writes: the command left a git index agentbox cannot check for submodules (%v); moved it to %s (inspect it before you use it)", err, to))
+					msgs = append(msgs, fmt.Sprintf("allow_git_writes: the command left a git index agentbox does not trust (%v); moved it to %s (inspect it before you use it; git reset rebuilds one from HEAD)", err, to))
 				} else {
-					msgs = append(msgs, fmt.Sprintf("allow_git_writes: the command left a git index agentbox cannot check for submodules (%v), and moving it aside failed: %v; do not run git in %s before you inspect it", err, rerr, top))
+					msgs = append(msgs, fmt.Sprintf("allow_git_writes: the command left a git index agentbox does not trust (%v), and moving it aside failed: %v; do not run git in %s before you inspect it", err, rerr, top))
 				}
 				continue
 			}

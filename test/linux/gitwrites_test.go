@@ -3,6 +3,9 @@
 package linux
 
 import (
+	"crypto/sha1"
+	"encoding/binary"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -318,6 +321,49 @@ echo PLANTED`
 		}
 		if !strings.Contains(r.stderr, "rebase-merge.agentbox-quarantine") {
 			t.Errorf("no message names the moved rebase state: %v", r)
+		}
+	})
+}
+
+// TestGitWritesIndexPaths: git does not check the paths of an index it
+// reads, and `git checkout .`, `git restore .` and `git checkout-index -a`
+// write each entry: an entry "../bashrc" that the command put in the
+// index lands outside the worktree. Such an index must not be left.
+func TestGitWritesIndexPaths(t *testing.T) {
+	forEachUser(t, func(t *testing.T, u *testUser) {
+		fx := newFixture(t, u)
+		repo := gitRepo(t, fx)
+		cfg := filepath.Join(fx.dir, "git.toml")
+		writeFile(t, cfg, "[sandbox_workspace_write]\nallow_git_writes = true\n")
+		content := "echo PWNED\n"
+		sum := sha1.Sum([]byte(fmt.Sprintf("blob %d\x00%s", len(content), content)))
+		var body []byte
+		body = append(body, "DIRC\x00\x00\x00\x02\x00\x00\x00\x02"...)
+		for _, p := range []string{"../bashrc", "f.txt"} {
+			e := make([]byte, 40)
+			binary.BigEndian.PutUint32(e[24:], 0o100644)
+			binary.BigEndian.PutUint32(e[36:], uint32(len(content)))
+			e = append(e, sum[:]...)
+			e = binary.BigEndian.AppendUint16(e, uint16(len(p)))
+			e = append(e, p...)
+			e = append(e, make([]byte, 8-len(e)%8)...)
+			body = append(body, e...)
+		}
+		ck := sha1.Sum(body)
+		writeFile(t, filepath.Join(fx.dir, "evil-index"), string(append(body, ck[:]...)))
+		chownR(t, fx.dir, u)
+		o := runOpts{dir: repo, env: fx.env(), timeout: 60e9}
+		target := filepath.Join(fx.dir, "bashrc")
+		script := "set -e\nprintf 'echo PWNED\\n' | git hash-object -w --stdin >/dev/null\ncp " + filepath.Join(fx.dir, "evil-index") + " .git/index\ngit ls-files | grep -q '^../bashrc$'\necho PLANTED\n"
+		for _, args := range [][]string{{"checkout", "."}, {"restore", "."}, {"checkout-index", "-a", "-f"}} {
+			r := runWith(t, u, o, "run", "-C", repo, "--config", cfg, "--", "/bin/sh", "-c", script)
+			if !strings.Contains(r.stdout, "PLANTED") {
+				t.Fatalf("the plant did not run: %v", r)
+			}
+			host(t, u, o, "git", args...)
+			if exists(target) {
+				t.Fatalf("host git %v wrote %s, outside the worktree, from the command's index", args, target)
+			}
 		}
 	})
 }
