@@ -1,6 +1,8 @@
 package policy
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -38,6 +40,7 @@ type nestedGit struct {
 	fi     os.FileInfo
 	f      *os.File // held against inode reuse (not for symlinks)
 	target string   // a symlink's target, a .git file's content
+	sum    string   // a directory's: what makes git run programs in it
 }
 
 // NewGitlinkGuard records the gitlinks of each git directory that
@@ -61,7 +64,7 @@ func NewGitlinkGuard(p *Policy) *GitlinkGuard {
 		g.before[pr.Path] = set
 		found := map[string]nestedGit{}
 		walkNestedGits(filepath.Dir(pr.Path), func(path string, fi os.FileInfo) {
-			n := nestedGit{fi: fi, target: nestedGitTarget(path, fi)}
+			n := nestedGit{fi: fi, target: nestedGitTarget(path, fi), sum: nestedGitSum(path, fi)}
 			if fi.Mode()&fs.ModeSymlink == 0 && len(found) < maxHeldGits {
 				if f, err := os.Open(path); err == nil {
 					if ffi, err := f.Stat(); err == nil && os.SameFile(fi, ffi) {
@@ -105,7 +108,7 @@ func (g *GitlinkGuard) Check() []string {
 		old := g.nested[gitdir]
 		warn := walkNestedGits(top, func(path string, fi os.FileInfo) {
 			if n, ok := old[path]; ok && os.SameFile(n.fi, fi) && n.target == nestedGitTarget(path, fi) &&
-				(n.f != nil || fi.Mode()&fs.ModeSymlink != 0) {
+				(n.f != nil || fi.Mode()&fs.ModeSymlink != 0) && sameSum(n.sum, nestedGitSum(path, fi)) {
 				return // the one that was there (held open: not a reused inode)
 			}
 			to, err := quarantine(path, ".agentbox-quarantine")
@@ -486,3 +489,46 @@ func quarantineSequencer(gitdir string, before map[string]string) []string {
 	}
 	return msgs
 }
+
+// nestedGitSum digests, for a nested git directory, the files through which
+// git run in it (or recursing into it as a submodule) runs programs: its
+// configuration, hooks, info/ and alternates. A repository that was
+// there before the run is writable to the command like any directory; once
+// the command has rewritten its config, a commit making it a submodule would
+// have the user's git status run it. "" for anything but a directory; a
+// fixed mark when there is more than agentbox reads (then it counts as
+// changed).
+func nestedGitSum(path string, fi os.FileInfo) string {
+	if !fi.IsDir() {
+		return ""
+	}
+	h := sha256.New()
+	total := 0
+	for _, rel := range []string{"config", "config.worktree", "commondir", "hooks", "info", "objects/info/alternates", "objects/info/http-alternates"} {
+		filepath.WalkDir(filepath.Join(path, filepath.FromSlash(rel)), func(p string, d fs.DirEntry, err error) error {
+			if err != nil {
+				fmt.Fprintf(h, "%s\x00error\x00", p)
+				return nil
+			}
+			fmt.Fprintf(h, "%s\x00%v\x00", p, d.Type())
+			if d.Type().IsRegular() && total <= maxNestedGitSum {
+				if data, err := os.ReadFile(p); err == nil {
+					total += len(data)
+					h.Write(data)
+				}
+			}
+			return nil
+		})
+	}
+	if total > maxNestedGitSum {
+		return nestedGitTooLarge
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+const nestedGitTooLarge = "too large"
+
+func sameSum(a, b string) bool { return a == b && b != nestedGitTooLarge }
+
+// maxNestedGitSum bounds what agentbox reads of one nested repository.
+const maxNestedGitSum = 8 << 20

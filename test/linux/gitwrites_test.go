@@ -146,10 +146,19 @@ func TestGitWritesPlantedSubmodule(t *testing.T) {
 		if r := host(t, u, o, "git", "init", "-q", "mine"); r.code != 0 {
 			t.Fatalf("git init mine: %v", r)
 		}
-		for _, variant := range []string{"dir", "file", "commit", "branch", "replace"} {
+		for _, variant := range []string{"dir", "file", "commit", "branch", "replace", "rewrite"} {
 			sub := "sub-" + variant
 			plant := `git init -q ` + sub + ` && git -C ` + sub + ` -c user.email=a@b -c user.name=a commit -q --allow-empty -m s`
 			switch variant {
+			case "rewrite":
+				// The user's nested repository, kept, with its
+				// config rewritten in place.
+				for _, args := range [][]string{{"init", "-q", sub}, {"-C", sub, "-c", "user.email=a@b", "-c", "user.name=a", "commit", "-q", "--allow-empty", "-m", "s"}} {
+					if r := host(t, u, o, "git", args...); r.code != 0 {
+						t.Fatalf("git %v: %v", args, r)
+					}
+				}
+				plant = "git checkout -qb feat-" + sub + " && true"
 			case "replace":
 				// The user's nested repository, replaced by the
 				// command's (its inode number may well be reused).
@@ -174,7 +183,7 @@ git update-index --add --cacheinfo 160000,$(git -C ` + sub + ` rev-parse HEAD),`
 			switch variant {
 			case "commit":
 				script += "git commit -qm sub\n"
-			case "branch", "replace":
+			case "branch", "replace", "rewrite":
 				script += "git commit -qm sub && git rm -q --cached " + sub + " && git checkout -q main\n"
 			}
 			script += "echo PLANTED\n"
@@ -186,7 +195,7 @@ git update-index --add --cacheinfo 160000,$(git -C ` + sub + ` rev-parse HEAD),`
 				t.Errorf("%s: no message names the planted submodule moved aside: %v", variant, r)
 			}
 			steps := [][]string{{"status"}, {"diff", "HEAD"}, {"commit", "-qam", "x", "--allow-empty"}}
-			if variant == "branch" || variant == "replace" {
+			if variant == "branch" || variant == "replace" || variant == "rewrite" {
 				steps = append([][]string{{"merge", "-q", "feat-" + sub}}, steps...)
 			}
 			for _, args := range steps {
