@@ -29,7 +29,7 @@ const (
 // keeps most entries in $GIT_DIR/sharedindex.<id>: the caller reads those
 // files as well.
 func indexGitlinks(path string, hashLen int) ([]string, error) {
-	return readIndexGitlinks(path, hashLen, false)
+	return readIndexGitlinks(path, hashLen, false, nil)
 }
 
 // checkedIndexGitlinks is indexGitlinks for an index the sandboxed command
@@ -37,11 +37,20 @@ func indexGitlinks(path string, hashLen int) ([]string, error) {
 // write (see [safeIndexPath]). git does not check the paths of an index
 // it reads, and `git checkout .` or `git restore .` writes an entry
 // "../../.bashrc" outside the worktree.
-func checkedIndexGitlinks(path string, hashLen int) ([]string, error) {
-	return readIndexGitlinks(path, hashLen, true)
+func checkedIndexGitlinks(path string, hashLen int, each func(indexEntry)) ([]string, error) {
+	return readIndexGitlinks(path, hashLen, true, each)
 }
 
-func readIndexGitlinks(path string, hashLen int, strict bool) ([]string, error) {
+// indexEntry is what the guard after a run needs of one index entry.
+type indexEntry struct {
+	Path string
+	Mode uint32
+	// Hidden: marked assume-unchanged (CE_VALID) or skip-worktree,
+	// either of which makes git status skip the file's worktree copy.
+	Hidden bool
+}
+
+func readIndexGitlinks(path string, hashLen int, strict bool, each func(indexEntry)) ([]string, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
@@ -52,7 +61,7 @@ func readIndexGitlinks(path string, hashLen int, strict bool) ([]string, error) 
 	} else if !fi.Mode().IsRegular() {
 		return nil, fmt.Errorf("%s is not a regular file", path)
 	}
-	links, err := parseIndex(bufio.NewReaderSize(f, 16<<10), hashLen, strict)
+	links, err := parseIndex(bufio.NewReaderSize(f, 16<<10), hashLen, strict, each)
 	if err != nil {
 		return nil, fmt.Errorf("git index %s: %w", path, err)
 	}
@@ -62,11 +71,12 @@ func readIndexGitlinks(path string, hashLen int, strict bool) ([]string, error) 
 var errIndexTruncated = errors.New("truncated")
 
 func parseIndexGitlinks(r *bufio.Reader, hashLen int) ([]string, error) {
-	return parseIndex(r, hashLen, false)
+	return parseIndex(r, hashLen, false, nil)
 }
 
 // parseIndex returns the gitlinks; strict, it fails on an unsafe path.
-func parseIndex(r *bufio.Reader, hashLen int, strict bool) ([]string, error) {
+// each, if not nil, is called for every entry.
+func parseIndex(r *bufio.Reader, hashLen int, strict bool, each func(indexEntry)) ([]string, error) {
 	if hashLen != 20 && hashLen != 32 {
 		return nil, fmt.Errorf("unsupported object id length %d", hashLen)
 	}
@@ -142,6 +152,13 @@ func parseIndex(r *bufio.Reader, hashLen int, strict bool) ([]string, error) {
 					return nil, errIndexTruncated
 				}
 			}
+		}
+		if each != nil {
+			hidden := flags&0x8000 != 0 // CE_VALID
+			if n > fixed && binary.BigEndian.Uint16(buf[fixed:fixed+2])&0x4000 != 0 {
+				hidden = true // CE_SKIP_WORKTREE
+			}
+			each(indexEntry{Path: string(name), Mode: mode, Hidden: hidden})
 		}
 		if strict && !safeIndexPath(string(name)) {
 			return nil, fmt.Errorf("entry %d: unsafe path %q (git would write it outside the worktree or into .git)", i, name)

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 )
 
 // GitlinkGuard closes a hole allow_git_writes opens: with the index
@@ -33,6 +34,23 @@ type GitlinkGuard struct {
 	links  map[string]map[string]string // git directory -> its symlinks' targets
 	repl   map[string]map[string]string // git directory -> replace refs (name -> value)
 	seq    map[string]map[string]string // git directory -> sequencer state files (path -> content)
+	hidden map[string]map[string]bool   // git directory -> index paths marked assume-unchanged or skip-worktree
+	start  time.Time
+
+	// Stamps, set by the backend, read and reset file times; without
+	// them an index entry whose file the command changed cannot be made
+	// untrusted, and the index is moved aside instead.
+	Stamps *GitStamps
+}
+
+// GitStamps are the file times the policy core cannot read itself.
+type GitStamps struct {
+	// ChangedSince reports whether path (not followed) had its inode
+	// changed (ctime) at or after t, or cannot tell.
+	ChangedSince func(path string, t time.Time) bool
+	// Touch sets path's (not followed) access and modification times to
+	// now.
+	Touch func(path string) error
 }
 
 // nestedGit is a .git below a worktree's top as the run found it.
@@ -49,19 +67,25 @@ func NewGitlinkGuard(p *Policy) *GitlinkGuard {
 	if !p.AllowGitWrites || p.Mode != WorkspaceWrite {
 		return nil
 	}
-	g := &GitlinkGuard{roots: p.WritableRoots, before: map[string]map[string]bool{}, nested: map[string]map[string]nestedGit{}, links: map[string]map[string]string{}, repl: map[string]map[string]string{}, seq: map[string]map[string]string{}}
+	g := &GitlinkGuard{roots: p.WritableRoots, before: map[string]map[string]bool{}, nested: map[string]map[string]nestedGit{}, links: map[string]map[string]string{}, repl: map[string]map[string]string{}, seq: map[string]map[string]string{},
+		hidden: map[string]map[string]bool{}, start: time.Now().Add(-2 * time.Second)}
 	for _, pr := range p.Protected {
 		if !GitWritableDir(pr) {
 			continue
 		}
-		set := map[string]bool{}
+		set, hidden := map[string]bool{}, map[string]bool{}
 		for _, ix := range gitIndexFiles(pr.Path) {
-			links, _ := indexGitlinks(ix, gitHashLen(pr.Path))
+			links, _ := readIndexGitlinks(ix, gitHashLen(pr.Path), false, func(e indexEntry) {
+				if e.Hidden {
+					hidden[e.Path] = true
+				}
+			})
 			for _, l := range links {
 				set[l] = true
 			}
 		}
 		g.before[pr.Path] = set
+		g.hidden[pr.Path] = hidden
 		found := map[string]nestedGit{}
 		walkNestedGits(filepath.Dir(pr.Path), func(path string, fi os.FileInfo) {
 			n := nestedGit{fi: fi, target: nestedGitTarget(path, fi), sum: nestedGitSum(path, fi)}
@@ -146,9 +170,13 @@ func (g *GitlinkGuard) Check() []string {
 			}
 		}
 		for _, ix := range gitIndexFiles(gitdir) {
-			links, err := checkedIndexGitlinks(ix, gitHashLen(gitdir))
+			var entries []indexEntry
+			links, err := checkedIndexGitlinks(ix, gitHashLen(gitdir), func(e indexEntry) { entries = append(entries, e) })
 			if errors.Is(err, fs.ErrNotExist) {
 				continue
+			}
+			if err == nil {
+				err = g.distrust(top, gitdir, entries)
 			}
 			if err != nil {
 				if to, rerr := quarantine(ix, ".agentbox-unreadable"); rerr == nil {
@@ -532,3 +560,52 @@ func sameSum(a, b string) bool { return a == b && b != nestedGitTooLarge }
 
 // maxNestedGitSum bounds what agentbox reads of one nested repository.
 const maxNestedGitSum = 8 << 20
+
+// distrust makes git look again at every file the command changed that
+// the index lists. git trusts an entry whose recorded size, times and
+// inode match the file without reading it, and a command that can write
+// the index can record a changed file's new stat data beside the old
+// object id: git status and git diff then show the file unchanged (a
+// Makefile it rewrote) while the worktree holds the command's version.
+// Resetting the file's times makes the stat data differ, so git reads the
+// file. An entry newly marked assume-unchanged or skip-worktree (git never
+// looks at those files) is an error: the index is then moved aside.
+func (g *GitlinkGuard) distrust(top, gitdir string, entries []indexEntry) error {
+	for _, e := range entries {
+		if e.Hidden && !g.hidden[gitdir][e.Path] {
+			return fmt.Errorf("%s is newly marked assume-unchanged or skip-worktree, which hides its changes from git status", e.Path)
+		}
+	}
+	if g.Stamps == nil {
+		if len(entries) > 0 {
+			return errors.New("agentbox cannot check its entries' file times on this system")
+		}
+		return nil
+	}
+	realDir := map[string]bool{top: true}
+	var isRealDir func(string) bool
+	isRealDir = func(d string) bool {
+		if v, ok := realDir[d]; ok {
+			return v
+		}
+		fi, err := os.Lstat(d)
+		v := err == nil && fi.IsDir() && d != filepath.Dir(d) && isRealDir(filepath.Dir(d))
+		realDir[d] = v
+		return v
+	}
+	for _, e := range entries {
+		if e.Mode>>12 == 0o16 { // gitlinks: checked above
+			continue
+		}
+		p := filepath.Join(top, filepath.FromSlash(e.Path))
+		// git does not follow symlinks on the way to an entry, and
+		// neither does agentbox: it only touches the worktree.
+		if !isRealDir(filepath.Dir(p)) || !g.Stamps.ChangedSince(p, g.start) {
+			continue
+		}
+		if err := g.Stamps.Touch(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("resetting the times of %s, which the command changed: %w", p, err)
+		}
+	}
+	return nil
+}

@@ -76,7 +76,7 @@ func start(c *Cmd) (process, error) {
 		cmd.WaitDelay = c.WaitDelay
 	}
 	// Before the command can write an index: the submodules it holds now.
-	gl := policy.NewGitlinkGuard(pol)
+	gl := newGitlinkGuard(pol)
 	g, err := startGroup(cmd, c.Stdin, c.Stdout, c.Stderr, cmd.WaitDelay)
 	if err != nil {
 		if proxy != nil {

@@ -48,7 +48,7 @@ func start(c *Cmd) (process, error) {
 		return nil, &StartError{Code: CodeSandboxFailure, Err: err}
 	}
 	// Before the command can write an index: the submodules it holds now.
-	gl := policy.NewGitlinkGuard(pol)
+	gl := newGitlinkGuard(pol)
 	base := *spec
 	cl, err := applyCaches(pol, spec, true)
 	if err != nil {

@@ -73,7 +73,7 @@ func newSession(pol *policy.Policy) (sessionImpl, error) {
 func (l *linuxSession) start(c *Cmd) (process, error) {
 	// Each command's git writes are checked when it ends (a lone run's
 	// are when the run does).
-	gl := policy.NewGitlinkGuard(l.pol)
+	gl := newGitlinkGuard(l.pol)
 	p, err := l.z.Start(c.Path, c.Args, c.Env, c.workDir(), c.stdio())
 	if err != nil {
 		var se *StartError

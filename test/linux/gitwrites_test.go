@@ -376,3 +376,65 @@ func TestGitWritesIndexPaths(t *testing.T) {
 		}
 	})
 }
+
+// TestGitWritesForgedIndex: git trusts an index entry whose recorded stat
+// data matches the file, without reading it. A command that can write the
+// index can rewrite a tracked file and record its new stat data beside the
+// old object id, or mark it assume-unchanged or skip-worktree: the user's
+// git status and git diff then show nothing while the file is the
+// command's. After the run git must see the change.
+func TestGitWritesForgedIndex(t *testing.T) {
+	needPython(t)
+	forEachUser(t, func(t *testing.T, u *testUser) {
+		fx := newFixture(t, u)
+		repo := gitRepo(t, fx)
+		cfg := filepath.Join(fx.dir, "git.toml")
+		writeFile(t, cfg, "[sandbox_workspace_write]\nallow_git_writes = true\n")
+		forge := filepath.Join(fx.dir, "forge.py")
+		// Copies f.txt's stat data into its (first) index entry; git keeps
+		// the old object id. Version 2 index, SHA-1.
+		writeFile(t, forge, `import hashlib, os, struct
+d = bytearray(open(".git/index", "rb").read())
+st = os.stat("f.txt")
+struct.pack_into(">6I", d, 12, int(st.st_ctime), st.st_ctime_ns % 10**9, int(st.st_mtime), st.st_mtime_ns % 10**9, st.st_dev & 0xffffffff, st.st_ino & 0xffffffff)
+struct.pack_into(">I", d, 12 + 36, st.st_size)
+body = bytes(d[:-20])
+open(".git/index", "wb").write(body + hashlib.sha1(body).digest())
+`)
+		chownR(t, fx.dir, u)
+		o := runOpts{dir: repo, env: fx.env(), timeout: 60e9}
+		for _, variant := range []string{"stat", "assume-unchanged", "skip-worktree"} {
+			// Same length as "one\n", so only the content differs;
+			// the sleep takes the file out of git's racy window.
+			script := "set -e\nprintf 'PWN\\n' > f.txt\nsleep 1.2\n"
+			switch variant {
+			case "stat":
+				script += python + " " + forge + "\n"
+			default:
+				script += "git update-index --" + variant + " f.txt\n"
+			}
+			script += "test -z \"$(git status --porcelain)\"\necho PLANTED\n"
+			r := runWith(t, u, o, "run", "-C", repo, "--config", cfg, "--", "/bin/sh", "-c", script)
+			if !strings.Contains(r.stdout, "PLANTED") {
+				t.Fatalf("%s: the plant did not run (git status inside must show nothing): %v", variant, r)
+			}
+			if h := host(t, u, o, "git", "status", "--porcelain"); !strings.Contains(h.stdout, "f.txt") {
+				t.Errorf("%s: host git status does not show the command's change to f.txt: %v", variant, h)
+			}
+			// A forged stat is made untrusted (the diff shows the new
+			// content); a hiding flag gets the index moved aside (git
+			// then shows f.txt deleted from the index and untracked).
+			want := "+PWN"
+			if variant != "stat" {
+				want = "f.txt"
+			}
+			if h := host(t, u, o, "git", "diff", "HEAD"); !strings.Contains(h.stdout, want) {
+				t.Errorf("%s: host git diff HEAD does not show the command's change to f.txt: %v", variant, h)
+			}
+			// Back to a clean tree for the next variant.
+			for _, args := range [][]string{{"reset", "-q"}, {"update-index", "--no-assume-unchanged", "--no-skip-worktree", "f.txt"}, {"checkout", "-q", "f.txt"}} {
+				host(t, u, o, "git", args...)
+			}
+		}
+	})
+}
