@@ -28,7 +28,6 @@ import (
 // before the run, holding each open so that its inode cannot be reused,
 // and moves aside each one that is new after the run.
 type GitlinkGuard struct {
-	roots  []string
 	before map[string]map[string]bool // git directory -> gitlink paths
 	nested map[string]map[string]nestedGit
 	links  map[string]map[string]string // git directory -> its symlinks' targets
@@ -67,7 +66,7 @@ func NewGitlinkGuard(p *Policy) *GitlinkGuard {
 	if !p.AllowGitWrites || p.Mode != WorkspaceWrite {
 		return nil
 	}
-	g := &GitlinkGuard{roots: p.WritableRoots, before: map[string]map[string]bool{}, nested: map[string]map[string]nestedGit{}, links: map[string]map[string]string{}, repl: map[string]map[string]string{}, seq: map[string]map[string]string{},
+	g := &GitlinkGuard{before: map[string]map[string]bool{}, nested: map[string]map[string]nestedGit{}, links: map[string]map[string]string{}, repl: map[string]map[string]string{}, seq: map[string]map[string]string{},
 		hidden: map[string]map[string]bool{}, start: time.Now().Add(-2 * time.Second)}
 	for _, pr := range p.Protected {
 		if !GitWritableDir(pr) {
@@ -200,22 +199,20 @@ func (g *GitlinkGuard) Check() []string {
 }
 
 // neutralize moves aside the .git that git would use for the new gitlink
-// l of the worktree top. git follows symlinks to it, so agentbox does too,
-// but only acts inside the writable roots: anything else the command
-// could not have written.
+// l of the worktree top (itself a symlink, possibly: git follows that one).
 func (g *GitlinkGuard) neutralize(top, l string) string {
-	dir, err := filepath.EvalSymlinks(filepath.Join(top, filepath.FromSlash(l)))
-	if err != nil {
-		return ""
-	}
-	inRoot := false
-	for _, r := range g.roots {
-		if Within(dir, r) {
-			inRoot = true
+	// git refuses a submodule path with a symlink on the way ("expected
+	// submodule path not to be a symbolic link"), so agentbox does not
+	// follow one either: it would rename a .git elsewhere.
+	dir := top
+	for _, c := range strings.Split(l, "/") {
+		dir = filepath.Join(dir, c)
+		if fi, err := os.Lstat(dir); err != nil || !fi.IsDir() {
+			return ""
 		}
 	}
 	dotgit := filepath.Join(dir, ".git")
-	if _, err := os.Lstat(dotgit); err != nil || !inRoot {
+	if _, err := os.Lstat(dotgit); err != nil {
 		return ""
 	}
 	to, err := quarantine(dotgit, ".agentbox-quarantine")

@@ -205,6 +205,13 @@ git update-index --add --cacheinfo 160000,$(git -C ` + sub + ` rev-parse HEAD),`
 				}
 			}
 		}
+		// A gitlink at a symlink to the user's repository: git refuses
+		// it, and agentbox must not rename the .git it leads to.
+		r := runWith(t, u, o, "run", "-C", repo, "--config", cfg, "--", "/bin/sh", "-c",
+			"ln -s mine sub-link && git update-index --add --cacheinfo 160000,$(git rev-parse HEAD),sub-link && echo PLANTED")
+		if !strings.Contains(r.stdout, "PLANTED") {
+			t.Fatalf("symlink: the plant did not run: %v", r)
+		}
 		if !exists(filepath.Join(repo, "mine", ".git", "HEAD")) {
 			t.Errorf("the user's own nested repository was moved aside")
 		}
