@@ -86,7 +86,7 @@ func NewGitlinkGuard(p *Policy) *GitlinkGuard {
 		g.before[pr.Path] = set
 		g.hidden[pr.Path] = hidden
 		found := map[string]nestedGit{}
-		walkNestedGits(filepath.Dir(pr.Path), func(path string, fi os.FileInfo) {
+		walkNestedGits(filepath.Dir(pr.Path), false, func(path string, fi os.FileInfo) {
 			n := nestedGit{fi: fi, target: nestedGitTarget(path, fi), sum: nestedGitSum(path, fi)}
 			if fi.Mode()&fs.ModeSymlink == 0 && len(found) < maxHeldGits {
 				if f, err := os.Open(path); err == nil {
@@ -101,14 +101,14 @@ func NewGitlinkGuard(p *Policy) *GitlinkGuard {
 		})
 		g.nested[pr.Path] = found
 		links := map[string]string{}
-		walkGitDirOdd(pr.Path, func(path string, fi os.FileInfo) {
+		walkGitDirOdd(pr.Path, false, func(path string, fi os.FileInfo) {
 			if fi.Mode()&fs.ModeSymlink != 0 {
 				links[path], _ = os.Readlink(path)
 			}
 		})
 		g.links[pr.Path] = links
 		g.repl[pr.Path] = replaceRefs(pr.Path)
-		g.seq[pr.Path] = sequencerState(pr.Path)
+		g.seq[pr.Path] = sequencerState(pr.Path, false)
 	}
 	if len(g.before) == 0 {
 		return nil
@@ -129,7 +129,7 @@ func (g *GitlinkGuard) Check() []string {
 	for gitdir, before := range g.before {
 		top := filepath.Dir(gitdir)
 		old := g.nested[gitdir]
-		warn := walkNestedGits(top, func(path string, fi os.FileInfo) {
+		warn := walkNestedGits(top, true, func(path string, fi os.FileInfo) {
 			if n, ok := old[path]; ok && os.SameFile(n.fi, fi) && n.target == nestedGitTarget(path, fi) &&
 				(n.f != nil || fi.Mode()&fs.ModeSymlink != 0) && sameSum(n.sum, nestedGitSum(path, fi)) {
 				return // the one that was there (held open: not a reused inode)
@@ -148,7 +148,7 @@ func (g *GitlinkGuard) Check() []string {
 		// logs/HEAD pointing at ~/.bashrc would have the user's next
 		// checkout append a branch name the command chose to it.
 		oldLinks := g.links[gitdir]
-		warn = walkGitDirOdd(gitdir, func(path string, fi os.FileInfo) {
+		warn = walkGitDirOdd(gitdir, true, func(path string, fi os.FileInfo) {
 			if t, ok := oldLinks[path]; ok && fi.Mode()&fs.ModeSymlink != 0 {
 				if now, _ := os.Readlink(path); now == t {
 					return
@@ -299,9 +299,9 @@ func nestedGitTarget(path string, fi os.FileInfo) string {
 // symlinks and not descending into git directories; top's own .git is
 // skipped. It returns a message for each directory it could not read: git,
 // running as the same user, may still reach a .git beneath it by path.
-func walkNestedGits(top string, fn func(path string, fi os.FileInfo)) []string {
+func walkNestedGits(top string, after bool, fn func(path string, fi os.FileInfo)) []string {
 	var warn []string
-	filepath.WalkDir(top, func(path string, d fs.DirEntry, err error) error {
+	walkTree(top, after, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			if path != top {
 				warn = append(warn, fmt.Sprintf("allow_git_writes: could not look for git repositories the command made in %s: %v; do not run git in %s before you check it", path, err, top))
@@ -328,9 +328,9 @@ func walkNestedGits(top string, fn func(path string, fi os.FileInfo)) []string {
 // is neither a regular file nor a directory (git makes neither symlinks
 // nor anything else there), not following symlinks. It returns a message
 // for each directory it could not read.
-func walkGitDirOdd(gitdir string, fn func(path string, fi os.FileInfo)) []string {
+func walkGitDirOdd(gitdir string, after bool, fn func(path string, fi os.FileInfo)) []string {
 	var warn []string
-	filepath.WalkDir(gitdir, func(path string, d fs.DirEntry, err error) error {
+	walkTree(gitdir, after, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			if path != gitdir {
 				warn = append(warn, fmt.Sprintf("allow_git_writes: could not check %s for symlinks the command made: %v; do not run git in %s before you check it", path, err, filepath.Dir(gitdir)))
@@ -456,11 +456,11 @@ var sequencerDirs = []string{"rebase-merge", "rebase-apply", "sequencer"}
 const maxSequencerState = 16 << 20
 
 // sequencerState reads the sequencer directories' files, by path.
-func sequencerState(gitdir string) map[string]string {
+func sequencerState(gitdir string, after bool) map[string]string {
 	out := map[string]string{}
 	total := 0
 	for _, d := range sequencerDirs {
-		filepath.WalkDir(filepath.Join(gitdir, d), func(path string, e fs.DirEntry, err error) error {
+		walkTree(filepath.Join(gitdir, d), after, func(path string, e fs.DirEntry, err error) error {
 			if err != nil {
 				return nil
 			}
@@ -485,7 +485,7 @@ func sequencerState(gitdir string) map[string]string {
 // made or changed, so that no continue runs a todo list it wrote. An
 // interrupted operation the user had, left alone by the command, stays.
 func quarantineSequencer(gitdir string, before map[string]string) []string {
-	after := sequencerState(gitdir)
+	after := sequencerState(gitdir, true)
 	var msgs []string
 	for _, d := range sequencerDirs {
 		dir := filepath.Join(gitdir, d)
@@ -605,4 +605,27 @@ func (g *GitlinkGuard) distrust(top, gitdir string, entries []indexEntry) error 
 		}
 	}
 	return nil
+}
+
+// walkTree is filepath.WalkDir; after the run (after), a directory the
+// command left unreadable is made readable (u+rx) and walked: git, running
+// as the same user, needs only search permission to reach what lies inside
+// by path (a rebase-merge/git-rebase-todo, a sub/.git), so agentbox must
+// see it too. Before the run the user's tree is walked as it is.
+func walkTree(root string, after bool, fn fs.WalkDirFunc) {
+	retried := map[string]bool{}
+	var walk func(string)
+	walk = func(r string) {
+		filepath.WalkDir(r, func(path string, d fs.DirEntry, err error) error {
+			if err != nil && after && d != nil && d.IsDir() && errors.Is(err, fs.ErrPermission) && !retried[path] {
+				retried[path] = true
+				if fi, lerr := os.Lstat(path); lerr == nil && fi.IsDir() && os.Chmod(path, fi.Mode().Perm()|0o500) == nil {
+					walk(path)
+					return nil
+				}
+			}
+			return fn(path, d, err)
+		})
+	}
+	walk(root)
 }

@@ -146,8 +146,14 @@ func TestGitWritesPlantedSubmodule(t *testing.T) {
 		if r := host(t, u, o, "git", "init", "-q", "mine"); r.code != 0 {
 			t.Fatalf("git init mine: %v", r)
 		}
-		for _, variant := range []string{"dir", "file", "commit", "branch", "replace", "rewrite"} {
+		for _, variant := range []string{"dir", "file", "commit", "branch", "replace", "rewrite", "unreadable"} {
 			sub := "sub-" + variant
+			if variant == "unreadable" {
+				// Below a directory the command leaves without read
+				// permission: git, as the same user, still reaches
+				// locked/sub-unreadable/.git by path.
+				sub = "locked/" + sub
+			}
 			plant := `git init -q ` + sub + ` && git -C ` + sub + ` -c user.email=a@b -c user.name=a commit -q --allow-empty -m s`
 			switch variant {
 			case "rewrite":
@@ -167,10 +173,10 @@ func TestGitWritesPlantedSubmodule(t *testing.T) {
 				}
 				plant = "rm -rf " + sub + "/.git && " + plant
 				fallthrough
-			case "branch":
+			case "branch", "unreadable":
 				// Nothing in the index at the end: the gitlink waits in
 				// a branch for the user to merge.
-				plant = "git checkout -qb feat-" + sub + " && " + plant
+				plant = "git checkout -qb feat-" + filepath.Base(sub) + " && mkdir -p " + filepath.Dir(sub) + " && " + plant
 			case "file":
 				// A .git file naming a gitdir the command made elsewhere.
 				plant = `git init -q --separate-git-dir=.hidden-` + sub + ` ` + sub + ` && git -C ` + sub + ` -c user.email=a@b -c user.name=a commit -q --allow-empty -m s`
@@ -183,8 +189,11 @@ git update-index --add --cacheinfo 160000,$(git -C ` + sub + ` rev-parse HEAD),`
 			switch variant {
 			case "commit":
 				script += "git commit -qm sub\n"
-			case "branch", "replace", "rewrite":
+			case "branch", "replace", "rewrite", "unreadable":
 				script += "git commit -qm sub && git rm -q --cached " + sub + " && git checkout -q main\n"
+			}
+			if variant == "unreadable" {
+				script += "chmod 311 locked\n"
 			}
 			script += "echo PLANTED\n"
 			r := runWith(t, u, o, "run", "-C", repo, "--config", cfg, "--", "/bin/sh", "-c", script)
@@ -195,8 +204,8 @@ git update-index --add --cacheinfo 160000,$(git -C ` + sub + ` rev-parse HEAD),`
 				t.Errorf("%s: no message names the planted submodule moved aside: %v", variant, r)
 			}
 			steps := [][]string{{"status"}, {"diff", "HEAD"}, {"commit", "-qam", "x", "--allow-empty"}}
-			if variant == "branch" || variant == "replace" || variant == "rewrite" {
-				steps = append([][]string{{"merge", "-q", "feat-" + sub}}, steps...)
+			if variant == "branch" || variant == "replace" || variant == "rewrite" || variant == "unreadable" {
+				steps = append([][]string{{"merge", "-q", "feat-" + filepath.Base(sub)}}, steps...)
 			}
 			for _, args := range steps {
 				host(t, u, o, "git", args...)
