@@ -29,6 +29,28 @@ const (
 // keeps most entries in $GIT_DIR/sharedindex.<id>: the caller reads those
 // files as well.
 func indexGitlinks(path string, hashLen int) ([]string, error) {
+	return readIndexGitlinks(path, hashLen, false, nil)
+}
+
+// checkedIndexGitlinks is indexGitlinks for an index the sandboxed command
+// may have written: it also fails on an entry whose path git must never
+// write (see [safeIndexPath]). git does not check the paths of an index
+// it reads, and `git checkout .` or `git restore .` writes an entry
+// "../../.bashrc" outside the worktree.
+func checkedIndexGitlinks(path string, hashLen int, each func(indexEntry)) ([]string, error) {
+	return readIndexGitlinks(path, hashLen, true, each)
+}
+
+// indexEntry is what the guard after a run needs of one index entry.
+type indexEntry struct {
+	Path string
+	Mode uint32
+	// Hidden: marked assume-unchanged (CE_VALID) or skip-worktree,
+	// either of which makes git status skip the file's worktree copy.
+	Hidden bool
+}
+
+func readIndexGitlinks(path string, hashLen int, strict bool, each func(indexEntry)) ([]string, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
@@ -39,7 +61,7 @@ func indexGitlinks(path string, hashLen int) ([]string, error) {
 	} else if !fi.Mode().IsRegular() {
 		return nil, fmt.Errorf("%s is not a regular file", path)
 	}
-	links, err := parseIndexGitlinks(bufio.NewReaderSize(f, 16<<10), hashLen)
+	links, err := parseIndex(bufio.NewReaderSize(f, 16<<10), hashLen, strict, each)
 	if err != nil {
 		return nil, fmt.Errorf("git index %s: %w", path, err)
 	}
@@ -49,6 +71,12 @@ func indexGitlinks(path string, hashLen int) ([]string, error) {
 var errIndexTruncated = errors.New("truncated")
 
 func parseIndexGitlinks(r *bufio.Reader, hashLen int) ([]string, error) {
+	return parseIndex(r, hashLen, false, nil)
+}
+
+// parseIndex returns the gitlinks; strict, it fails on an unsafe path.
+// each, if not nil, is called for every entry.
+func parseIndex(r *bufio.Reader, hashLen int, strict bool, each func(indexEntry)) ([]string, error) {
 	if hashLen != 20 && hashLen != 32 {
 		return nil, fmt.Errorf("unsupported object id length %d", hashLen)
 	}
@@ -124,6 +152,16 @@ func parseIndexGitlinks(r *bufio.Reader, hashLen int) ([]string, error) {
 					return nil, errIndexTruncated
 				}
 			}
+		}
+		if each != nil {
+			hidden := flags&0x8000 != 0 // CE_VALID
+			if n > fixed && binary.BigEndian.Uint16(buf[fixed:fixed+2])&0x4000 != 0 {
+				hidden = true // CE_SKIP_WORKTREE
+			}
+			each(indexEntry{Path: string(name), Mode: mode, Hidden: hidden})
+		}
+		if strict && !safeIndexPath(string(name)) {
+			return nil, fmt.Errorf("entry %d: unsafe path %q (git would write it outside the worktree or into .git)", i, name)
 		}
 		if mode>>12 == 0o16 { // S_IFGITLINK
 			if len(links) >= maxGitlinks {

@@ -96,6 +96,7 @@ func startElevatedCmd(c *Cmd) (process, error) {
 	}
 	// No network variables: the firewall enforces the policy. Cancellation
 	// goes through Cmd, which calls Kill on the adapter below.
+	gl := newGitlinkGuard(pol)
 	p, err := elevated.Start(context.Background(), elevated.Spec{
 		Network: pol.Network,
 		Path:    path, Args: c.Args, Dir: c.workDir(), Env: env,
@@ -113,7 +114,7 @@ func startElevatedCmd(c *Cmd) (process, error) {
 	if !p.JobUI && p.Job != "" {
 		c.diag("%s", p.Job)
 	}
-	return &elevatedProcess{p: p}, nil
+	return withGitlinkGuard(&elevatedProcess{p: p}, gl, c), nil
 }
 
 // checkFirewall is winsetup.CheckFirewall; tests replace it.

@@ -47,6 +47,8 @@ func start(c *Cmd) (process, error) {
 		ph.Release()
 		return nil, &StartError{Code: CodeSandboxFailure, Err: err}
 	}
+	// Before the command can write an index: the submodules it holds now.
+	gl := newGitlinkGuard(pol)
 	base := *spec
 	cl, err := applyCaches(pol, spec, true)
 	if err != nil {
@@ -86,7 +88,7 @@ func start(c *Cmd) (process, error) {
 		}
 		return nil, &StartError{Code: CodeSandboxFailure, Err: err}
 	}
-	return &linuxProcess{p: p, ph: ph, proxy: proxy, cl: cl, git: git}, nil
+	return &linuxProcess{p: p, ph: ph, proxy: proxy, cl: cl, git: git, gl: gl, diag: c.diag}, nil
 }
 
 // degradedEgress starts the allow-list proxy on the host's loopback for a
@@ -203,6 +205,8 @@ type linuxProcess struct {
 	proxy *netproxy.Server // nil without an allow-list
 	cl    *linux.CacheLayers
 	git   *linux.GitHeld
+	gl    *policy.GitlinkGuard // nil without allow_git_writes
+	diag  func(format string, args ...any)
 }
 
 func (l *linuxProcess) Wait() (*Status, error) {
@@ -215,6 +219,11 @@ func (l *linuxProcess) Wait() (*Status, error) {
 	l.ph.Release()
 	l.cl.Release()
 	l.git.Release()
+	// The command is gone: no submodule it planted is left for the
+	// user's next git to recurse into.
+	for _, m := range l.gl.Check() {
+		l.diag("%s", m)
+	}
 	if err != nil {
 		return nil, err
 	}

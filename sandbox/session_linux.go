@@ -16,6 +16,7 @@ type linuxSession struct {
 	ph  *linux.Placeholders
 	git *linux.GitHeld
 	cl  *linux.CacheLayers
+	pol *policy.Policy
 }
 
 func newSession(pol *policy.Policy) (sessionImpl, error) {
@@ -66,10 +67,13 @@ func newSession(pol *policy.Policy) (sessionImpl, error) {
 		}
 		return nil, &StartError{Code: CodeSandboxFailure, Err: err}
 	}
-	return &linuxSession{z: z, ph: ph, git: git, cl: cl}, nil
+	return &linuxSession{z: z, ph: ph, git: git, cl: cl, pol: pol}, nil
 }
 
 func (l *linuxSession) start(c *Cmd) (process, error) {
+	// Each command's git writes are checked when it ends (a lone run's
+	// are when the run does).
+	gl := newGitlinkGuard(l.pol)
 	p, err := l.z.Start(c.Path, c.Args, c.Env, c.workDir(), c.stdio())
 	if err != nil {
 		var se *StartError
@@ -78,7 +82,7 @@ func (l *linuxSession) start(c *Cmd) (process, error) {
 		}
 		return nil, &StartError{Code: CodeSandboxFailure, Err: err}
 	}
-	return &sessionProcess{p}, nil
+	return withGitlinkGuard(&sessionProcess{p}, gl, c), nil
 }
 
 func (l *linuxSession) close() error {

@@ -464,3 +464,41 @@ func TestSessionStdioHostFiles(t *testing.T) {
 		t.Errorf("the command changed the host's /dev/null: %v", fi.Mode())
 	}
 }
+
+// TestSessionGitWritesChecked: with allow_git_writes, what a session's
+// command leaves in .git is checked when that command ends, as after a
+// lone run: a symlink it planted at logs/HEAD (git would append reflogs
+// through it) is gone before the next command.
+func TestSessionGitWritesChecked(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("no git on this machine")
+	}
+	dir := t.TempDir()
+	if out, err := exec.Command("git", "init", "-q", dir).CombinedOutput(); err != nil {
+		t.Fatalf("git init: %v: %s", err, out)
+	}
+	pol, ws := testPolicyAt(t, dir)
+	pol.AllowGitWrites = true
+	s, err := NewSession(pol)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.impl == nil {
+		t.Fatal("no session sandbox on this machine (user namespaces unavailable?)")
+	}
+	defer s.Close()
+	outside := filepath.Join(t.TempDir(), "bashrc")
+	var diag bytes.Buffer
+	c := sh(s, "mkdir -p .git/logs && ln -s "+outside+" .git/logs/HEAD && echo PLANTED")
+	c.Diagnostics = &diag
+	out, err := c.Output()
+	if err != nil || !strings.Contains(string(out), "PLANTED") {
+		t.Fatalf("plant: %v %q", err, out)
+	}
+	if _, err := os.Lstat(filepath.Join(ws, ".git", "logs", "HEAD")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the planted logs/HEAD symlink is still there after the command: %v", err)
+	}
+	if !strings.Contains(diag.String(), "logs/HEAD") {
+		t.Errorf("no message names the removed symlink: %q", diag.String())
+	}
+}
