@@ -195,3 +195,42 @@ func TestStickyRootMetadata(t *testing.T) {
 		}
 	})
 }
+
+// TestNoSetidFilesLeftBehind: a set-user-ID copy of a shell left in the
+// workspace would, once the run is over, let any local user who can reach
+// it run a shell as the command's user (root, for a root run). None can be
+// made: not by chmod, by the mode of a new file, nor by mknod.
+func TestNoSetidFilesLeftBehind(t *testing.T) {
+	script := `cd "$WS"
+cp /bin/sh rootsh && chmod 4755 rootsh
+cp /bin/sh gsh && chmod g+s gsh
+install -m 4755 /bin/sh ish
+python3 -c 'import os; os.close(os.open("osh", os.O_CREAT|os.O_WRONLY, 0o4755))' 2>/dev/null
+echo done`
+	forEachUser(t, func(t *testing.T, u *testUser) {
+		ctl := newFixture(t, u)
+		host(t, u, runOpts{dir: ctl.ws, env: ctl.env()}, "/bin/sh", "-c", script)
+		if fi, err := os.Stat(filepath.Join(ctl.ws, "rootsh")); err != nil || fi.Mode()&os.ModeSetuid == 0 {
+			t.Fatalf("control: the script made no setuid file on the host (%v); the test is broken", err)
+		}
+		fx := newFixture(t, u)
+		r := sandboxed(t, fx, nil, script)
+		if !strings.Contains(r.stdout, "done") {
+			t.Fatalf("script did not run to the end: %v", r)
+		}
+		for _, name := range []string{"rootsh", "gsh", "ish", "osh"} {
+			fi, err := os.Lstat(filepath.Join(fx.ws, name))
+			if err != nil {
+				continue // not made at all: fine
+			}
+			if fi.Mode()&(os.ModeSetuid|os.ModeSetgid) != 0 {
+				t.Errorf("BREACH: %s left with mode %v on the host\n%v", name, fi.Mode(), r)
+			}
+		}
+		// Ordinary modes still work.
+		r = sandboxed(t, fx, nil, `cd "$WS" && touch plain && chmod 0750 plain && stat -c %a plain`)
+		if !strings.Contains(r.stdout, "750") {
+			t.Errorf("chmod 0750 inside the workspace failed: %v", r)
+		}
+	})
+}

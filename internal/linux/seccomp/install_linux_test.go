@@ -396,6 +396,7 @@ func TestSyscallNumbersMatchHost(t *testing.T) {
 		"removexattr": unix.SYS_REMOVEXATTR, "lremovexattr": unix.SYS_LREMOVEXATTR, "fremovexattr": unix.SYS_FREMOVEXATTR,
 		"setxattrat": unix.SYS_SETXATTRAT, "removexattrat": unix.SYS_REMOVEXATTRAT, "file_setattr": unix.SYS_FILE_SETATTR,
 		"prlimit64": unix.SYS_PRLIMIT64,
+		"openat":    unix.SYS_OPENAT, "mknodat": unix.SYS_MKNODAT, "openat2": unix.SYS_OPENAT2,
 	}
 	for name, nr := range archOnlyNumbers {
 		host[name] = nr

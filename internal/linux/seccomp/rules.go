@@ -148,6 +148,11 @@ type Rule struct {
 	Action  Action
 	// Why is a short reason, shown by diagnostics.
 	Why string
+	// Legacy marks a syscall that only some architectures have (the old
+	// non-*at forms such as open and chmod exist on amd64, not arm64):
+	// the rule is skipped where the table has no number for it. Other
+	// rules without a number are an error, so a typo cannot drop one.
+	Legacy bool
 }
 
 func (r Rule) String() string {
@@ -171,6 +176,10 @@ const (
 
 	tiocsti   = 0x5412
 	tioclinux = 0x541C
+
+	setidBits = 0o6000     // S_ISUID | S_ISGID
+	oCreat    = 0o100      // O_CREAT (amd64 and arm64 alike)
+	oTmpfile  = 0o20000000 // __O_TMPFILE
 
 	afUnix    = 1
 	afInet    = 2
@@ -246,6 +255,26 @@ var baseRules = []Rule{
 	// pid 0; the pid is a pid_t, so its low word is all of it.
 	{Syscall: "prlimit64", Match: NoneOf{Arg: 0, Values: []uint32{0}}, Action: ActEPERM,
 		Why: "change or read the resource limits of another process"},
+}
+
+// setidRules keep the command from leaving a set-user-ID or set-group-ID
+// file behind: once the run is over, any local user who can reach the
+// workspace would run it as the command's user (as root, for a root run).
+// Inside the sandbox no_new_privs makes the bits inert anyway. A setgid
+// directory is refused too; BPF cannot tell it from a file. openat2 takes
+// its mode in a struct out of BPF's reach: ENOSYS makes callers fall back
+// to openat.
+var setidRules = []Rule{
+	{Syscall: "chmod", Match: AnyBitSet{Arg: 1, Bits: setidBits}, Action: ActEPERM, Why: "setuid/setgid files outlive the sandbox", Legacy: true},
+	{Syscall: "fchmod", Match: AnyBitSet{Arg: 1, Bits: setidBits}, Action: ActEPERM, Why: "setuid/setgid files outlive the sandbox"},
+	{Syscall: "fchmodat", Match: AnyBitSet{Arg: 2, Bits: setidBits}, Action: ActEPERM, Why: "setuid/setgid files outlive the sandbox"},
+	{Syscall: "fchmodat2", Match: AnyBitSet{Arg: 2, Bits: setidBits}, Action: ActEPERM, Why: "setuid/setgid files outlive the sandbox"},
+	{Syscall: "open", Match: All{AnyBitSet{Arg: 1, Bits: oCreat | oTmpfile}, AnyBitSet{Arg: 2, Bits: setidBits}}, Action: ActEPERM, Why: "setuid/setgid files outlive the sandbox", Legacy: true},
+	{Syscall: "openat", Match: All{AnyBitSet{Arg: 2, Bits: oCreat | oTmpfile}, AnyBitSet{Arg: 3, Bits: setidBits}}, Action: ActEPERM, Why: "setuid/setgid files outlive the sandbox"},
+	{Syscall: "creat", Match: AnyBitSet{Arg: 1, Bits: setidBits}, Action: ActEPERM, Why: "setuid/setgid files outlive the sandbox", Legacy: true},
+	{Syscall: "mknod", Match: AnyBitSet{Arg: 1, Bits: setidBits}, Action: ActEPERM, Why: "setuid/setgid files outlive the sandbox", Legacy: true},
+	{Syscall: "mknodat", Match: AnyBitSet{Arg: 2, Bits: setidBits}, Action: ActEPERM, Why: "setuid/setgid files outlive the sandbox"},
+	{Syscall: "openat2", Action: ActENOSYS, Why: "its mode is out of the filter's reach; callers fall back to openat"},
 }
 
 // inetRules confine sockets to AF_UNIX. socketpair is included although
@@ -341,7 +370,7 @@ var ipcRules = []Rule{
 // syscall number, so their order here does not matter. The slice is fresh;
 // callers may modify it.
 func Rules(opts Options) []Rule {
-	rules := append([]Rule(nil), baseRules...)
+	rules := append(append([]Rule(nil), baseRules...), setidRules...)
 	switch {
 	case opts.TCPOnly:
 		rules = append(rules, tcpOnlyRules...)

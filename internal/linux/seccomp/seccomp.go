@@ -127,6 +127,9 @@ func Build(archName string, rules []Rule) ([]bpf.RawInstruction, error) {
 	seen := make(map[string]bool)
 	for _, r := range rules {
 		nr, ok := arch.nr[r.Syscall]
+		if !ok && r.Legacy {
+			continue // this architecture has only the *at form
+		}
 		if !ok {
 			return nil, fmt.Errorf("seccomp: no %s syscall number for %q", archName, r.Syscall)
 		}

@@ -7,4 +7,5 @@ import "golang.org/x/sys/unix"
 var archOnlyNumbers = map[string]uintptr{
 	"chmod": unix.SYS_CHMOD, "chown": unix.SYS_CHOWN, "lchown": unix.SYS_LCHOWN,
 	"utime": unix.SYS_UTIME, "utimes": unix.SYS_UTIMES, "futimesat": unix.SYS_FUTIMESAT,
+	"open": unix.SYS_OPEN, "creat": unix.SYS_CREAT, "mknod": unix.SYS_MKNOD,
 }
