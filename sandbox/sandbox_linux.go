@@ -32,21 +32,11 @@ func start(c *Cmd) (process, error) {
 	if pol.Mode == policy.DangerFullAccess {
 		return startUnsandboxed(c)
 	}
-	state := stateDir()
-	if state != "" {
-		linux.SweepPlaceholders(state)
-	}
-	ph, err := linux.AcquirePlaceholders(linux.HeldDirs(pol), state)
+	ph, spec, git, err := prepareLinux(pol)
 	if err != nil {
-		return nil, &StartError{Code: CodeSandboxFailure, Err: err}
+		return nil, err
 	}
-	spec := linuxSpec(pol, ph)
 	spec.Path, spec.Argv, spec.Env, spec.Cwd = c.Path, c.Args, c.Env, c.workDir()
-	git, err := applyGitWrites(pol, spec, state)
-	if err != nil {
-		ph.Release()
-		return nil, &StartError{Code: CodeSandboxFailure, Err: err}
-	}
 	// Before the command can write an index: the submodules it holds now.
 	gl := newGitlinkGuard(pol)
 	base := *spec
@@ -127,6 +117,26 @@ func serveEgress(pol *policy.Policy, p *linux.Process) (*netproxy.Server, error)
 	go srv.ServeHTTPProxy(lns[0])
 	go srv.ServeSOCKS(lns[1])
 	return srv, nil
+}
+
+// prepareLinux is what a lone run and a session share before their
+// commands: stale placeholders swept, this policy's held (the caller
+// releases them with ph.Release), and the sandbox's spec with git writes
+// applied.
+func prepareLinux(pol *policy.Policy) (ph *linux.Placeholders, spec *linux.Spec, git *linux.GitHeld, err error) {
+	state := stateDir()
+	if state != "" {
+		linux.SweepPlaceholders(state)
+	}
+	if ph, err = linux.AcquirePlaceholders(linux.HeldDirs(pol), state); err != nil {
+		return nil, nil, nil, &StartError{Code: CodeSandboxFailure, Err: err}
+	}
+	spec = linuxSpec(pol, ph)
+	if git, err = applyGitWrites(pol, spec, state); err != nil {
+		ph.Release()
+		return nil, nil, nil, &StartError{Code: CodeSandboxFailure, Err: err}
+	}
+	return ph, spec, git, nil
 }
 
 // linuxSpec is the sandbox for pol, without the command: a lone run adds

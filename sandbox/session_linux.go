@@ -30,19 +30,9 @@ func newSession(pol *policy.Policy) (sessionImpl, error) {
 		// report.
 		return nil, nil
 	}
-	state := stateDir()
-	if state != "" {
-		linux.SweepPlaceholders(state)
-	}
-	ph, err := linux.AcquirePlaceholders(linux.HeldDirs(pol), state)
+	ph, spec, git, err := prepareLinux(pol)
 	if err != nil {
-		return nil, &StartError{Code: CodeSandboxFailure, Err: err}
-	}
-	spec := linuxSpec(pol, ph)
-	git, err := applyGitWrites(pol, spec, state)
-	if err != nil {
-		ph.Release()
-		return nil, &StartError{Code: CodeSandboxFailure, Err: err}
+		return nil, err
 	}
 	cl, err := applyCaches(pol, spec, true)
 	if err != nil {
