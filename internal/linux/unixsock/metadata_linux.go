@@ -151,22 +151,13 @@ func readTimes(mem int, addr uint64, kind timesKind) ([]unix.Timespec, unix.Errn
 func (s *Supervisor) gatherMeta(n *notif, m *metaReq) {
 	c := m.c
 	tid := int(n.Pid)
-	pidfd, err := pidfdOpen(tid)
-	if err != nil {
-		m.errno = unix.ESRCH
+	pidfd, mem, errno := s.openTarget(n)
+	if errno != 0 {
+		m.errno = errno
 		return
 	}
 	defer unix.Close(pidfd)
-	mem, err := unix.Open("/proc/"+strconv.Itoa(tid)+"/mem", unix.O_RDONLY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		m.errno = unix.EACCES // not dumpable: fail closed
-		return
-	}
 	defer unix.Close(mem)
-	if !s.valid(n.ID) {
-		m.errno = unix.ESRCH
-		return
-	}
 	flags := 0
 	if c.flags >= 0 {
 		flags = argInt(n, c.flags)
@@ -220,6 +211,7 @@ func (s *Supervisor) gatherMeta(n *notif, m *metaReq) {
 			return
 		}
 		m.byFd = true
+		var err error
 		if m.fd, err = unix.PidfdGetfd(pidfd, argInt(n, c.fd), 0); err != nil {
 			m.fd, m.errno = -1, errnoOf(err, unix.EBADF)
 			return

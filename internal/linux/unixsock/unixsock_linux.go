@@ -251,6 +251,30 @@ func errnoOf(err error, dflt unix.Errno) unix.Errno {
 	return dflt
 }
 
+// openTarget opens a pidfd and the memory of the thread that made the
+// notified call, and checks the notification is still valid: the tid could
+// have been reused between RECV and the opens, and once the notification
+// holds, the fds are the target's. A target out of reach (not dumpable)
+// gets EACCES: fail closed.
+func (s *Supervisor) openTarget(n *notif) (pidfd, mem int, errno unix.Errno) {
+	tid := int(n.Pid)
+	pidfd, err := pidfdOpen(tid)
+	if err != nil {
+		return -1, -1, unix.ESRCH
+	}
+	mem, err = unix.Open("/proc/"+strconv.Itoa(tid)+"/mem", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		unix.Close(pidfd)
+		return -1, -1, unix.EACCES
+	}
+	if !s.valid(n.ID) {
+		unix.Close(pidfd)
+		unix.Close(mem)
+		return -1, -1, unix.ESRCH
+	}
+	return pidfd, mem, 0
+}
+
 // gather runs on the installing thread: everything that needs ptrace
 // access to the target happens here.
 func (s *Supervisor) gather(n *notif) (g gathered) {
@@ -261,25 +285,13 @@ func (s *Supervisor) gather(n *notif) (g gathered) {
 		g.errno = unix.EINVAL
 		return
 	}
-	pidfd, err := pidfdOpen(tid)
-	if err != nil {
-		g.errno = unix.ESRCH
+	pidfd, mem, errno := s.openTarget(n)
+	if errno != 0 {
+		g.errno = errno
 		return
 	}
 	defer unix.Close(pidfd)
-	mem, err := unix.Open("/proc/"+strconv.Itoa(tid)+"/mem", unix.O_RDONLY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		// Not dumpable, or otherwise out of reach: fail closed.
-		g.errno = unix.EACCES
-		return
-	}
 	defer unix.Close(mem)
-	// The tid could have been reused between RECV and the opens above;
-	// once the notification is still valid, the fds are the target's.
-	if !s.valid(n.ID) {
-		g.errno = unix.ESRCH
-		return
-	}
 	g.addr = make([]byte, addrLen)
 	if addrLen > 0 {
 		k, err := unix.Pread(mem, g.addr, int64(n.Args[1]))
@@ -288,6 +300,7 @@ func (s *Supervisor) gather(n *notif) (g gathered) {
 			return
 		}
 	}
+	var err error
 	g.sock, err = unix.PidfdGetfd(pidfd, int(int32(uint32(n.Args[0]))), 0)
 	if err != nil {
 		g.sock = -1
