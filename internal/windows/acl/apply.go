@@ -377,9 +377,16 @@ func UserGuard(userSID string) ACE { return ACE{Deny: true, Mask: FileDeleteChil
 // GitDirGuard(userSID) from paths, and no other ACE of the user's,
 // returning the paths it changed.
 func RevokeUserGuards(st Store, paths []string, userSID string) ([]string, error) {
+	g, gd := UserGuard(userSID), GitDirGuard(userSID)
+	return editDACLs(st, paths, func(d *DACL) int { return d.RemoveACE(g) + d.RemoveACE(gd) })
+}
+
+// editDACLs applies edit, which returns how many ACEs it removed, to the
+// DACL of each path that exists, writes back the ones it changed and
+// returns them.
+func editDACLs(st Store, paths []string, edit func(*DACL) int) ([]string, error) {
 	var changed []string
 	var errs []error
-	g := UserGuard(userSID)
 	for _, p := range paths {
 		sddl, err := st.GetDACL(p)
 		if errors.Is(err, fs.ErrNotExist) {
@@ -394,7 +401,7 @@ func RevokeUserGuards(st Store, paths []string, userSID string) ([]string, error
 			errs = append(errs, fmt.Errorf("DACL of %s: %w", p, err))
 			continue
 		}
-		if d.RemoveACE(g)+d.RemoveACE(GitDirGuard(userSID)) == 0 {
+		if edit(d) == 0 {
 			continue
 		}
 		if err := st.SetDACL(p, d.Explicit(), d.Protected()); err != nil {
@@ -426,34 +433,14 @@ func Revoke(st Store, paths []string, sids ...string) ([]string, error) {
 			}
 		}
 	}
-	for _, p := range paths {
-		sddl, err := st.GetDACL(p)
-		if errors.Is(err, fs.ErrNotExist) {
-			continue
-		}
-		if err != nil {
-			errs = append(errs, fmt.Errorf("reading DACL of %s: %w", p, err))
-			continue
-		}
-		d, err := ParseDACL(sddl)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("DACL of %s: %w", p, err))
-			continue
-		}
+	more, err := editDACLs(st, paths, func(d *DACL) int {
 		n := 0
 		for _, s := range sids {
 			n += d.RemoveSID(s)
 		}
-		if n == 0 {
-			continue
-		}
-		if err := st.SetDACL(p, d.Explicit(), d.Protected()); err != nil {
-			errs = append(errs, fmt.Errorf("writing DACL of %s: %w", p, err))
-			continue
-		}
-		changed = append(changed, p)
-	}
-	return changed, errors.Join(errs...)
+		return n
+	})
+	return append(changed, more...), errors.Join(append(errs, err)...)
 }
 
 func removeSIDs(get func(string) (string, error), set func(string, string, bool) error, path string, sids []string) (int, error) {
