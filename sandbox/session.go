@@ -50,12 +50,16 @@ type Session struct {
 
 	mu     sync.Mutex
 	closed bool
+	ended  chan struct{} // closed by Close
 }
 
 // sessionImpl is a backend's prepared sandbox.
 type sessionImpl interface {
 	start(c *Cmd) (process, error)
 	close() error
+	// done is closed when the prepared sandbox has ended, expectedly or
+	// not.
+	done() <-chan struct{}
 }
 
 // ErrSessionClosed is returned by commands started after Close.
@@ -72,7 +76,18 @@ func NewSession(pol *policy.Policy) (*Session, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Session{pol: pol, impl: impl}, nil
+	return &Session{pol: pol, impl: impl, ended: make(chan struct{})}, nil
+}
+
+// Done is closed when the session can run no more commands: after Close,
+// or when its prepared sandbox died (killed from outside, say). A server
+// holding a session, such as `agentbox mcp`, ends then rather than fail
+// every later command.
+func (s *Session) Done() <-chan struct{} {
+	if s.impl != nil {
+		return s.impl.done()
+	}
+	return s.ended
 }
 
 // Policy is the policy every command of the session runs under.
@@ -116,6 +131,7 @@ func (s *Session) Close() error {
 		return nil
 	}
 	s.closed = true
+	close(s.ended)
 	s.mu.Unlock()
 	if s.impl == nil {
 		return nil

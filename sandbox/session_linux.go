@@ -75,6 +75,8 @@ func (l *linuxSession) start(c *Cmd) (process, error) {
 	return withGitlinkGuard(&sessionProcess{p}, gl, c), nil
 }
 
+func (l *linuxSession) done() <-chan struct{} { return l.z.Done() }
+
 func (l *linuxSession) close() error {
 	err := l.z.Close()
 	l.cl.Release()

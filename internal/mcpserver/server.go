@@ -97,8 +97,24 @@ func Serve(ctx context.Context, s *sandbox.Session, r io.Reader, w io.Writer, op
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	opts.base = ctx
+	// A session whose sandbox died would fail every later call: end the
+	// server instead, so the client sees it gone and can start another.
+	died := make(chan struct{})
+	go func() {
+		select {
+		case <-s.Done():
+			close(died)
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
 	t := &mcp.IOTransport{Reader: &eofCancel{r: r, cancel: cancel}, Writer: nopWriteCloser{w}}
 	err := New(s, opts).Run(ctx, t)
+	select {
+	case <-died:
+		return errors.New("the session's sandbox ended unexpectedly; start agentbox mcp again")
+	default:
+	}
 	if errors.Is(err, context.Canceled) || errors.Is(err, io.EOF) || errors.Is(err, mcp.ErrConnectionClosed) {
 		return nil
 	}

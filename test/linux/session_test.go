@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -484,6 +485,45 @@ func TestSessionToolCaches(t *testing.T) {
 		time.Sleep(500 * time.Millisecond)
 		if d := diffSnapshots(before, snapshot(t, fx.home), nil); len(d) > 0 {
 			t.Errorf("the host's cache changed:\n%s", strings.Join(d, "\n"))
+		}
+	})
+}
+
+// TestSessionSandboxKilled: when the session's sandbox dies under agentbox
+// mcp (killed from outside), the server ends instead of failing every
+// later call, so the client sees it gone and can start another.
+func TestSessionSandboxKilled(t *testing.T) {
+	forEachUser(t, func(t *testing.T, u *testUser) {
+		fx := newFixture(t, u)
+		cs, srv, _ := mcpServer(t, u, fx)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if _, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "run", Arguments: map[string]any{"command": []string{"true"}}}); err != nil {
+			t.Fatalf("first call: %v", err)
+		}
+		var zygote []string
+		for _, p := range procsWith("agentbox-init") {
+			pid, _, _ := strings.Cut(p, ":")
+			b, _ := os.ReadFile("/proc/" + pid + "/stat")
+			if f := strings.Fields(string(b)); len(f) > 3 && f[3] == fmt.Sprint(srv.Process.Pid) {
+				zygote = append(zygote, pid)
+			}
+		}
+		if len(zygote) != 1 {
+			t.Fatalf("the session's init is not agentbox mcp's child: %v", zygote)
+		}
+		pid, _ := strconv.Atoi(zygote[0])
+		syscall.Kill(pid, syscall.SIGKILL)
+		exited := func() bool {
+			b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", srv.Process.Pid))
+			if err != nil {
+				return true
+			}
+			f := strings.Fields(string(b))
+			return len(f) > 2 && f[2] == "Z"
+		}
+		if !waitFor(5*time.Second, exited) {
+			t.Fatal("agentbox mcp kept running after its session's sandbox died")
 		}
 	})
 }
