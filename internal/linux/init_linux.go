@@ -134,7 +134,8 @@ func RunInit() {
 	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
 		fail(exitcode.SandboxFailure, &os.SyscallError{Syscall: "prctl(PR_SET_DUMPABLE)", Err: err})
 	}
-	if err := lockDown(spec); err != nil {
+	wait4, err := lockDown(spec)
+	if err != nil {
 		fail(exitcode.SandboxFailure, fmt.Errorf("restricting the sandbox: %w", err))
 	}
 
@@ -199,7 +200,7 @@ func RunInit() {
 	// kills whatever the command left running.
 	for {
 		var ws unix.WaitStatus
-		wpid, err := wait4(-1, &ws, 0, nil) // see applyWalls
+		wpid, err := wait4(-1, &ws, 0, nil)
 		if errors.Is(err, unix.EINTR) {
 			continue
 		}

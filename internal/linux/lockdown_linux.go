@@ -28,30 +28,28 @@ func thisThread(option, arg2, arg3 uintptr) error {
 	return nil
 }
 
-// lockDown removes every way back to privilege before the command starts.
-func lockDown(spec *Spec) error {
+// lockDown removes every way back to privilege before the command starts,
+// and returns how to wait for the command once started.
+func lockDown(spec *Spec) (waitFunc, error) {
 	if err := thisThread(unix.PR_SET_NO_NEW_PRIVS, 1, 0); err != nil {
-		return &os.SyscallError{Syscall: "prctl(PR_SET_NO_NEW_PRIVS)", Err: err}
+		return nil, &os.SyscallError{Syscall: "prctl(PR_SET_NO_NEW_PRIVS)", Err: err}
 	}
 	// The init's other threads too (threads_linux.go); their securebits
 	// only where we may change them, as for this thread below.
 	haveSetpcap, err := raiseSetpcap()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if err := lockOtherThreads(haveSetpcap); err != nil {
-		return err
+		return nil, err
 	}
 	if err := dropCapabilities(); err != nil {
-		return err
+		return nil, err
 	}
 	if err := dropOtherThreads(); err != nil {
-		return err
+		return nil, err
 	}
-	if err := applyWalls(spec); err != nil {
-		return err
-	}
-	return nil
+	return applyWalls(spec)
 }
 
 func dropCapabilities() error {

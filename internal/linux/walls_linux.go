@@ -12,16 +12,17 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// wait4 is how RunInit waits for the command. With unix socket mediation
-// it is the supervisor's, which does the part of its work that must run
-// on this thread (the one the command is forked from) while it waits.
-var wait4 = unix.Wait4
+// waitFunc is how RunInit waits for the command: unix.Wait4, or with unix
+// socket mediation the supervisor's, which does the part of its work that
+// must run on this thread (the one the command is forked from) while it
+// waits.
+type waitFunc func(pid int, ws *unix.WaitStatus, options int, ru *unix.Rusage) (int, error)
 
 // applyWalls adds Landlock and seccomp on top of the namespaces: a second
 // filesystem wall that holds even if a mount were undone, and a syscall
 // filter that takes away the kernel interfaces a sandbox escape needs.
 // Seccomp goes last: its filter denies mount and friends.
-func applyWalls(spec *Spec) error {
+func applyWalls(spec *Spec) (waitFunc, error) {
 	if spec.Landlock {
 		roots := append([]string{}, spec.WritableRoots...)
 		if !spec.Degraded {
@@ -36,7 +37,7 @@ func applyWalls(spec *Spec) error {
 		// cannot. The command's thread adds its own, scoped domain
 		// below; the command inherits both.
 		if _, err := landlock.Restrict(landlock.Config{WritableRoots: roots, UnixConnect: true, HostDev: spec.Degraded}); err != nil {
-			return fmt.Errorf("landlock on the init's threads: %w", err)
+			return nil, fmt.Errorf("landlock on the init's threads: %w", err)
 		}
 		// Scoping needs ABI 6. Below it, the pid and network namespaces
 		// already keep signals and abstract sockets in; degraded runs
@@ -57,7 +58,7 @@ func applyWalls(spec *Spec) error {
 			ScopeAbstractUnix: scoped,
 			ScopeSignals:      scoped,
 		}); err != nil {
-			return fmt.Errorf("landlock: %w", err)
+			return nil, fmt.Errorf("landlock: %w", err)
 		}
 	}
 	if spec.Seccomp {
@@ -76,10 +77,10 @@ func applyWalls(spec *Spec) error {
 			DenyIPC: spec.Degraded,
 		})
 		if err != nil {
-			return fmt.Errorf("seccomp: %w", err)
+			return nil, fmt.Errorf("seccomp: %w", err)
 		}
 		if err := seccomp.Install(prog); err != nil {
-			return fmt.Errorf("seccomp: %w", err)
+			return nil, fmt.Errorf("seccomp: %w", err)
 		}
 	}
 	if spec.MediateUnixConnect {
@@ -87,11 +88,11 @@ func applyWalls(spec *Spec) error {
 		// filter onto the supervisor's threads.
 		sup, err := unixsock.Start(unixMediation(spec))
 		if err != nil {
-			return fmt.Errorf("unix socket mediation: %w", err)
+			return nil, fmt.Errorf("unix socket mediation: %w", err)
 		}
-		wait4 = sup.Wait4
+		return sup.Wait4, nil
 	}
-	return nil
+	return unix.Wait4, nil
 }
 
 // stickyRoots are the writable roots whose directory is sticky: shared
