@@ -83,13 +83,11 @@ func AcquirePlaceholders(dirs []HeldDir, stateDir string) (*Placeholders, error)
 		}
 	}
 	for _, d := range dirs {
-		var h heldPlaceholder
-		var err error
-		if d.Missing {
-			h, err = p.acquireMissing(d)
-		} else {
-			h, err = p.acquire(d.Path)
-		}
+		// An existing directory goes the same way as a missing one: the
+		// policy may have found it inside another run's placeholder (root
+		// may create below a 0555 directory), which can be gone by now,
+		// and then an ancestor is what is missing.
+		h, err := p.acquireMissing(d)
 		if err != nil {
 			p.Release()
 			return nil, err
@@ -110,7 +108,8 @@ func (p *Placeholders) Paths() []string {
 }
 
 // acquireMissing makes a placeholder for d.Path, which the policy found
-// missing. Another run may have changed the way there since: a placeholder
+// missing (or holds it where it exists). Another run may have changed the
+// way there since: a placeholder
 // it made for an ancestor (when the policy was resolved, say ~/.config
 // stood empty as that run's placeholder for it, so only
 // ~/.config/agentbox was missing here) may be gone, or may still stand

@@ -244,3 +244,24 @@ func TestPlaceholderAdopt(t *testing.T) {
 		}
 	}
 }
+
+// An existing directory the policy saw can be gone with its parent by the
+// time it is held (both were another run's placeholders, as root may
+// create below a 0555 one): then the missing ancestor is what is held, not
+// an error for every run of the race.
+func TestPlaceholderExistingParentGone(t *testing.T) {
+	root, state := placeholderDirs(t)
+	path := filepath.Join(root, "home", ".config", "agentbox")
+	if err := os.MkdirAll(filepath.Join(root, "home"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// The policy found path existing; it is gone, .config with it.
+	p, err := AcquirePlaceholders([]HeldDir{{path, root, false}}, state)
+	if err != nil {
+		t.Fatalf("holding a directory whose parent vanished: %v", err)
+	}
+	defer p.Release()
+	if got := p.Paths(); !slices.Equal(got, []string{filepath.Join(root, "home", ".config")}) {
+		t.Errorf("held %v, want the missing ancestor", got)
+	}
+}
