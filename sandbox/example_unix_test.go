@@ -16,7 +16,7 @@ import (
 
 // workspace makes a throwaway workspace for the examples.
 func workspace() string {
-	dir, err := os.MkdirTemp("", "agentbox-example-")
+	dir, err := os.MkdirTemp("", "example-workspace-")
 	if err != nil {
 		log.Fatal(err)
 	}
