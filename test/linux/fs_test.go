@@ -115,6 +115,40 @@ func (fx *fixture) expand(s string) string {
 		"$GITCONFIG", fx.gitConfig, "$TXT", fx.txt, "$CODEX", fx.codexConfig).Replace(s)
 }
 
+// args are the run flags of the case: its fixture's extra writable root
+// and whatever the case adds.
+func (c escapeCase) args(fx *fixture) []string {
+	extra := []string{"--add-dir", fx.add}
+	if c.extra != nil {
+		extra = append(extra, c.extra(fx)...)
+	}
+	return extra
+}
+
+// checkHost fails t for what the case's script achieved on the host
+// beyond what it may: a breach, or any change of the fixture but the
+// allowed paths. code is the run's exit status; r is shown on failure.
+func (c escapeCase) checkHost(t *testing.T, fx *fixture, before map[string]string, code int, r any) {
+	t.Helper()
+	if code == 125 {
+		t.Errorf("agentbox itself failed (125): %v", r)
+	}
+	if b := c.breached(fx); b != "" {
+		t.Errorf("BREACH: %s\n%v", b, r)
+	}
+	allow := func(p string) bool {
+		for _, a := range c.allow {
+			if p == filepath.Join(fx.dir, a) {
+				return true
+			}
+		}
+		return false
+	}
+	for _, d := range diffSnapshots(before, snapshot(t, fx.dir), allow) {
+		t.Errorf("host: %s", d)
+	}
+}
+
 var escapeCases = []escapeCase{
 	// Outside every writable root.
 	{name: "outside/new", script: `echo x > "$OUT/new"`, breached: created("$OUT/new")},
@@ -204,28 +238,8 @@ func TestEscapes(t *testing.T) {
 				before := snapshot(t, fx.dir)
 				tmpBefore := tmpNames()
 				t.Cleanup(func() { os.RemoveAll(fx.dir + ".moved") })
-				extra := []string{"--add-dir", fx.add}
-				if c.extra != nil {
-					extra = append(extra, c.extra(fx)...)
-				}
-				r := sandboxed(t, fx, extra, c.script)
-				if r.code == 125 {
-					t.Errorf("agentbox itself failed (125): %v", r)
-				}
-				if b := c.breached(fx); b != "" {
-					t.Errorf("BREACH: %s\n%v", b, r)
-				}
-				allow := func(p string) bool {
-					for _, a := range c.allow {
-						if p == filepath.Join(fx.dir, a) {
-							return true
-						}
-					}
-					return false
-				}
-				for _, d := range diffSnapshots(before, snapshot(t, fx.dir), allow) {
-					t.Errorf("host: %s", d)
-				}
+				r := sandboxed(t, fx, c.args(fx), c.script)
+				c.checkHost(t, fx, before, r.code, r)
 				assertNoTmpLeftovers(t, tmpBefore)
 			})
 		}

@@ -409,12 +409,8 @@ func TestSessionEscapeSuite(t *testing.T) {
 			t.Run(c.name, func(t *testing.T) {
 				fx := newFixture(t, u, c.opts...)
 				t.Cleanup(func() { os.RemoveAll(fx.dir + ".moved") })
-				extra := []string{"--add-dir", fx.add}
-				if c.extra != nil {
-					extra = append(extra, c.extra(fx)...)
-				}
 				before := snapshot(t, fx.dir)
-				cs, srv, hangUp := mcpServer(t, u, fx, extra...)
+				cs, srv, hangUp := mcpServer(t, u, fx, c.args(fx)...)
 				if r := mcpSh(t, cs, "true"); r.ExitCode != 0 {
 					t.Fatalf("first command: %v", r)
 				}
@@ -425,23 +421,7 @@ func TestSessionEscapeSuite(t *testing.T) {
 				if !waitFor(5*time.Second, func() bool { return procState(srv.Process.Pid) == "Z" || procState(srv.Process.Pid) == "" }) {
 					t.Fatal("agentbox mcp did not exit when its client hung up")
 				}
-				if r.ExitCode == 125 {
-					t.Errorf("agentbox itself failed (125): %v", r)
-				}
-				if b := c.breached(fx); b != "" {
-					t.Errorf("BREACH: %s\n%v", b, r)
-				}
-				allow := func(p string) bool {
-					for _, a := range c.allow {
-						if p == filepath.Join(fx.dir, a) {
-							return true
-						}
-					}
-					return false
-				}
-				for _, d := range diffSnapshots(before, snapshot(t, fx.dir), allow) {
-					t.Errorf("host: %s", d)
-				}
+				c.checkHost(t, fx, before, r.ExitCode, r)
 			})
 		}
 	})
