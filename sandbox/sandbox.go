@@ -150,6 +150,16 @@ func (e *ExitError) Error() string { return e.Status.String() }
 // [CodeNotFound]. Err is the cause, with its chain.
 type StartError = exitcode.Error
 
+// startError is err as a *StartError: the one it carries (a backend's 126
+// or 127, say), or else a 125 with err as the cause.
+func startError(err error) *StartError {
+	var se *StartError
+	if errors.As(err, &se) {
+		return se
+	}
+	return &StartError{Code: CodeSandboxFailure, Err: err}
+}
+
 // Exit codes for failures of agentbox itself, as the CLI contract defines.
 const (
 	CodeSandboxFailure = exitcode.SandboxFailure

@@ -72,11 +72,7 @@ func start(c *Cmd) (process, error) {
 		cl.Release()
 		git.Release()
 		ph.Release()
-		var se *StartError
-		if errors.As(err, &se) {
-			return nil, se
-		}
-		return nil, &StartError{Code: CodeSandboxFailure, Err: err}
+		return nil, startError(err)
 	}
 	return &linuxProcess{p: p, ph: ph, proxy: proxy, cl: cl, git: git, gl: gl, diag: c.diag}, nil
 }

@@ -51,11 +51,7 @@ func newSession(pol *policy.Policy) (sessionImpl, error) {
 			// its own, exactly as a lone run.
 			return nil, nil
 		}
-		var se *StartError
-		if errors.As(err, &se) {
-			return nil, se
-		}
-		return nil, &StartError{Code: CodeSandboxFailure, Err: err}
+		return nil, startError(err)
 	}
 	return &linuxSession{z: z, ph: ph, git: git, cl: cl, pol: pol}, nil
 }
@@ -66,11 +62,7 @@ func (l *linuxSession) start(c *Cmd) (process, error) {
 	gl := newGitlinkGuard(l.pol)
 	p, err := l.z.Start(c.Path, c.Args, c.Env, c.workDir(), c.stdio())
 	if err != nil {
-		var se *StartError
-		if errors.As(err, &se) {
-			return nil, se
-		}
-		return nil, &StartError{Code: CodeSandboxFailure, Err: err}
+		return nil, startError(err)
 	}
 	return withGitlinkGuard(&sessionProcess{p}, gl, c), nil
 }
