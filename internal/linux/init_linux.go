@@ -123,7 +123,7 @@ func RunInit() {
 	}
 	// Look the command up now, inside the sandbox's view of PATH, so that
 	// "not found" and "not executable" get their own exit statuses.
-	path, code, err := lookPath(spec.Path, spec.Env)
+	path, code, err := lookpath.Find(spec.Path, lookpath.Env(spec.Env))
 	if err != nil {
 		fail(code, err)
 	}
@@ -241,12 +241,6 @@ func readSpec() (*Spec, error) {
 		return nil, errors.New("empty command")
 	}
 	return &s, nil
-}
-
-// lookPath resolves argv0 with the command's own PATH and maps failures to
-// the shell's statuses: 127 not found, 126 found but not executable.
-func lookPath(argv0 string, env []string) (string, int, error) {
-	return lookpath.Find(argv0, lookpath.Env(env))
 }
 
 // loopbackUp brings "lo" up in the fresh network namespace so servers the
