@@ -63,12 +63,12 @@ type nestedGit struct {
 // NewGitlinkGuard records the gitlinks of each git directory that
 // allow_git_writes opens for writing; nil when there is none.
 func NewGitlinkGuard(p *Policy) *GitlinkGuard {
-	if !p.AllowGitWrites || p.Mode != WorkspaceWrite {
+	if !p.f.AllowGitWrites || p.f.Mode != WorkspaceWrite {
 		return nil
 	}
 	g := &GitlinkGuard{before: map[string]map[string]bool{}, nested: map[string]map[string]nestedGit{}, links: map[string]map[string]string{}, repl: map[string]map[string]string{}, seq: map[string]map[string]string{},
 		hidden: map[string]map[string]bool{}, start: time.Now().Add(-2 * time.Second)}
-	for _, pr := range p.Protected {
+	for _, pr := range p.f.Protected {
 		if !GitWritableDir(pr) {
 			continue
 		}

@@ -41,7 +41,7 @@ func (p *Policy) resolveEgress(o Options, cfg *Config) error {
 	n := cfg.Network
 	allowed := append(append([]string{}, n.AllowedDomains...), o.AllowDomains...)
 	if len(allowed) == 0 {
-		if len(n.DeniedDomains) > 0 && p.Network {
+		if len(n.DeniedDomains) > 0 && p.f.Network {
 			return fmt.Errorf("%s is set but the network is fully on (%s): nothing would be refused; remove one of them", n.key(cfg.Path, "denied_domains"), networkSource(o, cfg, p))
 		}
 		return nil
@@ -53,7 +53,7 @@ func (p *Policy) resolveEgress(o Options, cfg *Config) error {
 			source += " and --allow-domain"
 		}
 	}
-	if p.Network {
+	if p.f.Network {
 		return fmt.Errorf("%s together with an allow-list (%s): the allow-list only works with the network otherwise off; remove one of them", networkSource(o, cfg, p), source)
 	}
 	local := n.AllowLocalBinding != nil && *n.AllowLocalBinding
@@ -66,14 +66,14 @@ func (p *Policy) resolveEgress(o Options, cfg *Config) error {
 		return err
 	}
 	rules.Allowed = append(rules.Allowed, flags.Allowed...)
-	p.Egress = rules
+	p.f.Egress = rules
 	return nil
 }
 
 // networkSource names what turned the network fully on.
 func networkSource(o Options, cfg *Config, p *Policy) string {
 	switch {
-	case p.Mode == DangerFullAccess:
+	case p.f.Mode == DangerFullAccess:
 		return "sandbox mode danger-full-access"
 	case o.Network != nil && *o.Network:
 		return "--network"

@@ -34,47 +34,91 @@ type Options struct {
 	// not be writable by this one.
 	ExtraProtected []string
 
-	// Getenv reads the environment ($TMPDIR, %TEMP%); nil means os.Getenv.
-	Getenv func(string) string
-	// GOOS selects the temp-dir rules; "" means runtime.GOOS.
-	GOOS string
+	// getenv reads the environment ($TMPDIR, %TEMP%); nil means
+	// os.Getenv. goos selects the temp-dir rules; "" means runtime.GOOS.
+	// Tests set them, through internal/rawpolicy outside this package.
+	getenv func(string) string
+	goos   string
 }
 
 // Policy is the resolved, immutable description of one sandboxed command.
-// All paths are absolute and free of symlinks.
+// All paths are absolute and free of symlinks. Its parts depend on each
+// other (the protected paths are derived from the writable roots), so it
+// has no exported fields: build one with [Resolve], and a variant by
+// resolving changed [Options]. Slices the methods return are copies.
 type Policy struct {
-	Mode Mode
-	// Cwd is the workspace and the command's working directory.
-	Cwd string
-	// WritableRoots are the directories writable beneath, sorted so a parent
-	// precedes its children. Empty unless Mode is WorkspaceWrite.
-	WritableRoots []string
-	// Protected are paths kept read-only although they lie inside (or are
-	// referenced from) a writable root, sorted by path.
-	Protected []Protected
-	// ProtectedNames are the names protected in every writable root.
-	ProtectedNames []string
-	Network        bool
-	Windows        WindowsSandbox
-	AllowDegraded  bool
-	// AllowUnixSockets are host unix sockets the command may connect to
-	// although they lie outside what it may reach otherwise (Linux),
-	// cleaned and with symlinks resolved where they exist.
-	AllowUnixSockets []string
-
-	// Egress is the allow-list when the command may reach only listed
-	// hosts through agentbox's proxy; nil otherwise. Network is false
-	// whenever Egress is set.
-	Egress *netpolicy.Rules
-	// ToolCacheMode and ToolCaches say how tool caches under $HOME are
-	// made writable (workspace-write only); see toolcache.go.
-	ToolCacheMode ToolCacheMode
-	ToolCaches    []ToolCache
-	// AllowGitWrites: the backend may open .git directories for writing
-	// but for [GitReadOnlyPaths] (Linux only; elsewhere .git stays
-	// read-only as a whole).
-	AllowGitWrites bool
+	f fields
 }
+
+// fields is the state of a Policy. It is an alias of an unnamed struct so
+// that internal/rawpolicy, which backends' tests use to build policies
+// Resolve cannot (another OS's paths, hand-made protections), can name
+// the identical type without package policy exporting it.
+type fields = struct {
+	Mode             Mode
+	Cwd              string
+	WritableRoots    []string
+	Protected        []Protected
+	ProtectedNames   []string
+	Network          bool
+	Windows          WindowsSandbox
+	AllowDegraded    bool
+	AllowUnixSockets []string
+	Egress           *netpolicy.Rules
+	ToolCacheMode    ToolCacheMode
+	ToolCaches       []ToolCache
+	AllowGitWrites   bool
+}
+
+// Mode is the sandbox mode.
+func (p *Policy) Mode() Mode { return p.f.Mode }
+
+// Cwd is the workspace and the command's working directory.
+func (p *Policy) Cwd() string { return p.f.Cwd }
+
+// WritableRoots are the directories writable beneath, sorted so a parent
+// precedes its children. Empty unless the mode is [WorkspaceWrite].
+func (p *Policy) WritableRoots() []string { return slices.Clone(p.f.WritableRoots) }
+
+// Protected are the paths kept read-only although they lie inside (or are
+// referenced from) a writable root, sorted by path.
+func (p *Policy) Protected() []Protected { return slices.Clone(p.f.Protected) }
+
+// ProtectedNames are the names protected in every writable root.
+func (p *Policy) ProtectedNames() []string { return slices.Clone(p.f.ProtectedNames) }
+
+// Network reports whether the command may use the network without limits.
+// It is false whenever [Policy.Egress] is set.
+func (p *Policy) Network() bool { return p.f.Network }
+
+// Windows is the Windows backend to use.
+func (p *Policy) Windows() WindowsSandbox { return p.f.Windows }
+
+// AllowDegraded reports whether, on Linux without user namespaces, the
+// command may run with Landlock and seccomp only.
+func (p *Policy) AllowDegraded() bool { return p.f.AllowDegraded }
+
+// AllowUnixSockets are host unix sockets the command may connect to
+// although they lie outside what it may reach otherwise (Linux), cleaned
+// and with symlinks resolved where they exist.
+func (p *Policy) AllowUnixSockets() []string { return slices.Clone(p.f.AllowUnixSockets) }
+
+// Egress is the allow-list when the command may reach only listed hosts
+// through agentbox's proxy; nil otherwise. The rules are shared, not
+// copied: callers must not change them.
+func (p *Policy) Egress() *netpolicy.Rules { return p.f.Egress }
+
+// ToolCacheMode says how tool caches under $HOME are made writable
+// (workspace-write only); see [ToolCacheMode].
+func (p *Policy) ToolCacheMode() ToolCacheMode { return p.f.ToolCacheMode }
+
+// ToolCaches are the known tool caches as resolved for this policy.
+func (p *Policy) ToolCaches() []ToolCache { return slices.Clone(p.f.ToolCaches) }
+
+// AllowGitWrites reports whether the backend may open .git directories
+// for writing but for [GitReadOnlyPaths] (Linux only; elsewhere .git stays
+// read-only as a whole).
+func (p *Policy) AllowGitWrites() bool { return p.f.AllowGitWrites }
 
 // ProtectedKind says what is on disk at a protected path.
 type ProtectedKind int
@@ -108,11 +152,11 @@ type Protected struct {
 // Resolve turns options and config into a Policy. It fails when a writable
 // root does not exist or is not a directory, naming it.
 func Resolve(o Options) (*Policy, error) {
-	getenv := o.Getenv
+	getenv := o.getenv
 	if getenv == nil {
 		getenv = os.Getenv
 	}
-	goos := o.GOOS
+	goos := o.goos
 	if goos == "" {
 		goos = runtime.GOOS
 	}
@@ -122,48 +166,48 @@ func Resolve(o Options) (*Policy, error) {
 	}
 	ww := cfg.SandboxWorkspaceWrite
 
-	p := &Policy{Mode: WorkspaceWrite, Windows: Unelevated, ProtectedNames: DefaultProtectedNames}
+	p := &Policy{f: fields{Mode: WorkspaceWrite, Windows: Unelevated, ProtectedNames: DefaultProtectedNames}}
 	if cfg.SandboxMode != nil {
-		p.Mode = Mode(*cfg.SandboxMode)
+		p.f.Mode = Mode(*cfg.SandboxMode)
 	}
 	if o.Mode != "" {
 		m, err := ParseMode(string(o.Mode))
 		if err != nil {
 			return nil, err
 		}
-		p.Mode = m
+		p.f.Mode = m
 	}
 	if cfg.Windows.Sandbox != nil {
-		p.Windows = WindowsSandbox(*cfg.Windows.Sandbox)
+		p.f.Windows = WindowsSandbox(*cfg.Windows.Sandbox)
 	}
 	if ww.NetworkAccess != nil {
-		p.Network = *ww.NetworkAccess
+		p.f.Network = *ww.NetworkAccess
 	}
 	if o.Network != nil {
-		p.Network = *o.Network
+		p.f.Network = *o.Network
 	}
-	if p.Mode == DangerFullAccess {
-		p.Network = true
+	if p.f.Mode == DangerFullAccess {
+		p.f.Network = true
 	}
 	if err := p.resolveEgress(o, cfg); err != nil {
 		return nil, err
 	}
 	if cfg.Linux.AllowDegraded != nil {
-		p.AllowDegraded = *cfg.Linux.AllowDegraded
+		p.f.AllowDegraded = *cfg.Linux.AllowDegraded
 	}
 	if o.AllowDegraded != nil {
-		p.AllowDegraded = *o.AllowDegraded
+		p.f.AllowDegraded = *o.AllowDegraded
 	}
 	if ww.AllowGitWrites != nil {
-		p.AllowGitWrites = *ww.AllowGitWrites
+		p.f.AllowGitWrites = *ww.AllowGitWrites
 	}
-	p.ToolCacheMode = CachesOverlay
+	p.f.ToolCacheMode = CachesOverlay
 	if ww.ToolCaches != nil {
 		m, err := ParseToolCacheMode(*ww.ToolCaches)
 		if err != nil {
 			return nil, fmt.Errorf("tool_caches: %w", err)
 		}
-		p.ToolCacheMode = m
+		p.f.ToolCacheMode = m
 	}
 	if ww.ProtectedSubpaths != nil {
 		for _, n := range ww.ProtectedSubpaths {
@@ -171,7 +215,7 @@ func Resolve(o Options) (*Policy, error) {
 				return nil, fmt.Errorf("protected_subpaths: %w", err)
 			}
 		}
-		p.ProtectedNames = slices.Clone(ww.ProtectedSubpaths)
+		p.f.ProtectedNames = slices.Clone(ww.ProtectedSubpaths)
 	}
 
 	for _, sp := range ww.AllowUnixSockets {
@@ -184,7 +228,7 @@ func Resolve(o Options) (*Policy, error) {
 		if real, err := filepath.EvalSymlinks(sp); err == nil {
 			sp = real
 		}
-		p.AllowUnixSockets = append(p.AllowUnixSockets, sp)
+		p.f.AllowUnixSockets = append(p.f.AllowUnixSockets, sp)
 	}
 
 	cwd := o.Cwd
@@ -199,9 +243,9 @@ func Resolve(o Options) (*Policy, error) {
 	if err != nil {
 		return nil, err
 	}
-	p.Cwd = c
+	p.f.Cwd = c
 
-	if p.Mode != WorkspaceWrite {
+	if p.f.Mode != WorkspaceWrite {
 		return p, nil
 	}
 
@@ -257,10 +301,10 @@ func Resolve(o Options) (*Policy, error) {
 		}
 		if !seen[abs] {
 			seen[abs] = true
-			p.WritableRoots = append(p.WritableRoots, abs)
+			p.f.WritableRoots = append(p.f.WritableRoots, abs)
 		}
 	}
-	slices.SortFunc(p.WritableRoots, comparePaths)
+	slices.SortFunc(p.f.WritableRoots, comparePaths)
 
 	extra := append([]string{}, o.ExtraProtected...)
 	if d := DefaultConfigPath(getenv); d != "" {
@@ -280,11 +324,11 @@ func Resolve(o Options) (*Policy, error) {
 	if invoked := invokedAs(); invoked != "" {
 		extra = append(extra, invoked)
 	}
-	prot, err := protectedPaths(p.WritableRoots, p.ProtectedNames, extra, getenv)
+	prot, err := protectedPaths(p.f.WritableRoots, p.f.ProtectedNames, extra, getenv)
 	if err != nil {
 		return nil, err
 	}
-	p.Protected = prot
+	p.f.Protected = prot
 	resolveToolCaches(p, getenv, goos, StateDir(getenv, goos))
 	return p, nil
 }
@@ -378,10 +422,10 @@ func InnermostRoot(path string, roots []string) string {
 // (absolute, symlink-free): beneath a writable root and not beneath a
 // protected path. Backends use it to plan; enforcement is theirs.
 func (p *Policy) IsWritable(path string) bool {
-	if InnermostRoot(path, p.WritableRoots) == "" {
+	if InnermostRoot(path, p.f.WritableRoots) == "" {
 		return false
 	}
-	for _, pr := range p.Protected {
+	for _, pr := range p.f.Protected {
 		if Within(path, pr.Path) {
 			return false
 		}

@@ -360,7 +360,7 @@ func WorkspaceKey(workspace string) string {
 // with its host path and per-workspace layer. It only reads the file
 // system; backends create the layers.
 func resolveToolCaches(p *Policy, getenv func(string) string, goos, stateDir string) {
-	if p.ToolCacheMode == CachesOff || p.Mode != WorkspaceWrite || stateDir == "" {
+	if p.f.ToolCacheMode == CachesOff || p.f.Mode != WorkspaceWrite || stateDir == "" {
 		return
 	}
 	home := getenv("HOME")
@@ -371,7 +371,7 @@ func resolveToolCaches(p *Policy, getenv func(string) string, goos, stateDir str
 		home = ""
 	}
 	e := cacheEnv{getenv: getenv, goos: goos, home: home}
-	base := filepath.Join(ToolCacheRoot(stateDir), WorkspaceKey(p.Cwd))
+	base := filepath.Join(ToolCacheRoot(stateDir), WorkspaceKey(p.f.Cwd))
 	for _, d := range knownCaches {
 		c := ToolCache{Name: d.Name, Desc: d.Desc, Env: d.Env, envValue: d.EnvValue,
 			Layer: filepath.Join(base, d.Name), Host: d.Path(e)}
@@ -385,14 +385,14 @@ func resolveToolCaches(p *Policy, getenv func(string) string, goos, stateDir str
 		case Within(c.Host, stateDir) || Within(stateDir, c.Host):
 			c.Skip = "overlaps agentbox's state directory"
 		default:
-			for _, pr := range p.Protected {
+			for _, pr := range p.f.Protected {
 				if Within(c.Host, pr.Path) || Within(pr.Path, c.Host) {
 					c.Skip = fmt.Sprintf("overlaps protected %s (%s)", pr.Path, pr.Why)
 					break
 				}
 			}
 		}
-		p.ToolCaches = append(p.ToolCaches, c)
+		p.f.ToolCaches = append(p.f.ToolCaches, c)
 	}
 }
 
@@ -447,7 +447,7 @@ type CacheDecision struct {
 // mode).
 func DecideCaches(p *Policy, overlays bool) []CacheDecision {
 	var out []CacheDecision
-	for _, c := range p.ToolCaches {
+	for _, c := range p.f.ToolCaches {
 		d := CacheDecision{Cache: c, How: CacheUntouched}
 		private := func(why string) {
 			if c.Env != "" {
@@ -459,10 +459,10 @@ func DecideCaches(p *Policy, overlays bool) []CacheDecision {
 		switch {
 		case c.Skip != "":
 			d.Why = c.Skip
-		case rootAtOrBelow(c.Host, p.WritableRoots) != "":
+		case rootAtOrBelow(c.Host, p.f.WritableRoots) != "":
 			// An overlay would cover a root the user asked to write.
-			d.Why = "is or contains the writable root " + rootAtOrBelow(c.Host, p.WritableRoots) + ": left as it is"
-		case p.ToolCacheMode == CachesPrivate:
+			d.Why = "is or contains the writable root " + rootAtOrBelow(c.Host, p.f.WritableRoots) + ": left as it is"
+		case p.f.ToolCacheMode == CachesPrivate:
 			private("tool_caches is private")
 		case !overlays:
 			private("overlays need user namespaces")

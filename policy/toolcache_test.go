@@ -95,15 +95,15 @@ func TestToolCacheResolve(t *testing.T) {
 		}
 		return ""
 	}
-	p, err := Resolve(Options{Cwd: ws, Getenv: getenv, GOOS: "linux", Config: &Config{}})
+	p, err := Resolve(Options{Cwd: ws, getenv: getenv, goos: "linux", Config: &Config{}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p.ToolCacheMode != CachesOverlay {
-		t.Errorf("default mode %q, want overlay", p.ToolCacheMode)
+	if p.ToolCacheMode() != CachesOverlay {
+		t.Errorf("default mode %q, want overlay", p.ToolCacheMode())
 	}
 	byName := map[string]ToolCache{}
-	for _, c := range p.ToolCaches {
+	for _, c := range p.ToolCaches() {
 		byName[c.Name] = c
 	}
 	gb := byName["go-build"]
@@ -127,9 +127,9 @@ func TestToolCacheResolve(t *testing.T) {
 	}
 
 	off := "off"
-	p, err = Resolve(Options{Cwd: ws, Getenv: getenv, GOOS: "linux", Config: &Config{SandboxWorkspaceWrite: WorkspaceWriteSection{ToolCaches: &off}}})
-	if err != nil || len(p.ToolCaches) != 0 {
-		t.Errorf("tool_caches = off: %v, %d caches", err, len(p.ToolCaches))
+	p, err = Resolve(Options{Cwd: ws, getenv: getenv, goos: "linux", Config: &Config{SandboxWorkspaceWrite: WorkspaceWriteSection{ToolCaches: &off}}})
+	if err != nil || len(p.ToolCaches()) != 0 {
+		t.Errorf("tool_caches = off: %v, %d caches", err, len(p.ToolCaches()))
 	}
 	if _, err := ParseConfig("c.toml", []byte("[sandbox_workspace_write]\ntool_caches = \"shared\"\n")); err == nil || !strings.Contains(err.Error(), "tool_caches") {
 		t.Errorf("bad tool_caches accepted: %v", err)

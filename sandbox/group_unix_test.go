@@ -3,10 +3,12 @@
 package sandbox
 
 import (
+	"runtime"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/agentbox/agentbox/internal/rawpolicy"
 	"github.com/agentbox/agentbox/policy"
 )
 
@@ -14,7 +16,7 @@ import (
 // run still ends when the command does, and the child dies with it, as in
 // a sandboxed run.
 func TestUnsandboxedDoesNotWaitForBackground(t *testing.T) {
-	pol, err := policy.Resolve(policy.Options{Mode: policy.DangerFullAccess, Cwd: t.TempDir(), Getenv: func(string) string { return "" }})
+	pol, err := rawpolicy.Resolve(policy.Options{Mode: policy.DangerFullAccess, Cwd: t.TempDir()}, func(string) string { return "" }, runtime.GOOS)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -265,11 +265,11 @@ func (c *Cmd) watchContext() {
 func (c *Cmd) workDir() string {
 	switch {
 	case c.Dir == "":
-		return c.Policy.Cwd
+		return c.Policy.Cwd()
 	case filepath.IsAbs(c.Dir):
 		return filepath.Clean(c.Dir)
 	}
-	return filepath.Join(c.Policy.Cwd, c.Dir)
+	return filepath.Join(c.Policy.Cwd(), c.Dir)
 }
 
 // Signal sends sig to the sandboxed command (not to agentbox's helpers).

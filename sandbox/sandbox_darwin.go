@@ -8,6 +8,7 @@ import (
 	"runtime"
 
 	"github.com/agentbox/agentbox/internal/lookpath"
+	"github.com/agentbox/agentbox/internal/rawpolicy"
 
 	"github.com/agentbox/agentbox/internal/darwin"
 	"github.com/agentbox/agentbox/internal/netproxy"
@@ -19,13 +20,13 @@ func Main() {}
 
 // darwinInput turns the resolved policy into the profile generator's input.
 func darwinInput(pol *policy.Policy) darwin.Input {
-	in := darwin.Input{WritableRoots: pol.WritableRoots, AllowPTY: true, Network: darwin.NetworkOff}
-	if pol.Network {
+	in := darwin.Input{WritableRoots: pol.WritableRoots(), AllowPTY: true, Network: darwin.NetworkOff}
+	if pol.Network() {
 		in.Network = darwin.NetworkOn
 	}
-	if pol.Mode == policy.WorkspaceWrite {
-		in.ProtectedNames = pol.ProtectedNames
-		for _, pr := range pol.Protected {
+	if pol.Mode() == policy.WorkspaceWrite {
+		in.ProtectedNames = pol.ProtectedNames()
+		for _, pr := range pol.Protected() {
 			in.Protected = append(in.Protected, pr.Path)
 		}
 		addGitWrites(&in, pol)
@@ -40,7 +41,7 @@ func darwinInput(pol *policy.Policy) darwin.Input {
 
 func start(c *Cmd) (process, error) {
 	pol := c.Policy
-	if pol.Mode == policy.DangerFullAccess {
+	if pol.Mode() == policy.DangerFullAccess {
 		return startUnsandboxed(c)
 	}
 	// Resolved with the command's own PATH so "not found" and "not
@@ -56,7 +57,7 @@ func start(c *Cmd) (process, error) {
 	argv := append([]string{c.Path}, c.Args[1:]...)
 	in, env := darwinInput(pol), c.Env
 	var proxy *netproxy.Server
-	if pol.Egress != nil {
+	if pol.Egress() != nil {
 		var err error
 		if proxy, in, env, err = darwinEgress(pol, in, env); err != nil {
 			return nil, &StartError{Code: CodeSandboxFailure, Err: err}
@@ -96,9 +97,9 @@ func start(c *Cmd) (process, error) {
 func doctor(pol *policy.Policy) *Report {
 	r := &Report{OS: runtime.GOOS, Backend: "seatbelt (sandbox-exec)"}
 	if pol == nil {
-		pol = &policy.Policy{Mode: policy.ReadOnly, Cwd: "/"}
+		pol = rawpolicy.New(rawpolicy.Fields{Mode: policy.ReadOnly, Cwd: "/"})
 	}
-	r.Mode = string(pol.Mode)
+	r.Mode = string(pol.Mode())
 	if _, err := os.Stat("/usr/bin/sandbox-exec"); err != nil {
 		r.Checks = append(r.Checks, Check{Name: "sandbox-exec", Detail: err.Error()})
 		r.Missing = append(r.Missing, "/usr/bin/sandbox-exec is missing: no sandbox is possible")

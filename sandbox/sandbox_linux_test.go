@@ -5,10 +5,12 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/agentbox/agentbox/internal/rawpolicy"
 	"github.com/agentbox/agentbox/policy"
 )
 
@@ -23,7 +25,7 @@ func testPolicyAt(t testing.TB, dir string) (*policy.Policy, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pol, err := policy.Resolve(policy.Options{Cwd: ws, Getenv: func(string) string { return "" }})
+	pol, err := rawpolicy.Resolve(policy.Options{Cwd: ws}, func(string) string { return "" }, "linux")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,10 +48,18 @@ func TestOutputAndExitError(t *testing.T) {
 }
 
 func TestWritesConfined(t *testing.T) {
-	pol, ws := testPolicy(t)
-	outside := t.TempDir() // under /tmp, but /tmp is excluded below
-	pol.WritableRoots = []string{ws}
-	err := Command(pol, "sh", "-c", "echo in > in.txt; echo out > "+outside+"/out.txt").Run()
+	_, ws := testPolicy(t)
+	outside := t.TempDir() // under /tmp, which this policy leaves read-only
+	yes := true
+	pol, err := policy.Resolve(policy.Options{Cwd: ws, Config: &policy.Config{SandboxWorkspaceWrite: policy.WorkspaceWriteSection{
+		ExcludeSlashTmp: &yes, ExcludeTmpdirEnvVar: &yes}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(pol.WritableRoots(), []string{ws}) {
+		t.Fatalf("writable roots %q, want only %s", pol.WritableRoots(), ws)
+	}
+	err = Command(pol, "sh", "-c", "echo in > in.txt; echo out > "+outside+"/out.txt").Run()
 	if err == nil {
 		t.Error("writing outside succeeded")
 	}

@@ -20,10 +20,10 @@ type linuxSession struct {
 }
 
 func newSession(pol *policy.Policy) (sessionImpl, error) {
-	if pol.Mode == policy.DangerFullAccess {
+	if pol.Mode() == policy.DangerFullAccess {
 		return nil, nil
 	}
-	if pol.Egress != nil {
+	if pol.Egress() != nil {
 		// An allow-list needs agentbox's proxy, served for each run on
 		// listeners the run's init stage hands over: each command of
 		// the session starts as a lone run, with its own proxy and

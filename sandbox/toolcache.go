@@ -8,10 +8,10 @@ import (
 
 // cacheChecks describes, for doctor, where each tool cache goes.
 func cacheChecks(pol *policy.Policy, overlays bool) []Check {
-	if pol == nil || pol.Mode != policy.WorkspaceWrite {
+	if pol == nil || pol.Mode() != policy.WorkspaceWrite {
 		return nil
 	}
-	if pol.ToolCacheMode == policy.CachesOff {
+	if pol.ToolCacheMode() == policy.CachesOff {
 		return []Check{{Name: "tool caches", OK: true, Detail: "off: caches under $HOME stay read-only"}}
 	}
 	var out []Check

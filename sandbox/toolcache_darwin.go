@@ -16,10 +16,10 @@ import (
 // whose read-only paths cannot be resolved (one is a symlink) stays
 // read-only as a whole.
 func addGitWrites(in *darwin.Input, pol *policy.Policy) {
-	if !pol.AllowGitWrites {
+	if !pol.AllowGitWrites() {
 		return
 	}
-	for _, pr := range pol.Protected {
+	for _, pr := range pol.Protected() {
 		if !policy.GitWritableDir(pr) {
 			continue
 		}

@@ -31,7 +31,7 @@ type GitFile struct {
 // (a mount needs something to mount on).
 func GitWritesPlan(p *policy.Policy, mounts []Mount) (out []Mount, dirs []GitDir, files []GitFile, err error) {
 	gitdirs := map[string]bool{}
-	for _, pr := range p.Protected {
+	for _, pr := range p.Protected() {
 		if policy.GitWritableDir(pr) {
 			gitdirs[pr.Path] = true
 		}

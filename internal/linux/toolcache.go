@@ -48,7 +48,7 @@ func CachePlan(p *policy.Policy, ds []policy.CacheDecision, layers map[string]Ca
 		}
 	}
 	pinned := map[string]bool{}
-	for _, r := range p.WritableRoots {
+	for _, r := range p.WritableRoots() {
 		pinned[r] = true // already mount points
 	}
 	for _, d := range ds {
@@ -75,7 +75,7 @@ func CachePlan(p *policy.Policy, ds []policy.CacheDecision, layers map[string]Ca
 			}
 			chain = append(chain, ancestors(d.Cache.Host)...)
 			for _, a := range chain {
-				root := policy.InnermostRoot(a, p.WritableRoots)
+				root := policy.InnermostRoot(a, p.WritableRoots())
 				if root == "" || a == root || a == d.Cache.Host || pinned[a] {
 					continue
 				}

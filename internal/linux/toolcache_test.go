@@ -6,6 +6,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/agentbox/agentbox/internal/rawpolicy"
 	"github.com/agentbox/agentbox/policy"
 )
 
@@ -18,7 +19,7 @@ func TestDecideAndPlanCaches(t *testing.T) {
 	os.Symlink(out, filepath.Join(ws, "home", ".cache"))
 	os.MkdirAll(filepath.Join(ws, "home", ".npm"), 0o755)
 	layer := func(n string) string { return filepath.Join(dir, "state", "ws", n) }
-	p := &policy.Policy{Mode: policy.WorkspaceWrite, WritableRoots: []string{ws}, ToolCacheMode: policy.CachesOverlay,
+	p := rawpolicy.New(rawpolicy.Fields{Mode: policy.WorkspaceWrite, WritableRoots: []string{ws}, ToolCacheMode: policy.CachesOverlay,
 		ToolCaches: []policy.ToolCache{
 			{Name: "go-build", Named: filepath.Join(ws, "home", ".cache", "go-build"), Host: filepath.Join(out, "go-build"), HostExists: true, Env: "GOCACHE", Layer: layer("go-build")},
 			{Name: "npm", Named: filepath.Join(ws, "home", ".npm"), Host: filepath.Join(ws, "home", ".npm"), HostExists: true, Env: "npm_config_cache", Layer: layer("npm")},
@@ -26,7 +27,7 @@ func TestDecideAndPlanCaches(t *testing.T) {
 			{Name: "cargo-registry", Host: "/nonexistent/registry", Layer: layer("cargo")},
 			{Name: "whole", Host: dir, HostExists: true, Env: "X", Layer: layer("whole")},
 			{Name: "skipped", Host: "/x", Skip: "overlaps protected", Layer: layer("s")},
-		}}
+		}})
 	want := map[string]policy.CacheHow{"go-build": policy.CacheOverlay, "npm": policy.CacheOverlay, "pip": policy.CachePrivate,
 		"cargo-registry": policy.CacheUntouched, "whole": policy.CacheUntouched, "skipped": policy.CacheUntouched}
 	ds := policy.DecideCaches(p, true)

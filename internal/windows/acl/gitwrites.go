@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/agentbox/agentbox/internal/rawpolicy"
 	"github.com/agentbox/agentbox/policy"
 )
 
@@ -62,12 +63,12 @@ type GitPlan struct {
 // refused: its DACL and label would be the link's, not what git reads.
 func ResolveGitWrites(pol *policy.Policy, stat func(string) (PathInfo, error)) (GitPlan, error) {
 	var g GitPlan
-	if pol == nil || !pol.AllowGitWrites || pol.Mode != policy.WorkspaceWrite {
+	if pol == nil || !pol.AllowGitWrites() || pol.Mode() != policy.WorkspaceWrite {
 		return g, nil
 	}
-	for _, pr := range pol.Protected {
+	for _, pr := range pol.Protected() {
 		p := Clean(pr.Path)
-		if pr.Kind != policy.Dir || pr.Root == "" || !strings.EqualFold(base(p), ".git") || !withinAny(p, pol.WritableRoots) {
+		if pr.Kind != policy.Dir || pr.Root == "" || !strings.EqualFold(base(p), ".git") || !withinAny(p, pol.WritableRoots()) {
 			continue
 		}
 		head, err := stat(Join(p, "HEAD"))
@@ -162,15 +163,12 @@ func (g GitPlan) Policy(pol *policy.Policy) *policy.Policy {
 	if len(g.GitDirs) == 0 {
 		return pol
 	}
-	cp := *pol
-	cp.Protected = nil
-	for _, pr := range pol.Protected {
-		if !slices.ContainsFunc(g.GitDirs, func(x string) bool { return SamePath(x, pr.Path) }) {
-			cp.Protected = append(cp.Protected, pr)
-		}
-	}
-	cp.Protected = append(cp.Protected, g.Carveouts...)
-	return &cp
+	return rawpolicy.Edit(pol, func(f *rawpolicy.Fields) {
+		f.Protected = slices.DeleteFunc(f.Protected, func(pr policy.Protected) bool {
+			return slices.ContainsFunc(g.GitDirs, func(x string) bool { return SamePath(x, pr.Path) })
+		})
+		f.Protected = append(f.Protected, g.Carveouts...)
+	})
 }
 
 // SIDPlan is the DACL part for the run's SIDs (sidOf as for PlanForRoots):
@@ -181,7 +179,7 @@ func (g GitPlan) SIDPlan(pol *policy.Policy, sidOf func(root string) string) Pla
 	pl.Files = append(pl.Files, g.Files...)
 	for _, d := range g.GitDirs {
 		var done []string
-		for _, r := range pol.WritableRoots {
+		for _, r := range pol.WritableRoots() {
 			if s := sidOf(r); Within(d, r) && !slices.Contains(done, s) {
 				done = append(done, s)
 				pl.Remove = append(pl.Remove, Entry{
