@@ -32,11 +32,11 @@ func (n *NetworkSection) key(path, k string) string {
 	return fmt.Sprintf("config %s: key network.%s", path, k)
 }
 
-// resolveEgress sets p.Egress from --allow-domain and [network]. An
-// allow-list with the network otherwise off means allow-listed egress;
-// with the network on (--network, network_access = true or
-// danger-full-access) it could not be enforced, so it is an error naming
-// both.
+// resolveEgress sets the egress rules from Options.AllowDomains and
+// [network]. An allow-list with the network otherwise off means
+// allow-listed egress; with the network on (Options.Network,
+// network_access = true or danger-full-access) it could not be enforced,
+// so it is an error naming both.
 func (p *Policy) resolveEgress(o Options, cfg *Config) error {
 	n := cfg.Network
 	allowed := append(append([]string{}, n.AllowedDomains...), o.AllowDomains...)
@@ -46,11 +46,11 @@ func (p *Policy) resolveEgress(o Options, cfg *Config) error {
 		}
 		return nil
 	}
-	source := "--allow-domain"
+	source := "Options.AllowDomains"
 	if len(n.AllowedDomains) > 0 {
 		source = n.key(cfg.Path, "allowed_domains")
 		if len(o.AllowDomains) > 0 {
-			source += " and --allow-domain"
+			source += " and Options.AllowDomains"
 		}
 	}
 	if p.f.Network {
@@ -60,7 +60,7 @@ func (p *Policy) resolveEgress(o Options, cfg *Config) error {
 	var errs []error
 	rules, err := netpolicy.ParseRules(n.AllowedDomains, n.key(cfg.Path, "allowed_domains"), n.DeniedDomains, n.key(cfg.Path, "denied_domains"), local)
 	errs = append(errs, err)
-	flags, err := netpolicy.ParseRules(o.AllowDomains, "--allow-domain", nil, "", local)
+	flags, err := netpolicy.ParseRules(o.AllowDomains, "Options.AllowDomains", nil, "", local)
 	errs = append(errs, err)
 	if err := errors.Join(errs...); err != nil {
 		return err
@@ -76,7 +76,7 @@ func networkSource(o Options, cfg *Config, p *Policy) string {
 	case p.f.Mode == DangerFullAccess:
 		return "sandbox mode danger-full-access"
 	case o.Network != nil && *o.Network:
-		return "--network"
+		return "Options.Network"
 	case cfg.SandboxWorkspaceWrite.NetworkAccess != nil && *cfg.SandboxWorkspaceWrite.NetworkAccess:
 		if cfg.Path != "" {
 			return fmt.Sprintf("network_access = true in %s", cfg.Path)

@@ -73,12 +73,12 @@ func TestResolveEgress(t *testing.T) {
 		o    Options
 		want []string
 	}{
-		{"--network and --allow-domain", Options{Network: &yes, AllowDomains: []string{"a.com"}}, []string{"--network", "--allow-domain"}},
+		{"--network and --allow-domain", Options{Network: &yes, AllowDomains: []string{"a.com"}}, []string{"Options.Network", "Options.AllowDomains"}},
 		{"network_access and allowed_domains", Options{Config: parse("[sandbox_workspace_write]\nnetwork_access = true\n[network]\nallowed_domains = [\"a.com\"]\n")},
 			[]string{"network_access = true in c.toml", "network.allowed_domains"}},
-		{"danger-full-access", Options{Mode: DangerFullAccess, AllowDomains: []string{"a.com"}}, []string{"danger-full-access", "--allow-domain"}},
-		{"bad flag", Options{AllowDomains: []string{"*"}}, []string{"--allow-domain", `"*"`}},
-		{"deny with full network", Options{Network: &yes, Config: parse("[network]\ndenied_domains = [\"a.com\"]\n")}, []string{"denied_domains", "--network"}},
+		{"danger-full-access", Options{Mode: DangerFullAccess, AllowDomains: []string{"a.com"}}, []string{"danger-full-access", "Options.AllowDomains"}},
+		{"bad flag", Options{AllowDomains: []string{"*"}}, []string{"Options.AllowDomains", `"*"`}},
+		{"deny with full network", Options{Network: &yes, Config: parse("[network]\ndenied_domains = [\"a.com\"]\n")}, []string{"denied_domains", "Options.Network"}},
 	}
 	for _, c := range errCases {
 		t.Run(c.name, func(t *testing.T) {

@@ -18,17 +18,26 @@ import (
 var DefaultProtectedNames = []string{".git", ".codex", ".agents"}
 
 // Options are the inputs a caller (usually the CLI) gives to [Resolve].
-// Zero values mean "not given": config and defaults apply.
+// Zero values mean "not given": config and defaults apply. Errors name
+// an option as Options.Field (Options.AddDirs, Options.Cwd, ...), so that
+// a CLI can put its own flag names in their place.
 type Options struct {
-	Mode          Mode     // from -s; "" = config or default
-	Cwd           string   // from -C; "" = the current directory
-	AddDirs       []string // from --add-dir
-	Network       *bool    // from --network
-	AllowDomains  []string // from --allow-domain
-	AllowDegraded *bool    // from --allow-degraded
-	Config        *Config  // nil = no config file
+	Mode Mode // "" = config or default
+	// Cwd is the workspace; "" = the current directory.
+	Cwd string
+	// AddDirs are further writable roots, relative to the current
+	// directory (writable_roots in the config are relative to Cwd).
+	AddDirs []string
+	// Network turns the network fully on or off; nil = config or default.
+	Network *bool
+	// AllowDomains are egress patterns added to [network]
+	// allowed_domains (see [NetworkSection]).
+	AllowDomains []string
+	// AllowDegraded overrides [linux] allow_degraded; nil = config.
+	AllowDegraded *bool
+	Config        *Config // nil = no config file
 	// ExtraProtected are further paths to keep read-only wherever they
-	// are, such as a --config file. agentbox's default config directory,
+	// are, such as the config file given. agentbox's default config directory,
 	// its state directory and the running executable are always
 	// protected: whatever decides how the next command is sandboxed must
 	// not be writable by this one.
@@ -239,7 +248,7 @@ func Resolve(o Options) (*Policy, error) {
 		}
 		cwd = wd
 	}
-	c, err := resolveDir(cwd, "", "workspace (-C)")
+	c, err := resolveDir(cwd, "", "workspace (Options.Cwd)")
 	if err != nil {
 		return nil, err
 	}
@@ -253,16 +262,16 @@ func Resolve(o Options) (*Policy, error) {
 	roots := []root{{c, "workspace"}}
 	for _, d := range o.AddDirs {
 		if d == "" {
-			return nil, errors.New("an added writable root is an empty path")
+			return nil, errors.New("Options.AddDirs: empty path (name a directory)")
 		}
-		// A relative --add-dir is relative to the caller's directory, as
+		// A relative added root is relative to the caller's directory, as
 		// for any shell argument; relative writable_roots in the config
 		// are relative to the workspace, as in Codex.
 		abs, err := filepath.Abs(d)
 		if err != nil {
-			return nil, fmt.Errorf("--add-dir %s: %w", d, err)
+			return nil, fmt.Errorf("Options.AddDirs %s: %w", d, err)
 		}
-		roots = append(roots, root{abs, "--add-dir"})
+		roots = append(roots, root{abs, "Options.AddDirs"})
 	}
 	for _, d := range ww.WritableRoots {
 		what := "writable_roots"

@@ -182,6 +182,26 @@ func TestResolveRefusesEmptyAddedRoot(t *testing.T) {
 	}
 }
 
+// Errors name the option as a library caller spells it, not a CLI flag.
+func TestResolveErrorsNameOptions(t *testing.T) {
+	ws := realTemp(t)
+	missing := filepath.Join(ws, "missing")
+	for _, c := range []struct {
+		o    Options
+		want string
+	}{
+		{Options{Cwd: ws, AddDirs: []string{""}}, "Options.AddDirs: empty path"},
+		{Options{Cwd: ws, AddDirs: []string{missing}}, "Options.AddDirs " + missing + " does not exist"},
+		{Options{Cwd: missing}, "workspace (Options.Cwd) " + missing + " does not exist"},
+	} {
+		c.o.getenv, c.o.goos = noEnv, "linux"
+		_, err := Resolve(c.o)
+		if err == nil || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "--") {
+			t.Errorf("Resolve(%+v) = %v, want an error naming %q and no flag", c.o, err, c.want)
+		}
+	}
+}
+
 func TestResolveSymlinkedRoot(t *testing.T) {
 	base := realTemp(t)
 	real := filepath.Join(base, "real")

@@ -90,7 +90,7 @@ func linuxDoctor(pol *policy.Policy) *Report {
 			add("network namespace", false, "unavailable without a user namespace; seccomp refuses non-unix sockets instead")
 		}
 		if llOK {
-			r.Backend = "degraded: landlock+seccomp (needs --allow-degraded)"
+			r.Backend = "degraded: landlock+seccomp (needs Options.AllowDegraded)"
 			r.Missing = append(r.Missing, linux.DegradedGaps(pol, llABI())...)
 			r.CanSandbox = true
 		} else {

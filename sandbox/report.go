@@ -126,9 +126,9 @@ func checkEgress(pol *policy.Policy) error {
 	}
 	switch {
 	case runtime.GOOS == "windows" && pol.Windows() == policy.Elevated:
-		return fmt.Errorf(`allow-listed egress (--allow-domain, [network] allowed_domains) is not available in Windows elevated mode yet (its firewall opens no proxy port): use [windows] sandbox = "unelevated", where it is advisory, or run with the network off: %w`, ErrUnsupported)
+		return fmt.Errorf(`allow-listed egress (Options.AllowDomains, [network] allowed_domains) is not available in Windows elevated mode yet (its firewall opens no proxy port): use [windows] sandbox = "unelevated", where it is advisory, or run with the network off: %w`, ErrUnsupported)
 	case runtime.GOOS != "linux" && runtime.GOOS != "darwin" && runtime.GOOS != "windows":
-		return fmt.Errorf("allow-listed egress (--allow-domain, [network] allowed_domains) is not available on %s: %w", runtime.GOOS, ErrUnsupported)
+		return fmt.Errorf("allow-listed egress (Options.AllowDomains, [network] allowed_domains) is not available on %s: %w", runtime.GOOS, ErrUnsupported)
 	}
 	return nil
 }

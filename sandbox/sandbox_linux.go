@@ -162,7 +162,7 @@ func startDegraded(c *Cmd, spec *linux.Spec, cause *linux.NoUsernsError, cl **li
 	pol := c.Policy
 	gaps := linux.DegradedGaps(pol, llABI())
 	if !pol.AllowDegraded() {
-		return nil, fmt.Errorf("%w; without them agentbox would run with Landlock and seccomp only, which cannot guarantee:\n  - %s\nrefusing to run: enable user namespaces, or accept these gaps with --allow-degraded (or [linux] allow_degraded = true)",
+		return nil, fmt.Errorf("%w; without them agentbox would run with Landlock and seccomp only, which cannot guarantee:\n  - %s\nrefusing to run: enable user namespaces, or accept these gaps with Options.AllowDegraded (or [linux] allow_degraded = true)",
 			cause, strings.Join(gaps, "\n  - "))
 	}
 	abi, err := landlock.ABI()

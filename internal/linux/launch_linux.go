@@ -283,7 +283,7 @@ func UsernsReason(err error) string {
 	case unpriv && read("/proc/sys/kernel/apparmor_restrict_unprivileged_userns") == "1":
 		return "AppArmor restricts unprivileged user namespaces (kernel.apparmor_restrict_unprivileged_userns = 1)"
 	case err != nil && underSeccomp():
-		return fmt.Sprintf("%v: agentbox runs under a seccomp filter that refuses them (a container runtime's profile, such as Docker's default); allow unshare and clone with CLONE_NEWUSER in the container's profile, or run with --allow-degraded", err)
+		return fmt.Sprintf("%v: agentbox runs under a seccomp filter that refuses them (a container runtime's profile, such as Docker's default); allow unshare and clone with CLONE_NEWUSER in the container's profile, or run with Options.AllowDegraded", err)
 	case err != nil:
 		return fmt.Sprintf("%v (a container runtime or seccomp policy may forbid them)", err)
 	}

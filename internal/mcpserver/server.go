@@ -18,6 +18,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/agentbox/agentbox/internal/cli/flagnames"
 	"github.com/agentbox/agentbox/policy"
 	"github.com/agentbox/agentbox/sandbox"
 )
@@ -228,11 +229,11 @@ func (h *handler) run(ctx context.Context, req *mcp.CallToolRequest, in RunInput
 		}
 	case errors.As(err, &se):
 		out.ExitCode = se.Code
-		fmt.Fprintf(stderr, "agentbox: %v\n", se.Err)
+		fmt.Fprintf(stderr, "agentbox: %s\n", flagnames.In(se.Err.Error()))
 		isErr = true
 	default:
 		out.ExitCode = sandbox.CodeSandboxFailure
-		fmt.Fprintf(stderr, "agentbox: %v\n", err)
+		fmt.Fprintf(stderr, "agentbox: %s\n", flagnames.In(err.Error()))
 		isErr = true
 	}
 	out.Report = c.Report // set by Wait
