@@ -165,6 +165,8 @@ func (e *elevatedProcess) Signal(sig os.Signal) error {
 	return fmt.Errorf("signal %v on windows: %w", sig, ErrUnsupported)
 }
 
+func (e *elevatedProcess) pid() int { return int(e.p.Pid()) }
+
 func (e *elevatedProcess) Kill() error {
 	e.killed.Store(true)
 	return e.p.Kill()

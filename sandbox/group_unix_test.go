@@ -4,6 +4,7 @@ package sandbox
 
 import (
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -41,5 +42,22 @@ func TestUnsandboxedDoesNotWaitForBackground(t *testing.T) {
 	}
 	if got := sb.String(); len(got) != 1<<20+5 || !strings.HasSuffix(got, "done\n") {
 		t.Errorf("relayed %d bytes ending %q, want %d ending done", len(got), got[max(0, len(got)-8):], 1<<20+5)
+	}
+}
+
+// Without a sandbox, Process.Pid is the command itself.
+func TestUnsandboxedProcessPid(t *testing.T) {
+	pol, err := policy.Resolve(policy.Options{Mode: policy.DangerFullAccess, Cwd: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	c := Command(pol, "sh", "-c", "echo $$")
+	c.Stdout = &out
+	if err := c.Run(); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.TrimSpace(out.String()); got != strconv.Itoa(c.Process.Pid) {
+		t.Errorf("the command's pid is %s, Process.Pid %d", got, c.Process.Pid)
 	}
 }

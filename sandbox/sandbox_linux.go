@@ -237,6 +237,7 @@ func (l *linuxProcess) Wait() (*Status, error) {
 }
 
 func (l *linuxProcess) Signal(s os.Signal) error { return l.p.Signal(s) }
+func (l *linuxProcess) pid() int                 { return l.p.Pid() }
 func (l *linuxProcess) Kill() error              { return l.p.Kill() }
 
 func doctor(pol *policy.Policy) *Report {

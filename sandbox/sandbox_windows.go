@@ -293,6 +293,7 @@ func (w *winProcess) Signal(sig os.Signal) error {
 }
 
 func (w *winProcess) Kill() error { return w.p.Kill() }
+func (w *winProcess) pid() int    { return int(w.p.Pid()) }
 
 func doctor(pol *policy.Policy) *Report {
 	r := &Report{OS: "windows", CanSandbox: true}

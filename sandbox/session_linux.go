@@ -88,4 +88,8 @@ func (s *sessionProcess) Wait() (*Status, error) {
 }
 
 func (s *sessionProcess) Signal(sig os.Signal) error { return s.p.Signal(sig) }
-func (s *sessionProcess) Kill() error                { return s.p.Kill() }
+
+// pid: the session's init started the command; agentbox has no process
+// of its own for it.
+func (s *sessionProcess) pid() int    { return 0 }
+func (s *sessionProcess) Kill() error { return s.p.Kill() }

@@ -126,7 +126,12 @@ func TestSessionSignals(t *testing.T) {
 			t.Fatal(err)
 		}
 		ready()
-		if err := c.Signal(sig); err != nil {
+		// A session's command has no process of agentbox's own: Pid
+		// is 0, and Process.Signal goes through the session.
+		if c.Process == nil || c.Process.Pid != 0 {
+			t.Fatalf("session command's Process = %+v, want Pid 0", c.Process)
+		}
+		if err := c.Process.Signal(sig); err != nil {
 			t.Fatal(err)
 		}
 		done := make(chan struct{})

@@ -234,6 +234,10 @@ func (p *Process) Wait() (code, signal int, err error) {
 	return 0, 0, fmt.Errorf("waiting for the sandbox: %w", errors.Join(merr, werr))
 }
 
+// Pid is the host process ID of the init stage (in degraded mode, of the
+// reaper stage above it): the process Start started.
+func (p *Process) Pid() int { return p.cmd.Process.Pid }
+
 // Signal forwards sig to the command through the init stage.
 func (p *Process) Signal(sig os.Signal) error {
 	return p.cmd.Process.Signal(sig)
