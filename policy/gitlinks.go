@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/agentbox/agentbox/internal/fspath"
 )
 
 // GitlinkGuard closes a hole allow_git_writes opens: with the index
@@ -491,12 +493,12 @@ func quarantineSequencer(gitdir string, before map[string]string) []string {
 		dir := filepath.Join(gitdir, d)
 		changed := false
 		for p, v := range after {
-			if Within(p, dir) && (before[p] != v || v == "?") {
+			if fspath.Within(p, dir) && (before[p] != v || v == "?") {
 				changed = true
 			}
 		}
 		for p := range before {
-			if Within(p, dir) {
+			if fspath.Within(p, dir) {
 				if _, ok := after[p]; !ok {
 					changed = true
 				}

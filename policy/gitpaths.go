@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/agentbox/agentbox/internal/fspath"
 )
 
 // Users review what an agent did by running git on the host afterwards.
@@ -639,14 +641,14 @@ func (s *gitScan) applyVars(vars []gitConfigVar, repo gitRepo) error {
 
 // relatesToRoot reports whether dir lies in a writable root or holds one.
 func (s *gitScan) relatesToRoot(dir string) bool {
-	return s.holdsRoot(dir) || InnermostRoot(filepath.Clean(dir), s.roots) != ""
+	return s.holdsRoot(dir) || fspath.InnermostRoot(filepath.Clean(dir), s.roots) != ""
 }
 
 // holdsRoot reports whether p is a writable root or an ancestor of one.
 func (s *gitScan) holdsRoot(p string) bool {
 	c := filepath.Clean(p)
 	for _, r := range s.roots {
-		if Within(r, c) {
+		if fspath.Within(r, c) {
 			return true
 		}
 	}
@@ -655,13 +657,13 @@ func (s *gitScan) holdsRoot(p string) bool {
 
 // inRoot reports whether p, or where it leads, lies inside a writable root.
 func (s *gitScan) inRoot(p string) bool {
-	if InnermostRoot(filepath.Clean(p), s.roots) != "" {
+	if fspath.InnermostRoot(filepath.Clean(p), s.roots) != "" {
 		return true
 	}
 	target, links := resolve(p)
-	in := InnermostRoot(target, s.roots) != ""
+	in := fspath.InnermostRoot(target, s.roots) != ""
 	for _, l := range links {
-		in = in || InnermostRoot(l, s.roots) != ""
+		in = in || fspath.InnermostRoot(l, s.roots) != ""
 	}
 	return in
 }

@@ -11,6 +11,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/agentbox/agentbox/internal/agentdirs"
+	"github.com/agentbox/agentbox/internal/fspath"
 	"github.com/agentbox/agentbox/internal/netpolicy"
 )
 
@@ -316,10 +318,10 @@ func Resolve(o Options) (*Policy, error) {
 	slices.SortFunc(p.f.WritableRoots, comparePaths)
 
 	extra := append([]string{}, o.ExtraProtected...)
-	if d := DefaultConfigPath(getenv); d != "" {
+	if d := agentdirs.Config(getenv); d != "" {
 		extra = append(extra, filepath.Dir(d))
 	}
-	if d := StateDir(getenv, goos); d != "" {
+	if d := agentdirs.State(getenv, goos); d != "" {
 		extra = append(extra, d)
 	}
 	// A command able to replace agentbox's own binary would own the next
@@ -338,7 +340,7 @@ func Resolve(o Options) (*Policy, error) {
 		return nil, err
 	}
 	p.f.Protected = prot
-	resolveToolCaches(p, getenv, goos, StateDir(getenv, goos))
+	resolveToolCaches(p, getenv, goos, agentdirs.State(getenv, goos))
 	return p, nil
 }
 
@@ -405,37 +407,15 @@ func comparePaths(a, b string) int {
 		strings.ReplaceAll(b, string(filepath.Separator), "\x00"))
 }
 
-// Within reports whether path is root or lies beneath it.
-func Within(path, root string) bool {
-	if path == root {
-		return true
-	}
-	if !strings.HasSuffix(root, string(filepath.Separator)) {
-		root += string(filepath.Separator)
-	}
-	return strings.HasPrefix(path, root)
-}
-
-// InnermostRoot returns the deepest root containing path, or "".
-func InnermostRoot(path string, roots []string) string {
-	best := ""
-	for _, r := range roots {
-		if Within(path, r) && len(r) > len(best) {
-			best = r
-		}
-	}
-	return best
-}
-
 // IsWritable reports whether the policy lets the command write at path
 // (absolute, symlink-free): beneath a writable root and not beneath a
 // protected path. Backends use it to plan; enforcement is theirs.
 func (p *Policy) IsWritable(path string) bool {
-	if InnermostRoot(path, p.f.WritableRoots) == "" {
+	if fspath.InnermostRoot(path, p.f.WritableRoots) == "" {
 		return false
 	}
 	for _, pr := range p.f.Protected {
-		if Within(path, pr.Path) {
+		if fspath.Within(path, pr.Path) {
 			return false
 		}
 	}

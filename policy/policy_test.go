@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/agentbox/agentbox/internal/agentdirs"
 )
 
 func mkdirs(t *testing.T, paths ...string) {
@@ -322,31 +324,6 @@ func TestComparePathsParentFirst(t *testing.T) {
 	}
 }
 
-func TestWithin(t *testing.T) {
-	for _, c := range []struct {
-		p, r string
-		want bool
-	}{{"/a", "/a", true}, {"/a/b", "/a", true}, {"/ab", "/a", false}, {"/a", "/", true}, {"/", "/a", false}} {
-		if got := Within(c.p, c.r); got != c.want {
-			t.Errorf("Within(%q, %q) = %v", c.p, c.r, got)
-		}
-	}
-}
-
-func TestDefaultConfigPath(t *testing.T) {
-	if runtime.GOOS == "windows" {
-		t.Skip("Unix layout; Windows uses %APPDATA%")
-	}
-	env := map[string]string{"XDG_CONFIG_HOME": "/x", "HOME": "/h"}
-	if got := DefaultConfigPath(func(k string) string { return env[k] }); got != "/x/agentbox/config.toml" {
-		t.Errorf("got %s", got)
-	}
-	delete(env, "XDG_CONFIG_HOME")
-	if got := DefaultConfigPath(func(k string) string { return env[k] }); got != "/h/.config/agentbox/config.toml" {
-		t.Errorf("got %s", got)
-	}
-}
-
 func TestProtectedIntermediateSymlinks(t *testing.T) {
 	base := realTemp(t)
 	ws := filepath.Join(base, "ws")
@@ -443,7 +420,7 @@ func TestOwnConfigAndStateProtectedByDefault(t *testing.T) {
 			t.Errorf("%s (first missing component of agentbox's own dirs) not protected: %+v", want, p.Protected())
 		}
 	}
-	if got := StateDir(func(k string) string { return map[string]string{"LOCALAPPDATA": `C:\Users\u\AppData\Local`}[k] }, "windows"); !strings.HasSuffix(got, "agentbox") {
+	if got := agentdirs.State(func(k string) string { return map[string]string{"LOCALAPPDATA": `C:\Users\u\AppData\Local`}[k] }, "windows"); !strings.HasSuffix(got, "agentbox") {
 		t.Errorf("windows state dir = %q", got)
 	}
 }

@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+
+	"github.com/agentbox/agentbox/internal/fspath"
 )
 
 // protectedPaths lists every carve-out for the given roots: each protected
@@ -30,7 +32,7 @@ func protectedPaths(roots, names []string, extra []string, getenv func(string) s
 		if _, ok := byPath[path]; ok {
 			return nil
 		}
-		pr := Protected{Path: path, Root: InnermostRoot(path, roots), Why: why}
+		pr := Protected{Path: path, Root: fspath.InnermostRoot(path, roots), Why: why}
 		fi, err := os.Lstat(path)
 		switch {
 		case errors.Is(err, fs.ErrNotExist):

@@ -1,8 +1,6 @@
 package policy
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -10,6 +8,9 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+
+	"github.com/agentbox/agentbox/internal/agentdirs"
+	"github.com/agentbox/agentbox/internal/fspath"
 )
 
 // ToolCacheMode is [sandbox_workspace_write] tool_caches: how the tools'
@@ -344,18 +345,6 @@ func (c ToolCache) PrivateEnvAt(dir string, env []string) string {
 	return c.Env + "=" + val
 }
 
-// ToolCacheRoot is where per-workspace cache layers live under the state
-// directory.
-func ToolCacheRoot(stateDir string) string { return filepath.Join(stateDir, "toolcache") }
-
-// WorkspaceKey names a workspace's layers: a hash of its path, so the
-// directory name is fixed-length and reveals nothing odd to the file
-// system.
-func WorkspaceKey(workspace string) string {
-	h := sha256.Sum256([]byte(workspace))
-	return hex.EncodeToString(h[:8])
-}
-
 // resolveToolCaches fills p.ToolCaches for the mode: every known cache
 // with its host path and per-workspace layer. It only reads the file
 // system; backends create the layers.
@@ -371,7 +360,7 @@ func resolveToolCaches(p *Policy, getenv func(string) string, goos, stateDir str
 		home = ""
 	}
 	e := cacheEnv{getenv: getenv, goos: goos, home: home}
-	base := filepath.Join(ToolCacheRoot(stateDir), WorkspaceKey(p.f.Cwd))
+	base := filepath.Join(agentdirs.ToolCacheRoot(stateDir), agentdirs.WorkspaceKey(p.f.Cwd))
 	for _, d := range knownCaches {
 		c := ToolCache{Name: d.Name, Desc: d.Desc, Env: d.Env, envValue: d.EnvValue,
 			Layer: filepath.Join(base, d.Name), Host: d.Path(e)}
@@ -382,11 +371,11 @@ func resolveToolCaches(p *Policy, getenv func(string) string, goos, stateDir str
 		switch {
 		case c.Host == "":
 			c.Skip = "no home directory to find it in"
-		case Within(c.Host, stateDir) || Within(stateDir, c.Host):
+		case fspath.Within(c.Host, stateDir) || fspath.Within(stateDir, c.Host):
 			c.Skip = "overlaps agentbox's state directory"
 		default:
 			for _, pr := range p.f.Protected {
-				if Within(c.Host, pr.Path) || Within(pr.Path, c.Host) {
+				if fspath.Within(c.Host, pr.Path) || fspath.Within(pr.Path, c.Host) {
 					c.Skip = fmt.Sprintf("overlaps protected %s (%s)", pr.Path, pr.Why)
 					break
 				}
@@ -416,7 +405,7 @@ func resolveCachePath(p string) (string, bool) {
 
 func isAbs(p, goos string) bool {
 	if goos == "windows" {
-		return windowsAbs(p)
+		return agentdirs.WindowsAbs(p)
 	}
 	return strings.HasPrefix(p, "/")
 }
@@ -479,7 +468,7 @@ func DecideCaches(p *Policy, overlays bool) []CacheDecision {
 // rootAtOrBelow returns a writable root that is path or lies inside it.
 func rootAtOrBelow(path string, roots []string) string {
 	for _, r := range roots {
-		if Within(r, path) {
+		if fspath.Within(r, path) {
 			return r
 		}
 	}

@@ -5,6 +5,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/agentbox/agentbox/internal/agentdirs"
+	"github.com/agentbox/agentbox/internal/fspath"
 )
 
 func TestToolCacheDefaults(t *testing.T) {
@@ -67,7 +70,7 @@ func TestToolCacheNeverBin(t *testing.T) {
 	for _, d := range knownCaches {
 		p := d.Path(e)
 		for _, bin := range []string{"/h/.cargo/bin", "/h/go/bin", "/h/.local/bin", "/h/.npm-global/bin"} {
-			if Within(bin, p) || Within(p, bin) {
+			if fspath.Within(bin, p) || fspath.Within(p, bin) {
 				t.Errorf("%s at %s overlaps %s", d.Name, p, bin)
 			}
 		}
@@ -111,9 +114,9 @@ func TestToolCacheResolve(t *testing.T) {
 	if !gb.HostExists || gb.Host != realGB || gb.Named != filepath.Join(home, ".cache", "go-build") {
 		t.Errorf("go-build resolved to %+v, want host %s", gb, realGB)
 	}
-	state := StateDir(getenv, "linux")
-	if !strings.HasPrefix(gb.Layer, ToolCacheRoot(state)+"/") {
-		t.Errorf("layer %s not under %s", gb.Layer, ToolCacheRoot(state))
+	state := agentdirs.State(getenv, "linux")
+	if !strings.HasPrefix(gb.Layer, agentdirs.ToolCacheRoot(state)+"/") {
+		t.Errorf("layer %s not under %s", gb.Layer, agentdirs.ToolCacheRoot(state))
 	}
 	if byName["npm"].HostExists {
 		t.Errorf("npm cache does not exist but HostExists is set")

@@ -15,6 +15,7 @@ import (
 
 	"golang.org/x/sys/windows"
 
+	"github.com/agentbox/agentbox/internal/agentdirs"
 	"github.com/agentbox/agentbox/internal/rawpolicy"
 	"github.com/agentbox/agentbox/internal/windows/acl"
 	winsetup "github.com/agentbox/agentbox/internal/windows/setup"
@@ -207,7 +208,7 @@ func TestElevatedGrantsGroup(t *testing.T) {
 	// The private tool caches are granted as a writable root: their own
 	// SID, recorded for cleanup (which hands the paths to agentbox-setup
 	// to revoke the group's ACE).
-	cacheRoot := acl.Clean(filepath.Join(policy.ToolCacheRoot(dir), policy.WorkspaceKey(pol.Cwd()), "private"))
+	cacheRoot := acl.Clean(filepath.Join(agentdirs.ToolCacheRoot(dir), agentdirs.WorkspaceKey(pol.Cwd()), "private"))
 	if s, ok := st.LookupRoot(cacheRoot); !ok || s == rootSID || !containsFold(st.Paths, cacheRoot) {
 		t.Errorf("private tool caches %s: SID %q (workspace %q), recorded %v", cacheRoot, s, rootSID, st.Paths)
 	}

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/agentbox/agentbox/internal/agentdirs"
 	"github.com/agentbox/agentbox/internal/darwin"
 	"github.com/agentbox/agentbox/policy"
 )
@@ -65,7 +66,7 @@ func removeCacheLayers(state string) string {
 	if state == "" {
 		return ""
 	}
-	root := policy.ToolCacheRoot(state)
+	root := agentdirs.ToolCacheRoot(state)
 	if _, err := os.Lstat(root); err != nil {
 		return ""
 	}

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agentbox/agentbox/internal/agentdirs"
 	"github.com/agentbox/agentbox/internal/rawpolicy"
 	"github.com/agentbox/agentbox/internal/windows/sid"
 	"github.com/agentbox/agentbox/internal/windows/unelevated"
@@ -72,7 +73,7 @@ func TestToolCacheEnv(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	root := filepath.Join(policy.ToolCacheRoot(dir), policy.WorkspaceKey(pol.Cwd()), "private")
+	root := filepath.Join(agentdirs.ToolCacheRoot(dir), agentdirs.WorkspaceKey(pol.Cwd()), "private")
 	want := "GOCACHE=" + filepath.Join(root, "go-build")
 	if got := strings.TrimSpace(string(out)); !strings.EqualFold(got, want) {
 		t.Errorf("child sees %q, want %q", got, want)
@@ -91,8 +92,8 @@ func TestToolCacheEnv(t *testing.T) {
 	if err := unelevated.Cleanup(dir, &buf); err != nil {
 		t.Fatalf("cleanup: %v\n%s", err, buf.String())
 	}
-	if _, err := os.Lstat(policy.ToolCacheRoot(dir)); !os.IsNotExist(err) {
-		t.Errorf("cleanup left %s: %v\n%s", policy.ToolCacheRoot(dir), err, buf.String())
+	if _, err := os.Lstat(agentdirs.ToolCacheRoot(dir)); !os.IsNotExist(err) {
+		t.Errorf("cleanup left %s: %v\n%s", agentdirs.ToolCacheRoot(dir), err, buf.String())
 	}
 	if !strings.Contains(buf.String(), "removed tool cache layers") {
 		t.Errorf("cleanup output: %s", buf.String())
@@ -134,7 +135,7 @@ func TestEnforceToolCacheGoBuild(t *testing.T) {
 		t.Errorf("%s exists on the host", planted)
 	}
 	dir, _ := unelevated.StateDir()
-	priv := filepath.Join(policy.ToolCacheRoot(dir), policy.WorkspaceKey(pol.Cwd()), "private", "go-build")
+	priv := filepath.Join(agentdirs.ToolCacheRoot(dir), agentdirs.WorkspaceKey(pol.Cwd()), "private", "go-build")
 	if ents, err := os.ReadDir(priv); err != nil || len(ents) == 0 {
 		t.Errorf("private cache %s not used: %v", priv, err)
 	}

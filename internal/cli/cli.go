@@ -143,7 +143,7 @@ func (f *runFlags) resolve(cmd *cobra.Command) (*policy.Policy, error) {
 			return nil, failure("%v", err)
 		}
 		cfg = c
-	} else if path = policy.DefaultConfigPath(os.Getenv); path != "" {
+	} else if path = policy.DefaultConfigPath(); path != "" {
 		c, err := policy.LoadConfig(path)
 		switch {
 		case err == nil:

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"slices"
 
+	"github.com/agentbox/agentbox/internal/fspath"
 	"github.com/agentbox/agentbox/policy"
 )
 
@@ -51,7 +52,7 @@ func GitWritesPlan(p *policy.Policy, mounts []Mount) (out []Mount, dirs []GitDir
 		}
 		for _, c := range cs {
 			ro = append(ro, c.Path)
-			for a := filepath.Dir(c.Path); a != gd && policy.Within(a, gd); a = filepath.Dir(a) {
+			for a := filepath.Dir(c.Path); a != gd && fspath.Within(a, gd); a = filepath.Dir(a) {
 				if !pinned[a] {
 					pinned[a] = true
 					pins = append(pins, a)

@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/agentbox/agentbox/internal/fspath"
 	"github.com/agentbox/agentbox/policy"
 )
 
@@ -149,7 +150,7 @@ func Plan(p *policy.Policy, held []string) []Mount {
 		} else {
 			ro = append(ro, pr.Path)
 		}
-		for a := filepath.Dir(pr.Path); a != pr.Root && policy.Within(a, pr.Root); a = filepath.Dir(a) {
+		for a := filepath.Dir(pr.Path); a != pr.Root && fspath.Within(a, pr.Root); a = filepath.Dir(a) {
 			pins[a] = true
 		}
 	}
@@ -162,11 +163,11 @@ func Plan(p *policy.Policy, held []string) []Mount {
 	// and the outer root could be, taking the root's protected paths away
 	// and letting the command recreate them empty: pin that chain too.
 	for _, r := range p.WritableRoots() {
-		outer := policy.InnermostRoot(filepath.Dir(r), p.WritableRoots())
+		outer := fspath.InnermostRoot(filepath.Dir(r), p.WritableRoots())
 		if outer == "" || outer == r {
 			continue
 		}
-		for a := filepath.Dir(r); a != outer && policy.Within(a, outer); a = filepath.Dir(a) {
+		for a := filepath.Dir(r); a != outer && fspath.Within(a, outer); a = filepath.Dir(a) {
 			pins[a] = true
 		}
 	}
@@ -194,7 +195,7 @@ func Plan(p *policy.Policy, held []string) []Mount {
 // coverOf is the held path that protects the missing pr: pr.Path itself,
 // or its nearest held ancestor below the root; "" when none is held.
 func coverOf(pr policy.Protected, held map[string]bool) string {
-	for a := pr.Path; a != pr.Root && policy.Within(a, pr.Root); a = filepath.Dir(a) {
+	for a := pr.Path; a != pr.Root && fspath.Within(a, pr.Root); a = filepath.Dir(a) {
 		if held[a] {
 			return a
 		}

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 
+	"github.com/agentbox/agentbox/internal/fspath"
 	"github.com/agentbox/agentbox/policy"
 )
 
@@ -75,7 +76,7 @@ func CachePlan(p *policy.Policy, ds []policy.CacheDecision, layers map[string]Ca
 			}
 			chain = append(chain, ancestors(d.Cache.Host)...)
 			for _, a := range chain {
-				root := policy.InnermostRoot(a, p.WritableRoots())
+				root := fspath.InnermostRoot(a, p.WritableRoots())
 				if root == "" || a == root || a == d.Cache.Host || pinned[a] {
 					continue
 				}

@@ -10,6 +10,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/agentbox/agentbox/internal/agentdirs"
 	"github.com/agentbox/agentbox/policy"
 )
 
@@ -212,7 +213,7 @@ func removeTree(p string) error {
 // directory when no running sandbox holds any of them, for `agentbox
 // cleanup`.
 func RemoveCacheLayers(stateDir string) (removed, kept []string) {
-	root := policy.ToolCacheRoot(stateDir)
+	root := agentdirs.ToolCacheRoot(stateDir)
 	workspaces, _ := os.ReadDir(root)
 	for _, w := range workspaces {
 		wdir := filepath.Join(root, w.Name())

@@ -37,6 +37,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/agentbox/agentbox/internal/agentdirs"
 	"github.com/agentbox/agentbox/internal/rawpolicy"
 	"github.com/agentbox/agentbox/internal/windows/acl"
 	"github.com/agentbox/agentbox/internal/windows/sid"
@@ -236,7 +237,7 @@ func CacheEnv(env []string, cs Caches) []string {
 // made is removed itself, never followed (WalkDir does not descend into
 // it).
 func RemoveCaches(stateDir string) (string, error) {
-	root := policy.ToolCacheRoot(stateDir)
+	root := agentdirs.ToolCacheRoot(stateDir)
 	if _, err := os.Lstat(root); err != nil {
 		return "", nil
 	}

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agentbox/agentbox/internal/agentdirs"
 	"github.com/agentbox/agentbox/internal/rawpolicy"
 	"github.com/agentbox/agentbox/internal/windows/acl"
 	"github.com/agentbox/agentbox/internal/windows/sid"
@@ -212,7 +213,7 @@ func TestRemoveCaches(t *testing.T) {
 	if got, err := RemoveCaches(state); got != "" || err != nil {
 		t.Errorf("nothing to remove: %q, %v", got, err)
 	}
-	mod := filepath.Join(policy.ToolCacheRoot(state), "k", "private", "go-mod", "x@v1")
+	mod := filepath.Join(agentdirs.ToolCacheRoot(state), "k", "private", "go-mod", "x@v1")
 	if err := os.MkdirAll(mod, 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -221,7 +222,7 @@ func TestRemoveCaches(t *testing.T) {
 	outside := filepath.Join(state, "sids.json")
 	os.WriteFile(outside, nil, 0o600)
 	got, err := RemoveCaches(state)
-	if err != nil || got != policy.ToolCacheRoot(state) {
+	if err != nil || got != agentdirs.ToolCacheRoot(state) {
 		t.Fatalf("RemoveCaches = %q, %v", got, err)
 	}
 	if _, err := os.Lstat(got); !os.IsNotExist(err) {
