@@ -7,6 +7,7 @@ import (
 	"os"
 	"runtime"
 
+	"github.com/agentbox/agentbox/internal/cacheplan"
 	"github.com/agentbox/agentbox/internal/lookpath"
 	"github.com/agentbox/agentbox/internal/rawpolicy"
 
@@ -30,8 +31,8 @@ func darwinInput(pol *policy.Policy) darwin.Input {
 			in.Protected = append(in.Protected, pr.Path)
 		}
 		addGitWrites(&in, pol)
-		for _, d := range policy.DecideCaches(pol, false) {
-			if d.How == policy.CachePrivate {
+		for _, d := range cacheplan.Decide(pol, false) {
+			if d.How == cacheplan.Private {
 				in.CacheDirs = []string{d.Cache.PrivateRoot()}
 			}
 		}

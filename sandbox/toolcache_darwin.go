@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/agentbox/agentbox/internal/agentdirs"
+	"github.com/agentbox/agentbox/internal/cacheplan"
 	"github.com/agentbox/agentbox/internal/darwin"
 	"github.com/agentbox/agentbox/policy"
 )
@@ -39,8 +40,8 @@ func addGitWrites(in *darwin.Input, pol *policy.Policy) {
 // makes writable (macOS has no overlays: caches are private and start
 // cold) and points the tools at them.
 func privateCaches(pol *policy.Policy, env []string) ([]string, error) {
-	for _, d := range policy.DecideCaches(pol, false) {
-		if d.How != policy.CachePrivate {
+	for _, d := range cacheplan.Decide(pol, false) {
+		if d.How != cacheplan.Private {
 			continue
 		}
 		if err := os.MkdirAll(d.Cache.PrivateRoot(), 0o700); err != nil {

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/agentbox/agentbox/internal/cacheplan"
 	"github.com/agentbox/agentbox/internal/rawpolicy"
 	"github.com/agentbox/agentbox/policy"
 )
@@ -28,9 +29,9 @@ func TestDecideAndPlanCaches(t *testing.T) {
 			{Name: "whole", Host: dir, HostExists: true, Env: "X", Layer: layer("whole")},
 			{Name: "skipped", Host: "/x", Skip: "overlaps protected", Layer: layer("s")},
 		}})
-	want := map[string]policy.CacheHow{"go-build": policy.CacheOverlay, "npm": policy.CacheOverlay, "pip": policy.CachePrivate,
-		"cargo-registry": policy.CacheUntouched, "whole": policy.CacheUntouched, "skipped": policy.CacheUntouched}
-	ds := policy.DecideCaches(p, true)
+	want := map[string]cacheplan.How{"go-build": cacheplan.Overlay, "npm": cacheplan.Overlay, "pip": cacheplan.Private,
+		"cargo-registry": cacheplan.Untouched, "whole": cacheplan.Untouched, "skipped": cacheplan.Untouched}
+	ds := cacheplan.Decide(p, true)
 	layers := map[string]CacheLayer{}
 	for _, d := range ds {
 		if d.How != want[d.Cache.Name] {
@@ -43,8 +44,8 @@ func TestDecideAndPlanCaches(t *testing.T) {
 		layers[d.Cache.Name] = l
 	}
 	// Without overlays (degraded), everything relocatable goes private.
-	for _, d := range policy.DecideCaches(p, false) {
-		if d.How == policy.CacheOverlay {
+	for _, d := range cacheplan.Decide(p, false) {
+		if d.How == cacheplan.Overlay {
 			t.Errorf("%s overlaid without overlays", d.Cache.Name)
 		}
 	}

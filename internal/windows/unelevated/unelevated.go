@@ -38,6 +38,7 @@ import (
 	"strings"
 
 	"github.com/agentbox/agentbox/internal/agentdirs"
+	"github.com/agentbox/agentbox/internal/cacheplan"
 	"github.com/agentbox/agentbox/internal/rawpolicy"
 	"github.com/agentbox/agentbox/internal/windows/acl"
 	"github.com/agentbox/agentbox/internal/windows/sid"
@@ -173,8 +174,8 @@ func PlanCaches(pol *policy.Policy, env []string) (Caches, error) {
 	if pol == nil || pol.Mode() != policy.WorkspaceWrite || pol.ToolCacheMode() == policy.CachesOff {
 		return cs, nil
 	}
-	for _, d := range policy.DecideCaches(pol, false) {
-		if d.How != policy.CachePrivate {
+	for _, d := range cacheplan.Decide(pol, false) {
+		if d.How != cacheplan.Private {
 			continue
 		}
 		c := d.Cache
