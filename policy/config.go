@@ -38,8 +38,8 @@ type WorkspaceWriteSection struct {
 	// user deliberately hands it, such as /run/docker.sock); Linux.
 	AllowUnixSockets []string `toml:"allow_unix_sockets"`
 	// AllowGitWrites opens each .git directory for writing except what
-	// makes git run a program or read another repository; see
-	// gitwrites.go.
+	// makes git run a program or read another repository (the list is
+	// in the README, "Git writes").
 	AllowGitWrites *bool `toml:"allow_git_writes"`
 	// ToolCaches is "overlay", "private" or "off"; see [ToolCacheMode].
 	ToolCaches *string `toml:"tool_caches"`

@@ -6,10 +6,12 @@ import (
 	"github.com/agentbox/agentbox/internal/policyhook"
 )
 
-// The functions internal/rawpolicy reaches through policyhook.
+// The functions internal/rawpolicy and internal/gitguard reach through
+// policyhook.
 func init() {
 	policyhook.New = func(f fields) *Policy { return &Policy{f: cloneFields(f)} }
 	policyhook.Fields = func(p *Policy) fields { return cloneFields(p.f) }
+	policyhook.SafeBareRepository = gitSafeBareRepository
 	policyhook.Resolve = func(o Options, getenv func(string) string, goos string) (*Policy, error) {
 		o.getenv, o.goos = getenv, goos
 		return Resolve(o)

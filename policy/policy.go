@@ -39,10 +39,10 @@ type Options struct {
 	AllowDegraded *bool
 	Config        *Config // nil = no config file
 	// ExtraProtected are further paths to keep read-only wherever they
-	// are, such as the config file given. agentbox's default config directory,
-	// its state directory and the running executable are always
-	// protected: whatever decides how the next command is sandboxed must
-	// not be writable by this one.
+	// are, such as the config file given. agentbox's default config
+	// directory, its state directory and the running executable are
+	// always protected: whatever decides how the next command is
+	// sandboxed must not be writable by this one.
 	ExtraProtected []string
 
 	// getenv reads the environment ($TMPDIR, %TEMP%); nil means
@@ -127,8 +127,9 @@ func (p *Policy) ToolCacheMode() ToolCacheMode { return p.f.ToolCacheMode }
 func (p *Policy) ToolCaches() []ToolCache { return slices.Clone(p.f.ToolCaches) }
 
 // AllowGitWrites reports whether the backend may open .git directories
-// for writing but for [GitReadOnlyPaths] (Linux only; elsewhere .git stays
-// read-only as a whole).
+// for writing but for the paths through which git runs programs or
+// reads other repositories ([sandbox_workspace_write] allow_git_writes;
+// the README's "Git writes" lists them).
 func (p *Policy) AllowGitWrites() bool { return p.f.AllowGitWrites }
 
 // ProtectedKind says what is on disk at a protected path.

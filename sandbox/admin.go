@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
 
+	"github.com/agentbox/agentbox/internal/gitguard"
 	"github.com/agentbox/agentbox/policy"
 )
 
@@ -43,7 +45,7 @@ func Doctor(pol *policy.Policy) *Report {
 // there runs that pager on the host. Only git can refuse it.
 func gitBareCheck() Check {
 	c := Check{Name: "git safe.bareRepository"}
-	v, file, err := policy.GitSafeBareRepository(nil)
+	v, file, err := gitguard.SafeBareRepository(os.Getenv)
 	switch {
 	case err != nil:
 		c.Detail = fmt.Sprintf("cannot read your git config: %v", err)

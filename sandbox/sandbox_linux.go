@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/agentbox/agentbox/internal/gitguard"
 	"github.com/agentbox/agentbox/internal/linux"
 	"github.com/agentbox/agentbox/internal/linux/apparmor"
 	"github.com/agentbox/agentbox/internal/linux/landlock"
@@ -211,7 +212,7 @@ type linuxProcess struct {
 	proxy *netproxy.Server // nil without an allow-list
 	cl    *linux.CacheLayers
 	git   *linux.GitHeld
-	gl    *policy.GitlinkGuard // nil without allow_git_writes
+	gl    *gitguard.Guard // nil without allow_git_writes
 	diag  func(format string, args ...any)
 }
 

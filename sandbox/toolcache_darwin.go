@@ -10,11 +10,12 @@ import (
 	"github.com/agentbox/agentbox/internal/agentdirs"
 	"github.com/agentbox/agentbox/internal/cacheplan"
 	"github.com/agentbox/agentbox/internal/darwin"
+	"github.com/agentbox/agentbox/internal/gitguard"
 	"github.com/agentbox/agentbox/policy"
 )
 
 // addGitWrites opens the policy's .git directories in the profile when
-// allow_git_writes is set, minus policy.GitReadOnlyPaths. A git directory
+// allow_git_writes is set, minus gitguard.ReadOnlyPaths. A git directory
 // whose read-only paths cannot be resolved (one is a symlink) stays
 // read-only as a whole.
 func addGitWrites(in *darwin.Input, pol *policy.Policy) {
@@ -22,10 +23,10 @@ func addGitWrites(in *darwin.Input, pol *policy.Policy) {
 		return
 	}
 	for _, pr := range pol.Protected() {
-		if !policy.GitWritableDir(pr) {
+		if !gitguard.WritableDir(pr) {
 			continue
 		}
-		cs, err := policy.GitCarveouts(pr.Path)
+		cs, err := gitguard.Carveouts(pr.Path)
 		if err != nil {
 			continue
 		}

@@ -3,6 +3,7 @@
 package fspath
 
 import (
+	"os"
 	"path/filepath"
 	"strings"
 )
@@ -27,4 +28,19 @@ func InnermostRoot(path string, roots []string) string {
 		}
 	}
 	return best
+}
+
+// FirstMissing returns path itself when its parent exists, else the first
+// missing component: pinning that one keeps the whole chain from appearing.
+func FirstMissing(path string) string {
+	for {
+		parent := filepath.Dir(path)
+		if parent == path {
+			return path
+		}
+		if _, err := os.Lstat(parent); err == nil {
+			return path
+		}
+		path = parent
+	}
 }

@@ -1,7 +1,8 @@
 // Package policyhook carries the functions package policy registers for
-// internal/rawpolicy. rawpolicy imports policy for its types, so policy
-// cannot import it; both import this package instead. Nothing else should
-// use it: rawpolicy gives the same functions their types.
+// internal/rawpolicy and internal/gitguard, which import policy for its
+// types, so policy cannot import them; both sides import this package
+// instead. Nothing else should use it: those packages give the same
+// functions their types.
 package policyhook
 
 var (
@@ -11,4 +12,6 @@ var (
 	Fields any
 	// Resolve is a func(policy.Options, func(string) string, string) (*policy.Policy, error).
 	Resolve any
+	// SafeBareRepository is gitguard.SafeBareRepository.
+	SafeBareRepository func(getenv func(string) string) (value, file string, err error)
 )
