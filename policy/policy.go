@@ -16,8 +16,11 @@ import (
 	"github.com/agentbox/agentbox/internal/netpolicy"
 )
 
-// DefaultProtectedNames are kept read-only inside every writable root.
-var DefaultProtectedNames = []string{".git", ".codex", ".agents"}
+// DefaultProtectedNames returns the names kept read-only inside every
+// writable root unless the config's protected_subpaths replaces them.
+func DefaultProtectedNames() []string { return slices.Clone(defaultProtectedNames) }
+
+var defaultProtectedNames = []string{".git", ".codex", ".agents"}
 
 // Options are the inputs a caller (usually the CLI) gives to [Resolve].
 // Zero values mean "not given": config and defaults apply. Errors name
@@ -178,7 +181,7 @@ func Resolve(o Options) (*Policy, error) {
 	}
 	ww := cfg.SandboxWorkspaceWrite
 
-	p := &Policy{f: fields{Mode: WorkspaceWrite, Windows: Unelevated, ProtectedNames: DefaultProtectedNames}}
+	p := &Policy{f: fields{Mode: WorkspaceWrite, Windows: Unelevated, ProtectedNames: DefaultProtectedNames()}}
 	if cfg.SandboxMode != nil {
 		p.f.Mode = Mode(*cfg.SandboxMode)
 	}

@@ -80,8 +80,3 @@ func Setup(ctx context.Context, pol *policy.Policy, out io.Writer) error {
 // Cleanup removes everything agentbox ever left on the machine and reports
 // what it removed and what it could not.
 func Cleanup(ctx context.Context, out io.Writer) error { return cleanup(ctx, out) }
-
-// StateDir is the directory agentbox keeps its own bookkeeping in ("" when
-// there is none). [policy.Resolve] protects it in every writable root, so
-// a sandboxed command cannot change how the next one is sandboxed.
-func StateDir() string { return stateDir() }

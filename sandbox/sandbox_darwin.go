@@ -17,6 +17,8 @@ import (
 )
 
 // Main is a no-op on macOS: sandbox-exec needs no re-exec stage.
+//
+// Deprecated: nothing needs to call Main.
 func Main() {}
 
 // darwinInput turns the resolved policy into the profile generator's input.

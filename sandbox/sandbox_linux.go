@@ -22,6 +22,8 @@ import (
 // init function, before the program's main runs (see the package
 // documentation). It is kept so that programs calling it still build; it
 // returns at once.
+//
+// Deprecated: nothing needs to call Main.
 func Main() {
 	if linux.IsInit() {
 		linux.RunInit() // not reached: the stage ran at package init

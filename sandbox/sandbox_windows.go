@@ -22,6 +22,8 @@ import (
 )
 
 // Main is a no-op on Windows: there is no re-exec stage.
+//
+// Deprecated: nothing needs to call Main.
 func Main() {}
 
 // startElevated is set by the elevated-mode backend when it is linked in.

@@ -68,7 +68,7 @@ func scenePolicy() *policy.Policy {
 			{Path: wt + `\.codex`, Kind: policy.Missing, Root: wt},
 			{Path: wt + `\.git`, Kind: policy.File, Root: wt},
 		},
-		ProtectedNames: policy.DefaultProtectedNames,
+		ProtectedNames: policy.DefaultProtectedNames(),
 	})
 }
 
