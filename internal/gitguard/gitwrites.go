@@ -1,3 +1,8 @@
+// Package gitguard is what backends do about git around a run with
+// allow_git_writes: which paths of an opened .git stay read-only
+// ([ReadOnlyPaths], [Carveouts]), which .git may be opened at all
+// ([WritableDir]), and the [Guard] that, after the run, moves aside the
+// gitlinks and nested repositories a command planted.
 package gitguard
 
 import (
