@@ -1,0 +1,232 @@
+package loopguard
+
+import (
+	"encoding/binary"
+	"errors"
+	"net/netip"
+	"slices"
+	"strings"
+	"testing"
+)
+
+var (
+	lo    = netip.MustParseAddr("127.0.0.1")
+	proxy = netip.AddrPortFrom(lo, 41631)
+)
+
+func ap(s string) netip.AddrPort { return netip.MustParseAddrPort(s) }
+
+// row4 encodes one MIB_TCPROW_OWNER_PID as Windows lays it out.
+func row4(state uint32, local, remote netip.AddrPort, pid uint32) []byte {
+	b := make([]byte, row4Size)
+	binary.LittleEndian.PutUint32(b[0:], state)
+	l, r := local.Addr().As4(), remote.Addr().As4()
+	copy(b[4:], l[:])
+	binary.BigEndian.PutUint16(b[8:], local.Port())
+	b[10], b[11] = 0xAA, 0xBB // the DWORD's high half is junk Windows leaves
+	copy(b[12:], r[:])
+	binary.BigEndian.PutUint16(b[16:], remote.Port())
+	binary.LittleEndian.PutUint32(b[20:], pid)
+	return b
+}
+
+func row6(state uint32, local, remote netip.AddrPort, pid uint32) []byte {
+	b := make([]byte, row6Size)
+	l, r := local.Addr().As16(), remote.Addr().As16()
+	copy(b[0:], l[:])
+	binary.LittleEndian.PutUint32(b[16:], 7) // scope id, dropped
+	binary.BigEndian.PutUint16(b[20:], local.Port())
+	copy(b[24:], r[:])
+	binary.BigEndian.PutUint16(b[44:], remote.Port())
+	binary.LittleEndian.PutUint32(b[48:], state)
+	binary.LittleEndian.PutUint32(b[52:], pid)
+	return b
+}
+
+func table(rows ...[]byte) []byte {
+	b := binary.LittleEndian.AppendUint32(nil, uint32(len(rows)))
+	for _, r := range rows {
+		b = append(b, r...)
+	}
+	return b
+}
+
+func TestParseTables(t *testing.T) {
+	b := table(row4(StateListen, ap("127.0.0.1:41631"), ap("0.0.0.0:0"), 900),
+		row4(5, ap("127.0.0.1:50123"), ap("127.0.0.1:41631"), 1234))
+	got, err := ParseTCP4Table(b)
+	want := []Row{{Local: ap("127.0.0.1:41631"), Remote: ap("0.0.0.0:0"), State: StateListen, PID: 900},
+		{Local: ap("127.0.0.1:50123"), Remote: ap("127.0.0.1:41631"), State: 5, PID: 1234}}
+	if err != nil || !slices.Equal(got, want) {
+		t.Fatalf("v4: %v, %v", got, err)
+	}
+	b6 := table(row6(StateListen, ap("[::]:41632"), ap("[::]:0"), 77))
+	got, err = ParseTCP6Table(b6)
+	if err != nil || len(got) != 1 || got[0] != (Row{Local: ap("[::]:41632"), Remote: ap("[::]:0"), State: StateListen, PID: 77}) {
+		t.Fatalf("v6: %v, %v", got, err)
+	}
+	// Truncated or lying buffers are errors, never a panic or a short read
+	// taken as the whole table.
+	for _, bad := range [][]byte{nil, {1, 0}, b[:len(b)-1], binary.LittleEndian.AppendUint32(nil, 1<<30)} {
+		if _, err := ParseTCP4Table(bad); err == nil {
+			t.Errorf("ParseTCP4Table(%d bytes) accepted", len(bad))
+		}
+		if _, err := ParseTCP6Table(bad); err == nil {
+			t.Errorf("ParseTCP6Table(%d bytes) accepted", len(bad))
+		}
+	}
+	if got, err := ParseTCP4Table(table()); err != nil || len(got) != 0 {
+		t.Errorf("empty table: %v, %v", got, err)
+	}
+}
+
+func TestParsePIDList(t *testing.T) {
+	b := make([]byte, 8+3*8)
+	binary.LittleEndian.PutUint32(b[0:], 3)
+	binary.LittleEndian.PutUint32(b[4:], 3)
+	for i, pid := range []uint64{10, 20, 30} {
+		binary.LittleEndian.PutUint64(b[8+8*i:], pid)
+	}
+	pids, complete, err := ParsePIDList(b, 8)
+	if err != nil || !complete || !slices.Equal(pids, []uint32{10, 20, 30}) {
+		t.Fatalf("64-bit: %v %v %v", pids, complete, err)
+	}
+	// More processes in the job than listed: incomplete, so the caller
+	// retries rather than refusing a member it did not see.
+	binary.LittleEndian.PutUint32(b[0:], 5)
+	if _, complete, _ := ParsePIDList(b, 8); complete {
+		t.Error("5 assigned, 3 listed: reported complete")
+	}
+	b32 := []byte{1, 0, 0, 0, 1, 0, 0, 0, 42, 0, 0, 0}
+	if pids, complete, err := ParsePIDList(b32, 4); err != nil || !complete || !slices.Equal(pids, []uint32{42}) {
+		t.Errorf("32-bit: %v %v %v", pids, complete, err)
+	}
+	for _, bad := range [][]byte{nil, b[:7], {0, 0, 0, 0, 9, 0, 0, 0}} {
+		if _, _, err := ParsePIDList(bad, 8); err == nil {
+			t.Errorf("ParsePIDList(%v) accepted", bad)
+		}
+	}
+	if _, _, err := ParsePIDList(b, 2); err == nil {
+		t.Error("pointer size 2 accepted")
+	}
+}
+
+// The connection table as Windows shows one accepted connection: the
+// client's end (owned by the client) and the proxy's end (owned by
+// agentbox), mirror images of each other.
+func conn(client netip.AddrPort, clientPID uint32) []Row {
+	return []Row{
+		{Local: client, Remote: proxy, State: 5, PID: clientPID},
+		{Local: proxy, Remote: client, State: 5, PID: 900},
+	}
+}
+
+func TestDecide(t *testing.T) {
+	client := ap("127.0.0.1:50123")
+	members := []uint32{1234, 1300}
+	rows := append(conn(client, 1234), conn(ap("127.0.0.1:50999"), 4444)...)
+	rows = append(rows, Row{Local: proxy, State: StateListen, PID: 900})
+	for _, tc := range []struct {
+		name    string
+		rows    []Row
+		peer    netip.AddrPort
+		members []uint32
+		pid     uint32
+		outside bool // refused: another process
+		unknown bool // refused: not identified
+	}{
+		{name: "member", rows: rows, peer: client, members: members, pid: 1234},
+		{name: "another run's process", rows: rows, peer: ap("127.0.0.1:50999"), members: members, pid: 4444, outside: true},
+		// The proxy's own end has local == proxy: never mistaken for the
+		// client, even though agentbox's pid would then be "identified".
+		{name: "no client row (closed before the check)", rows: rows[1:2], peer: client, members: []uint32{900}, unknown: true},
+		{name: "time-wait row has pid 0", rows: []Row{{Local: client, Remote: proxy, State: StateTimeWait}}, peer: client, members: []uint32{0}, unknown: true},
+		{name: "two owners for one end", rows: append(conn(client, 1234), Row{Local: client, Remote: proxy, State: 5, PID: 4444}), peer: client, members: members, unknown: true},
+		{name: "IPv4-mapped spelling of the same end", rows: conn(client, 1300), peer: ap("[::ffff:127.0.0.1]:50123"), members: members, pid: 1300},
+		{name: "empty job", rows: rows, peer: client, members: nil, pid: 1234, outside: true},
+		{name: "same port, other client address", rows: conn(ap("127.0.0.2:50123"), 1234), peer: client, members: members, unknown: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pid, err := Decide(tc.rows, proxy, tc.peer, tc.members)
+			var oe *OutsideError
+			switch {
+			case tc.unknown:
+				if !errors.Is(err, ErrUnidentified) {
+					t.Fatalf("got pid %d, %v; want unidentified", pid, err)
+				}
+			case tc.outside:
+				if !errors.As(err, &oe) || oe.PID != tc.pid {
+					t.Fatalf("got %v; want refused as outside the run (pid %d)", err, tc.pid)
+				}
+			default:
+				if err != nil || pid != tc.pid {
+					t.Fatalf("got pid %d, %v; want %d served", pid, err, tc.pid)
+				}
+			}
+		})
+	}
+	if err := Authorize(0, []uint32{0}); err == nil {
+		t.Error("pid 0 authorized")
+	}
+}
+
+func TestForeign(t *testing.T) {
+	open := PortRange(41630, 4)
+	owned := map[int]uint32{41630: 900, 41631: 900, 41632: 901}
+	rows := []Row{
+		{Local: ap("127.0.0.1:41630"), State: StateListen, PID: 900},   // ours
+		{Local: ap("127.0.0.1:41631"), State: StateListen, PID: 900},   // ours
+		{Local: ap("127.0.0.1:41632"), State: StateListen, PID: 555},   // registered port, other process
+		{Local: ap("0.0.0.0:41633"), State: StateListen, PID: 600},     // wildcard: reached via 127.0.0.1
+		{Local: ap("[::]:41633"), State: StateListen, PID: 601},        // maybe dual-stack
+		{Local: ap("127.0.0.2:41633"), State: StateListen, PID: 602},   // firewall blocks 127.0.0.2
+		{Local: ap("[::1]:41633"), State: StateListen, PID: 603},       // and ::1
+		{Local: ap("192.168.1.5:41633"), State: StateListen, PID: 604}, // and every other address
+		{Local: ap("127.0.0.1:8080"), State: StateListen, PID: 605},    // not in the range
+		{Local: ap("127.0.0.1:41633"), Remote: ap("127.0.0.1:9"), State: 5, PID: 606},
+		{Local: ap("[::ffff:127.0.0.1]:41633"), State: StateListen, PID: 607},
+	}
+	var got []uint32
+	for _, l := range Foreign(open, rows, owned) {
+		got = append(got, l.PID)
+	}
+	if !slices.Equal(got, []uint32{555, 600, 601, 607}) {
+		t.Fatalf("foreign listeners %v, want 555 600 601 607", got)
+	}
+	err := Check(open, rows, owned)
+	var fe *ForeignError
+	if !errors.As(err, &fe) || !strings.Contains(err.Error(), "port 41632 (127.0.0.1) is held by process 555") ||
+		!strings.Contains(err.Error(), "41630-41633") {
+		t.Fatalf("Check: %v", err)
+	}
+	if err := Check(open, rows[:2], owned); err != nil {
+		t.Fatalf("only agentbox's listeners: %v", err)
+	}
+	if (&ForeignError{}).Error() == "" {
+		t.Error("empty ForeignError")
+	}
+}
+
+func TestCandidates(t *testing.T) {
+	open := PortRange(41630, 6)
+	rows := []Row{
+		{Local: ap("127.0.0.1:41631"), State: StateListen, PID: 1},
+		{Local: ap("[::]:41634"), State: StateListen, PID: 2},
+		{Local: ap("127.0.0.1:41632"), Remote: ap("127.0.0.1:80"), State: 5, PID: 3}, // a connection's end does not hold it
+	}
+	if got := Candidates(open, rows, 0); !slices.Equal(got, []int{41630, 41632, 41633, 41635}) {
+		t.Errorf("from 0: %v", got)
+	}
+	if got := Candidates(open, rows, 4); !slices.Equal(got, []int{41635, 41630, 41632, 41633}) {
+		t.Errorf("from 4: %v", got)
+	}
+	if got := Candidates(open, rows, -1); got[0] != 41635 {
+		t.Errorf("negative start: %v", got)
+	}
+	if got := Candidates(nil, rows, 3); got != nil {
+		t.Errorf("no range: %v", got)
+	}
+	if d := DefaultPorts(); len(d) != DefaultCount || d[0] != DefaultFirst || d[len(d)-1] >= 49152 {
+		t.Errorf("default range %v: must stay below the dynamic ports", d)
+	}
+}
