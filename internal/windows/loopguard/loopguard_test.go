@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"net/netip"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -228,5 +230,53 @@ func TestCandidates(t *testing.T) {
 	}
 	if d := DefaultPorts(); len(d) != DefaultCount || d[0] != DefaultFirst || d[len(d)-1] >= 49152 {
 		t.Errorf("default range %v: must stay below the dynamic ports", d)
+	}
+}
+
+func TestRegistry(t *testing.T) {
+	// Not t.TempDir: its RemoveAll fails under Wine (see
+	// scripts/test-windows.sh); the files are removed one by one.
+	dir, err := os.MkdirTemp("", "loopguard-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		reg := filepath.Join(dir, RegistryDir)
+		ents, _ := os.ReadDir(reg)
+		for _, e := range ents {
+			os.Remove(filepath.Join(reg, e.Name()))
+		}
+		os.Remove(reg)
+		os.Remove(dir)
+	})
+	if got := Owned(dir); len(got) != 0 {
+		t.Fatalf("empty registry: %v", got)
+	}
+	rel1, err := Claim(dir, 41630, 900)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rel2, err := Claim(dir, 41631, 901)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Junk never counts as agentbox's.
+	for name, body := range map[string]string{"41632": "zero", "41633": "0", "notaport": "5", "70000": "5"} {
+		if err := os.WriteFile(filepath.Join(dir, RegistryDir, name), []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := Owned(dir); len(got) != 2 || got[41630] != 900 || got[41631] != 901 {
+		t.Fatalf("owned %v", got)
+	}
+	// Another process re-claimed 41630 (ours was stale): our release
+	// leaves its record alone.
+	if _, err := Claim(dir, 41630, 902); err != nil {
+		t.Fatal(err)
+	}
+	rel1()
+	rel2()
+	if got := Owned(dir); len(got) != 1 || got[41630] != 902 {
+		t.Fatalf("after release: %v", got)
 	}
 }
