@@ -197,17 +197,25 @@ func startElevatedEgress(pol *policy.Policy, env []string, dir string, open []in
 		if len(lns) == 2 {
 			break
 		}
-		ln, err := loopguard.Listen(p)
-		if err != nil {
-			lastErr = err // another run took it since the table was read
+		// Claim, then listen: a concurrent run's listener check must never
+		// see this listener unregistered (it would refuse to start). A
+		// claim without a listener is harmless: a listener counts as
+		// agentbox's only when its process matches the claim.
+		rel, err := loopguard.Claim(dir, p, os.Getpid(), loopguard.Alive)
+		if errors.Is(err, loopguard.ErrClaimed) {
+			lastErr = err // another run is taking it
 			continue
 		}
-		rel, err := loopguard.Claim(dir, p, os.Getpid())
 		if err != nil {
-			ln.Close()
 			eg.close()
 			closeAll(lns)
 			return nil, err
+		}
+		ln, err := loopguard.Listen(p)
+		if err != nil {
+			rel()
+			lastErr = err // another run took it since the table was read
+			continue
 		}
 		eg.release = append(eg.release, rel)
 		lns, eg.ports = append(lns, ln), append(eg.ports, p)

@@ -84,6 +84,21 @@ func JobPIDs(job windows.Handle) ([]uint32, error) {
 	return nil, errors.New("job process list: the job kept growing")
 }
 
+// Alive reports whether process pid is running (for [Claim]). A process
+// this user cannot open counts as alive: its record is left alone.
+func Alive(pid uint32) bool {
+	h, err := windows.OpenProcess(windows.PROCESS_QUERY_LIMITED_INFORMATION, false, pid)
+	if err != nil {
+		return !errors.Is(err, windows.ERROR_INVALID_PARAMETER) // no such process
+	}
+	defer windows.CloseHandle(h)
+	var code uint32
+	if err := windows.GetExitCodeProcess(h, &code); err != nil {
+		return true
+	}
+	return code == 259 // STILL_ACTIVE
+}
+
 // soExclusiveAddrUse is SO_EXCLUSIVEADDRUSE, ((int)(~SO_REUSEADDR)).
 const soExclusiveAddrUse = ^windows.SO_REUSEADDR
 

@@ -219,3 +219,17 @@ func TestGuardFail(t *testing.T) {
 		t.Fatal("allowed without a job")
 	}
 }
+
+func TestAlive(t *testing.T) {
+	if !Alive(uint32(os.Getpid())) {
+		t.Error("this process is not alive")
+	}
+	exe, _ := os.Executable()
+	cmd := exec.Command(exe, "-test.run=^$")
+	if err := cmd.Run(); err != nil {
+		t.Fatal(err)
+	}
+	if Alive(uint32(cmd.Process.Pid)) {
+		t.Errorf("exited process %d reported alive", cmd.Process.Pid)
+	}
+}

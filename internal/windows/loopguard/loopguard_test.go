@@ -252,13 +252,19 @@ func TestRegistry(t *testing.T) {
 	if got := Owned(dir); len(got) != 0 {
 		t.Fatalf("empty registry: %v", got)
 	}
-	rel1, err := Claim(dir, 41630, 900)
+	live := map[uint32]bool{900: true, 901: true}
+	alive := func(pid uint32) bool { return live[pid] }
+	rel1, err := Claim(dir, 41630, 900, alive)
 	if err != nil {
 		t.Fatal(err)
 	}
-	rel2, err := Claim(dir, 41631, 901)
+	rel2, err := Claim(dir, 41631, 901, alive)
 	if err != nil {
 		t.Fatal(err)
+	}
+	// A live process's record is not taken over.
+	if _, err := Claim(dir, 41630, 902, alive); !errors.Is(err, ErrClaimed) {
+		t.Fatalf("claiming a live record: %v", err)
 	}
 	// Junk never counts as agentbox's.
 	for name, body := range map[string]string{"41632": "zero", "41633": "0", "notaport": "5", "70000": "5"} {
@@ -269,9 +275,10 @@ func TestRegistry(t *testing.T) {
 	if got := Owned(dir); len(got) != 2 || got[41630] != 900 || got[41631] != 901 {
 		t.Fatalf("owned %v", got)
 	}
-	// Another process re-claimed 41630 (ours was stale): our release
-	// leaves its record alone.
-	if _, err := Claim(dir, 41630, 902); err != nil {
+	// 900 died without releasing: 902 takes the record over, and 900's
+	// release (were it to run) leaves 902's record alone.
+	live[900] = false
+	if _, err := Claim(dir, 41630, 902, alive); err != nil {
 		t.Fatal(err)
 	}
 	rel1()

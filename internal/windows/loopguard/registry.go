@@ -1,7 +1,9 @@
 package loopguard
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -16,29 +18,45 @@ import (
 // sandboxed command cannot make its own listener pass for agentbox's.
 const RegistryDir = "proxy-ports"
 
-// Claim records that process pid listens on port. release removes the
-// record if it is still pid's.
-func Claim(stateDir string, port int, pid int) (release func(), err error) {
+// ErrClaimed means another live agentbox process holds the port's record.
+var ErrClaimed = errors.New("proxy port claimed by another agentbox process")
+
+// Claim records that process pid listens (or is about to listen) on port.
+// A record that another process holds is left alone ([ErrClaimed]) while
+// alive says that process still runs; a dead process's record is taken
+// over. release removes the record if it is still pid's.
+func Claim(stateDir string, port int, pid int, alive func(pid uint32) bool) (release func(), err error) {
 	dir := filepath.Join(stateDir, RegistryDir)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("proxy port registry: %w", err)
 	}
 	name := filepath.Join(dir, strconv.Itoa(port))
-	tmp, err := os.CreateTemp(dir, ".claim-*")
-	if err != nil {
-		return nil, fmt.Errorf("proxy port registry: %w", err)
-	}
-	_, werr := tmp.WriteString(strconv.Itoa(pid))
-	cerr := tmp.Close()
-	if werr == nil {
-		werr = cerr
-	}
-	if werr == nil {
-		werr = os.Rename(tmp.Name(), name)
-	}
-	if werr != nil {
-		os.Remove(tmp.Name())
-		return nil, fmt.Errorf("proxy port registry %s: %w", name, werr)
+	for try := 0; ; try++ {
+		// O_EXCL: of two runs claiming the same port at once, one wins.
+		f, err := os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+		if err == nil {
+			_, werr := f.WriteString(strconv.Itoa(pid))
+			if cerr := f.Close(); werr == nil {
+				werr = cerr
+			}
+			if werr != nil {
+				os.Remove(name)
+				return nil, fmt.Errorf("proxy port registry %s: %w", name, werr)
+			}
+			break
+		}
+		if !errors.Is(err, fs.ErrExist) || try > 0 {
+			return nil, fmt.Errorf("proxy port registry %s: %w", name, err)
+		}
+		b, rerr := os.ReadFile(name)
+		old, perr := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 32)
+		if rerr == nil && perr == nil && old != 0 && alive(uint32(old)) {
+			return nil, fmt.Errorf("port %d: %w (process %d)", port, ErrClaimed, old)
+		}
+		// Stale (its process is gone) or unreadable: take it over.
+		if err := os.Remove(name); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("proxy port registry %s: %w", name, err)
+		}
 	}
 	return func() {
 		if b, err := os.ReadFile(name); err == nil && strings.TrimSpace(string(b)) == strconv.Itoa(pid) {
