@@ -211,9 +211,14 @@ func TestElevatedAllowListReleases(t *testing.T) {
 		}
 		ln.Close()
 	}
-	// With a healthy range doctor reports it open and checked.
-	if c, ok := check(Doctor(pol), "proxy ports"); !ok || (!c.OK && !winapi.IsWine()) || !strings.Contains(c.Detail, "127.0.0.1:") {
+	// With a healthy range doctor reports it open and checked, and the
+	// allow-list as the firewall's.
+	r := Doctor(pol)
+	if c, ok := check(r, "proxy ports"); !ok || !c.OK || !strings.Contains(c.Detail, "127.0.0.1:") {
 		t.Errorf("doctor: %+v", c)
+	}
+	if c, _ := check(r, "network"); !c.OK || !strings.HasPrefix(c.Detail, "allow-list, enforced") {
+		t.Errorf("doctor network: %+v", c)
 	}
 }
 

@@ -382,6 +382,9 @@ func doctor(pol *policy.Policy) *Report {
 			add("network", false, "off, NOT enforced: "+err.Error()+"; elevated runs with the network off refuse to start")
 			r.Missing = append(r.Missing, err.Error())
 			r.CanSandbox = false
+		} else if pol != nil && pol.Egress != nil {
+			add("network", true, "allow-list, enforced: the Windows Firewall lets "+winsetup.OfflineUser+
+				" reach only TCP 127.0.0.1 on agentbox's proxy ports, and the run's proxy serves only the run's own processes (see \"proxy ports\")")
 		} else {
 			add("network", true, elevatedNetworkNote)
 		}
@@ -536,6 +539,9 @@ func cleanup(ctx context.Context, out io.Writer) error {
 	dir, err := unelevated.StateDir()
 	if err != nil {
 		return err
+	}
+	if n := loopguard.Prune(dir, loopguard.Alive); n > 0 {
+		fmt.Fprintf(out, "agentbox: removed %d stale proxy port record(s) from %s\n", n, filepath.Join(dir, loopguard.RegistryDir))
 	}
 	return unelevated.Cleanup(dir, out)
 }

@@ -286,4 +286,19 @@ func TestRegistry(t *testing.T) {
 	if got := Owned(dir); len(got) != 1 || got[41630] != 902 {
 		t.Fatalf("after release: %v", got)
 	}
+	// cleanup: the junk and dead records go, a live one stays; then all.
+	live[902] = true
+	if n := Prune(dir, alive); n != 4 {
+		t.Errorf("pruned %d, want the 4 junk records", n)
+	}
+	if got := Owned(dir); len(got) != 1 {
+		t.Errorf("after prune: %v", got)
+	}
+	live[902] = false
+	if n := Prune(dir, alive); n != 1 {
+		t.Errorf("pruned %d, want 1", n)
+	}
+	if _, err := os.Stat(filepath.Join(dir, RegistryDir)); err == nil {
+		t.Error("empty registry directory left")
+	}
 }

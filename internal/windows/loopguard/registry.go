@@ -94,3 +94,28 @@ func Owned(stateDir string) map[int]uint32 {
 	}
 	return owned
 }
+
+// Prune removes the records of processes that no longer run, and the
+// registry directory once it is empty (`agentbox cleanup`). A running
+// agentbox's records stay. It returns how many it removed.
+func Prune(stateDir string, alive func(pid uint32) bool) int {
+	dir := filepath.Join(stateDir, RegistryDir)
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return 0
+	}
+	n := 0
+	for _, e := range ents {
+		name := filepath.Join(dir, e.Name())
+		b, err := os.ReadFile(name)
+		pid, perr := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 32)
+		if err == nil && perr == nil && pid != 0 && alive(uint32(pid)) {
+			continue
+		}
+		if os.Remove(name) == nil {
+			n++
+		}
+	}
+	os.Remove(dir) // fails, harmlessly, while records remain
+	return n
+}
