@@ -14,9 +14,12 @@ import (
 	"golang.org/x/sys/windows"
 )
 
-// GetExtendedTcpTable's TCP_TABLE_OWNER_PID_ALL: listeners and
-// connections, each with its owning process.
-const tcpTableOwnerPIDAll = 5
+// GetExtendedTcpTable classes: listeners and connections, each with its
+// owning process (and, for the module class, when it was bound).
+const (
+	tcpTableOwnerPIDAll    = 5
+	tcpTableOwnerModuleAll = 8
+)
 
 // Table reads the system's IPv4 and IPv6 TCP tables.
 func Table() ([]Row, error) {
@@ -38,7 +41,57 @@ func Table() ([]Row, error) {
 	return rows, nil
 }
 
-func tcpTable(af uint32) ([]byte, error) {
+// Table4Module reads the IPv4 TCP table with each row's bind time, for
+// the check of a connection to the proxy (which listens on 127.0.0.1).
+func Table4Module() ([]Row, error) {
+	b, err := tcpTableClass(windows.AF_INET, tcpTableOwnerModuleAll)
+	if err != nil {
+		return nil, err
+	}
+	return ParseTCP4ModuleTable(b)
+}
+
+// ProcessStarts returns when each of pids started (FILETIME), read from
+// the system's process list: unlike OpenProcess it needs no access to the
+// processes, which belong to the sandbox user. A pid missing from the
+// list is missing from the map.
+func ProcessStarts(pids []uint32) (map[uint32]int64, error) {
+	size := uint32(256 << 10)
+	for range 8 {
+		buf := make([]uint64, (size+7)/8)
+		var n uint32
+		err := windows.NtQuerySystemInformation(windows.SystemProcessInformation, unsafe.Pointer(&buf[0]), uint32(len(buf)*8), &n)
+		if errors.Is(err, windows.STATUS_INFO_LENGTH_MISMATCH) {
+			size = max(n, size) + 64<<10
+			continue
+		}
+		if err != nil {
+			return nil, os.NewSyscallError("NtQuerySystemInformation(SystemProcessInformation)", err)
+		}
+		want := map[uint32]bool{}
+		for _, p := range pids {
+			want[p] = true
+		}
+		out := map[uint32]int64{}
+		b := unsafe.Slice((*byte)(unsafe.Pointer(&buf[0])), len(buf)*8)
+		for off := uintptr(0); off+unsafe.Sizeof(windows.SYSTEM_PROCESS_INFORMATION{}) <= uintptr(len(b)); {
+			e := (*windows.SYSTEM_PROCESS_INFORMATION)(unsafe.Pointer(&b[off]))
+			if pid := uint32(e.UniqueProcessID); want[pid] {
+				out[pid] = e.CreateTime
+			}
+			if e.NextEntryOffset == 0 {
+				break
+			}
+			off += uintptr(e.NextEntryOffset)
+		}
+		return out, nil
+	}
+	return nil, errors.New("NtQuerySystemInformation: the process list kept growing")
+}
+
+func tcpTable(af uint32) ([]byte, error) { return tcpTableClass(af, tcpTableOwnerPIDAll) }
+
+func tcpTableClass(af, class uint32) ([]byte, error) {
 	size := uint32(16 << 10)
 	// The table can grow between the call that sizes it and the one that
 	// fills it; retry a few times with the size Windows asks for.
@@ -47,7 +100,7 @@ func tcpTable(af uint32) ([]byte, error) {
 		buf := make([]uint64, (size+7)/8)
 		b := unsafe.Slice((*byte)(unsafe.Pointer(&buf[0])), len(buf)*8)
 		n := uint32(len(b))
-		err := getExtendedTcpTable(&b[0], &n, false, af, tcpTableOwnerPIDAll, 0)
+		err := getExtendedTcpTable(&b[0], &n, false, af, class, 0)
 		switch {
 		case err == nil:
 			return b[:n:n], nil
@@ -164,7 +217,7 @@ func (g *Guard) Allow(local, peer netip.AddrPort) (uint32, error) {
 	}
 	// Table first: a process that joined the job after connecting is
 	// still seen in the job list taken afterwards.
-	rows, err := Table()
+	rows, err := Table4Module()
 	if err != nil {
 		return 0, fmt.Errorf("%w: %v", ErrUnidentified, err)
 	}
@@ -172,7 +225,10 @@ func (g *Guard) Allow(local, peer netip.AddrPort) (uint32, error) {
 	if err != nil {
 		return 0, fmt.Errorf("%w: %v", ErrUnidentified, err)
 	}
-	return Decide(rows, local, peer, members)
+	// Start times only sharpen the check (a reused process id); without
+	// them the id alone decides, as Authorize documents.
+	started, _ := ProcessStarts(members)
+	return Decide(rows, local, peer, members, started)
 }
 
 // Wrap returns ln whose Accept returns only connections Allow admits;

@@ -83,8 +83,29 @@ func TestTableSeesOwnListener(t *testing.T) {
 		t.Fatalf("listener 127.0.0.1:%d not in the TCP table (%d rows)", port, len(rows))
 	}
 	peer := netip.MustParseAddrPort(c.LocalAddr().String())
-	if pid, err := Peer(rows, netip.MustParseAddrPort(c.RemoteAddr().String()), peer); err != nil || pid != self {
-		t.Fatalf("Peer of our own connection: %d, %v; want %d", pid, err, self)
+	if r, err := Peer(rows, netip.MustParseAddrPort(c.RemoteAddr().String()), peer); err != nil || r.PID != self {
+		t.Fatalf("Peer of our own connection: %+v, %v; want %d", r, err, self)
+	}
+	// The module class: the same connection, with a bind time no earlier
+	// than this process's start (where the system reports both).
+	mrows, err := Table4Module()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := Peer(mrows, netip.MustParseAddrPort(c.RemoteAddr().String()), peer)
+	if err != nil || r.PID != self {
+		t.Fatalf("Peer in the module table: %+v, %v", r, err)
+	}
+	starts, err := ProcessStarts([]uint32{self})
+	if err != nil || starts[self] == 0 {
+		t.Fatalf("ProcessStarts(self) = %v, %v", starts, err)
+	}
+	t.Logf("socket bound at %d, process started at %d", r.Created, starts[self])
+	if r.Created == 0 && os.Getenv("AGENTBOX_WINE") != "1" {
+		t.Error("the module table gives no bind time: the reused-id check would never apply")
+	}
+	if r.Created != 0 && r.Created < starts[self] {
+		t.Errorf("socket bound (%d) before this process started (%d)", r.Created, starts[self])
 	}
 }
 

@@ -16,8 +16,9 @@
 //     recognise them as agentbox's.
 //   - On every accepted connection the proxy finds the process that owns
 //     the client end in the system's TCP table ([Peer]) and serves it only
-//     when that process is in the run's job object ([Authorize]); anything
-//     else is refused and reported. A secret in the environment could not
+//     when that process is in the run's job object, and was not started
+//     after the socket was bound (a reused process id: [Authorize]);
+//     anything else is refused and reported. A secret in the environment could not
 //     do this: the Offline user's processes of one run can read another
 //     run's environment.
 //
@@ -69,12 +70,18 @@ type Row struct {
 	Local, Remote netip.AddrPort
 	State         uint32
 	PID           uint32
+	// Created is when the connection's context was bound (100 ns since
+	// 1601, as FILETIME), from the OWNER_MODULE classes; 0 when the
+	// table did not say.
+	Created int64
 }
 
-// Sizes of MIB_TCPROW_OWNER_PID and MIB_TCP6ROW_OWNER_PID.
+// Sizes of MIB_TCPROW_OWNER_PID, MIB_TCP6ROW_OWNER_PID and
+// MIB_TCPROW_OWNER_MODULE.
 const (
-	row4Size = 24
-	row6Size = 56
+	row4Size       = 24
+	row6Size       = 56
+	row4ModuleSize = 160
 )
 
 // ParseTCP4Table decodes a MIB_TCPTABLE_OWNER_PID buffer: a DWORD count,
@@ -95,6 +102,33 @@ func ParseTCP4Table(b []byte) ([]Row, error) {
 			Local:  netip.AddrPortFrom(netip.AddrFrom4([4]byte(r[4:8])), binary.BigEndian.Uint16(r[8:])),
 			Remote: netip.AddrPortFrom(netip.AddrFrom4([4]byte(r[12:16])), binary.BigEndian.Uint16(r[16:])),
 			PID:    binary.LittleEndian.Uint32(r[20:]),
+		})
+	}
+	return out, nil
+}
+
+// ParseTCP4ModuleTable decodes a MIB_TCPTABLE_OWNER_MODULE buffer: a
+// DWORD count, four bytes of padding (the rows hold a LARGE_INTEGER),
+// then rows of the six MIB_TCPROW_OWNER_PID fields, liCreateTimestamp and
+// OwningModuleInfo[16] (ULONGLONGs, ignored).
+func ParseTCP4ModuleTable(b []byte) ([]Row, error) {
+	if len(b) < 8 {
+		return nil, fmt.Errorf("TCP module table: %d bytes, too short for its count", len(b))
+	}
+	n := int(binary.LittleEndian.Uint32(b))
+	rows := b[8:]
+	if n > len(rows)/row4ModuleSize {
+		return nil, fmt.Errorf("TCP module table: %d rows do not fit in %d bytes", n, len(b))
+	}
+	out := make([]Row, 0, n)
+	for i := range n {
+		r := rows[i*row4ModuleSize : (i+1)*row4ModuleSize]
+		out = append(out, Row{
+			State:   binary.LittleEndian.Uint32(r[0:]),
+			Local:   netip.AddrPortFrom(netip.AddrFrom4([4]byte(r[4:8])), binary.BigEndian.Uint16(r[8:])),
+			Remote:  netip.AddrPortFrom(netip.AddrFrom4([4]byte(r[12:16])), binary.BigEndian.Uint16(r[16:])),
+			PID:     binary.LittleEndian.Uint32(r[20:]),
+			Created: int64(binary.LittleEndian.Uint64(r[24:])),
 		})
 	}
 	return out, nil
@@ -269,33 +303,32 @@ func Candidates(open []int, rows []Row, start int) []int {
 // client end (it closed, or the table changed): the connection is refused.
 var ErrUnidentified = errors.New("the connecting process could not be identified")
 
-// Peer returns the process that owns the client end of a connection the
-// proxy accepted: local is the proxy's end (the accepted socket's local
-// address), peer the client's. The client's row is the one whose local
-// end is peer and whose remote end is local; the proxy's own row is the
-// mirror image and is not taken. No row, or rows naming different
-// processes, or process 0 (a closed connection in TIME_WAIT), is
-// [ErrUnidentified].
-func Peer(rows []Row, local, peer netip.AddrPort) (uint32, error) {
+// Peer returns the client end of a connection the proxy accepted: local
+// is the proxy's end (the accepted socket's local address), peer the
+// client's. The client's row is the one whose local end is peer and whose
+// remote end is local; the proxy's own row is the mirror image and is not
+// taken. No row, or rows naming different processes, or process 0 (a
+// closed connection in TIME_WAIT), is [ErrUnidentified].
+func Peer(rows []Row, local, peer netip.AddrPort) (Row, error) {
 	local, peer = unmap(local), unmap(peer)
-	var pid uint32
+	var got Row
 	found := false
 	for _, r := range rows {
 		if unmap(r.Local) != peer || unmap(r.Remote) != local {
 			continue
 		}
 		if r.PID == 0 || r.State == StateListen || r.State == StateTimeWait {
-			return 0, fmt.Errorf("%w (its end of %s is in state %d, process %d)", ErrUnidentified, peer, r.State, r.PID)
+			return Row{}, fmt.Errorf("%w (its end of %s is in state %d, process %d)", ErrUnidentified, peer, r.State, r.PID)
 		}
-		if found && r.PID != pid {
-			return 0, fmt.Errorf("%w (%s is owned by processes %d and %d)", ErrUnidentified, peer, pid, r.PID)
+		if found && r.PID != got.PID {
+			return Row{}, fmt.Errorf("%w (%s is owned by processes %d and %d)", ErrUnidentified, peer, got.PID, r.PID)
 		}
-		pid, found = r.PID, true
+		got, found = r, true
 	}
 	if !found {
-		return 0, fmt.Errorf("%w (no TCP table entry for %s to %s)", ErrUnidentified, peer, local)
+		return Row{}, fmt.Errorf("%w (no TCP table entry for %s to %s)", ErrUnidentified, peer, local)
 	}
-	return pid, nil
+	return got, nil
 }
 
 func unmap(ap netip.AddrPort) netip.AddrPort {
@@ -310,21 +343,41 @@ func (e *OutsideError) Error() string {
 	return fmt.Sprintf("connection from process %d, which is not part of this run", e.PID)
 }
 
-// Authorize decides a connection whose client is process pid, given the
-// processes in the run's job now. Only a member is served.
-func Authorize(pid uint32, members []uint32) error {
-	if pid != 0 && slices.Contains(members, pid) {
-		return nil
+// ReusedError says that the client's socket was bound before the process
+// now holding its owner's id started: its owner was an earlier process
+// with the same id (the socket lives on in another process), so the
+// member of the run that now has the id is not who connected.
+type ReusedError struct {
+	PID             uint32
+	Socket, Started int64
+}
+
+func (e *ReusedError) Error() string {
+	return fmt.Sprintf("connection from a socket bound before process %d started (its process id was reused): not part of this run", e.PID)
+}
+
+// Authorize decides a connection whose client end is row, given the
+// processes in the run's job now and when each started (FILETIME; a
+// missing or 0 entry means unknown). Only a member is served, and not
+// when the table shows the socket older than the member: then the
+// member's id belonged to another, exited process when the socket was
+// bound. With no times on either side the id alone decides.
+func Authorize(row Row, members []uint32, started map[uint32]int64) error {
+	if row.PID == 0 || !slices.Contains(members, row.PID) {
+		return &OutsideError{PID: row.PID}
 	}
-	return &OutsideError{PID: pid}
+	if st := started[row.PID]; row.Created != 0 && st != 0 && row.Created < st {
+		return &ReusedError{PID: row.PID, Socket: row.Created, Started: st}
+	}
+	return nil
 }
 
 // Decide is the whole check for one accepted connection: the client's
-// process from the TCP table, then its membership in the run's job.
-func Decide(rows []Row, local, peer netip.AddrPort, members []uint32) (uint32, error) {
-	pid, err := Peer(rows, local, peer)
+// end from the TCP table, then its process's membership in the run's job.
+func Decide(rows []Row, local, peer netip.AddrPort, members []uint32, started map[uint32]int64) (uint32, error) {
+	r, err := Peer(rows, local, peer)
 	if err != nil {
 		return 0, err
 	}
-	return pid, Authorize(pid, members)
+	return r.PID, Authorize(r, members, started)
 }

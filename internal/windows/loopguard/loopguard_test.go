@@ -62,6 +62,25 @@ func TestParseTables(t *testing.T) {
 	if err != nil || !slices.Equal(got, want) {
 		t.Fatalf("v4: %v, %v", got, err)
 	}
+	// The module class: padding after the count, a timestamp after the
+	// six DWORDs, 128 bytes of module info.
+	mrow := make([]byte, row4ModuleSize)
+	copy(mrow, row4(5, ap("127.0.0.1:50123"), ap("127.0.0.1:41631"), 1234))
+	binary.LittleEndian.PutUint64(mrow[24:], 133_000_000_000_000_000)
+	for i := 32; i < len(mrow); i++ {
+		mrow[i] = 0xEE
+	}
+	mb := append(binary.LittleEndian.AppendUint32(nil, 1), 0, 0, 0, 0)
+	mb = append(mb, mrow...)
+	got, err = ParseTCP4ModuleTable(mb)
+	if err != nil || len(got) != 1 || got[0] != (Row{Local: ap("127.0.0.1:50123"), Remote: ap("127.0.0.1:41631"), State: 5, PID: 1234, Created: 133_000_000_000_000_000}) {
+		t.Fatalf("module table: %v, %v", got, err)
+	}
+	for _, bad := range [][]byte{nil, mb[:7], mb[:len(mb)-1]} {
+		if _, err := ParseTCP4ModuleTable(bad); err == nil {
+			t.Errorf("ParseTCP4ModuleTable(%d bytes) accepted", len(bad))
+		}
+	}
 	b6 := table(row6(StateListen, ap("[::]:41632"), ap("[::]:0"), 77))
 	got, err = ParseTCP6Table(b6)
 	if err != nil || len(got) != 1 || got[0] != (Row{Local: ap("[::]:41632"), Remote: ap("[::]:0"), State: StateListen, PID: 77}) {
@@ -149,7 +168,7 @@ func TestDecide(t *testing.T) {
 		{name: "same port, other client address", rows: conn(ap("127.0.0.2:50123"), 1234), peer: client, members: members, unknown: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			pid, err := Decide(tc.rows, proxy, tc.peer, tc.members)
+			pid, err := Decide(tc.rows, proxy, tc.peer, tc.members, nil)
 			var oe *OutsideError
 			switch {
 			case tc.unknown:
@@ -167,8 +186,39 @@ func TestDecide(t *testing.T) {
 			}
 		})
 	}
-	if err := Authorize(0, []uint32{0}); err == nil {
+	if err := Authorize(Row{}, []uint32{0}, nil); err == nil {
 		t.Error("pid 0 authorized")
+	}
+}
+
+// TestAuthorizeReusedPID: a socket bound before its owner's id was given
+// to the run's member is the exited creator's, not the member's.
+func TestAuthorizeReusedPID(t *testing.T) {
+	members := []uint32{1234}
+	const started = 1_000_000
+	for _, tc := range []struct {
+		name    string
+		created int64
+		start   map[uint32]int64
+		reused  bool
+	}{
+		{"bound after the member started", started + 1, map[uint32]int64{1234: started}, false},
+		{"bound the same tick", started, map[uint32]int64{1234: started}, false},
+		{"bound before: the id was reused", started - 1, map[uint32]int64{1234: started}, true},
+		{"table gives no time", 0, map[uint32]int64{1234: started}, false},
+		{"start time unknown", started - 1, nil, false},
+	} {
+		err := Authorize(Row{PID: 1234, Created: tc.created}, members, tc.start)
+		var re *ReusedError
+		if got := errors.As(err, &re); got != tc.reused || (!tc.reused && err != nil) {
+			t.Errorf("%s: %v", tc.name, err)
+		}
+	}
+	rows := conn(ap("127.0.0.1:50123"), 1234)
+	rows[0].Created = started - 5
+	if _, err := Decide(rows, proxy, ap("127.0.0.1:50123"), members, map[uint32]int64{1234: started}); err == nil ||
+		!strings.Contains(err.Error(), "reused") {
+		t.Errorf("Decide with a reused id: %v", err)
 	}
 }
 
