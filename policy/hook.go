@@ -6,12 +6,13 @@ import (
 	"github.com/agentbox/agentbox/internal/policyhook"
 )
 
-// The functions internal/rawpolicy and internal/gitguard reach through
-// policyhook.
+// The functions internal/rawpolicy, internal/gitguard and
+// internal/cacheplan reach through policyhook.
 func init() {
 	policyhook.New = func(f fields) *Policy { return &Policy{f: cloneFields(f)} }
 	policyhook.Fields = func(p *Policy) fields { return cloneFields(p.f) }
 	policyhook.SafeBareRepository = gitSafeBareRepository
+	policyhook.CacheEnvValue = cacheEnvValue
 	policyhook.Resolve = func(o Options, getenv func(string) string, goos string) (*Policy, error) {
 		o.getenv, o.goos = getenv, goos
 		return Resolve(o)

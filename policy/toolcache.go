@@ -293,56 +293,30 @@ type ToolCache struct {
 	Named string
 	// HostExists: Host is an existing directory.
 	HostExists bool
-	// Env and EnvValue, when Env is set, relocate the tool to the private
-	// directory (see [ToolCache.PrivateEnv]).
+	// Env, when set, is the variable that points the tool at a private
+	// directory instead of the host's cache; "" when no variable moves
+	// this cache alone, so it stays read-only outside overlays.
 	Env string
 	// Layer is the per-workspace directory under agentbox's state
 	// directory that holds this cache's overlay layers; it persists
-	// between runs of the same workspace. Its private directory is a
-	// sibling (see [ToolCache.Private]).
+	// between runs of the same workspace. The private directories of a
+	// workspace's caches lie beside the layers.
 	Layer string
 	// Skip, when set, says why agentbox leaves this cache alone (it lies
 	// in a protected path, say); the cache is then read-only as before.
 	Skip string
-
-	envValue func(dir, old string) string
 }
 
-// Upper is the overlay's upper layer: the command's changes.
-func (c ToolCache) Upper() string { return filepath.Join(c.Layer, "upper") }
-
-// Work is the overlay's work directory (same file system as Upper).
-func (c ToolCache) Work() string { return filepath.Join(c.Layer, "work") }
-
-// PrivateRoot holds the private directories of all of a workspace's
-// caches, so that one writable mount (or profile rule) serves them all.
-func (c ToolCache) PrivateRoot() string { return filepath.Join(filepath.Dir(c.Layer), "private") }
-
-// Private is the directory a tool is pointed at when no overlay is used;
-// the tool creates it.
-func (c ToolCache) Private() string { return filepath.Join(c.PrivateRoot(), c.Name) }
-
-// PrivateEnv returns the NAME=value that points the tool at its private
-// directory, given the command's environment, or "" when the cache has
-// no relocating variable.
-func (c ToolCache) PrivateEnv(env []string) string { return c.PrivateEnvAt(c.Private(), env) }
-
-// PrivateEnvAt is PrivateEnv for the private directory spelled as dir.
-func (c ToolCache) PrivateEnvAt(dir string, env []string) string {
-	if c.Env == "" {
-		return ""
-	}
-	val := dir
-	if c.envValue != nil {
-		old := ""
-		for _, kv := range env {
-			if k, v, ok := strings.Cut(kv, "="); ok && k == c.Env {
-				old = v
-			}
+// cacheEnvValue is the value of the named cache's variable that points
+// it at dir, given the variable's current value old (Maven's MAVEN_OPTS
+// keeps what it held); dir itself for every other cache.
+func cacheEnvValue(name, dir, old string) string {
+	for _, d := range knownCaches {
+		if d.Name == name && d.EnvValue != nil {
+			return d.EnvValue(dir, old)
 		}
-		val = c.envValue(val, old)
 	}
-	return c.Env + "=" + val
+	return dir
 }
 
 // resolveToolCaches fills p.ToolCaches for the mode: every known cache
@@ -362,7 +336,7 @@ func resolveToolCaches(p *Policy, getenv func(string) string, goos, stateDir str
 	e := cacheEnv{getenv: getenv, goos: goos, home: home}
 	base := filepath.Join(agentdirs.ToolCacheRoot(stateDir), agentdirs.WorkspaceKey(p.f.Cwd))
 	for _, d := range knownCaches {
-		c := ToolCache{Name: d.Name, Desc: d.Desc, Env: d.Env, envValue: d.EnvValue,
+		c := ToolCache{Name: d.Name, Desc: d.Desc, Env: d.Env,
 			Layer: filepath.Join(base, d.Name), Host: d.Path(e)}
 		c.Named = c.Host
 		if c.Host != "" && goos == runtime.GOOS {

@@ -121,12 +121,14 @@ func TestToolCacheResolve(t *testing.T) {
 	if byName["npm"].HostExists {
 		t.Errorf("npm cache does not exist but HostExists is set")
 	}
-	mv := byName["maven"]
-	if got := mv.PrivateEnv([]string{"MAVEN_OPTS=-Xmx1g"}); got != "MAVEN_OPTS=-Xmx1g -Dmaven.repo.local="+mv.Private() {
+	if got := cacheEnvValue("maven", "/p/maven", "-Xmx1g"); got != "-Xmx1g -Dmaven.repo.local=/p/maven" {
 		t.Errorf("maven env %q", got)
 	}
-	if got := byName["cargo-registry"].PrivateEnv(nil); got != "" {
-		t.Errorf("cargo must not be relocated (CARGO_HOME holds bin/): %q", got)
+	if got := cacheEnvValue("go-build", "/p/go-build", "/old"); got != "/p/go-build" {
+		t.Errorf("go-build env %q", got)
+	}
+	if env := byName["cargo-registry"].Env; env != "" {
+		t.Errorf("cargo must not be relocated (CARGO_HOME holds bin/): %q", env)
 	}
 
 	off := "off"

@@ -35,7 +35,7 @@ func darwinInput(pol *policy.Policy) darwin.Input {
 		addGitWrites(&in, pol)
 		for _, d := range cacheplan.Decide(pol, false) {
 			if d.How == cacheplan.Private {
-				in.CacheDirs = []string{d.Cache.PrivateRoot()}
+				in.CacheDirs = []string{cacheplan.PrivateRoot(d.Cache)}
 			}
 		}
 	}

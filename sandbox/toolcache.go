@@ -21,9 +21,9 @@ func cacheChecks(pol *policy.Policy, overlays bool) []Check {
 		var detail string
 		switch d.How {
 		case cacheplan.Overlay:
-			detail = fmt.Sprintf("overlay at %s: host cache read-only below, changes in %s", c.Host, c.Upper())
+			detail = fmt.Sprintf("overlay at %s: host cache read-only below, changes in %s", c.Host, cacheplan.UpperDir(c))
 		case cacheplan.Private:
-			detail = fmt.Sprintf("private: %s (host %s untouched)", c.PrivateEnv(nil), c.Host)
+			detail = fmt.Sprintf("private: %s (host %s untouched)", cacheplan.PrivateEnv(c, nil), c.Host)
 		default:
 			detail = fmt.Sprintf("untouched (%s): %s", c.Host, d.Why)
 		}

@@ -45,10 +45,10 @@ func privateCaches(pol *policy.Policy, env []string) ([]string, error) {
 		if d.How != cacheplan.Private {
 			continue
 		}
-		if err := os.MkdirAll(d.Cache.PrivateRoot(), 0o700); err != nil {
+		if err := os.MkdirAll(cacheplan.PrivateRoot(d.Cache), 0o700); err != nil {
 			return nil, fmt.Errorf("tool cache %s: %w", d.Cache.Name, err)
 		}
-		kv := d.Cache.PrivateEnv(env)
+		kv := cacheplan.PrivateEnv(d.Cache, env)
 		name, _, _ := strings.Cut(kv, "=")
 		out := env[:0:0]
 		for _, e := range env {

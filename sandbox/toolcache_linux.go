@@ -30,7 +30,7 @@ func applyCaches(pol *policy.Policy, spec *linux.Spec, overlays bool) (*linux.Ca
 	}
 	for i, m := range mounts {
 		if m.Fallback != "" {
-			mounts[i].FallbackEnv = byName[m.Name].PrivateEnvAt(m.Fallback, spec.Env)
+			mounts[i].FallbackEnv = cacheplan.PrivateEnvAt(byName[m.Name], m.Fallback, spec.Env)
 		}
 	}
 	if overlays {
@@ -43,7 +43,7 @@ func applyCaches(pol *policy.Policy, spec *linux.Spec, overlays bool) (*linux.Ca
 		if d.How != cacheplan.Private {
 			continue
 		}
-		if kv := d.Cache.PrivateEnvAt(cl.Layers[d.Cache.Name].Private, env); kv != "" {
+		if kv := cacheplan.PrivateEnvAt(d.Cache, cl.Layers[d.Cache.Name].Private, env); kv != "" {
 			env = setEnv(env, kv)
 		}
 	}

@@ -5,7 +5,11 @@
 package cacheplan
 
 import (
+	"path/filepath"
+	"strings"
+
 	"github.com/agentbox/agentbox/internal/fspath"
+	"github.com/agentbox/agentbox/internal/policyhook"
 	"github.com/agentbox/agentbox/policy"
 )
 
@@ -73,4 +77,40 @@ func rootAtOrBelow(path string, roots []string) string {
 		}
 	}
 	return ""
+}
+
+// UpperDir is the overlay's upper layer of c: the command's changes.
+func UpperDir(c policy.ToolCache) string { return filepath.Join(c.Layer, "upper") }
+
+// WorkDir is the overlay's work directory of c (same file system as UpperDir).
+func WorkDir(c policy.ToolCache) string { return filepath.Join(c.Layer, "work") }
+
+// PrivateRoot holds the private directories of all of a workspace's
+// caches, so that one writable mount (or profile rule) serves them all.
+func PrivateRoot(c policy.ToolCache) string {
+	return filepath.Join(filepath.Dir(c.Layer), "private")
+}
+
+// PrivateDir is the directory the tool of c is pointed at when no overlay
+// is used; the tool creates it.
+func PrivateDir(c policy.ToolCache) string { return filepath.Join(PrivateRoot(c), c.Name) }
+
+// PrivateEnv returns the NAME=value that points the tool of c at its
+// private directory, given the command's environment, or "" when the
+// cache has no relocating variable.
+func PrivateEnv(c policy.ToolCache, env []string) string { return PrivateEnvAt(c, PrivateDir(c), env) }
+
+// PrivateEnvAt is PrivateEnv for the private directory spelled as dir
+// (as the sandbox sees it, or in another platform's syntax).
+func PrivateEnvAt(c policy.ToolCache, dir string, env []string) string {
+	if c.Env == "" {
+		return ""
+	}
+	old := ""
+	for _, kv := range env {
+		if k, v, ok := strings.Cut(kv, "="); ok && k == c.Env {
+			old = v
+		}
+	}
+	return c.Env + "=" + policyhook.CacheEnvValue(c.Name, dir, old)
 }

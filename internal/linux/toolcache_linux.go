@@ -62,7 +62,7 @@ func (cl *CacheLayers) prepare(d cacheplan.Decision) (CacheLayer, error) {
 	if d.Cache.Env != "" {
 		// The private directory: the placement itself, or the fallback
 		// if the kernel refuses the overlay.
-		root, err := cl.privateRoot(d.Cache.PrivateRoot())
+		root, err := cl.privateRoot(cacheplan.PrivateRoot(d.Cache))
 		if err != nil {
 			return l, err
 		}

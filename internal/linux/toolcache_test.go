@@ -37,9 +37,9 @@ func TestDecideAndPlanCaches(t *testing.T) {
 		if d.How != want[d.Cache.Name] {
 			t.Errorf("%s: %s (%s), want %s", d.Cache.Name, d.How, d.Why, want[d.Cache.Name])
 		}
-		l := CacheLayer{Upper: d.Cache.Upper(), Work: d.Cache.Work()}
+		l := CacheLayer{Upper: cacheplan.UpperDir(d.Cache), Work: cacheplan.WorkDir(d.Cache)}
 		if d.Cache.Env != "" {
-			l.Private = d.Cache.Private()
+			l.Private = cacheplan.PrivateDir(d.Cache)
 		}
 		layers[d.Cache.Name] = l
 	}

@@ -1,7 +1,7 @@
 // Package policyhook carries the functions package policy registers for
-// internal/rawpolicy and internal/gitguard, which import policy for its
-// types, so policy cannot import them; both sides import this package
-// instead. Nothing else should use it: those packages give the same
+// internal/rawpolicy, internal/gitguard and internal/cacheplan, which
+// import policy for its types, so policy cannot import them; both sides
+// import this package instead. Nothing else should use it: those packages give the same
 // functions their types.
 package policyhook
 
@@ -14,4 +14,8 @@ var (
 	Resolve any
 	// SafeBareRepository is gitguard.SafeBareRepository.
 	SafeBareRepository func(getenv func(string) string) (value, file string, err error)
+	// CacheEnvValue is the value of the named tool cache's relocating
+	// variable pointing it at dir, given its current value old; for
+	// internal/cacheplan.
+	CacheEnvValue func(name, dir, old string) string
 )

@@ -179,7 +179,7 @@ func PlanCaches(pol *policy.Policy, env []string) (Caches, error) {
 			continue
 		}
 		c := d.Cache
-		root := acl.Clean(c.PrivateRoot())
+		root := acl.Clean(cacheplan.PrivateRoot(c))
 		if cs.Root != "" && !acl.SamePath(cs.Root, root) {
 			return Caches{}, fmt.Errorf("tool cache %s: private directory %s is not under %s", c.Name, root, cs.Root)
 		}
@@ -187,7 +187,7 @@ func PlanCaches(pol *policy.Policy, env []string) (Caches, error) {
 		// Windows variable names are case-insensitive: the old value
 		// (MAVEN_OPTS) may be spelled any way.
 		old, _ := winenv.Get(env, c.Env)
-		if kv := c.PrivateEnvAt(acl.Join(root, c.Name), []string{c.Env + "=" + old}); kv != "" {
+		if kv := cacheplan.PrivateEnvAt(c, acl.Join(root, c.Name), []string{c.Env + "=" + old}); kv != "" {
 			cs.Env = append(cs.Env, kv)
 		}
 	}
