@@ -19,12 +19,12 @@ const (
 	DangerFullAccess Mode = "danger-full-access"
 )
 
-// Modes lists the valid modes in the order the help text shows them.
-var Modes = []Mode{ReadOnly, WorkspaceWrite, DangerFullAccess}
+// Modes returns the valid modes, from the most to the least confined.
+func Modes() []Mode { return []Mode{ReadOnly, WorkspaceWrite, DangerFullAccess} }
 
 // ParseMode validates a mode name.
 func ParseMode(s string) (Mode, error) {
-	for _, m := range Modes {
+	for _, m := range Modes() {
 		if string(m) == s {
 			return m, nil
 		}

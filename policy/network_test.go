@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"slices"
 	"strings"
 	"testing"
 )
@@ -57,15 +58,16 @@ func TestResolveEgress(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if pol.Network() || pol.Egress() == nil || len(pol.Egress().Allowed) != 2 || len(pol.Egress().Denied) != 1 || !pol.Egress().AllowLocal {
-		t.Fatalf("egress: network=%v %+v", pol.Network(), pol.Egress())
+	if pol.Network() || pol.f.Egress == nil || !slices.Equal(pol.AllowedDomains(), []string{"a.com", "b.com"}) ||
+		!slices.Equal(pol.DeniedDomains(), []string{"x.a.com"}) || !pol.AllowLocalBinding() {
+		t.Fatalf("egress: network=%v allowed %q denied %q local %v", pol.Network(), pol.AllowedDomains(), pol.DeniedDomains(), pol.AllowLocalBinding())
 	}
-	if !pol.Egress().Decide("b.com", 443).Allow || pol.Egress().Decide("x.a.com", 443).Allow {
+	if !pol.f.Egress.Decide("b.com", 443).Allow || pol.f.Egress.Decide("x.a.com", 443).Allow {
 		t.Errorf("merged rules decide wrongly")
 	}
 	// No allow-list: no egress.
 	pol, err = Resolve(Options{Cwd: dir, getenv: noEnv})
-	if err != nil || pol.Egress() != nil {
+	if err != nil || pol.f.Egress != nil || pol.AllowedDomains() != nil || pol.DeniedDomains() != nil || pol.AllowLocalBinding() {
 		t.Fatalf("no allow-list: %+v %v", pol, err)
 	}
 	errCases := []struct {

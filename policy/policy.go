@@ -102,7 +102,7 @@ func (p *Policy) Protected() []Protected { return slices.Clone(p.f.Protected) }
 func (p *Policy) ProtectedNames() []string { return slices.Clone(p.f.ProtectedNames) }
 
 // Network reports whether the command may use the network without limits.
-// It is false whenever [Policy.Egress] is set.
+// It is false whenever [Policy.AllowedDomains] is non-empty.
 func (p *Policy) Network() bool { return p.f.Network }
 
 // Windows is the Windows backend to use.
@@ -117,10 +117,39 @@ func (p *Policy) AllowDegraded() bool { return p.f.AllowDegraded }
 // and with symlinks resolved where they exist.
 func (p *Policy) AllowUnixSockets() []string { return slices.Clone(p.f.AllowUnixSockets) }
 
-// Egress is the allow-list when the command may reach only listed hosts
-// through agentbox's proxy; nil otherwise. The rules are shared, not
-// copied: callers must not change them.
-func (p *Policy) Egress() *netpolicy.Rules { return p.f.Egress }
+// AllowedDomains are the allow-list's patterns as written (the config's
+// [network] allowed_domains, then [Options].AllowDomains). Non-empty
+// means the command may reach only these destinations, through
+// agentbox's proxy, and nothing else; empty means no allow-list (see
+// [Policy.Network]).
+func (p *Policy) AllowedDomains() []string {
+	if p.f.Egress == nil {
+		return nil
+	}
+	return rawPatterns(p.f.Egress.Allowed)
+}
+
+// DeniedDomains are the patterns refused even when allowed ([network]
+// denied_domains); empty without an allow-list.
+func (p *Policy) DeniedDomains() []string {
+	if p.f.Egress == nil {
+		return nil
+	}
+	return rawPatterns(p.f.Egress.Denied)
+}
+
+// AllowLocalBinding reports whether allowed names may resolve to
+// loopback, private or link-local addresses ([network]
+// allow_local_binding); false without an allow-list.
+func (p *Policy) AllowLocalBinding() bool { return p.f.Egress != nil && p.f.Egress.AllowLocal }
+
+func rawPatterns(ps []netpolicy.Pattern) []string {
+	var out []string
+	for _, pt := range ps {
+		out = append(out, pt.Raw)
+	}
+	return out
+}
 
 // ToolCacheMode says how tool caches under $HOME are made writable
 // (workspace-write only); see [ToolCacheMode].

@@ -33,7 +33,7 @@ func realTemp(t *testing.T) string {
 func noEnv(string) string { return "" }
 
 func TestParseMode(t *testing.T) {
-	for _, m := range Modes {
+	for _, m := range Modes() {
 		if got, err := ParseMode(string(m)); err != nil || got != m {
 			t.Errorf("ParseMode(%q) = %q, %v", m, got, err)
 		}

@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"github.com/agentbox/agentbox/internal/netproxy"
+	"github.com/agentbox/agentbox/internal/rawpolicy"
 	"github.com/agentbox/agentbox/internal/windows/winenv"
 	"github.com/agentbox/agentbox/policy"
 )
@@ -10,7 +11,7 @@ import (
 // unelevated run with an allow-list, and returns the proxy variables that
 // point at it. The block is advisory there, and the run says so.
 func windowsEgress(pol *policy.Policy, env []string) (*netproxy.Server, []string, error) {
-	if pol.Egress() == nil || pol.Mode() == policy.DangerFullAccess {
+	if rawpolicy.Egress(pol) == nil || pol.Mode() == policy.DangerFullAccess {
 		return nil, nil, nil
 	}
 	srv, lns, err := hostLoopbackProxy(pol)

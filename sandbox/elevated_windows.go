@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/windows"
 
 	"github.com/agentbox/agentbox/internal/netproxy"
+	"github.com/agentbox/agentbox/internal/rawpolicy"
 	"github.com/agentbox/agentbox/internal/windows/elevated"
 	"github.com/agentbox/agentbox/internal/windows/loopguard"
 	winsetup "github.com/agentbox/agentbox/internal/windows/setup"
@@ -32,7 +33,7 @@ func init() { startElevated = startElevatedCmd }
 func startElevatedCmd(c *Cmd) (process, error) {
 	pol := c.Policy
 	// Setup first: without it nothing may touch the disk.
-	group, st, err := elevatedGroup(pol.Egress() != nil)
+	group, st, err := elevatedGroup(rawpolicy.Egress(pol) != nil)
 	if err != nil {
 		return nil, &StartError{Code: CodeSandboxFailure, Err: err}
 	}
@@ -181,7 +182,7 @@ func startElevatedEgress(pol *policy.Policy, env []string, dir string, open []in
 		return nil, fmt.Errorf("refusing to run: %w", err)
 	}
 	eg := &elevatedEgress{}
-	if pol.Egress() == nil {
+	if rawpolicy.Egress(pol) == nil {
 		return eg, nil
 	}
 	if eg.srv, err = newEgressProxy(pol); err != nil {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/agentbox/agentbox/internal/netpolicy"
 	"github.com/agentbox/agentbox/internal/netproxy"
+	"github.com/agentbox/agentbox/internal/rawpolicy"
 	"github.com/agentbox/agentbox/policy"
 )
 
@@ -56,7 +57,7 @@ type NetworkDenied struct {
 func NewRunReport(pol *policy.Policy, exitCode int) *RunReport {
 	mode := NetworkOff
 	switch {
-	case pol != nil && pol.Egress() != nil:
+	case pol != nil && rawpolicy.Egress(pol) != nil:
 		mode = NetworkAllowList
 	case pol != nil && pol.Network():
 		mode = NetworkOn
@@ -99,7 +100,7 @@ func newEgressProxy(pol *policy.Policy) (*netproxy.Server, error) {
 	if err := checkEgress(pol); err != nil {
 		return nil, err
 	}
-	cfg := netproxy.Config{Rules: pol.Egress()}
+	cfg := netproxy.Config{Rules: rawpolicy.Egress(pol)}
 	if f := os.Getenv(testHostsEnv); f != "" {
 		b, err := os.ReadFile(f)
 		if err != nil {
@@ -121,7 +122,7 @@ type networkReporter interface {
 
 // checkEgress refuses an allow-list where no backend can enforce it yet.
 func checkEgress(pol *policy.Policy) error {
-	if pol.Egress() == nil {
+	if rawpolicy.Egress(pol) == nil {
 		return nil
 	}
 	switch {

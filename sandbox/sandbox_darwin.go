@@ -60,7 +60,7 @@ func start(c *Cmd) (process, error) {
 	argv := append([]string{c.Path}, c.Args[1:]...)
 	in, env := darwinInput(pol), c.Env
 	var proxy *netproxy.Server
-	if pol.Egress() != nil {
+	if rawpolicy.Egress(pol) != nil {
 		var err error
 		if proxy, in, env, err = darwinEgress(pol, in, env); err != nil {
 			return nil, &StartError{Code: CodeSandboxFailure, Err: err}

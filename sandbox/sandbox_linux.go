@@ -15,6 +15,7 @@ import (
 	"github.com/agentbox/agentbox/internal/linux/landlock"
 	"github.com/agentbox/agentbox/internal/netpolicy"
 	"github.com/agentbox/agentbox/internal/netproxy"
+	"github.com/agentbox/agentbox/internal/rawpolicy"
 	"github.com/agentbox/agentbox/policy"
 )
 
@@ -58,7 +59,7 @@ func start(c *Cmd) (process, error) {
 		cl.Release()
 		cl = nil
 		err = nil
-		if pol.Egress() != nil {
+		if rawpolicy.Egress(pol) != nil {
 			proxy, err = degradedEgress(pol, &base)
 		}
 		if err == nil {
@@ -68,7 +69,7 @@ func start(c *Cmd) (process, error) {
 			proxy.Close()
 			proxy = nil
 		}
-	} else if err == nil && pol.Egress() != nil {
+	} else if err == nil && rawpolicy.Egress(pol) != nil {
 		proxy, err = serveEgress(pol, p)
 	}
 	if err != nil {
@@ -154,7 +155,7 @@ func linuxSpec(pol *policy.Policy, ph *linux.Placeholders) *linux.Spec {
 		MediateUnixConnect: true,
 		GuardStickyRoots:   os.Geteuid() == 0,
 		AllowUnixSockets:   pol.AllowUnixSockets(),
-		Proxy:              pol.Egress() != nil,
+		Proxy:              rawpolicy.Egress(pol) != nil,
 	}
 }
 

@@ -67,7 +67,7 @@ func start(c *Cmd) (process, error) {
 		if n := len(sb.ACL.Modified); n > 0 {
 			c.diag("granted the sandbox SID access on %d path(s) (first run for these roots; later runs only check)", n)
 		}
-		if pol.Egress() != nil {
+		if rawpolicy.Egress(pol) != nil {
 			c.diag("%s", unelevated.EgressNote)
 		} else if !pol.Network() {
 			c.diag("%s", unelevated.NetworkNote)
@@ -386,7 +386,7 @@ func doctor(pol *policy.Policy) *Report {
 			add("network", false, "off, NOT enforced: "+err.Error()+"; elevated runs with the network off refuse to start")
 			r.Missing = append(r.Missing, err.Error())
 			r.CanSandbox = false
-		} else if pol != nil && pol.Egress() != nil {
+		} else if pol != nil && rawpolicy.Egress(pol) != nil {
 			add("network", true, "allow-list, enforced: the Windows Firewall lets "+winsetup.OfflineUser+
 				" reach only TCP 127.0.0.1 on agentbox's proxy ports, and the run's proxy serves only the run's own processes (see \"proxy ports\")")
 		} else {

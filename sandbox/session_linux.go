@@ -5,6 +5,7 @@ import (
 	"os"
 
 	"github.com/agentbox/agentbox/internal/linux"
+	"github.com/agentbox/agentbox/internal/rawpolicy"
 	"github.com/agentbox/agentbox/policy"
 )
 
@@ -23,7 +24,7 @@ func newSession(pol *policy.Policy) (sessionImpl, error) {
 	if pol.Mode() == policy.DangerFullAccess {
 		return nil, nil
 	}
-	if pol.Egress() != nil {
+	if rawpolicy.Egress(pol) != nil {
 		// An allow-list needs agentbox's proxy, served for each run on
 		// listeners the run's init stage hands over: each command of
 		// the session starts as a lone run, with its own proxy and

@@ -15,6 +15,7 @@ import (
 	"strings"
 
 	"github.com/agentbox/agentbox/internal/fspath"
+	"github.com/agentbox/agentbox/internal/rawpolicy"
 	"github.com/agentbox/agentbox/policy"
 )
 
@@ -250,7 +251,7 @@ func DegradedGaps(p *policy.Policy, landlockABI int) []string {
 		gaps = append(gaps, "protected paths inside writable roots (.git, .codex, .agents and gitdirs) stay writable: Landlock can only add access, not carve read-only holes")
 	}
 	switch {
-	case p.Egress() != nil:
+	case rawpolicy.Egress(p) != nil:
 		gaps = append(gaps, "no network namespace: the allow-list proxy listens on the host's loopback, where other local processes can use it during the run; the command may only make TCP connections to it (every connect is checked), and UDP and listen(2) are refused, so servers inside the command do not work")
 	case !p.Network():
 		gaps = append(gaps, "no network namespace: all non-unix sockets are refused by seccomp, so servers on 127.0.0.1 inside the command do not work either")

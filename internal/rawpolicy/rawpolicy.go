@@ -2,7 +2,8 @@
 // policy.Resolve cannot produce: backends' unit tests (another platform's
 // paths, hand-made protections) and backends that hand a planner a copy of
 // a policy with one thing changed. Nothing is derived or checked: the
-// caller keeps Protected consistent with WritableRoots.
+// caller keeps Protected consistent with WritableRoots. [Egress] gives
+// backends the parsed allow-list, which package policy does not export.
 package rawpolicy
 
 import (
@@ -52,4 +53,12 @@ func Edit(p *policy.Policy, edit func(*Fields)) *policy.Policy {
 // "windows", ...) instead of this platform's.
 func Resolve(o policy.Options, getenv func(string) string, goos string) (*policy.Policy, error) {
 	return policyhook.Resolve.(func(policy.Options, func(string) string, string) (*policy.Policy, error))(o, getenv, goos)
+}
+
+// Egress is p's allow-list for agentbox's proxy when the command may
+// reach only listed destinations; nil otherwise. Backends and the proxy
+// use it; policy shows callers only the patterns as written. The rules
+// are shared, not copied: callers must not change them.
+func Egress(p *policy.Policy) *netpolicy.Rules {
+	return Of(p).Egress
 }

@@ -109,7 +109,7 @@ func ChildEnv(pol *policy.Policy, env []string, denybin string, proxyEnv ...stri
 	if pol.Network() {
 		return env
 	}
-	if pol.Egress() != nil && len(proxyEnv) > 0 {
+	if rawpolicy.Egress(pol) != nil && len(proxyEnv) > 0 {
 		return winenv.AllowListed(env, denybin, proxyEnv)
 	}
 	return winenv.NoNetwork(env, denybin)
