@@ -71,8 +71,8 @@ func write(t *testing.T, path, s string) {
 // environment and /tmp excluded.
 func resolveIn(t *testing.T, ws string, env map[string]string) (*Policy, error) {
 	t.Helper()
-	return Resolve(Options{Cwd: ws, goos: "linux", getenv: func(k string) string { return env[k] },
-		Config: &Config{SandboxWorkspaceWrite: WorkspaceWriteSection{ExcludeSlashTmp: ptr(true)}}})
+	return resolveEnv(Options{Cwd: ws,
+		Config: &Config{SandboxWorkspaceWrite: WorkspaceWriteSection{ExcludeSlashTmp: ptr(true)}}}, func(k string) string { return env[k] }, "linux")
 }
 
 func wantProtected(t *testing.T, p *Policy, path string, kind ProtectedKind) {
@@ -318,8 +318,8 @@ func TestGitConfigRootsAndErrors(t *testing.T) {
 	mkdirs(t, inner)
 	write(t, filepath.Join(outer, "x", ".git", "config"), "[core]\n\thooksPath = \"x\n")
 	write(t, filepath.Join(outer, "x", ".git", "index"), "DIRC garbage")
-	p, err = Resolve(Options{Cwd: inner, AddDirs: []string{outer}, goos: "linux", getenv: noEnv,
-		Config: &Config{SandboxWorkspaceWrite: WorkspaceWriteSection{ExcludeSlashTmp: ptr(true)}}})
+	p, err = resolveEnv(Options{Cwd: inner, AddDirs: []string{outer},
+		Config: &Config{SandboxWorkspaceWrite: WorkspaceWriteSection{ExcludeSlashTmp: ptr(true)}}}, noEnv, "linux")
 	if err != nil {
 		t.Fatalf("a planted unparsable config fails the run: %v", err)
 	}

@@ -13,10 +13,7 @@ func init() {
 	policyhook.Fields = func(p *Policy) fields { return cloneFields(p.f) }
 	policyhook.SafeBareRepository = gitSafeBareRepository
 	policyhook.CacheEnvValue = cacheEnvValue
-	policyhook.Resolve = func(o Options, getenv func(string) string, goos string) (*Policy, error) {
-		o.getenv, o.goos = getenv, goos
-		return Resolve(o)
-	}
+	policyhook.Resolve = resolveEnv
 }
 
 // cloneFields copies f's slices, so that neither side of New or Of can

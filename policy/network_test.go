@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -53,8 +54,8 @@ func TestResolveEgress(t *testing.T) {
 	}
 	// Flags add to the config's list; deny and allow_local_binding come
 	// from the config.
-	pol, err := Resolve(Options{Cwd: dir, getenv: noEnv, AllowDomains: []string{"b.com"},
-		Config: parse("[network]\nallowed_domains = [\"a.com\"]\ndenied_domains = [\"x.a.com\"]\nallow_local_binding = true\n")})
+	pol, err := resolveEnv(Options{Cwd: dir, AllowDomains: []string{"b.com"},
+		Config: parse("[network]\nallowed_domains = [\"a.com\"]\ndenied_domains = [\"x.a.com\"]\nallow_local_binding = true\n")}, noEnv, runtime.GOOS)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,7 +67,7 @@ func TestResolveEgress(t *testing.T) {
 		t.Errorf("merged rules decide wrongly")
 	}
 	// No allow-list: no egress.
-	pol, err = Resolve(Options{Cwd: dir, getenv: noEnv})
+	pol, err = resolveEnv(Options{Cwd: dir}, noEnv, runtime.GOOS)
 	if err != nil || pol.f.Egress != nil || pol.AllowedDomains() != nil || pol.DeniedDomains() != nil || pol.AllowLocalBinding() {
 		t.Fatalf("no allow-list: %+v %v", pol, err)
 	}
@@ -84,8 +85,8 @@ func TestResolveEgress(t *testing.T) {
 	}
 	for _, c := range errCases {
 		t.Run(c.name, func(t *testing.T) {
-			c.o.Cwd, c.o.getenv = dir, noEnv
-			_, err := Resolve(c.o)
+			c.o.Cwd = dir
+			_, err := resolveEnv(c.o, noEnv, runtime.GOOS)
 			if err == nil {
 				t.Fatalf("want an error naming %q", c.want)
 			}

@@ -47,12 +47,6 @@ type Options struct {
 	// always protected: whatever decides how the next command is
 	// sandboxed must not be writable by this one.
 	ExtraProtected []string
-
-	// getenv reads the environment ($TMPDIR, %TEMP%); nil means
-	// os.Getenv. goos selects the temp-dir rules; "" means runtime.GOOS.
-	// Tests set them, through internal/rawpolicy outside this package.
-	getenv func(string) string
-	goos   string
 }
 
 // Policy is the resolved, immutable description of one sandboxed command.
@@ -201,15 +195,12 @@ type Protected struct {
 
 // Resolve turns options and config into a Policy. It fails when a writable
 // root does not exist or is not a directory, naming it.
-func Resolve(o Options) (*Policy, error) {
-	getenv := o.getenv
-	if getenv == nil {
-		getenv = os.Getenv
-	}
-	goos := o.goos
-	if goos == "" {
-		goos = runtime.GOOS
-	}
+func Resolve(o Options) (*Policy, error) { return resolveEnv(o, os.Getenv, runtime.GOOS) }
+
+// resolveEnv is Resolve with the environment ($TMPDIR, %TEMP%, $HOME) read
+// through getenv and the temp-directory rules of goos, which tests (and,
+// through internal/rawpolicy, other packages' tests) choose.
+func resolveEnv(o Options, getenv func(string) string, goos string) (*Policy, error) {
 	cfg := o.Config
 	if cfg == nil {
 		cfg = &Config{}

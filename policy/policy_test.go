@@ -93,7 +93,7 @@ func TestResolveDefaultsAndFlags(t *testing.T) {
 		}
 		return ""
 	}
-	p, err := Resolve(Options{Cwd: ws, AddDirs: []string{extra}, getenv: env, goos: "linux"})
+	p, err := resolveEnv(Options{Cwd: ws, AddDirs: []string{extra}}, env, "linux")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,7 +108,7 @@ func TestResolveDefaultsAndFlags(t *testing.T) {
 
 	yes := true
 	cfg := &Config{SandboxWorkspaceWrite: WorkspaceWriteSection{ExcludeSlashTmp: &yes, ExcludeTmpdirEnvVar: &yes}}
-	p, err = Resolve(Options{Cwd: ws, Config: cfg, getenv: env, goos: "linux"})
+	p, err = resolveEnv(Options{Cwd: ws, Config: cfg}, env, "linux")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,7 +116,7 @@ func TestResolveDefaultsAndFlags(t *testing.T) {
 		t.Errorf("with exclusions, roots = %v, want only the workspace", p.WritableRoots())
 	}
 
-	p, err = Resolve(Options{Cwd: ws, Mode: ReadOnly, Network: &yes, getenv: noEnv})
+	p, err = resolveEnv(Options{Cwd: ws, Mode: ReadOnly, Network: &yes}, noEnv, runtime.GOOS)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,11 +125,11 @@ func TestResolveDefaultsAndFlags(t *testing.T) {
 	}
 
 	mode := "read-only"
-	p, err = Resolve(Options{Cwd: ws, Mode: WorkspaceWrite, Config: &Config{SandboxMode: &mode}, getenv: noEnv})
+	p, err = resolveEnv(Options{Cwd: ws, Mode: WorkspaceWrite, Config: &Config{SandboxMode: &mode}}, noEnv, runtime.GOOS)
 	if err != nil || p.Mode() != WorkspaceWrite {
 		t.Errorf("flag must override config: %v %v", p, err)
 	}
-	p, err = Resolve(Options{Cwd: ws, Mode: DangerFullAccess, getenv: noEnv})
+	p, err = resolveEnv(Options{Cwd: ws, Mode: DangerFullAccess}, noEnv, runtime.GOOS)
 	if err != nil || !p.Network() {
 		t.Errorf("danger-full-access implies network: %+v %v", p, err)
 	}
@@ -143,7 +143,7 @@ func TestResolveWindowsTemp(t *testing.T) {
 		}
 		return ""
 	}
-	p, err := Resolve(Options{Cwd: ws, getenv: env, goos: "windows"})
+	p, err := resolveEnv(Options{Cwd: ws}, env, "windows")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -163,8 +163,7 @@ func TestResolveErrorsNamePaths(t *testing.T) {
 		{Cwd: ws, AddDirs: []string{file}},
 		{Cwd: ws, Mode: "bogus"},
 	} {
-		o.getenv = noEnv
-		_, err := Resolve(o)
+		_, err := resolveEnv(o, noEnv, runtime.GOOS)
 		if err == nil {
 			t.Errorf("%+v: want an error", o)
 			continue
@@ -178,7 +177,7 @@ func TestResolveErrorsNamePaths(t *testing.T) {
 // An empty added root would otherwise be the caller's directory.
 func TestResolveRefusesEmptyAddedRoot(t *testing.T) {
 	ws := realTemp(t)
-	_, err := Resolve(Options{Cwd: ws, AddDirs: []string{""}, getenv: noEnv, goos: "linux"})
+	_, err := resolveEnv(Options{Cwd: ws, AddDirs: []string{""}}, noEnv, "linux")
 	if err == nil || !strings.Contains(err.Error(), "empty path") {
 		t.Fatalf("Resolve with an empty added root: err = %v, want an empty-path error", err)
 	}
@@ -196,8 +195,7 @@ func TestResolveErrorsNameOptions(t *testing.T) {
 		{Options{Cwd: ws, AddDirs: []string{missing}}, "Options.AddDirs " + missing + " does not exist"},
 		{Options{Cwd: missing}, "workspace (Options.Cwd) " + missing + " does not exist"},
 	} {
-		c.o.getenv, c.o.goos = noEnv, "linux"
-		_, err := Resolve(c.o)
+		_, err := resolveEnv(c.o, noEnv, "linux")
 		if err == nil || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "--") {
 			t.Errorf("Resolve(%+v) = %v, want an error naming %q and no flag", c.o, err, c.want)
 		}
@@ -210,7 +208,7 @@ func TestResolveSymlinkedRoot(t *testing.T) {
 	mkdirs(t, real)
 	link := filepath.Join(base, "link")
 	os.Symlink(real, link)
-	p, err := Resolve(Options{Cwd: link, getenv: noEnv, goos: "linux"})
+	p, err := resolveEnv(Options{Cwd: link}, noEnv, "linux")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -239,8 +237,8 @@ func TestProtectedPaths(t *testing.T) {
 	os.WriteFile(filepath.Join(gitdir, "commondir"), []byte("../..\n"), 0o644)
 	os.Symlink(filepath.Join(base, "elsewhere"), filepath.Join(ws, ".agents"))
 
-	p, err := Resolve(Options{Cwd: ws, AddDirs: []string{base}, getenv: noEnv, goos: "linux",
-		Config: &Config{SandboxWorkspaceWrite: WorkspaceWriteSection{ExcludeSlashTmp: new(bool)}}})
+	p, err := resolveEnv(Options{Cwd: ws, AddDirs: []string{base},
+		Config: &Config{SandboxWorkspaceWrite: WorkspaceWriteSection{ExcludeSlashTmp: new(bool)}}}, noEnv, "linux")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -286,7 +284,7 @@ func TestProtectedPaths(t *testing.T) {
 func TestProtectedFirstMissingComponent(t *testing.T) {
 	ws := realTemp(t)
 	os.WriteFile(filepath.Join(ws, ".git"), []byte("gitdir: "+filepath.Join(ws, "a", "b", "c")+"\n"), 0o644)
-	p, err := Resolve(Options{Cwd: ws, getenv: noEnv, goos: "linux", Config: &Config{SandboxWorkspaceWrite: WorkspaceWriteSection{ExcludeSlashTmp: ptr(true)}}})
+	p, err := resolveEnv(Options{Cwd: ws, Config: &Config{SandboxWorkspaceWrite: WorkspaceWriteSection{ExcludeSlashTmp: ptr(true)}}}, noEnv, "linux")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -297,8 +295,8 @@ func TestProtectedFirstMissingComponent(t *testing.T) {
 
 func TestProtectedSubpathsConfigurable(t *testing.T) {
 	ws := realTemp(t)
-	p, err := Resolve(Options{Cwd: ws, getenv: noEnv, goos: "linux", Config: &Config{SandboxWorkspaceWrite: WorkspaceWriteSection{
-		ProtectedSubpaths: []string{".vscode"}, ExcludeSlashTmp: ptr(true)}}})
+	p, err := resolveEnv(Options{Cwd: ws, Config: &Config{SandboxWorkspaceWrite: WorkspaceWriteSection{
+		ProtectedSubpaths: []string{".vscode"}, ExcludeSlashTmp: ptr(true)}}}, noEnv, "linux")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -339,8 +337,8 @@ func TestProtectedIntermediateSymlinks(t *testing.T) {
 	os.Symlink(filepath.Join(base, "greal"), filepath.Join(base, "glink"))
 	os.WriteFile(filepath.Join(ws, ".git"), []byte("gitdir: "+filepath.Join(base, "glink", "wt")+"\n"), 0o644)
 
-	p, err := Resolve(Options{Cwd: ws, AddDirs: []string{base}, getenv: noEnv, goos: "linux",
-		Config: &Config{SandboxWorkspaceWrite: WorkspaceWriteSection{ExcludeSlashTmp: ptr(true)}}})
+	p, err := resolveEnv(Options{Cwd: ws, AddDirs: []string{base},
+		Config: &Config{SandboxWorkspaceWrite: WorkspaceWriteSection{ExcludeSlashTmp: ptr(true)}}}, noEnv, "linux")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -361,8 +359,8 @@ func TestProtectedIntermediateSymlinks(t *testing.T) {
 func TestExtraProtectedAndExecutable(t *testing.T) {
 	ws := realTemp(t)
 	cfgDir := filepath.Join(ws, ".config", "agentbox")
-	p, err := Resolve(Options{Cwd: ws, getenv: noEnv, goos: "linux", ExtraProtected: []string{cfgDir},
-		Config: &Config{SandboxWorkspaceWrite: WorkspaceWriteSection{ExcludeSlashTmp: ptr(true)}}})
+	p, err := resolveEnv(Options{Cwd: ws, ExtraProtected: []string{cfgDir},
+		Config: &Config{SandboxWorkspaceWrite: WorkspaceWriteSection{ExcludeSlashTmp: ptr(true)}}}, noEnv, "linux")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -391,7 +389,7 @@ func TestCommondirFIFOIsNotRead(t *testing.T) {
 	}
 	done := make(chan error, 1)
 	go func() {
-		_, err := Resolve(Options{Cwd: ws, getenv: noEnv, goos: "linux"})
+		_, err := resolveEnv(Options{Cwd: ws}, noEnv, "linux")
 		done <- err
 	}()
 	select {
@@ -410,8 +408,8 @@ func TestOwnConfigAndStateProtectedByDefault(t *testing.T) {
 		return ""
 	}
 	// The workspace is $HOME, so agentbox's config and state lie in it.
-	p, err := Resolve(Options{Cwd: home, getenv: env, goos: "linux",
-		Config: &Config{SandboxWorkspaceWrite: WorkspaceWriteSection{ExcludeSlashTmp: ptr(true)}}})
+	p, err := resolveEnv(Options{Cwd: home,
+		Config: &Config{SandboxWorkspaceWrite: WorkspaceWriteSection{ExcludeSlashTmp: ptr(true)}}}, env, "linux")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -434,8 +432,8 @@ func TestGitdirReadAsGitDoes(t *testing.T) {
 	// (and to git), not ws/r/.git as textual cleaning would say.
 	os.Symlink(filepath.Join(other, "sub"), filepath.Join(ws, "l"))
 	os.WriteFile(filepath.Join(ws, ".git"), []byte("gitdir: l/../r/.git\n"), 0o644)
-	p, err := Resolve(Options{Cwd: ws, AddDirs: []string{base}, getenv: noEnv, goos: "linux",
-		Config: &Config{SandboxWorkspaceWrite: WorkspaceWriteSection{ExcludeSlashTmp: ptr(true)}}})
+	p, err := resolveEnv(Options{Cwd: ws, AddDirs: []string{base},
+		Config: &Config{SandboxWorkspaceWrite: WorkspaceWriteSection{ExcludeSlashTmp: ptr(true)}}}, noEnv, "linux")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -450,8 +448,8 @@ func TestGitdirReadAsGitDoes(t *testing.T) {
 	ws2 := filepath.Join(base, "ws2")
 	mkdirs(t, ws2, filepath.Join(base, "g", ".git "))
 	os.WriteFile(filepath.Join(ws2, ".git"), []byte("gitdir: "+filepath.Join(base, "g", ".git ")+"\r\n"), 0o644)
-	p, err = Resolve(Options{Cwd: ws2, AddDirs: []string{base}, getenv: noEnv, goos: "linux",
-		Config: &Config{SandboxWorkspaceWrite: WorkspaceWriteSection{ExcludeSlashTmp: ptr(true)}}})
+	p, err = resolveEnv(Options{Cwd: ws2, AddDirs: []string{base},
+		Config: &Config{SandboxWorkspaceWrite: WorkspaceWriteSection{ExcludeSlashTmp: ptr(true)}}}, noEnv, "linux")
 	if err != nil {
 		t.Fatal(err)
 	}

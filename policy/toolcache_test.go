@@ -98,7 +98,7 @@ func TestToolCacheResolve(t *testing.T) {
 		}
 		return ""
 	}
-	p, err := Resolve(Options{Cwd: ws, getenv: getenv, goos: "linux", Config: &Config{}})
+	p, err := resolveEnv(Options{Cwd: ws, Config: &Config{}}, getenv, "linux")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -132,7 +132,7 @@ func TestToolCacheResolve(t *testing.T) {
 	}
 
 	off := "off"
-	p, err = Resolve(Options{Cwd: ws, getenv: getenv, goos: "linux", Config: &Config{SandboxWorkspaceWrite: WorkspaceWriteSection{ToolCaches: &off}}})
+	p, err = resolveEnv(Options{Cwd: ws, Config: &Config{SandboxWorkspaceWrite: WorkspaceWriteSection{ToolCaches: &off}}}, getenv, "linux")
 	if err != nil || len(p.ToolCaches()) != 0 {
 		t.Errorf("tool_caches = off: %v, %d caches", err, len(p.ToolCaches()))
 	}
