@@ -90,21 +90,26 @@ const (
 // are in network byte order; the rest is little-endian (every Windows
 // architecture).
 func ParseTCP4Table(b []byte) ([]Row, error) {
-	n, rows, err := tableRows(b, row4Size)
+	n, rows, err := tableRows(b, 4, row4Size, "TCP table")
 	if err != nil {
 		return nil, err
 	}
 	out := make([]Row, 0, n)
 	for i := range n {
-		r := rows[i*row4Size : (i+1)*row4Size]
-		out = append(out, Row{
-			State:  binary.LittleEndian.Uint32(r[0:]),
-			Local:  netip.AddrPortFrom(netip.AddrFrom4([4]byte(r[4:8])), binary.BigEndian.Uint16(r[8:])),
-			Remote: netip.AddrPortFrom(netip.AddrFrom4([4]byte(r[12:16])), binary.BigEndian.Uint16(r[16:])),
-			PID:    binary.LittleEndian.Uint32(r[20:]),
-		})
+		out = append(out, tcp4Row(rows[i*row4Size:(i+1)*row4Size]))
 	}
 	return out, nil
+}
+
+// tcp4Row decodes the six MIB_TCPROW_OWNER_PID fields at the start of r,
+// which both IPv4 tables' rows begin with.
+func tcp4Row(r []byte) Row {
+	return Row{
+		State:  binary.LittleEndian.Uint32(r[0:]),
+		Local:  netip.AddrPortFrom(netip.AddrFrom4([4]byte(r[4:8])), binary.BigEndian.Uint16(r[8:])),
+		Remote: netip.AddrPortFrom(netip.AddrFrom4([4]byte(r[12:16])), binary.BigEndian.Uint16(r[16:])),
+		PID:    binary.LittleEndian.Uint32(r[20:]),
+	}
 }
 
 // ParseTCP4ModuleTable decodes a MIB_TCPTABLE_OWNER_MODULE buffer: a
@@ -112,24 +117,16 @@ func ParseTCP4Table(b []byte) ([]Row, error) {
 // then rows of the six MIB_TCPROW_OWNER_PID fields, liCreateTimestamp and
 // OwningModuleInfo[16] (ULONGLONGs, ignored).
 func ParseTCP4ModuleTable(b []byte) ([]Row, error) {
-	if len(b) < 8 {
-		return nil, fmt.Errorf("TCP module table: %d bytes, too short for its count", len(b))
-	}
-	n := int(binary.LittleEndian.Uint32(b))
-	rows := b[8:]
-	if n > len(rows)/row4ModuleSize {
-		return nil, fmt.Errorf("TCP module table: %d rows do not fit in %d bytes", n, len(b))
+	n, rows, err := tableRows(b, 8, row4ModuleSize, "TCP module table")
+	if err != nil {
+		return nil, err
 	}
 	out := make([]Row, 0, n)
 	for i := range n {
 		r := rows[i*row4ModuleSize : (i+1)*row4ModuleSize]
-		out = append(out, Row{
-			State:   binary.LittleEndian.Uint32(r[0:]),
-			Local:   netip.AddrPortFrom(netip.AddrFrom4([4]byte(r[4:8])), binary.BigEndian.Uint16(r[8:])),
-			Remote:  netip.AddrPortFrom(netip.AddrFrom4([4]byte(r[12:16])), binary.BigEndian.Uint16(r[16:])),
-			PID:     binary.LittleEndian.Uint32(r[20:]),
-			Created: int64(binary.LittleEndian.Uint64(r[24:])),
-		})
+		row := tcp4Row(r)
+		row.Created = int64(binary.LittleEndian.Uint64(r[24:]))
+		out = append(out, row)
 	}
 	return out, nil
 }
@@ -139,7 +136,7 @@ func ParseTCP4ModuleTable(b []byte) ([]Row, error) {
 // ucRemoteAddr[16], dwRemoteScopeId, dwRemotePort, dwState, dwOwningPid.
 // Scope IDs are dropped: loopback and the unspecified address have none.
 func ParseTCP6Table(b []byte) ([]Row, error) {
-	n, rows, err := tableRows(b, row6Size)
+	n, rows, err := tableRows(b, 4, row6Size, "TCP table")
 	if err != nil {
 		return nil, err
 	}
@@ -156,15 +153,18 @@ func ParseTCP6Table(b []byte) ([]Row, error) {
 	return out, nil
 }
 
-func tableRows(b []byte, size int) (int, []byte, error) {
-	if len(b) < 4 {
-		return 0, nil, fmt.Errorf("TCP table: %d bytes, too short for its count", len(b))
+// tableRows checks a table's DWORD row count against its length and
+// returns the count and the rows, which start header bytes in (what
+// names the table in errors).
+func tableRows(b []byte, header, size int, what string) (int, []byte, error) {
+	if len(b) < header {
+		return 0, nil, fmt.Errorf("%s: %d bytes, too short for its count", what, len(b))
 	}
 	n := int(binary.LittleEndian.Uint32(b))
-	if rest := b[4:]; n > len(rest)/size {
-		return 0, nil, fmt.Errorf("TCP table: %d rows do not fit in %d bytes", n, len(b))
+	if rest := b[header:]; n > len(rest)/size {
+		return 0, nil, fmt.Errorf("%s: %d rows do not fit in %d bytes", what, n, len(b))
 	}
-	return n, b[4:], nil
+	return n, b[header:], nil
 }
 
 // ParsePIDList decodes a JOBOBJECT_BASIC_PROCESS_ID_LIST buffer
