@@ -2,11 +2,9 @@ package sandbox
 
 import (
 	"fmt"
-	"io"
 	"net"
 	"os"
 	"runtime"
-	"strconv"
 
 	"github.com/agentbox/agentbox/internal/netpolicy"
 	"github.com/agentbox/agentbox/internal/netproxy"
@@ -14,15 +12,17 @@ import (
 	"github.com/agentbox/agentbox/policy"
 )
 
-// RunReport is what a finished command reports besides its exit status:
-// the JSON object `agentbox run --report FILE` writes. Sections are named
-// so that more can be added.
+// RunReport is what a finished command reports besides its exit status,
+// set in Cmd.Report by Wait. It marshals to the run report agentbox's CLI
+// writes; sections are named so that more can be added.
 type RunReport struct {
 	ExitCode int            `json:"exit_code"`
 	Network  *NetworkReport `json:"network"`
 }
 
-// Network modes in [NetworkReport].Mode.
+// Network modes in [NetworkReport].Mode: no network, only the
+// allow-list's destinations through agentbox's proxy, or the network
+// without limits.
 const (
 	NetworkOff       = "off"
 	NetworkAllowList = "allow-list"
@@ -53,7 +53,9 @@ type NetworkDenied struct {
 }
 
 // NewRunReport is the report of a command that ended with exitCode and
-// made no network requests through a proxy (or never started).
+// made no network requests through a proxy, or never started: for a
+// caller that writes a report for every command, including those whose
+// Start failed (then exitCode is the [StartError]'s Code).
 func NewRunReport(pol *policy.Policy, exitCode int) *RunReport {
 	mode := NetworkOff
 	switch {
@@ -71,21 +73,6 @@ func (r *RunReport) addNetwork(rep netpolicy.Report) {
 	}
 	for _, d := range rep.Denied {
 		r.Network.Denied = append(r.Network.Denied, NetworkDenied(d))
-	}
-}
-
-// WriteRefusals prints one line per refused destination, the summary the
-// CLI shows at the end of a run.
-func (r *RunReport) WriteRefusals(w io.Writer) {
-	if r == nil || r.Network == nil {
-		return
-	}
-	for _, d := range r.Network.Denied {
-		times := ""
-		if d.Count > 1 {
-			times = fmt.Sprintf(", %d times", d.Count)
-		}
-		fmt.Fprintf(w, "agentbox: network: refused %s (%s%s)\n", net.JoinHostPort(d.Host, strconv.Itoa(int(d.Port))), d.Reason, times)
 	}
 }
 

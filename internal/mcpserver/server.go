@@ -19,6 +19,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agentbox/agentbox/internal/cli/flagnames"
+	"github.com/agentbox/agentbox/internal/cli/refusals"
 	"github.com/agentbox/agentbox/policy"
 	"github.com/agentbox/agentbox/sandbox"
 )
@@ -241,7 +242,7 @@ func (h *handler) run(ctx context.Context, req *mcp.CallToolRequest, in RunInput
 		out.Report = sandbox.NewRunReport(c.Policy, out.ExitCode)
 	}
 	// The proxy's refusals, as the CLI prints them at the end of a run.
-	out.Report.WriteRefusals(stderr)
+	refusals.Write(stderr, out.Report)
 	out.Stdout, out.Stderr = stdout.String(), stderr.String()
 	return &mcp.CallToolResult{
 		Content: []mcp.Content{&mcp.TextContent{Text: text(out)}},
