@@ -39,8 +39,9 @@ const (
 	// Unelevated needs no administrator rights: synthetic SID, ACLs and a
 	// write-restricted token; network blocking is advisory only.
 	Unelevated WindowsSandbox = "unelevated"
-	// Elevated runs commands as dedicated sandbox users set up once by
-	// agentbox-setup, with firewall-enforced network blocking.
+	// Elevated runs commands as dedicated sandbox users, created once by
+	// sandbox.Setup (which asks for administrator rights), with
+	// firewall-enforced network blocking.
 	Elevated WindowsSandbox = "elevated"
 )
 

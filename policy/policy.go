@@ -172,6 +172,7 @@ const (
 	Symlink
 )
 
+// String names the kind as messages show it ("missing", "dir", ...).
 func (k ProtectedKind) String() string {
 	return [...]string{"missing", "dir", "file", "symlink"}[k]
 }

@@ -10,28 +10,33 @@ import (
 	"github.com/agentbox/agentbox/policy"
 )
 
-// Check is one line of a doctor report.
+// Check is one finding of [Doctor]: a named capability or setting, whether
+// it is as the policy needs, and what was seen.
 type Check struct {
 	Name   string `json:"name"`
 	OK     bool   `json:"ok"`
 	Detail string `json:"detail"`
 }
 
-// Report says what this machine can enforce.
+// Report is what [Doctor] found this machine can enforce for a policy.
+// It marshals to the JSON agentbox's CLI prints for doctor.
 type Report struct {
 	OS      string  `json:"os"`
-	Backend string  `json:"backend"` // what `run` would use, e.g. "namespaces+landlock+seccomp"
-	Mode    string  `json:"mode"`    // the policy mode doctor evaluated
+	Backend string  `json:"backend"` // what Cmd.Start would use, e.g. "namespaces+landlock+seccomp"
+	Mode    string  `json:"mode"`    // the policy mode Doctor evaluated
 	Checks  []Check `json:"checks"`
 	// Missing lists guarantees the policy asks for that this machine cannot
-	// give; `run` refuses such a policy unless degraded mode is allowed.
+	// give; Cmd.Start refuses such a policy unless it allows degraded mode
+	// (policy.Options.AllowDegraded, [linux] allow_degraded).
 	Missing []string `json:"missing"`
 	// CanSandbox is false when no sandbox at all is possible here.
 	CanSandbox bool `json:"can_sandbox"`
 }
 
 // Doctor inspects the machine for pol (which may be nil for the default
-// policy) without running anything sandboxed.
+// policy) without running anything sandboxed, so that a caller can tell a
+// user what would be enforced, what would be refused and how to fix it
+// before a command fails to start.
 func Doctor(pol *policy.Policy) *Report {
 	r := doctor(pol)
 	r.Checks = append(r.Checks, gitBareCheck())
@@ -61,8 +66,15 @@ func gitBareCheck() Check {
 	return c
 }
 
-// Setup does the one-time machine preparation a backend needs (Windows
-// elevated mode); elsewhere it reports that nothing is needed.
+// Setup does the one-time machine preparation the backend for pol needs
+// (pol may be nil for the default policy) and writes what it did to out:
+// on Linux, an AppArmor profile for this binary where AppArmor restricts
+// unprivileged user namespaces (it needs root; without the restriction
+// nothing is needed); on Windows, the sandbox users and firewall rules of
+// elevated mode (one administrator prompt) or, unelevated, the SIDs and
+// ACL grants of pol's roots, so the first run is fast; on macOS, nothing.
+// It ends with a recommendation when git's safe.bareRepository is not
+// explicit. Where there is no backend the error wraps [ErrUnsupported].
 func Setup(ctx context.Context, pol *policy.Policy, out io.Writer) error {
 	if err := setup(ctx, pol, out); err != nil {
 		return err
@@ -77,6 +89,7 @@ func Setup(ctx context.Context, pol *policy.Policy, out io.Writer) error {
 	return nil
 }
 
-// Cleanup removes everything agentbox ever left on the machine and reports
-// what it removed and what it could not.
+// Cleanup removes everything agentbox ever left on the machine (what
+// Setup installed, tool cache layers, Windows ACL grants and sandbox
+// users) and writes to out what it removed and what it could not.
 func Cleanup(ctx context.Context, out io.Writer) error { return cleanup(ctx, out) }

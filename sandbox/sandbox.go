@@ -126,6 +126,7 @@ func (s *Status) ExitCode() int {
 // Success reports whether the command exited with status 0.
 func (s *Status) Success() bool { return s.Signal == 0 && s.Code == 0 }
 
+// String describes the end: "exit status N", "signal N" or "timed out".
 func (s *Status) String() string {
 	switch {
 	case s.TimedOut:
@@ -144,6 +145,7 @@ type ExitError struct {
 	Stderr []byte
 }
 
+// Error is the Status's description.
 func (e *ExitError) Error() string { return e.Status.String() }
 
 // StartError is a failure to start the command inside the sandbox. Code is
@@ -162,11 +164,16 @@ func startError(err error) *StartError {
 	return &StartError{Code: CodeSandboxFailure, Err: err}
 }
 
-// Exit codes for failures of agentbox itself, as the CLI contract defines.
+// Exit codes for failures of agentbox itself, as [StartError].Code: the
+// shell's conventions, which agentbox's CLI exits with.
 const (
+	// CodeSandboxFailure (125): the sandbox could not be built or a
+	// restriction the policy asks for could not be enforced; nothing ran.
 	CodeSandboxFailure = exitcode.SandboxFailure
-	CodeNotExecutable  = exitcode.NotExecutable
-	CodeNotFound       = exitcode.NotFound
+	// CodeNotExecutable (126): the command exists but cannot be executed.
+	CodeNotExecutable = exitcode.NotExecutable
+	// CodeNotFound (127): the command was not found.
+	CodeNotFound = exitcode.NotFound
 )
 
 // Process is a started command, as [Cmd.Process]. It has what os/exec

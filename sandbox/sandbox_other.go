@@ -26,7 +26,7 @@ func doctor(pol *policy.Policy) *Report {
 }
 
 func setup(ctx context.Context, pol *policy.Policy, out io.Writer) error {
-	return fmt.Errorf("agentbox setup on %s: %w", runtime.GOOS, ErrUnsupported)
+	return fmt.Errorf("sandbox.Setup on %s: %w", runtime.GOOS, ErrUnsupported)
 }
 
 func cleanup(ctx context.Context, out io.Writer) error { return nil }
