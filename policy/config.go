@@ -12,7 +12,7 @@ import (
 )
 
 // Config mirrors config.toml. Pointer fields distinguish "absent" from the
-// zero value so that defaults and flags layer correctly.
+// zero value so that defaults, the config and Options layer correctly.
 type Config struct {
 	SandboxMode           *string               `toml:"sandbox_mode"`
 	SandboxWorkspaceWrite WorkspaceWriteSection `toml:"sandbox_workspace_write"`
