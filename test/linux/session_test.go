@@ -519,6 +519,48 @@ echo "$http_proxy"`, curl, p.good.at("good.test"), i+1, p.bad.at(fmt.Sprintf("ev
 	})
 }
 
+// TestSessionAllowListDegraded: without user namespaces, agentbox mcp
+// with an allow-list runs each call as a lone degraded run would: refused
+// without --allow-degraded; with it, through a proxy on the host's
+// loopback for that call alone, the connect supervisor allowing TCP to
+// its two ports only. The full egressProbe holds, and each call reports
+// its own decisions.
+func TestSessionAllowListDegraded(t *testing.T) {
+	needBin(t)
+	if _, err := exec.LookPath("unshare"); err != nil {
+		t.Fatalf("unshare(1) is needed to test the fallback: %v", err)
+	}
+	p := newEgressProbe(t)
+	forEachUser(t, func(t *testing.T, u *testUser) {
+		for _, optIn := range []bool{false, true} {
+			p.reset()
+			fx := newFixture(t, u)
+			args := []string{"-Ur", "sh", "-c", `echo 0 > /proc/sys/user/max_user_namespaces && exec "$0" "$@"`, binPath, "mcp", "-C", fx.ws}
+			args = append(args, p.allow...)
+			if optIn {
+				args = append(args, "--allow-degraded")
+			}
+			cs, _, _ := mcpServerCmd(t, command(u, runOpts{env: append(fx.env(), "AGENTBOX_TEST_HOSTS="+p.hosts), dir: fx.ws}, "unshare", args...))
+			if !optIn {
+				r := mcpSh(t, cs, `echo ran > "$WS/ran.txt"`)
+				if r.ExitCode != 125 || !strings.Contains(r.Stderr, "--allow-degraded") || !strings.Contains(r.Stderr, "allow-list proxy listens on the host's loopback") {
+					t.Errorf("without opt-in: want 125 naming the proxy gap: %v", r)
+				}
+				assertAbsent(t, filepath.Join(fx.ws, "ran.txt"))
+				continue
+			}
+			if r := mcpSh(t, cs, "true"); r.ExitCode != 0 || len(r.Report.Network.Allowed)+len(r.Report.Network.Denied) != 0 {
+				t.Fatalf("first call: %v %+v", r, r.Report)
+			}
+			r := mcpRun(t, cs, map[string]any{"command": []string{"/bin/bash", "-c", p.script}})
+			if r.ExitCode != 0 || !strings.Contains(r.Stderr, "running degraded") {
+				t.Fatalf("probe: %v", r)
+			}
+			p.check(t, r.Stdout, r.Stderr, r.Report)
+		}
+	})
+}
+
 // sessionInits are the pids of the init stages (session zygotes) whose
 // parent is pid.
 func sessionInits(pid int) []string {
