@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"strconv"
+	"strings"
 
 	"golang.org/x/sys/unix"
 
@@ -11,6 +13,7 @@ import (
 	"github.com/agentbox/agentbox/internal/linux/apparmor"
 	"github.com/agentbox/agentbox/internal/linux/landlock"
 	"github.com/agentbox/agentbox/internal/linux/seccomp"
+	"github.com/agentbox/agentbox/internal/netpolicy"
 	"github.com/agentbox/agentbox/policy"
 )
 
@@ -102,5 +105,85 @@ func linuxDoctor(pol *policy.Policy) *Report {
 		r.Backend = "none"
 		r.Missing = append(r.Missing, "the sandbox could not be built: "+err.Error())
 	}
+	if pol.Egress != nil {
+		r.Checks = append(r.Checks, allowListCheck(pol.Egress))
+	}
+	// How an allow-list would be enforced here, probed by running one.
+	userns, degraded := err == nil, errors.As(err, &nu) && llOK
+	var egressErr error
+	if userns || degraded {
+		egressErr = probeEgress(pol, !userns)
+	}
+	ec := egressCheck(pol, userns, degraded, egressErr)
+	r.Checks = append(r.Checks, ec)
+	if pol.Egress != nil && !ec.OK {
+		r.Missing = append(r.Missing, "allow-listed egress: "+ec.Detail)
+	}
 	return r
+}
+
+// probeEgress runs `true` in a sandbox with an allow-list (the policy's,
+// or one refusing everything) and the network otherwise off: a namespace
+// sandbox whose init must hand its proxy listeners over, or, with
+// degraded, the host-loopback proxy and the connect supervisor.
+func probeEgress(pol *policy.Policy, degraded bool) error {
+	probe := *pol
+	probe.Network = false
+	probe.AllowDegraded = degraded
+	if probe.Egress == nil {
+		probe.Egress = &netpolicy.Rules{}
+	}
+	c := Command(&probe, "true")
+	c.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin"}
+	return c.Run()
+}
+
+// egressCheck says whether allow-listed egress (--allow-domain, [network]
+// allowed_domains) is available here and how, from the probes: userns,
+// the namespace sandbox works; degraded, only the degraded one does;
+// probe, what running an allow-list gave.
+func egressCheck(pol *policy.Policy, userns, degraded bool, probe error) Check {
+	c := Check{Name: "allow-listed egress"}
+	var how string
+	switch {
+	case userns && probe == nil:
+		c.OK = true
+		how = "available: the sandbox's own network namespace with only loopback; agentbox's proxy runs outside, on listeners made on the sandbox's 127.0.0.1 and handed over (a session: a pair per command, for its own report); nothing listens on the host"
+	case userns:
+		how = fmt.Sprintf("refused: an allow-list sandbox failed to start here (%v)", probe)
+	case degraded && probe == nil:
+		c.OK = true
+		how = "degraded only (needs --allow-degraded): no network namespace, so agentbox's proxy listens on the host's loopback for each run and the seccomp connect supervisor lets TCP reach only its two ports; other local processes can use the proxy while a run lasts"
+	case degraded:
+		how = fmt.Sprintf("refused: no user namespaces, and the degraded allow-list (host-loopback proxy, connect supervisor) failed here (%v)", probe)
+	default:
+		how = "refused: no network namespace is possible here (no user namespaces) and no degraded sandbox either (Landlock unusable)"
+	}
+	switch {
+	case pol.Mode == policy.DangerFullAccess || pol.Network:
+		how += "; not used by this policy, which opens the whole network"
+	case pol.Egress == nil:
+		how += "; not used by this policy (no allow-list: the network is off)"
+	}
+	c.Detail = how
+	return c
+}
+
+// allowListCheck describes the policy's (valid: resolving it checked every
+// pattern) allow-list, and names what opens local destinations.
+func allowListCheck(r *netpolicy.Rules) Check {
+	detail := fmt.Sprintf("%d allowed and %d denied patterns, all well-formed", len(r.Allowed), len(r.Denied))
+	var local []string
+	for _, p := range r.Allowed {
+		if p.Name == "" && p.Prefix.IsValid() && (netpolicy.IsLocal(p.Prefix.Addr()) || netpolicy.IsLocal(p.Prefix.Masked().Addr())) {
+			local = append(local, strconv.Quote(p.Raw))
+		}
+	}
+	if len(local) > 0 {
+		detail += "; local addresses allowed by listing them: " + strings.Join(local, ", ")
+	}
+	if r.AllowLocal {
+		detail += "; allow_local_binding = true: allowed names may resolve to loopback and private addresses"
+	}
+	return Check{Name: "network allow-list", OK: true, Detail: detail}
 }

@@ -408,3 +408,48 @@ if (echo ping >/dev/udp/127.0.0.1/%[7]s) 2>/dev/null; then echo udp:sent; else e
 		}
 	})
 }
+
+// TestEgressDoctor: doctor says how allow-listed egress is enforced here,
+// having run one (the network namespace with the proxy outside, or, with
+// no user namespaces, the degraded host-loopback proxy and connect
+// supervisor), and names every malformed pattern of the config with its
+// key (exit 125), not only the first.
+func TestEgressDoctor(t *testing.T) {
+	needBin(t)
+	forEachUser(t, func(t *testing.T, u *testUser) {
+		fx := newFixture(t, u)
+		egressLine := func(out string) string {
+			for _, l := range strings.Split(out, "\n") {
+				if strings.Contains(l, "allow-listed egress") {
+					return l
+				}
+			}
+			return ""
+		}
+		r := runWith(t, u, runOpts{dir: fx.ws}, "doctor", "-C", fx.ws, "--allow-domain", "good.test", "--allow-domain", "10.1.2.0/24")
+		if l := egressLine(r.stdout); r.code != 0 || !strings.Contains(l, "[ok  ]") || !strings.Contains(l, "available: the sandbox's own network namespace") {
+			t.Errorf("doctor with an allow-list: %q\n%v", l, r)
+		}
+		if !strings.Contains(r.stdout, `2 allowed and 0 denied patterns, all well-formed; local addresses allowed by listing them: "10.1.2.0/24"`) {
+			t.Errorf("doctor does not describe the allow-list: %v", r)
+		}
+		r = execute(t, u, runOpts{dir: fx.ws}, "unshare", "-Ur", "sh", "-c", `echo 0 > /proc/sys/user/max_user_namespaces && exec "$0" "$@"`,
+			binPath, "doctor", "-C", fx.ws, "--allow-domain", "good.test")
+		if l := egressLine(r.stdout); !strings.Contains(l, "[ok  ]") || !strings.Contains(l, "degraded only (needs --allow-degraded)") || !strings.Contains(l, "connect supervisor") {
+			t.Errorf("doctor without user namespaces: %q\n%v", l, r)
+		}
+		cfg := filepath.Join(fx.dir, "config.toml")
+		if err := os.WriteFile(cfg, []byte("[network]\nallowed_domains = [\"good.test\", \"*\", \"a.test:70000\"]\ndenied_domains = [\"https://x.test\"]\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		r = runWith(t, u, runOpts{dir: fx.ws}, "doctor", "-C", fx.ws, "--config", cfg)
+		if r.code != 125 {
+			t.Errorf("doctor with malformed patterns: exit %d, want 125: %v", r.code, r)
+		}
+		for _, w := range []string{`network.allowed_domains: "*"`, `network.allowed_domains: "a.test:70000"`, `network.denied_domains: "https://x.test"`} {
+			if !strings.Contains(r.stderr, w) {
+				t.Errorf("doctor does not name %s: %q", w, r.stderr)
+			}
+		}
+	})
+}

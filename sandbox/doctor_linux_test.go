@@ -1,0 +1,59 @@
+package sandbox
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/agentbox/agentbox/internal/netpolicy"
+	"github.com/agentbox/agentbox/policy"
+)
+
+// TestEgressCheck: doctor's allow-listed egress line for every outcome of
+// its probes: available through the network namespace, degraded only,
+// or refused with the reason, and whether the policy uses it.
+func TestEgressCheck(t *testing.T) {
+	off := &policy.Policy{Mode: policy.WorkspaceWrite}
+	allow := &policy.Policy{Mode: policy.WorkspaceWrite, Egress: &netpolicy.Rules{}}
+	full := &policy.Policy{Mode: policy.WorkspaceWrite, Network: true}
+	boom := errors.New("boom")
+	cases := []struct {
+		pol              *policy.Policy
+		userns, degraded bool
+		probe            error
+		ok               bool
+		want             []string
+	}{
+		{allow, true, false, nil, true, []string{"available", "network namespace"}},
+		{off, true, false, nil, true, []string{"available", "not used by this policy (no allow-list"}},
+		{full, true, false, nil, true, []string{"available", "opens the whole network"}},
+		{allow, true, false, boom, false, []string{"refused", "boom"}},
+		{allow, false, true, nil, true, []string{"degraded only", "--allow-degraded", "connect supervisor", "other local processes"}},
+		{allow, false, true, boom, false, []string{"refused", "no user namespaces", "boom"}},
+		{allow, false, false, nil, false, []string{"refused", "Landlock unusable"}},
+	}
+	for i, c := range cases {
+		got := egressCheck(c.pol, c.userns, c.degraded, c.probe)
+		if got.OK != c.ok || got.Name != "allow-listed egress" {
+			t.Errorf("case %d: %+v, want ok=%v", i, got, c.ok)
+		}
+		for _, w := range c.want {
+			if !strings.Contains(got.Detail, w) {
+				t.Errorf("case %d: %q lacks %q", i, got.Detail, w)
+			}
+		}
+	}
+	rules, err := netpolicy.ParseRules([]string{"good.test", "10.0.0.0/8", "1.1.1.1", "::1"}, "k", []string{"bad.test"}, "d", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := allowListCheck(rules).Detail
+	for _, w := range []string{"4 allowed and 1 denied", `"10.0.0.0/8", "::1"`, "allow_local_binding = true"} {
+		if !strings.Contains(got, w) {
+			t.Errorf("allow-list check %q lacks %q", got, w)
+		}
+	}
+	if strings.Contains(got, "1.1.1.1") {
+		t.Errorf("a public address named as local: %q", got)
+	}
+}
