@@ -131,14 +131,7 @@ func TestSessionAllowListReports(t *testing.T) {
 		t.Fatal(err)
 	}
 	sockets := socketFDs(t)
-	s, err := NewSession(pol)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if s.impl == nil {
-		t.Fatal("no session sandbox on this machine (user namespaces unavailable?)")
-	}
-	defer s.Close()
+	s := sessionFor(t, pol)
 
 	// Command i asks for good.test i+1 times over plain HTTP, once over
 	// CONNECT and once over SOCKS5, and for evili.test once each way;

@@ -14,11 +14,20 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/agentbox/agentbox/policy"
 )
 
 func newTestSession(t *testing.T) (*Session, string) {
 	t.Helper()
 	pol, ws := testPolicy(t)
+	return sessionFor(t, pol), ws
+}
+
+// sessionFor is a session for pol, with its zygote (closed at the test's
+// end).
+func sessionFor(t *testing.T, pol *policy.Policy) *Session {
+	t.Helper()
 	s, err := NewSession(pol)
 	if err != nil {
 		t.Fatal(err)
@@ -27,7 +36,7 @@ func newTestSession(t *testing.T) (*Session, string) {
 		t.Fatal("no session sandbox on this machine (user namespaces unavailable?)")
 	}
 	t.Cleanup(func() { s.Close() })
-	return s, ws
+	return s
 }
 
 func sh(s *Session, script string) *Cmd {
@@ -479,14 +488,7 @@ func TestSessionGitWritesChecked(t *testing.T) {
 	}
 	pol, ws := testPolicyAt(t, dir)
 	pol.AllowGitWrites = true
-	s, err := NewSession(pol)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if s.impl == nil {
-		t.Fatal("no session sandbox on this machine (user namespaces unavailable?)")
-	}
-	defer s.Close()
+	s := sessionFor(t, pol)
 	outside := filepath.Join(t.TempDir(), "bashrc")
 	var diag bytes.Buffer
 	c := sh(s, "mkdir -p .git/logs && ln -s "+outside+" .git/logs/HEAD && echo PLANTED")

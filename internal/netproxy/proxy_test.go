@@ -491,14 +491,7 @@ func TestScopes(t *testing.T) {
 	var all []scoped
 	for i := range 2 {
 		sc := f.srv.NewScope()
-		hl, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		sl, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
+		hl, sl := newListener(t), newListener(t)
 		go sc.ServeHTTPProxy(hl)
 		go sc.ServeSOCKS(sl)
 		fx := *f
@@ -580,6 +573,7 @@ func isTimeout(err error) bool {
 }
 
 func newListener(t *testing.T) net.Listener {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
