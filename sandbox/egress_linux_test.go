@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -183,6 +184,11 @@ echo "$http_proxy $ALL_PROXY"`, curl, port, i+1, i, n)
 		t.Errorf("host: the origin got %d requests, want %d", hits.Load(), want)
 	}
 
+	// A command that cannot start leaves no listener either.
+	var se *StartError
+	if err := s.Command(context.Background(), "/nonexistent/cmd").Run(); !errors.As(err, &se) || se.Code != CodeNotFound {
+		t.Fatalf("a missing command: %v", err)
+	}
 	// The commands' listeners are gone: the next command's namespace
 	// has its own two and nothing else listening (state 0A).
 	out, err := sh(s, `echo "$http_proxy $ALL_PROXY"; awk '$4 == "0A" { print $2 }' /proc/net/tcp /proc/net/tcp6`).Output()
