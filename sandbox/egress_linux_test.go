@@ -214,3 +214,51 @@ echo "$http_proxy $ALL_PROXY"`, curl, port, i+1, i, n)
 		t.Errorf("after Close this process holds %d sockets, %d before the session", got, sockets)
 	}
 }
+
+// TestSessionAllowListSiblingPorts: commands of one session share its
+// network namespace, so a command can reach another running command's
+// proxy listeners. That is the documented attribution limit, not a way
+// out: it is served under the session's one policy (a refused destination
+// stays refused, an allowed one is reached as through its own), and the
+// requests count in the other command's report, not in its own.
+func TestSessionAllowListSiblingPorts(t *testing.T) {
+	curl, err := exec.LookPath("curl")
+	if err != nil {
+		t.Skip("no curl on this machine")
+	}
+	port, hits := egressOrigin(t)
+	ws, _ := filepath.EvalSymlinks(t.TempDir())
+	pol, err := policy.Resolve(policy.Options{Cwd: ws, Getenv: func(string) string { return "" },
+		AllowDomains: []string{"good.test", "127.0.0.2"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := sessionFor(t, pol)
+	// A holds its listeners open until B is done with them.
+	a := s.Command(context.Background(), "sh", "-c", `echo "$http_proxy" > a.proxy; while [ ! -e b.done ]; do sleep 0.05; done`)
+	if err := a.Start(); err != nil {
+		t.Fatal(err)
+	}
+	b := sh(s, fmt.Sprintf(`while [ ! -s a.proxy ]; do sleep 0.05; done; p=$(cat a.proxy)
+%[1]s -fsS -x "$p" http://good.test:%[2]d/ || echo FAIL good
+%[1]s -fsS -x "$p" http://evil0.test:%[2]d/ 2>/dev/null && echo FAIL evil
+%[1]s -fsS -x "$p" http://127.0.0.3:%[2]d/ 2>/dev/null && echo FAIL local
+touch b.done`, curl, port))
+	out, err := b.Output()
+	if err != nil || string(out) != "ok" {
+		t.Fatalf("B through A's proxy: %q, %v", out, err)
+	}
+	if err := a.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if n := hits.Load(); n != 1 {
+		t.Errorf("host: the origin got %d requests, want 1 (only the allowed one)", n)
+	}
+	if r := b.Report.Network; len(r.Allowed)+len(r.Denied) != 0 {
+		t.Errorf("B's report holds what it asked for on A's listeners: %+v", r)
+	}
+	r := a.Report.Network
+	if len(r.Allowed) != 1 || r.Allowed[0].Host != "good.test" || len(r.Denied) != 2 {
+		t.Errorf("A's report, want B's one allowed and two refused requests: %+v", r)
+	}
+}
