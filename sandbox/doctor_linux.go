@@ -109,12 +109,20 @@ func linuxDoctor(pol *policy.Policy) *Report {
 		r.Checks = append(r.Checks, allowListCheck(pol.Egress))
 	}
 	// How an allow-list would be enforced here, probed by running one.
-	userns, degraded := err == nil, errors.As(err, &nu) && llOK
-	var egressErr error
-	if userns || degraded {
-		egressErr = probeEgress(pol, !userns)
+	way := egressBroken
+	switch {
+	case err == nil:
+		way = egressNetns
+	case errors.As(err, &nu) && llOK:
+		way = egressDegraded
+	case errors.As(err, &nu):
+		way = egressNone
 	}
-	ec := egressCheck(pol, userns, degraded, egressErr)
+	var egressErr error
+	if way == egressNetns || way == egressDegraded {
+		egressErr = probeEgress(pol, way == egressDegraded)
+	}
+	ec := egressCheck(pol, way, egressErr)
 	r.Checks = append(r.Checks, ec)
 	if pol.Egress != nil && !ec.OK {
 		r.Missing = append(r.Missing, "allow-listed egress: "+ec.Detail)
@@ -138,14 +146,27 @@ func probeEgress(pol *policy.Policy, degraded bool) error {
 	return c.Run()
 }
 
+// egressWay is the sandbox doctor's probe found possible here, and so
+// how an allow-list would be enforced.
+type egressWay int
+
+const (
+	egressNetns    egressWay = iota // namespaces: the network namespace, proxy outside
+	egressDegraded                  // no user namespaces, Landlock usable
+	egressNone                      // no user namespaces, no Landlock
+	egressBroken                    // the sandbox probe failed for another reason
+)
+
 // egressCheck says whether allow-listed egress (--allow-domain, [network]
-// allowed_domains) is available here and how, from the probes: userns,
-// the namespace sandbox works; degraded, only the degraded one does;
-// probe, what running an allow-list gave.
-func egressCheck(pol *policy.Policy, userns, degraded bool, probe error) Check {
+// allowed_domains) is available here and how, from the sandbox the probe
+// could build and probe, what running an allow-list in it gave.
+func egressCheck(pol *policy.Policy, way egressWay, probe error) Check {
 	c := Check{Name: "allow-listed egress"}
+	userns, degraded := way == egressNetns, way == egressDegraded
 	var how string
 	switch {
+	case way == egressBroken:
+		how = "refused: no sandbox could be built here (see the sandbox probe)"
 	case userns && probe == nil:
 		c.OK = true
 		how = "available: the sandbox's own network namespace with only loopback; agentbox's proxy runs outside, on listeners made on the sandbox's 127.0.0.1 and handed over (a session: a pair per command, for its own report); nothing listens on the host"

@@ -18,22 +18,23 @@ func TestEgressCheck(t *testing.T) {
 	full := &policy.Policy{Mode: policy.WorkspaceWrite, Network: true}
 	boom := errors.New("boom")
 	cases := []struct {
-		pol              *policy.Policy
-		userns, degraded bool
-		probe            error
-		ok               bool
-		want             []string
+		pol   *policy.Policy
+		way   egressWay
+		probe error
+		ok    bool
+		want  []string
 	}{
-		{allow, true, false, nil, true, []string{"available", "network namespace"}},
-		{off, true, false, nil, true, []string{"available", "not used by this policy (no allow-list"}},
-		{full, true, false, nil, true, []string{"available", "opens the whole network"}},
-		{allow, true, false, boom, false, []string{"refused", "boom"}},
-		{allow, false, true, nil, true, []string{"degraded only", "--allow-degraded", "connect supervisor", "other local processes"}},
-		{allow, false, true, boom, false, []string{"refused", "no user namespaces", "boom"}},
-		{allow, false, false, nil, false, []string{"refused", "Landlock unusable"}},
+		{allow, egressNetns, nil, true, []string{"available", "network namespace"}},
+		{off, egressNetns, nil, true, []string{"available", "not used by this policy (no allow-list"}},
+		{full, egressNetns, nil, true, []string{"available", "opens the whole network"}},
+		{allow, egressNetns, boom, false, []string{"refused", "boom"}},
+		{allow, egressDegraded, nil, true, []string{"degraded only", "--allow-degraded", "connect supervisor", "other local processes"}},
+		{allow, egressDegraded, boom, false, []string{"refused", "no user namespaces", "boom"}},
+		{allow, egressNone, nil, false, []string{"refused", "Landlock unusable"}},
+		{allow, egressBroken, nil, false, []string{"refused", "no sandbox could be built"}},
 	}
 	for i, c := range cases {
-		got := egressCheck(c.pol, c.userns, c.degraded, c.probe)
+		got := egressCheck(c.pol, c.way, c.probe)
 		if got.OK != c.ok || got.Name != "allow-listed egress" {
 			t.Errorf("case %d: %+v, want ok=%v", i, got, c.ok)
 		}
