@@ -9,10 +9,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/agentbox/agentbox/policy"
 )
@@ -213,6 +215,28 @@ echo "$http_proxy $ALL_PROXY"`, curl, port, i+1, i, n)
 	if got := socketFDs(t); got > sockets {
 		t.Errorf("after Close this process holds %d sockets, %d before the session", got, sockets)
 	}
+	// And nothing of the proxy still runs (its accept loops end as
+	// their listeners close: allow them a moment).
+	deadline := time.Now().Add(5 * time.Second)
+	for proxyGoroutines() > 0 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if n := proxyGoroutines(); n > 0 {
+		t.Errorf("%d goroutines of the proxy outlived Close", n)
+	}
+}
+
+// proxyGoroutines counts the goroutines running netproxy code.
+func proxyGoroutines() int {
+	buf := make([]byte, 1<<20)
+	buf = buf[:runtime.Stack(buf, true)]
+	n := 0
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		if strings.Contains(g, "internal/netproxy.") {
+			n++
+		}
+	}
+	return n
 }
 
 // TestSessionAllowListSiblingPorts: commands of one session share its
