@@ -81,7 +81,7 @@ func New(s *sandbox.Session, opts Options) *mcp.Server {
 	mcp.AddTool(srv, &mcp.Tool{
 		Name:        "run",
 		Title:       "Run a command in the sandbox",
-		Description: describe(s.Policy()),
+		Description: describe(s),
 		Annotations: &mcp.ToolAnnotations{DestructiveHint: &closed, OpenWorldHint: ptr(s.Policy().Network)},
 	}, h.run)
 	return srv
@@ -145,8 +145,11 @@ type nopWriteCloser struct{ io.Writer }
 
 func (nopWriteCloser) Close() error { return nil }
 
-// describe tells the agent what the sandbox allows, from the policy.
-func describe(p *policy.Policy) string {
+// describe tells the agent what the sandbox allows, from the session's
+// policy.
+func describe(s *sandbox.Session) string { return describePolicy(s.Policy()) }
+
+func describePolicy(p *policy.Policy) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "Run a command in agentbox's %s sandbox, in %s. ", p.Mode, p.Cwd)
 	switch {

@@ -288,7 +288,7 @@ func TestDescribeNetwork(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := describe(&policy.Policy{Mode: policy.WorkspaceWrite, Cwd: "/ws", Egress: rules})
+	got := describePolicy(&policy.Policy{Mode: policy.WorkspaceWrite, Cwd: "/ws", Egress: rules})
 	for _, w := range []string{"reaches only github.com, *.npmjs.org (except what", "http_proxy", "have no network"} {
 		if !strings.Contains(got, w) {
 			t.Errorf("description lacks %q: %s", w, got)
@@ -297,7 +297,7 @@ func TestDescribeNetwork(t *testing.T) {
 	if strings.Contains(got, "network is off") {
 		t.Errorf("an allow-list described as the network off: %s", got)
 	}
-	if got := describe(&policy.Policy{Mode: policy.WorkspaceWrite, Cwd: "/ws"}); !strings.Contains(got, "the network is off") {
+	if got := describePolicy(&policy.Policy{Mode: policy.WorkspaceWrite, Cwd: "/ws"}); !strings.Contains(got, "the network is off") {
 		t.Errorf("network off: %s", got)
 	}
 }
