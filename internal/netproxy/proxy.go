@@ -48,7 +48,10 @@ type Config struct {
 	// HandshakeTimeout bounds reading a request head (HTTP) or the
 	// greeting and request (SOCKS5); 0 means 30s.
 	HandshakeTimeout time.Duration
-	// MaxConns bounds the client connections served at once; 0 means 512.
+	// MaxConns bounds the client connections served at once, by the
+	// server's own listeners and by each Scope apart (so that one
+	// command of a session cannot take its siblings' share); 0 means
+	// 512.
 	MaxConns int
 }
 
@@ -58,7 +61,6 @@ type Config struct {
 type Server struct {
 	cfg  Config
 	http *http.Server
-	sem  chan struct{}
 	root *Scope // the listeners served by the Server's own Serve methods
 
 	mu     sync.Mutex
@@ -73,6 +75,7 @@ type Server struct {
 type Scope struct {
 	srv *Server
 	rec *netpolicy.Recorder
+	sem chan struct{} // its connection limit (Config.MaxConns)
 	// ctx ends with Close, cancelling look-ups and dials in progress.
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -117,7 +120,6 @@ func New(cfg Config) *Server {
 	}
 	s := &Server{
 		cfg:    cfg,
-		sem:    make(chan struct{}, cfg.MaxConns),
 		scopes: map[*Scope]struct{}{},
 	}
 	s.http = s.newHTTPServer()
@@ -134,7 +136,7 @@ func (s *Server) Recorder() *netpolicy.Recorder { return s.cfg.Recorder }
 func (s *Server) NewScope() *Scope { return s.newScope(netpolicy.NewRecorder()) }
 
 func (s *Server) newScope(rec *netpolicy.Recorder) *Scope {
-	sc := &Scope{srv: s, rec: rec, lns: map[net.Listener]struct{}{}, conns: map[net.Conn]struct{}{}}
+	sc := &Scope{srv: s, rec: rec, sem: make(chan struct{}, s.cfg.MaxConns), lns: map[net.Listener]struct{}{}, conns: map[net.Conn]struct{}{}}
 	sc.ctx, sc.cancel = context.WithCancel(context.Background())
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -220,12 +222,12 @@ func (s *Server) Close() error {
 }
 
 // serve accepts on ln and runs handle for each connection, within the
-// server's connection limit.
+// scope's connection limit.
 func (sc *Scope) serve(ln net.Listener, handle func(net.Conn)) error {
 	if !sc.addListener(ln) {
 		return net.ErrClosed
 	}
-	sem := sc.srv.sem
+	sem := sc.sem
 	var delay time.Duration
 	for {
 		c, err := ln.Accept()

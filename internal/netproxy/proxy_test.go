@@ -580,3 +580,56 @@ func newListener(t *testing.T) net.Listener {
 	}
 	return ln
 }
+
+// TestScopeConnLimit: each scope has its own connection limit, so a
+// client that holds all of its scope's connections leaves another scope
+// served.
+func TestScopeConnLimit(t *testing.T) {
+	good := newOrigin(t, "127.0.0.2", "good")
+	rules, err := netpolicy.ParseRules([]string{"127.0.0.2"}, "k", nil, "d", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := New(Config{Rules: rules, MaxConns: 1, HandshakeTimeout: 5 * time.Second})
+	defer s.Close()
+	a, b := s.NewScope(), s.NewScope()
+	al, bl := newListener(t), newListener(t)
+	go a.ServeHTTPProxy(al)
+	go b.ServeHTTPProxy(bl)
+	// A's one connection, held open in the middle of its request head.
+	hold, err := net.Dial("tcp", al.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hold.Close()
+	fmt.Fprintf(hold, "GET http://%s/ HTTP/1.1\r\n", good.addr)
+	get := func(ln net.Listener) (int, error) {
+		c, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			return 0, err
+		}
+		defer c.Close()
+		c.SetDeadline(time.Now().Add(3 * time.Second))
+		fmt.Fprintf(c, "GET http://%s/ HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", good.addr)
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			return 0, err
+		}
+		resp.Body.Close()
+		return resp.StatusCode, nil
+	}
+	// Until A's held connection is counted, a second one may get in.
+	deadline := time.Now().Add(3 * time.Second)
+	for {
+		if _, err := get(al); err != nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("scope A serves beyond its limit of one connection")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if code, err := get(bl); err != nil || code != 200 {
+		t.Errorf("scope B starved by scope A's connection: %d, %v", code, err)
+	}
+}
