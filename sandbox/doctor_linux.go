@@ -14,6 +14,7 @@ import (
 	"github.com/agentbox/agentbox/internal/linux/landlock"
 	"github.com/agentbox/agentbox/internal/linux/seccomp"
 	"github.com/agentbox/agentbox/internal/netpolicy"
+	"github.com/agentbox/agentbox/internal/rawpolicy"
 	"github.com/agentbox/agentbox/policy"
 )
 
@@ -22,9 +23,9 @@ import (
 func linuxDoctor(pol *policy.Policy) *Report {
 	r := &Report{OS: runtime.GOOS}
 	if pol == nil {
-		pol = &policy.Policy{Mode: policy.ReadOnly, Cwd: "/"}
+		pol = rawpolicy.New(rawpolicy.Fields{Mode: policy.ReadOnly, Cwd: "/"})
 	}
-	r.Mode = string(pol.Mode)
+	r.Mode = string(pol.Mode())
 	add := func(name string, ok bool, format string, args ...any) {
 		r.Checks = append(r.Checks, Check{Name: name, OK: ok, Detail: fmt.Sprintf(format, args...)})
 	}
@@ -59,23 +60,22 @@ func linuxDoctor(pol *policy.Policy) *Report {
 		add("seccomp", true, "filter for %s builds (%d rules); installed by the probe below", runtime.GOARCH, len(seccomp.Rules(seccomp.Options{})))
 	}
 
-	if pol.Mode == policy.DangerFullAccess {
+	if pol.Mode() == policy.DangerFullAccess {
 		r.Backend = "none (danger-full-access)"
 		r.CanSandbox = true
 		return r
 	}
 	// The probe: a real sandbox running true, degraded mode refused so we
 	// learn whether namespaces work.
-	probe := *pol
-	probe.AllowDegraded = false
-	c := Command(&probe, "true")
+	probe := rawpolicy.Edit(pol, func(f *rawpolicy.Fields) { f.AllowDegraded = false })
+	c := Command(probe, "true")
 	c.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin"}
 	err := c.Run()
 	var nu *linux.NoUsernsError
 	switch {
 	case err == nil:
 		add("user namespaces", true, "usable: user, mount, pid, ipc, uts, cgroup namespaces created")
-		if pol.Network {
+		if pol.Network() {
 			add("network namespace", true, "not used: the policy allows the network")
 		} else {
 			add("network namespace", true, "loopback-only namespace created")
@@ -89,11 +89,11 @@ func linuxDoctor(pol *policy.Policy) *Report {
 		r.CanSandbox = true
 	case errors.As(err, &nu):
 		add("user namespaces", false, "%s", linux.UsernsReason(nu.Err))
-		if !pol.Network {
+		if !pol.Network() {
 			add("network namespace", false, "unavailable without a user namespace; seccomp refuses non-unix sockets instead")
 		}
 		if llOK {
-			r.Backend = "degraded: landlock+seccomp (needs --allow-degraded)"
+			r.Backend = "degraded: landlock+seccomp (needs Options.AllowDegraded)"
 			r.Missing = append(r.Missing, linux.DegradedGaps(pol, llABI())...)
 			r.CanSandbox = true
 		} else {
@@ -105,8 +105,8 @@ func linuxDoctor(pol *policy.Policy) *Report {
 		r.Backend = "none"
 		r.Missing = append(r.Missing, "the sandbox could not be built: "+err.Error())
 	}
-	if pol.Egress != nil {
-		r.Checks = append(r.Checks, allowListCheck(pol.Egress))
+	if pol.Egress() != nil {
+		r.Checks = append(r.Checks, allowListCheck(pol.Egress()))
 	}
 	// How an allow-list would be enforced here, probed by running one.
 	way := egressBroken
@@ -124,7 +124,7 @@ func linuxDoctor(pol *policy.Policy) *Report {
 	}
 	ec := egressCheck(pol, way, egressErr)
 	r.Checks = append(r.Checks, ec)
-	if pol.Egress != nil && !ec.OK {
+	if pol.Egress() != nil && !ec.OK {
 		r.Missing = append(r.Missing, "allow-listed egress: "+ec.Detail)
 	}
 	return r
@@ -135,13 +135,14 @@ func linuxDoctor(pol *policy.Policy) *Report {
 // sandbox whose init must hand its proxy listeners over, or, with
 // degraded, the host-loopback proxy and the connect supervisor.
 func probeEgress(pol *policy.Policy, degraded bool) error {
-	probe := *pol
-	probe.Network = false
-	probe.AllowDegraded = degraded
-	if probe.Egress == nil {
-		probe.Egress = &netpolicy.Rules{}
-	}
-	c := Command(&probe, "true")
+	probe := rawpolicy.Edit(pol, func(f *rawpolicy.Fields) {
+		f.Network = false
+		f.AllowDegraded = degraded
+		if f.Egress == nil {
+			f.Egress = &netpolicy.Rules{}
+		}
+	})
+	c := Command(probe, "true")
 	c.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin"}
 	return c.Run()
 }
@@ -181,9 +182,9 @@ func egressCheck(pol *policy.Policy, way egressWay, probe error) Check {
 		how = "refused: no network namespace is possible here (no user namespaces) and no degraded sandbox either (Landlock unusable)"
 	}
 	switch {
-	case pol.Mode == policy.DangerFullAccess || pol.Network:
+	case pol.Mode() == policy.DangerFullAccess || pol.Network():
 		how += "; not used by this policy, which opens the whole network"
-	case pol.Egress == nil:
+	case pol.Egress() == nil:
 		how += "; not used by this policy (no allow-list: the network is off)"
 	}
 	c.Detail = how

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentbox/agentbox/internal/rawpolicy"
 	"github.com/agentbox/agentbox/policy"
 )
 
@@ -43,8 +44,8 @@ func TestCmdReport(t *testing.T) {
 	t.Setenv(testHostsEnv, hosts)
 
 	ws, _ := filepath.EvalSymlinks(t.TempDir())
-	pol, err := policy.Resolve(policy.Options{Cwd: ws, Getenv: func(string) string { return "" },
-		AllowDomains: []string{"good.test", "127.0.0.2"}})
+	pol, err := rawpolicy.Resolve(policy.Options{Cwd: ws, AllowDomains: []string{"good.test", "127.0.0.2"}},
+		func(string) string { return "" }, "linux")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,6 +115,26 @@ func socketFDs(t *testing.T) int {
 	return n
 }
 
+// allowListSession is a session whose allow-list admits good.test and
+// 127.0.0.2, the origin egressOrigin serves there, curl's path, and how
+// many sockets this process held right before the session.
+func allowListSession(t *testing.T) (s *Session, curl string, port int, hits *atomic.Int64, sockets int) {
+	t.Helper()
+	curl, err := exec.LookPath("curl")
+	if err != nil {
+		t.Skip("no curl on this machine")
+	}
+	port, hits = egressOrigin(t)
+	ws, _ := filepath.EvalSymlinks(t.TempDir())
+	pol, err := rawpolicy.Resolve(policy.Options{Cwd: ws, AllowDomains: []string{"good.test", "127.0.0.2"}},
+		func(string) string { return "" }, "linux")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sockets = socketFDs(t)
+	return sessionFor(t, pol), curl, port, hits, sockets
+}
+
 // TestSessionAllowListReports: a session with an allow-list serves its
 // commands through one proxy, each on listeners of its own in the
 // session's network namespace, so that each command's report holds
@@ -122,19 +143,7 @@ func socketFDs(t *testing.T) int {
 // ends (the next command's namespace lists only its own), and after
 // Close the process holds no socket the session made.
 func TestSessionAllowListReports(t *testing.T) {
-	curl, err := exec.LookPath("curl")
-	if err != nil {
-		t.Skip("no curl on this machine")
-	}
-	port, hits := egressOrigin(t)
-	ws, _ := filepath.EvalSymlinks(t.TempDir())
-	pol, err := policy.Resolve(policy.Options{Cwd: ws, Getenv: func(string) string { return "" },
-		AllowDomains: []string{"good.test", "127.0.0.2"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	sockets := socketFDs(t)
-	s := sessionFor(t, pol)
+	s, curl, port, hits, sockets := allowListSession(t)
 
 	// Command i asks for good.test i+1 times over plain HTTP, once over
 	// CONNECT and once over SOCKS5, and for evili.test once each way;
@@ -246,18 +255,7 @@ func proxyGoroutines() int {
 // stays refused, an allowed one is reached as through its own), and the
 // requests count in the other command's report, not in its own.
 func TestSessionAllowListSiblingPorts(t *testing.T) {
-	curl, err := exec.LookPath("curl")
-	if err != nil {
-		t.Skip("no curl on this machine")
-	}
-	port, hits := egressOrigin(t)
-	ws, _ := filepath.EvalSymlinks(t.TempDir())
-	pol, err := policy.Resolve(policy.Options{Cwd: ws, Getenv: func(string) string { return "" },
-		AllowDomains: []string{"good.test", "127.0.0.2"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := sessionFor(t, pol)
+	s, curl, port, hits, _ := allowListSession(t)
 	// A holds its listeners open until B is done with them.
 	a := s.Command(context.Background(), "sh", "-c", `echo "$http_proxy" > a.proxy; while [ ! -e b.done ]; do sleep 0.05; done`)
 	if err := a.Start(); err != nil {

@@ -25,7 +25,7 @@ type linuxSession struct {
 }
 
 func newSession(pol *policy.Policy) (sessionImpl, error) {
-	if pol.Mode == policy.DangerFullAccess {
+	if pol.Mode() == policy.DangerFullAccess {
 		return nil, nil
 	}
 	ph, spec, git, err := prepareLinux(pol)
@@ -54,7 +54,7 @@ func newSession(pol *policy.Policy) (sessionImpl, error) {
 		return nil, startError(err)
 	}
 	l := &linuxSession{z: z, ph: ph, git: git, cl: cl, pol: pol}
-	if pol.Egress != nil {
+	if pol.Egress() != nil {
 		// One proxy for the session's whole life, serving each
 		// command on listeners of its own (see start).
 		if l.proxy, err = newEgressProxy(pol); err != nil {
@@ -135,4 +135,8 @@ func (s *sessionProcess) networkReport() netpolicy.Report {
 }
 
 func (s *sessionProcess) Signal(sig os.Signal) error { return s.p.Signal(sig) }
-func (s *sessionProcess) Kill() error                { return s.p.Kill() }
+
+// pid: the session's init started the command; agentbox has no process
+// of its own for it.
+func (s *sessionProcess) pid() int    { return 0 }
+func (s *sessionProcess) Kill() error { return s.p.Kill() }

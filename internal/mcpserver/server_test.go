@@ -16,6 +16,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agentbox/agentbox/internal/netpolicy"
+	"github.com/agentbox/agentbox/internal/rawpolicy"
 	"github.com/agentbox/agentbox/policy"
 	"github.com/agentbox/agentbox/sandbox"
 )
@@ -34,7 +35,7 @@ func connect(t *testing.T, opts Options) (*mcp.ClientSession, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pol, err := policy.Resolve(policy.Options{Cwd: ws, Getenv: func(string) string { return "" }})
+	pol, err := rawpolicy.Resolve(policy.Options{Cwd: ws}, func(string) string { return "" }, runtime.GOOS)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -212,7 +213,7 @@ func TestServeClientHangsUp(t *testing.T) {
 		t.Skip("sandbox sessions are exercised on Linux")
 	}
 	ws, _ := filepath.EvalSymlinks(t.TempDir())
-	pol, err := policy.Resolve(policy.Options{Cwd: ws, Getenv: func(string) string { return "" }})
+	pol, err := rawpolicy.Resolve(policy.Options{Cwd: ws}, func(string) string { return "" }, runtime.GOOS)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -252,7 +253,7 @@ func TestServeClientHangsUp(t *testing.T) {
 // an in-memory pipe.
 func BenchmarkRunTrue(b *testing.B) {
 	ws, _ := filepath.EvalSymlinks(b.TempDir())
-	pol, err := policy.Resolve(policy.Options{Cwd: ws, Getenv: func(string) string { return "" }})
+	pol, err := rawpolicy.Resolve(policy.Options{Cwd: ws}, func(string) string { return "" }, runtime.GOOS)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -288,7 +289,7 @@ func TestDescribeNetwork(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := describePolicy(&policy.Policy{Mode: policy.WorkspaceWrite, Cwd: "/ws", Egress: rules})
+	got := describePolicy(rawpolicy.New(rawpolicy.Fields{Mode: policy.WorkspaceWrite, Cwd: "/ws", Egress: rules}))
 	for _, w := range []string{"reaches only github.com, *.npmjs.org (except what", "http_proxy", "have no network"} {
 		if !strings.Contains(got, w) {
 			t.Errorf("description lacks %q: %s", w, got)
@@ -297,7 +298,7 @@ func TestDescribeNetwork(t *testing.T) {
 	if strings.Contains(got, "network is off") {
 		t.Errorf("an allow-list described as the network off: %s", got)
 	}
-	if got := describePolicy(&policy.Policy{Mode: policy.WorkspaceWrite, Cwd: "/ws"}); !strings.Contains(got, "the network is off") {
+	if got := describePolicy(rawpolicy.New(rawpolicy.Fields{Mode: policy.WorkspaceWrite, Cwd: "/ws"})); !strings.Contains(got, "the network is off") {
 		t.Errorf("network off: %s", got)
 	}
 }

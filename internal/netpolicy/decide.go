@@ -234,7 +234,7 @@ func displayHost(h string) string {
 }
 
 // ParseRules parses allow and deny lists. Each error names the list
-// (allowedKey or deniedKey, such as "--allow-domain" or
+// (allowedKey or deniedKey, such as "Options.AllowDomains" or
 // "network.allowed_domains in /x/config.toml") and the value; every
 // malformed pattern is named, not only the first, so that one run (or
 // `agentbox doctor`) shows all that needs fixing.
