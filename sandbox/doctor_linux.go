@@ -158,7 +158,7 @@ const (
 	egressBroken                    // the sandbox probe failed for another reason
 )
 
-// egressCheck says whether allow-listed egress (--allow-domain, [network]
+// egressCheck says whether allow-listed egress (Options.AllowDomains, [network]
 // allowed_domains) is available here and how, from the sandbox the probe
 // could build and probe, what running an allow-list in it gave.
 func egressCheck(pol *policy.Policy, way egressWay, probe error) Check {
@@ -175,7 +175,7 @@ func egressCheck(pol *policy.Policy, way egressWay, probe error) Check {
 		how = fmt.Sprintf("refused: an allow-list sandbox failed to start here (%v)", probe)
 	case degraded && probe == nil:
 		c.OK = true
-		how = "degraded only (needs --allow-degraded): no network namespace, so agentbox's proxy listens on the host's loopback for each run and the seccomp connect supervisor lets TCP reach only its two ports; other local processes can use the proxy while a run lasts"
+		how = "degraded only (needs Options.AllowDegraded): no network namespace, so agentbox's proxy listens on the host's loopback for each run and the seccomp connect supervisor lets TCP reach only its two ports; other local processes can use the proxy while a run lasts"
 	case degraded:
 		how = fmt.Sprintf("refused: no user namespaces, and the degraded allow-list (host-loopback proxy, connect supervisor) failed here (%v)", probe)
 	default:

@@ -29,7 +29,7 @@ func TestEgressCheck(t *testing.T) {
 		{off, egressNetns, nil, true, []string{"available", "not used by this policy (no allow-list"}},
 		{full, egressNetns, nil, true, []string{"available", "opens the whole network"}},
 		{allow, egressNetns, boom, false, []string{"refused", "boom"}},
-		{allow, egressDegraded, nil, true, []string{"degraded only", "--allow-degraded", "connect supervisor", "other local processes"}},
+		{allow, egressDegraded, nil, true, []string{"degraded only", "Options.AllowDegraded", "connect supervisor", "other local processes"}},
 		{allow, egressDegraded, boom, false, []string{"refused", "no user namespaces", "boom"}},
 		{allow, egressNone, nil, false, []string{"refused", "Landlock unusable"}},
 		{allow, egressBroken, nil, false, []string{"refused", "no sandbox could be built"}},
