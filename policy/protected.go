@@ -128,7 +128,7 @@ func protectedPaths(roots, names []string, extra []string, getenv func(string) s
 	}
 	out := make([]Protected, 0, len(byPath))
 	for _, pr := range byPath {
-		pr.FileWhenMissing = pr.Kind == Missing && files[pr.Path]
+		pr.FileWhenMissing = (pr.Kind == Missing || pr.Kind == File) && files[pr.Path]
 		out = append(out, pr)
 	}
 	slices.SortFunc(out, func(a, b Protected) int { return comparePaths(a.Path, b.Path) })

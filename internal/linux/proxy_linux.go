@@ -85,40 +85,7 @@ func (s *proxySocket) receive() ([]net.Listener, error) {
 	if err != nil {
 		return nil, err
 	}
-	msgs, err := unix.ParseSocketControlMessage(oob[:oobn])
-	if err != nil {
-		return nil, err
-	}
-	var fds []int
-	for _, m := range msgs {
-		f, err := unix.ParseUnixRights(&m)
-		if err == nil {
-			fds = append(fds, f...)
-		}
-	}
-	if len(fds) != 2 {
-		for _, fd := range fds {
-			unix.Close(fd)
-		}
-		return nil, fmt.Errorf("got %d descriptors, want 2", len(fds))
-	}
-	var lns []net.Listener
-	for i, fd := range fds {
-		f := os.NewFile(uintptr(fd), "proxy-listener")
-		ln, err := net.FileListener(f)
-		f.Close()
-		if err != nil {
-			for _, l := range lns {
-				l.Close()
-			}
-			for _, fd := range fds[i+1:] {
-				unix.Close(fd)
-			}
-			return nil, err
-		}
-		lns = append(lns, ln)
-	}
-	return lns, nil
+	return listenersOf(parseRights(oob[:oobn]))
 }
 
 // ProxyListeners returns the HTTP and SOCKS5 proxy listeners on the
@@ -131,6 +98,10 @@ func (p *Process) ProxyListeners() []net.Listener { return p.proxy }
 // command's proxy variables at the host-loopback proxy.
 func setupProxy(spec *Spec) error {
 	switch {
+	case spec.Proxy && spec.Session:
+		// A session's zygote makes listeners for each command instead
+		// (commandListeners), so that each command's decisions are its
+		// own.
 	case spec.Proxy:
 		if err := proxyListeners(spec); err != nil {
 			return fmt.Errorf("listeners on the sandbox's loopback: %w", err)
@@ -189,10 +160,62 @@ func proxyListeners(spec *Spec) error {
 	if err := unix.Sendmsg(int(sock.Fd()), []byte{1}, unix.UnixRights(fds...), nil, 0); err != nil {
 		return &os.SyscallError{Syscall: "sendmsg(SCM_RIGHTS)", Err: err}
 	}
+	spec.Env = commandProxyEnv(spec.Env, ports)
+	return nil
+}
+
+// commandProxyEnv is env with the proxy variables pointing at the HTTP
+// and SOCKS5 listeners on the sandbox's 127.0.0.1 at ports.
+func commandProxyEnv(env []string, ports []int) []string {
 	httpAddr := "127.0.0.1:" + strconv.Itoa(ports[0])
 	socksAddr := "127.0.0.1:" + strconv.Itoa(ports[1])
-	spec.Env = netproxy.MergeEnv(spec.Env, netproxy.Env(httpAddr, socksAddr, netproxy.Lookup(spec.Env, "JAVA_TOOL_OPTIONS")))
-	return nil
+	return netproxy.MergeEnv(env, netproxy.Env(httpAddr, socksAddr, netproxy.Lookup(env, "JAVA_TOOL_OPTIONS")))
+}
+
+// commandListeners runs in a session's zygote, in the session's network
+// namespace, for each command of a session with an allow-list: two
+// listeners on 127.0.0.1 (HTTP, then SOCKS5) that agentbox serves for
+// that command alone, recording its decisions apart from those of the
+// session's other commands. The command's proxy variables name their
+// ports. Commands of one session share the namespace, so a command can
+// reach another's listeners; its requests are then counted in the other's
+// report, under the same policy.
+func commandListeners() (fds, ports []int, err error) {
+	for range 2 {
+		fd, port, err := listenLoopback()
+		if err != nil {
+			closeAll(fds)
+			return nil, nil, err
+		}
+		fds = append(fds, fd)
+		ports = append(ports, port)
+	}
+	return fds, ports, nil
+}
+
+// listenersOf turns the two descriptors the sandbox sent (a lone run's
+// init, or a session's zygote with a command's start) into the proxy's
+// listeners; it closes them all on failure.
+func listenersOf(fds []int) ([]net.Listener, error) {
+	if len(fds) != 2 {
+		closeAll(fds)
+		return nil, fmt.Errorf("got %d descriptors, want 2", len(fds))
+	}
+	var lns []net.Listener
+	for i, fd := range fds {
+		f := os.NewFile(uintptr(fd), "proxy-listener")
+		ln, err := net.FileListener(f)
+		f.Close()
+		if err != nil {
+			for _, l := range lns {
+				l.Close()
+			}
+			closeAll(fds[i+1:])
+			return nil, err
+		}
+		lns = append(lns, ln)
+	}
+	return lns, nil
 }
 
 // listenLoopback opens a TCP listener on 127.0.0.1 with a port of the
