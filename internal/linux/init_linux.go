@@ -170,9 +170,8 @@ func RunInit() {
 	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
 		restrict(&os.SyscallError{Syscall: "prctl(PR_SET_DUMPABLE)", Err: err})
 	}
-	// 5. no_new_privs, once per thread: this one now; the others with
-	// their Landlock domain (step 7), or here without Landlock.
-	restrict(setNoNewPrivs(!spec.Landlock))
+	// 5. no_new_privs, on every thread, once (lockdown_linux.go).
+	restrict(setNoNewPrivs())
 	// 6. Capabilities: securebits locked and the bounding set emptied on
 	// this thread (they need CAP_SETPCAP, so before the rest), then every
 	// set of every thread emptied (lockdown_linux.go).

@@ -28,20 +28,13 @@ func thisThread(option, arg2, arg3 uintptr) error {
 	return nil
 }
 
-// setNoNewPrivs sets no_new_privs on this thread: from here on no execve
-// can grant a privilege (setuid bits, file capabilities, root's implicit
-// capabilities are all ignored), and Landlock and seccomp may be applied
-// without CAP_SYS_ADMIN. The init's other threads get it once, with their
-// Landlock domain (landlockWalls), or here when there is no Landlock.
-func setNoNewPrivs(everyThread bool) error {
-	if everyThread {
-		if err := allThreads(unix.PR_SET_NO_NEW_PRIVS, 1); err != nil {
-			return &os.SyscallError{Syscall: "prctl(PR_SET_NO_NEW_PRIVS) on every thread", Err: err}
-		}
-		return nil
-	}
-	if err := thisThread(unix.PR_SET_NO_NEW_PRIVS, 1, 0); err != nil {
-		return &os.SyscallError{Syscall: "prctl(PR_SET_NO_NEW_PRIVS)", Err: err}
+// setNoNewPrivs sets no_new_privs on every thread of the init, once: from
+// here on no execve can grant a privilege (setuid bits, file capabilities,
+// root's implicit capabilities are all ignored), and Landlock and seccomp
+// may be applied without CAP_SYS_ADMIN, which the next step drops.
+func setNoNewPrivs() error {
+	if err := allThreads(unix.PR_SET_NO_NEW_PRIVS, 1); err != nil {
+		return &os.SyscallError{Syscall: "prctl(PR_SET_NO_NEW_PRIVS) on every thread", Err: err}
 	}
 	return nil
 }

@@ -18,8 +18,9 @@ import (
 // cgo-free binary, libpsx's signal in a cgo one, where AllThreadsSyscall
 // refuses). Threads created later are cloned from these, and inherit what
 // they have. Each such call stops the world and signals every thread, so
-// the init makes as few as it can: one capset here, and Landlock's own
-// (no_new_privs and the restriction, see landlockWalls).
+// the init makes as few as it can, each once: no_new_privs
+// (setNoNewPrivs), the capset that empties every set (emptyEveryThread),
+// and the Landlock restriction (landlockWalls).
 //
 // psx requires every thread to get the same result, so the steps that
 // need CAP_SETPCAP run on the main thread before this, and the capset

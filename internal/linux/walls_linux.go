@@ -20,8 +20,7 @@ type waitFunc func(pid int, ws *unix.WaitStatus, options int, ru *unix.Rusage) (
 
 // landlockWalls adds Landlock on top of the mount namespace: a second
 // filesystem wall that holds even if a mount were undone, and the only one
-// in degraded mode. It sets no_new_privs on the init's other threads too,
-// once, as part of restricting them.
+// in degraded mode. It needs no_new_privs on every thread (setNoNewPrivs).
 func landlockWalls(spec *Spec) error {
 	roots := append([]string{}, spec.WritableRoots...)
 	if !spec.Degraded {
@@ -32,9 +31,8 @@ func landlockWalls(spec *Spec) error {
 	}
 	// First every thread of the init, the same filesystem rules without
 	// scoping: its other threads (the signal forwarder, the supervisor's
-	// connects) then write nowhere the command cannot. go-landlock sets
-	// no_new_privs on each thread before restricting it.
-	if _, err := landlock.Restrict(landlock.Config{WritableRoots: roots, UnixConnect: true, HostDev: spec.Degraded}); err != nil {
+	// connects) then write nowhere the command cannot.
+	if _, err := landlock.Restrict(landlock.Config{WritableRoots: roots, UnixConnect: true, HostDev: spec.Degraded, NoNewPrivsSet: true}); err != nil {
 		return fmt.Errorf("landlock on the init's threads: %w", err)
 	}
 	// Then the command's thread adds its own, scoped domain; the command
