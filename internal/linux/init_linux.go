@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"os/signal"
 	"runtime"
 	"runtime/debug"
@@ -195,7 +194,7 @@ func RunInit() {
 	pid, err := startCommand(path, env, spec, stdio)
 	if err != nil {
 		code := exitcode.SandboxFailure
-		if errors.Is(err, os.ErrPermission) || errors.Is(err, syscall.ENOEXEC) {
+		if errors.Is(err, os.ErrPermission) || errors.Is(err, syscall.ENOEXEC) || errors.Is(err, syscall.EISDIR) {
 			code = exitcode.NotExecutable
 		} else if errors.Is(err, os.ErrNotExist) {
 			code = exitcode.NotFound
@@ -268,32 +267,30 @@ func (s *caughtSignals) forward(pid int) {
 }
 
 // startCommand forks the command from the calling thread and returns its
-// pid.
+// pid. syscall.ForkExec rather than os/exec: the init needs no pidfd for
+// its one child, and os/exec's first start probes pidfd support with a
+// fork of its own.
 func startCommand(path string, env []string, spec *Spec, stdio *commandStdio) (int, error) {
-	cmd := &exec.Cmd{
-		Path:   path,
-		Args:   spec.Argv,
-		Env:    env,
-		Dir:    spec.Cwd,
-		Stdin:  stdio.files[0],
-		Stdout: stdio.files[1],
-		Stderr: stdio.files[2],
-		SysProcAttr: &syscall.SysProcAttr{
-			// If this init dies, the command dies with it.
-			Pdeathsig: syscall.SIGKILL,
-		},
-	}
+	// No parent-death signal: if this init dies, the kernel kills every
+	// process of its pid namespace, and in degraded mode the reaper
+	// above kills its tree (TestAgentboxKilled, TestDegradedInitKilled
+	// pass without one).
+	sys := &syscall.SysProcAttr{}
 	if stdio.ctty >= 0 {
 		// The sandbox's terminal is the command's controlling terminal,
 		// so ^C typed on it signals the command's foreground group.
-		cmd.SysProcAttr.Setsid = true
-		cmd.SysProcAttr.Setctty = true
-		cmd.SysProcAttr.Ctty = stdio.ctty
+		sys.Setsid = true
+		sys.Setctty = true
+		sys.Ctty = stdio.ctty
 	}
-	if err := cmd.Start(); err != nil {
-		return 0, err
-	}
-	return cmd.Process.Pid, nil
+	pid, err := syscall.ForkExec(path, spec.Argv, &syscall.ProcAttr{
+		Dir:   spec.Cwd,
+		Env:   env,
+		Files: []uintptr{stdio.files[0].Fd(), stdio.files[1].Fd(), stdio.files[2].Fd()},
+		Sys:   sys,
+	})
+	runtime.KeepAlive(stdio)
+	return pid, err
 }
 
 // reap waits for children until pid has ended, and returns how it ended.
