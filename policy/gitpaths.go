@@ -76,6 +76,17 @@ var gitRunKeys = map[string]bool{
 	"uploadpack.packobjectshook": true,
 	"hook.*.command":             true, // config-based hooks (git 2.5x)
 	"submodule.*.update":         true, // "!command" form
+	"tar.*.command":              true, // git archive --format=<name>
+	"imap.tunnel":                true, // git imap-send
+	"guitool.*.cmd":              true, // git gui
+	"instaweb.httpd":             true, // git instaweb
+	"svn.authorsprog":            true, // git svn
+	// Git LFS (run by git through its filter on checkout):
+	// lfs.customtransfer.<name>.path and lfs.extension.<name>.clean|smudge,
+	// whose subsection is "customtransfer.<name>" or "extension.<name>".
+	"lfs.*.path":   true,
+	"lfs.*.clean":  true,
+	"lfs.*.smudge": true,
 }
 
 // gitPathKeys are variables naming a file or directory git runs from

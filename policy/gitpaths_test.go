@@ -196,6 +196,36 @@ func TestGitConfigPathsProtected(t *testing.T) {
 	notProtected(t, p, filepath.Join(ws, "status"))
 }
 
+// The rarer keys that name programs: git-archive's tar filters, imap-send's
+// tunnel, git gui tools, instaweb, git svn and Git LFS's transfer agents
+// and extensions.
+func TestGitConfigRareProgramKeys(t *testing.T) {
+	ws := realTemp(t)
+	write(t, filepath.Join(ws, ".git", "config"), `[tar "tgz"]
+	command = ./tar.sh
+[imap]
+	tunnel = ./tunnel.sh
+[guitool "x"]
+	cmd = ./gui.sh
+[instaweb]
+	httpd = ./httpd.sh
+[svn]
+	authorsProg = ./authors.sh
+[lfs "customtransfer.agent"]
+	path = ./lfsagent
+[lfs "extension.ext"]
+	clean = ./lfsclean %f
+	smudge = ./lfssmudge %f
+`)
+	p, err := resolveIn(t, ws, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"tar.sh", "tunnel.sh", "gui.sh", "httpd.sh", "authors.sh", "lfsagent", "lfsclean", "lfssmudge"} {
+		wantProtected(t, p, filepath.Join(ws, name), Missing)
+	}
+}
+
 // With the workspace at $HOME, the global config itself (missing or not)
 // and git's XDG directory are protected.
 func TestGlobalGitConfigInRoot(t *testing.T) {
