@@ -62,12 +62,16 @@ func cloneOnto(srcDir, src, dst string, recursive, link bool) (int, error) {
 	if err != nil {
 		return -1, &os.PathError{Op: "open_tree", Path: src, Err: err}
 	}
-	dfd, err := openNoFollow(newRoot, dst, nofollow)
-	if err != nil {
-		unix.Close(tree)
-		return -1, err
+	dfd := sfd
+	if srcDir != newRoot || src != dst {
+		// A pin or carve-out goes back onto the path it was copied
+		// from, which sfd already holds.
+		if dfd, err = openNoFollow(newRoot, dst, nofollow); err != nil {
+			unix.Close(tree)
+			return -1, err
+		}
+		defer unix.Close(dfd)
 	}
-	defer unix.Close(dfd)
 	if err := unix.MoveMount(tree, "", dfd, "", unix.MOVE_MOUNT_F_EMPTY_PATH|unix.MOVE_MOUNT_T_EMPTY_PATH); err != nil {
 		unix.Close(tree)
 		return -1, &os.PathError{Op: "move_mount", Path: dst, Err: err}
