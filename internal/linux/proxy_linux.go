@@ -94,25 +94,37 @@ func (s *proxySocket) receive() ([]net.Listener, error) {
 func (p *Process) ProxyListeners() []net.Listener { return p.proxy }
 
 // setupProxy runs in the init stage: with a network namespace it makes
-// the listeners ([proxyListeners]); in degraded mode it points the
-// command's proxy variables at the host-loopback proxy.
-func setupProxy(spec *Spec) error {
+// the listeners ([proxyListeners]); in degraded mode the host-loopback
+// proxy is already listening. It returns the addresses (HTTP, then SOCKS5)
+// the command's proxy variables must point at, nil without a proxy.
+func setupProxy(spec *Spec) ([]string, error) {
 	switch {
 	case spec.Proxy && spec.Session:
 		// A session's zygote makes listeners for each command instead
 		// (commandListeners), so that each command's decisions are its
 		// own.
+		return nil, nil
 	case spec.Proxy:
-		if err := proxyListeners(spec); err != nil {
-			return fmt.Errorf("listeners on the sandbox's loopback: %w", err)
+		addrs, err := proxyListeners(spec)
+		if err != nil {
+			return nil, fmt.Errorf("listeners on the sandbox's loopback: %w", err)
 		}
+		return addrs, nil
 	case len(spec.ProxyAddrs) > 0:
 		if len(spec.ProxyAddrs) != 2 || !spec.MediateUnixConnect {
-			return errors.New("degraded allow-list needs two proxy addresses and connect mediation")
+			return nil, errors.New("degraded allow-list needs two proxy addresses and connect mediation")
 		}
-		spec.Env = netproxy.MergeEnv(spec.Env, netproxy.Env(spec.ProxyAddrs[0], spec.ProxyAddrs[1], netproxy.Lookup(spec.Env, "JAVA_TOOL_OPTIONS")))
+		return spec.ProxyAddrs, nil
 	}
-	return nil
+	return nil, nil
+}
+
+// withProxyEnv points env's proxy variables at addrs (from setupProxy).
+func withProxyEnv(env, addrs []string) []string {
+	if len(addrs) != 2 {
+		return env
+	}
+	return netproxy.MergeEnv(env, netproxy.Env(addrs[0], addrs[1], netproxy.Lookup(env, "JAVA_TOOL_OPTIONS")))
 }
 
 // proxyOnly is the connect supervisor's inet policy in degraded
@@ -136,11 +148,11 @@ func proxyOnly(addrs []string) func(netip.AddrPort) bool {
 // proxyListeners runs in the init stage, inside the network namespace
 // with loopback up: it listens on 127.0.0.1 twice, sends both sockets to
 // agentbox and closes its own copies (the command must not accept on
-// them), and sets the command's proxy variables.
-func proxyListeners(spec *Spec) error {
+// them), and returns their addresses (HTTP, then SOCKS5).
+func proxyListeners(spec *Spec) ([]string, error) {
 	sock := os.NewFile(uintptr(spec.ProxyFD), "proxy")
 	if sock == nil {
-		return fmt.Errorf("no proxy socket at fd %d", spec.ProxyFD)
+		return nil, fmt.Errorf("no proxy socket at fd %d", spec.ProxyFD)
 	}
 	defer sock.Close()
 	var fds, ports []int
@@ -152,24 +164,21 @@ func proxyListeners(spec *Spec) error {
 	for range 2 {
 		fd, port, err := listenLoopback()
 		if err != nil {
-			return err
+			return nil, err
 		}
 		fds = append(fds, fd)
 		ports = append(ports, port)
 	}
 	if err := unix.Sendmsg(int(sock.Fd()), []byte{1}, unix.UnixRights(fds...), nil, 0); err != nil {
-		return &os.SyscallError{Syscall: "sendmsg(SCM_RIGHTS)", Err: err}
+		return nil, &os.SyscallError{Syscall: "sendmsg(SCM_RIGHTS)", Err: err}
 	}
-	spec.Env = commandProxyEnv(spec.Env, ports)
-	return nil
+	return loopbackAddrs(ports), nil
 }
 
-// commandProxyEnv is env with the proxy variables pointing at the HTTP
-// and SOCKS5 listeners on the sandbox's 127.0.0.1 at ports.
-func commandProxyEnv(env []string, ports []int) []string {
-	httpAddr := "127.0.0.1:" + strconv.Itoa(ports[0])
-	socksAddr := "127.0.0.1:" + strconv.Itoa(ports[1])
-	return netproxy.MergeEnv(env, netproxy.Env(httpAddr, socksAddr, netproxy.Lookup(env, "JAVA_TOOL_OPTIONS")))
+// loopbackAddrs are the addresses of listeners on the sandbox's 127.0.0.1
+// at ports (HTTP, then SOCKS5), for withProxyEnv.
+func loopbackAddrs(ports []int) []string {
+	return []string{"127.0.0.1:" + strconv.Itoa(ports[0]), "127.0.0.1:" + strconv.Itoa(ports[1])}
 }
 
 // commandListeners runs in a session's zygote, in the session's network

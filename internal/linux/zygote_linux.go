@@ -140,7 +140,7 @@ func runZygote(spec *Spec, report func(message)) {
 	if spec.Landlock {
 		// Every thread of the zygote first, with the commands'
 		// filesystem rules and no scoping, as a lone run's init does
-		// (applyWalls): its threads that serve the session (signals,
+		// (landlockWalls): its threads that serve the session (signals,
 		// the supervisors' connects) then write nowhere a command
 		// cannot, and each command's own domain nests inside this one,
 		// so no command can reach these threads (Landlock lets a domain
@@ -159,7 +159,7 @@ func runZygote(spec *Spec, report func(message)) {
 }
 
 // seccompOptions is the filter of a session's commands: that of a lone
-// run (see applyWalls), plus CLONE_NEWPID for the zygote's own fork.
+// run (see installSeccomp), plus CLONE_NEWPID for the zygote's own fork.
 func seccompOptions(spec *Spec) seccomp.Options {
 	return seccomp.Options{
 		DenyInetSockets:        spec.DenyInetSockets,
@@ -384,7 +384,7 @@ func (z *zygote) fork(r zreq, stdio [3]int, ports []int) (pid, pidfd, code int, 
 	}
 	if len(ports) == 2 {
 		// As in a lone run, the proxy variables win over the caller's.
-		env = commandProxyEnv(env, ports)
+		env = withProxyEnv(env, loopbackAddrs(ports))
 	}
 	dir := spec.Cwd
 	if r.Dir != "" {
@@ -468,7 +468,7 @@ func landlockRoots(spec *Spec) []string {
 
 // restrictLandlock gives this thread (and so the command) a Landlock
 // domain of its own, nested in the zygote's, with the rules of a lone
-// run's command (see applyWalls).
+// run's command (see landlockWalls).
 func restrictLandlock(spec *Spec) error {
 	abi, _ := landlock.ABI()
 	scoped := abi >= 6
