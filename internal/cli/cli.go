@@ -87,7 +87,7 @@ allowed.`,
 	root.SetIn(stdin)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	root.AddCommand(newRun(stdin, stdout, stderr), newMCP(stdin, stdout, stderr), newDoctor(stdout), newSetup(stdout), newCleanup(stdout), newVersion(stdout))
+	root.AddCommand(newRun(stdin, stdout, stderr), newMCP(stdin, stdout, stderr), newDoctor(stdout), newSetup(stdout), newCleanup(stdout), newVersion(stdout), newResident())
 	return root
 }
 
@@ -101,6 +101,8 @@ type runFlags struct {
 	allowDegraded bool
 	allowDomains  []string
 	report        string
+	// cfg is the config file resolve read (nil: none).
+	cfg *policy.Config
 }
 
 func (f *runFlags) register(cmd *cobra.Command, withRunOnly bool) {
@@ -151,6 +153,7 @@ func (f *runFlags) resolve(cmd *cobra.Command) (*policy.Policy, error) {
 			return nil, failure("%v", err)
 		}
 	}
+	f.cfg = cfg
 	o := policy.Options{Mode: policy.Mode(f.mode), Cwd: f.cwd, AddDirs: f.addDirs, Config: cfg, AllowDomains: f.allowDomains}
 	// A --config file decides how the next command is sandboxed too; the
 	// default config and state directories are protected by Resolve.
@@ -200,7 +203,8 @@ func newRun(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 				rep.failed(nil, err)
 				return err
 			}
-			return runCommand(pol, f.timeout, args, stdin, stdout, stderr, rep)
+			residentOff := f.cfg != nil && f.cfg.Linux.Resident != nil && !*f.cfg.Linux.Resident
+			return runCommand(pol, f.timeout, args, stdin, stdout, stderr, rep, !residentOff)
 		},
 	}
 	// Everything after the command belongs to it, flags included.
@@ -209,7 +213,7 @@ func newRun(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 	return cmd
 }
 
-func runCommand(pol *policy.Policy, timeout time.Duration, args []string, stdin io.Reader, stdout, stderr io.Writer, rep *reportFile) error {
+func runCommand(pol *policy.Policy, timeout time.Duration, args []string, stdin io.Reader, stdout, stderr io.Writer, rep *reportFile, mayResident bool) error {
 	ctx := context.Background()
 	if timeout > 0 {
 		var cancel context.CancelFunc
@@ -226,6 +230,11 @@ func runCommand(pol *policy.Policy, timeout time.Duration, args []string, stdin 
 	signal.Notify(sigs, forwardedSignals...)
 	defer signal.Stop(sigs)
 
+	if mayResident {
+		if handled, err := runResident(pol, timeout, args, stdin, stdout, stderr, rep, sigs); handled {
+			return err
+		}
+	}
 	restore := saveTerminal(stdin)
 	defer restore()
 	if err := c.Start(); err != nil {
@@ -352,6 +361,11 @@ func newCleanup(stdout io.Writer) *cobra.Command {
 		Short: "Remove everything agentbox ever left on this machine",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			// The resident helper first: it holds sessions whose
+			// placeholders cleanup would otherwise find in use.
+			if err := stopResident(); err != nil {
+				return failure("cleanup: %v", err)
+			}
 			if err := sandbox.Cleanup(context.Background(), stdout); err != nil {
 				return failure("cleanup: %v", err)
 			}
