@@ -7,3 +7,10 @@ import "os"
 // unix stream socket, or one of the sandbox's devices. Anything else a
 // lone run relays or gives a pseudo-terminal (see classifyStdio).
 func PassesStdio(f *os.File) bool { return passable(f) }
+
+// ParseRights returns the descriptors an SCM_RIGHTS control message
+// carries (none when it is malformed).
+func ParseRights(oob []byte) []int { return parseRights(oob) }
+
+// CloseAll closes every descriptor in fds.
+func CloseAll(fds []int) { closeAll(fds) }

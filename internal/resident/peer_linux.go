@@ -21,8 +21,8 @@ import (
 // removed) and, with it, no_new_privs. So the peer must share our
 // namespaces and have exactly our seccomp mode, filter count and
 // no_new_privs, on every one of its threads (a seccomp filter is a thread's
-// attribute: the thread that connected need not be the leader, and a
-// leader that exited still shows its status).
+// attribute: the thread that connected need not be the leader), and no
+// thread may be a zombie.
 
 // procFacts is what tells a process apart from a sandboxed one.
 type procFacts struct {
@@ -154,9 +154,9 @@ func readThread(task int, name string) (threadFacts, error) {
 // checkPeer authenticates the process at the other end of the unix socket
 // fd (see the comment at the top of this file). It returns the peer's pid
 // for messages. The helper checks every thread of a CLI; a CLI checks the
-// helper's leader only (the helper has many threads, and a sandboxed
-// process's leader carries its filters as every thread does: a filter
-// count never drops, not even in a zombie leader).
+// helper's leader only (the helper has many threads; every thread of a
+// sandboxed process, its leader included, inherited the filters at exec,
+// and a leader that exited, leaving its status to a zombie, is refused).
 func checkPeer(fd int, allThreads bool) (int, error) {
 	me, err := selfFacts()
 	if err != nil {

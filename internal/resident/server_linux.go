@@ -17,6 +17,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/agentbox/agentbox/internal/resident/shim"
 	"github.com/agentbox/agentbox/policy"
 	"github.com/agentbox/agentbox/sandbox"
 )
@@ -70,6 +71,11 @@ func Serve(stateDir string) error {
 	s := &server{stateDir: stateDir, dir: Dir(stateDir), idle: idlePeriod(),
 		sessions: map[string]*entry{}, last: time.Now(), quit: make(chan struct{})}
 	s.sock = filepath.Join(s.dir, "sock")
+	if got := sandbox.StateDir(); got != stateDir {
+		// The sessions would keep their placeholder records elsewhere
+		// than the CLIs they serve.
+		return fmt.Errorf("state directory %q from the environment, not %q", got, stateDir)
+	}
 	if err := checkDir(s.dir); err != nil {
 		return err
 	}
@@ -107,6 +113,7 @@ func Serve(stateDir string) error {
 	// Our pid, for `agentbox cleanup` when the socket cannot reach us.
 	lock.Truncate(0)
 	lock.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
+	defer lock.Truncate(0) // still ours: runs before the lock is let go
 	// A signal (cleanup's, or the user's) ends the helper as idleness
 	// does: sessions closed, placeholders removed.
 	sigs := make(chan os.Signal, 1)
@@ -521,7 +528,11 @@ func (s *server) run(fd int, sess *sandbox.Session, r *runRequest, stdio [3]*os.
 		ctx, cancel = context.WithTimeout(ctx, time.Duration(r.Timeout))
 		defer cancel()
 	}
-	c := sess.Command(ctx, r.Argv[0], r.Argv[1:]...)
+	// Under the shim (package shim), so that the command is not its pid
+	// namespace's init; the binary is at the same path in the sandbox
+	// (the host's tree, read-only).
+	c := sess.Command(ctx, s.exe, r.Argv...)
+	c.Args[0] = shim.Arg0
 	c.Env = r.Env
 	if c.Env == nil {
 		c.Env = []string{}

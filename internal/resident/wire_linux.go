@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/agentbox/agentbox/internal/linux"
 	"github.com/agentbox/agentbox/policy"
 )
 
@@ -87,25 +88,10 @@ func recvMsg(fd int, buf, oob []byte) (n int, fds []int, err error) {
 	}
 }
 
-func parseRights(oob []byte) []int {
-	msgs, err := unix.ParseSocketControlMessage(oob)
-	if err != nil {
-		return nil
-	}
-	var fds []int
-	for _, m := range msgs {
-		if f, err := unix.ParseUnixRights(&m); err == nil {
-			fds = append(fds, f...)
-		}
-	}
-	return fds
-}
-
-func closeAll(fds []int) {
-	for _, fd := range fds {
-		unix.Close(fd)
-	}
-}
+var (
+	parseRights = linux.ParseRights
+	closeAll    = linux.CloseAll
+)
 
 func sendJSON(fd int, v any) error {
 	b, err := json.Marshal(v)

@@ -18,8 +18,14 @@ import (
 // command to a per-user helper holding prepared sandboxes. These tests
 // give each scenario a state directory of its own (so a helper of its
 // own), tell a run the helper served from one that started on its own by
-// the command's pid (a session's command is PID 1 of its pid namespace; a
-// lone run's is the init's child), and check every guarantee on the host.
+// servedProbe, and check every guarantee on the host.
+
+// servedProbe prints the first word of the command line of the shell's
+// parent: the helper's shim ("agentbox-resident-init") when the helper
+// served the run, the init stage otherwise. (A builtin read, so that
+// /proc/self is the shell; /proc is the sandbox's, whose pids are those
+// of the session's namespace.)
+const servedProbe = `read -r _ _ _ pp _ < /proc/self/stat; tr '\0' '\n' < /proc/$pp/cmdline | head -n 1`
 
 // residentEnv is a fixture's environment with a state directory (and so a
 // helper) of its own.
@@ -69,14 +75,14 @@ func (re *residentEnv) run(t *testing.T, o runOpts, extra []string, script strin
 	return execute(t, re.fx.u, o, binPath, args...)
 }
 
-// served runs script after `echo $$`, and reports whether the helper
+// served runs script after servedProbe, and reports whether the helper
 // served it, with the script's own output after the first line.
 func (re *residentEnv) served(t *testing.T, o runOpts, extra []string, script string) (bool, result) {
 	t.Helper()
-	r := re.run(t, o, extra, `echo "pid=$$"; `+script)
+	r := re.run(t, o, extra, servedProbe+"; "+script)
 	first, rest, _ := strings.Cut(r.stdout, "\n")
 	r.stdout = rest
-	return first == "pid=1", r
+	return first == "agentbox-resident-init", r
 }
 
 // warm runs `true` under extra until the helper serves it (the first run
@@ -125,16 +131,25 @@ func TestResidentServesAsALoneRun(t *testing.T) {
 		if r.code != 3 || r.stdout != "from stdin\nenv="+fx.ws+"\n"+fx.ws+"\n" || r.stderr != "err\n" {
 			t.Errorf("served run: want exit 3 with stdin, env, cwd and stderr as a lone run's: %v", r)
 		}
-		// Killed by a signal from outside (here the CLI's SIGTERM,
-		// relayed): 128+N. (A command that signals itself is PID 1 of
-		// its pid namespace in a session, where the kernel drops a
-		// default-action signal: see the README's resident section.)
+		// Killed by a signal it sent itself, or by one from outside
+		// (here the CLI's SIGTERM, relayed): 128+N, as a lone run. (A
+		// session's command alone would be PID 1 of its pid namespace,
+		// where the kernel drops a default-action signal from inside:
+		// the shim is there for this.)
+		for _, c := range []struct {
+			script string
+			code   int
+		}{{`kill -TERM $$`, 143}, {`kill -KILL $$`, 137}, {`kill -PIPE $$`, 141}} {
+			if ok, r := re.served(t, runOpts{}, nil, c.script); !ok || r.code != c.code {
+				t.Errorf("%s: want %d (served %v): %v", c.script, c.code, ok, r)
+			}
+		}
 		ready := filepath.Join(fx.ws, "ready-term")
-		cmd := command(u, runOpts{env: re.env(), dir: fx.ws}, binPath, "run", "-C", fx.ws, "--", "/bin/sh", "-c", `echo $$ > "$0"; exec sleep 30`, ready)
+		cmd := command(u, runOpts{env: re.env(), dir: fx.ws}, binPath, "run", "-C", fx.ws, "--", "/bin/sh", "-c", servedProbe+` > "$0"; exec sleep 30`, ready)
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
-		if !waitFor(10*time.Second, func() bool { b, _ := os.ReadFile(ready); return string(b) == "1\n" }) {
+		if !waitFor(10*time.Second, func() bool { b, _ := os.ReadFile(ready); return string(b) == "agentbox-resident-init\n" }) {
 			cmd.Process.Kill()
 			cmd.Wait()
 			t.Fatal("the command never became ready, or was not served")
@@ -211,21 +226,21 @@ func TestResidentSignalsTimeoutAndDeath(t *testing.T) {
 		for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP} {
 			ready := filepath.Join(fx.ws, "ready-"+strconv.Itoa(int(sig)))
 			cmd := command(u, runOpts{env: re.env(), dir: fx.ws}, binPath, "run", "-C", fx.ws, "--", "/bin/sh", "-c",
-				fmt.Sprintf(`trap 'echo "got $$"; exit 7' %d; touch %q; while :; do sleep 0.05; done`, sig, ready))
+				fmt.Sprintf(`trap 'echo got; exit 7' %d; %s > %q; while :; do sleep 0.05; done`, sig, servedProbe, ready))
 			var out strings.Builder
 			cmd.Stdout = &out
 			if err := cmd.Start(); err != nil {
 				t.Fatal(err)
 			}
-			if !waitFor(10*time.Second, func() bool { return exists(ready) }) {
+			if !waitFor(10*time.Second, func() bool { b, _ := os.ReadFile(ready); return string(b) == "agentbox-resident-init\n" }) {
 				cmd.Process.Kill()
 				cmd.Wait()
 				t.Fatalf("signal %v: the command never became ready", sig)
 			}
 			cmd.Process.Signal(sig)
 			cmd.Wait()
-			if code := cmd.ProcessState.ExitCode(); code != 7 || out.String() != "got 1\n" {
-				t.Errorf("signal %v to a served command (PID 1 is served): exit %d, stdout %q; want 7, \"got 1\"", sig, code, out.String())
+			if code := cmd.ProcessState.ExitCode(); code != 7 || out.String() != "got\n" {
+				t.Errorf("signal %v to a served command: exit %d, stdout %q; want 7, \"got\"", sig, code, out.String())
 			}
 		}
 
@@ -241,11 +256,11 @@ func TestResidentSignalsTimeoutAndDeath(t *testing.T) {
 		tok = fmt.Sprintf("resident-killed-%d", time.Now().UnixNano())
 		ready := filepath.Join(fx.ws, "ready-kill")
 		cmd := command(u, runOpts{env: re.env(), dir: fx.ws}, binPath, "run", "-C", fx.ws, "--", "/bin/sh", "-c",
-			fmt.Sprintf(`sh -c 'sleep 60; : %s' & echo "$$" > %q; wait`, tok, ready))
+			fmt.Sprintf(`sh -c 'sleep 60; : %s' & %s > %q; wait`, tok, servedProbe, ready))
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
-		if !waitFor(10*time.Second, func() bool { b, _ := os.ReadFile(ready); return string(b) == "1\n" }) {
+		if !waitFor(10*time.Second, func() bool { b, _ := os.ReadFile(ready); return string(b) == "agentbox-resident-init\n" }) {
 			cmd.Process.Kill()
 			cmd.Wait()
 			t.Fatalf("the command never became ready, or was not served: %v", procsWith(tok))
@@ -495,8 +510,8 @@ func TestResidentBinaryChanged(t *testing.T) {
 			t.Fatal(err)
 		}
 		served := func() bool {
-			r := execute(t, u, runOpts{env: re.env(), dir: fx.ws}, bin, "run", "-C", fx.ws, "--", "/bin/sh", "-c", "echo $$")
-			return r.code == 0 && r.stdout == "1\n"
+			r := execute(t, u, runOpts{env: re.env(), dir: fx.ws}, bin, "run", "-C", fx.ws, "--", "/bin/sh", "-c", servedProbe)
+			return r.code == 0 && r.stdout == "agentbox-resident-init\n"
 		}
 		if !waitFor(10*time.Second, served) {
 			t.Fatal("the copied binary's helper never served")
