@@ -58,6 +58,12 @@ type entry struct {
 	refuse string // why this key is never served (degraded mode, say)
 	active int
 	last   time.Time
+	// What the session was prepared for: the policy, the roots' identity,
+	// and the placeholders it made for the policy's missing protected
+	// paths (see alias).
+	pol          *policy.Policy
+	roots        []rootID
+	placeholders map[string]rootID
 }
 
 // Serve runs the helper for the state directory stateDir; it returns when
@@ -225,9 +231,9 @@ func (s *server) watch() {
 		if changed {
 			s.stopping = true
 		}
-		for k, e := range s.sessions {
+		for _, e := range s.sessions {
 			if e.active == 0 && isReady(e) && time.Since(e.last) > s.idle {
-				delete(s.sessions, k)
+				s.drop(e)
 				s.closeLater(e)
 			}
 		}
@@ -273,7 +279,11 @@ func (s *server) shutdown() {
 	s.removeSocket()
 	unix.Shutdown(s.ln, unix.SHUT_RDWR)
 	unix.Close(s.ln)
+	distinct := map[*entry]bool{}
 	for _, e := range sessions {
+		distinct[e] = true
+	}
+	for e := range distinct {
 		if isReady(e) {
 			s.closeLater(e)
 		}
@@ -390,6 +400,11 @@ func (s *server) session(r *runRequest, polBytes []byte) (*entry, string) {
 		}
 		e := s.sessions[key]
 		if e == nil {
+			s.mu.Unlock()
+			e = s.alias(key, r, polBytes)
+			s.mu.Lock()
+		}
+		if e == nil {
 			if !s.makeRoom() {
 				s.mu.Unlock()
 				return nil, "the helper holds as many sandboxes as it may"
@@ -416,11 +431,7 @@ func (s *server) session(r *runRequest, polBytes []byte) (*entry, string) {
 			// Its sandbox died (killed from outside): prepare a
 			// new one.
 			s.release(e)
-			s.mu.Lock()
-			if s.sessions[key] == e {
-				delete(s.sessions, key)
-			}
-			s.mu.Unlock()
+			s.forget(e)
 			continue
 		default:
 		}
@@ -431,11 +442,15 @@ func (s *server) session(r *runRequest, polBytes []byte) (*entry, string) {
 // makeRoom closes the least recently used idle session when the helper
 // holds maxSessions; false when all are busy. s.mu is held.
 func (s *server) makeRoom() bool {
-	if len(s.sessions) < maxSessions {
+	distinct := map[*entry]bool{}
+	for _, e := range s.sessions {
+		distinct[e] = true
+	}
+	if len(distinct) < maxSessions {
 		return true
 	}
 	var lru *entry
-	for _, e := range s.sessions {
+	for e := range distinct {
 		if e.active == 0 && isReady(e) && (lru == nil || e.last.Before(lru.last)) {
 			lru = e
 		}
@@ -443,7 +458,7 @@ func (s *server) makeRoom() bool {
 	if lru == nil {
 		return false
 	}
-	delete(s.sessions, lru.key)
+	s.drop(lru)
 	s.closeLater(lru)
 	return true
 }
@@ -481,15 +496,99 @@ func (s *server) prepare(e *entry, r *runRequest, polBytes []byte) {
 		e.refuse = "no prepared sandbox for this policy here (degraded mode)"
 		return
 	}
+	e.pol, e.roots = pol, r.Roots
+	e.placeholders = map[string]rootID{}
+	for _, pr := range pol.Protected {
+		if pr.Kind != policy.Missing || pr.Root == "" {
+			continue
+		}
+		// The placeholder the session made (or joined) for it, now
+		// bound read-only in the sandbox.
+		var st unix.Stat_t
+		if unix.Lstat(pr.Path, &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFDIR {
+			e.placeholders[pr.Path] = rootID{Path: pr.Path, Exists: true, Dev: st.Dev, Ino: st.Ino}
+		}
+	}
 	e.s = sess
+}
+
+// alias finds the session that already serves this request's policy
+// under another key, and files it under this one too. The one case: a
+// session prepared while a protected path was missing made a placeholder
+// for it, which the next CLI's policy resolution sees as an existing
+// directory (same path, Kind Dir instead of Missing, the placeholder's
+// inode). That sandbox binds exactly that inode read-only, as one
+// prepared for the new policy would: everything else must be equal, byte
+// for byte and inode for inode. Without this, every workspace with a
+// missing protected name would get two sessions, and the second a
+// throwaway tool-cache layer (the first holds the workspace's).
+func (s *server) alias(key string, r *runRequest, polBytes []byte) *entry {
+	reqPol, err := policy.Decode(polBytes)
+	if err != nil {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, e := range s.sessions {
+		if !isReady(e) || e.s == nil || len(e.placeholders) == 0 || len(e.roots) != len(r.Roots) ||
+			len(e.pol.Protected) != len(reqPol.Protected) {
+			continue
+		}
+		norm := *reqPol
+		norm.Protected = append([]policy.Protected(nil), reqPol.Protected...)
+		ok := true
+		for i, pr := range norm.Protected {
+			if e.pol.Protected[i].Kind == policy.Missing && pr.Kind == policy.Dir {
+				if _, held := e.placeholders[pr.Path]; !held {
+					ok = false
+					break
+				}
+				norm.Protected[i].Kind = policy.Missing
+			}
+		}
+		if !ok {
+			continue
+		}
+		a, err1 := norm.Encode()
+		b, err2 := e.pol.Encode()
+		if err1 != nil || err2 != nil || !bytes.Equal(a, b) {
+			continue
+		}
+		for j, id := range r.Roots {
+			if id == e.roots[j] {
+				continue
+			}
+			if ph, held := e.placeholders[id.Path]; held && !e.roots[j].Exists && id == ph {
+				continue
+			}
+			ok = false
+			break
+		}
+		if !ok {
+			continue
+		}
+		if s.sessions[key] == nil {
+			s.sessions[key] = e
+		}
+		return e
+	}
+	return nil
 }
 
 func (s *server) forget(e *entry) {
 	s.mu.Lock()
-	if s.sessions[e.key] == e {
-		delete(s.sessions, e.key)
-	}
+	s.drop(e)
 	s.mu.Unlock()
+}
+
+// drop removes e under every key it is known by (see alias). s.mu is
+// held.
+func (s *server) drop(e *entry) {
+	for k, v := range s.sessions {
+		if v == e {
+			delete(s.sessions, k)
+		}
+	}
 }
 
 func (s *server) release(e *entry) {

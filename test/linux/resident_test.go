@@ -540,3 +540,35 @@ func TestResidentBinaryChanged(t *testing.T) {
 		}
 	})
 }
+
+// TestResidentPlaceholderSameSession: the run after the one that prepared
+// a sandbox for a workspace with missing protected names sees their
+// placeholders as directories (its policy differs only there); the helper
+// serves it from the same sandbox (one /dev/shm: a file one run leaves
+// there is there for the next), which keeps the workspace's tool-cache
+// layer. A .codex the user then puts in the placeholder's place is not
+// that inode: a new sandbox serves it (TestResidentExactPolicy checks its
+// confinement).
+func TestResidentPlaceholderSameSession(t *testing.T) {
+	forEachUser(t, func(t *testing.T, u *testUser) {
+		fx := newFixture(t, u, noCodex)
+		re := newResidentEnv(t, fx)
+		// Until one run is served: the helper starts on the first.
+		var ok bool
+		var r result
+		for i := 0; i < 8 && !ok; i++ {
+			ok, r = re.served(t, runOpts{}, nil, `echo mark > /dev/shm/resident-mark`)
+			time.Sleep(50 * time.Millisecond)
+		}
+		if !ok {
+			t.Fatalf("never served: %v", r)
+		}
+		if !exists(filepath.Join(fx.ws, ".codex")) {
+			t.Fatal("no placeholder for .codex while the helper holds the sandbox: the test shows nothing")
+		}
+		ok, r = re.served(t, runOpts{}, nil, `cat /dev/shm/resident-mark`)
+		if !ok || r.stdout != "mark\n" {
+			t.Errorf("the next run (placeholders now on disk) was not served from the same sandbox: %v", r)
+		}
+	})
+}
