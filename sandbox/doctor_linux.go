@@ -11,6 +11,7 @@ import (
 	"github.com/agentbox/agentbox/internal/linux/apparmor"
 	"github.com/agentbox/agentbox/internal/linux/landlock"
 	"github.com/agentbox/agentbox/internal/linux/seccomp"
+	"github.com/agentbox/agentbox/internal/rawpolicy"
 	"github.com/agentbox/agentbox/policy"
 )
 
@@ -19,9 +20,9 @@ import (
 func linuxDoctor(pol *policy.Policy) *Report {
 	r := &Report{OS: runtime.GOOS}
 	if pol == nil {
-		pol = &policy.Policy{Mode: policy.ReadOnly, Cwd: "/"}
+		pol = rawpolicy.New(rawpolicy.Fields{Mode: policy.ReadOnly, Cwd: "/"})
 	}
-	r.Mode = string(pol.Mode)
+	r.Mode = string(pol.Mode())
 	add := func(name string, ok bool, format string, args ...any) {
 		r.Checks = append(r.Checks, Check{Name: name, OK: ok, Detail: fmt.Sprintf(format, args...)})
 	}
@@ -56,23 +57,22 @@ func linuxDoctor(pol *policy.Policy) *Report {
 		add("seccomp", true, "filter for %s builds (%d rules); installed by the probe below", runtime.GOARCH, len(seccomp.Rules(seccomp.Options{})))
 	}
 
-	if pol.Mode == policy.DangerFullAccess {
+	if pol.Mode() == policy.DangerFullAccess {
 		r.Backend = "none (danger-full-access)"
 		r.CanSandbox = true
 		return r
 	}
 	// The probe: a real sandbox running true, degraded mode refused so we
 	// learn whether namespaces work.
-	probe := *pol
-	probe.AllowDegraded = false
-	c := Command(&probe, "true")
+	probe := rawpolicy.Edit(pol, func(f *rawpolicy.Fields) { f.AllowDegraded = false })
+	c := Command(probe, "true")
 	c.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin"}
 	err := c.Run()
 	var nu *linux.NoUsernsError
 	switch {
 	case err == nil:
 		add("user namespaces", true, "usable: user, mount, pid, ipc, uts, cgroup namespaces created")
-		if pol.Network {
+		if pol.Network() {
 			add("network namespace", true, "not used: the policy allows the network")
 		} else {
 			add("network namespace", true, "loopback-only namespace created")
@@ -86,11 +86,11 @@ func linuxDoctor(pol *policy.Policy) *Report {
 		r.CanSandbox = true
 	case errors.As(err, &nu):
 		add("user namespaces", false, "%s", linux.UsernsReason(nu.Err))
-		if !pol.Network {
+		if !pol.Network() {
 			add("network namespace", false, "unavailable without a user namespace; seccomp refuses non-unix sockets instead")
 		}
 		if llOK {
-			r.Backend = "degraded: landlock+seccomp (needs --allow-degraded)"
+			r.Backend = "degraded: landlock+seccomp (needs Options.AllowDegraded)"
 			r.Missing = append(r.Missing, linux.DegradedGaps(pol, llABI())...)
 			r.CanSandbox = true
 		} else {

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/agentbox/agentbox/internal/rawpolicy"
 	"github.com/agentbox/agentbox/policy"
 )
 
@@ -38,8 +39,8 @@ func TestCmdReport(t *testing.T) {
 	t.Setenv(testHostsEnv, hosts)
 
 	ws, _ := filepath.EvalSymlinks(t.TempDir())
-	pol, err := policy.Resolve(policy.Options{Cwd: ws, Getenv: func(string) string { return "" },
-		AllowDomains: []string{"good.test", "127.0.0.2"}})
+	pol, err := rawpolicy.Resolve(policy.Options{Cwd: ws, AllowDomains: []string{"good.test", "127.0.0.2"}},
+		func(string) string { return "" }, "linux")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -79,7 +79,7 @@ func startElevatedCmd(c *Cmd) (process, error) {
 	}
 	// Network off is the Offline user's firewall rules: run only when the
 	// firewall enforces them now (every profile on, local rules honoured).
-	if !pol.Network {
+	if !pol.Network() {
 		ctx, cancel := context.WithTimeout(context.Background(), firewallTimeout)
 		err := checkFirewall(ctx)
 		cancel()
@@ -90,7 +90,7 @@ func startElevatedCmd(c *Cmd) (process, error) {
 	// The command runs as the sandbox user inside the user's repository,
 	// which git refuses as "dubious ownership" unless it is a
 	// safe.directory (the policy's own roots, not the cache directory).
-	env, err := winenv.GitSafeDirectories(cmdEnv, append([]string{pol.Cwd}, c.Policy.WritableRoots...)...)
+	env, err := winenv.GitSafeDirectories(cmdEnv, append([]string{pol.Cwd()}, c.Policy.WritableRoots()...)...)
 	if err != nil {
 		return nil, &StartError{Code: CodeSandboxFailure, Err: err}
 	}
@@ -98,7 +98,7 @@ func startElevatedCmd(c *Cmd) (process, error) {
 	// goes through Cmd, which calls Kill on the adapter below.
 	gl := newGitlinkGuard(pol)
 	p, err := elevated.Start(context.Background(), elevated.Spec{
-		Network: pol.Network,
+		Network: pol.Network(),
 		Path:    path, Args: c.Args, Dir: c.workDir(), Env: env,
 		SIDs:  restricting,
 		Stdin: c.Stdin, Stdout: c.Stdout, Stderr: c.Stderr,
@@ -164,6 +164,8 @@ func (e *elevatedProcess) Signal(sig os.Signal) error {
 	}
 	return fmt.Errorf("signal %v on windows: %w", sig, ErrUnsupported)
 }
+
+func (e *elevatedProcess) pid() int { return int(e.p.Pid()) }
 
 func (e *elevatedProcess) Kill() error {
 	e.killed.Store(true)

@@ -13,6 +13,7 @@ import (
 
 	"golang.org/x/sys/windows"
 
+	"github.com/agentbox/agentbox/internal/rawpolicy"
 	winsetup "github.com/agentbox/agentbox/internal/windows/setup"
 	"github.com/agentbox/agentbox/internal/windows/sid"
 	"github.com/agentbox/agentbox/internal/windows/unelevated"
@@ -21,6 +22,8 @@ import (
 )
 
 // Main is a no-op on Windows: there is no re-exec stage.
+//
+// Deprecated: nothing needs to call Main.
 func Main() {}
 
 // startElevated is set by the elevated-mode backend when it is linked in.
@@ -28,7 +31,7 @@ var startElevated func(c *Cmd) (process, error)
 
 func start(c *Cmd) (process, error) {
 	pol := c.Policy
-	if pol.Mode != policy.DangerFullAccess && pol.Windows == policy.Elevated {
+	if pol.Mode() != policy.DangerFullAccess && pol.Windows() == policy.Elevated {
 		if startElevated == nil {
 			return nil, &StartError{Code: CodeSandboxFailure, Err: fmt.Errorf(
 				`windows elevated sandbox is not available in this build (set [windows] sandbox = "unelevated"): %w`, ErrUnsupported)}
@@ -41,7 +44,7 @@ func start(c *Cmd) (process, error) {
 	}
 	var sb *unelevated.Sandbox
 	env := c.Env
-	if pol.Mode == policy.DangerFullAccess {
+	if pol.Mode() == policy.DangerFullAccess {
 		sb = &unelevated.Sandbox{StateDir: dir}
 	} else {
 		// The private tool caches are one more writable root of the
@@ -63,9 +66,9 @@ func start(c *Cmd) (process, error) {
 		if n := len(sb.ACL.Modified); n > 0 {
 			c.diag("granted the sandbox SID access on %d path(s) (first run for these roots; later runs only check)", n)
 		}
-		if pol.Egress != nil {
+		if pol.Egress() != nil {
 			c.diag("%s", unelevated.EgressNote)
-		} else if !pol.Network {
+		} else if !pol.Network() {
 			c.diag("%s", unelevated.NetworkNote)
 		}
 		for _, r := range unelevated.Limits(pol) {
@@ -76,7 +79,7 @@ func start(c *Cmd) (process, error) {
 	if err != nil {
 		return nil, &StartError{Code: CodeSandboxFailure, Err: err}
 	}
-	sio, err := newStdio(c, pol.Mode != policy.DangerFullAccess)
+	sio, err := newStdio(c, pol.Mode() != policy.DangerFullAccess)
 	if err != nil {
 		closeProxy(proxy)
 		return nil, &StartError{Code: CodeSandboxFailure, Err: err}
@@ -93,7 +96,7 @@ func start(c *Cmd) (process, error) {
 		closeProxy(proxy)
 		return nil, &StartError{Code: startCode(err), Err: err}
 	}
-	if l := p.JobLimits(); pol.Mode != policy.DangerFullAccess && !l.UI && !winapi.IsWine() {
+	if l := p.JobLimits(); pol.Mode() != policy.DangerFullAccess && !l.UI && !winapi.IsWine() {
 		c.diag("%s", l)
 	}
 	sio.startCopies()
@@ -292,14 +295,15 @@ func (w *winProcess) Signal(sig os.Signal) error {
 }
 
 func (w *winProcess) Kill() error { return w.p.Kill() }
+func (w *winProcess) pid() int    { return int(w.p.Pid()) }
 
 func doctor(pol *policy.Policy) *Report {
 	r := &Report{OS: "windows", CanSandbox: true}
 	mode := policy.WorkspaceWrite
 	network, elevatedMode := false, false
 	if pol != nil {
-		mode, network = pol.Mode, pol.Network
-		elevatedMode = pol.Windows == policy.Elevated && mode != policy.DangerFullAccess
+		mode, network = pol.Mode(), pol.Network()
+		elevatedMode = pol.Windows() == policy.Elevated && mode != policy.DangerFullAccess
 	}
 	r.Mode = string(mode)
 	r.Backend = "unelevated: synthetic SID + ACLs + write-restricted token + kill-on-close job"
@@ -431,7 +435,7 @@ func doctorSetup(r *Report, add func(string, bool, string)) {
 }
 
 func setup(ctx context.Context, pol *policy.Policy, out io.Writer) error {
-	if pol != nil && pol.Windows == policy.Elevated {
+	if pol != nil && pol.Windows() == policy.Elevated {
 		return setupElevated(ctx, pol, out)
 	}
 	dir, err := unelevated.StateDir()
@@ -439,7 +443,7 @@ func setup(ctx context.Context, pol *policy.Policy, out io.Writer) error {
 		return err
 	}
 	if pol == nil {
-		pol = &policy.Policy{Mode: policy.ReadOnly}
+		pol = rawpolicy.New(rawpolicy.Fields{Mode: policy.ReadOnly})
 	}
 	sb, err := unelevated.Prepare(pol, dir)
 	if err != nil {
@@ -460,10 +464,10 @@ func setupElevated(ctx context.Context, pol *policy.Policy, out io.Writer) error
 	// write grant covers it (read-only runs, a workspace outside the
 	// profile).
 	var roots []string
-	if pol.Cwd != "" {
-		roots = append(roots, pol.Cwd)
+	if pol.Cwd() != "" {
+		roots = append(roots, pol.Cwd())
 	}
-	roots = append(roots, pol.WritableRoots...)
+	roots = append(roots, pol.WritableRoots()...)
 	if err := winsetup.Run(ctx, winsetup.Options{ExtraReadRoots: roots}, out); err != nil {
 		return uacError(err, "nothing was set up")
 	}

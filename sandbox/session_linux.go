@@ -20,10 +20,10 @@ type linuxSession struct {
 }
 
 func newSession(pol *policy.Policy) (sessionImpl, error) {
-	if pol.Mode == policy.DangerFullAccess {
+	if pol.Mode() == policy.DangerFullAccess {
 		return nil, nil
 	}
-	if pol.Egress != nil {
+	if pol.Egress() != nil {
 		// An allow-list needs agentbox's proxy, served for each run on
 		// listeners the run's init stage hands over: each command of
 		// the session starts as a lone run, with its own proxy and
@@ -88,4 +88,8 @@ func (s *sessionProcess) Wait() (*Status, error) {
 }
 
 func (s *sessionProcess) Signal(sig os.Signal) error { return s.p.Signal(sig) }
-func (s *sessionProcess) Kill() error                { return s.p.Kill() }
+
+// pid: the session's init started the command; agentbox has no process
+// of its own for it.
+func (s *sessionProcess) pid() int    { return 0 }
+func (s *sessionProcess) Kill() error { return s.p.Kill() }

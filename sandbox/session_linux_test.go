@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/agentbox/agentbox/internal/rawpolicy"
 )
 
 func newTestSession(t *testing.T) (*Session, string) {
@@ -58,8 +60,6 @@ func TestSessionIsolation(t *testing.T) {
 
 func TestSessionWritesConfined(t *testing.T) {
 	s, ws := newTestSession(t)
-	outside := t.TempDir()
-	s.pol.WritableRoots = []string{ws} // only affects nothing: the sandbox was built already
 	os.Mkdir(filepath.Join(ws, ".git"), 0o755)
 	err := sh(s, "echo in > in.txt").Run()
 	if err != nil {
@@ -74,7 +74,6 @@ func TestSessionWritesConfined(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer os.RemoveAll(vt)
-	_ = outside
 	if err := sh(s, "echo out > "+vt+"/out.txt").Run(); err == nil {
 		t.Error("writing outside the roots succeeded")
 	}
@@ -127,7 +126,12 @@ func TestSessionSignals(t *testing.T) {
 			t.Fatal(err)
 		}
 		ready()
-		if err := c.Signal(sig); err != nil {
+		// A session's command has no process of agentbox's own: Pid
+		// is 0, and Process.Signal goes through the session.
+		if c.Process == nil || c.Process.Pid != 0 {
+			t.Fatalf("session command's Process = %+v, want Pid 0", c.Process)
+		}
+		if err := c.Process.Signal(sig); err != nil {
 			t.Fatal(err)
 		}
 		done := make(chan struct{})
@@ -478,7 +482,7 @@ func TestSessionGitWritesChecked(t *testing.T) {
 		t.Fatalf("git init: %v: %s", err, out)
 	}
 	pol, ws := testPolicyAt(t, dir)
-	pol.AllowGitWrites = true
+	pol = rawpolicy.Edit(pol, func(f *rawpolicy.Fields) { f.AllowGitWrites = true })
 	s, err := NewSession(pol)
 	if err != nil {
 		t.Fatal(err)

@@ -13,9 +13,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentbox/agentbox/internal/fspath"
 	"golang.org/x/sys/unix"
-
-	"github.com/agentbox/agentbox/policy"
 )
 
 // Placeholders make missing protected names (.git, .codex, .agents in a
@@ -121,7 +120,7 @@ func (p *Placeholders) acquireMissing(d HeldDir) (heldPlaceholder, error) {
 	for {
 		h, err := p.acquire(path)
 		parent := filepath.Dir(path)
-		if err == nil || parent == d.Root || !policy.Within(parent, d.Root) {
+		if err == nil || parent == d.Root || !fspath.Within(parent, d.Root) {
 			return h, err
 		}
 		var pe *os.PathError

@@ -5,10 +5,10 @@ import (
 	"path/filepath"
 	"slices"
 
+	"github.com/agentbox/agentbox/internal/fspath"
 	"github.com/agentbox/agentbox/internal/linux/landlock"
 	"github.com/agentbox/agentbox/internal/linux/seccomp"
 	"github.com/agentbox/agentbox/internal/linux/unixsock"
-	"github.com/agentbox/agentbox/policy"
 	"golang.org/x/sys/unix"
 )
 
@@ -147,7 +147,7 @@ func unixMediation(spec *Spec) (func(string, *unix.Stat_t) bool, unixsock.Option
 				return false
 			}
 			for _, r := range roots {
-				if policy.Within(p, r) {
+				if fspath.Within(p, r) {
 					return true
 				}
 			}
@@ -168,7 +168,7 @@ func unixMediation(spec *Spec) (func(string, *unix.Stat_t) bool, unixsock.Option
 		}
 		inside := false
 		for _, r := range roots {
-			if policy.Within(p, r) {
+			if fspath.Within(p, r) {
 				inside = true
 			}
 		}

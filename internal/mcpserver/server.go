@@ -18,6 +18,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/agentbox/agentbox/internal/cli/flagnames"
 	"github.com/agentbox/agentbox/policy"
 	"github.com/agentbox/agentbox/sandbox"
 )
@@ -81,7 +82,7 @@ func New(s *sandbox.Session, opts Options) *mcp.Server {
 		Name:        "run",
 		Title:       "Run a command in the sandbox",
 		Description: describe(s),
-		Annotations: &mcp.ToolAnnotations{DestructiveHint: &closed, OpenWorldHint: ptr(s.Policy().Network)},
+		Annotations: &mcp.ToolAnnotations{DestructiveHint: &closed, OpenWorldHint: ptr(s.Policy().Network())},
 	}, h.run)
 	return srv
 }
@@ -148,21 +149,21 @@ func (nopWriteCloser) Close() error { return nil }
 func describe(s *sandbox.Session) string {
 	p := s.Policy()
 	var b strings.Builder
-	fmt.Fprintf(&b, "Run a command in agentbox's %s sandbox, in %s. ", p.Mode, p.Cwd)
+	fmt.Fprintf(&b, "Run a command in agentbox's %s sandbox, in %s. ", p.Mode(), p.Cwd())
 	switch {
-	case p.Mode == policy.DangerFullAccess:
+	case p.Mode() == policy.DangerFullAccess:
 		b.WriteString("There is no sandbox: the command can do anything you can.")
 	default:
 		b.WriteString("It may read what the user can read")
-		if len(p.WritableRoots) > 0 {
-			fmt.Fprintf(&b, " and write only beneath %s", strings.Join(p.WritableRoots, ", "))
-			if len(p.ProtectedNames) > 0 {
-				fmt.Fprintf(&b, " (%s stay read-only)", strings.Join(p.ProtectedNames, ", "))
+		if len(p.WritableRoots()) > 0 {
+			fmt.Fprintf(&b, " and write only beneath %s", strings.Join(p.WritableRoots(), ", "))
+			if len(p.ProtectedNames()) > 0 {
+				fmt.Fprintf(&b, " (%s stay read-only)", strings.Join(p.ProtectedNames(), ", "))
 			}
 		} else {
 			b.WriteString(" and write nowhere")
 		}
-		if p.Network {
+		if p.Network() {
 			b.WriteString("; the network is on.")
 		} else {
 			b.WriteString("; the network is off (loopback works).")
@@ -228,11 +229,11 @@ func (h *handler) run(ctx context.Context, req *mcp.CallToolRequest, in RunInput
 		}
 	case errors.As(err, &se):
 		out.ExitCode = se.Code
-		fmt.Fprintf(stderr, "agentbox: %v\n", se.Err)
+		fmt.Fprintf(stderr, "agentbox: %s\n", flagnames.In(se.Err.Error()))
 		isErr = true
 	default:
 		out.ExitCode = sandbox.CodeSandboxFailure
-		fmt.Fprintf(stderr, "agentbox: %v\n", err)
+		fmt.Fprintf(stderr, "agentbox: %s\n", flagnames.In(err.Error()))
 		isErr = true
 	}
 	out.Report = c.Report // set by Wait

@@ -15,6 +15,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/agentbox/agentbox/internal/rawpolicy"
 	"github.com/agentbox/agentbox/policy"
 	"github.com/agentbox/agentbox/sandbox"
 )
@@ -33,7 +34,7 @@ func connect(t *testing.T, opts Options) (*mcp.ClientSession, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pol, err := policy.Resolve(policy.Options{Cwd: ws, Getenv: func(string) string { return "" }})
+	pol, err := rawpolicy.Resolve(policy.Options{Cwd: ws}, func(string) string { return "" }, runtime.GOOS)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -211,7 +212,7 @@ func TestServeClientHangsUp(t *testing.T) {
 		t.Skip("sandbox sessions are exercised on Linux")
 	}
 	ws, _ := filepath.EvalSymlinks(t.TempDir())
-	pol, err := policy.Resolve(policy.Options{Cwd: ws, Getenv: func(string) string { return "" }})
+	pol, err := rawpolicy.Resolve(policy.Options{Cwd: ws}, func(string) string { return "" }, runtime.GOOS)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -251,7 +252,7 @@ func TestServeClientHangsUp(t *testing.T) {
 // an in-memory pipe.
 func BenchmarkRunTrue(b *testing.B) {
 	ws, _ := filepath.EvalSymlinks(b.TempDir())
-	pol, err := policy.Resolve(policy.Options{Cwd: ws, Getenv: func(string) string { return "" }})
+	pol, err := rawpolicy.Resolve(policy.Options{Cwd: ws}, func(string) string { return "" }, runtime.GOOS)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -233,7 +233,7 @@ func displayHost(h string) string {
 }
 
 // ParseRules parses allow and deny lists. Each error names the list
-// (allowedKey or deniedKey, such as "--allow-domain" or
+// (allowedKey or deniedKey, such as "Options.AllowDomains" or
 // "network.allowed_domains in /x/config.toml") and the value.
 func ParseRules(allowed []string, allowedKey string, denied []string, deniedKey string, allowLocal bool) (*Rules, error) {
 	r := &Rules{AllowLocal: allowLocal}
