@@ -13,12 +13,12 @@ import (
 // these bytes and serves a request only from a sandbox prepared for
 // exactly them.
 func (p *Policy) Encode() ([]byte, error) {
-	if p.Egress != nil {
+	if p.f.Egress != nil {
 		// An allow-list holds parsed patterns whose JSON form is not
 		// canonical; nothing that needs Encode serves one.
 		return nil, errors.New("policy: a policy with an allow-list has no canonical encoding")
 	}
-	return json.Marshal(p)
+	return json.Marshal(p.f)
 }
 
 // Decode is the inverse of [Policy.Encode]. It refuses bytes that do not
@@ -29,19 +29,19 @@ func Decode(b []byte) (*Policy, error) {
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	var p Policy
-	if err := dec.Decode(&p); err != nil {
+	if err := dec.Decode(&p.f); err != nil {
 		return nil, fmt.Errorf("policy: decode: %w", err)
 	}
 	if dec.More() {
 		return nil, errors.New("policy: decode: trailing data")
 	}
-	if p.Egress != nil {
+	if p.f.Egress != nil {
 		return nil, errors.New("policy: decode: an allow-list has no canonical encoding")
 	}
 	// The tool's relocation rule is code, not data: take it from this
 	// build's table, by name.
-	for i := range p.ToolCaches {
-		c := &p.ToolCaches[i]
+	for i := range p.f.ToolCaches {
+		c := &p.f.ToolCaches[i]
 		found := false
 		for _, d := range knownCaches {
 			if d.Name == c.Name {

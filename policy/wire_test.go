@@ -14,11 +14,11 @@ func TestEncodeDecodeRoundTrip(t *testing.T) {
 	}
 	home := t.TempDir()
 	env := map[string]string{"HOME": home, "XDG_STATE_HOME": filepath.Join(home, "state"), "GOCACHE": filepath.Join(home, "gocache")}
-	p, err := Resolve(Options{Cwd: ws, AddDirs: []string{t.TempDir()}, Getenv: func(k string) string { return env[k] }})
+	p, err := Resolve(Options{Cwd: ws, AddDirs: []string{t.TempDir()}, getenv: func(k string) string { return env[k] }, goos: "linux"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(p.ToolCaches) == 0 {
+	if len(p.ToolCaches()) == 0 {
 		t.Fatal("want tool caches in the policy, so that their rules are carried over")
 	}
 	b, err := p.Encode()
@@ -29,9 +29,9 @@ func TestEncodeDecodeRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i, c := range p.ToolCaches {
+	for i, c := range p.ToolCaches() {
 		envs := []string{"GOCACHE=/old"}
-		if got, want := q.ToolCaches[i].PrivateEnvAt("/d", envs), c.PrivateEnvAt("/d", envs); got != want {
+		if got, want := q.ToolCaches()[i].PrivateEnvAt("/d", envs), c.PrivateEnvAt("/d", envs); got != want {
 			t.Errorf("cache %s: decoded relocation %q, want %q", c.Name, got, want)
 		}
 	}

@@ -4,10 +4,12 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/agentbox/agentbox/internal/agentdirs"
 	"github.com/agentbox/agentbox/internal/resident"
 	"github.com/agentbox/agentbox/policy"
 	"github.com/agentbox/agentbox/sandbox"
@@ -20,7 +22,7 @@ import (
 // status and its contract, the timeout message, the report, the notes of
 // the post-run checks.
 func runResident(pol *policy.Policy, timeout time.Duration, args []string, stdin io.Reader, stdout, stderr io.Writer, rep *reportFile, sigs <-chan os.Signal) (handled bool, err error) {
-	state := sandbox.StateDir()
+	state := agentdirs.State(os.Getenv, runtime.GOOS)
 	if state == "" || resident.Disabled(os.Getenv, false) {
 		return false, nil
 	}
@@ -65,7 +67,7 @@ func runResident(pol *policy.Policy, timeout time.Duration, args []string, stdin
 
 // stopResident stops the resident helper, if one runs.
 func stopResident() error {
-	state := sandbox.StateDir()
+	state := agentdirs.State(os.Getenv, runtime.GOOS)
 	if state == "" {
 		return nil
 	}

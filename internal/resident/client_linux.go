@@ -151,7 +151,7 @@ func BinaryID(path string) (string, error) {
 // run treats specially (a pseudo-terminal of its own, a reopened file, a
 // relay): those runs start on their own.
 func Eligible(pol *policy.Policy, stdio [3]*os.File) bool {
-	if pol.Mode == policy.DangerFullAccess || pol.Egress != nil {
+	if pol.Mode() == policy.DangerFullAccess || pol.Egress() != nil {
 		return false
 	}
 	for _, f := range stdio {

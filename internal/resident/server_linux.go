@@ -10,6 +10,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"reflect"
+	"runtime"
 	"strconv"
 	"sync"
 	"syscall"
@@ -17,6 +18,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/agentbox/agentbox/internal/agentdirs"
+	"github.com/agentbox/agentbox/internal/rawpolicy"
 	"github.com/agentbox/agentbox/internal/resident/shim"
 	"github.com/agentbox/agentbox/policy"
 	"github.com/agentbox/agentbox/sandbox"
@@ -77,7 +80,7 @@ func Serve(stateDir string) error {
 	s := &server{stateDir: stateDir, dir: Dir(stateDir), idle: idlePeriod(),
 		sessions: map[string]*entry{}, last: time.Now(), quit: make(chan struct{})}
 	s.sock = filepath.Join(s.dir, "sock")
-	if got := sandbox.StateDir(); got != stateDir {
+	if got := agentdirs.State(os.Getenv, runtime.GOOS); got != stateDir {
 		// The sessions would keep their placeholder records elsewhere
 		// than the CLIs they serve.
 		return fmt.Errorf("state directory %q from the environment, not %q", got, stateDir)
@@ -473,7 +476,7 @@ func (s *server) prepare(e *entry, r *runRequest, polBytes []byte) {
 		e.refuse = err.Error()
 		return
 	}
-	if pol.Mode == policy.DangerFullAccess || pol.Egress != nil {
+	if pol.Mode() == policy.DangerFullAccess || pol.Egress() != nil {
 		e.refuse = "not a policy the helper serves"
 		return
 	}
@@ -498,7 +501,7 @@ func (s *server) prepare(e *entry, r *runRequest, polBytes []byte) {
 	}
 	e.pol, e.roots = pol, r.Roots
 	e.placeholders = map[string]rootID{}
-	for _, pr := range pol.Protected {
+	for _, pr := range pol.Protected() {
 		if pr.Kind != policy.Missing || pr.Root == "" {
 			continue
 		}
@@ -530,15 +533,15 @@ func (s *server) alias(key string, r *runRequest, polBytes []byte) *entry {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, e := range s.sessions {
+		have := e.pol.Protected()
+		norm := rawpolicy.Of(reqPol)
 		if !isReady(e) || e.s == nil || len(e.placeholders) == 0 || len(e.roots) != len(r.Roots) ||
-			len(e.pol.Protected) != len(reqPol.Protected) {
+			len(have) != len(norm.Protected) {
 			continue
 		}
-		norm := *reqPol
-		norm.Protected = append([]policy.Protected(nil), reqPol.Protected...)
 		ok := true
 		for i, pr := range norm.Protected {
-			if e.pol.Protected[i].Kind == policy.Missing && pr.Kind == policy.Dir {
+			if have[i].Kind == policy.Missing && pr.Kind == policy.Dir {
 				if _, held := e.placeholders[pr.Path]; !held {
 					ok = false
 					break
@@ -549,7 +552,7 @@ func (s *server) alias(key string, r *runRequest, polBytes []byte) *entry {
 		if !ok {
 			continue
 		}
-		a, err1 := norm.Encode()
+		a, err1 := rawpolicy.New(norm).Encode()
 		b, err2 := e.pol.Encode()
 		if err1 != nil || err2 != nil || !bytes.Equal(a, b) {
 			continue

@@ -154,11 +154,11 @@ func currentRlimits() ([][2]uint64, error) {
 // prepared mount tree does not cover) and the tool caches' host
 // directories. Paths are lstat'ed: a symlink is itself what is protected.
 func rootIDs(pol *policy.Policy) []rootID {
-	paths := append([]string{pol.Cwd}, pol.WritableRoots...)
-	for _, pr := range pol.Protected {
+	paths := append([]string{pol.Cwd()}, pol.WritableRoots()...)
+	for _, pr := range pol.Protected() {
 		paths = append(paths, pr.Path)
 	}
-	for _, c := range pol.ToolCaches {
+	for _, c := range pol.ToolCaches() {
 		if c.Host != "" {
 			paths = append(paths, c.Host)
 		}
