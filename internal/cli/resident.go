@@ -78,6 +78,7 @@ func stopResident() error {
 // not for users to call).
 func newResident() *cobra.Command {
 	var state string
+	var detach bool
 	cmd := &cobra.Command{
 		Use:    "resident --state-dir DIR",
 		Short:  "The per-user resident helper (started by agentbox run)",
@@ -87,12 +88,17 @@ func newResident() *cobra.Command {
 			if state == "" {
 				return failure("resident: --state-dir is required")
 			}
-			if err := resident.Serve(state); err != nil {
+			run := resident.Serve
+			if detach {
+				run = resident.Detach
+			}
+			if err := run(state); err != nil {
 				return failure("resident: %v", err)
 			}
 			return nil
 		},
 	}
 	cmd.Flags().StringVar(&state, "state-dir", "", "agentbox's state directory")
+	cmd.Flags().BoolVar(&detach, "detach", false, "start the helper and exit")
 	return cmd
 }

@@ -188,38 +188,48 @@ func spawn(stateDir string) {
 	if helperAlive(dir) {
 		return
 	}
-	cmd := exec.Command("/proc/self/exe", "resident", "--state-dir", stateDir)
-	// Detached: a session of its own, no descriptor of ours (stdio is
-	// /dev/null), the root as its directory, and only the environment
-	// it needs to find agentbox's state.
-	cmd.Dir = "/"
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	// Through an intermediate process that starts the helper and exits:
+	// the helper is then nobody's child here (this CLI's caller sees no
+	// extra child of it, and the helper is reparented away).
+	cmd := helperCommand(stateDir, true)
 	for _, k := range []string{"HOME", "XDG_STATE_HOME", "PATH", idleEnv} {
 		if v, ok := os.LookupEnv(k); ok {
 			cmd.Env = append(cmd.Env, k+"="+v)
 		}
 	}
-	if cmd.Env == nil {
-		cmd.Env = []string{}
-	}
-	if err := cmd.Start(); err != nil {
+	if err := cmd.Run(); err != nil {
 		return
 	}
-	exited := make(chan struct{})
-	go func() {
-		cmd.Wait()
-		close(exited)
-	}()
 	// Hold the spawn lock until the helper holds its own (or gave up),
 	// so that a racing CLI does not start a second one.
-	deadline := time.Now().Add(time.Second)
-	for time.Now().Before(deadline) && !helperAlive(dir) {
-		select {
-		case <-exited:
-			return
-		case <-time.After(2 * time.Millisecond):
-		}
+	for deadline := time.Now().Add(time.Second); time.Now().Before(deadline) && !helperAlive(dir); {
+		time.Sleep(2 * time.Millisecond)
 	}
+}
+
+// helperCommand is the helper (or, with detach, the process that starts
+// it), detached: a session of its own, no descriptor of ours (stdio is
+// /dev/null), the root as its directory, and only the environment the
+// caller adds (what it needs to find agentbox's state).
+func helperCommand(stateDir string, detach bool) *exec.Cmd {
+	args := []string{"resident", "--state-dir", stateDir}
+	if detach {
+		args = append(args, "--detach")
+	}
+	cmd := exec.Command("/proc/self/exe", args...)
+	cmd.Dir = "/"
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	cmd.Env = []string{}
+	return cmd
+}
+
+// Detach starts the helper for stateDir with this process's environment
+// and returns without waiting for it: `agentbox resident --detach`, the
+// intermediate process spawn runs.
+func Detach(stateDir string) error {
+	cmd := helperCommand(stateDir, false)
+	cmd.Env = os.Environ()
+	return cmd.Start()
 }
 
 // helperAlive reports whether a helper holds dir's lock.

@@ -30,3 +30,6 @@ func Serve(stateDir string) error {
 
 // Stop has nothing to stop here.
 func Stop(stateDir string) error { return nil }
+
+// Detach fails: only Linux has a resident helper.
+func Detach(stateDir string) error { return Serve(stateDir) }
