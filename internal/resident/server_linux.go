@@ -115,10 +115,14 @@ func Serve(stateDir string) error {
 	if err != nil {
 		return err
 	}
-	defer lock.Close()
 	if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		lock.Close()
 		return nil
 	}
+	// Not closed: the lock goes with the process, so that whoever waits
+	// for it (agentbox cleanup) sees the helper gone, not exiting. (Held
+	// in a package variable: a finalizer must not close it either.)
+	heldLock = lock
 	// Our pid, for `agentbox cleanup` when the socket cannot reach us.
 	lock.Truncate(0)
 	lock.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
@@ -141,6 +145,9 @@ func Serve(stateDir string) error {
 	s.watch()
 	return nil
 }
+
+// heldLock is the helper's lock file, open until the process exits.
+var heldLock *os.File
 
 // checkDir refuses a helper directory that is not a real directory of
 // ours with mode 0700.
