@@ -31,6 +31,7 @@ import (
 type gitTarget struct {
 	path string
 	why  string
+	file bool // git reads it as a file (see Protected.FileWhenMissing)
 }
 
 // gitRunKeys are the variables whose value is a command git runs (through
@@ -90,6 +91,15 @@ var gitRunKeys = map[string]bool{
 	"lfs.*.path":   true,
 	"lfs.*.clean":  true,
 	"lfs.*.smudge": true,
+}
+
+// gitFileKeys are the gitPathKeys that name a file git reads (the rest
+// name directories, or files read by a program git runs).
+var gitFileKeys = map[string]bool{
+	"core.attributesfile":        true,
+	"core.excludesfile":          true,
+	"gpg.ssh.allowedsignersfile": true,
+	"gpg.ssh.revocationfile":     true,
 }
 
 // gitPathKeys are variables naming a file or directory git runs from
@@ -275,7 +285,7 @@ func (s *gitScan) loadGlobal() error {
 		}
 	}
 	for _, f := range files {
-		s.target(f, "git config file")
+		s.fileTarget(f, "git config file")
 		vars, err := s.loadFile(f, 0)
 		if err != nil {
 			return err
@@ -374,7 +384,7 @@ func (s *gitScan) loadConfig1(path string, depth int, planted bool) ([]gitConfig
 		if !filepath.IsAbs(inc) {
 			inc = joinRaw(filepath.Dir(path), inc)
 		}
-		s.target(inc, "included from "+v.where())
+		s.fileTarget(inc, "included from "+v.where())
 		sub, err := s.loadConfig(inc, depth+1, planted)
 		if err != nil {
 			return nil, err
@@ -550,7 +560,11 @@ func (s *gitScan) applyVars(vars []gitConfigVar, repo gitRepo) error {
 				}
 				continue
 			}
-			s.target(p, v.where())
+			if gitFileKeys[pat] {
+				s.fileTarget(p, v.where())
+			} else {
+				s.target(p, v.where())
+			}
 			// husky 9 sets core.hooksPath = .husky/_, whose generated
 			// hooks run the user's scripts in .husky/ itself.
 			if pat == "core.hookspath" && filepath.Base(filepath.Clean(p)) == "_" {
@@ -634,9 +648,14 @@ func (s *gitScan) inRoot(p string) bool {
 
 // target records p if it lies inside a writable root (elsewhere it is
 // read-only anyway).
-func (s *gitScan) target(p, why string) {
-	if filepath.IsAbs(p) && s.inRoot(p) {
-		s.out = append(s.out, gitTarget{path: p, why: why})
+func (s *gitScan) target(p, why string) { s.add(gitTarget{path: p, why: why}) }
+
+// fileTarget records p, which git reads as a file, like target.
+func (s *gitScan) fileTarget(p, why string) { s.add(gitTarget{path: p, why: why, file: true}) }
+
+func (s *gitScan) add(t gitTarget) {
+	if filepath.IsAbs(t.path) && s.inRoot(t.path) {
+		s.out = append(s.out, t)
 	}
 }
 

@@ -242,6 +242,32 @@ func TestGlobalGitConfigInRoot(t *testing.T) {
 	wantProtected(t, p, filepath.Join(home, "hooks"), Missing)
 }
 
+// Missing paths git reads as files (config files, includes, ignore and
+// attributes files) are marked so a backend puts an empty file there, not
+// a directory git would choke on; hooks and programs are not.
+func TestGitConfigMissingFiles(t *testing.T) {
+	home := realTemp(t)
+	write(t, filepath.Join(home, ".config", "git", "keep"), "")
+	write(t, filepath.Join(home, ".git", "config"), "[include]\n\tpath = ~/local.cfg\n[core]\n\texcludesFile = ignore\n\thooksPath = hooks\n\tpager = ./pager.sh\n")
+	p, err := resolveIn(t, home, map[string]string{"HOME": home})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for path, file := range map[string]bool{
+		".gitconfig": true, "local.cfg": true, "ignore": true,
+		"hooks": false, "pager.sh": false, ".codex": false,
+	} {
+		pr, ok := findProtected(p, filepath.Join(home, path))
+		if !ok || pr.Kind != Missing {
+			t.Errorf("%s: protected %v as %v, want missing", path, ok, pr.Kind)
+			continue
+		}
+		if pr.FileWhenMissing != file {
+			t.Errorf("%s: FileWhenMissing = %v, want %v", path, pr.FileWhenMissing, file)
+		}
+	}
+}
+
 // Another run's placeholder for the missing ~/.gitconfig (an empty
 // directory) while this run resolves its policy: no config, no error, and
 // the directory is held like any protected one.

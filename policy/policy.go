@@ -162,6 +162,12 @@ type Protected struct {
 	Root string
 	// Why explains the protection in messages: ".git in /w", "gitdir of /w/.git".
 	Why string
+	// FileWhenMissing: git reads this path as a file (a config file, an
+	// include, an ignore or attributes file). Where it is Missing and a
+	// backend must put something at its name, an empty read-only file
+	// keeps git working; a directory there is a fatal "bad config line"
+	// for an include.
+	FileWhenMissing bool
 }
 
 // Resolve turns options and config into a Policy. It fails when a writable

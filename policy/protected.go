@@ -23,6 +23,7 @@ import (
 // executable).
 func protectedPaths(roots, names []string, extra []string, getenv func(string) string) ([]Protected, error) {
 	byPath := map[string]Protected{}
+	files := map[string]bool{} // resolved paths git reads as files
 	var add, addResolved func(path, why string, depth int) error
 	add = func(path, why string, depth int) error {
 		if depth > 16 {
@@ -114,6 +115,10 @@ func protectedPaths(roots, names []string, extra []string, getenv func(string) s
 			// it rather than fail every later run. The links met on
 			// the way are protected before any error.
 			_ = addResolved(t.path, t.why, 0)
+			if t.file {
+				target, _ := resolve(t.path)
+				files[target] = true
+			}
 		}
 	}
 	for _, e := range extra {
@@ -123,6 +128,7 @@ func protectedPaths(roots, names []string, extra []string, getenv func(string) s
 	}
 	out := make([]Protected, 0, len(byPath))
 	for _, pr := range byPath {
+		pr.FileWhenMissing = pr.Kind == Missing && files[pr.Path]
 		out = append(out, pr)
 	}
 	slices.SortFunc(out, func(a, b Protected) int { return comparePaths(a.Path, b.Path) })

@@ -97,12 +97,12 @@ func TestElevatedWithoutSetup(t *testing.T) {
 	}
 }
 
-// TestElevatedOutdatedSetup: an old marker, or one whose firewall leaves
-// loopback ports open the policy does not ask for, also stops the run.
+// TestElevatedOutdatedSetup: an old or incomplete marker also stops the
+// run (a marker without the proxy range that an allow-list needs:
+// TestElevatedAllowListNeedsProxyPorts).
 func TestElevatedOutdatedSetup(t *testing.T) {
 	for name, edit := range map[string]func(*winsetup.Marker){
 		"old version": func(m *winsetup.Marker) { m.Version = winsetup.Version - 1 },
-		"proxy ports": func(m *winsetup.Marker) { m.ProxyPorts = []int{8080} },
 		"no group":    func(m *winsetup.Marker) { m.GroupSID = "" },
 	} {
 		t.Run(name, func(t *testing.T) {

@@ -125,8 +125,6 @@ func checkEgress(pol *policy.Policy) error {
 		return nil
 	}
 	switch {
-	case runtime.GOOS == "windows" && pol.Windows() == policy.Elevated:
-		return fmt.Errorf(`allow-listed egress (Options.AllowDomains, [network] allowed_domains) is not available in Windows elevated mode yet (its firewall opens no proxy port): use [windows] sandbox = "unelevated", where it is advisory, or run with the network off: %w`, ErrUnsupported)
 	case runtime.GOOS != "linux" && runtime.GOOS != "darwin" && runtime.GOOS != "windows":
 		return fmt.Errorf("allow-listed egress (Options.AllowDomains, [network] allowed_domains) is not available on %s: %w", runtime.GOOS, ErrUnsupported)
 	}
@@ -162,11 +160,17 @@ func hostLoopbackProxy(pol *policy.Policy) (*netproxy.Server, []net.Listener, er
 type proxiedProcess struct {
 	process
 	proxy *netproxy.Server
+	// after, when set, runs once the proxy is closed: it releases what
+	// only the proxy used (Windows elevated mode's ports and job handle).
+	after func()
 }
 
 func (p *proxiedProcess) Wait() (*Status, error) {
 	st, err := p.process.Wait()
 	p.proxy.Close()
+	if p.after != nil {
+		p.after()
+	}
 	return st, err
 }
 

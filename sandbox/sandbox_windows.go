@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/windows"
 
 	"github.com/agentbox/agentbox/internal/rawpolicy"
+	"github.com/agentbox/agentbox/internal/windows/loopguard"
 	winsetup "github.com/agentbox/agentbox/internal/windows/setup"
 	"github.com/agentbox/agentbox/internal/windows/sid"
 	"github.com/agentbox/agentbox/internal/windows/unelevated"
@@ -385,6 +386,9 @@ func doctor(pol *policy.Policy) *Report {
 			add("network", false, "off, NOT enforced: "+err.Error()+"; elevated runs with the network off refuse to start")
 			r.Missing = append(r.Missing, err.Error())
 			r.CanSandbox = false
+		} else if pol != nil && pol.Egress() != nil {
+			add("network", true, "allow-list, enforced: the Windows Firewall lets "+winsetup.OfflineUser+
+				" reach only TCP 127.0.0.1 on agentbox's proxy ports, and the run's proxy serves only the run's own processes (see \"proxy ports\")")
 		} else {
 			add("network", true, elevatedNetworkNote)
 		}
@@ -407,7 +411,7 @@ const elevatedNetworkNote = "off, enforced: the Windows Firewall (on for every p
 // missing or outdated setup means no elevated run can start.
 func doctorSetup(r *Report, add func(string, bool, string)) {
 	st := winsetup.GetStatus()
-	_, _, err := elevatedGroup()
+	_, _, err := elevatedGroup(false)
 	switch {
 	case err == nil:
 		m := st.Marker
@@ -425,6 +429,7 @@ func doctorSetup(r *Report, add func(string, bool, string)) {
 	if st.Marker == nil {
 		return
 	}
+	doctorProxyPorts(r, add, st.Marker.ProxyPorts)
 	progress := filepath.Join(st.Base, winsetup.ProgressLog)
 	if st.GrantsDone {
 		add("read grants", true, fmt.Sprintf("done: the sandbox users may read %d granted path(s)", st.Granted))
@@ -432,6 +437,33 @@ func doctorSetup(r *Report, add func(string, bool, string)) {
 		// Not a failure: runs work, some reads may not yet.
 		add("read grants", true, fmt.Sprintf("in progress in the background (%d path(s) so far; see %s): until done, files outside the writable roots may be unreadable", st.Granted, progress))
 	}
+}
+
+// doctorProxyPorts reports the proxy range the firewall leaves open to
+// the Offline user, and whether a foreign listener holds a port of it now
+// (which makes every Offline run refuse to start).
+func doctorProxyPorts(r *Report, add func(string, bool, string), open []int) {
+	if len(open) == 0 {
+		add("proxy ports", true, "none open: the Offline user reaches no loopback port; allow-listed egress needs `agentbox setup` again")
+		return
+	}
+	rng := "127.0.0.1:" + winsetup.PortList(open)
+	rows, err := loopguard.Table()
+	if err == nil {
+		dir, derr := unelevated.StateDir()
+		if derr != nil {
+			err = derr
+		} else {
+			err = loopguard.Check(open, rows, loopguard.Owned(dir))
+		}
+	}
+	if err != nil {
+		add("proxy ports", false, rng+" open to "+winsetup.OfflineUser+": "+err.Error()+"; elevated runs with the network off or an allow-list refuse to start")
+		r.Missing = append(r.Missing, err.Error())
+		r.CanSandbox = false
+		return
+	}
+	add("proxy ports", true, rng+" open to "+winsetup.OfflineUser+" for allow-listed runs' proxies (each run listens on two and serves only processes of its own job; other runs' connections are refused and reported); no other program listens there now (checked again before every Offline run)")
 }
 
 func setup(ctx context.Context, pol *policy.Policy, out io.Writer) error {
@@ -468,10 +500,13 @@ func setupElevated(ctx context.Context, pol *policy.Policy, out io.Writer) error
 		roots = append(roots, pol.Cwd())
 	}
 	roots = append(roots, pol.WritableRoots()...)
-	if err := winsetup.Run(ctx, winsetup.Options{ExtraReadRoots: roots}, out); err != nil {
+	// The proxy range is fixed here, once: the firewall rules that open
+	// it need administrator rights, so every allow-listed run later
+	// shares it (see package loopguard).
+	if err := winsetup.Run(ctx, winsetup.Options{ExtraReadRoots: roots, ProxyPorts: loopguard.DefaultPorts()}, out); err != nil {
 		return uacError(err, "nothing was set up")
 	}
-	group, _, err := elevatedGroup()
+	group, _, err := elevatedGroup(false)
 	if err != nil {
 		return fmt.Errorf("agentbox-setup finished but: %w", err)
 	}
@@ -483,7 +518,8 @@ func setupElevated(ctx context.Context, pol *policy.Policy, out io.Writer) error
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "agentbox: elevated sandbox ready; network blocking is enforced by the firewall for %s\n", winsetup.OfflineUser)
+	fmt.Fprintf(out, "agentbox: elevated sandbox ready; network blocking is enforced by the firewall for %s (allow-listed runs: only agentbox's proxy on 127.0.0.1:%s)\n",
+		winsetup.OfflineUser, winsetup.PortList(loopguard.DefaultPorts()))
 	fmt.Fprintf(out, "agentbox: write ACLs for this workspace: checked %d path(s), modified %d, created %d placeholder(s)\n",
 		sb.ACL.Checked, len(sb.ACL.Modified), len(sb.ACL.Created))
 	return nil
@@ -507,6 +543,9 @@ func cleanup(ctx context.Context, out io.Writer) error {
 	dir, err := unelevated.StateDir()
 	if err != nil {
 		return err
+	}
+	if n := loopguard.Prune(dir, loopguard.Alive); n > 0 {
+		fmt.Fprintf(out, "agentbox: removed %d stale proxy port record(s) from %s\n", n, filepath.Join(dir, loopguard.RegistryDir))
 	}
 	return unelevated.Cleanup(dir, out)
 }

@@ -40,6 +40,9 @@ func helper(name string, args []string) int {
 	if code := sdHelper(name, args); code >= 0 {
 		return code
 	}
+	if code := egressHelper(name, args); code >= 0 {
+		return code
+	}
 	switch name {
 	case "echo": // stdin to stdout, args to stderr, exit with $AGENTBOX_TEST_CODE
 		io.Copy(os.Stdout, os.Stdin)

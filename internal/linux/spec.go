@@ -219,6 +219,9 @@ type HeldDir struct {
 	// Missing: not there when the policy was resolved, so a placeholder
 	// is made for it.
 	Missing bool
+	// File: the placeholder is an empty file rather than a directory
+	// (policy.Protected.FileWhenMissing).
+	File bool
 }
 
 // HeldDirs lists the protected directories inside writable roots that a
@@ -229,7 +232,7 @@ func HeldDirs(p *policy.Policy) []HeldDir {
 	var out []HeldDir
 	for _, pr := range p.Protected() {
 		if (pr.Kind == policy.Missing || pr.Kind == policy.Dir) && pr.Root != "" {
-			out = append(out, HeldDir{pr.Path, pr.Root, pr.Kind == policy.Missing})
+			out = append(out, HeldDir{Path: pr.Path, Root: pr.Root, Missing: pr.Kind == policy.Missing, File: pr.FileWhenMissing})
 		}
 	}
 	return out

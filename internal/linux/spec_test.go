@@ -79,7 +79,7 @@ func TestHeldDirs(t *testing.T) {
 		{Path: "/w/.agents", Kind: policy.File, Root: "/w"},
 		{Path: "/x/.git", Kind: policy.Dir},
 	}})
-	if got := HeldDirs(p); !slices.Equal(got, []HeldDir{{"/w/.git", "/w", false}, {"/w/.codex", "/w", true}}) {
+	if got := HeldDirs(p); !slices.Equal(got, []HeldDir{{Path: "/w/.git", Root: "/w"}, {Path: "/w/.codex", Root: "/w", Missing: true}}) {
 		t.Errorf("HeldDirs = %v", got)
 	}
 }
