@@ -196,11 +196,20 @@ func (s *server) removeSocket() {
 func (s *server) accept() {
 	for {
 		fd, _, err := unix.Accept4(s.ln, unix.SOCK_CLOEXEC)
-		if err != nil {
-			if errors.Is(err, unix.EINTR) || errors.Is(err, unix.ECONNABORTED) {
-				continue
-			}
-			s.stop()
+		switch {
+		case err == nil:
+		case errors.Is(err, unix.EINTR) || errors.Is(err, unix.ECONNABORTED):
+			continue
+		case errors.Is(err, unix.EMFILE) || errors.Is(err, unix.ENFILE) || errors.Is(err, unix.ENOBUFS) || errors.Is(err, unix.ENOMEM):
+			// Transient: the CLIs meanwhile run on their own.
+			time.Sleep(10 * time.Millisecond)
+			continue
+		default:
+			// The listener is gone: serve no one new, and exit once
+			// the commands running now have ended.
+			s.mu.Lock()
+			s.stopping = true
+			s.mu.Unlock()
 			return
 		}
 		s.mu.Lock()
@@ -212,12 +221,14 @@ func (s *server) accept() {
 		s.active++
 		s.mu.Unlock()
 		go func() {
+			defer func() {
+				unix.Close(fd)
+				s.mu.Lock()
+				s.active--
+				s.last = time.Now()
+				s.mu.Unlock()
+			}()
 			s.serve(fd)
-			unix.Close(fd)
-			s.mu.Lock()
-			s.active--
-			s.last = time.Now()
-			s.mu.Unlock()
 		}()
 	}
 }
@@ -540,10 +551,13 @@ func (s *server) alias(key string, r *runRequest, polBytes []byte) *entry {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, e := range s.sessions {
+		// Ready first: e.pol is set (and safe to read) only then.
+		if !isReady(e) || e.s == nil || len(e.placeholders) == 0 || len(e.roots) != len(r.Roots) {
+			continue
+		}
 		have := e.pol.Protected()
 		norm := rawpolicy.Of(reqPol)
-		if !isReady(e) || e.s == nil || len(e.placeholders) == 0 || len(e.roots) != len(r.Roots) ||
-			len(have) != len(norm.Protected) {
+		if len(have) != len(norm.Protected) {
 			continue
 		}
 		ok := true

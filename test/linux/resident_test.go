@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -569,6 +570,39 @@ func TestResidentPlaceholderSameSession(t *testing.T) {
 		ok, r = re.served(t, runOpts{}, nil, `cat /dev/shm/resident-mark`)
 		if !ok || r.stdout != "mark\n" {
 			t.Errorf("the next run (placeholders now on disk) was not served from the same sandbox: %v", r)
+		}
+	})
+}
+
+// TestResidentParallel: many CLIs at once under several policies, while
+// the helper prepares sandboxes for them: every run succeeds with its own
+// confinement (a helper that crashed here, on a sandbox still being
+// prepared, killed the commands it was running).
+func TestResidentParallel(t *testing.T) {
+	forEachUser(t, func(t *testing.T, u *testUser) {
+		fx := newFixture(t, u, noCodex)
+		re := newResidentEnv(t, fx)
+		re.warm(t)
+		policies := [][]string{nil, {"-s", "read-only"}, {"--add-dir", fx.add}, {"--network"}}
+		for round := range 3 {
+			var wg sync.WaitGroup
+			results := make([]result, 12)
+			for i := range results {
+				wg.Go(func() {
+					results[i] = re.run(t, runOpts{timeout: 60 * time.Second}, policies[i%len(policies)],
+						fmt.Sprintf(`echo x > "$ADD/p%d-%d" 2>/dev/null; echo ok`, round, i))
+				})
+			}
+			wg.Wait()
+			for i, r := range results {
+				if r.code != 0 || r.stdout != "ok\n" {
+					t.Errorf("round %d run %d %v: %v", round, i, policies[i%len(policies)], r)
+				}
+				wrote := exists(filepath.Join(fx.add, fmt.Sprintf("p%d-%d", round, i)))
+				if want := i%len(policies) == 2; wrote != want {
+					t.Errorf("round %d run %d %v: wrote the --add-dir root: %v, want %v", round, i, policies[i%len(policies)], wrote, want)
+				}
+			}
 		}
 	})
 }
