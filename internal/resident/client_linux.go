@@ -18,17 +18,6 @@ import (
 	"github.com/agentbox/agentbox/policy"
 )
 
-// Result is how a command the helper ran ended.
-type Result struct {
-	Code, Signal int
-	TimedOut     bool
-	// Failed is set when the command's end could not be learnt
-	// (agentbox's own failure, 125).
-	Failed string
-	// Diag is the run's notes for stderr (git-writes checks).
-	Diag string
-}
-
 // Run runs the command through the helper for stateDir when it can, and
 // says so with handled. When handled is false nothing ran and the caller
 // runs the command itself, as it would have without a helper; the helper

@@ -58,6 +58,17 @@ func idlePeriod() time.Duration {
 	return defaultIdle
 }
 
+// Result is how a command the helper ran ended.
+type Result struct {
+	Code, Signal int
+	TimedOut     bool
+	// Failed is set when the command's end could not be learnt
+	// (agentbox's own failure, 125).
+	Failed string
+	// Diag is the run's notes for stderr (git-writes checks).
+	Diag string
+}
+
 // runRequest is the CLI's request for one command. The policy's canonical
 // bytes travel after it in the same message (see encodeRequest).
 type runRequest struct {

@@ -10,14 +10,6 @@ import (
 	"github.com/agentbox/agentbox/policy"
 )
 
-// Result is how a command the helper ran ended.
-type Result struct {
-	Code, Signal int
-	TimedOut     bool
-	Failed       string
-	Diag         string
-}
-
 // Run never handles a run here: only Linux has a resident helper.
 func Run(stateDir string, pol *policy.Policy, argv []string, timeout time.Duration, stdio [3]*os.File, sigs <-chan os.Signal) (*Result, bool) {
 	return nil, false
