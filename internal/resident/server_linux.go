@@ -526,7 +526,7 @@ func (s *server) prepare(e *entry, r *runRequest, polBytes []byte) {
 		// The placeholder the session made (or joined) for it, now
 		// bound read-only in the sandbox.
 		var st unix.Stat_t
-		if unix.Lstat(pr.Path, &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFDIR {
+		if unix.Lstat(pr.Path, &st) == nil && (st.Mode&unix.S_IFMT == unix.S_IFDIR || st.Mode&unix.S_IFMT == unix.S_IFREG) {
 			e.placeholders[pr.Path] = rootID{Path: pr.Path, Exists: true, Dev: st.Dev, Ino: st.Ino}
 		}
 	}
@@ -537,8 +537,8 @@ func (s *server) prepare(e *entry, r *runRequest, polBytes []byte) {
 // under another key, and files it under this one too. The one case: a
 // session prepared while a protected path was missing made a placeholder
 // for it, which the next CLI's policy resolution sees as an existing
-// directory (same path, Kind Dir instead of Missing, the placeholder's
-// inode). That sandbox binds exactly that inode read-only, as one
+// directory or file (same path, Kind Dir or File instead of Missing, the
+// placeholder's inode). That sandbox binds exactly that inode read-only, as one
 // prepared for the new policy would: everything else must be equal, byte
 // for byte and inode for inode. Without this, every workspace with a
 // missing protected name would get two sessions, and the second a
@@ -562,7 +562,9 @@ func (s *server) alias(key string, r *runRequest, polBytes []byte) *entry {
 		}
 		ok := true
 		for i, pr := range norm.Protected {
-			if have[i].Kind == policy.Missing && pr.Kind == policy.Dir {
+			// A directory placeholder, or a file one (for a path git
+			// reads as a file).
+			if have[i].Kind == policy.Missing && (pr.Kind == policy.Dir || pr.Kind == policy.File) {
 				if _, held := e.placeholders[pr.Path]; !held {
 					ok = false
 					break
