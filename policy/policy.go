@@ -166,7 +166,8 @@ type Protected struct {
 	// include, an ignore or attributes file). Where it is Missing and a
 	// backend must put something at its name, an empty read-only file
 	// keeps git working; a directory there is a fatal "bad config line"
-	// for an include.
+	// for an include. It is set on an existing empty regular File too, which
+	// may be another run's placeholder that the backend must hold.
 	FileWhenMissing bool
 }
 

@@ -128,11 +128,19 @@ func protectedPaths(roots, names []string, extra []string, getenv func(string) s
 	}
 	out := make([]Protected, 0, len(byPath))
 	for _, pr := range byPath {
-		pr.FileWhenMissing = pr.Kind == Missing && files[pr.Path]
+		pr.FileWhenMissing = files[pr.Path] && (pr.Kind == Missing || pr.Kind == File && mayBePlaceholder(pr.Path))
 		out = append(out, pr)
 	}
 	slices.SortFunc(out, func(a, b Protected) int { return comparePaths(a.Path, b.Path) })
 	return out, nil
+}
+
+// mayBePlaceholder reports whether the file at path could be another
+// run's file placeholder: an empty regular file. Anything else (a FIFO a
+// command planted, the user's real config) is never held as one.
+func mayBePlaceholder(path string) bool {
+	fi, err := os.Lstat(path)
+	return err == nil && fi.Mode().IsRegular() && fi.Size() == 0
 }
 
 // isLink reports whether fi (from Lstat of path) is a link to follow: a

@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"github.com/agentbox/agentbox/internal/gitguard"
+	"github.com/agentbox/agentbox/internal/netpolicy"
 	"github.com/agentbox/agentbox/policy"
 )
 
@@ -39,4 +40,13 @@ func (p *gitlinkProcess) Wait() (*Status, error) {
 		p.diag("%s", m)
 	}
 	return st, err
+}
+
+// networkReport passes on the wrapped process's, so that a command's run
+// report keeps its network section under allow_git_writes.
+func (p *gitlinkProcess) networkReport() netpolicy.Report {
+	if r, ok := p.process.(networkReporter); ok {
+		return r.networkReport()
+	}
+	return netpolicy.Report{}
 }

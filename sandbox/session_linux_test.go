@@ -16,11 +16,19 @@ import (
 	"time"
 
 	"github.com/agentbox/agentbox/internal/rawpolicy"
+	"github.com/agentbox/agentbox/policy"
 )
 
 func newTestSession(t *testing.T) (*Session, string) {
 	t.Helper()
 	pol, ws := testPolicy(t)
+	return sessionFor(t, pol), ws
+}
+
+// sessionFor is a session for pol, with its zygote (closed at the test's
+// end).
+func sessionFor(t *testing.T, pol *policy.Policy) *Session {
+	t.Helper()
 	s, err := NewSession(pol)
 	if err != nil {
 		t.Fatal(err)
@@ -29,7 +37,7 @@ func newTestSession(t *testing.T) (*Session, string) {
 		t.Fatal("no session sandbox on this machine (user namespaces unavailable?)")
 	}
 	t.Cleanup(func() { s.Close() })
-	return s, ws
+	return s
 }
 
 func sh(s *Session, script string) *Cmd {
@@ -483,14 +491,7 @@ func TestSessionGitWritesChecked(t *testing.T) {
 	}
 	pol, ws := testPolicyAt(t, dir)
 	pol = rawpolicy.Edit(pol, func(f *rawpolicy.Fields) { f.AllowGitWrites = true })
-	s, err := NewSession(pol)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if s.impl == nil {
-		t.Fatal("no session sandbox on this machine (user namespaces unavailable?)")
-	}
-	defer s.Close()
+	s := sessionFor(t, pol)
 	outside := filepath.Join(t.TempDir(), "bashrc")
 	var diag bytes.Buffer
 	c := sh(s, "mkdir -p .git/logs && ln -s "+outside+" .git/logs/HEAD && echo PLANTED")

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"runtime"
@@ -42,8 +43,8 @@ func StartSession(spec *Spec) (*Session, error) {
 	if spec.Degraded {
 		return nil, errors.New("sessions need user namespaces")
 	}
-	if spec.Proxy || len(spec.ProxyAddrs) > 0 {
-		return nil, errors.New("sessions do not serve an allow-list proxy; start each command on its own")
+	if len(spec.ProxyAddrs) > 0 {
+		return nil, errors.New("a session's allow-list proxy needs the session's own network namespace; degraded runs start each command on its own")
 	}
 	sp := *spec
 	sp.Session = true
@@ -149,18 +150,25 @@ func (s *Session) launch(spec *Spec, control *os.File) error {
 // read dispatches the zygote's answers until the control socket ends.
 func (s *Session) read() {
 	buf := make([]byte, maxPacket)
+	// Room for a command's two proxy listeners.
+	oob := make([]byte, unix.CmsgSpace(2*4))
 	var err error
 	for {
-		var n int
-		n, _, _, _, err = unix.Recvmsg(s.ctl, buf, nil, unix.MSG_CMSG_CLOEXEC)
+		var n, oobn int
+		n, oobn, _, _, err = unix.Recvmsg(s.ctl, buf, oob, unix.MSG_CMSG_CLOEXEC)
 		if errors.Is(err, unix.EINTR) {
 			continue
 		}
 		if err != nil || n == 0 {
 			break
 		}
+		var fds []int
+		if oobn > 0 {
+			fds = parseRights(oob[:oobn])
+		}
 		var r zresp
 		if json.Unmarshal(buf[:n], &r) != nil {
+			closeAll(fds)
 			continue
 		}
 		s.mu.Lock()
@@ -169,7 +177,12 @@ func (s *Session) read() {
 			delete(s.procs, r.ID)
 		}
 		s.mu.Unlock()
+		if p == nil || !r.Started {
+			closeAll(fds)
+			fds = nil
+		}
 		if p != nil {
+			r.fds = fds
 			p.answer(r)
 		}
 	}
@@ -275,6 +288,7 @@ type SessionProcess struct {
 	start chan zresp
 	exit  chan zresp
 	stdio *relay
+	proxy []net.Listener
 }
 
 // answer routes a reply: Started or a start failure to Start, Exited to
@@ -341,9 +355,22 @@ func (s *Session) Start(path string, argv, env []string, dir string, stdio Stdio
 		rl.abort()
 		return nil, startError(r.Code, r.Error)
 	}
+	if len(r.fds) > 0 {
+		if p.proxy, err = listenersOf(r.fds); err != nil {
+			p.Kill()
+			rl.abort()
+			p.Wait()
+			return nil, fmt.Errorf("receiving the command's proxy listeners from the session's sandbox: %w", err)
+		}
+	}
 	rl.run()
 	return p, nil
 }
+
+// ProxyListeners are the command's own HTTP and SOCKS5 proxy listeners on
+// the session's loopback (nil without an allow-list). The caller serves
+// them and closes them when the command has ended.
+func (p *SessionProcess) ProxyListeners() []net.Listener { return p.proxy }
 
 // Wait waits for the command; when it returns, every process the command
 // started is gone too (its pid namespace died with it).

@@ -224,14 +224,17 @@ type HeldDir struct {
 	File bool
 }
 
-// HeldDirs lists the protected directories inside writable roots that a
-// run must hold for its duration: missing ones get a placeholder, and
-// existing ones are held too, because an existing empty directory may be
-// another run's placeholder that would otherwise vanish under us.
+// HeldDirs lists the protected directories (and files git reads) inside
+// writable roots that a run must hold for its duration: missing ones get a
+// placeholder, and existing ones are held too, because an existing empty
+// directory or file may be another run's placeholder that would otherwise
+// vanish under us.
 func HeldDirs(p *policy.Policy) []HeldDir {
 	var out []HeldDir
 	for _, pr := range p.Protected() {
-		if (pr.Kind == policy.Missing || pr.Kind == policy.Dir) && pr.Root != "" {
+		// A file git reads, found existing, may be another run's file
+		// placeholder: held like an existing directory.
+		if (pr.Kind == policy.Missing || pr.Kind == policy.Dir || pr.Kind == policy.File && pr.FileWhenMissing) && pr.Root != "" {
 			out = append(out, HeldDir{Path: pr.Path, Root: pr.Root, Missing: pr.Kind == policy.Missing, File: pr.FileWhenMissing})
 		}
 	}

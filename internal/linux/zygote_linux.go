@@ -60,7 +60,8 @@ type zreq struct {
 }
 
 // zresp answers a request: one Started (or Error) per start, then one
-// Exited.
+// Exited. With an allow-list, Started carries the command's two proxy
+// listeners as SCM_RIGHTS (HTTP, then SOCKS5; see commandListeners).
 type zresp struct {
 	ID      uint64 `json:"id"`
 	Started bool   `json:"started,omitempty"`
@@ -69,6 +70,8 @@ type zresp struct {
 	Signal  int    `json:"signal,omitempty"`
 	Error   string `json:"error,omitempty"`
 	Code    int    `json:"code,omitempty"`
+
+	fds []int // received with the answer (the client's side only)
 }
 
 // maxPacket bounds a control message; larger start requests travel in a
@@ -91,10 +94,13 @@ type zygote struct {
 	jobs chan job
 }
 
-// job is a start request and the command's stdio.
+// job is a start request, the command's stdio and, with an allow-list,
+// its proxy listeners and their ports.
 type job struct {
 	r     zreq
 	stdio [3]int
+	proxy []int
+	ports []int
 }
 
 // zcmd is a running command. pidfd names it without the race of a
@@ -134,7 +140,7 @@ func runZygote(spec *Spec, report func(message)) {
 	if spec.Landlock {
 		// Every thread of the zygote first, with the commands'
 		// filesystem rules and no scoping, as a lone run's init does
-		// (applyWalls): its threads that serve the session (signals,
+		// (landlockWalls): its threads that serve the session (signals,
 		// the supervisors' connects) then write nowhere a command
 		// cannot, and each command's own domain nests inside this one,
 		// so no command can reach these threads (Landlock lets a domain
@@ -153,7 +159,7 @@ func runZygote(spec *Spec, report func(message)) {
 }
 
 // seccompOptions is the filter of a session's commands: that of a lone
-// run (see applyWalls), plus CLONE_NEWPID for the zygote's own fork.
+// run (see installSeccomp), plus CLONE_NEWPID for the zygote's own fork.
 func seccompOptions(spec *Spec) seccomp.Options {
 	return seccomp.Options{
 		DenyInetSockets:        spec.DenyInetSockets,
@@ -215,7 +221,16 @@ func (z *zygote) serve() {
 				z.send(zresp{ID: r.ID, Error: fmt.Sprintf("session: %v", err), Code: exitcode.SandboxFailure})
 				continue
 			}
-			go func(j job) { z.jobs <- j }(job{r, stdio})
+			j := job{r: r, stdio: stdio}
+			if z.spec.Proxy {
+				var err error
+				if j.proxy, j.ports, err = commandListeners(); err != nil {
+					closeAll(stdio[:])
+					z.send(zresp{ID: r.ID, Error: fmt.Sprintf("session: the command's proxy listeners: %v", err), Code: exitcode.SandboxFailure})
+					continue
+				}
+			}
+			go func(j job) { z.jobs <- j }(j)
 		case "signal", "kill":
 			closeAll(fds)
 			sig := syscall.SIGKILL
@@ -233,12 +248,19 @@ func (z *zygote) serve() {
 	}
 }
 
-func (z *zygote) send(r zresp) {
+func (z *zygote) send(r zresp) { z.sendFDs(r, nil) }
+
+// sendFDs sends r with fds as SCM_RIGHTS.
+func (z *zygote) sendFDs(r zresp, fds []int) {
 	b, _ := json.Marshal(r)
+	var oob []byte
+	if len(fds) > 0 {
+		oob = unix.UnixRights(fds...)
+	}
 	z.sendMu.Lock()
 	defer z.sendMu.Unlock()
 	for {
-		err := unix.Sendmsg(controlFD, b, nil, nil, unix.MSG_NOSIGNAL)
+		err := unix.Sendmsg(controlFD, b, oob, nil, unix.MSG_NOSIGNAL)
 		if !errors.Is(err, unix.EINTR) {
 			return
 		}
@@ -259,10 +281,11 @@ func (z *zygote) worker() {
 	r, stdio := j.r, j.stdio
 	pid, pidfd, code, err := 0, -1, exitcode.SandboxFailure, perr
 	if err == nil {
-		pid, pidfd, code, err = z.fork(r, stdio)
+		pid, pidfd, code, err = z.fork(r, stdio, j.ports)
 	}
 	closeAll(stdio[:])
 	if err != nil {
+		closeAll(j.proxy)
 		z.send(zresp{ID: r.ID, Error: err.Error(), Code: code})
 		go z.worker()
 		return
@@ -271,7 +294,11 @@ func (z *zygote) worker() {
 	z.mu.Lock()
 	z.cmds[r.ID] = c
 	z.mu.Unlock()
-	z.send(zresp{ID: r.ID, Started: true})
+	// The listeners go to agentbox with the answer, and the zygote keeps
+	// no copy: agentbox's closing them when the command ends is their
+	// end (the command never had them: they are close-on-exec).
+	z.sendFDs(zresp{ID: r.ID, Started: true}, j.proxy)
+	closeAll(j.proxy)
 	// The next command's thread, now that this one is started: preparing
 	// it earlier would compete for the CPU with this start.
 	go z.worker()
@@ -341,8 +368,9 @@ func (z *zygote) prepare() (*unixsock.Supervisor, error) {
 	return nil, nil
 }
 
-// fork starts the command from the calling, prepared thread.
-func (z *zygote) fork(r zreq, stdio [3]int) (pid, pidfd, code int, err error) {
+// fork starts the command from the calling, prepared thread. ports, with
+// an allow-list, are those of the command's own proxy listeners.
+func (z *zygote) fork(r zreq, stdio [3]int, ports []int) (pid, pidfd, code int, err error) {
 	spec := z.spec
 	fail := func(code int, err error) (int, int, int, error) {
 		return 0, -1, code, err
@@ -353,6 +381,10 @@ func (z *zygote) fork(r zreq, stdio [3]int) (pid, pidfd, code int, err error) {
 	env := r.Env
 	for _, kv := range spec.Env {
 		env = replaceEnv(env, kv)
+	}
+	if len(ports) == 2 {
+		// As in a lone run, the proxy variables win over the caller's.
+		env = withProxyEnv(env, loopbackAddrs(ports))
 	}
 	dir := spec.Cwd
 	if r.Dir != "" {
@@ -436,7 +468,7 @@ func landlockRoots(spec *Spec) []string {
 
 // restrictLandlock gives this thread (and so the command) a Landlock
 // domain of its own, nested in the zygote's, with the rules of a lone
-// run's command (see applyWalls).
+// run's command (see landlockWalls).
 func restrictLandlock(spec *Spec) error {
 	abi, _ := landlock.ABI()
 	scoped := abi >= 6
