@@ -73,17 +73,28 @@ func restrict(cfg Config) (Applied, error) {
 // raw syscalls: go-landlock always restricts every thread. The caller
 // must hold runtime.LockOSThread and have set no_new_privs on this thread.
 func restrictThread(c landlock.Config, rules []pathRule) error {
+	fd, err := buildRuleset(c, rules)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	return restrictSelf(fd)
+}
+
+// buildRuleset creates a ruleset holding rules and returns its fd
+// (close-on-exec, as landlock_create_ruleset makes every ruleset fd).
+func buildRuleset(c landlock.Config, rules []pathRule) (int, error) {
 	attr := ll.RulesetAttr{HandledAccessFS: uint64(c.HandledAccessFS), Scoped: uint64(c.Scoped)}
 	fd, err := ll.LandlockCreateRuleset(&attr, 0)
 	if err != nil {
-		return &os.SyscallError{Syscall: "landlock_create_ruleset", Err: err}
+		return -1, &os.SyscallError{Syscall: "landlock_create_ruleset", Err: err}
 	}
-	defer unix.Close(fd)
 	for _, r := range rules {
 		for _, p := range r.paths {
 			pfd, err := unix.Open(p, unix.O_PATH|unix.O_CLOEXEC, 0)
 			if err != nil {
-				return &os.PathError{Op: "open", Path: p, Err: err}
+				unix.Close(fd)
+				return -1, &os.PathError{Op: "open", Path: p, Err: err}
 			}
 			access := r.access
 			if fi, err := os.Stat(p); err == nil && !fi.IsDir() {
@@ -93,12 +104,63 @@ func restrictThread(c landlock.Config, rules []pathRule) error {
 			err = ll.LandlockAddPathBeneathRule(fd, &ll.PathBeneathAttr{AllowedAccess: uint64(access), ParentFd: pfd}, 0)
 			unix.Close(pfd)
 			if err != nil {
-				return &os.PathError{Op: "landlock_add_rule", Path: p, Err: err}
+				unix.Close(fd)
+				return -1, &os.PathError{Op: "landlock_add_rule", Path: p, Err: err}
 			}
 		}
 	}
+	return fd, nil
+}
+
+func restrictSelf(fd int) error {
 	if err := ll.LandlockRestrictSelf(fd, 0); err != nil {
 		return &os.SyscallError{Syscall: "landlock_restrict_self", Err: err}
 	}
 	return nil
 }
+
+// Ruleset is the ruleset of [Restrict] with [Config].ThisThread, built
+// once so that many threads can each be restricted by it without opening
+// the paths and adding the rules again: a session's zygote restricts one
+// thread per command. Every [Ruleset.RestrictThread] makes a domain of
+// its own (the kernel copies the rules into a new domain each time), so
+// threads restricted from one Ruleset are as separate as threads
+// restricted by separate Restrict calls: scoping keeps each one's
+// signals and abstract sockets, and ptrace, within its own domain. The
+// rules hold the inodes the paths named when the Ruleset was built.
+type Ruleset struct {
+	fd      int
+	applied Applied
+}
+
+// NewRuleset checks cfg as Restrict does and builds its ruleset, without
+// enforcing anything. cfg.ThisThread is implied.
+func NewRuleset(cfg Config) (*Ruleset, error) {
+	v, notes, err := abi()
+	if err != nil {
+		return nil, err
+	}
+	llcfg, rules, applied, err := plan(cfg, v, os.Stat)
+	if err != nil {
+		return nil, err
+	}
+	applied.Notes = notes
+	fd, err := buildRuleset(llcfg, rules)
+	if err != nil {
+		return nil, fmt.Errorf("landlock: building %v: %w", llcfg, err)
+	}
+	return &Ruleset{fd: fd, applied: applied}, nil
+}
+
+// RestrictThread enforces the ruleset on the calling thread only, in a
+// new domain. The caller must hold runtime.LockOSThread and never unlock
+// it, and must have set no_new_privs on this thread.
+func (r *Ruleset) RestrictThread() (Applied, error) {
+	if err := restrictSelf(r.fd); err != nil {
+		return Applied{}, fmt.Errorf("landlock: enforcing: %w", err)
+	}
+	return r.applied, nil
+}
+
+// Close releases the ruleset; domains made from it stay.
+func (r *Ruleset) Close() error { return unix.Close(r.fd) }
