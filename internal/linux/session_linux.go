@@ -259,25 +259,24 @@ func (s *Session) send(r zreq, fds []int) error {
 type SessionProcess struct {
 	s     *Session
 	id    uint64
-	reply int // our end of the command's reply socket
+	// reply is our end of the command's reply socket, non-blocking in
+	// the runtime's poller: a goroutine waiting for an answer parks
+	// rather than holding a thread in a blocking call, which keeps the
+	// runtime's monitor thread polling every 20 us meanwhile.
+	reply *os.File
 	stdio *relay
 }
 
 // answer reads the zygote's next answer for this command; the zygote
 // gone (its end of the reply socket closed) is an error.
 func (p *SessionProcess) answer() (zresp, error) {
-	buf := make([]byte, 4096)
-	for {
-		n, _, _, _, err := unix.Recvmsg(p.reply, buf, nil, unix.MSG_CMSG_CLOEXEC)
-		if errors.Is(err, unix.EINTR) {
-			continue
-		}
-		var r zresp
-		if err == nil && n > 0 && json.Unmarshal(buf[:n], &r) == nil {
-			return r, nil
-		}
-		return zresp{}, fmt.Errorf("session: %w", p.s.ended())
+	var buf [4096]byte
+	n, err := p.reply.Read(buf[:]) // one packet: SOCK_SEQPACKET
+	var r zresp
+	if err == nil && n > 0 && json.Unmarshal(buf[:n], &r) == nil {
+		return r, nil
 	}
+	return zresp{}, fmt.Errorf("session: %w", p.s.ended())
 }
 
 // Start runs one command in the session. Its stdio reaches the command
@@ -312,12 +311,18 @@ func (s *Session) Start(path string, argv, env []string, dir string, stdio Stdio
 		rl.abort()
 		return nil, os.NewSyscallError("socketpair", err)
 	}
-	p := &SessionProcess{s: s, id: id, reply: reply[0], stdio: rl}
+	if err := unix.SetNonblock(reply[0], true); err != nil {
+		unix.Close(reply[0])
+		unix.Close(reply[1])
+		rl.abort()
+		return nil, os.NewSyscallError("fcntl", err)
+	}
+	p := &SessionProcess{s: s, id: id, reply: os.NewFile(uintptr(reply[0]), "session-reply"), stdio: rl}
 	err = s.send(zreq{Op: "start", ID: id, Path: path, Argv: argv, Env: env, Dir: dir}, append(rl.child[:], reply[1]))
 	unix.Close(reply[1])
 	rl.closeChild()
 	if err != nil {
-		unix.Close(p.reply)
+		p.reply.Close()
 		rl.abort()
 		return nil, err
 	}
@@ -326,7 +331,7 @@ func (s *Session) Start(path string, argv, env []string, dir string, stdio Stdio
 		err = startError(r.Code, r.Error)
 	}
 	if err != nil {
-		unix.Close(p.reply)
+		p.reply.Close()
 		rl.abort()
 		return nil, err
 	}
@@ -338,7 +343,7 @@ func (s *Session) Start(path string, argv, env []string, dir string, stdio Stdio
 // started is gone too (its pid namespace died with it).
 func (p *SessionProcess) Wait() (code, signal int, err error) {
 	r, err := p.answer()
-	unix.Close(p.reply)
+	p.reply.Close()
 	p.stdio.wait()
 	switch {
 	case err != nil:
