@@ -235,8 +235,7 @@ func (s *Session) send(r zreq, fds []int) error {
 			off += n
 		}
 		fds = append(fds, memfd)
-		// Null says how many fds come before the memfd.
-		b, _ = json.Marshal(zreq{Op: "big", ID: r.ID, Null: r.Null})
+		b, _ = json.Marshal(zreq{Op: "big", ID: r.ID})
 	}
 	var oob []byte
 	if len(fds) > 0 {
@@ -258,8 +257,8 @@ func (s *Session) send(r zreq, fds []int) error {
 
 // SessionProcess is one command of a session.
 type SessionProcess struct {
-	s  *Session
-	id uint64
+	s     *Session
+	id    uint64
 	// reply is our end of the command's reply socket, non-blocking in
 	// the runtime's poller: a goroutine waiting for an answer parks
 	// rather than holding a thread in a blocking call, which keeps the
@@ -319,8 +318,7 @@ func (s *Session) Start(path string, argv, env []string, dir string, stdio Stdio
 		return nil, os.NewSyscallError("fcntl", err)
 	}
 	p := &SessionProcess{s: s, id: id, reply: os.NewFile(uintptr(reply[0]), "session-reply"), stdio: rl}
-	fds, null := rl.fds()
-	err = s.send(zreq{Op: "start", ID: id, Path: path, Argv: argv, Env: env, Dir: dir, Null: null}, append(fds, reply[1]))
+	err = s.send(zreq{Op: "start", ID: id, Path: path, Argv: argv, Env: env, Dir: dir}, append(rl.child[:], reply[1]))
 	unix.Close(reply[1])
 	rl.closeChild()
 	if err != nil {
@@ -397,21 +395,13 @@ func newRelay(st Stdio) (*relay, error) {
 	return rl, nil
 }
 
-// devNull marks a stream the zygote connects to the sandbox's /dev/null
-// itself: no fd travels for it (the caller's /dev/null would be the
-// host's node, which the zygote would reopen anyway).
-func (rl *relay) devNull() (int, error) { return -1, nil }
-
-// fds are the command's streams to pass, and the bits of zreq.Null.
-func (rl *relay) fds() (fds []int, null uint8) {
-	for i, fd := range rl.child {
-		if fd < 0 {
-			null |= 1 << i
-		} else {
-			fds = append(fds, fd)
-		}
+func (rl *relay) devNull(flag int) (int, error) {
+	f, err := os.OpenFile(os.DevNull, flag, 0)
+	if err != nil {
+		return -1, err
 	}
-	return fds, null
+	rl.closers = append(rl.closers, f)
+	return int(f.Fd()), nil
 }
 
 // passable reports whether f may be handed to the command as it is.
@@ -422,7 +412,7 @@ func passable(f *os.File) bool {
 
 func (rl *relay) input(r io.Reader) (int, error) {
 	if r == nil {
-		return rl.devNull()
+		return rl.devNull(os.O_RDONLY)
 	}
 	if f, ok := r.(*os.File); ok && passable(f) {
 		return int(f.Fd()), nil
@@ -447,7 +437,7 @@ func (rl *relay) input(r io.Reader) (int, error) {
 
 func (rl *relay) output(w io.Writer) (int, error) {
 	if w == nil {
-		return rl.devNull()
+		return rl.devNull(os.O_WRONLY)
 	}
 	if f, ok := w.(*os.File); ok && passable(f) {
 		return int(f.Fd()), nil

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math/bits"
 	"os"
 	"runtime"
 	"strconv"
@@ -49,8 +48,7 @@ import (
 const controlFD = 5
 
 // zreq is a request on the control socket. A start request carries, as
-// SCM_RIGHTS, the command's stdin, stdout and stderr (those not in Null),
-// then the command's
+// SCM_RIGHTS, the command's stdin, stdout and stderr, then the command's
 // reply socket (a SOCK_SEQPACKET end on which the zygote answers that
 // request alone, so that the caller's goroutine waiting for the answer
 // reads it itself), and, when the request would not fit in one packet, a
@@ -63,9 +61,6 @@ type zreq struct {
 	Env  []string `json:"env,omitempty"`
 	Dir  string   `json:"dir,omitempty"` // "" means the session's workspace
 	Sig  int      `json:"sig,omitempty"`
-	// Null has bit i set when stream i (stdin, stdout, stderr) is to be
-	// the sandbox's /dev/null; no fd is passed for it.
-	Null uint8 `json:"null,omitempty"`
 }
 
 // zresp answers a start request, on its reply socket: one Started (or
@@ -259,21 +254,15 @@ func (z *zygote) next() (job, bool) {
 // startJob checks a start request and its fds; a request it cannot serve
 // is answered (when it has a reply socket) and its fds closed.
 func (z *zygote) startJob(r zreq, fds []int) (job, bool) {
-	want := 4 - bits.OnesCount8(r.Null&7)
+	want := 4
 	if r.Op == "big" {
-		want++
+		want = 5
 	}
-	if len(fds) != want || r.Null > 7 {
+	if len(fds) != want {
 		closeAll(fds)
 		return job{}, false // no reply socket to answer on
 	}
-	j := job{stdio: [3]int{-1, -1, -1}}
-	for i := range j.stdio {
-		if r.Null&(1<<i) == 0 {
-			j.stdio[i], fds = fds[0], fds[1:]
-		}
-	}
-	j.reply, fds = fds[0], fds[1:]
+	j := job{stdio: [3]int{fds[0], fds[1], fds[2]}, reply: fds[3]}
 	fail := func(msg string) (job, bool) {
 		sendReply(j.reply, zresp{ID: r.ID, Error: msg, Code: exitcode.SandboxFailure})
 		closeAll(j.stdio[:])
@@ -281,8 +270,8 @@ func (z *zygote) startJob(r zreq, fds []int) (job, bool) {
 		return job{}, false
 	}
 	if r.Op == "big" {
-		big, err := readMemfd(fds[0])
-		unix.Close(fds[0])
+		big, err := readMemfd(fds[4])
+		unix.Close(fds[4])
 		if err == nil {
 			err = json.Unmarshal(big, &r)
 		}
@@ -293,22 +282,8 @@ func (z *zygote) startJob(r zreq, fds []int) (job, bool) {
 	if len(r.Argv) == 0 || r.Path == "" {
 		return fail("session: malformed request")
 	}
-	if err := reopenDevices(&j.stdio); err != nil { // the streams passed (not yet the nulls)
+	if err := reopenDevices(&j.stdio); err != nil {
 		return fail(fmt.Sprintf("session: %v", err))
-	}
-	for i, fd := range j.stdio {
-		if fd >= 0 {
-			continue
-		}
-		flag := unix.O_WRONLY
-		if i == 0 {
-			flag = unix.O_RDONLY
-		}
-		nfd, err := unix.Open("/dev/null", flag|unix.O_CLOEXEC|unix.O_NOCTTY, 0)
-		if err != nil {
-			return fail(fmt.Sprintf("session: opening /dev/null: %v", err))
-		}
-		j.stdio[i] = nfd
 	}
 	j.r = r
 	return j, true
@@ -619,9 +594,7 @@ func parseRights(oob []byte) []int {
 
 func closeAll(fds []int) {
 	for _, fd := range fds {
-		if fd >= 0 {
-			unix.Close(fd)
-		}
+		unix.Close(fd)
 	}
 }
 
