@@ -185,8 +185,12 @@ func runZygote(spec *Spec, report func(message)) {
 		buf: make([]byte, maxPacket), oob: make([]byte, unix.CmsgSpace(5*4)),
 	}
 	go z.worker()
+	// The status pipe stays open: it belongs to the *os.File in
+	// RunInit's report, whose finalizer closes fd 4 once that is
+	// garbage. Closing the number here let that finalizer close
+	// whatever reused it later: a running command's reply socket or
+	// pidfd (seen as "the session's sandbox ended" under load).
 	report(message{Started: true})
-	unix.Close(statusFD)
 	for {
 		select {
 		case r := <-z.ctl:
