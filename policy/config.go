@@ -5,10 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
-	"runtime"
 	"strings"
 
+	"github.com/agentbox/agentbox/internal/agentdirs"
 	"github.com/pelletier/go-toml/v2"
 )
 
@@ -39,8 +38,8 @@ type WorkspaceWriteSection struct {
 	// user deliberately hands it, such as /run/docker.sock); Linux.
 	AllowUnixSockets []string `toml:"allow_unix_sockets"`
 	// AllowGitWrites opens each .git directory for writing except what
-	// makes git run a program or read another repository; see
-	// gitwrites.go.
+	// makes git run a program or read another repository (the list is
+	// in the README, "Git writes").
 	AllowGitWrites *bool `toml:"allow_git_writes"`
 	// ToolCaches is "overlay", "private" or "off"; see [ToolCacheMode].
 	ToolCaches *string `toml:"tool_caches"`
@@ -58,56 +57,12 @@ type LinuxSection struct {
 	AllowDegraded *bool `toml:"allow_degraded"`
 }
 
-// DefaultConfigPath returns where config.toml is looked for when --config
-// is not given: $XDG_CONFIG_HOME/agentbox (or ~/.config/agentbox) on Unix,
-// %APPDATA%\agentbox on Windows.
-func DefaultConfigPath(getenv func(string) string) string {
-	if runtime.GOOS == "windows" {
-		if d := getenv("APPDATA"); filepath.IsAbs(d) {
-			return filepath.Join(d, "agentbox", "config.toml")
-		}
-		return ""
-	}
-	if d := getenv("XDG_CONFIG_HOME"); d != "" && filepath.IsAbs(d) {
-		return filepath.Join(d, "agentbox", "config.toml")
-	}
-	// A relative $HOME names no fixed place; protecting it would protect
-	// the wrong directory.
-	if h := getenv("HOME"); filepath.IsAbs(h) {
-		return filepath.Join(h, ".config", "agentbox", "config.toml")
-	}
-	return ""
-}
-
-// StateDir is where agentbox keeps its bookkeeping (placeholder records,
-// synthetic SIDs): $XDG_STATE_HOME/agentbox or ~/.local/state/agentbox on
-// Unix, %LOCALAPPDATA%\agentbox on Windows; "" when none can be named.
-func StateDir(getenv func(string) string, goos string) string {
-	if goos == "windows" {
-		if d := getenv("LOCALAPPDATA"); windowsAbs(d) {
-			// Spelled as the Windows backend spells it, whatever OS
-			// this runs on (tests).
-			return strings.TrimRight(d, `\/`) + `\agentbox`
-		}
-		return ""
-	}
-	if d := getenv("XDG_STATE_HOME"); filepath.IsAbs(d) {
-		return filepath.Join(d, "agentbox")
-	}
-	if h := getenv("HOME"); filepath.IsAbs(h) {
-		return filepath.Join(h, ".local", "state", "agentbox")
-	}
-	return ""
-}
-
-// windowsAbs reports whether p is an absolute Windows path (C:\x or
-// \\server\share), on any OS.
-func windowsAbs(p string) bool {
-	if strings.HasPrefix(p, `\\`) {
-		return true
-	}
-	return len(p) >= 3 && p[1] == ':' && (p[2] == '\\' || p[2] == '/')
-}
+// DefaultConfigPath returns the config file agentbox's CLI reads when
+// none is named: $XDG_CONFIG_HOME/agentbox/config.toml (or
+// ~/.config/agentbox/config.toml) on Unix,
+// %APPDATA%\agentbox\config.toml on Windows; "" when the environment
+// names no such place.
+func DefaultConfigPath() string { return agentdirs.Config(os.Getenv) }
 
 // LoadConfig reads and strictly validates a config file. Unknown keys, wrong
 // types and invalid values are errors naming the key and the file.

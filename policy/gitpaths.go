@@ -10,6 +10,9 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/agentbox/agentbox/internal/fspath"
+	"github.com/agentbox/agentbox/internal/gitfile"
 )
 
 // Users review what an agent did by running git on the host afterwards.
@@ -28,6 +31,7 @@ import (
 type gitTarget struct {
 	path string
 	why  string
+	file bool // git reads it as a file (see Protected.FileWhenMissing)
 }
 
 // gitRunKeys are the variables whose value is a command git runs (through
@@ -76,6 +80,26 @@ var gitRunKeys = map[string]bool{
 	"uploadpack.packobjectshook": true,
 	"hook.*.command":             true, // config-based hooks (git 2.5x)
 	"submodule.*.update":         true, // "!command" form
+	"tar.*.command":              true, // git archive --format=<name>
+	"imap.tunnel":                true, // git imap-send
+	"guitool.*.cmd":              true, // git gui
+	"instaweb.httpd":             true, // git instaweb
+	"svn.authorsprog":            true, // git svn
+	// Git LFS (run by git through its filter on checkout):
+	// lfs.customtransfer.<name>.path and lfs.extension.<name>.clean|smudge,
+	// whose subsection is "customtransfer.<name>" or "extension.<name>".
+	"lfs.*.path":   true,
+	"lfs.*.clean":  true,
+	"lfs.*.smudge": true,
+}
+
+// gitFileKeys are the gitPathKeys that name a file git reads (the rest
+// name directories, or files read by a program git runs).
+var gitFileKeys = map[string]bool{
+	"core.attributesfile":        true,
+	"core.excludesfile":          true,
+	"gpg.ssh.allowedsignersfile": true,
+	"gpg.ssh.revocationfile":     true,
 }
 
 // gitPathKeys are variables naming a file or directory git runs from
@@ -111,7 +135,7 @@ var gitHookNames = []string{
 }
 
 // keyPattern is e's name with any subsection replaced by "*".
-func keyPattern(e gitConfigEntry) string {
+func keyPattern(e gitfile.ConfigEntry) string {
 	if e.Subsection() == "" {
 		return e.Name
 	}
@@ -120,7 +144,7 @@ func keyPattern(e gitConfigEntry) string {
 
 // gitConfigVar is one variable with the file it came from.
 type gitConfigVar struct {
-	gitConfigEntry
+	gitfile.ConfigEntry
 	file string // "" for the environment (GIT_CONFIG_COUNT)
 }
 
@@ -261,7 +285,7 @@ func (s *gitScan) loadGlobal() error {
 		}
 	}
 	for _, f := range files {
-		s.target(f, "git config file")
+		s.fileTarget(f, "git config file")
 		vars, err := s.loadFile(f, 0)
 		if err != nil {
 			return err
@@ -276,7 +300,7 @@ func (s *gitScan) loadGlobal() error {
 			if k == "" {
 				continue
 			}
-			s.global = append(s.global, gitConfigVar{gitConfigEntry: gitConfigEntry{
+			s.global = append(s.global, gitConfigVar{ConfigEntry: gitfile.ConfigEntry{
 				Name: canonicalKey(k), Value: s.getenv(fmt.Sprintf("GIT_CONFIG_VALUE_%d", i))}})
 		}
 	}
@@ -329,23 +353,23 @@ func (s *gitScan) loadConfig1(path string, depth int, planted bool) ([]gitConfig
 	if s.scanned++; s.scanned > 256 {
 		return nil, fmt.Errorf("git config %s: more than 256 config files to read", path)
 	}
-	data, err := readConfigFile(path)
+	data, err := gitfile.ReadConfigFile(path)
 	if err != nil {
 		// A directory holds no config, and git reads none from it: it is
 		// typically another run's placeholder for a missing protected
 		// config file (~/.gitconfig with the workspace at $HOME).
-		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission) || errors.Is(err, errConfigDir) {
+		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission) || errors.Is(err, gitfile.ErrConfigDir) {
 			return nil, nil
 		}
 		return nil, fmt.Errorf("git config %s: %w", path, err)
 	}
-	entries, err := parseGitConfig(data)
+	entries, err := gitfile.ParseConfig(data)
 	if err != nil {
 		return nil, fmt.Errorf("git config %s: %w (git refuses this file too; agentbox cannot tell which programs it makes git run)", path, err)
 	}
 	var out []gitConfigVar
 	for _, e := range entries {
-		v := gitConfigVar{gitConfigEntry: e, file: path}
+		v := gitConfigVar{ConfigEntry: e, file: path}
 		out = append(out, v)
 		if e.Key() != "path" || e.NoValue || e.Value == "" {
 			continue
@@ -360,7 +384,7 @@ func (s *gitScan) loadConfig1(path string, depth int, planted bool) ([]gitConfig
 		if !filepath.IsAbs(inc) {
 			inc = joinRaw(filepath.Dir(path), inc)
 		}
-		s.target(inc, "included from "+v.where())
+		s.fileTarget(inc, "included from "+v.where())
 		sub, err := s.loadConfig(inc, depth+1, planted)
 		if err != nil {
 			return nil, err
@@ -369,54 +393,6 @@ func (s *gitScan) loadConfig1(path string, depth int, planted bool) ([]gitConfig
 	}
 	s.files[path] = out
 	return out, nil
-}
-
-var errConfigDir = errors.New("a directory")
-
-// readConfigFile reads a config file of at most 1 MiB; a bigger one is
-// refused rather than half read.
-func readConfigFile(path string) ([]byte, error) {
-	fi, err := os.Stat(path)
-	if err != nil {
-		return nil, err
-	}
-	if fi.IsDir() {
-		return nil, errConfigDir
-	}
-	if !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("not a regular file")
-	}
-	if fi.Size() > 1<<20 {
-		return nil, fmt.Errorf("larger than 1 MiB")
-	}
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	// Sized by the file (plus one byte to see it grow), not by the limit:
-	// this runs for every config file on every run.
-	buf := make([]byte, fi.Size()+1)
-	n, _ := readFull(f, buf)
-	if n == len(buf) {
-		return nil, fmt.Errorf("changed while being read")
-	}
-	if n > 1<<20 {
-		return nil, fmt.Errorf("larger than 1 MiB")
-	}
-	return buf[:n], nil
-}
-
-func readFull(f *os.File, buf []byte) (int, error) {
-	n := 0
-	for n < len(buf) {
-		m, err := f.Read(buf[n:])
-		n += m
-		if err != nil {
-			return n, err
-		}
-	}
-	return n, nil
 }
 
 // expand does git's ~ expansion for pathname values (git-config(1),
@@ -476,7 +452,7 @@ func (s *gitScan) scanRepo(repo gitRepo, depth int) error {
 				break
 			}
 			wgd := filepath.Join(repo.common, "worktrees", e.Name())
-			data, err := readSmall(filepath.Join(wgd, "gitdir"))
+			data, err := gitfile.ReadSmall(filepath.Join(wgd, "gitdir"))
 			if err != nil {
 				continue
 			}
@@ -507,7 +483,7 @@ func (s *gitScan) scanRepo(repo gitRepo, depth int) error {
 	indexes = append(indexes, shared...)
 	var links []string
 	for _, ix := range indexes {
-		l, err := indexGitlinks(ix, hashLen)
+		l, err := gitfile.IndexGitlinks(ix, hashLen)
 		if err != nil {
 			if errors.Is(err, fs.ErrNotExist) {
 				continue
@@ -523,7 +499,7 @@ func (s *gitScan) scanRepo(repo gitRepo, depth int) error {
 		links = append(links, l...)
 	}
 	for _, l := range links {
-		if !safeIndexPath(l) {
+		if !gitfile.SafeIndexPath(l) {
 			continue
 		}
 		subTop := filepath.Join(repo.top, filepath.FromSlash(l))
@@ -561,7 +537,7 @@ func (s *gitScan) applyVars(vars []gitConfigVar, repo gitRepo) error {
 		return joinRaw(base, p)
 	}
 	for _, v := range vars {
-		pat := keyPattern(v.gitConfigEntry)
+		pat := keyPattern(v.ConfigEntry)
 		switch {
 		case gitPathKeys[pat]:
 			if v.NoValue || v.Value == "" {
@@ -584,7 +560,11 @@ func (s *gitScan) applyVars(vars []gitConfigVar, repo gitRepo) error {
 				}
 				continue
 			}
-			s.target(p, v.where())
+			if gitFileKeys[pat] {
+				s.fileTarget(p, v.where())
+			} else {
+				s.target(p, v.where())
+			}
 			// husky 9 sets core.hooksPath = .husky/_, whose generated
 			// hooks run the user's scripts in .husky/ itself.
 			if pat == "core.hookspath" && filepath.Base(filepath.Clean(p)) == "_" {
@@ -602,7 +582,7 @@ func (s *gitScan) applyVars(vars []gitConfigVar, repo gitRepo) error {
 					continue
 				}
 			case v.Section() == "pager" || pat == "core.fsmonitor":
-				if _, isBool := gitBool(v.gitConfigEntry); isBool {
+				if _, isBool := gitfile.Bool(v.ConfigEntry); isBool {
 					continue
 				}
 			case pat == "credential.helper" || pat == "credential.*.helper":
@@ -639,14 +619,14 @@ func (s *gitScan) applyVars(vars []gitConfigVar, repo gitRepo) error {
 
 // relatesToRoot reports whether dir lies in a writable root or holds one.
 func (s *gitScan) relatesToRoot(dir string) bool {
-	return s.holdsRoot(dir) || InnermostRoot(filepath.Clean(dir), s.roots) != ""
+	return s.holdsRoot(dir) || fspath.InnermostRoot(filepath.Clean(dir), s.roots) != ""
 }
 
 // holdsRoot reports whether p is a writable root or an ancestor of one.
 func (s *gitScan) holdsRoot(p string) bool {
 	c := filepath.Clean(p)
 	for _, r := range s.roots {
-		if Within(r, c) {
+		if fspath.Within(r, c) {
 			return true
 		}
 	}
@@ -655,22 +635,27 @@ func (s *gitScan) holdsRoot(p string) bool {
 
 // inRoot reports whether p, or where it leads, lies inside a writable root.
 func (s *gitScan) inRoot(p string) bool {
-	if InnermostRoot(filepath.Clean(p), s.roots) != "" {
+	if fspath.InnermostRoot(filepath.Clean(p), s.roots) != "" {
 		return true
 	}
 	target, links := resolve(p)
-	in := InnermostRoot(target, s.roots) != ""
+	in := fspath.InnermostRoot(target, s.roots) != ""
 	for _, l := range links {
-		in = in || InnermostRoot(l, s.roots) != ""
+		in = in || fspath.InnermostRoot(l, s.roots) != ""
 	}
 	return in
 }
 
 // target records p if it lies inside a writable root (elsewhere it is
 // read-only anyway).
-func (s *gitScan) target(p, why string) {
-	if filepath.IsAbs(p) && s.inRoot(p) {
-		s.out = append(s.out, gitTarget{path: p, why: why})
+func (s *gitScan) target(p, why string) { s.add(gitTarget{path: p, why: why}) }
+
+// fileTarget records p, which git reads as a file, like target.
+func (s *gitScan) fileTarget(p, why string) { s.add(gitTarget{path: p, why: why, file: true}) }
+
+func (s *gitScan) add(t gitTarget) {
+	if filepath.IsAbs(t.path) && s.inRoot(t.path) {
+		s.out = append(s.out, t)
 	}
 }
 
@@ -752,7 +737,7 @@ func shellWords(s string) []shellWord {
 	return words
 }
 
-// GitSafeBareRepository reads the user's effective safe.bareRepository
+// gitSafeBareRepository reads the user's effective safe.bareRepository
 // from the global and system git config (git honours it only there) as
 // agentbox's environment points at them: the value ("" when unset, git's
 // default "all") and the file that set it. agentbox cannot stop a command
@@ -760,10 +745,7 @@ func shellWords(s string) []shellWord {
 // directory it may write; with "explicit", git refuses to use one that is
 // not named with --git-dir or GIT_DIR, which is git's own defence (git
 // 2.38 and later).
-func GitSafeBareRepository(getenv func(string) string) (value, file string, err error) {
-	if getenv == nil {
-		getenv = os.Getenv
-	}
+func gitSafeBareRepository(getenv func(string) string) (value, file string, err error) {
 	s := &gitScan{getenv: getenv, home: getenv("HOME"), files: map[string][]gitConfigVar{}, repos: map[string]bool{}}
 	if err := s.loadGlobal(); err != nil {
 		return "", "", err

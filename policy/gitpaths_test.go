@@ -71,7 +71,7 @@ func write(t *testing.T, path, s string) {
 // environment and /tmp excluded.
 func resolveIn(t *testing.T, ws string, env map[string]string) (*Policy, error) {
 	t.Helper()
-	return Resolve(Options{Cwd: ws, GOOS: "linux", Getenv: func(k string) string { return env[k] },
+	return Resolve(Options{Cwd: ws, goos: "linux", getenv: func(k string) string { return env[k] },
 		Config: &Config{SandboxWorkspaceWrite: WorkspaceWriteSection{ExcludeSlashTmp: ptr(true)}}})
 }
 
@@ -80,7 +80,7 @@ func wantProtected(t *testing.T, p *Policy, path string, kind ProtectedKind) {
 	pr, ok := findProtected(p, path)
 	if !ok {
 		var got []string
-		for _, pr := range p.Protected {
+		for _, pr := range p.Protected() {
 			got = append(got, pr.Path+" ("+pr.Why+")")
 		}
 		t.Errorf("%s not protected; protected: %s", path, strings.Join(got, ", "))
@@ -118,7 +118,7 @@ func TestSubmodulesFromIndex(t *testing.T) {
 	wantProtected(t, p, filepath.Join(ws, "lib", "deep", ".git"), Missing)
 	wantProtected(t, p, filepath.Join(ws, "vendor"), Missing) // firstMissing of vendor/x/.git
 	notProtected(t, p, filepath.Join(ws, "other", ".git"))
-	for _, pr := range p.Protected {
+	for _, pr := range p.Protected() {
 		if strings.Contains(pr.Path, "escape") || strings.Contains(pr.Path, "sub") {
 			t.Errorf("unsafe index path followed: %s", pr.Path)
 		}
@@ -141,7 +141,7 @@ func TestSubmoduleThroughSymlinkNoDenial(t *testing.T) {
 	if err != nil {
 		t.Fatalf("a symlinked submodule path fails the run: %v", err)
 	}
-	for _, pr := range p.Protected {
+	for _, pr := range p.Protected() {
 		if pr.Root != "" && strings.Contains(pr.Path[len(pr.Root):], "/loop/") {
 			t.Errorf("protected path through a symlink: %s", pr.Path)
 		}
@@ -196,6 +196,36 @@ func TestGitConfigPathsProtected(t *testing.T) {
 	notProtected(t, p, filepath.Join(ws, "status"))
 }
 
+// The rarer keys that name programs: git-archive's tar filters, imap-send's
+// tunnel, git gui tools, instaweb, git svn and Git LFS's transfer agents
+// and extensions.
+func TestGitConfigRareProgramKeys(t *testing.T) {
+	ws := realTemp(t)
+	write(t, filepath.Join(ws, ".git", "config"), `[tar "tgz"]
+	command = ./tar.sh
+[imap]
+	tunnel = ./tunnel.sh
+[guitool "x"]
+	cmd = ./gui.sh
+[instaweb]
+	httpd = ./httpd.sh
+[svn]
+	authorsProg = ./authors.sh
+[lfs "customtransfer.agent"]
+	path = ./lfsagent
+[lfs "extension.ext"]
+	clean = ./lfsclean %f
+	smudge = ./lfssmudge %f
+`)
+	p, err := resolveIn(t, ws, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"tar.sh", "tunnel.sh", "gui.sh", "httpd.sh", "authors.sh", "lfsagent", "lfsclean", "lfssmudge"} {
+		wantProtected(t, p, filepath.Join(ws, name), Missing)
+	}
+}
+
 // With the workspace at $HOME, the global config itself (missing or not)
 // and git's XDG directory are protected.
 func TestGlobalGitConfigInRoot(t *testing.T) {
@@ -210,6 +240,32 @@ func TestGlobalGitConfigInRoot(t *testing.T) {
 	wantProtected(t, p, filepath.Join(home, ".gitconfig.local"), Missing)
 	wantProtected(t, p, filepath.Join(home, ".config", "git"), Missing)
 	wantProtected(t, p, filepath.Join(home, "hooks"), Missing)
+}
+
+// Missing paths git reads as files (config files, includes, ignore and
+// attributes files) are marked so a backend puts an empty file there, not
+// a directory git would choke on; hooks and programs are not.
+func TestGitConfigMissingFiles(t *testing.T) {
+	home := realTemp(t)
+	write(t, filepath.Join(home, ".config", "git", "keep"), "")
+	write(t, filepath.Join(home, ".git", "config"), "[include]\n\tpath = ~/local.cfg\n[core]\n\texcludesFile = ignore\n\thooksPath = hooks\n\tpager = ./pager.sh\n")
+	p, err := resolveIn(t, home, map[string]string{"HOME": home})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for path, file := range map[string]bool{
+		".gitconfig": true, "local.cfg": true, "ignore": true,
+		"hooks": false, "pager.sh": false, ".codex": false,
+	} {
+		pr, ok := findProtected(p, filepath.Join(home, path))
+		if !ok || pr.Kind != Missing {
+			t.Errorf("%s: protected %v as %v, want missing", path, ok, pr.Kind)
+			continue
+		}
+		if pr.FileWhenMissing != file {
+			t.Errorf("%s: FileWhenMissing = %v, want %v", path, pr.FileWhenMissing, file)
+		}
+	}
 }
 
 // Another run's placeholder for the missing ~/.gitconfig (an empty
@@ -262,7 +318,7 @@ func TestGitConfigRootsAndErrors(t *testing.T) {
 	mkdirs(t, inner)
 	write(t, filepath.Join(outer, "x", ".git", "config"), "[core]\n\thooksPath = \"x\n")
 	write(t, filepath.Join(outer, "x", ".git", "index"), "DIRC garbage")
-	p, err = Resolve(Options{Cwd: inner, AddDirs: []string{outer}, GOOS: "linux", Getenv: noEnv,
+	p, err = Resolve(Options{Cwd: inner, AddDirs: []string{outer}, goos: "linux", getenv: noEnv,
 		Config: &Config{SandboxWorkspaceWrite: WorkspaceWriteSection{ExcludeSlashTmp: ptr(true)}}})
 	if err != nil {
 		t.Fatalf("a planted unparsable config fails the run: %v", err)

@@ -32,51 +32,51 @@ func (n *NetworkSection) key(path, k string) string {
 	return fmt.Sprintf("config %s: key network.%s", path, k)
 }
 
-// resolveEgress sets p.Egress from --allow-domain and [network]. An
-// allow-list with the network otherwise off means allow-listed egress;
-// with the network on (--network, network_access = true or
-// danger-full-access) it could not be enforced, so it is an error naming
-// both.
+// resolveEgress sets the egress rules from Options.AllowDomains and
+// [network]. An allow-list with the network otherwise off means
+// allow-listed egress; with the network on (Options.Network,
+// network_access = true or danger-full-access) it could not be enforced,
+// so it is an error naming both.
 func (p *Policy) resolveEgress(o Options, cfg *Config) error {
 	n := cfg.Network
 	allowed := append(append([]string{}, n.AllowedDomains...), o.AllowDomains...)
 	if len(allowed) == 0 {
-		if len(n.DeniedDomains) > 0 && p.Network {
+		if len(n.DeniedDomains) > 0 && p.f.Network {
 			return fmt.Errorf("%s is set but the network is fully on (%s): nothing would be refused; remove one of them", n.key(cfg.Path, "denied_domains"), networkSource(o, cfg, p))
 		}
 		return nil
 	}
-	source := "--allow-domain"
+	source := "Options.AllowDomains"
 	if len(n.AllowedDomains) > 0 {
 		source = n.key(cfg.Path, "allowed_domains")
 		if len(o.AllowDomains) > 0 {
-			source += " and --allow-domain"
+			source += " and Options.AllowDomains"
 		}
 	}
-	if p.Network {
+	if p.f.Network {
 		return fmt.Errorf("%s together with an allow-list (%s): the allow-list only works with the network otherwise off; remove one of them", networkSource(o, cfg, p), source)
 	}
 	local := n.AllowLocalBinding != nil && *n.AllowLocalBinding
 	var errs []error
 	rules, err := netpolicy.ParseRules(n.AllowedDomains, n.key(cfg.Path, "allowed_domains"), n.DeniedDomains, n.key(cfg.Path, "denied_domains"), local)
 	errs = append(errs, err)
-	flags, err := netpolicy.ParseRules(o.AllowDomains, "--allow-domain", nil, "", local)
+	flags, err := netpolicy.ParseRules(o.AllowDomains, "Options.AllowDomains", nil, "", local)
 	errs = append(errs, err)
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}
 	rules.Allowed = append(rules.Allowed, flags.Allowed...)
-	p.Egress = rules
+	p.f.Egress = rules
 	return nil
 }
 
 // networkSource names what turned the network fully on.
 func networkSource(o Options, cfg *Config, p *Policy) string {
 	switch {
-	case p.Mode == DangerFullAccess:
+	case p.f.Mode == DangerFullAccess:
 		return "sandbox mode danger-full-access"
 	case o.Network != nil && *o.Network:
-		return "--network"
+		return "Options.Network"
 	case cfg.SandboxWorkspaceWrite.NetworkAccess != nil && *cfg.SandboxWorkspaceWrite.NetworkAccess:
 		if cfg.Path != "" {
 			return fmt.Sprintf("network_access = true in %s", cfg.Path)

@@ -52,20 +52,20 @@ func TestResolveEgress(t *testing.T) {
 	}
 	// Flags add to the config's list; deny and allow_local_binding come
 	// from the config.
-	pol, err := Resolve(Options{Cwd: dir, Getenv: noEnv, AllowDomains: []string{"b.com"},
+	pol, err := Resolve(Options{Cwd: dir, getenv: noEnv, AllowDomains: []string{"b.com"},
 		Config: parse("[network]\nallowed_domains = [\"a.com\"]\ndenied_domains = [\"x.a.com\"]\nallow_local_binding = true\n")})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if pol.Network || pol.Egress == nil || len(pol.Egress.Allowed) != 2 || len(pol.Egress.Denied) != 1 || !pol.Egress.AllowLocal {
-		t.Fatalf("egress: network=%v %+v", pol.Network, pol.Egress)
+	if pol.Network() || pol.Egress() == nil || len(pol.Egress().Allowed) != 2 || len(pol.Egress().Denied) != 1 || !pol.Egress().AllowLocal {
+		t.Fatalf("egress: network=%v %+v", pol.Network(), pol.Egress())
 	}
-	if !pol.Egress.Decide("b.com", 443).Allow || pol.Egress.Decide("x.a.com", 443).Allow {
+	if !pol.Egress().Decide("b.com", 443).Allow || pol.Egress().Decide("x.a.com", 443).Allow {
 		t.Errorf("merged rules decide wrongly")
 	}
 	// No allow-list: no egress.
-	pol, err = Resolve(Options{Cwd: dir, Getenv: noEnv})
-	if err != nil || pol.Egress != nil {
+	pol, err = Resolve(Options{Cwd: dir, getenv: noEnv})
+	if err != nil || pol.Egress() != nil {
 		t.Fatalf("no allow-list: %+v %v", pol, err)
 	}
 	errCases := []struct {
@@ -73,16 +73,16 @@ func TestResolveEgress(t *testing.T) {
 		o    Options
 		want []string
 	}{
-		{"--network and --allow-domain", Options{Network: &yes, AllowDomains: []string{"a.com"}}, []string{"--network", "--allow-domain"}},
+		{"--network and --allow-domain", Options{Network: &yes, AllowDomains: []string{"a.com"}}, []string{"Options.Network", "Options.AllowDomains"}},
 		{"network_access and allowed_domains", Options{Config: parse("[sandbox_workspace_write]\nnetwork_access = true\n[network]\nallowed_domains = [\"a.com\"]\n")},
 			[]string{"network_access = true in c.toml", "network.allowed_domains"}},
-		{"danger-full-access", Options{Mode: DangerFullAccess, AllowDomains: []string{"a.com"}}, []string{"danger-full-access", "--allow-domain"}},
-		{"bad flag", Options{AllowDomains: []string{"*"}}, []string{"--allow-domain", `"*"`}},
-		{"deny with full network", Options{Network: &yes, Config: parse("[network]\ndenied_domains = [\"a.com\"]\n")}, []string{"denied_domains", "--network"}},
+		{"danger-full-access", Options{Mode: DangerFullAccess, AllowDomains: []string{"a.com"}}, []string{"danger-full-access", "Options.AllowDomains"}},
+		{"bad flag", Options{AllowDomains: []string{"*"}}, []string{"Options.AllowDomains", `"*"`}},
+		{"deny with full network", Options{Network: &yes, Config: parse("[network]\ndenied_domains = [\"a.com\"]\n")}, []string{"denied_domains", "Options.Network"}},
 	}
 	for _, c := range errCases {
 		t.Run(c.name, func(t *testing.T) {
-			c.o.Cwd, c.o.Getenv = dir, noEnv
+			c.o.Cwd, c.o.getenv = dir, noEnv
 			_, err := Resolve(c.o)
 			if err == nil {
 				t.Fatalf("want an error naming %q", c.want)

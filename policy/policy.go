@@ -11,70 +11,129 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/agentbox/agentbox/internal/agentdirs"
+	"github.com/agentbox/agentbox/internal/fspath"
 	"github.com/agentbox/agentbox/internal/netpolicy"
 )
 
-// DefaultProtectedNames are kept read-only inside every writable root.
-var DefaultProtectedNames = []string{".git", ".codex", ".agents"}
+// DefaultProtectedNames returns the names kept read-only inside every
+// writable root unless the config's protected_subpaths replaces them.
+func DefaultProtectedNames() []string { return slices.Clone(defaultProtectedNames) }
+
+var defaultProtectedNames = []string{".git", ".codex", ".agents"}
 
 // Options are the inputs a caller (usually the CLI) gives to [Resolve].
-// Zero values mean "not given": config and defaults apply.
+// Zero values mean "not given": config and defaults apply. Errors name
+// an option as Options.Field (Options.AddDirs, Options.Cwd, ...), so that
+// a CLI can put its own flag names in their place.
 type Options struct {
-	Mode          Mode     // from -s; "" = config or default
-	Cwd           string   // from -C; "" = the current directory
-	AddDirs       []string // from --add-dir
-	Network       *bool    // from --network
-	AllowDomains  []string // from --allow-domain
-	AllowDegraded *bool    // from --allow-degraded
-	Config        *Config  // nil = no config file
+	Mode Mode // "" = config or default
+	// Cwd is the workspace; "" = the current directory.
+	Cwd string
+	// AddDirs are further writable roots, relative to the current
+	// directory (writable_roots in the config are relative to Cwd).
+	AddDirs []string
+	// Network turns the network fully on or off; nil = config or default.
+	Network *bool
+	// AllowDomains are egress patterns added to [network]
+	// allowed_domains (see [NetworkSection]).
+	AllowDomains []string
+	// AllowDegraded overrides [linux] allow_degraded; nil = config.
+	AllowDegraded *bool
+	Config        *Config // nil = no config file
 	// ExtraProtected are further paths to keep read-only wherever they
-	// are, such as a --config file. agentbox's default config directory,
-	// its state directory and the running executable are always
-	// protected: whatever decides how the next command is sandboxed must
-	// not be writable by this one.
+	// are, such as the config file given. agentbox's default config
+	// directory, its state directory and the running executable are
+	// always protected: whatever decides how the next command is
+	// sandboxed must not be writable by this one.
 	ExtraProtected []string
 
-	// Getenv reads the environment ($TMPDIR, %TEMP%); nil means os.Getenv.
-	Getenv func(string) string
-	// GOOS selects the temp-dir rules; "" means runtime.GOOS.
-	GOOS string
+	// getenv reads the environment ($TMPDIR, %TEMP%); nil means
+	// os.Getenv. goos selects the temp-dir rules; "" means runtime.GOOS.
+	// Tests set them, through internal/rawpolicy outside this package.
+	getenv func(string) string
+	goos   string
 }
 
 // Policy is the resolved, immutable description of one sandboxed command.
-// All paths are absolute and free of symlinks.
+// All paths are absolute and free of symlinks. Its parts depend on each
+// other (the protected paths are derived from the writable roots), so it
+// has no exported fields: build one with [Resolve], and a variant by
+// resolving changed [Options]. Slices the methods return are copies.
 type Policy struct {
-	Mode Mode
-	// Cwd is the workspace and the command's working directory.
-	Cwd string
-	// WritableRoots are the directories writable beneath, sorted so a parent
-	// precedes its children. Empty unless Mode is WorkspaceWrite.
-	WritableRoots []string
-	// Protected are paths kept read-only although they lie inside (or are
-	// referenced from) a writable root, sorted by path.
-	Protected []Protected
-	// ProtectedNames are the names protected in every writable root.
-	ProtectedNames []string
-	Network        bool
-	Windows        WindowsSandbox
-	AllowDegraded  bool
-	// AllowUnixSockets are host unix sockets the command may connect to
-	// although they lie outside what it may reach otherwise (Linux),
-	// cleaned and with symlinks resolved where they exist.
-	AllowUnixSockets []string
-
-	// Egress is the allow-list when the command may reach only listed
-	// hosts through agentbox's proxy; nil otherwise. Network is false
-	// whenever Egress is set.
-	Egress *netpolicy.Rules
-	// ToolCacheMode and ToolCaches say how tool caches under $HOME are
-	// made writable (workspace-write only); see toolcache.go.
-	ToolCacheMode ToolCacheMode
-	ToolCaches    []ToolCache
-	// AllowGitWrites: the backend may open .git directories for writing
-	// but for [GitReadOnlyPaths] (Linux only; elsewhere .git stays
-	// read-only as a whole).
-	AllowGitWrites bool
+	f fields
 }
+
+// fields is the state of a Policy. It is an alias of an unnamed struct so
+// that internal/rawpolicy, which backends' tests use to build policies
+// Resolve cannot (another OS's paths, hand-made protections), can name
+// the identical type without package policy exporting it.
+type fields = struct {
+	Mode             Mode
+	Cwd              string
+	WritableRoots    []string
+	Protected        []Protected
+	ProtectedNames   []string
+	Network          bool
+	Windows          WindowsSandbox
+	AllowDegraded    bool
+	AllowUnixSockets []string
+	Egress           *netpolicy.Rules
+	ToolCacheMode    ToolCacheMode
+	ToolCaches       []ToolCache
+	AllowGitWrites   bool
+}
+
+// Mode is the sandbox mode.
+func (p *Policy) Mode() Mode { return p.f.Mode }
+
+// Cwd is the workspace and the command's working directory.
+func (p *Policy) Cwd() string { return p.f.Cwd }
+
+// WritableRoots are the directories writable beneath, sorted so a parent
+// precedes its children. Empty unless the mode is [WorkspaceWrite].
+func (p *Policy) WritableRoots() []string { return slices.Clone(p.f.WritableRoots) }
+
+// Protected are the paths kept read-only although they lie inside (or are
+// referenced from) a writable root, sorted by path.
+func (p *Policy) Protected() []Protected { return slices.Clone(p.f.Protected) }
+
+// ProtectedNames are the names protected in every writable root.
+func (p *Policy) ProtectedNames() []string { return slices.Clone(p.f.ProtectedNames) }
+
+// Network reports whether the command may use the network without limits.
+// It is false whenever [Policy.Egress] is set.
+func (p *Policy) Network() bool { return p.f.Network }
+
+// Windows is the Windows backend to use.
+func (p *Policy) Windows() WindowsSandbox { return p.f.Windows }
+
+// AllowDegraded reports whether, on Linux without user namespaces, the
+// command may run with Landlock and seccomp only.
+func (p *Policy) AllowDegraded() bool { return p.f.AllowDegraded }
+
+// AllowUnixSockets are host unix sockets the command may connect to
+// although they lie outside what it may reach otherwise (Linux), cleaned
+// and with symlinks resolved where they exist.
+func (p *Policy) AllowUnixSockets() []string { return slices.Clone(p.f.AllowUnixSockets) }
+
+// Egress is the allow-list when the command may reach only listed hosts
+// through agentbox's proxy; nil otherwise. The rules are shared, not
+// copied: callers must not change them.
+func (p *Policy) Egress() *netpolicy.Rules { return p.f.Egress }
+
+// ToolCacheMode says how tool caches under $HOME are made writable
+// (workspace-write only); see [ToolCacheMode].
+func (p *Policy) ToolCacheMode() ToolCacheMode { return p.f.ToolCacheMode }
+
+// ToolCaches are the known tool caches as resolved for this policy.
+func (p *Policy) ToolCaches() []ToolCache { return slices.Clone(p.f.ToolCaches) }
+
+// AllowGitWrites reports whether the backend may open .git directories
+// for writing but for the paths through which git runs programs or
+// reads other repositories ([sandbox_workspace_write] allow_git_writes;
+// the README's "Git writes" lists them).
+func (p *Policy) AllowGitWrites() bool { return p.f.AllowGitWrites }
 
 // ProtectedKind says what is on disk at a protected path.
 type ProtectedKind int
@@ -103,16 +162,23 @@ type Protected struct {
 	Root string
 	// Why explains the protection in messages: ".git in /w", "gitdir of /w/.git".
 	Why string
+	// FileWhenMissing: git reads this path as a file (a config file, an
+	// include, an ignore or attributes file). Where it is Missing and a
+	// backend must put something at its name, an empty read-only file
+	// keeps git working; a directory there is a fatal "bad config line"
+	// for an include. It is set on an existing empty regular File too, which
+	// may be another run's placeholder that the backend must hold.
+	FileWhenMissing bool
 }
 
 // Resolve turns options and config into a Policy. It fails when a writable
 // root does not exist or is not a directory, naming it.
 func Resolve(o Options) (*Policy, error) {
-	getenv := o.Getenv
+	getenv := o.getenv
 	if getenv == nil {
 		getenv = os.Getenv
 	}
-	goos := o.GOOS
+	goos := o.goos
 	if goos == "" {
 		goos = runtime.GOOS
 	}
@@ -122,48 +188,48 @@ func Resolve(o Options) (*Policy, error) {
 	}
 	ww := cfg.SandboxWorkspaceWrite
 
-	p := &Policy{Mode: WorkspaceWrite, Windows: Unelevated, ProtectedNames: DefaultProtectedNames}
+	p := &Policy{f: fields{Mode: WorkspaceWrite, Windows: Unelevated, ProtectedNames: DefaultProtectedNames()}}
 	if cfg.SandboxMode != nil {
-		p.Mode = Mode(*cfg.SandboxMode)
+		p.f.Mode = Mode(*cfg.SandboxMode)
 	}
 	if o.Mode != "" {
 		m, err := ParseMode(string(o.Mode))
 		if err != nil {
 			return nil, err
 		}
-		p.Mode = m
+		p.f.Mode = m
 	}
 	if cfg.Windows.Sandbox != nil {
-		p.Windows = WindowsSandbox(*cfg.Windows.Sandbox)
+		p.f.Windows = WindowsSandbox(*cfg.Windows.Sandbox)
 	}
 	if ww.NetworkAccess != nil {
-		p.Network = *ww.NetworkAccess
+		p.f.Network = *ww.NetworkAccess
 	}
 	if o.Network != nil {
-		p.Network = *o.Network
+		p.f.Network = *o.Network
 	}
-	if p.Mode == DangerFullAccess {
-		p.Network = true
+	if p.f.Mode == DangerFullAccess {
+		p.f.Network = true
 	}
 	if err := p.resolveEgress(o, cfg); err != nil {
 		return nil, err
 	}
 	if cfg.Linux.AllowDegraded != nil {
-		p.AllowDegraded = *cfg.Linux.AllowDegraded
+		p.f.AllowDegraded = *cfg.Linux.AllowDegraded
 	}
 	if o.AllowDegraded != nil {
-		p.AllowDegraded = *o.AllowDegraded
+		p.f.AllowDegraded = *o.AllowDegraded
 	}
 	if ww.AllowGitWrites != nil {
-		p.AllowGitWrites = *ww.AllowGitWrites
+		p.f.AllowGitWrites = *ww.AllowGitWrites
 	}
-	p.ToolCacheMode = CachesOverlay
+	p.f.ToolCacheMode = CachesOverlay
 	if ww.ToolCaches != nil {
 		m, err := ParseToolCacheMode(*ww.ToolCaches)
 		if err != nil {
 			return nil, fmt.Errorf("tool_caches: %w", err)
 		}
-		p.ToolCacheMode = m
+		p.f.ToolCacheMode = m
 	}
 	if ww.ProtectedSubpaths != nil {
 		for _, n := range ww.ProtectedSubpaths {
@@ -171,7 +237,7 @@ func Resolve(o Options) (*Policy, error) {
 				return nil, fmt.Errorf("protected_subpaths: %w", err)
 			}
 		}
-		p.ProtectedNames = slices.Clone(ww.ProtectedSubpaths)
+		p.f.ProtectedNames = slices.Clone(ww.ProtectedSubpaths)
 	}
 
 	for _, sp := range ww.AllowUnixSockets {
@@ -184,7 +250,7 @@ func Resolve(o Options) (*Policy, error) {
 		if real, err := filepath.EvalSymlinks(sp); err == nil {
 			sp = real
 		}
-		p.AllowUnixSockets = append(p.AllowUnixSockets, sp)
+		p.f.AllowUnixSockets = append(p.f.AllowUnixSockets, sp)
 	}
 
 	cwd := o.Cwd
@@ -195,13 +261,13 @@ func Resolve(o Options) (*Policy, error) {
 		}
 		cwd = wd
 	}
-	c, err := resolveDir(cwd, "", "workspace (-C)")
+	c, err := resolveDir(cwd, "", "workspace (Options.Cwd)")
 	if err != nil {
 		return nil, err
 	}
-	p.Cwd = c
+	p.f.Cwd = c
 
-	if p.Mode != WorkspaceWrite {
+	if p.f.Mode != WorkspaceWrite {
 		return p, nil
 	}
 
@@ -209,16 +275,16 @@ func Resolve(o Options) (*Policy, error) {
 	roots := []root{{c, "workspace"}}
 	for _, d := range o.AddDirs {
 		if d == "" {
-			return nil, errors.New("an added writable root is an empty path")
+			return nil, errors.New("Options.AddDirs: empty path (name a directory)")
 		}
-		// A relative --add-dir is relative to the caller's directory, as
+		// A relative added root is relative to the caller's directory, as
 		// for any shell argument; relative writable_roots in the config
 		// are relative to the workspace, as in Codex.
 		abs, err := filepath.Abs(d)
 		if err != nil {
-			return nil, fmt.Errorf("--add-dir %s: %w", d, err)
+			return nil, fmt.Errorf("Options.AddDirs %s: %w", d, err)
 		}
-		roots = append(roots, root{abs, "--add-dir"})
+		roots = append(roots, root{abs, "Options.AddDirs"})
 	}
 	for _, d := range ww.WritableRoots {
 		what := "writable_roots"
@@ -257,16 +323,16 @@ func Resolve(o Options) (*Policy, error) {
 		}
 		if !seen[abs] {
 			seen[abs] = true
-			p.WritableRoots = append(p.WritableRoots, abs)
+			p.f.WritableRoots = append(p.f.WritableRoots, abs)
 		}
 	}
-	slices.SortFunc(p.WritableRoots, comparePaths)
+	slices.SortFunc(p.f.WritableRoots, comparePaths)
 
 	extra := append([]string{}, o.ExtraProtected...)
-	if d := DefaultConfigPath(getenv); d != "" {
+	if d := agentdirs.Config(getenv); d != "" {
 		extra = append(extra, filepath.Dir(d))
 	}
-	if d := StateDir(getenv, goos); d != "" {
+	if d := agentdirs.State(getenv, goos); d != "" {
 		extra = append(extra, d)
 	}
 	// A command able to replace agentbox's own binary would own the next
@@ -280,12 +346,12 @@ func Resolve(o Options) (*Policy, error) {
 	if invoked := invokedAs(); invoked != "" {
 		extra = append(extra, invoked)
 	}
-	prot, err := protectedPaths(p.WritableRoots, p.ProtectedNames, extra, getenv)
+	prot, err := protectedPaths(p.f.WritableRoots, p.f.ProtectedNames, extra, getenv)
 	if err != nil {
 		return nil, err
 	}
-	p.Protected = prot
-	resolveToolCaches(p, getenv, goos, StateDir(getenv, goos))
+	p.f.Protected = prot
+	resolveToolCaches(p, getenv, goos, agentdirs.State(getenv, goos))
 	return p, nil
 }
 
@@ -352,37 +418,15 @@ func comparePaths(a, b string) int {
 		strings.ReplaceAll(b, string(filepath.Separator), "\x00"))
 }
 
-// Within reports whether path is root or lies beneath it.
-func Within(path, root string) bool {
-	if path == root {
-		return true
-	}
-	if !strings.HasSuffix(root, string(filepath.Separator)) {
-		root += string(filepath.Separator)
-	}
-	return strings.HasPrefix(path, root)
-}
-
-// InnermostRoot returns the deepest root containing path, or "".
-func InnermostRoot(path string, roots []string) string {
-	best := ""
-	for _, r := range roots {
-		if Within(path, r) && len(r) > len(best) {
-			best = r
-		}
-	}
-	return best
-}
-
 // IsWritable reports whether the policy lets the command write at path
 // (absolute, symlink-free): beneath a writable root and not beneath a
 // protected path. Backends use it to plan; enforcement is theirs.
 func (p *Policy) IsWritable(path string) bool {
-	if InnermostRoot(path, p.WritableRoots) == "" {
+	if fspath.InnermostRoot(path, p.f.WritableRoots) == "" {
 		return false
 	}
-	for _, pr := range p.Protected {
-		if Within(path, pr.Path) {
+	for _, pr := range p.f.Protected {
+		if fspath.Within(path, pr.Path) {
 			return false
 		}
 	}

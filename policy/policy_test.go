@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/agentbox/agentbox/internal/agentdirs"
 )
 
 func mkdirs(t *testing.T, paths ...string) {
@@ -91,44 +93,44 @@ func TestResolveDefaultsAndFlags(t *testing.T) {
 		}
 		return ""
 	}
-	p, err := Resolve(Options{Cwd: ws, AddDirs: []string{extra}, Getenv: env, GOOS: "linux"})
+	p, err := Resolve(Options{Cwd: ws, AddDirs: []string{extra}, getenv: env, goos: "linux"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p.Mode != WorkspaceWrite || p.Network || p.Cwd != ws {
+	if p.Mode() != WorkspaceWrite || p.Network() || p.Cwd() != ws {
 		t.Errorf("defaults: %+v", p)
 	}
 	for _, want := range []string{ws, extra, tmpdir, "/tmp"} {
-		if !slices.Contains(p.WritableRoots, want) {
-			t.Errorf("writable roots %v lack %s", p.WritableRoots, want)
+		if !slices.Contains(p.WritableRoots(), want) {
+			t.Errorf("writable roots %v lack %s", p.WritableRoots(), want)
 		}
 	}
 
 	yes := true
 	cfg := &Config{SandboxWorkspaceWrite: WorkspaceWriteSection{ExcludeSlashTmp: &yes, ExcludeTmpdirEnvVar: &yes}}
-	p, err = Resolve(Options{Cwd: ws, Config: cfg, Getenv: env, GOOS: "linux"})
+	p, err = Resolve(Options{Cwd: ws, Config: cfg, getenv: env, goos: "linux"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(p.WritableRoots, []string{ws}) {
-		t.Errorf("with exclusions, roots = %v, want only the workspace", p.WritableRoots)
+	if !slices.Equal(p.WritableRoots(), []string{ws}) {
+		t.Errorf("with exclusions, roots = %v, want only the workspace", p.WritableRoots())
 	}
 
-	p, err = Resolve(Options{Cwd: ws, Mode: ReadOnly, Network: &yes, Getenv: noEnv})
+	p, err = Resolve(Options{Cwd: ws, Mode: ReadOnly, Network: &yes, getenv: noEnv})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(p.WritableRoots) != 0 || !p.Network {
+	if len(p.WritableRoots()) != 0 || !p.Network() {
 		t.Errorf("read-only with --network: %+v", p)
 	}
 
 	mode := "read-only"
-	p, err = Resolve(Options{Cwd: ws, Mode: WorkspaceWrite, Config: &Config{SandboxMode: &mode}, Getenv: noEnv})
-	if err != nil || p.Mode != WorkspaceWrite {
+	p, err = Resolve(Options{Cwd: ws, Mode: WorkspaceWrite, Config: &Config{SandboxMode: &mode}, getenv: noEnv})
+	if err != nil || p.Mode() != WorkspaceWrite {
 		t.Errorf("flag must override config: %v %v", p, err)
 	}
-	p, err = Resolve(Options{Cwd: ws, Mode: DangerFullAccess, Getenv: noEnv})
-	if err != nil || !p.Network {
+	p, err = Resolve(Options{Cwd: ws, Mode: DangerFullAccess, getenv: noEnv})
+	if err != nil || !p.Network() {
 		t.Errorf("danger-full-access implies network: %+v %v", p, err)
 	}
 }
@@ -141,12 +143,12 @@ func TestResolveWindowsTemp(t *testing.T) {
 		}
 		return ""
 	}
-	p, err := Resolve(Options{Cwd: ws, Getenv: env, GOOS: "windows"})
+	p, err := Resolve(Options{Cwd: ws, getenv: env, goos: "windows"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Contains(p.WritableRoots, temp) || slices.Contains(p.WritableRoots, "/tmp") {
-		t.Errorf("windows roots = %v: want %%TEMP%%, not /tmp", p.WritableRoots)
+	if !slices.Contains(p.WritableRoots(), temp) || slices.Contains(p.WritableRoots(), "/tmp") {
+		t.Errorf("windows roots = %v: want %%TEMP%%, not /tmp", p.WritableRoots())
 	}
 }
 
@@ -161,7 +163,7 @@ func TestResolveErrorsNamePaths(t *testing.T) {
 		{Cwd: ws, AddDirs: []string{file}},
 		{Cwd: ws, Mode: "bogus"},
 	} {
-		o.Getenv = noEnv
+		o.getenv = noEnv
 		_, err := Resolve(o)
 		if err == nil {
 			t.Errorf("%+v: want an error", o)
@@ -176,9 +178,29 @@ func TestResolveErrorsNamePaths(t *testing.T) {
 // An empty added root would otherwise be the caller's directory.
 func TestResolveRefusesEmptyAddedRoot(t *testing.T) {
 	ws := realTemp(t)
-	_, err := Resolve(Options{Cwd: ws, AddDirs: []string{""}, Getenv: noEnv, GOOS: "linux"})
+	_, err := Resolve(Options{Cwd: ws, AddDirs: []string{""}, getenv: noEnv, goos: "linux"})
 	if err == nil || !strings.Contains(err.Error(), "empty path") {
 		t.Fatalf("Resolve with an empty added root: err = %v, want an empty-path error", err)
+	}
+}
+
+// Errors name the option as a library caller spells it, not a CLI flag.
+func TestResolveErrorsNameOptions(t *testing.T) {
+	ws := realTemp(t)
+	missing := filepath.Join(ws, "missing")
+	for _, c := range []struct {
+		o    Options
+		want string
+	}{
+		{Options{Cwd: ws, AddDirs: []string{""}}, "Options.AddDirs: empty path"},
+		{Options{Cwd: ws, AddDirs: []string{missing}}, "Options.AddDirs " + missing + " does not exist"},
+		{Options{Cwd: missing}, "workspace (Options.Cwd) " + missing + " does not exist"},
+	} {
+		c.o.getenv, c.o.goos = noEnv, "linux"
+		_, err := Resolve(c.o)
+		if err == nil || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "--") {
+			t.Errorf("Resolve(%+v) = %v, want an error naming %q and no flag", c.o, err, c.want)
+		}
 	}
 }
 
@@ -188,17 +210,17 @@ func TestResolveSymlinkedRoot(t *testing.T) {
 	mkdirs(t, real)
 	link := filepath.Join(base, "link")
 	os.Symlink(real, link)
-	p, err := Resolve(Options{Cwd: link, Getenv: noEnv, GOOS: "linux"})
+	p, err := Resolve(Options{Cwd: link, getenv: noEnv, goos: "linux"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p.Cwd != real || !slices.Contains(p.WritableRoots, real) {
+	if p.Cwd() != real || !slices.Contains(p.WritableRoots(), real) {
 		t.Errorf("symlinked workspace not resolved: %+v", p)
 	}
 }
 
 func findProtected(p *Policy, path string) (Protected, bool) {
-	for _, pr := range p.Protected {
+	for _, pr := range p.Protected() {
 		if pr.Path == path {
 			return pr, true
 		}
@@ -217,7 +239,7 @@ func TestProtectedPaths(t *testing.T) {
 	os.WriteFile(filepath.Join(gitdir, "commondir"), []byte("../..\n"), 0o644)
 	os.Symlink(filepath.Join(base, "elsewhere"), filepath.Join(ws, ".agents"))
 
-	p, err := Resolve(Options{Cwd: ws, AddDirs: []string{base}, Getenv: noEnv, GOOS: "linux",
+	p, err := Resolve(Options{Cwd: ws, AddDirs: []string{base}, getenv: noEnv, goos: "linux",
 		Config: &Config{SandboxWorkspaceWrite: WorkspaceWriteSection{ExcludeSlashTmp: new(bool)}}})
 	if err != nil {
 		t.Fatal(err)
@@ -235,7 +257,7 @@ func TestProtectedPaths(t *testing.T) {
 	for path, kind := range want {
 		pr, ok := findProtected(p, path)
 		if !ok {
-			t.Errorf("%s not protected; have %+v", path, p.Protected)
+			t.Errorf("%s not protected; have %+v", path, p.Protected())
 			continue
 		}
 		if pr.Kind != kind {
@@ -264,18 +286,18 @@ func TestProtectedPaths(t *testing.T) {
 func TestProtectedFirstMissingComponent(t *testing.T) {
 	ws := realTemp(t)
 	os.WriteFile(filepath.Join(ws, ".git"), []byte("gitdir: "+filepath.Join(ws, "a", "b", "c")+"\n"), 0o644)
-	p, err := Resolve(Options{Cwd: ws, Getenv: noEnv, GOOS: "linux", Config: &Config{SandboxWorkspaceWrite: WorkspaceWriteSection{ExcludeSlashTmp: ptr(true)}}})
+	p, err := Resolve(Options{Cwd: ws, getenv: noEnv, goos: "linux", Config: &Config{SandboxWorkspaceWrite: WorkspaceWriteSection{ExcludeSlashTmp: ptr(true)}}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if pr, ok := findProtected(p, filepath.Join(ws, "a")); !ok || pr.Kind != Missing {
-		t.Errorf("a missing gitdir must pin its first missing component: %+v", p.Protected)
+		t.Errorf("a missing gitdir must pin its first missing component: %+v", p.Protected())
 	}
 }
 
 func TestProtectedSubpathsConfigurable(t *testing.T) {
 	ws := realTemp(t)
-	p, err := Resolve(Options{Cwd: ws, Getenv: noEnv, GOOS: "linux", Config: &Config{SandboxWorkspaceWrite: WorkspaceWriteSection{
+	p, err := Resolve(Options{Cwd: ws, getenv: noEnv, goos: "linux", Config: &Config{SandboxWorkspaceWrite: WorkspaceWriteSection{
 		ProtectedSubpaths: []string{".vscode"}, ExcludeSlashTmp: ptr(true)}}})
 	if err != nil {
 		t.Fatal(err)
@@ -302,31 +324,6 @@ func TestComparePathsParentFirst(t *testing.T) {
 	}
 }
 
-func TestWithin(t *testing.T) {
-	for _, c := range []struct {
-		p, r string
-		want bool
-	}{{"/a", "/a", true}, {"/a/b", "/a", true}, {"/ab", "/a", false}, {"/a", "/", true}, {"/", "/a", false}} {
-		if got := Within(c.p, c.r); got != c.want {
-			t.Errorf("Within(%q, %q) = %v", c.p, c.r, got)
-		}
-	}
-}
-
-func TestDefaultConfigPath(t *testing.T) {
-	if runtime.GOOS == "windows" {
-		t.Skip("Unix layout; Windows uses %APPDATA%")
-	}
-	env := map[string]string{"XDG_CONFIG_HOME": "/x", "HOME": "/h"}
-	if got := DefaultConfigPath(func(k string) string { return env[k] }); got != "/x/agentbox/config.toml" {
-		t.Errorf("got %s", got)
-	}
-	delete(env, "XDG_CONFIG_HOME")
-	if got := DefaultConfigPath(func(k string) string { return env[k] }); got != "/h/.config/agentbox/config.toml" {
-		t.Errorf("got %s", got)
-	}
-}
-
 func TestProtectedIntermediateSymlinks(t *testing.T) {
 	base := realTemp(t)
 	ws := filepath.Join(base, "ws")
@@ -342,7 +339,7 @@ func TestProtectedIntermediateSymlinks(t *testing.T) {
 	os.Symlink(filepath.Join(base, "greal"), filepath.Join(base, "glink"))
 	os.WriteFile(filepath.Join(ws, ".git"), []byte("gitdir: "+filepath.Join(base, "glink", "wt")+"\n"), 0o644)
 
-	p, err := Resolve(Options{Cwd: ws, AddDirs: []string{base}, Getenv: noEnv, GOOS: "linux",
+	p, err := Resolve(Options{Cwd: ws, AddDirs: []string{base}, getenv: noEnv, goos: "linux",
 		Config: &Config{SandboxWorkspaceWrite: WorkspaceWriteSection{ExcludeSlashTmp: ptr(true)}}})
 	if err != nil {
 		t.Fatal(err)
@@ -356,7 +353,7 @@ func TestProtectedIntermediateSymlinks(t *testing.T) {
 	} {
 		pr, ok := findProtected(p, path)
 		if !ok || pr.Kind != kind {
-			t.Errorf("%s: protected=%v kind=%v, want %v; all: %+v", path, ok, pr.Kind, kind, p.Protected)
+			t.Errorf("%s: protected=%v kind=%v, want %v; all: %+v", path, ok, pr.Kind, kind, p.Protected())
 		}
 	}
 }
@@ -364,7 +361,7 @@ func TestProtectedIntermediateSymlinks(t *testing.T) {
 func TestExtraProtectedAndExecutable(t *testing.T) {
 	ws := realTemp(t)
 	cfgDir := filepath.Join(ws, ".config", "agentbox")
-	p, err := Resolve(Options{Cwd: ws, Getenv: noEnv, GOOS: "linux", ExtraProtected: []string{cfgDir},
+	p, err := Resolve(Options{Cwd: ws, getenv: noEnv, goos: "linux", ExtraProtected: []string{cfgDir},
 		Config: &Config{SandboxWorkspaceWrite: WorkspaceWriteSection{ExcludeSlashTmp: ptr(true)}}})
 	if err != nil {
 		t.Fatal(err)
@@ -372,7 +369,7 @@ func TestExtraProtectedAndExecutable(t *testing.T) {
 	// .config is missing: its first missing component is what must not
 	// be creatable.
 	if pr, ok := findProtected(p, filepath.Join(ws, ".config")); !ok || pr.Kind != Missing || pr.Root != ws {
-		t.Errorf("missing config dir not protected: %+v", p.Protected)
+		t.Errorf("missing config dir not protected: %+v", p.Protected())
 	}
 	exe, _ := os.Executable()
 	exe, _ = filepath.EvalSymlinks(exe)
@@ -394,7 +391,7 @@ func TestCommondirFIFOIsNotRead(t *testing.T) {
 	}
 	done := make(chan error, 1)
 	go func() {
-		_, err := Resolve(Options{Cwd: ws, Getenv: noEnv, GOOS: "linux"})
+		_, err := Resolve(Options{Cwd: ws, getenv: noEnv, goos: "linux"})
 		done <- err
 	}()
 	select {
@@ -413,17 +410,17 @@ func TestOwnConfigAndStateProtectedByDefault(t *testing.T) {
 		return ""
 	}
 	// The workspace is $HOME, so agentbox's config and state lie in it.
-	p, err := Resolve(Options{Cwd: home, Getenv: env, GOOS: "linux",
+	p, err := Resolve(Options{Cwd: home, getenv: env, goos: "linux",
 		Config: &Config{SandboxWorkspaceWrite: WorkspaceWriteSection{ExcludeSlashTmp: ptr(true)}}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, want := range []string{filepath.Join(home, ".config"), filepath.Join(home, ".local")} {
 		if pr, ok := findProtected(p, want); !ok || pr.Kind != Missing {
-			t.Errorf("%s (first missing component of agentbox's own dirs) not protected: %+v", want, p.Protected)
+			t.Errorf("%s (first missing component of agentbox's own dirs) not protected: %+v", want, p.Protected())
 		}
 	}
-	if got := StateDir(func(k string) string { return map[string]string{"LOCALAPPDATA": `C:\Users\u\AppData\Local`}[k] }, "windows"); !strings.HasSuffix(got, "agentbox") {
+	if got := agentdirs.State(func(k string) string { return map[string]string{"LOCALAPPDATA": `C:\Users\u\AppData\Local`}[k] }, "windows"); !strings.HasSuffix(got, "agentbox") {
 		t.Errorf("windows state dir = %q", got)
 	}
 }
@@ -437,13 +434,13 @@ func TestGitdirReadAsGitDoes(t *testing.T) {
 	// (and to git), not ws/r/.git as textual cleaning would say.
 	os.Symlink(filepath.Join(other, "sub"), filepath.Join(ws, "l"))
 	os.WriteFile(filepath.Join(ws, ".git"), []byte("gitdir: l/../r/.git\n"), 0o644)
-	p, err := Resolve(Options{Cwd: ws, AddDirs: []string{base}, Getenv: noEnv, GOOS: "linux",
+	p, err := Resolve(Options{Cwd: ws, AddDirs: []string{base}, getenv: noEnv, goos: "linux",
 		Config: &Config{SandboxWorkspaceWrite: WorkspaceWriteSection{ExcludeSlashTmp: ptr(true)}}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if pr, ok := findProtected(p, filepath.Join(other, "r", ".git")); !ok || pr.Kind != Dir {
-		t.Errorf("gitdir through l/.. not protected where git looks: %+v", p.Protected)
+		t.Errorf("gitdir through l/.. not protected where git looks: %+v", p.Protected())
 	}
 	if _, ok := findProtected(p, filepath.Join(ws, "l")); !ok {
 		t.Errorf("the link on the way to the gitdir is not pinned")
@@ -453,13 +450,13 @@ func TestGitdirReadAsGitDoes(t *testing.T) {
 	ws2 := filepath.Join(base, "ws2")
 	mkdirs(t, ws2, filepath.Join(base, "g", ".git "))
 	os.WriteFile(filepath.Join(ws2, ".git"), []byte("gitdir: "+filepath.Join(base, "g", ".git ")+"\r\n"), 0o644)
-	p, err = Resolve(Options{Cwd: ws2, AddDirs: []string{base}, Getenv: noEnv, GOOS: "linux",
+	p, err = Resolve(Options{Cwd: ws2, AddDirs: []string{base}, getenv: noEnv, goos: "linux",
 		Config: &Config{SandboxWorkspaceWrite: WorkspaceWriteSection{ExcludeSlashTmp: ptr(true)}}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, ok := findProtected(p, filepath.Join(base, "g", ".git ")); !ok {
-		t.Errorf(`gitdir ".git " (trailing space) not protected: %+v`, p.Protected)
+		t.Errorf(`gitdir ".git " (trailing space) not protected: %+v`, p.Protected())
 	}
 }
 func TestAllowUnixSockets(t *testing.T) {
@@ -481,7 +478,7 @@ func TestAllowUnixSockets(t *testing.T) {
 	}
 	rdir, _ := filepath.EvalSymlinks(dir)
 	want := []string{filepath.Join(rdir, "real.sock"), filepath.Join(dir, "missing.sock")}
-	if !slices.Equal(p.AllowUnixSockets, want) {
-		t.Errorf("AllowUnixSockets = %q, want %q", p.AllowUnixSockets, want)
+	if !slices.Equal(p.AllowUnixSockets(), want) {
+		t.Errorf("AllowUnixSockets = %q, want %q", p.AllowUnixSockets(), want)
 	}
 }

@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+
+	"github.com/agentbox/agentbox/internal/fspath"
+	"github.com/agentbox/agentbox/internal/gitfile"
 )
 
 // protectedPaths lists every carve-out for the given roots: each protected
@@ -21,16 +23,17 @@ import (
 // executable).
 func protectedPaths(roots, names []string, extra []string, getenv func(string) string) ([]Protected, error) {
 	byPath := map[string]Protected{}
+	files := map[string]bool{} // resolved paths git reads as files
 	var add, addResolved func(path, why string, depth int) error
 	add = func(path, why string, depth int) error {
 		if depth > 16 {
 			return fmt.Errorf("protected path %s: too many levels of gitdir or symlink indirection", path)
 		}
-		path = firstMissing(filepath.Clean(path))
+		path = fspath.FirstMissing(filepath.Clean(path))
 		if _, ok := byPath[path]; ok {
 			return nil
 		}
-		pr := Protected{Path: path, Root: InnermostRoot(path, roots), Why: why}
+		pr := Protected{Path: path, Root: fspath.InnermostRoot(path, roots), Why: why}
 		fi, err := os.Lstat(path)
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
@@ -112,6 +115,10 @@ func protectedPaths(roots, names []string, extra []string, getenv func(string) s
 			// it rather than fail every later run. The links met on
 			// the way are protected before any error.
 			_ = addResolved(t.path, t.why, 0)
+			if t.file {
+				target, _ := resolve(t.path)
+				files[target] = true
+			}
 		}
 	}
 	for _, e := range extra {
@@ -121,25 +128,19 @@ func protectedPaths(roots, names []string, extra []string, getenv func(string) s
 	}
 	out := make([]Protected, 0, len(byPath))
 	for _, pr := range byPath {
+		pr.FileWhenMissing = files[pr.Path] && (pr.Kind == Missing || pr.Kind == File && mayBePlaceholder(pr.Path))
 		out = append(out, pr)
 	}
 	slices.SortFunc(out, func(a, b Protected) int { return comparePaths(a.Path, b.Path) })
 	return out, nil
 }
 
-// firstMissing returns path itself when its parent exists, else the first
-// missing component: pinning that one keeps the whole chain from appearing.
-func firstMissing(path string) string {
-	for {
-		parent := filepath.Dir(path)
-		if parent == path {
-			return path
-		}
-		if _, err := os.Lstat(parent); err == nil {
-			return path
-		}
-		path = parent
-	}
+// mayBePlaceholder reports whether the file at path could be another
+// run's file placeholder: an empty regular file. Anything else (a FIFO a
+// command planted, the user's real config) is never held as one.
+func mayBePlaceholder(path string) bool {
+	fi, err := os.Lstat(path)
+	return err == nil && fi.Mode().IsRegular() && fi.Size() == 0
 }
 
 // isLink reports whether fi (from Lstat of path) is a link to follow: a
@@ -202,7 +203,7 @@ func resolve(path string) (string, []string) {
 // readGitdirFile parses a "gitdir: <path>" file as git writes it for
 // worktrees and submodules; a relative path is relative to the file.
 func readGitdirFile(path string) (string, error) {
-	data, err := readSmall(path)
+	data, err := gitfile.ReadSmall(path)
 	if err != nil {
 		return "", fmt.Errorf("reading %s: %w", path, err)
 	}
@@ -223,7 +224,7 @@ func readGitdirFile(path string) (string, error) {
 // readCommondir reads a worktree gitdir's "commondir" as git does
 // (path.c): trailing CR and LF trimmed, relative to the gitdir.
 func readCommondir(gitdir string) (string, error) {
-	data, err := readSmall(filepath.Join(gitdir, "commondir"))
+	data, err := gitfile.ReadSmall(filepath.Join(gitdir, "commondir"))
 	if err != nil {
 		return "", err
 	}
@@ -243,35 +244,4 @@ func joinRaw(base, rel string) string {
 		return rel
 	}
 	return strings.TrimRight(base, string(filepath.Separator)) + string(filepath.Separator) + rel
-}
-
-// readSmall reads at most 64 KiB: a gitdir file is one line, and a hostile
-// workspace must not make agentbox read a huge file.
-//
-// Only regular files are read: a FIFO planted as a gitdir or commondir file
-// would block the open forever, and a link to /proc/self/fd/0 would read
-// agentbox's stdin. (A swap between the check and the open remains a
-// possible hang, not an escape.)
-func readSmall(path string) ([]byte, error) {
-	if fi, err := os.Stat(path); err != nil {
-		return nil, err
-	} else if !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s is not a regular file", path)
-	}
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil || !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s is not a regular file", path)
-	}
-	// Sized by the file, not the limit: this runs many times per run.
-	buf := make([]byte, min(fi.Size()+1, 64<<10))
-	n, err := f.Read(buf)
-	if err != nil && n == 0 && !errors.Is(err, io.EOF) {
-		return nil, err
-	}
-	return buf[:n], nil
 }

@@ -1,8 +1,6 @@
 package policy
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -10,6 +8,9 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+
+	"github.com/agentbox/agentbox/internal/agentdirs"
+	"github.com/agentbox/agentbox/internal/fspath"
 )
 
 // ToolCacheMode is [sandbox_workspace_write] tool_caches: how the tools'
@@ -344,23 +345,11 @@ func (c ToolCache) PrivateEnvAt(dir string, env []string) string {
 	return c.Env + "=" + val
 }
 
-// ToolCacheRoot is where per-workspace cache layers live under the state
-// directory.
-func ToolCacheRoot(stateDir string) string { return filepath.Join(stateDir, "toolcache") }
-
-// WorkspaceKey names a workspace's layers: a hash of its path, so the
-// directory name is fixed-length and reveals nothing odd to the file
-// system.
-func WorkspaceKey(workspace string) string {
-	h := sha256.Sum256([]byte(workspace))
-	return hex.EncodeToString(h[:8])
-}
-
 // resolveToolCaches fills p.ToolCaches for the mode: every known cache
 // with its host path and per-workspace layer. It only reads the file
 // system; backends create the layers.
 func resolveToolCaches(p *Policy, getenv func(string) string, goos, stateDir string) {
-	if p.ToolCacheMode == CachesOff || p.Mode != WorkspaceWrite || stateDir == "" {
+	if p.f.ToolCacheMode == CachesOff || p.f.Mode != WorkspaceWrite || stateDir == "" {
 		return
 	}
 	home := getenv("HOME")
@@ -371,7 +360,7 @@ func resolveToolCaches(p *Policy, getenv func(string) string, goos, stateDir str
 		home = ""
 	}
 	e := cacheEnv{getenv: getenv, goos: goos, home: home}
-	base := filepath.Join(ToolCacheRoot(stateDir), WorkspaceKey(p.Cwd))
+	base := filepath.Join(agentdirs.ToolCacheRoot(stateDir), agentdirs.WorkspaceKey(p.f.Cwd))
 	for _, d := range knownCaches {
 		c := ToolCache{Name: d.Name, Desc: d.Desc, Env: d.Env, envValue: d.EnvValue,
 			Layer: filepath.Join(base, d.Name), Host: d.Path(e)}
@@ -382,17 +371,17 @@ func resolveToolCaches(p *Policy, getenv func(string) string, goos, stateDir str
 		switch {
 		case c.Host == "":
 			c.Skip = "no home directory to find it in"
-		case Within(c.Host, stateDir) || Within(stateDir, c.Host):
+		case fspath.Within(c.Host, stateDir) || fspath.Within(stateDir, c.Host):
 			c.Skip = "overlaps agentbox's state directory"
 		default:
-			for _, pr := range p.Protected {
-				if Within(c.Host, pr.Path) || Within(pr.Path, c.Host) {
+			for _, pr := range p.f.Protected {
+				if fspath.Within(c.Host, pr.Path) || fspath.Within(pr.Path, c.Host) {
 					c.Skip = fmt.Sprintf("overlaps protected %s (%s)", pr.Path, pr.Why)
 					break
 				}
 			}
 		}
-		p.ToolCaches = append(p.ToolCaches, c)
+		p.f.ToolCaches = append(p.f.ToolCaches, c)
 	}
 }
 
@@ -416,72 +405,7 @@ func resolveCachePath(p string) (string, bool) {
 
 func isAbs(p, goos string) bool {
 	if goos == "windows" {
-		return windowsAbs(p)
+		return agentdirs.WindowsAbs(p)
 	}
 	return strings.HasPrefix(p, "/")
-}
-
-// CacheHow is where one tool cache goes in the sandbox.
-type CacheHow string
-
-const (
-	// CacheOverlay: the host's cache, read-only, under a per-workspace
-	// upper layer, mounted at the cache's own path.
-	CacheOverlay CacheHow = "overlay"
-	// CachePrivate: the tool's variable points at the per-workspace
-	// directory, which is bound writable at its own path.
-	CachePrivate CacheHow = "private"
-	// CacheUntouched: left read-only, as the rest of the host.
-	CacheUntouched CacheHow = "untouched"
-)
-
-// CacheDecision is the placement of one cache and, when untouched, why.
-type CacheDecision struct {
-	Cache ToolCache
-	How   CacheHow
-	Why   string
-}
-
-// DecideCaches places each of the policy's tool caches. overlays says
-// whether overlay mounts are possible (a user namespace: not in degraded
-// mode).
-func DecideCaches(p *Policy, overlays bool) []CacheDecision {
-	var out []CacheDecision
-	for _, c := range p.ToolCaches {
-		d := CacheDecision{Cache: c, How: CacheUntouched}
-		private := func(why string) {
-			if c.Env != "" {
-				d.How = CachePrivate
-			} else {
-				d.Why = why + ", and no variable relocates it alone: left read-only"
-			}
-		}
-		switch {
-		case c.Skip != "":
-			d.Why = c.Skip
-		case rootAtOrBelow(c.Host, p.WritableRoots) != "":
-			// An overlay would cover a root the user asked to write.
-			d.Why = "is or contains the writable root " + rootAtOrBelow(c.Host, p.WritableRoots) + ": left as it is"
-		case p.ToolCacheMode == CachesPrivate:
-			private("tool_caches is private")
-		case !overlays:
-			private("overlays need user namespaces")
-		case c.HostExists:
-			d.How = CacheOverlay
-		default:
-			private("not on the host")
-		}
-		out = append(out, d)
-	}
-	return out
-}
-
-// rootAtOrBelow returns a writable root that is path or lies inside it.
-func rootAtOrBelow(path string, roots []string) string {
-	for _, r := range roots {
-		if Within(r, path) {
-			return r
-		}
-	}
-	return ""
 }

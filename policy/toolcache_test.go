@@ -5,6 +5,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/agentbox/agentbox/internal/agentdirs"
+	"github.com/agentbox/agentbox/internal/fspath"
 )
 
 func TestToolCacheDefaults(t *testing.T) {
@@ -67,7 +70,7 @@ func TestToolCacheNeverBin(t *testing.T) {
 	for _, d := range knownCaches {
 		p := d.Path(e)
 		for _, bin := range []string{"/h/.cargo/bin", "/h/go/bin", "/h/.local/bin", "/h/.npm-global/bin"} {
-			if Within(bin, p) || Within(p, bin) {
+			if fspath.Within(bin, p) || fspath.Within(p, bin) {
 				t.Errorf("%s at %s overlaps %s", d.Name, p, bin)
 			}
 		}
@@ -95,15 +98,15 @@ func TestToolCacheResolve(t *testing.T) {
 		}
 		return ""
 	}
-	p, err := Resolve(Options{Cwd: ws, Getenv: getenv, GOOS: "linux", Config: &Config{}})
+	p, err := Resolve(Options{Cwd: ws, getenv: getenv, goos: "linux", Config: &Config{}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p.ToolCacheMode != CachesOverlay {
-		t.Errorf("default mode %q, want overlay", p.ToolCacheMode)
+	if p.ToolCacheMode() != CachesOverlay {
+		t.Errorf("default mode %q, want overlay", p.ToolCacheMode())
 	}
 	byName := map[string]ToolCache{}
-	for _, c := range p.ToolCaches {
+	for _, c := range p.ToolCaches() {
 		byName[c.Name] = c
 	}
 	gb := byName["go-build"]
@@ -111,9 +114,9 @@ func TestToolCacheResolve(t *testing.T) {
 	if !gb.HostExists || gb.Host != realGB || gb.Named != filepath.Join(home, ".cache", "go-build") {
 		t.Errorf("go-build resolved to %+v, want host %s", gb, realGB)
 	}
-	state := StateDir(getenv, "linux")
-	if !strings.HasPrefix(gb.Layer, ToolCacheRoot(state)+"/") {
-		t.Errorf("layer %s not under %s", gb.Layer, ToolCacheRoot(state))
+	state := agentdirs.State(getenv, "linux")
+	if !strings.HasPrefix(gb.Layer, agentdirs.ToolCacheRoot(state)+"/") {
+		t.Errorf("layer %s not under %s", gb.Layer, agentdirs.ToolCacheRoot(state))
 	}
 	if byName["npm"].HostExists {
 		t.Errorf("npm cache does not exist but HostExists is set")
@@ -127,9 +130,9 @@ func TestToolCacheResolve(t *testing.T) {
 	}
 
 	off := "off"
-	p, err = Resolve(Options{Cwd: ws, Getenv: getenv, GOOS: "linux", Config: &Config{SandboxWorkspaceWrite: WorkspaceWriteSection{ToolCaches: &off}}})
-	if err != nil || len(p.ToolCaches) != 0 {
-		t.Errorf("tool_caches = off: %v, %d caches", err, len(p.ToolCaches))
+	p, err = Resolve(Options{Cwd: ws, getenv: getenv, goos: "linux", Config: &Config{SandboxWorkspaceWrite: WorkspaceWriteSection{ToolCaches: &off}}})
+	if err != nil || len(p.ToolCaches()) != 0 {
+		t.Errorf("tool_caches = off: %v, %d caches", err, len(p.ToolCaches()))
 	}
 	if _, err := ParseConfig("c.toml", []byte("[sandbox_workspace_write]\ntool_caches = \"shared\"\n")); err == nil || !strings.Contains(err.Error(), "tool_caches") {
 		t.Errorf("bad tool_caches accepted: %v", err)

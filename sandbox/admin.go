@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
 
+	"github.com/agentbox/agentbox/internal/gitguard"
 	"github.com/agentbox/agentbox/policy"
 )
 
@@ -43,7 +45,7 @@ func Doctor(pol *policy.Policy) *Report {
 // there runs that pager on the host. Only git can refuse it.
 func gitBareCheck() Check {
 	c := Check{Name: "git safe.bareRepository"}
-	v, file, err := policy.GitSafeBareRepository(nil)
+	v, file, err := gitguard.SafeBareRepository(os.Getenv)
 	switch {
 	case err != nil:
 		c.Detail = fmt.Sprintf("cannot read your git config: %v", err)
@@ -78,8 +80,3 @@ func Setup(ctx context.Context, pol *policy.Policy, out io.Writer) error {
 // Cleanup removes everything agentbox ever left on the machine and reports
 // what it removed and what it could not.
 func Cleanup(ctx context.Context, out io.Writer) error { return cleanup(ctx, out) }
-
-// StateDir is the directory agentbox keeps its own bookkeeping in ("" when
-// there is none). [policy.Resolve] protects it in every writable root, so
-// a sandboxed command cannot change how the next one is sandboxed.
-func StateDir() string { return stateDir() }

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"strconv"
+	"strings"
 
 	"golang.org/x/sys/unix"
 
@@ -11,6 +13,8 @@ import (
 	"github.com/agentbox/agentbox/internal/linux/apparmor"
 	"github.com/agentbox/agentbox/internal/linux/landlock"
 	"github.com/agentbox/agentbox/internal/linux/seccomp"
+	"github.com/agentbox/agentbox/internal/netpolicy"
+	"github.com/agentbox/agentbox/internal/rawpolicy"
 	"github.com/agentbox/agentbox/policy"
 )
 
@@ -19,9 +23,9 @@ import (
 func linuxDoctor(pol *policy.Policy) *Report {
 	r := &Report{OS: runtime.GOOS}
 	if pol == nil {
-		pol = &policy.Policy{Mode: policy.ReadOnly, Cwd: "/"}
+		pol = rawpolicy.New(rawpolicy.Fields{Mode: policy.ReadOnly, Cwd: "/"})
 	}
-	r.Mode = string(pol.Mode)
+	r.Mode = string(pol.Mode())
 	add := func(name string, ok bool, format string, args ...any) {
 		r.Checks = append(r.Checks, Check{Name: name, OK: ok, Detail: fmt.Sprintf(format, args...)})
 	}
@@ -56,23 +60,22 @@ func linuxDoctor(pol *policy.Policy) *Report {
 		add("seccomp", true, "filter for %s builds (%d rules); installed by the probe below", runtime.GOARCH, len(seccomp.Rules(seccomp.Options{})))
 	}
 
-	if pol.Mode == policy.DangerFullAccess {
+	if pol.Mode() == policy.DangerFullAccess {
 		r.Backend = "none (danger-full-access)"
 		r.CanSandbox = true
 		return r
 	}
 	// The probe: a real sandbox running true, degraded mode refused so we
 	// learn whether namespaces work.
-	probe := *pol
-	probe.AllowDegraded = false
-	c := Command(&probe, "true")
+	probe := rawpolicy.Edit(pol, func(f *rawpolicy.Fields) { f.AllowDegraded = false })
+	c := Command(probe, "true")
 	c.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin"}
 	err := c.Run()
 	var nu *linux.NoUsernsError
 	switch {
 	case err == nil:
 		add("user namespaces", true, "usable: user, mount, pid, ipc, uts, cgroup namespaces created")
-		if pol.Network {
+		if pol.Network() {
 			add("network namespace", true, "not used: the policy allows the network")
 		} else {
 			add("network namespace", true, "loopback-only namespace created")
@@ -86,11 +89,11 @@ func linuxDoctor(pol *policy.Policy) *Report {
 		r.CanSandbox = true
 	case errors.As(err, &nu):
 		add("user namespaces", false, "%s", linux.UsernsReason(nu.Err))
-		if !pol.Network {
+		if !pol.Network() {
 			add("network namespace", false, "unavailable without a user namespace; seccomp refuses non-unix sockets instead")
 		}
 		if llOK {
-			r.Backend = "degraded: landlock+seccomp (needs --allow-degraded)"
+			r.Backend = "degraded: landlock+seccomp (needs Options.AllowDegraded)"
 			r.Missing = append(r.Missing, linux.DegradedGaps(pol, llABI())...)
 			r.CanSandbox = true
 		} else {
@@ -102,5 +105,107 @@ func linuxDoctor(pol *policy.Policy) *Report {
 		r.Backend = "none"
 		r.Missing = append(r.Missing, "the sandbox could not be built: "+err.Error())
 	}
+	if pol.Egress() != nil {
+		r.Checks = append(r.Checks, allowListCheck(pol.Egress()))
+	}
+	// How an allow-list would be enforced here, probed by running one.
+	way := egressBroken
+	switch {
+	case err == nil:
+		way = egressNetns
+	case errors.As(err, &nu) && llOK:
+		way = egressDegraded
+	case errors.As(err, &nu):
+		way = egressNone
+	}
+	var egressErr error
+	if way == egressNetns || way == egressDegraded {
+		egressErr = probeEgress(pol, way == egressDegraded)
+	}
+	ec := egressCheck(pol, way, egressErr)
+	r.Checks = append(r.Checks, ec)
+	if pol.Egress() != nil && !ec.OK {
+		r.Missing = append(r.Missing, "allow-listed egress: "+ec.Detail)
+	}
 	return r
+}
+
+// probeEgress runs `true` in a sandbox with an allow-list (the policy's,
+// or one refusing everything) and the network otherwise off: a namespace
+// sandbox whose init must hand its proxy listeners over, or, with
+// degraded, the host-loopback proxy and the connect supervisor.
+func probeEgress(pol *policy.Policy, degraded bool) error {
+	probe := rawpolicy.Edit(pol, func(f *rawpolicy.Fields) {
+		f.Network = false
+		f.AllowDegraded = degraded
+		if f.Egress == nil {
+			f.Egress = &netpolicy.Rules{}
+		}
+	})
+	c := Command(probe, "true")
+	c.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin"}
+	return c.Run()
+}
+
+// egressWay is the sandbox doctor's probe found possible here, and so
+// how an allow-list would be enforced.
+type egressWay int
+
+const (
+	egressNetns    egressWay = iota // namespaces: the network namespace, proxy outside
+	egressDegraded                  // no user namespaces, Landlock usable
+	egressNone                      // no user namespaces, no Landlock
+	egressBroken                    // the sandbox probe failed for another reason
+)
+
+// egressCheck says whether allow-listed egress (Options.AllowDomains, [network]
+// allowed_domains) is available here and how, from the sandbox the probe
+// could build and probe, what running an allow-list in it gave.
+func egressCheck(pol *policy.Policy, way egressWay, probe error) Check {
+	c := Check{Name: "allow-listed egress"}
+	userns, degraded := way == egressNetns, way == egressDegraded
+	var how string
+	switch {
+	case way == egressBroken:
+		how = "refused: no sandbox could be built here (see the sandbox probe)"
+	case userns && probe == nil:
+		c.OK = true
+		how = "available: the sandbox's own network namespace with only loopback; agentbox's proxy runs outside, on listeners made on the sandbox's 127.0.0.1 and handed over (a session: a pair per command, for its own report); nothing listens on the host"
+	case userns:
+		how = fmt.Sprintf("refused: an allow-list sandbox failed to start here (%v)", probe)
+	case degraded && probe == nil:
+		c.OK = true
+		how = "degraded only (needs Options.AllowDegraded): no network namespace, so agentbox's proxy listens on the host's loopback for each run and the seccomp connect supervisor lets TCP reach only its two ports; other local processes can use the proxy while a run lasts"
+	case degraded:
+		how = fmt.Sprintf("refused: no user namespaces, and the degraded allow-list (host-loopback proxy, connect supervisor) failed here (%v)", probe)
+	default:
+		how = "refused: no network namespace is possible here (no user namespaces) and no degraded sandbox either (Landlock unusable)"
+	}
+	switch {
+	case pol.Mode() == policy.DangerFullAccess || pol.Network():
+		how += "; not used by this policy, which opens the whole network"
+	case pol.Egress() == nil:
+		how += "; not used by this policy (no allow-list: the network is off)"
+	}
+	c.Detail = how
+	return c
+}
+
+// allowListCheck describes the policy's (valid: resolving it checked every
+// pattern) allow-list, and names what opens local destinations.
+func allowListCheck(r *netpolicy.Rules) Check {
+	detail := fmt.Sprintf("%d allowed and %d denied patterns, all well-formed", len(r.Allowed), len(r.Denied))
+	var local []string
+	for _, p := range r.Allowed {
+		if p.Name == "" && p.Prefix.IsValid() && (netpolicy.IsLocal(p.Prefix.Addr()) || netpolicy.IsLocal(p.Prefix.Masked().Addr())) {
+			local = append(local, strconv.Quote(p.Raw))
+		}
+	}
+	if len(local) > 0 {
+		detail += "; local addresses allowed by listing them: " + strings.Join(local, ", ")
+	}
+	if r.AllowLocal {
+		detail += "; allow_local_binding = true: allowed names may resolve to loopback and private addresses"
+	}
+	return Check{Name: "network allow-list", OK: true, Detail: detail}
 }

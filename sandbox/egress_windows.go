@@ -10,7 +10,7 @@ import (
 // unelevated run with an allow-list, and returns the proxy variables that
 // point at it. The block is advisory there, and the run says so.
 func windowsEgress(pol *policy.Policy, env []string) (*netproxy.Server, []string, error) {
-	if pol.Egress == nil || pol.Mode == policy.DangerFullAccess {
+	if pol.Egress() == nil || pol.Mode() == policy.DangerFullAccess {
 		return nil, nil, nil
 	}
 	srv, lns, err := hostLoopbackProxy(pol)

@@ -15,6 +15,8 @@ import (
 
 	"golang.org/x/sys/windows"
 
+	"github.com/agentbox/agentbox/internal/agentdirs"
+	"github.com/agentbox/agentbox/internal/rawpolicy"
 	"github.com/agentbox/agentbox/internal/windows/acl"
 	winsetup "github.com/agentbox/agentbox/internal/windows/setup"
 	"github.com/agentbox/agentbox/internal/windows/sid"
@@ -37,7 +39,7 @@ const testGroupSID = "S-1-5-21-1-2-3-1003"
 func elevatedPolicy(t *testing.T, mode policy.Mode) (*policy.Policy, string) {
 	t.Helper()
 	pol, _ := testPolicy(t, mode)
-	pol.Windows = policy.Elevated
+	pol = rawpolicy.Edit(pol, func(f *rawpolicy.Fields) { f.Windows = policy.Elevated })
 	pd := mkTemp(t, "programdata")
 	t.Setenv("ProgramData", pd)
 	return pol, pd
@@ -95,12 +97,12 @@ func TestElevatedWithoutSetup(t *testing.T) {
 	}
 }
 
-// TestElevatedOutdatedSetup: an old marker, or one whose firewall leaves
-// loopback ports open the policy does not ask for, also stops the run.
+// TestElevatedOutdatedSetup: an old or incomplete marker also stops the
+// run (a marker without the proxy range that an allow-list needs:
+// TestElevatedAllowListNeedsProxyPorts).
 func TestElevatedOutdatedSetup(t *testing.T) {
 	for name, edit := range map[string]func(*winsetup.Marker){
 		"old version": func(m *winsetup.Marker) { m.Version = winsetup.Version - 1 },
-		"proxy ports": func(m *winsetup.Marker) { m.ProxyPorts = []int{8080} },
 		"no group":    func(m *winsetup.Marker) { m.GroupSID = "" },
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -147,14 +149,14 @@ func TestElevatedRefusesWithoutFirewall(t *testing.T) {
 		t.Fatalf("Run = %v, want StartError 125 wrapping ErrFirewall", err)
 	}
 	// With the network on there is nothing for the firewall to enforce.
-	pol.Network = true
+	pol = rawpolicy.Edit(pol, func(f *rawpolicy.Fields) { f.Network = true })
 	c = Command(pol, exe(t))
 	c.Env = helperEnv("echo")
 	if err := c.Run(); errors.Is(err, winsetup.ErrFirewall) {
 		t.Errorf("network-on run refused for the firewall: %v", err)
 	}
 	// Doctor does not claim enforcement.
-	pol.Network = false
+	pol = rawpolicy.Edit(pol, func(f *rawpolicy.Fields) { f.Network = false })
 	r := Doctor(pol)
 	if c, _ := check(r, "network"); c.OK || !strings.Contains(c.Detail, "NOT enforced") || r.CanSandbox {
 		t.Errorf("doctor with the firewall off: %+v (can sandbox %v)", c, r.CanSandbox)
@@ -190,7 +192,7 @@ func TestElevatedGrantsGroup(t *testing.T) {
 	if err != nil {
 		t.Fatalf("SID state: %v", err)
 	}
-	ws, git := acl.Clean(pol.Cwd), acl.Clean(filepath.Join(pol.Cwd, ".git"))
+	ws, git := acl.Clean(pol.Cwd()), acl.Clean(filepath.Join(pol.Cwd(), ".git"))
 	for _, p := range []string{ws, git} {
 		if !containsFold(st.Paths, p) {
 			t.Errorf("%s not recorded for cleanup: %v", p, st.Paths)
@@ -199,14 +201,14 @@ func TestElevatedGrantsGroup(t *testing.T) {
 	if !strings.Contains(diag.String(), winsetup.Group) || !strings.Contains(diag.String(), "in the background") {
 		t.Errorf("diagnostics %q", diag.String())
 	}
-	rootSID, ok := st.LookupRoot(pol.Cwd)
+	rootSID, ok := st.LookupRoot(pol.Cwd())
 	if !ok {
-		t.Fatalf("no SID for the workspace %s in %+v", pol.Cwd, st.Roots)
+		t.Fatalf("no SID for the workspace %s in %+v", pol.Cwd(), st.Roots)
 	}
 	// The private tool caches are granted as a writable root: their own
 	// SID, recorded for cleanup (which hands the paths to agentbox-setup
 	// to revoke the group's ACE).
-	cacheRoot := acl.Clean(filepath.Join(policy.ToolCacheRoot(dir), policy.WorkspaceKey(pol.Cwd), "private"))
+	cacheRoot := acl.Clean(filepath.Join(agentdirs.ToolCacheRoot(dir), agentdirs.WorkspaceKey(pol.Cwd()), "private"))
 	if s, ok := st.LookupRoot(cacheRoot); !ok || s == rootSID || !containsFold(st.Paths, cacheRoot) {
 		t.Errorf("private tool caches %s: SID %q (workspace %q), recorded %v", cacheRoot, s, rootSID, st.Paths)
 	}
@@ -283,7 +285,7 @@ func TestCleanupWithoutElevatedSetup(t *testing.T) {
 		t.Skipf("this machine has the %s user (elevated setup ran); cleanup would try to remove it", winsetup.OfflineUser)
 	}
 	pol, _ := elevatedPolicy(t, policy.WorkspaceWrite)
-	pol.Windows = policy.Unelevated
+	pol = rawpolicy.Edit(pol, func(f *rawpolicy.Fields) { f.Windows = policy.Unelevated })
 	if err := runElevated(t, pol); err != nil {
 		t.Fatal(err)
 	}
@@ -361,12 +363,12 @@ func TestDoctorElevated(t *testing.T) {
 		t.Errorf("grants done: %+v", c)
 	}
 
-	pol.Network = true
+	pol = rawpolicy.Edit(pol, func(f *rawpolicy.Fields) { f.Network = true })
 	if c, _ := check(Doctor(pol), "network"); !c.OK || !strings.Contains(c.Detail, winsetup.OnlineUser) {
 		t.Errorf("network on: %+v", c)
 	}
 	// Unelevated mode says the block is only advisory.
-	pol.Network, pol.Windows = false, policy.Unelevated
+	pol = rawpolicy.Edit(pol, func(f *rawpolicy.Fields) { f.Network, f.Windows = false, policy.Unelevated })
 	r = Doctor(pol)
 	if _, ok := check(r, "elevated setup"); ok || strings.HasPrefix(r.Backend, "elevated") {
 		t.Errorf("unelevated doctor reports elevated setup: %+v", r)
@@ -415,7 +417,7 @@ func TestElevatedOnHost(t *testing.T) {
 		t.Skipf("elevated setup not usable here: %v (read grants done: %v)", st.Err, st.GrantsDone)
 	}
 	pol, base := testPolicy(t, policy.WorkspaceWrite)
-	pol.Windows = policy.Elevated
+	pol = rawpolicy.Edit(pol, func(f *rawpolicy.Fields) { f.Windows = policy.Elevated })
 	t.Cleanup(func() { Cleanup(context.Background(), &bytes.Buffer{}) })
 
 	c := Command(pol, exe(t), "a b", `q"uote`)
@@ -428,7 +430,7 @@ func TestElevatedOnHost(t *testing.T) {
 	if !errors.As(err, &ee) || ee.ExitCode() != 3 || out.String() != "over stdin" || errb.String() != `a b|q"uote` {
 		t.Fatalf("Run = %v, stdout %q, stderr %q", err, out.String(), errb.String())
 	}
-	ws, outside := pol.Cwd, filepath.Join(base, "outside")
+	ws, outside := pol.Cwd(), filepath.Join(base, "outside")
 	for _, c := range []struct {
 		name, helper string
 		args         []string

@@ -41,7 +41,7 @@ func sandboxed(t *testing.T, pol *policy.Policy, helper string, args ...string) 
 func TestEnforceWorkspaceWrite(t *testing.T) {
 	requireEnforcement(t)
 	pol, base := testPolicy(t, policy.WorkspaceWrite)
-	ws, outside := pol.Cwd, filepath.Join(base, "outside")
+	ws, outside := pol.Cwd(), filepath.Join(base, "outside")
 	git := filepath.Join(ws, ".git")
 	os.MkdirAll(filepath.Join(ws, "sub"), 0o755)
 	os.WriteFile(filepath.Join(ws, "sub", "old.txt"), []byte("x"), 0o644)
@@ -80,10 +80,10 @@ func TestEnforceWorkspaceWrite(t *testing.T) {
 func TestEnforceReadOnly(t *testing.T) {
 	requireEnforcement(t)
 	pol, _ := testPolicy(t, policy.ReadOnly)
-	if sandboxed(t, pol, "write", filepath.Join(pol.Cwd, "new.txt")) {
+	if sandboxed(t, pol, "write", filepath.Join(pol.Cwd(), "new.txt")) {
 		t.Error("read-only run wrote into the workspace")
 	}
-	if !sandboxed(t, pol, "read", filepath.Join(pol.Cwd, ".git", "config")) {
+	if !sandboxed(t, pol, "read", filepath.Join(pol.Cwd(), ".git", "config")) {
 		t.Error("read-only run cannot read")
 	}
 }
@@ -136,7 +136,7 @@ func TestSandboxLowIntegrity(t *testing.T) {
 func TestEnforceDeletesConfined(t *testing.T) {
 	requireEnforcement(t)
 	pol, base := testPolicy(t, policy.WorkspaceWrite)
-	ws, outside := pol.Cwd, filepath.Join(base, "outside")
+	ws, outside := pol.Cwd(), filepath.Join(base, "outside")
 	os.MkdirAll(filepath.Join(outside, "emptydir"), 0o755)
 	os.WriteFile(filepath.Join(ws, ".git", "HEAD"), []byte("ref: refs/heads/main\n"), 0o644)
 	for _, c := range []struct {
@@ -184,10 +184,10 @@ func TestEnforceOtherWorkspace(t *testing.T) {
 	if _, err := unelevated.Prepare(polA, state); err != nil {
 		t.Fatal(err)
 	}
-	if !sandboxed(t, polB, "write", filepath.Join(polB.Cwd, "b.txt")) {
+	if !sandboxed(t, polB, "write", filepath.Join(polB.Cwd(), "b.txt")) {
 		t.Fatal("cannot write its own workspace")
 	}
-	if sandboxed(t, polB, "write", filepath.Join(polA.Cwd, "from-b.txt")) {
+	if sandboxed(t, polB, "write", filepath.Join(polA.Cwd(), "from-b.txt")) {
 		t.Error("a run in workspace B wrote into workspace A, granted by an earlier run")
 	}
 }
@@ -201,7 +201,7 @@ func TestEnforceLabelsOnDisk(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for p, want := range map[string]acl.Label{pol.Cwd: acl.RootLabel, filepath.Join(pol.Cwd, ".git"): acl.ProtectedLabel} {
+	for p, want := range map[string]acl.Label{pol.Cwd(): acl.RootLabel, filepath.Join(pol.Cwd(), ".git"): acl.ProtectedLabel} {
 		s, err := winapi.FileStore{}.GetLabel(p)
 		if l, ok := acl.ParseLabel(s); err != nil || !ok || l != want {
 			t.Errorf("%s label %q (%v), want %v", p, s, err, want)
@@ -214,7 +214,7 @@ func TestEnforceLabelsOnDisk(t *testing.T) {
 	if err := Cleanup(context.Background(), &out); err != nil && !strings.Contains(err.Error(), "elevated") {
 		t.Fatalf("cleanup: %v", err)
 	}
-	if s, _ := (winapi.FileStore{}).GetLabel(pol.Cwd); strings.Contains(s, "ML;OICI;NW;;;LW") {
+	if s, _ := (winapi.FileStore{}).GetLabel(pol.Cwd()); strings.Contains(s, "ML;OICI;NW;;;LW") {
 		t.Errorf("root label left after cleanup: %s", s)
 	}
 }

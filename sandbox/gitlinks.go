@@ -1,32 +1,36 @@
 package sandbox
 
-import "github.com/agentbox/agentbox/policy"
+import (
+	"github.com/agentbox/agentbox/internal/gitguard"
+	"github.com/agentbox/agentbox/internal/netpolicy"
+	"github.com/agentbox/agentbox/policy"
+)
 
-// newGitlinkGuard is policy.NewGitlinkGuard with this platform's file
+// newGitlinkGuard is gitguard.New with this platform's file
 // times (gitstamps_*.go), which the guard needs to make git distrust the
 // index entries of files the command changed.
-func newGitlinkGuard(pol *policy.Policy) *policy.GitlinkGuard {
-	g := policy.NewGitlinkGuard(pol)
+func newGitlinkGuard(pol *policy.Policy) *gitguard.Guard {
+	g := gitguard.New(pol)
 	if g != nil {
-		g.Stamps = &policy.GitStamps{ChangedSince: changedSince, Touch: touchNoFollow}
+		g.Stamps = &gitguard.Stamps{ChangedSince: changedSince, Touch: touchNoFollow}
 	}
 	return g
 }
 
 // withGitlinkGuard wraps p so gl's check runs when the command has ended;
 // gl nil leaves p as it is.
-func withGitlinkGuard(p process, gl *policy.GitlinkGuard, c *Cmd) process {
+func withGitlinkGuard(p process, gl *gitguard.Guard, c *Cmd) process {
 	if gl == nil {
 		return p
 	}
 	return &gitlinkProcess{process: p, gl: gl, diag: c.diag}
 }
 
-// gitlinkProcess runs a policy.GitlinkGuard's check when the command has
+// gitlinkProcess runs a gitguard.Guard's check when the command has
 // ended (the backends whose process type has no place for it).
 type gitlinkProcess struct {
 	process
-	gl   *policy.GitlinkGuard
+	gl   *gitguard.Guard
 	diag func(format string, args ...any)
 }
 
@@ -36,4 +40,13 @@ func (p *gitlinkProcess) Wait() (*Status, error) {
 		p.diag("%s", m)
 	}
 	return st, err
+}
+
+// networkReport passes on the wrapped process's, so that a command's run
+// report keeps its network section under allow_git_writes.
+func (p *gitlinkProcess) networkReport() netpolicy.Report {
+	if r, ok := p.process.(networkReporter); ok {
+		return r.networkReport()
+	}
+	return netpolicy.Report{}
 }

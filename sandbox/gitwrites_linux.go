@@ -7,10 +7,10 @@ import (
 
 // applyGitWrites opens the policy's .git directories for writing when
 // allow_git_writes is set, keeping what makes git run a program or read
-// another repository read-only (policy.GitReadOnlyPaths). It returns the
+// another repository read-only (gitguard.ReadOnlyPaths). It returns the
 // placeholders to release when the run ends (nil when the option is off).
 func applyGitWrites(pol *policy.Policy, spec *linux.Spec, state string) (*linux.GitHeld, error) {
-	if !pol.AllowGitWrites || pol.Mode != policy.WorkspaceWrite {
+	if !pol.AllowGitWrites() || pol.Mode() != policy.WorkspaceWrite {
 		return nil, nil
 	}
 	mounts, dirs, files, err := linux.GitWritesPlan(pol, spec.Mounts)

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agentbox/agentbox/internal/rawpolicy"
 	"github.com/agentbox/agentbox/internal/windows/unelevated"
 	"github.com/agentbox/agentbox/policy"
 )
@@ -17,13 +18,12 @@ import (
 func gitRepoPolicy(t *testing.T) (*policy.Policy, string) {
 	t.Helper()
 	pol, _ := testPolicy(t, policy.WorkspaceWrite)
-	gd := filepath.Join(pol.Cwd, ".git")
+	gd := filepath.Join(pol.Cwd(), ".git")
 	for _, d := range []string{"objects", "refs", "hooks"} {
 		os.MkdirAll(filepath.Join(gd, d), 0o755)
 	}
 	os.WriteFile(filepath.Join(gd, "HEAD"), []byte("ref: refs/heads/main\n"), 0o644)
-	pol.AllowGitWrites = true
-	return pol, gd
+	return rawpolicy.Edit(pol, func(f *rawpolicy.Fields) { f.AllowGitWrites = true }), gd
 }
 
 // Plumbing (runs under Wine): a run with allow_git_writes succeeds, makes
@@ -87,22 +87,22 @@ func TestEnforceGitWrites(t *testing.T) {
 		t.Skip("git not on PATH: nothing to run git add/commit with")
 	}
 	pol, _ := testPolicy(t, policy.WorkspaceWrite)
-	ws := pol.Cwd
+	ws := pol.Cwd()
 	gd := filepath.Join(ws, ".git")
 	if out, err := exec.Command(gitExe, "init", "-q", ws).CombinedOutput(); err != nil {
 		t.Fatalf("git init: %v: %s", err, out)
 	}
 	// Re-resolve: .git now holds a repository.
-	pol, err = policy.Resolve(policy.Options{Mode: policy.WorkspaceWrite, Cwd: ws, GOOS: "windows", Getenv: func(k string) string {
+	pol, err = rawpolicy.Resolve(policy.Options{Mode: policy.WorkspaceWrite, Cwd: ws}, func(k string) string {
 		if k == "TEMP" || k == "TMP" {
 			return ""
 		}
 		return os.Getenv(k)
-	}})
+	}, "windows")
 	if err != nil {
 		t.Fatal(err)
 	}
-	pol.AllowGitWrites = true
+	pol = rawpolicy.Edit(pol, func(f *rawpolicy.Fields) { f.AllowGitWrites = true })
 	os.WriteFile(filepath.Join(ws, "f.txt"), []byte("hello\n"), 0o644)
 	config, _ := os.ReadFile(filepath.Join(gd, "config"))
 

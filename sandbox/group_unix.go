@@ -146,6 +146,7 @@ func (g *groupProcess) drain() {
 }
 
 func (g *groupProcess) Signal(s os.Signal) error { return g.cmd.Process.Signal(s) }
+func (g *groupProcess) pid() int                 { return g.cmd.Process.Pid }
 
 func (g *groupProcess) Kill() error {
 	return syscall.Kill(-g.cmd.Process.Pid, syscall.SIGKILL)

@@ -3,10 +3,13 @@
 package sandbox
 
 import (
+	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/agentbox/agentbox/internal/rawpolicy"
 	"github.com/agentbox/agentbox/policy"
 )
 
@@ -14,7 +17,7 @@ import (
 // run still ends when the command does, and the child dies with it, as in
 // a sandboxed run.
 func TestUnsandboxedDoesNotWaitForBackground(t *testing.T) {
-	pol, err := policy.Resolve(policy.Options{Mode: policy.DangerFullAccess, Cwd: t.TempDir(), Getenv: func(string) string { return "" }})
+	pol, err := rawpolicy.Resolve(policy.Options{Mode: policy.DangerFullAccess, Cwd: t.TempDir()}, func(string) string { return "" }, runtime.GOOS)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,5 +42,22 @@ func TestUnsandboxedDoesNotWaitForBackground(t *testing.T) {
 	}
 	if got := sb.String(); len(got) != 1<<20+5 || !strings.HasSuffix(got, "done\n") {
 		t.Errorf("relayed %d bytes ending %q, want %d ending done", len(got), got[max(0, len(got)-8):], 1<<20+5)
+	}
+}
+
+// Without a sandbox, Process.Pid is the command itself.
+func TestUnsandboxedProcessPid(t *testing.T) {
+	pol, err := policy.Resolve(policy.Options{Mode: policy.DangerFullAccess, Cwd: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	c := Command(pol, "sh", "-c", "echo $$")
+	c.Stdout = &out
+	if err := c.Run(); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.TrimSpace(out.String()); got != strconv.Itoa(c.Process.Pid) {
+		t.Errorf("the command's pid is %s, Process.Pid %d", got, c.Process.Pid)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/agentbox/agentbox/internal/rawpolicy"
 	"github.com/agentbox/agentbox/policy"
 )
 
@@ -19,19 +20,17 @@ func TestEnforceProtectedLink(t *testing.T) {
 	if err := os.Mkdir(target, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	link := filepath.Join(pol.Cwd, ".agents")
+	link := filepath.Join(pol.Cwd(), ".agents")
 	if out, err := exec.Command("cmd", "/c", "mklink", "/J", link, target).CombinedOutput(); err != nil {
 		t.Skipf("mklink /J: %v: %s", err, out)
 	}
-	pol, err := policy.Resolve(policy.Options{
-		Mode: policy.WorkspaceWrite, Cwd: pol.Cwd, GOOS: "windows",
-		Getenv: func(k string) string {
+	pol, err := rawpolicy.Resolve(policy.Options{Mode: policy.WorkspaceWrite, Cwd: pol.Cwd()},
+		func(k string) string {
 			if k == "TEMP" || k == "TMP" {
 				return ""
 			}
 			return os.Getenv(k)
-		},
-	})
+		}, "windows")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,7 +40,7 @@ func TestEnforceProtectedLink(t *testing.T) {
 		args   []string
 	}{
 		{"delete the link", "delete", []string{link}},
-		{"rename the link aside", "rename", []string{link, filepath.Join(pol.Cwd, "agents-aside")}},
+		{"rename the link aside", "rename", []string{link, filepath.Join(pol.Cwd(), "agents-aside")}},
 		{"write through the link", "write", []string{filepath.Join(link, "x.txt")}},
 	} {
 		if sandboxed(t, pol, c.helper, c.args...) {

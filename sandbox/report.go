@@ -56,9 +56,9 @@ type NetworkDenied struct {
 func NewRunReport(pol *policy.Policy, exitCode int) *RunReport {
 	mode := NetworkOff
 	switch {
-	case pol != nil && pol.Egress != nil:
+	case pol != nil && pol.Egress() != nil:
 		mode = NetworkAllowList
-	case pol != nil && pol.Network:
+	case pol != nil && pol.Network():
 		mode = NetworkOn
 	}
 	return &RunReport{ExitCode: exitCode, Network: &NetworkReport{Mode: mode, Allowed: []NetworkAllowed{}, Denied: []NetworkDenied{}}}
@@ -99,7 +99,7 @@ func newEgressProxy(pol *policy.Policy) (*netproxy.Server, error) {
 	if err := checkEgress(pol); err != nil {
 		return nil, err
 	}
-	cfg := netproxy.Config{Rules: pol.Egress}
+	cfg := netproxy.Config{Rules: pol.Egress()}
 	if f := os.Getenv(testHostsEnv); f != "" {
 		b, err := os.ReadFile(f)
 		if err != nil {
@@ -121,14 +121,12 @@ type networkReporter interface {
 
 // checkEgress refuses an allow-list where no backend can enforce it yet.
 func checkEgress(pol *policy.Policy) error {
-	if pol.Egress == nil {
+	if pol.Egress() == nil {
 		return nil
 	}
 	switch {
-	case runtime.GOOS == "windows" && pol.Windows == policy.Elevated:
-		return fmt.Errorf(`allow-listed egress (--allow-domain, [network] allowed_domains) is not available in Windows elevated mode yet (its firewall opens no proxy port): use [windows] sandbox = "unelevated", where it is advisory, or run with the network off: %w`, ErrUnsupported)
 	case runtime.GOOS != "linux" && runtime.GOOS != "darwin" && runtime.GOOS != "windows":
-		return fmt.Errorf("allow-listed egress (--allow-domain, [network] allowed_domains) is not available on %s: %w", runtime.GOOS, ErrUnsupported)
+		return fmt.Errorf("allow-listed egress (Options.AllowDomains, [network] allowed_domains) is not available on %s: %w", runtime.GOOS, ErrUnsupported)
 	}
 	return nil
 }
@@ -162,11 +160,17 @@ func hostLoopbackProxy(pol *policy.Policy) (*netproxy.Server, []net.Listener, er
 type proxiedProcess struct {
 	process
 	proxy *netproxy.Server
+	// after, when set, runs once the proxy is closed: it releases what
+	// only the proxy used (Windows elevated mode's ports and job handle).
+	after func()
 }
 
 func (p *proxiedProcess) Wait() (*Status, error) {
 	st, err := p.process.Wait()
 	p.proxy.Close()
+	if p.after != nil {
+		p.after()
+	}
 	return st, err
 }
 

@@ -87,6 +87,8 @@ type Cmd struct {
 	// nil discards them.
 	Diagnostics io.Writer
 
+	// Process is the started command, set by Start.
+	Process *Process
 	// ProcessState is set by Wait.
 	ProcessState *Status
 	// Report is set by Wait: the exit code and, with an allow-list,
@@ -167,6 +169,41 @@ const (
 	CodeNotFound       = exitcode.NotFound
 )
 
+// Process is a started command, as [Cmd.Process]. It has what os/exec
+// callers use of an [os.Process] (Pid, Signal, Kill) but no Wait or
+// Release: [Cmd.Wait] waits for the command and everything it started,
+// and releases them.
+type Process struct {
+	// Pid is the host process ID of the process agentbox started for the
+	// command, for logs and process listings. On Linux it is the
+	// sandbox's init stage (PID 1 of the command's pid namespace: the
+	// command's parent, which relays signals to it; in degraded mode, the
+	// reaper stage above the init), not the command itself, and 0 for a
+	// Session's commands, which the session's own init starts. On macOS
+	// and in danger-full-access it is the command (sandbox-exec becomes
+	// the command it runs); on Windows, the command's process. Signal the
+	// command through [Process.Signal], not this ID: what a raw signal
+	// does to the init stage is not part of the API.
+	Pid int
+
+	proc process
+}
+
+// Signal sends sig to the command, as [Cmd.Signal] does. On Linux the
+// sandbox's init relays SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1,
+// SIGUSR2, SIGWINCH and SIGCONT to the command (a terminating one
+// followed by SIGCONT, so that a stopped command gets it) and ignores
+// the others, but for os.Kill, which ends the sandbox. On macOS and in
+// danger-full-access the signal goes to the command alone, not to the
+// processes it started. On Windows os.Kill and os.Interrupt end the whole
+// tree and other signals are [ErrUnsupported].
+func (p *Process) Signal(sig os.Signal) error { return p.proc.Signal(sig) }
+
+// Kill ends the command and every process it started, at once; unlike
+// [os.Process.Kill], not the one process alone. [Cmd.Wait] still has to
+// be called.
+func (p *Process) Kill() error { return p.proc.Kill() }
+
 // process is what a backend hands back after starting a command.
 type process interface {
 	// Wait blocks until the command and its whole tree are gone.
@@ -175,6 +212,8 @@ type process interface {
 	Signal(os.Signal) error
 	// Kill ends the whole tree at once.
 	Kill() error
+	// pid is Process.Pid.
+	pid() int
 }
 
 // Command returns a Cmd for name with args under pol.
@@ -228,6 +267,7 @@ func (c *Cmd) Start() error {
 		return err
 	}
 	c.proc = p
+	c.Process = &Process{Pid: p.pid(), proc: p}
 	c.done = make(chan struct{})
 	if c.ctx != nil && c.ctx.Done() != nil {
 		go c.watchContext()
@@ -265,14 +305,15 @@ func (c *Cmd) watchContext() {
 func (c *Cmd) workDir() string {
 	switch {
 	case c.Dir == "":
-		return c.Policy.Cwd
+		return c.Policy.Cwd()
 	case filepath.IsAbs(c.Dir):
 		return filepath.Clean(c.Dir)
 	}
-	return filepath.Join(c.Policy.Cwd, c.Dir)
+	return filepath.Join(c.Policy.Cwd(), c.Dir)
 }
 
-// Signal sends sig to the sandboxed command (not to agentbox's helpers).
+// Signal sends sig to the sandboxed command (not to agentbox's helpers);
+// see [Process.Signal] for what each platform delivers.
 func (c *Cmd) Signal(sig os.Signal) error {
 	if c.proc == nil {
 		return errors.New("sandbox: not started")

@@ -7,7 +7,9 @@ import (
 	"os"
 	"runtime"
 
+	"github.com/agentbox/agentbox/internal/cacheplan"
 	"github.com/agentbox/agentbox/internal/lookpath"
+	"github.com/agentbox/agentbox/internal/rawpolicy"
 
 	"github.com/agentbox/agentbox/internal/darwin"
 	"github.com/agentbox/agentbox/internal/netproxy"
@@ -15,22 +17,24 @@ import (
 )
 
 // Main is a no-op on macOS: sandbox-exec needs no re-exec stage.
+//
+// Deprecated: nothing needs to call Main.
 func Main() {}
 
 // darwinInput turns the resolved policy into the profile generator's input.
 func darwinInput(pol *policy.Policy) darwin.Input {
-	in := darwin.Input{WritableRoots: pol.WritableRoots, AllowPTY: true, Network: darwin.NetworkOff}
-	if pol.Network {
+	in := darwin.Input{WritableRoots: pol.WritableRoots(), AllowPTY: true, Network: darwin.NetworkOff}
+	if pol.Network() {
 		in.Network = darwin.NetworkOn
 	}
-	if pol.Mode == policy.WorkspaceWrite {
-		in.ProtectedNames = pol.ProtectedNames
-		for _, pr := range pol.Protected {
+	if pol.Mode() == policy.WorkspaceWrite {
+		in.ProtectedNames = pol.ProtectedNames()
+		for _, pr := range pol.Protected() {
 			in.Protected = append(in.Protected, pr.Path)
 		}
 		addGitWrites(&in, pol)
-		for _, d := range policy.DecideCaches(pol, false) {
-			if d.How == policy.CachePrivate {
+		for _, d := range cacheplan.Decide(pol, false) {
+			if d.How == cacheplan.Private {
 				in.CacheDirs = []string{d.Cache.PrivateRoot()}
 			}
 		}
@@ -40,7 +44,7 @@ func darwinInput(pol *policy.Policy) darwin.Input {
 
 func start(c *Cmd) (process, error) {
 	pol := c.Policy
-	if pol.Mode == policy.DangerFullAccess {
+	if pol.Mode() == policy.DangerFullAccess {
 		return startUnsandboxed(c)
 	}
 	// Resolved with the command's own PATH so "not found" and "not
@@ -56,7 +60,7 @@ func start(c *Cmd) (process, error) {
 	argv := append([]string{c.Path}, c.Args[1:]...)
 	in, env := darwinInput(pol), c.Env
 	var proxy *netproxy.Server
-	if pol.Egress != nil {
+	if pol.Egress() != nil {
 		var err error
 		if proxy, in, env, err = darwinEgress(pol, in, env); err != nil {
 			return nil, &StartError{Code: CodeSandboxFailure, Err: err}
@@ -96,9 +100,9 @@ func start(c *Cmd) (process, error) {
 func doctor(pol *policy.Policy) *Report {
 	r := &Report{OS: runtime.GOOS, Backend: "seatbelt (sandbox-exec)"}
 	if pol == nil {
-		pol = &policy.Policy{Mode: policy.ReadOnly, Cwd: "/"}
+		pol = rawpolicy.New(rawpolicy.Fields{Mode: policy.ReadOnly, Cwd: "/"})
 	}
-	r.Mode = string(pol.Mode)
+	r.Mode = string(pol.Mode())
 	if _, err := os.Stat("/usr/bin/sandbox-exec"); err != nil {
 		r.Checks = append(r.Checks, Check{Name: "sandbox-exec", Detail: err.Error()})
 		r.Missing = append(r.Missing, "/usr/bin/sandbox-exec is missing: no sandbox is possible")

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/agentbox/agentbox/internal/gitguard"
 	"github.com/agentbox/agentbox/internal/linux"
 	"github.com/agentbox/agentbox/internal/linux/apparmor"
 	"github.com/agentbox/agentbox/internal/linux/landlock"
@@ -21,6 +22,8 @@ import (
 // init function, before the program's main runs (see the package
 // documentation). It is kept so that programs calling it still build; it
 // returns at once.
+//
+// Deprecated: nothing needs to call Main.
 func Main() {
 	if linux.IsInit() {
 		linux.RunInit() // not reached: the stage ran at package init
@@ -29,7 +32,7 @@ func Main() {
 
 func start(c *Cmd) (process, error) {
 	pol := c.Policy
-	if pol.Mode == policy.DangerFullAccess {
+	if pol.Mode() == policy.DangerFullAccess {
 		return startUnsandboxed(c)
 	}
 	ph, spec, git, err := prepareLinux(pol)
@@ -55,7 +58,7 @@ func start(c *Cmd) (process, error) {
 		cl.Release()
 		cl = nil
 		err = nil
-		if pol.Egress != nil {
+		if pol.Egress() != nil {
 			proxy, err = degradedEgress(pol, &base)
 		}
 		if err == nil {
@@ -65,7 +68,7 @@ func start(c *Cmd) (process, error) {
 			proxy.Close()
 			proxy = nil
 		}
-	} else if err == nil && pol.Egress != nil {
+	} else if err == nil && pol.Egress() != nil {
 		proxy, err = serveEgress(pol, p)
 	}
 	if err != nil {
@@ -139,10 +142,10 @@ func prepareLinux(pol *policy.Policy) (ph *linux.Placeholders, spec *linux.Spec,
 // it, a session's commands bring their own.
 func linuxSpec(pol *policy.Policy, ph *linux.Placeholders) *linux.Spec {
 	return &linux.Spec{
-		Cwd:           pol.Cwd,
+		Cwd:           pol.Cwd(),
 		Mounts:        linux.Plan(pol, ph.Paths()),
-		Network:       pol.Network,
-		WritableRoots: pol.WritableRoots,
+		Network:       pol.Network(),
+		WritableRoots: pol.WritableRoots(),
 		Seccomp:       true,
 		Landlock:      landlockUsable(),
 
@@ -150,8 +153,8 @@ func linuxSpec(pol *policy.Policy, ph *linux.Placeholders) *linux.Spec {
 		// network does not open them, only allow_unix_sockets does.
 		MediateUnixConnect: true,
 		GuardStickyRoots:   os.Geteuid() == 0,
-		AllowUnixSockets:   pol.AllowUnixSockets,
-		Proxy:              pol.Egress != nil,
+		AllowUnixSockets:   pol.AllowUnixSockets(),
+		Proxy:              pol.Egress() != nil,
 	}
 }
 
@@ -161,8 +164,8 @@ func linuxSpec(pol *policy.Policy, ph *linux.Placeholders) *linux.Spec {
 func startDegraded(c *Cmd, spec *linux.Spec, cause *linux.NoUsernsError, cl **linux.CacheLayers) (*linux.Process, error) {
 	pol := c.Policy
 	gaps := linux.DegradedGaps(pol, llABI())
-	if !pol.AllowDegraded {
-		return nil, fmt.Errorf("%w; without them agentbox would run with Landlock and seccomp only, which cannot guarantee:\n  - %s\nrefusing to run: enable user namespaces, or accept these gaps with --allow-degraded (or [linux] allow_degraded = true)",
+	if !pol.AllowDegraded() {
+		return nil, fmt.Errorf("%w; without them agentbox would run with Landlock and seccomp only, which cannot guarantee:\n  - %s\nrefusing to run: enable user namespaces, or accept these gaps with Options.AllowDegraded (or [linux] allow_degraded = true)",
 			cause, strings.Join(gaps, "\n  - "))
 	}
 	abi, err := landlock.ABI()
@@ -177,7 +180,7 @@ func startDegraded(c *Cmd, spec *linux.Spec, cause *linux.NoUsernsError, cl **li
 	d.Degraded = true
 	d.Mounts = nil
 	d.Landlock = true
-	d.DenyInetSockets = !pol.Network
+	d.DenyInetSockets = !pol.Network()
 	// No overlays without a user namespace: caches go private.
 	if *cl, err = applyCaches(pol, &d, false); err != nil {
 		return nil, err
@@ -211,7 +214,7 @@ type linuxProcess struct {
 	proxy *netproxy.Server // nil without an allow-list
 	cl    *linux.CacheLayers
 	git   *linux.GitHeld
-	gl    *policy.GitlinkGuard // nil without allow_git_writes
+	gl    *gitguard.Guard // nil without allow_git_writes
 	diag  func(format string, args ...any)
 }
 
@@ -237,6 +240,7 @@ func (l *linuxProcess) Wait() (*Status, error) {
 }
 
 func (l *linuxProcess) Signal(s os.Signal) error { return l.p.Signal(s) }
+func (l *linuxProcess) pid() int                 { return l.p.Pid() }
 func (l *linuxProcess) Kill() error              { return l.p.Kill() }
 
 func doctor(pol *policy.Policy) *Report {

@@ -17,6 +17,8 @@ func start(c *Cmd) (process, error) {
 }
 
 // Main is a no-op where there is no re-exec stage.
+//
+// Deprecated: nothing needs to call Main.
 func Main() {}
 
 func doctor(pol *policy.Policy) *Report {

@@ -13,6 +13,8 @@ import (
 
 	"golang.org/x/sys/windows"
 
+	"github.com/agentbox/agentbox/internal/rawpolicy"
+	"github.com/agentbox/agentbox/internal/windows/loopguard"
 	winsetup "github.com/agentbox/agentbox/internal/windows/setup"
 	"github.com/agentbox/agentbox/internal/windows/sid"
 	"github.com/agentbox/agentbox/internal/windows/unelevated"
@@ -21,6 +23,8 @@ import (
 )
 
 // Main is a no-op on Windows: there is no re-exec stage.
+//
+// Deprecated: nothing needs to call Main.
 func Main() {}
 
 // startElevated is set by the elevated-mode backend when it is linked in.
@@ -28,7 +32,7 @@ var startElevated func(c *Cmd) (process, error)
 
 func start(c *Cmd) (process, error) {
 	pol := c.Policy
-	if pol.Mode != policy.DangerFullAccess && pol.Windows == policy.Elevated {
+	if pol.Mode() != policy.DangerFullAccess && pol.Windows() == policy.Elevated {
 		if startElevated == nil {
 			return nil, &StartError{Code: CodeSandboxFailure, Err: fmt.Errorf(
 				`windows elevated sandbox is not available in this build (set [windows] sandbox = "unelevated"): %w`, ErrUnsupported)}
@@ -41,7 +45,7 @@ func start(c *Cmd) (process, error) {
 	}
 	var sb *unelevated.Sandbox
 	env := c.Env
-	if pol.Mode == policy.DangerFullAccess {
+	if pol.Mode() == policy.DangerFullAccess {
 		sb = &unelevated.Sandbox{StateDir: dir}
 	} else {
 		// The private tool caches are one more writable root of the
@@ -63,9 +67,9 @@ func start(c *Cmd) (process, error) {
 		if n := len(sb.ACL.Modified); n > 0 {
 			c.diag("granted the sandbox SID access on %d path(s) (first run for these roots; later runs only check)", n)
 		}
-		if pol.Egress != nil {
+		if pol.Egress() != nil {
 			c.diag("%s", unelevated.EgressNote)
-		} else if !pol.Network {
+		} else if !pol.Network() {
 			c.diag("%s", unelevated.NetworkNote)
 		}
 		for _, r := range unelevated.Limits(pol) {
@@ -76,7 +80,7 @@ func start(c *Cmd) (process, error) {
 	if err != nil {
 		return nil, &StartError{Code: CodeSandboxFailure, Err: err}
 	}
-	sio, err := newStdio(c, pol.Mode != policy.DangerFullAccess)
+	sio, err := newStdio(c, pol.Mode() != policy.DangerFullAccess)
 	if err != nil {
 		closeProxy(proxy)
 		return nil, &StartError{Code: CodeSandboxFailure, Err: err}
@@ -93,7 +97,7 @@ func start(c *Cmd) (process, error) {
 		closeProxy(proxy)
 		return nil, &StartError{Code: startCode(err), Err: err}
 	}
-	if l := p.JobLimits(); pol.Mode != policy.DangerFullAccess && !l.UI && !winapi.IsWine() {
+	if l := p.JobLimits(); pol.Mode() != policy.DangerFullAccess && !l.UI && !winapi.IsWine() {
 		c.diag("%s", l)
 	}
 	sio.startCopies()
@@ -292,14 +296,15 @@ func (w *winProcess) Signal(sig os.Signal) error {
 }
 
 func (w *winProcess) Kill() error { return w.p.Kill() }
+func (w *winProcess) pid() int    { return int(w.p.Pid()) }
 
 func doctor(pol *policy.Policy) *Report {
 	r := &Report{OS: "windows", CanSandbox: true}
 	mode := policy.WorkspaceWrite
 	network, elevatedMode := false, false
 	if pol != nil {
-		mode, network = pol.Mode, pol.Network
-		elevatedMode = pol.Windows == policy.Elevated && mode != policy.DangerFullAccess
+		mode, network = pol.Mode(), pol.Network()
+		elevatedMode = pol.Windows() == policy.Elevated && mode != policy.DangerFullAccess
 	}
 	r.Mode = string(mode)
 	r.Backend = "unelevated: synthetic SID + ACLs + write-restricted token + kill-on-close job"
@@ -381,6 +386,9 @@ func doctor(pol *policy.Policy) *Report {
 			add("network", false, "off, NOT enforced: "+err.Error()+"; elevated runs with the network off refuse to start")
 			r.Missing = append(r.Missing, err.Error())
 			r.CanSandbox = false
+		} else if pol != nil && pol.Egress() != nil {
+			add("network", true, "allow-list, enforced: the Windows Firewall lets "+winsetup.OfflineUser+
+				" reach only TCP 127.0.0.1 on agentbox's proxy ports, and the run's proxy serves only the run's own processes (see \"proxy ports\")")
 		} else {
 			add("network", true, elevatedNetworkNote)
 		}
@@ -403,7 +411,7 @@ const elevatedNetworkNote = "off, enforced: the Windows Firewall (on for every p
 // missing or outdated setup means no elevated run can start.
 func doctorSetup(r *Report, add func(string, bool, string)) {
 	st := winsetup.GetStatus()
-	_, _, err := elevatedGroup()
+	_, _, err := elevatedGroup(false)
 	switch {
 	case err == nil:
 		m := st.Marker
@@ -421,6 +429,7 @@ func doctorSetup(r *Report, add func(string, bool, string)) {
 	if st.Marker == nil {
 		return
 	}
+	doctorProxyPorts(r, add, st.Marker.ProxyPorts)
 	progress := filepath.Join(st.Base, winsetup.ProgressLog)
 	if st.GrantsDone {
 		add("read grants", true, fmt.Sprintf("done: the sandbox users may read %d granted path(s)", st.Granted))
@@ -430,8 +439,35 @@ func doctorSetup(r *Report, add func(string, bool, string)) {
 	}
 }
 
+// doctorProxyPorts reports the proxy range the firewall leaves open to
+// the Offline user, and whether a foreign listener holds a port of it now
+// (which makes every Offline run refuse to start).
+func doctorProxyPorts(r *Report, add func(string, bool, string), open []int) {
+	if len(open) == 0 {
+		add("proxy ports", true, "none open: the Offline user reaches no loopback port; allow-listed egress needs `agentbox setup` again")
+		return
+	}
+	rng := "127.0.0.1:" + winsetup.PortList(open)
+	rows, err := loopguard.Table()
+	if err == nil {
+		dir, derr := unelevated.StateDir()
+		if derr != nil {
+			err = derr
+		} else {
+			err = loopguard.Check(open, rows, loopguard.Owned(dir))
+		}
+	}
+	if err != nil {
+		add("proxy ports", false, rng+" open to "+winsetup.OfflineUser+": "+err.Error()+"; elevated runs with the network off or an allow-list refuse to start")
+		r.Missing = append(r.Missing, err.Error())
+		r.CanSandbox = false
+		return
+	}
+	add("proxy ports", true, rng+" open to "+winsetup.OfflineUser+" for allow-listed runs' proxies (each run listens on two and serves only processes of its own job; other runs' connections are refused and reported); no other program listens there now (checked again before every Offline run)")
+}
+
 func setup(ctx context.Context, pol *policy.Policy, out io.Writer) error {
-	if pol != nil && pol.Windows == policy.Elevated {
+	if pol != nil && pol.Windows() == policy.Elevated {
 		return setupElevated(ctx, pol, out)
 	}
 	dir, err := unelevated.StateDir()
@@ -439,7 +475,7 @@ func setup(ctx context.Context, pol *policy.Policy, out io.Writer) error {
 		return err
 	}
 	if pol == nil {
-		pol = &policy.Policy{Mode: policy.ReadOnly}
+		pol = rawpolicy.New(rawpolicy.Fields{Mode: policy.ReadOnly})
 	}
 	sb, err := unelevated.Prepare(pol, dir)
 	if err != nil {
@@ -460,14 +496,17 @@ func setupElevated(ctx context.Context, pol *policy.Policy, out io.Writer) error
 	// write grant covers it (read-only runs, a workspace outside the
 	// profile).
 	var roots []string
-	if pol.Cwd != "" {
-		roots = append(roots, pol.Cwd)
+	if pol.Cwd() != "" {
+		roots = append(roots, pol.Cwd())
 	}
-	roots = append(roots, pol.WritableRoots...)
-	if err := winsetup.Run(ctx, winsetup.Options{ExtraReadRoots: roots}, out); err != nil {
+	roots = append(roots, pol.WritableRoots()...)
+	// The proxy range is fixed here, once: the firewall rules that open
+	// it need administrator rights, so every allow-listed run later
+	// shares it (see package loopguard).
+	if err := winsetup.Run(ctx, winsetup.Options{ExtraReadRoots: roots, ProxyPorts: loopguard.DefaultPorts()}, out); err != nil {
 		return uacError(err, "nothing was set up")
 	}
-	group, _, err := elevatedGroup()
+	group, _, err := elevatedGroup(false)
 	if err != nil {
 		return fmt.Errorf("agentbox-setup finished but: %w", err)
 	}
@@ -479,7 +518,8 @@ func setupElevated(ctx context.Context, pol *policy.Policy, out io.Writer) error
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "agentbox: elevated sandbox ready; network blocking is enforced by the firewall for %s\n", winsetup.OfflineUser)
+	fmt.Fprintf(out, "agentbox: elevated sandbox ready; network blocking is enforced by the firewall for %s (allow-listed runs: only agentbox's proxy on 127.0.0.1:%s)\n",
+		winsetup.OfflineUser, winsetup.PortList(loopguard.DefaultPorts()))
 	fmt.Fprintf(out, "agentbox: write ACLs for this workspace: checked %d path(s), modified %d, created %d placeholder(s)\n",
 		sb.ACL.Checked, len(sb.ACL.Modified), len(sb.ACL.Created))
 	return nil
@@ -503,6 +543,9 @@ func cleanup(ctx context.Context, out io.Writer) error {
 	dir, err := unelevated.StateDir()
 	if err != nil {
 		return err
+	}
+	if n := loopguard.Prune(dir, loopguard.Alive); n > 0 {
+		fmt.Fprintf(out, "agentbox: removed %d stale proxy port record(s) from %s\n", n, filepath.Join(dir, loopguard.RegistryDir))
 	}
 	return unelevated.Cleanup(dir, out)
 }

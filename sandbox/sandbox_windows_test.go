@@ -17,6 +17,7 @@ import (
 
 	"golang.org/x/sys/windows"
 
+	"github.com/agentbox/agentbox/internal/rawpolicy"
 	"github.com/agentbox/agentbox/internal/windows/sid"
 	"github.com/agentbox/agentbox/internal/windows/unelevated"
 	"github.com/agentbox/agentbox/internal/windows/winapi"
@@ -37,6 +38,9 @@ func helper(name string, args []string) int {
 		return code
 	}
 	if code := sdHelper(name, args); code >= 0 {
+		return code
+	}
+	if code := egressHelper(name, args); code >= 0 {
 		return code
 	}
 	switch name {
@@ -162,15 +166,13 @@ func testPolicy(t *testing.T, mode policy.Mode) (*policy.Policy, string) {
 	os.WriteFile(filepath.Join(outside, "file.txt"), []byte("keep"), 0o644)
 	state := filepath.Join(base, "localappdata")
 	t.Setenv("LOCALAPPDATA", state)
-	pol, err := policy.Resolve(policy.Options{
-		Mode: mode, Cwd: ws, GOOS: "windows",
-		Getenv: func(k string) string {
+	pol, err := rawpolicy.Resolve(policy.Options{Mode: mode, Cwd: ws},
+		func(k string) string {
 			if k == "TEMP" || k == "TMP" {
 				return ""
 			}
 			return os.Getenv(k)
-		},
-	})
+		}, "windows")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -230,18 +232,18 @@ func TestSIDsPersisted(t *testing.T) {
 	if err != nil {
 		t.Fatalf("state after a run: %v", err)
 	}
-	root, ok := st.LookupRoot(pol.Cwd)
+	root, ok := st.LookupRoot(pol.Cwd())
 	if !ok || !sid.Valid(root) || !sid.Valid(st.ReadOnly) {
-		t.Errorf("state %+v: no valid SID for %s", st, pol.Cwd)
+		t.Errorf("state %+v: no valid SID for %s", st, pol.Cwd())
 	}
 	sb, err := unelevated.Prepare(pol, dir)
-	if again, _ := sb.State.LookupRoot(pol.Cwd); err != nil || again != root {
+	if again, _ := sb.State.LookupRoot(pol.Cwd()); err != nil || again != root {
 		t.Errorf("second Prepare: %v, SID %s vs %s", err, again, root)
 	}
 	// Each run carries only its own roots' SIDs.
 	sids, err := sb.RunSIDs(pol)
-	if err != nil || len(sids) != len(pol.WritableRoots) || !slices.Contains(sids, root) {
-		t.Errorf("RunSIDs = %v, %v; want one per root of %v", sids, err, pol.WritableRoots)
+	if err != nil || len(sids) != len(pol.WritableRoots()) || !slices.Contains(sids, root) {
+		t.Errorf("RunSIDs = %v, %v; want one per root of %v", sids, err, pol.WritableRoots())
 	}
 }
 
@@ -295,7 +297,7 @@ func TestDenybinStubs(t *testing.T) {
 // this one echoes %1 with its quotes.)
 func TestBatchFileArgs(t *testing.T) {
 	pol, _ := testPolicy(t, policy.WorkspaceWrite)
-	bat := filepath.Join(pol.Cwd, "args.bat")
+	bat := filepath.Join(pol.Cwd(), "args.bat")
 	os.WriteFile(bat, []byte("@echo off\r\necho [%1]\r\necho [%2]\r\necho [%3]\r\nexit /b 4\r\n"), 0o644)
 	c := Command(pol, bat, "a b", "x&echo injected", "100%")
 	out, err := c.Output()

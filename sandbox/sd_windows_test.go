@@ -88,7 +88,7 @@ func TestEnforceNoSecurityDescriptorWrites(t *testing.T) {
 	requireEnforcement(t)
 	pol, base := testPolicy(t, policy.WorkspaceWrite)
 	outside := filepath.Join(base, "outside", "file.txt")
-	git := filepath.Join(pol.Cwd, ".git")
+	git := filepath.Join(pol.Cwd(), ".git")
 	gitConfig := filepath.Join(git, "config")
 	for _, target := range []string{outside, filepath.Dir(outside), gitConfig, git} {
 		for _, probe := range []string{"writedac-open", "writeowner-open", "setsecurityinfo", "setnamedsecurityinfo", "setowner"} {

@@ -36,10 +36,23 @@ import (
 // user's, under the same policy). A lone run starts clean on all of
 // these.
 //
-// With a network allow-list (each run has its own proxy and report),
-// where the kernel refuses user namespaces (the degraded mode), when the
+// With a network allow-list, the session's proxy runs in the calling
+// process from NewSession to Close, and serves each command on two
+// listeners of its own in the session's network namespace, made before
+// the command starts and closed when it ends; the command's proxy
+// variables name them, and its [Cmd.Report] holds exactly the decisions
+// made on them. The namespace is shared, so a command that connects to
+// another running command's proxy ports (it can find them, as it can
+// find any server a sibling runs) is served under the same policy but
+// counted in that other command's report: attribution is exact for
+// commands that use their own proxy variables, and nothing is reachable
+// that the policy refuses.
+//
+// Where the kernel refuses user namespaces (the degraded mode), when the
 // policy is danger-full-access, and on Windows and macOS, a Session still
-// works but starts each command exactly as a lone [Cmd] would.
+// works but starts each command exactly as a lone [Cmd] would (with an
+// allow-list: a proxy of its own on the host's loopback for each
+// command).
 //
 // A Session is safe for concurrent use. Close ends every command still
 // running and releases what the session holds; if the calling process

@@ -14,11 +14,21 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/agentbox/agentbox/internal/rawpolicy"
+	"github.com/agentbox/agentbox/policy"
 )
 
 func newTestSession(t *testing.T) (*Session, string) {
 	t.Helper()
 	pol, ws := testPolicy(t)
+	return sessionFor(t, pol), ws
+}
+
+// sessionFor is a session for pol, with its zygote (closed at the test's
+// end).
+func sessionFor(t *testing.T, pol *policy.Policy) *Session {
+	t.Helper()
 	s, err := NewSession(pol)
 	if err != nil {
 		t.Fatal(err)
@@ -27,7 +37,7 @@ func newTestSession(t *testing.T) (*Session, string) {
 		t.Fatal("no session sandbox on this machine (user namespaces unavailable?)")
 	}
 	t.Cleanup(func() { s.Close() })
-	return s, ws
+	return s
 }
 
 func sh(s *Session, script string) *Cmd {
@@ -58,8 +68,6 @@ func TestSessionIsolation(t *testing.T) {
 
 func TestSessionWritesConfined(t *testing.T) {
 	s, ws := newTestSession(t)
-	outside := t.TempDir()
-	s.pol.WritableRoots = []string{ws} // only affects nothing: the sandbox was built already
 	os.Mkdir(filepath.Join(ws, ".git"), 0o755)
 	err := sh(s, "echo in > in.txt").Run()
 	if err != nil {
@@ -74,7 +82,6 @@ func TestSessionWritesConfined(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer os.RemoveAll(vt)
-	_ = outside
 	if err := sh(s, "echo out > "+vt+"/out.txt").Run(); err == nil {
 		t.Error("writing outside the roots succeeded")
 	}
@@ -127,7 +134,12 @@ func TestSessionSignals(t *testing.T) {
 			t.Fatal(err)
 		}
 		ready()
-		if err := c.Signal(sig); err != nil {
+		// A session's command has no process of agentbox's own: Pid
+		// is 0, and Process.Signal goes through the session.
+		if c.Process == nil || c.Process.Pid != 0 {
+			t.Fatalf("session command's Process = %+v, want Pid 0", c.Process)
+		}
+		if err := c.Process.Signal(sig); err != nil {
 			t.Fatal(err)
 		}
 		done := make(chan struct{})
@@ -478,15 +490,8 @@ func TestSessionGitWritesChecked(t *testing.T) {
 		t.Fatalf("git init: %v: %s", err, out)
 	}
 	pol, ws := testPolicyAt(t, dir)
-	pol.AllowGitWrites = true
-	s, err := NewSession(pol)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if s.impl == nil {
-		t.Fatal("no session sandbox on this machine (user namespaces unavailable?)")
-	}
-	defer s.Close()
+	pol = rawpolicy.Edit(pol, func(f *rawpolicy.Fields) { f.AllowGitWrites = true })
+	s := sessionFor(t, pol)
 	outside := filepath.Join(t.TempDir(), "bashrc")
 	var diag bytes.Buffer
 	c := sh(s, "mkdir -p .git/logs && ln -s "+outside+" .git/logs/HEAD && echo PLANTED")
@@ -519,7 +524,7 @@ func TestSessionNullStdioAndBigRequest(t *testing.T) {
 		if err := c.Run(); err != nil {
 			t.Fatalf("%d arguments: %v", n, err)
 		}
-		report := filepath.Join(c.Policy.Cwd, "report")
+		report := filepath.Join(c.Policy.Cwd(), "report")
 		b, err := os.ReadFile(report)
 		if err != nil {
 			t.Fatal(err)

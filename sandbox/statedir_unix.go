@@ -6,8 +6,8 @@ import (
 	"os"
 	"runtime"
 
-	"github.com/agentbox/agentbox/policy"
+	"github.com/agentbox/agentbox/internal/agentdirs"
 )
 
 // stateDir is where agentbox keeps its own bookkeeping on Unix.
-func stateDir() string { return policy.StateDir(os.Getenv, runtime.GOOS) }
+func stateDir() string { return agentdirs.State(os.Getenv, runtime.GOOS) }

@@ -3,25 +3,26 @@ package sandbox
 import (
 	"fmt"
 
+	"github.com/agentbox/agentbox/internal/cacheplan"
 	"github.com/agentbox/agentbox/policy"
 )
 
 // cacheChecks describes, for doctor, where each tool cache goes.
 func cacheChecks(pol *policy.Policy, overlays bool) []Check {
-	if pol == nil || pol.Mode != policy.WorkspaceWrite {
+	if pol == nil || pol.Mode() != policy.WorkspaceWrite {
 		return nil
 	}
-	if pol.ToolCacheMode == policy.CachesOff {
+	if pol.ToolCacheMode() == policy.CachesOff {
 		return []Check{{Name: "tool caches", OK: true, Detail: "off: caches under $HOME stay read-only"}}
 	}
 	var out []Check
-	for _, d := range policy.DecideCaches(pol, overlays) {
+	for _, d := range cacheplan.Decide(pol, overlays) {
 		c := d.Cache
 		var detail string
 		switch d.How {
-		case policy.CacheOverlay:
+		case cacheplan.Overlay:
 			detail = fmt.Sprintf("overlay at %s: host cache read-only below, changes in %s", c.Host, c.Upper())
-		case policy.CachePrivate:
+		case cacheplan.Private:
 			detail = fmt.Sprintf("private: %s (host %s untouched)", c.PrivateEnv(nil), c.Host)
 		default:
 			detail = fmt.Sprintf("untouched (%s): %s", c.Host, d.Why)

@@ -7,23 +7,26 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/agentbox/agentbox/internal/agentdirs"
+	"github.com/agentbox/agentbox/internal/cacheplan"
 	"github.com/agentbox/agentbox/internal/darwin"
+	"github.com/agentbox/agentbox/internal/gitguard"
 	"github.com/agentbox/agentbox/policy"
 )
 
 // addGitWrites opens the policy's .git directories in the profile when
-// allow_git_writes is set, minus policy.GitReadOnlyPaths. A git directory
+// allow_git_writes is set, minus gitguard.ReadOnlyPaths. A git directory
 // whose read-only paths cannot be resolved (one is a symlink) stays
 // read-only as a whole.
 func addGitWrites(in *darwin.Input, pol *policy.Policy) {
-	if !pol.AllowGitWrites {
+	if !pol.AllowGitWrites() {
 		return
 	}
-	for _, pr := range pol.Protected {
-		if !policy.GitWritableDir(pr) {
+	for _, pr := range pol.Protected() {
+		if !gitguard.WritableDir(pr) {
 			continue
 		}
-		cs, err := policy.GitCarveouts(pr.Path)
+		cs, err := gitguard.Carveouts(pr.Path)
 		if err != nil {
 			continue
 		}
@@ -38,8 +41,8 @@ func addGitWrites(in *darwin.Input, pol *policy.Policy) {
 // makes writable (macOS has no overlays: caches are private and start
 // cold) and points the tools at them.
 func privateCaches(pol *policy.Policy, env []string) ([]string, error) {
-	for _, d := range policy.DecideCaches(pol, false) {
-		if d.How != policy.CachePrivate {
+	for _, d := range cacheplan.Decide(pol, false) {
+		if d.How != cacheplan.Private {
 			continue
 		}
 		if err := os.MkdirAll(d.Cache.PrivateRoot(), 0o700); err != nil {
@@ -65,7 +68,7 @@ func removeCacheLayers(state string) string {
 	if state == "" {
 		return ""
 	}
-	root := policy.ToolCacheRoot(state)
+	root := agentdirs.ToolCacheRoot(state)
 	if _, err := os.Lstat(root); err != nil {
 		return ""
 	}

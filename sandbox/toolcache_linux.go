@@ -3,6 +3,7 @@ package sandbox
 import (
 	"strings"
 
+	"github.com/agentbox/agentbox/internal/cacheplan"
 	"github.com/agentbox/agentbox/internal/linux"
 	"github.com/agentbox/agentbox/policy"
 )
@@ -13,7 +14,7 @@ import (
 // let the command write, and the variables that point tools at private
 // directories. The caller releases the layers when the run ends.
 func applyCaches(pol *policy.Policy, spec *linux.Spec, overlays bool) (*linux.CacheLayers, error) {
-	ds := policy.DecideCaches(pol, overlays)
+	ds := cacheplan.Decide(pol, overlays)
 	cl, err := linux.PrepareCaches(ds)
 	if err != nil {
 		return nil, err
@@ -39,7 +40,7 @@ func applyCaches(pol *policy.Policy, spec *linux.Spec, overlays bool) (*linux.Ca
 	spec.WritableRoots = append(append([]string{}, spec.WritableRoots...), writable...)
 	env := spec.Env
 	for _, d := range ds {
-		if d.How != policy.CachePrivate {
+		if d.How != cacheplan.Private {
 			continue
 		}
 		if kv := d.Cache.PrivateEnvAt(cl.Layers[d.Cache.Name].Private, env); kv != "" {

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agentbox/agentbox/internal/agentdirs"
+	"github.com/agentbox/agentbox/internal/rawpolicy"
 	"github.com/agentbox/agentbox/internal/windows/sid"
 	"github.com/agentbox/agentbox/internal/windows/unelevated"
 	"github.com/agentbox/agentbox/policy"
@@ -71,7 +73,7 @@ func TestToolCacheEnv(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	root := filepath.Join(policy.ToolCacheRoot(dir), policy.WorkspaceKey(pol.Cwd), "private")
+	root := filepath.Join(agentdirs.ToolCacheRoot(dir), agentdirs.WorkspaceKey(pol.Cwd()), "private")
 	want := "GOCACHE=" + filepath.Join(root, "go-build")
 	if got := strings.TrimSpace(string(out)); !strings.EqualFold(got, want) {
 		t.Errorf("child sees %q, want %q", got, want)
@@ -90,8 +92,8 @@ func TestToolCacheEnv(t *testing.T) {
 	if err := unelevated.Cleanup(dir, &buf); err != nil {
 		t.Fatalf("cleanup: %v\n%s", err, buf.String())
 	}
-	if _, err := os.Lstat(policy.ToolCacheRoot(dir)); !os.IsNotExist(err) {
-		t.Errorf("cleanup left %s: %v\n%s", policy.ToolCacheRoot(dir), err, buf.String())
+	if _, err := os.Lstat(agentdirs.ToolCacheRoot(dir)); !os.IsNotExist(err) {
+		t.Errorf("cleanup left %s: %v\n%s", agentdirs.ToolCacheRoot(dir), err, buf.String())
 	}
 	if !strings.Contains(buf.String(), "removed tool cache layers") {
 		t.Errorf("cleanup output: %s", buf.String())
@@ -109,7 +111,7 @@ func TestEnforceToolCacheGoBuild(t *testing.T) {
 	}
 	pol, hostCache := cacheTestPolicy(t)
 	before := treeHash(t, hostCache)
-	mod := filepath.Join(pol.Cwd, "hello")
+	mod := filepath.Join(pol.Cwd(), "hello")
 	os.MkdirAll(mod, 0o755)
 	os.WriteFile(filepath.Join(mod, "go.mod"), []byte("module hello\n\ngo 1.21\n"), 0o644)
 	os.WriteFile(filepath.Join(mod, "main.go"), []byte("package main\n\nfunc main() { println(\"hi\") }\n"), 0o644)
@@ -133,7 +135,7 @@ func TestEnforceToolCacheGoBuild(t *testing.T) {
 		t.Errorf("%s exists on the host", planted)
 	}
 	dir, _ := unelevated.StateDir()
-	priv := filepath.Join(policy.ToolCacheRoot(dir), policy.WorkspaceKey(pol.Cwd), "private", "go-build")
+	priv := filepath.Join(agentdirs.ToolCacheRoot(dir), agentdirs.WorkspaceKey(pol.Cwd()), "private", "go-build")
 	if ents, err := os.ReadDir(priv); err != nil || len(ents) == 0 {
 		t.Errorf("private cache %s not used: %v", priv, err)
 	}
@@ -153,10 +155,8 @@ func TestDoctorToolCaches(t *testing.T) {
 		t.Errorf("tool caches failure reported: %+v", r.Checks)
 	}
 	dir, _ := unelevated.StateDir()
-	bad := *pol
-	bad.ToolCaches = append([]policy.ToolCache{}, pol.ToolCaches...)
-	bad.ToolCaches[0].Named = dir
-	if c, ok := check(Doctor(&bad), "tool caches"); !ok || c.OK || !strings.Contains(c.Detail, "must never be writable") {
+	bad := rawpolicy.Edit(pol, func(f *rawpolicy.Fields) { f.ToolCaches[0].Named = dir })
+	if c, ok := check(Doctor(bad), "tool caches"); !ok || c.OK || !strings.Contains(c.Detail, "must never be writable") {
 		t.Errorf("overlap not reported: %+v", c)
 	}
 }

@@ -194,6 +194,29 @@ if [ "$go_rounds" -gt 0 ] && command -v go >/dev/null 2>&1; then
 	}'
 fi
 
+# --- A session's command with a network allow-list (two proxy listeners
+# made in the session's namespace, handed over and served for each command)
+# against one without, alternating in one loop; in-process times from
+# scripts/benchsession.
+mkfifo "$work/sa.in" "$work/sa.out" "$work/sn.in" "$work/sn.out"
+"$work/benchsession" "$ws" <"$work/sn.in" >"$work/sn.out" 2>"$work/sn.err" &
+exec 11>"$work/sn.in" 12<"$work/sn.out"
+BENCHSESSION_ALLOW=bench.test "$work/benchsession" "$ws" <"$work/sa.in" >"$work/sa.out" 2>"$work/sa.err" &
+exec 13>"$work/sa.in" 14<"$work/sa.out"
+echo "running $rounds rounds of: a session command with and without an allow-list" >&2
+for ((i = 0; i < rounds; i++)); do
+	echo >&11 && read -r _ <&12
+	echo >&13 && read -r _ <&14
+done
+exec 11>&- 13>&-
+wait
+sn_in=$(in_proc "$work/sn.err")
+sa_in=$(in_proc "$work/sa.err")
+awk -v n="${sn_in:-0}" -v a="${sa_in:-0}" -v w="${med[bwrap_cmp]}" 'BEGIN {
+	if (n == 0 || a == 0) { print "session with an allow-list: a probe failed"; exit }
+	printf "session command with an allow-list: %.2f ms in-process, %.2fx one without (%.2f ms), %.2fx bwrap\n", a / 1000, a / n, n / 1000, a / w
+}'
+
 # --- Network: allow-listed egress through agentbox's proxy against a direct
 # connection with --network, in one alternating loop. Each round runs one
 # sandbox per way that downloads 100 MiB from a local server and then makes

@@ -13,12 +13,14 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/agentbox/agentbox/internal/cli/flagnames"
 	"github.com/agentbox/agentbox/policy"
 	"github.com/agentbox/agentbox/sandbox"
 )
@@ -63,7 +65,7 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) (code int) {
 	var ee *exitError
 	if errors.As(err, &ee) {
 		if ee.err != nil {
-			fmt.Fprintf(stderr, "agentbox: %v\n", ee.err)
+			fmt.Fprintf(stderr, "agentbox: %s\n", flagnames.In(ee.err.Error()))
 		}
 		return ee.code
 	}
@@ -141,7 +143,7 @@ func (f *runFlags) resolve(cmd *cobra.Command) (*policy.Policy, error) {
 			return nil, failure("%v", err)
 		}
 		cfg = c
-	} else if path = policy.DefaultConfigPath(os.Getenv); path != "" {
+	} else if path = policy.DefaultConfigPath(); path != "" {
 		c, err := policy.LoadConfig(path)
 		switch {
 		case err == nil:
@@ -280,7 +282,7 @@ func newDoctor(stdout io.Writer) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			rep := sandbox.Doctor(pol)
+			rep := withFlagNames(sandbox.Doctor(pol))
 			if asJSON {
 				enc := json.NewEncoder(stdout)
 				enc.SetIndent("", "  ")
@@ -299,6 +301,22 @@ func newDoctor(stdout io.Writer) *cobra.Command {
 	f.register(cmd, false)
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the report as JSON")
 	return cmd
+}
+
+// withFlagNames returns the report with the library's option names in its
+// text replaced by the CLI's flags.
+func withFlagNames(r *sandbox.Report) *sandbox.Report {
+	c := *r
+	c.Backend = flagnames.In(r.Backend)
+	c.Checks = slices.Clone(r.Checks)
+	for i := range c.Checks {
+		c.Checks[i].Detail = flagnames.In(c.Checks[i].Detail)
+	}
+	c.Missing = slices.Clone(r.Missing)
+	for i := range c.Missing {
+		c.Missing[i] = flagnames.In(c.Missing[i])
+	}
+	return &c
 }
 
 func printReport(w io.Writer, r *sandbox.Report) {

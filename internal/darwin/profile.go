@@ -191,7 +191,7 @@ type Input struct {
 	// GitWritable are .git directories opened for writing by
 	// allow_git_writes although they are protected, minus GitReadOnly:
 	// the paths in them that make git run a program or read another
-	// repository (policy.GitReadOnlyPaths), existing or not, kept
+	// repository (gitguard.ReadOnlyPaths), existing or not, kept
 	// unwritable in every spelling and unrenamable.
 	GitWritable []string
 	GitReadOnly []string

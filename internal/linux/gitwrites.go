@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"slices"
 
+	"github.com/agentbox/agentbox/internal/fspath"
+	"github.com/agentbox/agentbox/internal/gitguard"
 	"github.com/agentbox/agentbox/policy"
 )
 
@@ -16,7 +18,7 @@ type GitDir struct {
 }
 
 // GitFile is a missing read-only git file that gets a placeholder for
-// the run (see [policy.GitReadOnly.Placeholder]).
+// the run (see [gitguard.ReadOnly.Placeholder]).
 type GitFile struct {
 	Path    string
 	Content string
@@ -25,14 +27,14 @@ type GitFile struct {
 // GitWritesPlan rewrites a mount plan for allow_git_writes: each .git
 // directory inside a writable root is pinned instead of bound read-only
 // (so it can be written but not renamed or replaced), and its
-// [policy.GitReadOnlyPaths] are bound read-only over it, with the
+// [gitguard.ReadOnlyPaths] are bound read-only over it, with the
 // directories between them and the .git directory pinned. It returns the
 // new plan and the missing directories and files that need placeholders
 // (a mount needs something to mount on).
 func GitWritesPlan(p *policy.Policy, mounts []Mount) (out []Mount, dirs []GitDir, files []GitFile, err error) {
 	gitdirs := map[string]bool{}
-	for _, pr := range p.Protected {
-		if policy.GitWritableDir(pr) {
+	for _, pr := range p.Protected() {
+		if gitguard.WritableDir(pr) {
 			gitdirs[pr.Path] = true
 		}
 	}
@@ -45,13 +47,13 @@ func GitWritesPlan(p *policy.Policy, mounts []Mount) (out []Mount, dirs []GitDir
 	var pins, ro []string
 	pinned := map[string]bool{}
 	for _, gd := range slices.Sorted(maps.Keys(gitdirs)) {
-		cs, err := policy.GitCarveouts(gd)
+		cs, err := gitguard.Carveouts(gd)
 		if err != nil {
 			return nil, nil, nil, fmt.Errorf("allow_git_writes: %w (keep .git read-only, or make it a directory)", err)
 		}
 		for _, c := range cs {
 			ro = append(ro, c.Path)
-			for a := filepath.Dir(c.Path); a != gd && policy.Within(a, gd); a = filepath.Dir(a) {
+			for a := filepath.Dir(c.Path); a != gd && fspath.Within(a, gd); a = filepath.Dir(a) {
 				if !pinned[a] {
 					pinned[a] = true
 					pins = append(pins, a)

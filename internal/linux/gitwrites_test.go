@@ -6,6 +6,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/agentbox/agentbox/internal/rawpolicy"
 	"github.com/agentbox/agentbox/policy"
 )
 
@@ -18,8 +19,8 @@ func TestGitWritesPlan(t *testing.T) {
 	os.WriteFile(filepath.Join(gd, "HEAD"), []byte("ref: refs/heads/main\n"), 0o644)
 	os.WriteFile(filepath.Join(gd, "config"), nil, 0o644)
 	codex := filepath.Join(ws, ".codex")
-	p := &policy.Policy{Mode: policy.WorkspaceWrite, WritableRoots: []string{ws}, AllowGitWrites: true,
-		Protected: []policy.Protected{{Path: gd, Kind: policy.Dir, Root: ws}, {Path: codex, Kind: policy.Missing, Root: ws}}}
+	p := rawpolicy.New(rawpolicy.Fields{Mode: policy.WorkspaceWrite, WritableRoots: []string{ws}, AllowGitWrites: true,
+		Protected: []policy.Protected{{Path: gd, Kind: policy.Dir, Root: ws}, {Path: codex, Kind: policy.Missing, Root: ws}}})
 	mounts, dirs, files, err := GitWritesPlan(p, Plan(p, []string{codex}))
 	if err != nil {
 		t.Fatal(err)

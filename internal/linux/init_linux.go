@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"os/signal"
 	"runtime"
 	"runtime/debug"
@@ -59,6 +58,16 @@ func IsInit() bool {
 
 // RunInit is the init stage: PID 1 of the sandbox's pid namespace. It never
 // returns.
+//
+// It is the sandbox's setup in the order the kernel requires, one step
+// after the other; each step returns what it set up. The namespaces come
+// first, at the clone (initSysProcAttr in launch_linux.go); then, while
+// the init still holds capabilities in its user namespace: the mounts and
+// the pivot into the new root, the network; then, with nothing left to
+// set up, every way back to privilege goes: no_new_privs, the
+// capabilities, Landlock, seccomp and the unix socket supervisor; and
+// last the command. A session's zygote shares the steps up to the new
+// root and then hardens each command's thread itself (zygote_linux.go).
 func RunInit() {
 	if isReaper() {
 		runReaper() // degraded mode's stage above the init
@@ -85,93 +94,107 @@ func RunInit() {
 		fail(exitcode.SandboxFailure, fmt.Errorf("sandbox init: %w", err))
 	}
 	os.Unsetenv(stageEnv)
+	var sigs *caughtSignals
+	if !spec.Session {
+		// The runtime enables each signal in a round trip with a
+		// thread of its own, which costs a few hundred microseconds:
+		// let that happen while the root is built.
+		sigs = catchSignals()
+	}
 
-	// Build the filesystem view, then the network, while we still hold
-	// capabilities in the new user namespace.
+	// 1. Namespaces: entered at the clone. Without them (degraded mode),
+	// orphans of the command would escape to the system's init; as
+	// subreaper we inherit and kill them.
+	env := spec.Env
 	if spec.Degraded {
-		// Without a pid namespace, orphans of the command would escape
-		// to the system's init; as subreaper we inherit and kill them.
 		if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
 			fail(exitcode.SandboxFailure, &os.SyscallError{Syscall: "prctl(PR_SET_CHILD_SUBREAPER)", Err: err})
 		}
-	} else if err := buildRoot(spec); err != nil {
-		if errors.Is(err, unix.EPERM) {
-			report(message{Error: err.Error(), Code: exitcode.SandboxFailure, NoUserns: true})
-			os.Exit(exitcode.SandboxFailure)
+	} else {
+		// 2. Mounts and the pivot into the new root, while we hold
+		// CAP_SYS_ADMIN in the user namespace (mount_linux.go).
+		cacheEnv, err := buildRoot(spec)
+		if err != nil {
+			if errors.Is(err, unix.EPERM) {
+				report(message{Error: err.Error(), Code: exitcode.SandboxFailure, NoUserns: true})
+				os.Exit(exitcode.SandboxFailure)
+			}
+			fail(exitcode.SandboxFailure, fmt.Errorf("building the sandbox filesystem: %w", err))
 		}
-		fail(exitcode.SandboxFailure, fmt.Errorf("building the sandbox filesystem: %w", err))
+		for _, kv := range cacheEnv {
+			env = replaceEnv(env, kv)
+		}
 	}
+	// 3. The network: loopback in the fresh namespace (needs
+	// CAP_NET_ADMIN), and the allow-list proxy's listeners on it.
 	if !spec.Network && !spec.Degraded {
 		if err := loopbackUp(); err != nil {
 			fail(exitcode.SandboxFailure, fmt.Errorf("bringing up loopback in the network namespace: %w", err))
 		}
 	}
-	if err := setupProxy(spec); err != nil {
+	proxyAddrs, err := setupProxy(spec)
+	if err != nil {
 		fail(exitcode.SandboxFailure, fmt.Errorf("setting up the allow-list proxy: %w", err))
 	}
+	env = withProxyEnv(env, proxyAddrs)
 	if err := unix.Chdir(spec.Cwd); err != nil {
 		fail(exitcode.SandboxFailure, fmt.Errorf("entering %s inside the sandbox: %w", spec.Cwd, err))
 	}
 	if spec.Session {
+		spec.Env = env
 		runZygote(spec, report) // never returns
 	}
 	// The command's streams, from inside the sandbox: the caller's
-	// terminal and files stay in agentbox (stdio_linux.go).
+	// terminal and files stay in agentbox (stdio_linux.go). They need
+	// the new /dev, so they come after the root is built.
 	stdio, err := sandboxStdio(spec)
 	if err != nil {
 		fail(exitcode.SandboxFailure, err)
 	}
 	// Look the command up now, inside the sandbox's view of PATH, so that
 	// "not found" and "not executable" get their own exit statuses.
-	path, code, err := lookpath.Find(spec.Path, lookpath.Env(spec.Env))
+	path, code, err := lookpath.Find(spec.Path, lookpath.Env(env))
 	if err != nil {
 		fail(code, err)
 	}
-	// From here on, nothing may be regained: no_new_privs, then every
-	// capability dropped, then the optional walls, seccomp last.
-	// Nobody, not even the command running as the same uid, may read our
-	// memory or fds through /proc/1.
+
+	// From here on, nothing may be regained.
+	restrict := func(err error) {
+		if err != nil {
+			fail(exitcode.SandboxFailure, fmt.Errorf("restricting the sandbox: %w", err))
+		}
+	}
+	// 4. Nobody, not even the command running as the same uid, may read
+	// our memory or fds (the supervisor's notify fd) through /proc/1.
 	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
-		fail(exitcode.SandboxFailure, &os.SyscallError{Syscall: "prctl(PR_SET_DUMPABLE)", Err: err})
+		restrict(&os.SyscallError{Syscall: "prctl(PR_SET_DUMPABLE)", Err: err})
 	}
-	wait4, err := lockDown(spec)
+	// 5. no_new_privs, on every thread, once (lockdown_linux.go).
+	restrict(setNoNewPrivs())
+	// 6. Capabilities: securebits locked and the bounding set emptied on
+	// this thread (they need CAP_SETPCAP, so before the rest), then every
+	// set of every thread emptied (lockdown_linux.go).
+	restrict(dropCapabilities())
+	// 7. Landlock: every thread, then this thread's own scoped domain.
+	if spec.Landlock {
+		restrict(landlockWalls(spec))
+	}
+	// 8. seccomp, on every thread, after the steps whose syscalls its
+	// filter denies.
+	if spec.Seccomp {
+		restrict(installSeccomp(spec))
+	}
+	// 9. The unix socket supervisor's filter, on this thread only.
+	wait4, err := superviseConnects(spec)
+	restrict(err)
+
+	// 10. The command, forked from this thread: it inherits exactly what
+	// the steps above left on it.
+	<-sigs.ready // so that it can be signalled from the start
+	pid, err := startCommand(path, env, spec, stdio)
 	if err != nil {
-		fail(exitcode.SandboxFailure, fmt.Errorf("restricting the sandbox: %w", err))
-	}
-
-	sigs := make(chan os.Signal, 16)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGWINCH, syscall.SIGCONT)
-	// The command may signal its PID 1 with anything; the Go runtime
-	// would answer SIGABRT or a sent SIGSEGV with a register dump and
-	// a misleading status. Ignore what we do not forward.
-	signal.Ignore(syscall.SIGABRT, syscall.SIGSYS, syscall.SIGTRAP, syscall.SIGBUS, syscall.SIGFPE,
-		syscall.SIGSEGV, syscall.SIGILL, syscall.SIGALRM, syscall.SIGPIPE, syscall.SIGTSTP,
-		syscall.SIGTTIN, syscall.SIGTTOU, syscall.SIGVTALRM, syscall.SIGPROF, syscall.SIGXCPU, syscall.SIGXFSZ, syscall.SIGSTKFLT)
-	debug.SetTraceback("none")
-
-	cmd := &exec.Cmd{
-		Path:   path,
-		Args:   spec.Argv,
-		Env:    spec.Env,
-		Dir:    spec.Cwd,
-		Stdin:  stdio.files[0],
-		Stdout: stdio.files[1],
-		Stderr: stdio.files[2],
-		SysProcAttr: &syscall.SysProcAttr{
-			// If this init dies, the command dies with it.
-			Pdeathsig: syscall.SIGKILL,
-		},
-	}
-	if stdio.ctty >= 0 {
-		// The sandbox's terminal is the command's controlling terminal,
-		// so ^C typed on it signals the command's foreground group.
-		cmd.SysProcAttr.Setsid = true
-		cmd.SysProcAttr.Setctty = true
-		cmd.SysProcAttr.Ctty = stdio.ctty
-	}
-	if err := cmd.Start(); err != nil {
 		code := exitcode.SandboxFailure
-		if errors.Is(err, os.ErrPermission) || errors.Is(err, syscall.ENOEXEC) {
+		if errors.Is(err, os.ErrPermission) || errors.Is(err, syscall.ENOEXEC) || errors.Is(err, syscall.EISDIR) {
 			code = exitcode.NotExecutable
 		} else if errors.Is(err, os.ErrNotExist) {
 			code = exitcode.NotFound
@@ -180,24 +203,98 @@ func RunInit() {
 	}
 	stdio.close()
 	report(message{Started: true, StdinReopened: stdio.stdinReopened})
-	pid := cmd.Process.Pid
+	go sigs.forward(pid)
 
+	// 11. As PID 1 we inherit every orphan; reap them all, and stop as
+	// soon as the command itself is gone. Exiting tears the namespace
+	// down, which kills whatever the command left running. In degraded
+	// mode, what the command left running is orphaned to the reaper when
+	// we exit, which kills it (reap_linux.go).
+	ws, err := reap(wait4, pid)
+	if err != nil {
+		fail(exitcode.SandboxFailure, fmt.Errorf("waiting for the command: %w", err))
+	}
+	m := message{Exited: true}
+	if ws.Signaled() {
+		m.Signal = int(ws.Signal())
+		report(m)
+		os.Exit(128 + m.Signal)
+	}
+	m.Status = ws.ExitStatus()
+	report(m)
+	os.Exit(m.Status)
+}
+
+// caughtSignals are the signals the init forwards to the command.
+type caughtSignals struct {
+	c chan os.Signal
+	// ready is closed once they are caught.
+	ready chan struct{}
+}
+
+// catchSignals starts catching the signals the init forwards, and
+// ignoring the others, in the background.
+func catchSignals() *caughtSignals {
+	s := &caughtSignals{c: make(chan os.Signal, 16), ready: make(chan struct{})}
 	go func() {
-		for s := range sigs {
-			sig := s.(syscall.Signal)
-			syscall.Kill(pid, sig)
-			switch sig {
-			case syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT:
-				// A stopped command would hold a terminating signal
-				// pending forever (and agentbox with it).
-				syscall.Kill(pid, syscall.SIGCONT)
-			}
-		}
+		defer close(s.ready)
+		signal.Notify(s.c, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT,
+			syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGWINCH, syscall.SIGCONT)
+		// The command may signal its PID 1 with anything; the Go
+		// runtime would answer SIGABRT or a sent SIGSEGV with a
+		// register dump and a misleading status. Ignore what we do not
+		// forward.
+		signal.Ignore(syscall.SIGABRT, syscall.SIGSYS, syscall.SIGTRAP, syscall.SIGBUS, syscall.SIGFPE,
+			syscall.SIGSEGV, syscall.SIGILL, syscall.SIGALRM, syscall.SIGPIPE, syscall.SIGTSTP,
+			syscall.SIGTTIN, syscall.SIGTTOU, syscall.SIGVTALRM, syscall.SIGPROF, syscall.SIGXCPU, syscall.SIGXFSZ, syscall.SIGSTKFLT)
+		debug.SetTraceback("none")
 	}()
+	return s
+}
 
-	// As PID 1 we inherit every orphan; reap them all, and stop as soon as
-	// the command itself is gone. Returning tears the namespace down, which
-	// kills whatever the command left running.
+// forward passes the caught signals on to the command, pid.
+func (s *caughtSignals) forward(pid int) {
+	for sig := range s.c {
+		sig := sig.(syscall.Signal)
+		syscall.Kill(pid, sig)
+		switch sig {
+		case syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT:
+			// A stopped command would hold a terminating signal
+			// pending forever (and agentbox with it).
+			syscall.Kill(pid, syscall.SIGCONT)
+		}
+	}
+}
+
+// startCommand forks the command from the calling thread and returns its
+// pid. syscall.ForkExec rather than os/exec: the init needs no pidfd for
+// its one child, and os/exec's first start probes pidfd support with a
+// fork of its own.
+func startCommand(path string, env []string, spec *Spec, stdio *commandStdio) (int, error) {
+	// No parent-death signal: if this init dies, the kernel kills every
+	// process of its pid namespace, and in degraded mode the reaper
+	// above kills its tree (TestAgentboxKilled, TestDegradedInitKilled
+	// pass without one).
+	sys := &syscall.SysProcAttr{}
+	if stdio.ctty >= 0 {
+		// The sandbox's terminal is the command's controlling terminal,
+		// so ^C typed on it signals the command's foreground group.
+		sys.Setsid = true
+		sys.Setctty = true
+		sys.Ctty = stdio.ctty
+	}
+	pid, err := syscall.ForkExec(path, spec.Argv, &syscall.ProcAttr{
+		Dir:   spec.Cwd,
+		Env:   env,
+		Files: []uintptr{stdio.files[0].Fd(), stdio.files[1].Fd(), stdio.files[2].Fd()},
+		Sys:   sys,
+	})
+	runtime.KeepAlive(stdio)
+	return pid, err
+}
+
+// reap waits for children until pid has ended, and returns how it ended.
+func reap(wait4 waitFunc, pid int) (unix.WaitStatus, error) {
 	for {
 		var ws unix.WaitStatus
 		wpid, err := wait4(-1, &ws, 0, nil)
@@ -205,23 +302,10 @@ func RunInit() {
 			continue
 		}
 		if err != nil {
-			fail(exitcode.SandboxFailure, fmt.Errorf("waiting for the command: %w", err))
+			return ws, err
 		}
-		if wpid != pid {
-			continue
-		}
-		// In degraded mode, what the command left running is orphaned
-		// to the reaper when we exit, which kills it (reap_linux.go).
-		m := message{Exited: true}
-		switch {
-		case ws.Exited():
-			m.Status = ws.ExitStatus()
-			report(m)
-			os.Exit(m.Status)
-		case ws.Signaled():
-			m.Signal = int(ws.Signal())
-			report(m)
-			os.Exit(128 + m.Signal)
+		if wpid == pid && (ws.Exited() || ws.Signaled()) {
+			return ws, nil
 		}
 	}
 }
@@ -266,7 +350,7 @@ func loopbackUp() error {
 }
 
 func init() {
-	// The init stage changes per-thread credentials (see lockDown) and
+	// The init stage changes per-thread credentials (see dropCapabilities) and
 	// must fork the command from that same thread: lock the main
 	// goroutine to its thread for the life of the process.
 	if IsInit() {

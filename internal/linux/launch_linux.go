@@ -234,6 +234,10 @@ func (p *Process) Wait() (code, signal int, err error) {
 	return 0, 0, fmt.Errorf("waiting for the sandbox: %w", errors.Join(merr, werr))
 }
 
+// Pid is the host process ID of the init stage (in degraded mode, of the
+// reaper stage above it): the process Start started.
+func (p *Process) Pid() int { return p.cmd.Process.Pid }
+
 // Signal forwards sig to the command through the init stage.
 func (p *Process) Signal(sig os.Signal) error {
 	return p.cmd.Process.Signal(sig)
@@ -283,7 +287,7 @@ func UsernsReason(err error) string {
 	case unpriv && read("/proc/sys/kernel/apparmor_restrict_unprivileged_userns") == "1":
 		return "AppArmor restricts unprivileged user namespaces (kernel.apparmor_restrict_unprivileged_userns = 1)"
 	case err != nil && underSeccomp():
-		return fmt.Sprintf("%v: agentbox runs under a seccomp filter that refuses them (a container runtime's profile, such as Docker's default); allow unshare and clone with CLONE_NEWUSER in the container's profile, or run with --allow-degraded", err)
+		return fmt.Sprintf("%v: agentbox runs under a seccomp filter that refuses them (a container runtime's profile, such as Docker's default); allow unshare and clone with CLONE_NEWUSER in the container's profile, or run with Options.AllowDegraded", err)
 	case err != nil:
 		return fmt.Sprintf("%v (a container runtime or seccomp policy may forbid them)", err)
 	}

@@ -20,7 +20,7 @@ const lockedSecurebits = 1<<0 | 1<<1 | // SECBIT_NOROOT(+_LOCKED)
 // no_new_privs and the bounding set are per-thread in Linux; the init stage
 // keeps its main goroutine locked to one thread (see init in init_linux.go)
 // and forks the command from it, so the command inherits exactly this
-// thread's state. Changing every thread (psx) cost ~70 ms per run.
+// thread's state.
 func thisThread(option, arg2, arg3 uintptr) error {
 	if _, _, errno := unix.RawSyscall6(unix.SYS_PRCTL, option, arg2, arg3, 0, 0, 0); errno != 0 {
 		return errno
@@ -28,37 +28,32 @@ func thisThread(option, arg2, arg3 uintptr) error {
 	return nil
 }
 
-// lockDown removes every way back to privilege before the command starts,
-// and returns how to wait for the command once started.
-func lockDown(spec *Spec) (waitFunc, error) {
-	if err := thisThread(unix.PR_SET_NO_NEW_PRIVS, 1, 0); err != nil {
-		return nil, &os.SyscallError{Syscall: "prctl(PR_SET_NO_NEW_PRIVS)", Err: err}
+// setNoNewPrivs sets no_new_privs on every thread of the init, once: from
+// here on no execve can grant a privilege (setuid bits, file capabilities,
+// root's implicit capabilities are all ignored), and Landlock and seccomp
+// may be applied without CAP_SYS_ADMIN, which the next step drops.
+func setNoNewPrivs() error {
+	if err := allThreads(unix.PR_SET_NO_NEW_PRIVS, 1); err != nil {
+		return &os.SyscallError{Syscall: "prctl(PR_SET_NO_NEW_PRIVS) on every thread", Err: err}
 	}
-	// The init's other threads too (threads_linux.go); their securebits
-	// only where we may change them, as for this thread below.
-	haveSetpcap, err := raiseSetpcap()
-	if err != nil {
-		return nil, err
-	}
-	if err := lockOtherThreads(haveSetpcap); err != nil {
-		return nil, err
-	}
-	if err := dropCapabilities(); err != nil {
-		return nil, err
-	}
-	if err := dropOtherThreads(); err != nil {
-		return nil, err
-	}
-	return applyWalls(spec)
+	return nil
 }
 
+// dropCapabilities leaves every thread of the init without a capability:
+// the thread the command is forked from, and the others (the Go runtime's,
+// the signal forwarder, the unix socket supervisor's), which would keep
+// CAP_SYS_ADMIN and CAP_NET_ADMIN in the sandbox's user namespace for the
+// whole run, enough to unmount the walls.
+//
+// Securebits and the bounding set need CAP_SETPCAP and are changed on this
+// thread only, the one the command inherits its credentials from: they only
+// limit what an execve grants, and the other threads never exec. A caller
+// without CAP_SETPCAP (any plain uid in degraded mode, a container that
+// dropped it) cannot change them, and needs not: no_new_privs caps what an
+// execve may grant at the permitted set, emptied below, so neither uid 0
+// nor a file capability can bring a capability back
+// (TestNoNewPrivsAloneKeepsExecEmpty).
 func dropCapabilities() error {
-	// Securebits and the bounding set need CAP_SETPCAP; a caller without
-	// it (any plain uid in degraded mode, a container that dropped it)
-	// cannot change them, and needs not: no_new_privs, set above, caps
-	// what any later execve may grant at the permitted set we hold, which
-	// is emptied below, so neither uid 0 nor a file capability can bring
-	// a capability back. With CAP_SETPCAP, both are locked down as well.
 	if haveSetpcap, err := raiseSetpcap(); err != nil {
 		return err
 	} else if haveSetpcap {
@@ -66,25 +61,11 @@ func dropCapabilities() error {
 			return err
 		}
 	}
-	if err := thisThread(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0); err != nil {
-		return &os.SyscallError{Syscall: "prctl(PR_CAP_AMBIENT_CLEAR_ALL)", Err: err}
-	}
-	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
-	var data [2]unix.CapUserData
-	if _, _, errno := unix.RawSyscall(unix.SYS_CAPSET, uintptr(unsafe.Pointer(&hdr)), uintptr(unsafe.Pointer(&data[0])), 0); errno != 0 {
-		return &os.SyscallError{Syscall: "capset", Err: errno}
-	}
-	// Trust but verify: a capability left behind would let root inside
-	// the sandbox remount or unmount its walls.
-	if err := unix.Capget(&hdr, &data[0]); err != nil {
-		return &os.SyscallError{Syscall: "capget", Err: err}
-	}
-	for _, d := range data {
-		if d.Effective|d.Permitted|d.Inheritable != 0 {
-			return fmt.Errorf("capabilities remain after dropping them: %+v", data)
-		}
-	}
-	return nil
+	// Empty effective, permitted and inheritable sets, on every thread
+	// in one call (threads_linux.go). The ambient set goes with them: the
+	// kernel keeps it a subset of permitted and inheritable, so emptying
+	// those clears it (cap_capset in security/commoncap.c).
+	return emptyEveryThread()
 }
 
 // raiseSetpcap reports whether this thread holds CAP_SETPCAP, making it
@@ -109,7 +90,7 @@ func raiseSetpcap() (bool, error) {
 }
 
 // lockSecurebitsAndBounding locks the securebits and empties the bounding
-// set; both need CAP_SETPCAP.
+// set of this thread; both need CAP_SETPCAP.
 func lockSecurebitsAndBounding() error {
 	// Securebits first: changing them needs CAP_SETPCAP, which goes next.
 	if err := thisThread(unix.PR_SET_SECUREBITS, lockedSecurebits, 0); err != nil {

@@ -62,12 +62,16 @@ func cloneOnto(srcDir, src, dst string, recursive, link bool) (int, error) {
 	if err != nil {
 		return -1, &os.PathError{Op: "open_tree", Path: src, Err: err}
 	}
-	dfd, err := openNoFollow(newRoot, dst, nofollow)
-	if err != nil {
-		unix.Close(tree)
-		return -1, err
+	dfd := sfd
+	if srcDir != newRoot || src != dst {
+		// A pin or carve-out goes back onto the path it was copied
+		// from, which sfd already holds.
+		if dfd, err = openNoFollow(newRoot, dst, nofollow); err != nil {
+			unix.Close(tree)
+			return -1, err
+		}
+		defer unix.Close(dfd)
 	}
-	defer unix.Close(dfd)
 	if err := unix.MoveMount(tree, "", dfd, "", unix.MOVE_MOUNT_F_EMPTY_PATH|unix.MOVE_MOUNT_T_EMPTY_PATH); err != nil {
 		unix.Close(tree)
 		return -1, &os.PathError{Op: "move_mount", Path: dst, Err: err}
@@ -87,39 +91,41 @@ func setAttr(fd int, path string, set uint64, recursive bool) error {
 }
 
 // buildRoot assembles the sandbox's filesystem at /newroot and switches to
-// it. The order matters and each step says why.
-func buildRoot(spec *Spec) error {
+// it. The order matters and each step says why. It returns the variables
+// the command needs for tool caches that fell back to private directories
+// (mountCaches).
+func buildRoot(spec *Spec) (cacheEnv []string, err error) {
 	// Nothing we mount may leak back to the host, and host mount events
 	// must not appear inside with their own (possibly writable) flags.
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
-		return &os.SyscallError{Syscall: "mount(MS_PRIVATE)", Err: err}
+		return nil, &os.SyscallError{Syscall: "mount(MS_PRIVATE)", Err: err}
 	}
 	if err := unix.Mount("agentbox", scratch, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=0700,size=64k"); err != nil {
-		return &os.PathError{Op: "mount tmpfs", Path: scratch, Err: err}
+		return nil, &os.PathError{Op: "mount tmpfs", Path: scratch, Err: err}
 	}
 	for _, d := range []string{scratch + oldRoot, scratch + newRoot} {
 		if err := os.Mkdir(d, 0o700); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	// Make the scratch tmpfs the root so the host's whole tree, /tmp
 	// included, is reachable under /oldroot without anything covering it.
 	if err := unix.PivotRoot(scratch, scratch+oldRoot); err != nil {
-		return &os.PathError{Op: "pivot_root", Path: scratch, Err: err}
+		return nil, &os.PathError{Op: "pivot_root", Path: scratch, Err: err}
 	}
 	if err := unix.Chdir("/"); err != nil {
-		return err
+		return nil, err
 	}
 
 	// 1. The host, read-only and nosuid, as the base layer.
 	fd, err := cloneOnto(oldRoot, "/", "/", true, false)
 	if err != nil {
-		return fmt.Errorf("binding the host root: %w", err)
+		return nil, fmt.Errorf("binding the host root: %w", err)
 	}
 	err = setAttr(fd, "/", unix.MOUNT_ATTR_RDONLY|unix.MOUNT_ATTR_NOSUID, true)
 	unix.Close(fd)
 	if err != nil {
-		return err
+		return nil, err
 	}
 
 	// 2. The plan: writable roots, pins, then read-only carve-outs. Sources
@@ -150,12 +156,12 @@ func buildRoot(spec *Spec) error {
 			unix.Close(fd)
 		}
 		if err != nil {
-			return fmt.Errorf("%s mount of %s: %w", m.Kind, m.Path, err)
+			return nil, fmt.Errorf("%s mount of %s: %w", m.Kind, m.Path, err)
 		}
 	}
 
-	if err := mountCaches(spec); err != nil {
-		return err
+	if cacheEnv, err = mountCaches(spec); err != nil {
+		return nil, err
 	}
 
 	// /sys stays read-only even under a writable root that covers it
@@ -164,16 +170,16 @@ func buildRoot(spec *Spec) error {
 		err = setAttr(fd, "/sys", unix.MOUNT_ATTR_RDONLY|unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV|unix.MOUNT_ATTR_NOEXEC, true)
 		unix.Close(fd)
 		if err != nil {
-			return fmt.Errorf("making /sys read-only: %w", err)
+			return nil, fmt.Errorf("making /sys read-only: %w", err)
 		}
 	} else if !errors.Is(err, unix.ENOENT) {
-		return fmt.Errorf("making /sys read-only: %w", err)
+		return nil, fmt.Errorf("making /sys read-only: %w", err)
 	}
 
 	// 3. A /proc for the new pid namespace: the host's would show (and
 	// let the command signal or inspect) every process on the machine.
 	if err := unix.Mount("proc", newRoot+"/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
-		return &os.PathError{Op: "mount proc", Path: "/proc", Err: err}
+		return nil, &os.PathError{Op: "mount proc", Path: "/proc", Err: err}
 	}
 	// The kernel checks writes to sysctls by uid alone: uid 0 inside the
 	// sandbox is the host's root when agentbox runs as root, and without
@@ -190,27 +196,27 @@ func buildRoot(spec *Spec) error {
 			unix.Close(fd)
 		}
 		if err != nil {
-			return fmt.Errorf("making %s read-only: %w", p, err)
+			return nil, fmt.Errorf("making %s read-only: %w", p, err)
 		}
 	}
 	// 4. A private /dev: only harmless devices, a fresh devpts instance and
 	// a private /dev/shm so shared-memory writes never reach the host.
 	if err := buildDev(); err != nil {
-		return fmt.Errorf("building /dev: %w", err)
+		return nil, fmt.Errorf("building /dev: %w", err)
 	}
 
 	// 5. Switch to the new root and drop the old one entirely: nothing of
 	// the unfiltered host tree may stay reachable.
 	if err := unix.Chdir(newRoot); err != nil {
-		return err
+		return nil, err
 	}
 	if err := unix.PivotRoot(".", "."); err != nil {
-		return &os.PathError{Op: "pivot_root", Path: newRoot, Err: err}
+		return nil, &os.PathError{Op: "pivot_root", Path: newRoot, Err: err}
 	}
 	if err := unix.Unmount(".", unix.MNT_DETACH); err != nil {
-		return &os.PathError{Op: "umount", Path: "old root", Err: err}
+		return nil, &os.PathError{Op: "umount", Path: "old root", Err: err}
 	}
-	return unix.Chdir("/")
+	return cacheEnv, unix.Chdir("/")
 }
 
 func buildDev() error {

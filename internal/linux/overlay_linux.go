@@ -32,7 +32,9 @@ func (e *cacheMountError) Error() string {
 // layers live in agentbox's state directory, which is one of them, and a
 // cache may lie inside a writable root. The upper layers stay read-only at
 // their own path; the command writes them only through the overlay.
-func mountCaches(spec *Spec) error {
+// It returns the variables (NAME=value) that point a tool at its private
+// cache where the kernel refused the overlay.
+func mountCaches(spec *Spec) (fallbackEnv []string, err error) {
 	// Building an overlay costs the kernel several milliseconds of
 	// probing in the upper file system; build them side by side (the
 	// threads share the init stage's namespaces and capabilities), then
@@ -76,7 +78,7 @@ func mountCaches(spec *Spec) error {
 				fmt.Fprintf(os.Stderr, "agentbox: tool cache %s: %v; using a private cache instead (%s)\n", m.Name, err, m.FallbackEnv)
 				// The private directory is already bound (it comes
 				// first in the plan); the tool only needs pointing at it.
-				spec.Env = replaceEnv(spec.Env, m.FallbackEnv)
+				fallbackEnv = append(fallbackEnv, m.FallbackEnv)
 				continue
 			}
 		} else {
@@ -88,10 +90,10 @@ func mountCaches(spec *Spec) error {
 			}
 		}
 		if err != nil {
-			return &cacheMountError{m, err}
+			return nil, &cacheMountError{m, err}
 		}
 	}
-	return nil
+	return fallbackEnv, nil
 }
 
 // makeOverlay builds a detached overlay of the host's cache (lower, never

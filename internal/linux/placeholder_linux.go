@@ -13,16 +13,18 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentbox/agentbox/internal/fspath"
 	"golang.org/x/sys/unix"
-
-	"github.com/agentbox/agentbox/policy"
 )
 
 // Placeholders make missing protected names (.git, .codex, .agents in a
 // root that has none) uncreatable. A mount needs an existing mount point,
 // so an empty directory is created on the host for the run and bound
 // read-only over itself inside the sandbox, where it can be neither
-// written, removed nor renamed.
+// written, removed nor renamed. A path git reads as a file (a missing
+// ~/.gitconfig or include.path target) gets an empty read-only file
+// instead: git reads that as an empty config, where a directory would be
+// a warning on every command or, for an include, a fatal error.
 //
 // On the host, though, the placeholder sits in a directory that another
 // sandbox may be able to write (a workspace under /tmp, or under another
@@ -52,7 +54,8 @@ type Placeholders struct {
 type heldPlaceholder struct {
 	path   string
 	parent int      // O_PATH descriptor of the directory holding it
-	f      *os.File // the directory itself, share-locked
+	f      *os.File // the directory (or file) itself, share-locked
+	file   bool     // an empty file, not a directory
 	// ours: made by agentbox (now, or by an earlier run with this state
 	// directory), so the last run out removes it; a real directory of the
 	// user's is only held.
@@ -69,8 +72,12 @@ const lockWait = 5 * time.Second
 const modeWait = 500 * time.Millisecond
 
 // placeholderMode lets every user's run open (and so lock) a placeholder
-// another user made, and nobody write it.
-const placeholderMode = 0o555
+// another user made, and nobody write it; placeholderFileMode is the same
+// for a file.
+const (
+	placeholderMode     = 0o555
+	placeholderFileMode = 0o444
+)
 
 // AcquirePlaceholders holds each directory: it creates (or joins) a
 // placeholder for each missing one, and holds each existing one.
@@ -117,21 +124,21 @@ func (p *Placeholders) Paths() []string {
 // placeholder where it is gone, or where it stands empty it is held and
 // bound read-only, so that nothing can be created below it.
 func (p *Placeholders) acquireMissing(d HeldDir) (heldPlaceholder, error) {
-	path := d.Path
-	for {
-		h, err := p.acquire(path)
+	path, file := d.Path, d.File
+	for ; ; file = false { // an ancestor is always a directory
+		h, err := p.acquire(path, file)
 		parent := filepath.Dir(path)
-		if err == nil || parent == d.Root || !policy.Within(parent, d.Root) {
+		if err == nil || parent == d.Root || !fspath.Within(parent, d.Root) {
 			return h, err
 		}
 		var pe *os.PathError
-		if !errors.As(err, &pe) || pe.Op != "mkdirat" && pe.Op != "openat2" {
+		if !errors.As(err, &pe) || pe.Op != "mkdirat" && pe.Op != "create" && pe.Op != "openat2" {
 			return h, err
 		}
 		switch {
 		case errors.Is(pe.Err, unix.ENOENT):
 			path = parent // gone: what the policy would find missing now
-		case errors.Is(pe.Err, unix.EACCES) && pe.Op == "mkdirat":
+		case errors.Is(pe.Err, unix.EACCES) && (pe.Op == "mkdirat" || pe.Op == "create"):
 			if hh, ok := p.holdEmpty(parent); ok {
 				return hh, nil
 			}
@@ -144,7 +151,7 @@ func (p *Placeholders) acquireMissing(d HeldDir) (heldPlaceholder, error) {
 
 // holdEmpty holds the existing directory path if it is empty.
 func (p *Placeholders) holdEmpty(path string) (heldPlaceholder, bool) {
-	h, err := p.acquire(path)
+	h, err := p.acquire(path, false)
 	if err != nil {
 		return heldPlaceholder{}, false
 	}
@@ -177,27 +184,27 @@ func openDir(parent int, name string) (int, error) {
 	return unix.Openat(parent, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 }
 
-func (p *Placeholders) acquire(path string) (heldPlaceholder, error) {
+func (p *Placeholders) acquire(path string, file bool) (heldPlaceholder, error) {
 	dir, name := filepath.Split(path)
 	parent, err := openParent(dir)
 	if err != nil {
 		return heldPlaceholder{}, fmt.Errorf("creating placeholder for protected path %s: %w", path, err)
 	}
-	h, err := p.acquireAt(parent, path, name)
+	h, err := p.acquireAt(parent, path, name, file)
 	if err != nil {
 		unix.Close(parent)
 	}
 	return h, err
 }
 
-func (p *Placeholders) acquireAt(parent int, path, name string) (heldPlaceholder, error) {
+func (p *Placeholders) acquireAt(parent int, path, name string, file bool) (heldPlaceholder, error) {
 	start := time.Now()
 	for {
 		unlock, err := p.lockRecords(start.Add(lockWait))
 		if err != nil {
 			return heldPlaceholder{}, err
 		}
-		h, wait, err := p.tryAcquire(parent, path, name, time.Since(start))
+		h, wait, err := p.tryAcquire(parent, path, name, file, time.Since(start))
 		unlock()
 		if err != nil || h.f != nil {
 			return h, err
@@ -208,17 +215,21 @@ func (p *Placeholders) acquireAt(parent int, path, name string) (heldPlaceholder
 
 // tryAcquire makes one attempt, with the records locked: a held directory,
 // an error, or neither when the caller should try again after wait.
-func (p *Placeholders) tryAcquire(parent int, path, name string, waited time.Duration) (heldPlaceholder, time.Duration, error) {
+func (p *Placeholders) tryAcquire(parent int, path, name string, file bool, waited time.Duration) (heldPlaceholder, time.Duration, error) {
 	created := false
 	made := time.Now()
-	switch err := unix.Mkdirat(parent, name, placeholderMode); {
+	mk, op, open := mkdirPlaceholder, "mkdirat", openDir
+	if file {
+		mk, op, open = createPlaceholder, "create", openFile
+	}
+	switch err := mk(parent, name); {
 	case err == nil:
 		created = true
 	case errors.Is(err, unix.EEXIST):
 	default:
-		return heldPlaceholder{}, 0, fmt.Errorf("creating placeholder for protected path %s: %w", path, &os.PathError{Op: "mkdirat", Path: path, Err: err})
+		return heldPlaceholder{}, 0, fmt.Errorf("creating placeholder for protected path %s: %w", path, &os.PathError{Op: op, Path: path, Err: err})
 	}
-	fd, err := openDir(parent, name)
+	fd, err := open(parent, name)
 	switch {
 	case err == nil:
 	case errors.Is(err, unix.ENOENT) && waited < lockWait:
@@ -229,21 +240,27 @@ func (p *Placeholders) tryAcquire(parent int, path, name string, waited time.Dur
 	case errors.Is(err, unix.EACCES) && !created && waited < modeWait:
 		return heldPlaceholder{}, time.Millisecond, nil
 	default:
-		if created {
+		if created && !file {
 			// Not opened, so not known to be what we made. AT_REMOVEDIR
 			// removes nothing but an empty directory and follows no
 			// link; whatever is at the name came from a root the racing
-			// command can write.
+			// command can write. (A file is left: unlinking whatever is
+			// at the name now could remove someone's file; a later run
+			// sees it as the user's.)
 			unix.Unlinkat(parent, name, unix.AT_REMOVEDIR)
 		}
 		perr := &os.PathError{Op: "open", Path: path, Err: err}
 		if errors.Is(err, unix.EACCES) {
 			return heldPlaceholder{}, 0, fmt.Errorf("protected path %s exists and cannot be opened (another user's directory?): %w; remove it, or on a shared machine set exclude_slash_tmp and use a private $TMPDIR", path, perr)
 		}
-		return heldPlaceholder{}, 0, fmt.Errorf("protected path %s appeared as something other than a directory while starting; run again: %w", path, perr)
+		what := "a directory"
+		if file {
+			what = "a regular file"
+		}
+		return heldPlaceholder{}, 0, fmt.Errorf("protected path %s appeared as something other than %s while starting; run again: %w", path, what, perr)
 	}
 	f := os.NewFile(uintptr(fd), path)
-	if created && !p.adopt(f, path, made) {
+	if created && !p.adopt(f, path, made, file) {
 		// A command able to write the parent exchanged our directory for
 		// another between the mkdirat and the open: touch neither.
 		f.Close()
@@ -262,7 +279,7 @@ func (p *Placeholders) tryAcquire(parent int, path, name string, waited time.Dur
 		f.Close()
 		return heldPlaceholder{}, 0, nil
 	}
-	return heldPlaceholder{path: path, parent: parent, f: f, ours: created || p.recorded(path, f)}, 0, nil
+	return heldPlaceholder{path: path, parent: parent, f: f, file: file, ours: created || p.recorded(path, f)}, 0, nil
 }
 
 // lockRecords serialises, among the runs that share this state directory,
@@ -300,28 +317,78 @@ func (p *Placeholders) lockRecords(deadline time.Time) (unlock func(), err error
 // racing command swaps in between the mkdirat and the open is then at
 // worst an empty directory it made itself just now, never an older one
 // (root's, say) whose mode the chmod would change.
-func (p *Placeholders) adopt(f *os.File, path string, made time.Time) bool {
+func (p *Placeholders) adopt(f *os.File, path string, made time.Time, file bool) bool {
+	mode := uint32(placeholderMode)
+	if file {
+		mode = placeholderFileMode
+	}
 	var st unix.Statx_t
-	if unix.Statx(int(f.Fd()), "", unix.AT_EMPTY_PATH, unix.STATX_MODE|unix.STATX_UID|unix.STATX_BTIME, &st) != nil {
+	if unix.Statx(int(f.Fd()), "", unix.AT_EMPTY_PATH, unix.STATX_MODE|unix.STATX_UID|unix.STATX_BTIME|unix.STATX_SIZE, &st) != nil {
 		return false
 	}
-	if int(st.Uid) != os.Geteuid() || uint32(st.Mode)&0o7777&^placeholderMode != 0 {
+	if int(st.Uid) != os.Geteuid() || uint32(st.Mode)&0o7777&^mode != 0 {
 		return false
 	}
 	// Inode times come from a coarse clock that may lag by a tick.
 	if st.Mask&unix.STATX_BTIME != 0 && time.Unix(st.Btime.Sec, int64(st.Btime.Nsec)).Before(made.Add(-time.Second)) {
 		return false
 	}
-	if names, err := f.Readdirnames(1); len(names) != 0 || !errors.Is(err, io.EOF) {
+	if !isEmpty(f, file) {
 		return false
 	}
-	if uint32(st.Mode)&0o7777 != placeholderMode {
-		if unix.Fchmod(int(f.Fd()), placeholderMode) != nil {
+	if uint32(st.Mode)&0o7777 != mode {
+		if unix.Fchmod(int(f.Fd()), mode) != nil {
 			return false
 		}
 	}
 	p.record(path, f)
 	return true
+}
+
+// mkdirPlaceholder and createPlaceholder make a placeholder at name in
+// parent, failing with EEXIST when something is there already.
+func mkdirPlaceholder(parent int, name string) error {
+	return unix.Mkdirat(parent, name, placeholderMode)
+}
+
+func createPlaceholder(parent int, name string) error {
+	fd, err := unix.Openat(parent, name, unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, placeholderFileMode)
+	if err == nil {
+		unix.Close(fd)
+	}
+	return err
+}
+
+// openFile opens the regular file name in parent for reading and locking,
+// refusing a symlink or anything else. The type is checked on an O_PATH
+// descriptor first: opening a FIFO or a device a racing command put at
+// the name could block or act on the device.
+func openFile(parent int, name string) (int, error) {
+	pfd, err := unix.Openat(parent, name, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, err
+	}
+	defer unix.Close(pfd)
+	var st unix.Stat_t
+	if err := unix.Fstat(pfd, &st); err != nil {
+		return -1, err
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return -1, unix.EEXIST
+	}
+	// Reopened through the O_PATH descriptor, so it is the same inode.
+	return unix.Open("/proc/self/fd/"+strconv.Itoa(pfd), unix.O_RDONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+}
+
+// isEmpty reports whether the placeholder f holds nothing: no entries for
+// a directory, no bytes for a file.
+func isEmpty(f *os.File, file bool) bool {
+	if file {
+		var st unix.Stat_t
+		return unix.Fstat(int(f.Fd()), &st) == nil && st.Size == 0
+	}
+	names, err := f.Readdirnames(1)
+	return len(names) == 0 && errors.Is(err, io.EOF)
 }
 
 func sameEntry(parent int, name string, f *os.File) bool {
@@ -448,9 +515,21 @@ func (p *Placeholders) removeIfUnused(h heldPlaceholder) bool {
 	// a birth time on filesystems without one).
 	recorded := p.recorded(h.path, h.f)
 	// rmdir refuses a directory that is not empty: something the user
-	// put there since is theirs, and stays.
+	// put there since is theirs, and stays. A file is removed only while
+	// empty, for the same reason.
 	if ok {
-		if err := unix.Unlinkat(h.parent, name, unix.AT_REMOVEDIR); err != nil {
+		flags := unix.AT_REMOVEDIR
+		if h.file {
+			flags = 0
+		}
+		if h.file && !isEmpty(h.f, true) {
+			// Written since: the user's file now, record and all.
+			if recorded {
+				p.drop(h.path)
+			}
+			return false
+		}
+		if err := unix.Unlinkat(h.parent, name, flags); err != nil {
 			// Not empty (a root run may have made its own placeholder
 			// inside) or otherwise busy: the record stays, and a later
 			// sweep removes it once it is empty again.
@@ -523,13 +602,18 @@ func (p *Placeholders) reopen(path string) (heldPlaceholder, error) {
 	if err != nil {
 		return heldPlaceholder{}, err
 	}
+	file := false
 	fd, err := openDir(parent, name)
+	if errors.Is(err, unix.ENOTDIR) {
+		file = true
+		fd, err = openFile(parent, name)
+	}
 	if err != nil {
 		unix.Close(parent)
 		return heldPlaceholder{}, &os.PathError{Op: "open", Path: path, Err: err}
 	}
 	f := os.NewFile(uintptr(fd), path)
-	return heldPlaceholder{path: path, parent: parent, f: f, ours: p.recorded(path, f)}, nil
+	return heldPlaceholder{path: path, parent: parent, f: f, file: file, ours: p.recorded(path, f)}, nil
 }
 
 // RecordedPlaceholders lists the placeholders the state directory still

@@ -19,7 +19,7 @@ func placeholderDirs(t *testing.T) (root, state string) {
 	return root, state
 }
 
-func missing(root, path string) []HeldDir { return []HeldDir{{path, root, true}} }
+func missing(root, path string) []HeldDir { return []HeldDir{{Path: path, Root: root, Missing: true}} }
 
 func TestPlaceholderLifecycle(t *testing.T) {
 	root, state := placeholderDirs(t)
@@ -56,6 +56,78 @@ func TestPlaceholderLifecycle(t *testing.T) {
 	}
 }
 
+// A path git reads as a file gets an empty 0444 file, shared and removed
+// like a directory placeholder; a killed run's file is swept; a file the
+// user wrote into meanwhile is theirs and stays; a FIFO swapped in at the
+// name is refused without being opened for reading.
+func TestPlaceholderFile(t *testing.T) {
+	root, state := placeholderDirs(t)
+	path := filepath.Join(root, ".gitconfig")
+	held := []HeldDir{{Path: path, Root: root, Missing: true, File: true}}
+	old := syscall.Umask(0o077)
+	a, err := AcquirePlaceholders(held, state)
+	syscall.Umask(old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Lstat(path)
+	if err != nil || !fi.Mode().IsRegular() || fi.Mode().Perm() != 0o444 || fi.Size() != 0 {
+		t.Fatalf("placeholder: %v %v, want an empty 0444 file", fi, err)
+	}
+	b, err := AcquirePlaceholders(held, state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.Release()
+	if _, err := os.Lstat(path); err != nil {
+		t.Errorf("removed while another run holds it: %v", err)
+	}
+	b.Release()
+	if _, err := os.Lstat(path); !os.IsNotExist(err) {
+		t.Errorf("left behind by the last run out: %v", err)
+	}
+
+	// Killed: the hold is gone with the process, the record stays.
+	c, err := AcquirePlaceholders(held, state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, h := range c.held {
+		h.f.Close()
+	}
+	if got := SweepPlaceholders(state); !slices.Equal(got, []string{path}) {
+		t.Errorf("sweep removed %v, want the file", got)
+	}
+	if _, err := os.Lstat(path); !os.IsNotExist(err) {
+		t.Errorf("swept file still there: %v", err)
+	}
+
+	// Written into by the user during the run: kept.
+	d, err := AcquirePlaceholders(held, state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(path, 0o644)
+	os.WriteFile(path, []byte("[user]\n"), 0o644)
+	d.Release()
+	if b, err := os.ReadFile(path); err != nil || string(b) != "[user]\n" {
+		t.Errorf("user's content lost: %q %v", b, err)
+	}
+	if got := RecordedPlaceholders(state); len(got) != 0 {
+		t.Errorf("a file the user wrote is still recorded as a placeholder: %v", got)
+	}
+	os.Remove(path)
+
+	// A FIFO at the name: refused, no hang.
+	if err := syscall.Mkfifo(path, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if e, err := AcquirePlaceholders(held, state); err == nil {
+		e.Release()
+		t.Fatal("a FIFO at a file placeholder's name was accepted")
+	}
+}
+
 // A directory the user made is held, never removed, whatever is on it.
 func TestPlaceholderUserDirKept(t *testing.T) {
 	root, state := placeholderDirs(t)
@@ -65,7 +137,7 @@ func TestPlaceholderUserDirKept(t *testing.T) {
 	}
 	// The mark older versions trusted; any command can set it.
 	syscall.Setxattr(path, "user.agentbox", []byte("placeholder"), 0)
-	p, err := AcquirePlaceholders([]HeldDir{{path, root, false}}, state)
+	p, err := AcquirePlaceholders([]HeldDir{{Path: path, Root: root}}, state)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -232,7 +304,7 @@ func TestPlaceholderAdopt(t *testing.T) {
 		{"older than the mkdir", open("old", 0o555), now.Add(time.Hour), false},
 		{"not empty", open("full", 0o555, "x"), now, false},
 	} {
-		if got := p.adopt(c.f, c.f.Name(), c.made); got != c.adopt {
+		if got := p.adopt(c.f, c.f.Name(), c.made, false); got != c.adopt {
 			t.Errorf("%s: adopt = %v, want %v", c.name, got, c.adopt)
 		}
 		fi, _ := c.f.Stat()
@@ -256,7 +328,7 @@ func TestPlaceholderExistingParentGone(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The policy found path existing; it is gone, .config with it.
-	p, err := AcquirePlaceholders([]HeldDir{{path, root, false}}, state)
+	p, err := AcquirePlaceholders([]HeldDir{{Path: path, Root: root}}, state)
 	if err != nil {
 		t.Fatalf("holding a directory whose parent vanished: %v", err)
 	}

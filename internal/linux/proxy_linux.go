@@ -85,40 +85,7 @@ func (s *proxySocket) receive() ([]net.Listener, error) {
 	if err != nil {
 		return nil, err
 	}
-	msgs, err := unix.ParseSocketControlMessage(oob[:oobn])
-	if err != nil {
-		return nil, err
-	}
-	var fds []int
-	for _, m := range msgs {
-		f, err := unix.ParseUnixRights(&m)
-		if err == nil {
-			fds = append(fds, f...)
-		}
-	}
-	if len(fds) != 2 {
-		for _, fd := range fds {
-			unix.Close(fd)
-		}
-		return nil, fmt.Errorf("got %d descriptors, want 2", len(fds))
-	}
-	var lns []net.Listener
-	for i, fd := range fds {
-		f := os.NewFile(uintptr(fd), "proxy-listener")
-		ln, err := net.FileListener(f)
-		f.Close()
-		if err != nil {
-			for _, l := range lns {
-				l.Close()
-			}
-			for _, fd := range fds[i+1:] {
-				unix.Close(fd)
-			}
-			return nil, err
-		}
-		lns = append(lns, ln)
-	}
-	return lns, nil
+	return listenersOf(parseRights(oob[:oobn]))
 }
 
 // ProxyListeners returns the HTTP and SOCKS5 proxy listeners on the
@@ -127,21 +94,37 @@ func (s *proxySocket) receive() ([]net.Listener, error) {
 func (p *Process) ProxyListeners() []net.Listener { return p.proxy }
 
 // setupProxy runs in the init stage: with a network namespace it makes
-// the listeners ([proxyListeners]); in degraded mode it points the
-// command's proxy variables at the host-loopback proxy.
-func setupProxy(spec *Spec) error {
+// the listeners ([proxyListeners]); in degraded mode the host-loopback
+// proxy is already listening. It returns the addresses (HTTP, then SOCKS5)
+// the command's proxy variables must point at, nil without a proxy.
+func setupProxy(spec *Spec) ([]string, error) {
 	switch {
+	case spec.Proxy && spec.Session:
+		// A session's zygote makes listeners for each command instead
+		// (commandListeners), so that each command's decisions are its
+		// own.
+		return nil, nil
 	case spec.Proxy:
-		if err := proxyListeners(spec); err != nil {
-			return fmt.Errorf("listeners on the sandbox's loopback: %w", err)
+		addrs, err := proxyListeners(spec)
+		if err != nil {
+			return nil, fmt.Errorf("listeners on the sandbox's loopback: %w", err)
 		}
+		return addrs, nil
 	case len(spec.ProxyAddrs) > 0:
 		if len(spec.ProxyAddrs) != 2 || !spec.MediateUnixConnect {
-			return errors.New("degraded allow-list needs two proxy addresses and connect mediation")
+			return nil, errors.New("degraded allow-list needs two proxy addresses and connect mediation")
 		}
-		spec.Env = netproxy.MergeEnv(spec.Env, netproxy.Env(spec.ProxyAddrs[0], spec.ProxyAddrs[1], netproxy.Lookup(spec.Env, "JAVA_TOOL_OPTIONS")))
+		return spec.ProxyAddrs, nil
 	}
-	return nil
+	return nil, nil
+}
+
+// withProxyEnv points env's proxy variables at addrs (from setupProxy).
+func withProxyEnv(env, addrs []string) []string {
+	if len(addrs) != 2 {
+		return env
+	}
+	return netproxy.MergeEnv(env, netproxy.Env(addrs[0], addrs[1], netproxy.Lookup(env, "JAVA_TOOL_OPTIONS")))
 }
 
 // proxyOnly is the connect supervisor's inet policy in degraded
@@ -165,11 +148,11 @@ func proxyOnly(addrs []string) func(netip.AddrPort) bool {
 // proxyListeners runs in the init stage, inside the network namespace
 // with loopback up: it listens on 127.0.0.1 twice, sends both sockets to
 // agentbox and closes its own copies (the command must not accept on
-// them), and sets the command's proxy variables.
-func proxyListeners(spec *Spec) error {
+// them), and returns their addresses (HTTP, then SOCKS5).
+func proxyListeners(spec *Spec) ([]string, error) {
 	sock := os.NewFile(uintptr(spec.ProxyFD), "proxy")
 	if sock == nil {
-		return fmt.Errorf("no proxy socket at fd %d", spec.ProxyFD)
+		return nil, fmt.Errorf("no proxy socket at fd %d", spec.ProxyFD)
 	}
 	defer sock.Close()
 	var fds, ports []int
@@ -181,18 +164,67 @@ func proxyListeners(spec *Spec) error {
 	for range 2 {
 		fd, port, err := listenLoopback()
 		if err != nil {
-			return err
+			return nil, err
 		}
 		fds = append(fds, fd)
 		ports = append(ports, port)
 	}
 	if err := unix.Sendmsg(int(sock.Fd()), []byte{1}, unix.UnixRights(fds...), nil, 0); err != nil {
-		return &os.SyscallError{Syscall: "sendmsg(SCM_RIGHTS)", Err: err}
+		return nil, &os.SyscallError{Syscall: "sendmsg(SCM_RIGHTS)", Err: err}
 	}
-	httpAddr := "127.0.0.1:" + strconv.Itoa(ports[0])
-	socksAddr := "127.0.0.1:" + strconv.Itoa(ports[1])
-	spec.Env = netproxy.MergeEnv(spec.Env, netproxy.Env(httpAddr, socksAddr, netproxy.Lookup(spec.Env, "JAVA_TOOL_OPTIONS")))
-	return nil
+	return loopbackAddrs(ports), nil
+}
+
+// loopbackAddrs are the addresses of listeners on the sandbox's 127.0.0.1
+// at ports (HTTP, then SOCKS5), for withProxyEnv.
+func loopbackAddrs(ports []int) []string {
+	return []string{"127.0.0.1:" + strconv.Itoa(ports[0]), "127.0.0.1:" + strconv.Itoa(ports[1])}
+}
+
+// commandListeners runs in a session's zygote, in the session's network
+// namespace, for each command of a session with an allow-list: two
+// listeners on 127.0.0.1 (HTTP, then SOCKS5) that agentbox serves for
+// that command alone, recording its decisions apart from those of the
+// session's other commands. The command's proxy variables name their
+// ports. Commands of one session share the namespace, so a command can
+// reach another's listeners; its requests are then counted in the other's
+// report, under the same policy.
+func commandListeners() (fds, ports []int, err error) {
+	for range 2 {
+		fd, port, err := listenLoopback()
+		if err != nil {
+			closeAll(fds)
+			return nil, nil, err
+		}
+		fds = append(fds, fd)
+		ports = append(ports, port)
+	}
+	return fds, ports, nil
+}
+
+// listenersOf turns the two descriptors the sandbox sent (a lone run's
+// init, or a session's zygote with a command's start) into the proxy's
+// listeners; it closes them all on failure.
+func listenersOf(fds []int) ([]net.Listener, error) {
+	if len(fds) != 2 {
+		closeAll(fds)
+		return nil, fmt.Errorf("got %d descriptors, want 2", len(fds))
+	}
+	var lns []net.Listener
+	for i, fd := range fds {
+		f := os.NewFile(uintptr(fd), "proxy-listener")
+		ln, err := net.FileListener(f)
+		f.Close()
+		if err != nil {
+			for _, l := range lns {
+				l.Close()
+			}
+			closeAll(fds[i+1:])
+			return nil, err
+		}
+		lns = append(lns, ln)
+	}
+	return lns, nil
 }
 
 // listenLoopback opens a TCP listener on 127.0.0.1 with a port of the

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"runtime"
@@ -41,8 +42,8 @@ func StartSession(spec *Spec) (*Session, error) {
 	if spec.Degraded {
 		return nil, errors.New("sessions need user namespaces")
 	}
-	if spec.Proxy || len(spec.ProxyAddrs) > 0 {
-		return nil, errors.New("sessions do not serve an allow-list proxy; start each command on its own")
+	if len(spec.ProxyAddrs) > 0 {
+		return nil, errors.New("a session's allow-list proxy needs the session's own network namespace; degraded runs start each command on its own")
 	}
 	sp := *spec
 	sp.Session = true
@@ -257,25 +258,47 @@ func (s *Session) send(r zreq, fds []int) error {
 
 // SessionProcess is one command of a session.
 type SessionProcess struct {
-	s     *Session
-	id    uint64
+	s  *Session
+	id uint64
 	// reply is our end of the command's reply socket, non-blocking in
 	// the runtime's poller: a goroutine waiting for an answer parks
 	// rather than holding a thread in a blocking call, which keeps the
 	// runtime's monitor thread polling every 20 us meanwhile.
 	reply *os.File
 	stdio *relay
+	proxy []net.Listener
 }
 
 // answer reads the zygote's next answer for this command; the zygote
 // gone (its end of the reply socket closed) is an error.
 func (p *SessionProcess) answer() (zresp, error) {
 	var buf [4096]byte
-	n, err := p.reply.Read(buf[:]) // one packet: SOCK_SEQPACKET
+	// Room for a command's two proxy listeners.
+	oob := make([]byte, unix.CmsgSpace(2*4))
+	rc, err := p.reply.SyscallConn()
+	if err != nil {
+		return zresp{}, fmt.Errorf("session: %w", err)
+	}
+	var n, oobn int
+	var rerr error
+	err = rc.Read(func(fd uintptr) bool {
+		n, oobn, _, _, rerr = unix.Recvmsg(int(fd), buf[:], oob, unix.MSG_CMSG_CLOEXEC|unix.MSG_DONTWAIT)
+		return rerr != unix.EAGAIN && rerr != unix.EINTR
+	})
+	var fds []int
+	if oobn > 0 {
+		fds = parseRights(oob[:oobn])
+	}
 	var r zresp
-	if err == nil && n > 0 && json.Unmarshal(buf[:n], &r) == nil {
+	if err == nil && rerr == nil && n > 0 && json.Unmarshal(buf[:n], &r) == nil {
+		if r.Started {
+			r.fds = fds
+		} else {
+			closeAll(fds)
+		}
 		return r, nil
 	}
+	closeAll(fds)
 	return zresp{}, fmt.Errorf("session: %w", p.s.ended())
 }
 
@@ -335,9 +358,22 @@ func (s *Session) Start(path string, argv, env []string, dir string, stdio Stdio
 		rl.abort()
 		return nil, err
 	}
+	if len(r.fds) > 0 {
+		if p.proxy, err = listenersOf(r.fds); err != nil {
+			p.Kill()
+			rl.abort()
+			p.Wait()
+			return nil, fmt.Errorf("receiving the command's proxy listeners from the session's sandbox: %w", err)
+		}
+	}
 	rl.run()
 	return p, nil
 }
+
+// ProxyListeners are the command's own HTTP and SOCKS5 proxy listeners on
+// the session's loopback (nil without an allow-list). The caller serves
+// them and closes them when the command has ended.
+func (p *SessionProcess) ProxyListeners() []net.Listener { return p.proxy }
 
 // Wait waits for the command; when it returns, every process the command
 // started is gone too (its pid namespace died with it).

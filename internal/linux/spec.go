@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/agentbox/agentbox/internal/fspath"
 	"github.com/agentbox/agentbox/policy"
 )
 
@@ -117,7 +118,7 @@ type Mount struct {
 // start the sandbox in that case.
 func Plan(p *policy.Policy, held []string) []Mount {
 	var out []Mount
-	for _, r := range p.WritableRoots {
+	for _, r := range p.WritableRoots() {
 		out = append(out, Mount{BindWritable, r})
 	}
 	have := map[string]bool{}
@@ -126,7 +127,7 @@ func Plan(p *policy.Policy, held []string) []Mount {
 	}
 	var ro, links []string
 	pins, seen := map[string]bool{}, map[string]bool{}
-	for _, pr := range p.Protected {
+	for _, pr := range p.Protected() {
 		if pr.Root == "" {
 			continue // outside every writable root: read-only already
 		}
@@ -149,24 +150,24 @@ func Plan(p *policy.Policy, held []string) []Mount {
 		} else {
 			ro = append(ro, pr.Path)
 		}
-		for a := filepath.Dir(pr.Path); a != pr.Root && policy.Within(a, pr.Root); a = filepath.Dir(a) {
+		for a := filepath.Dir(pr.Path); a != pr.Root && fspath.Within(a, pr.Root); a = filepath.Dir(a) {
 			pins[a] = true
 		}
 	}
 	roots := map[string]bool{}
-	for _, r := range p.WritableRoots {
+	for _, r := range p.WritableRoots() {
 		roots[r] = true
 	}
 	// A writable root nested in another (a checkout under /tmp) is a mount
 	// point and cannot be renamed itself, but the directories between it
 	// and the outer root could be, taking the root's protected paths away
 	// and letting the command recreate them empty: pin that chain too.
-	for _, r := range p.WritableRoots {
-		outer := policy.InnermostRoot(filepath.Dir(r), p.WritableRoots)
+	for _, r := range p.WritableRoots() {
+		outer := fspath.InnermostRoot(filepath.Dir(r), p.WritableRoots())
 		if outer == "" || outer == r {
 			continue
 		}
-		for a := filepath.Dir(r); a != outer && policy.Within(a, outer); a = filepath.Dir(a) {
+		for a := filepath.Dir(r); a != outer && fspath.Within(a, outer); a = filepath.Dir(a) {
 			pins[a] = true
 		}
 	}
@@ -194,7 +195,7 @@ func Plan(p *policy.Policy, held []string) []Mount {
 // coverOf is the held path that protects the missing pr: pr.Path itself,
 // or its nearest held ancestor below the root; "" when none is held.
 func coverOf(pr policy.Protected, held map[string]bool) string {
-	for a := pr.Path; a != pr.Root && policy.Within(a, pr.Root); a = filepath.Dir(a) {
+	for a := pr.Path; a != pr.Root && fspath.Within(a, pr.Root); a = filepath.Dir(a) {
 		if held[a] {
 			return a
 		}
@@ -218,17 +219,23 @@ type HeldDir struct {
 	// Missing: not there when the policy was resolved, so a placeholder
 	// is made for it.
 	Missing bool
+	// File: the placeholder is an empty file rather than a directory
+	// (policy.Protected.FileWhenMissing).
+	File bool
 }
 
-// HeldDirs lists the protected directories inside writable roots that a
-// run must hold for its duration: missing ones get a placeholder, and
-// existing ones are held too, because an existing empty directory may be
-// another run's placeholder that would otherwise vanish under us.
+// HeldDirs lists the protected directories (and files git reads) inside
+// writable roots that a run must hold for its duration: missing ones get a
+// placeholder, and existing ones are held too, because an existing empty
+// directory or file may be another run's placeholder that would otherwise
+// vanish under us.
 func HeldDirs(p *policy.Policy) []HeldDir {
 	var out []HeldDir
-	for _, pr := range p.Protected {
-		if (pr.Kind == policy.Missing || pr.Kind == policy.Dir) && pr.Root != "" {
-			out = append(out, HeldDir{pr.Path, pr.Root, pr.Kind == policy.Missing})
+	for _, pr := range p.Protected() {
+		// A file git reads, found existing, may be another run's file
+		// placeholder: held like an existing directory.
+		if (pr.Kind == policy.Missing || pr.Kind == policy.Dir || pr.Kind == policy.File && pr.FileWhenMissing) && pr.Root != "" {
+			out = append(out, HeldDir{Path: pr.Path, Root: pr.Root, Missing: pr.Kind == policy.Missing, File: pr.FileWhenMissing})
 		}
 	}
 	return out
@@ -242,13 +249,13 @@ func DegradedGaps(p *policy.Policy, landlockABI int) []string {
 	if landlockABI < 6 {
 		gaps = append(gaps, "Landlock ABI below 6: the command can signal the user's other processes, agentbox's reaper included (killing it outright lets what the command started outlive the run)")
 	}
-	if p.Mode == policy.WorkspaceWrite && len(p.Protected) > 0 {
+	if p.Mode() == policy.WorkspaceWrite && len(p.Protected()) > 0 {
 		gaps = append(gaps, "protected paths inside writable roots (.git, .codex, .agents and gitdirs) stay writable: Landlock can only add access, not carve read-only holes")
 	}
 	switch {
-	case p.Egress != nil:
+	case p.Egress() != nil:
 		gaps = append(gaps, "no network namespace: the allow-list proxy listens on the host's loopback, where other local processes can use it during the run; the command may only make TCP connections to it (every connect is checked), and UDP and listen(2) are refused, so servers inside the command do not work")
-	case !p.Network:
+	case !p.Network():
 		gaps = append(gaps, "no network namespace: all non-unix sockets are refused by seccomp, so servers on 127.0.0.1 inside the command do not work either")
 	}
 	gaps = append(gaps,

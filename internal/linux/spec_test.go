@@ -4,11 +4,12 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/agentbox/agentbox/internal/rawpolicy"
 	"github.com/agentbox/agentbox/policy"
 )
 
 func TestPlanOrder(t *testing.T) {
-	p := &policy.Policy{
+	p := rawpolicy.New(rawpolicy.Fields{
 		WritableRoots: []string{"/tmp", "/tmp/ws", "/home/u/extra"},
 		Protected: []policy.Protected{
 			{Path: "/tmp/.git", Kind: policy.Missing, Root: "/tmp"},
@@ -19,7 +20,7 @@ func TestPlanOrder(t *testing.T) {
 			{Path: "/tmp/ws/.codex", Kind: policy.Missing, Root: "/tmp/ws"},
 			{Path: "/elsewhere/.git", Kind: policy.Dir, Root: ""},
 		},
-	}
+	})
 	got := Plan(p, []string{"/tmp/.git"})
 	want := []Mount{
 		{BindWritable, "/tmp"}, {BindWritable, "/tmp/ws"}, {BindWritable, "/home/u/extra"},
@@ -44,10 +45,10 @@ func TestPlanOrder(t *testing.T) {
 func TestPlanReadOnlyAfterEveryWritableRoot(t *testing.T) {
 	// A writable root nested inside a protected directory must not
 	// re-expose it: carve-outs come after every root.
-	p := &policy.Policy{
+	p := rawpolicy.New(rawpolicy.Fields{
 		WritableRoots: []string{"/w", "/w/.git/sub"},
 		Protected:     []policy.Protected{{Path: "/w/.git", Kind: policy.Dir, Root: "/w"}},
-	}
+	})
 	got := Plan(p, nil)
 	last := got[len(got)-1]
 	if last != (Mount{BindReadOnly, "/w/.git"}) {
@@ -56,10 +57,10 @@ func TestPlanReadOnlyAfterEveryWritableRoot(t *testing.T) {
 }
 
 func TestPlanPinsChainToNestedRoot(t *testing.T) {
-	p := &policy.Policy{
+	p := rawpolicy.New(rawpolicy.Fields{
 		WritableRoots: []string{"/tmp", "/tmp/p/q/ws"},
 		Protected:     []policy.Protected{{Path: "/tmp/p/q/ws/.git", Kind: policy.Dir, Root: "/tmp/p/q/ws"}},
-	}
+	})
 	got := Plan(p, nil)
 	want := []Mount{
 		{BindWritable, "/tmp"}, {BindWritable, "/tmp/p/q/ws"},
@@ -72,13 +73,13 @@ func TestPlanPinsChainToNestedRoot(t *testing.T) {
 }
 
 func TestHeldDirs(t *testing.T) {
-	p := &policy.Policy{Protected: []policy.Protected{
+	p := rawpolicy.New(rawpolicy.Fields{Protected: []policy.Protected{
 		{Path: "/w/.git", Kind: policy.Dir, Root: "/w"},
 		{Path: "/w/.codex", Kind: policy.Missing, Root: "/w"},
 		{Path: "/w/.agents", Kind: policy.File, Root: "/w"},
 		{Path: "/x/.git", Kind: policy.Dir},
-	}}
-	if got := HeldDirs(p); !slices.Equal(got, []HeldDir{{"/w/.git", "/w", false}, {"/w/.codex", "/w", true}}) {
+	}})
+	if got := HeldDirs(p); !slices.Equal(got, []HeldDir{{Path: "/w/.git", Root: "/w"}, {Path: "/w/.codex", Root: "/w", Missing: true}}) {
 		t.Errorf("HeldDirs = %v", got)
 	}
 }
@@ -86,14 +87,14 @@ func TestHeldDirs(t *testing.T) {
 // A missing protected path held through an empty ancestor (another run's
 // placeholder stood in the way) binds that ancestor read-only instead.
 func TestPlanCoverAncestor(t *testing.T) {
-	p := &policy.Policy{
+	p := rawpolicy.New(rawpolicy.Fields{
 		WritableRoots: []string{"/h"},
 		Protected: []policy.Protected{
 			{Path: "/h/.config/agentbox", Kind: policy.Missing, Root: "/h"},
 			{Path: "/h/.config/other", Kind: policy.Missing, Root: "/h"},
 			{Path: "/h/x/y", Kind: policy.Missing, Root: "/h"},
 		},
-	}
+	})
 	got := Plan(p, []string{"/h/.config", "/h"})
 	want := []Mount{{BindWritable, "/h"}, {BindReadOnly, "/h/.config"}}
 	if !slices.Equal(got, want) {

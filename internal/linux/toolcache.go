@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"slices"
 
+	"github.com/agentbox/agentbox/internal/cacheplan"
+	"github.com/agentbox/agentbox/internal/fspath"
 	"github.com/agentbox/agentbox/policy"
 )
 
@@ -37,7 +39,7 @@ type CacheMount struct {
 // was, fails with EBUSY), the cache mounts, and the paths the Landlock
 // layer must let the command write. layers maps a cache name to its
 // prepared layer (see PrepareCaches).
-func CachePlan(p *policy.Policy, ds []policy.CacheDecision, layers map[string]CacheLayer) (pins []Mount, mounts []CacheMount, writable []string, err error) {
+func CachePlan(p *policy.Policy, ds []cacheplan.Decision, layers map[string]CacheLayer) (pins []Mount, mounts []CacheMount, writable []string, err error) {
 	// One writable mount serves every private directory (and fallback).
 	for _, l := range layers {
 		if l.Private != "" {
@@ -48,15 +50,15 @@ func CachePlan(p *policy.Policy, ds []policy.CacheDecision, layers map[string]Ca
 		}
 	}
 	pinned := map[string]bool{}
-	for _, r := range p.WritableRoots {
+	for _, r := range p.WritableRoots() {
 		pinned[r] = true // already mount points
 	}
 	for _, d := range ds {
 		l, ok := layers[d.Cache.Name]
-		if d.How != policy.CacheUntouched && !ok {
+		if d.How != cacheplan.Untouched && !ok {
 			return nil, nil, nil, fmt.Errorf("tool cache %s: no layer prepared", d.Cache.Name)
 		}
-		if d.How == policy.CacheOverlay {
+		if d.How == cacheplan.Overlay {
 			mounts = append(mounts, CacheMount{Name: d.Cache.Name, Target: d.Cache.Host, Lower: d.Cache.Host, Upper: l.Upper, Work: l.Work, Fallback: l.Private})
 			writable = append(writable, d.Cache.Host)
 			// Inside a writable root (a workspace at $HOME), the command
@@ -75,7 +77,7 @@ func CachePlan(p *policy.Policy, ds []policy.CacheDecision, layers map[string]Ca
 			}
 			chain = append(chain, ancestors(d.Cache.Host)...)
 			for _, a := range chain {
-				root := policy.InnermostRoot(a, p.WritableRoots)
+				root := fspath.InnermostRoot(a, p.WritableRoots())
 				if root == "" || a == root || a == d.Cache.Host || pinned[a] {
 					continue
 				}

@@ -10,7 +10,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/agentbox/agentbox/policy"
+	"github.com/agentbox/agentbox/internal/agentdirs"
+	"github.com/agentbox/agentbox/internal/cacheplan"
 )
 
 // Lock files. A run that overlays a cache holds the upperLock in its layer
@@ -40,10 +41,10 @@ type CacheLayers struct {
 
 // PrepareCaches creates and locks the per-workspace layers the decisions
 // need. Release them when the run ends.
-func PrepareCaches(ds []policy.CacheDecision) (*CacheLayers, error) {
+func PrepareCaches(ds []cacheplan.Decision) (*CacheLayers, error) {
 	cl := &CacheLayers{Layers: map[string]CacheLayer{}}
 	for _, d := range ds {
-		if d.How == policy.CacheUntouched {
+		if d.How == cacheplan.Untouched {
 			continue
 		}
 		l, err := cl.prepare(d)
@@ -56,7 +57,7 @@ func PrepareCaches(ds []policy.CacheDecision) (*CacheLayers, error) {
 	return cl, nil
 }
 
-func (cl *CacheLayers) prepare(d policy.CacheDecision) (CacheLayer, error) {
+func (cl *CacheLayers) prepare(d cacheplan.Decision) (CacheLayer, error) {
 	var l CacheLayer
 	if d.Cache.Env != "" {
 		// The private directory: the placement itself, or the fallback
@@ -67,7 +68,7 @@ func (cl *CacheLayers) prepare(d policy.CacheDecision) (CacheLayer, error) {
 		}
 		l.Private = filepath.Join(root, d.Cache.Name)
 	}
-	if d.How == policy.CachePrivate {
+	if d.How == cacheplan.Private {
 		return l, nil
 	}
 	dir := d.Cache.Layer
@@ -212,7 +213,7 @@ func removeTree(p string) error {
 // directory when no running sandbox holds any of them, for `agentbox
 // cleanup`.
 func RemoveCacheLayers(stateDir string) (removed, kept []string) {
-	root := policy.ToolCacheRoot(stateDir)
+	root := agentdirs.ToolCacheRoot(stateDir)
 	workspaces, _ := os.ReadDir(root)
 	for _, w := range workspaces {
 		wdir := filepath.Join(root, w.Name())

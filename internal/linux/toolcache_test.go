@@ -6,6 +6,8 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/agentbox/agentbox/internal/cacheplan"
+	"github.com/agentbox/agentbox/internal/rawpolicy"
 	"github.com/agentbox/agentbox/policy"
 )
 
@@ -18,7 +20,7 @@ func TestDecideAndPlanCaches(t *testing.T) {
 	os.Symlink(out, filepath.Join(ws, "home", ".cache"))
 	os.MkdirAll(filepath.Join(ws, "home", ".npm"), 0o755)
 	layer := func(n string) string { return filepath.Join(dir, "state", "ws", n) }
-	p := &policy.Policy{Mode: policy.WorkspaceWrite, WritableRoots: []string{ws}, ToolCacheMode: policy.CachesOverlay,
+	p := rawpolicy.New(rawpolicy.Fields{Mode: policy.WorkspaceWrite, WritableRoots: []string{ws}, ToolCacheMode: policy.CachesOverlay,
 		ToolCaches: []policy.ToolCache{
 			{Name: "go-build", Named: filepath.Join(ws, "home", ".cache", "go-build"), Host: filepath.Join(out, "go-build"), HostExists: true, Env: "GOCACHE", Layer: layer("go-build")},
 			{Name: "npm", Named: filepath.Join(ws, "home", ".npm"), Host: filepath.Join(ws, "home", ".npm"), HostExists: true, Env: "npm_config_cache", Layer: layer("npm")},
@@ -26,10 +28,10 @@ func TestDecideAndPlanCaches(t *testing.T) {
 			{Name: "cargo-registry", Host: "/nonexistent/registry", Layer: layer("cargo")},
 			{Name: "whole", Host: dir, HostExists: true, Env: "X", Layer: layer("whole")},
 			{Name: "skipped", Host: "/x", Skip: "overlaps protected", Layer: layer("s")},
-		}}
-	want := map[string]policy.CacheHow{"go-build": policy.CacheOverlay, "npm": policy.CacheOverlay, "pip": policy.CachePrivate,
-		"cargo-registry": policy.CacheUntouched, "whole": policy.CacheUntouched, "skipped": policy.CacheUntouched}
-	ds := policy.DecideCaches(p, true)
+		}})
+	want := map[string]cacheplan.How{"go-build": cacheplan.Overlay, "npm": cacheplan.Overlay, "pip": cacheplan.Private,
+		"cargo-registry": cacheplan.Untouched, "whole": cacheplan.Untouched, "skipped": cacheplan.Untouched}
+	ds := cacheplan.Decide(p, true)
 	layers := map[string]CacheLayer{}
 	for _, d := range ds {
 		if d.How != want[d.Cache.Name] {
@@ -42,8 +44,8 @@ func TestDecideAndPlanCaches(t *testing.T) {
 		layers[d.Cache.Name] = l
 	}
 	// Without overlays (degraded), everything relocatable goes private.
-	for _, d := range policy.DecideCaches(p, false) {
-		if d.How == policy.CacheOverlay {
+	for _, d := range cacheplan.Decide(p, false) {
+		if d.How == cacheplan.Overlay {
 			t.Errorf("%s overlaid without overlays", d.Cache.Name)
 		}
 	}

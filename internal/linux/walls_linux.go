@@ -5,10 +5,10 @@ import (
 	"path/filepath"
 	"slices"
 
+	"github.com/agentbox/agentbox/internal/fspath"
 	"github.com/agentbox/agentbox/internal/linux/landlock"
 	"github.com/agentbox/agentbox/internal/linux/seccomp"
 	"github.com/agentbox/agentbox/internal/linux/unixsock"
-	"github.com/agentbox/agentbox/policy"
 	"golang.org/x/sys/unix"
 )
 
@@ -18,81 +18,81 @@ import (
 // waits.
 type waitFunc func(pid int, ws *unix.WaitStatus, options int, ru *unix.Rusage) (int, error)
 
-// applyWalls adds Landlock and seccomp on top of the namespaces: a second
-// filesystem wall that holds even if a mount were undone, and a syscall
-// filter that takes away the kernel interfaces a sandbox escape needs.
-// Seccomp goes last: its filter denies mount and friends.
-func applyWalls(spec *Spec) (waitFunc, error) {
-	if spec.Landlock {
-		roots := append([]string{}, spec.WritableRoots...)
-		if !spec.Degraded {
-			// /dev/shm is the sandbox's own tmpfs; POSIX semaphores and
-			// shared memory (Python multiprocessing, Chromium) need it.
-			// Degraded runs see the host's, which stays out of reach.
-			roots = append(roots, "/dev/shm")
-		}
-		// First every thread of the init, the same filesystem rules
-		// without scoping: its other threads (the signal forwarder,
-		// the supervisor's connects) then write nowhere the command
-		// cannot. The command's thread adds its own, scoped domain
-		// below; the command inherits both.
-		if _, err := landlock.Restrict(landlock.Config{WritableRoots: roots, UnixConnect: true, HostDev: spec.Degraded}); err != nil {
-			return nil, fmt.Errorf("landlock on the init's threads: %w", err)
-		}
-		// Scoping needs ABI 6. Below it, the pid and network namespaces
-		// already keep signals and abstract sockets in; degraded runs
-		// name the gap (DegradedGaps).
-		abi, _ := landlock.ABI()
-		scoped := abi >= 6
-		if _, err := landlock.Restrict(landlock.Config{
-			// Only the thread the command is forked from: the init's
-			// other threads forward signals to the command, which
-			// signal scoping forbids across sibling domains.
-			ThisThread:    true,
-			WritableRoots: roots,
-			// Without a private /dev, the host's terminals are there.
-			HostDev: spec.Degraded,
-			// Without a network namespace, abstract unix sockets of the
-			// host would be reachable: scope them, --network or not
-			// (opening the network does not open the host's daemons).
-			ScopeAbstractUnix: scoped,
-			ScopeSignals:      scoped,
-		}); err != nil {
-			return nil, fmt.Errorf("landlock: %w", err)
-		}
+// landlockWalls adds Landlock on top of the mount namespace: a second
+// filesystem wall that holds even if a mount were undone, and the only one
+// in degraded mode. It needs no_new_privs on every thread (setNoNewPrivs).
+func landlockWalls(spec *Spec) error {
+	roots := append([]string{}, spec.WritableRoots...)
+	if !spec.Degraded {
+		// /dev/shm is the sandbox's own tmpfs; POSIX semaphores and
+		// shared memory (Python multiprocessing, Chromium) need it.
+		// Degraded runs see the host's, which stays out of reach.
+		roots = append(roots, "/dev/shm")
 	}
-	if spec.Seccomp {
-		prog, err := seccomp.BuildNativeProgram(seccomp.Options{
-			DenyInetSockets: spec.DenyInetSockets,
-			// Allow-list without a network namespace: TCP only, every
-			// connect checked by the supervisor below.
-			TCPOnly: len(spec.ProxyAddrs) > 0,
-			// With the network off, only the socket families the network
-			// namespace isolates: AF_VSOCK, for one, would reach the
-			// hypervisor from any namespace. With --network the user
-			// allowed the network, and families are left alone.
-			RestrictSocketFamilies: !spec.Network,
-			// Without an IPC namespace, SysV IPC and POSIX message
-			// queues are the host's.
-			DenyIPC: spec.Degraded,
-		})
-		if err != nil {
-			return nil, fmt.Errorf("seccomp: %w", err)
-		}
-		if err := seccomp.Install(prog); err != nil {
-			return nil, fmt.Errorf("seccomp: %w", err)
-		}
+	// First every thread of the init, the same filesystem rules without
+	// scoping: its other threads (the signal forwarder, the supervisor's
+	// connects) then write nowhere the command cannot.
+	if _, err := landlock.Restrict(landlock.Config{WritableRoots: roots, UnixConnect: true, HostDev: spec.Degraded, NoNewPrivsSet: true}); err != nil {
+		return fmt.Errorf("landlock on the init's threads: %w", err)
 	}
-	if spec.MediateUnixConnect {
-		// After the main filter: its TSYNC would copy this thread-only
-		// filter onto the supervisor's threads.
-		sup, err := unixsock.Start(unixMediation(spec))
-		if err != nil {
-			return nil, fmt.Errorf("unix socket mediation: %w", err)
-		}
-		return sup.Wait4, nil
+	// Then the command's thread adds its own, scoped domain; the command
+	// inherits both. Scoping needs ABI 6. Below it, the pid and network
+	// namespaces already keep signals and abstract sockets in; degraded
+	// runs name the gap (DegradedGaps).
+	abi, _ := landlock.ABI()
+	scoped := abi >= 6
+	if _, err := landlock.Restrict(landlock.Config{
+		// Only the thread the command is forked from: the init's other
+		// threads forward signals to the command, which signal scoping
+		// forbids across sibling domains.
+		ThisThread:    true,
+		WritableRoots: roots,
+		// Without a private /dev, the host's terminals are there.
+		HostDev: spec.Degraded,
+		// Without a network namespace, abstract unix sockets of the host
+		// would be reachable: scope them, --network or not (opening the
+		// network does not open the host's daemons).
+		ScopeAbstractUnix: scoped,
+		ScopeSignals:      scoped,
+	}); err != nil {
+		return fmt.Errorf("landlock: %w", err)
 	}
-	return unix.Wait4, nil
+	return nil
+}
+
+// installSeccomp takes away the kernel interfaces a sandbox escape needs,
+// on every thread (TSYNC): mount and friends, new user namespaces, ptrace,
+// io_uring, the socket families no namespace isolates. A session's
+// commands get the same filter (seccompOptions), plus the fork into a
+// new pid namespace their zygote makes.
+func installSeccomp(spec *Spec) error {
+	opts := seccompOptions(spec)
+	opts.AllowNewPID = false
+	prog, err := seccomp.BuildNativeProgram(opts)
+	if err != nil {
+		return fmt.Errorf("seccomp: %w", err)
+	}
+	if err := seccomp.Install(prog); err != nil {
+		return fmt.Errorf("seccomp: %w", err)
+	}
+	return nil
+}
+
+// superviseConnects starts the unix socket supervisor (package unixsock)
+// when the spec asks for it: a second, thread-only filter that routes the
+// command's connect(2) (and, where needed, chmod and friends) to the init
+// for a decision. It must come after installSeccomp, whose TSYNC would
+// otherwise copy this thread-only filter onto the supervisor's threads. It
+// returns how to wait for the command.
+func superviseConnects(spec *Spec) (waitFunc, error) {
+	if !spec.MediateUnixConnect {
+		return unix.Wait4, nil
+	}
+	sup, err := unixsock.Start(unixMediation(spec))
+	if err != nil {
+		return nil, fmt.Errorf("unix socket mediation: %w", err)
+	}
+	return sup.Wait4, nil
 }
 
 // stickyRoots are the writable roots whose directory is sticky: shared
@@ -147,7 +147,7 @@ func unixMediation(spec *Spec) (func(string, *unix.Stat_t) bool, unixsock.Option
 				return false
 			}
 			for _, r := range roots {
-				if policy.Within(p, r) {
+				if fspath.Within(p, r) {
 					return true
 				}
 			}
@@ -168,7 +168,7 @@ func unixMediation(spec *Spec) (func(string, *unix.Stat_t) bool, unixsock.Option
 		}
 		inside := false
 		for _, r := range roots {
-			if policy.Within(p, r) {
+			if fspath.Within(p, r) {
 				inside = true
 			}
 		}

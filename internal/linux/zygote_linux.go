@@ -64,7 +64,9 @@ type zreq struct {
 }
 
 // zresp answers a start request, on its reply socket: one Started (or
-// Error), then one Exited.
+// Error), then one Exited. With an allow-list, Started carries the
+// command's two proxy listeners as SCM_RIGHTS (HTTP, then SOCKS5; see
+// commandListeners).
 type zresp struct {
 	ID      uint64 `json:"id"`
 	Started bool   `json:"started,omitempty"`
@@ -73,6 +75,8 @@ type zresp struct {
 	Signal  int    `json:"signal,omitempty"`
 	Error   string `json:"error,omitempty"`
 	Code    int    `json:"code,omitempty"`
+
+	fds []int // received with the answer (the client's side only)
 }
 
 // maxPacket bounds a control message; larger start requests travel in a
@@ -102,6 +106,9 @@ type zygote struct {
 	// end is closed when the control socket ends: the client is gone,
 	// and so is the session.
 	end chan struct{}
+	// listen asks the main goroutine for a command's proxy listeners
+	// (with an allow-list).
+	listen chan chan listeners
 
 	// buf and oob receive requests. Exactly one thread reads the
 	// control socket at a time (the next command's, see worker), and it
@@ -109,11 +116,20 @@ type zygote struct {
 	buf, oob []byte
 }
 
-// job is a start request, the command's stdio and its reply socket.
+// listeners are a command's proxy listeners and their ports.
+type listeners struct {
+	fds, ports []int
+	err        error
+}
+
+// job is a start request, the command's stdio, its reply socket and,
+// with an allow-list, its proxy listeners and their ports.
 type job struct {
 	r     zreq
 	stdio [3]int
 	reply int
+	proxy []int
+	ports []int
 }
 
 // zcmd is a running command. pidfd names it without the race of a
@@ -153,7 +169,7 @@ func runZygote(spec *Spec, report func(message)) {
 	if spec.Landlock {
 		// Every thread of the zygote first, with the commands'
 		// filesystem rules and no scoping, as a lone run's init does
-		// (applyWalls): its threads that serve the session (signals,
+		// (landlockWalls): its threads that serve the session (signals,
 		// the supervisors' connects) then write nowhere a command
 		// cannot, and each command's own domain nests inside this one,
 		// so no command can reach these threads (Landlock lets a domain
@@ -181,7 +197,7 @@ func runZygote(spec *Spec, report func(message)) {
 	}
 	z := &zygote{
 		spec: spec, prog: prog, rules: rules, cmds: map[uint64]*zcmd{},
-		ctl: make(chan zreq), end: make(chan struct{}),
+		ctl: make(chan zreq), end: make(chan struct{}), listen: make(chan chan listeners),
 		buf: make([]byte, maxPacket), oob: make([]byte, unix.CmsgSpace(5*4)),
 	}
 	go z.worker()
@@ -203,6 +219,10 @@ func runZygote(spec *Spec, report func(message)) {
 				z.deliver(c, sig)
 			}
 			z.mu.Unlock()
+		case ch := <-z.listen:
+			var l listeners
+			l.fds, l.ports, l.err = commandListeners()
+			ch <- l
 		case <-z.end:
 			os.Exit(0)
 		}
@@ -210,7 +230,7 @@ func runZygote(spec *Spec, report func(message)) {
 }
 
 // seccompOptions is the filter of a session's commands: that of a lone
-// run (see applyWalls), plus CLONE_NEWPID for the zygote's own fork.
+// run (see installSeccomp), plus CLONE_NEWPID for the zygote's own fork.
 func seccompOptions(spec *Spec) seccomp.Options {
 	return seccomp.Options{
 		DenyInetSockets:        spec.DenyInetSockets,
@@ -289,17 +309,32 @@ func (z *zygote) startJob(r zreq, fds []int) (job, bool) {
 	if err := reopenDevices(&j.stdio); err != nil {
 		return fail(fmt.Sprintf("session: %v", err))
 	}
+	if z.spec.Proxy {
+		// On the zygote's main goroutine, as the rest of its own
+		// sockets: this thread is already the command's.
+		ch := make(chan listeners)
+		z.listen <- ch
+		l := <-ch
+		if l.err != nil {
+			return fail(fmt.Sprintf("session: the command's proxy listeners: %v", l.err))
+		}
+		j.proxy, j.ports = l.fds, l.ports
+	}
 	j.r = r
 	return j, true
 }
 
-// sendReply answers on a command's reply socket. A caller that has gone
-// away does not matter: its command is killed when it closes the session
-// (or dies).
-func sendReply(fd int, r zresp) {
+// sendReply answers on a command's reply socket, with fds as SCM_RIGHTS.
+// A caller that has gone away does not matter: its command is killed
+// when it closes the session (or dies).
+func sendReply(fd int, r zresp, fds ...int) {
 	b, _ := json.Marshal(r)
+	var oob []byte
+	if len(fds) > 0 {
+		oob = unix.UnixRights(fds...)
+	}
 	for {
-		err := unix.Sendmsg(fd, b, nil, nil, unix.MSG_NOSIGNAL)
+		err := unix.Sendmsg(fd, b, oob, nil, unix.MSG_NOSIGNAL)
 		if !errors.Is(err, unix.EINTR) {
 			return
 		}
@@ -328,10 +363,11 @@ func (z *zygote) worker() {
 	defer unix.Close(j.reply)
 	pid, pidfd, code, err := 0, -1, exitcode.SandboxFailure, perr
 	if err == nil {
-		pid, pidfd, code, err = z.fork(r, stdio)
+		pid, pidfd, code, err = z.fork(r, stdio, j.ports)
 	}
 	closeAll(stdio[:])
 	if err != nil {
+		closeAll(j.proxy)
 		sendReply(j.reply, zresp{ID: r.ID, Error: err.Error(), Code: code})
 		go z.worker()
 		return
@@ -340,7 +376,11 @@ func (z *zygote) worker() {
 	z.mu.Lock()
 	z.cmds[r.ID] = c
 	z.mu.Unlock()
-	sendReply(j.reply, zresp{ID: r.ID, Started: true})
+	// The listeners go to agentbox with the answer, and the zygote keeps
+	// no copy: agentbox's closing them when the command ends is their
+	// end (the command never had them: they are close-on-exec).
+	sendReply(j.reply, zresp{ID: r.ID, Started: true}, j.proxy...)
+	closeAll(j.proxy)
 	go z.worker()
 
 	var ws unix.WaitStatus
@@ -410,8 +450,9 @@ func (z *zygote) prepare() (*unixsock.Supervisor, error) {
 	return nil, nil
 }
 
-// fork starts the command from the calling, prepared thread.
-func (z *zygote) fork(r zreq, stdio [3]int) (pid, pidfd, code int, err error) {
+// fork starts the command from the calling, prepared thread. ports, with
+// an allow-list, are those of the command's own proxy listeners.
+func (z *zygote) fork(r zreq, stdio [3]int, ports []int) (pid, pidfd, code int, err error) {
 	spec := z.spec
 	fail := func(code int, err error) (int, int, int, error) {
 		return 0, -1, code, err
@@ -422,6 +463,10 @@ func (z *zygote) fork(r zreq, stdio [3]int) (pid, pidfd, code int, err error) {
 	env := r.Env
 	for _, kv := range spec.Env {
 		env = replaceEnv(env, kv)
+	}
+	if len(ports) == 2 {
+		// As in a lone run, the proxy variables win over the caller's.
+		env = withProxyEnv(env, loopbackAddrs(ports))
 	}
 	dir := spec.Cwd
 	if r.Dir != "" {

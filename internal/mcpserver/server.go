@@ -20,6 +20,8 @@ import (
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/agentbox/agentbox/internal/cli/flagnames"
+	"github.com/agentbox/agentbox/internal/netpolicy"
 	"github.com/agentbox/agentbox/policy"
 	"github.com/agentbox/agentbox/sandbox"
 )
@@ -98,7 +100,7 @@ func New(s *sandbox.Session, opts Options) *mcp.Server {
 		Name:         "run",
 		Title:        "Run a command in the sandbox",
 		Description:  describe(s),
-		Annotations:  &mcp.ToolAnnotations{DestructiveHint: &closed, OpenWorldHint: ptr(s.Policy().Network)},
+		Annotations:  &mcp.ToolAnnotations{DestructiveHint: &closed, OpenWorldHint: ptr(s.Policy().Network())},
 		InputSchema:  in,
 		OutputSchema: out,
 	}, h.call)
@@ -163,32 +165,56 @@ type nopWriteCloser struct{ io.Writer }
 
 func (nopWriteCloser) Close() error { return nil }
 
-// describe tells the agent what the sandbox allows, from the policy.
-func describe(s *sandbox.Session) string {
-	p := s.Policy()
+// describe tells the agent what the sandbox allows, from the session's
+// policy.
+func describe(s *sandbox.Session) string { return describePolicy(s.Policy()) }
+
+func describePolicy(p *policy.Policy) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "Run a command in agentbox's %s sandbox, in %s. ", p.Mode, p.Cwd)
+	fmt.Fprintf(&b, "Run a command in agentbox's %s sandbox, in %s. ", p.Mode(), p.Cwd())
 	switch {
-	case p.Mode == policy.DangerFullAccess:
+	case p.Mode() == policy.DangerFullAccess:
 		b.WriteString("There is no sandbox: the command can do anything you can.")
 	default:
 		b.WriteString("It may read what the user can read")
-		if len(p.WritableRoots) > 0 {
-			fmt.Fprintf(&b, " and write only beneath %s", strings.Join(p.WritableRoots, ", "))
-			if len(p.ProtectedNames) > 0 {
-				fmt.Fprintf(&b, " (%s stay read-only)", strings.Join(p.ProtectedNames, ", "))
+		if len(p.WritableRoots()) > 0 {
+			fmt.Fprintf(&b, " and write only beneath %s", strings.Join(p.WritableRoots(), ", "))
+			if len(p.ProtectedNames()) > 0 {
+				fmt.Fprintf(&b, " (%s stay read-only)", strings.Join(p.ProtectedNames(), ", "))
 			}
 		} else {
 			b.WriteString(" and write nowhere")
 		}
-		if p.Network {
+		switch {
+		case p.Network():
 			b.WriteString("; the network is on.")
-		} else {
+		case p.Egress() != nil:
+			b.WriteString("; the network reaches only " + allowed(p.Egress()) + ", through agentbox's proxy, which the proxy variables (http_proxy, https_proxy, ALL_PROXY) name: tools that ignore them have no network, and names are not resolvable inside. Refused destinations are listed at the end of stderr.")
+		default:
 			b.WriteString("; the network is off (loopback works).")
 		}
 	}
 	b.WriteString(" The command runs directly, without a shell; its background processes end with it. Returns exit_code, stdout and stderr.")
 	return b.String()
+}
+
+// allowed lists an allow-list's patterns for the tool's description.
+func allowed(r *netpolicy.Rules) string {
+	var names []string
+	for _, p := range r.Allowed {
+		names = append(names, p.Raw)
+	}
+	if len(names) == 0 {
+		return "nothing (the allow-list is empty)"
+	}
+	if len(names) > 20 {
+		names = append(names[:20], fmt.Sprintf("and %d more", len(names)-20))
+	}
+	s := strings.Join(names, ", ")
+	if len(r.Denied) > 0 {
+		s += " (except what [network] denied_domains refuses)"
+	}
+	return s
 }
 
 type handler struct {
@@ -282,11 +308,11 @@ func (h *handler) run(ctx context.Context, req *mcp.CallToolRequest, in RunInput
 		}
 	case errors.As(err, &se):
 		out.ExitCode = se.Code
-		fmt.Fprintf(stderr, "agentbox: %v\n", se.Err)
+		fmt.Fprintf(stderr, "agentbox: %s\n", flagnames.In(se.Err.Error()))
 		isErr = true
 	default:
 		out.ExitCode = sandbox.CodeSandboxFailure
-		fmt.Fprintf(stderr, "agentbox: %v\n", err)
+		fmt.Fprintf(stderr, "agentbox: %s\n", flagnames.In(err.Error()))
 		isErr = true
 	}
 	out.Report = c.Report // set by Wait

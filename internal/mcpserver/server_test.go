@@ -15,6 +15,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/agentbox/agentbox/internal/netpolicy"
+	"github.com/agentbox/agentbox/internal/rawpolicy"
 	"github.com/agentbox/agentbox/policy"
 	"github.com/agentbox/agentbox/sandbox"
 )
@@ -33,7 +35,7 @@ func connect(t *testing.T, opts Options) (*mcp.ClientSession, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pol, err := policy.Resolve(policy.Options{Cwd: ws, Getenv: func(string) string { return "" }})
+	pol, err := rawpolicy.Resolve(policy.Options{Cwd: ws}, func(string) string { return "" }, runtime.GOOS)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -211,7 +213,7 @@ func TestServeClientHangsUp(t *testing.T) {
 		t.Skip("sandbox sessions are exercised on Linux")
 	}
 	ws, _ := filepath.EvalSymlinks(t.TempDir())
-	pol, err := policy.Resolve(policy.Options{Cwd: ws, Getenv: func(string) string { return "" }})
+	pol, err := rawpolicy.Resolve(policy.Options{Cwd: ws}, func(string) string { return "" }, runtime.GOOS)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -251,7 +253,7 @@ func TestServeClientHangsUp(t *testing.T) {
 // an in-memory pipe.
 func BenchmarkRunTrue(b *testing.B) {
 	ws, _ := filepath.EvalSymlinks(b.TempDir())
-	pol, err := policy.Resolve(policy.Options{Cwd: ws, Getenv: func(string) string { return "" }})
+	pol, err := rawpolicy.Resolve(policy.Options{Cwd: ws}, func(string) string { return "" }, runtime.GOOS)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -276,5 +278,27 @@ func BenchmarkRunTrue(b *testing.B) {
 		if err != nil || res.IsError {
 			b.Fatal(err, res)
 		}
+	}
+}
+
+// TestDescribeNetwork: the tool's description tells the agent which hosts
+// an allow-list lets it reach and how (the proxy variables), instead of
+// calling the network off.
+func TestDescribeNetwork(t *testing.T) {
+	rules, err := netpolicy.ParseRules([]string{"github.com", "*.npmjs.org"}, "k", []string{"gist.github.com"}, "d", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := describePolicy(rawpolicy.New(rawpolicy.Fields{Mode: policy.WorkspaceWrite, Cwd: "/ws", Egress: rules}))
+	for _, w := range []string{"reaches only github.com, *.npmjs.org (except what", "http_proxy", "have no network"} {
+		if !strings.Contains(got, w) {
+			t.Errorf("description lacks %q: %s", w, got)
+		}
+	}
+	if strings.Contains(got, "network is off") {
+		t.Errorf("an allow-list described as the network off: %s", got)
+	}
+	if got := describePolicy(rawpolicy.New(rawpolicy.Fields{Mode: policy.WorkspaceWrite, Cwd: "/ws"})); !strings.Contains(got, "the network is off") {
+		t.Errorf("network off: %s", got)
 	}
 }

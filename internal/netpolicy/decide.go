@@ -1,6 +1,7 @@
 package netpolicy
 
 import (
+	"errors"
 	"fmt"
 	"net/netip"
 	"strconv"
@@ -233,23 +234,31 @@ func displayHost(h string) string {
 }
 
 // ParseRules parses allow and deny lists. Each error names the list
-// (allowedKey or deniedKey, such as "--allow-domain" or
-// "network.allowed_domains in /x/config.toml") and the value.
+// (allowedKey or deniedKey, such as "Options.AllowDomains" or
+// "network.allowed_domains in /x/config.toml") and the value; every
+// malformed pattern is named, not only the first, so that one run (or
+// `agentbox doctor`) shows all that needs fixing.
 func ParseRules(allowed []string, allowedKey string, denied []string, deniedKey string, allowLocal bool) (*Rules, error) {
 	r := &Rules{AllowLocal: allowLocal}
+	var errs []error
 	for _, s := range allowed {
 		p, err := ParsePattern(s)
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", allowedKey, err)
+			errs = append(errs, fmt.Errorf("%s: %w", allowedKey, err))
+			continue
 		}
 		r.Allowed = append(r.Allowed, p)
 	}
 	for _, s := range denied {
 		p, err := ParsePattern(s)
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", deniedKey, err)
+			errs = append(errs, fmt.Errorf("%s: %w", deniedKey, err))
+			continue
 		}
 		r.Denied = append(r.Denied, p)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
 	}
 	return r, nil
 }

@@ -278,6 +278,13 @@ func TestParseRulesNamesKey(t *testing.T) {
 	if err == nil || !strings.HasPrefix(err.Error(), "--allow-domain: ") || !strings.Contains(err.Error(), `"*"`) {
 		t.Errorf("error should name the flag and the value: %v", err)
 	}
+	// Every malformed pattern is named, not only the first.
+	_, err = ParseRules([]string{"*", "ok.com", "a.test:70000"}, "allowed_domains", []string{"**.x"}, "denied_domains", false)
+	for _, want := range []string{`allowed_domains: "*"`, `allowed_domains: "a.test:70000"`, `denied_domains: "**.x"`} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("want every bad pattern named, %q missing: %v", want, err)
+		}
+	}
 	_, err = ParseRules(nil, "allowed_domains", []string{"x/y"}, "network.denied_domains in c.toml", false)
 	if err == nil || !strings.HasPrefix(err.Error(), "network.denied_domains in c.toml: ") {
 		t.Errorf("error should name the key: %v", err)

@@ -18,13 +18,18 @@ import (
 const maxHeaderBytes = 64 << 10
 
 // ServeHTTPProxy serves the HTTP proxy on ln until Close.
-func (s *Server) ServeHTTPProxy(ln net.Listener) error {
-	return s.serve(ln, func(c net.Conn) {
+func (s *Server) ServeHTTPProxy(ln net.Listener) error { return s.root.ServeHTTPProxy(ln) }
+
+// ServeHTTPProxy serves the HTTP proxy on ln until Close of the scope or
+// its server.
+func (sc *Scope) ServeHTTPProxy(ln net.Listener) error {
+	return sc.serve(ln, func(c net.Conn) {
 		// One http.Server serves each connection in turn, so request
 		// parsing (net/http's, bounded by MaxHeaderBytes and the
-		// header timeout) is the standard library's.
-		one := &oneConnListener{c: c, addr: ln.Addr(), done: make(chan struct{})}
-		s.http.Serve(one)
+		// header timeout) is the standard library's. The connection
+		// carries its scope to the handler (ConnContext).
+		one := &oneConnListener{c: c, addr: ln.Addr(), done: make(chan struct{}), scope: sc}
+		sc.srv.http.Serve(one)
 		// Serve returns at once, without accepting, when the server
 		// is already closed; otherwise wait for the connection's end.
 		if one.used {
@@ -43,7 +48,11 @@ func (s *Server) newHTTPServer() *http.Server {
 			if err != nil {
 				return nil, err
 			}
-			return s.connect(ctx, host, port)
+			sc, err := scopeOf(ctx)
+			if err != nil {
+				return nil, err
+			}
+			return sc.connect(ctx, host, port)
 		},
 		// Each request is decided and dialed on its own.
 		DisableKeepAlives:     true,
@@ -67,9 +76,20 @@ func (s *Server) newHTTPServer() *http.Server {
 		},
 	}
 	return &http.Server{
+		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
+			if nc, ok := c.(*notifyConn); ok {
+				return context.WithValue(ctx, scopeKey{}, nc.scope)
+			}
+			return ctx
+		},
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if r.Method == http.MethodConnect {
-				s.handleConnect(w, r)
+				sc, err := scopeOf(r.Context())
+				if err != nil {
+					writeError(w, err)
+					return
+				}
+				sc.handleConnect(w, r)
 				return
 			}
 			if err := plainTarget(r); err != nil {
@@ -83,6 +103,19 @@ func (s *Server) newHTTPServer() *http.Server {
 		MaxHeaderBytes:    maxHeaderBytes,
 		ErrorLog:          discardLog,
 	}
+}
+
+// scopeKey is the context key of the Scope a request arrived on.
+type scopeKey struct{}
+
+// scopeOf is the Scope a request's context carries. Every connection the
+// HTTP server serves comes from a scope; a context without one is a bug,
+// refused rather than recorded nowhere.
+func scopeOf(ctx context.Context) (*Scope, error) {
+	if sc, ok := ctx.Value(scopeKey{}).(*Scope); ok {
+		return sc, nil
+	}
+	return nil, errors.New("request without a proxy scope")
 }
 
 func writeError(w http.ResponseWriter, err error) {
@@ -151,21 +184,21 @@ func urlTarget(u *url.URL) (string, uint16, error) {
 	return splitTarget(net.JoinHostPort(u.Hostname(), port))
 }
 
-func (s *Server) handleConnect(w http.ResponseWriter, r *http.Request) {
+func (sc *Scope) handleConnect(w http.ResponseWriter, r *http.Request) {
 	host, port, err := connectTarget(r)
 	if err != nil {
 		http.Error(w, "agentbox proxy: "+err.Error(), http.StatusBadRequest)
 		return
 	}
-	up, err := s.connect(r.Context(), host, port)
+	up, err := sc.connect(r.Context(), host, port)
 	if err != nil {
 		writeError(w, err)
 		return
 	}
-	if !s.track(up) {
+	if !sc.track(up) {
 		return
 	}
-	defer s.untrack(up)
+	defer sc.untrack(up)
 	defer up.Close()
 	hj, ok := w.(http.Hijacker)
 	if !ok {
@@ -196,10 +229,11 @@ func (s *Server) handleConnect(w http.ResponseWriter, r *http.Request) {
 // net.ErrClosed; done closes when the server is finished with it (the
 // connection was closed or hijacked and its handler returned).
 type oneConnListener struct {
-	c    net.Conn
-	addr net.Addr
-	done chan struct{}
-	used bool
+	c     net.Conn
+	addr  net.Addr
+	done  chan struct{}
+	used  bool
+	scope *Scope
 }
 
 func (l *oneConnListener) Accept() (net.Conn, error) {
@@ -208,17 +242,19 @@ func (l *oneConnListener) Accept() (net.Conn, error) {
 		return nil, net.ErrClosed
 	}
 	l.used = true
-	return &notifyConn{Conn: l.c, done: l.done}, nil
+	return &notifyConn{Conn: l.c, done: l.done, scope: l.scope}, nil
 }
 
 func (l *oneConnListener) Close() error   { return nil }
 func (l *oneConnListener) Addr() net.Addr { return l.addr }
 
-// notifyConn closes done when it is closed.
+// notifyConn closes done when it is closed; scope is the Scope it was
+// accepted on.
 type notifyConn struct {
 	net.Conn
-	done chan struct{}
-	once sync.Once
+	done  chan struct{}
+	once  sync.Once
+	scope *Scope
 }
 
 func (c *notifyConn) Close() error {

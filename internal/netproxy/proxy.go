@@ -48,15 +48,34 @@ type Config struct {
 	// HandshakeTimeout bounds reading a request head (HTTP) or the
 	// greeting and request (SOCKS5); 0 means 30s.
 	HandshakeTimeout time.Duration
-	// MaxConns bounds the client connections served at once; 0 means 512.
+	// MaxConns bounds the client connections served at once, by the
+	// server's own listeners and by each Scope apart (so that one
+	// command of a session cannot take its siblings' share); 0 means
+	// 512.
 	MaxConns int
 }
 
-// Server serves the proxy on any number of listeners until Close.
+// Server serves the proxy on any number of listeners until Close. Its
+// decisions go to Config.Recorder, except those made on the listeners of a
+// [Scope], which has a recorder of its own.
 type Server struct {
 	cfg  Config
 	http *http.Server
-	sem  chan struct{}
+	root *Scope // the listeners served by the Server's own Serve methods
+
+	mu     sync.Mutex
+	closed bool
+	scopes map[*Scope]struct{}
+}
+
+// Scope is the part of a [Server] that serves one client (a command of a
+// session that shares the server): its own listeners, connections and
+// recorder, under the server's rules. Closing it ends only what it
+// serves.
+type Scope struct {
+	srv *Server
+	rec *netpolicy.Recorder
+	sem chan struct{} // its connection limit (Config.MaxConns)
 	// ctx ends with Close, cancelling look-ups and dials in progress.
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -100,80 +119,122 @@ func New(cfg Config) *Server {
 		cfg.MaxConns = 512
 	}
 	s := &Server{
-		cfg:   cfg,
-		sem:   make(chan struct{}, cfg.MaxConns),
-		lns:   map[net.Listener]struct{}{},
-		conns: map[net.Conn]struct{}{},
+		cfg:    cfg,
+		scopes: map[*Scope]struct{}{},
 	}
-	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.http = s.newHTTPServer()
+	s.root = s.newScope(cfg.Recorder)
 	return s
 }
 
-// Recorder is where the server records its decisions.
+// Recorder is where the server records the decisions made on the
+// listeners it serves itself (not a Scope's).
 func (s *Server) Recorder() *netpolicy.Recorder { return s.cfg.Recorder }
 
-// track registers c so that Close can end it; false means the server is
-// closed and c was closed.
-func (s *Server) track(c net.Conn) bool {
+// NewScope returns a scope of s with an empty recorder of its own. After
+// Close of s, the scope serves nothing.
+func (s *Server) NewScope() *Scope { return s.newScope(netpolicy.NewRecorder()) }
+
+func (s *Server) newScope(rec *netpolicy.Recorder) *Scope {
+	sc := &Scope{srv: s, rec: rec, sem: make(chan struct{}, s.cfg.MaxConns), lns: map[net.Listener]struct{}{}, conns: map[net.Conn]struct{}{}}
+	sc.ctx, sc.cancel = context.WithCancel(context.Background())
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
+		sc.closed = true
+		sc.cancel()
+		return sc
+	}
+	s.scopes[sc] = struct{}{}
+	return sc
+}
+
+// Recorder is where the scope records its decisions.
+func (sc *Scope) Recorder() *netpolicy.Recorder { return sc.rec }
+
+// track registers c so that Close can end it; false means the scope is
+// closed and c was closed.
+func (sc *Scope) track(c net.Conn) bool {
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	if sc.closed {
 		c.Close()
 		return false
 	}
-	s.conns[c] = struct{}{}
+	sc.conns[c] = struct{}{}
 	return true
 }
 
-func (s *Server) untrack(c net.Conn) {
-	s.mu.Lock()
-	delete(s.conns, c)
-	s.mu.Unlock()
+func (sc *Scope) untrack(c net.Conn) {
+	sc.mu.Lock()
+	delete(sc.conns, c)
+	sc.mu.Unlock()
 }
 
-func (s *Server) addListener(ln net.Listener) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
+func (sc *Scope) addListener(ln net.Listener) bool {
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	if sc.closed {
 		ln.Close()
 		return false
 	}
-	s.lns[ln] = struct{}{}
+	sc.lns[ln] = struct{}{}
 	return true
+}
+
+// Close stops the scope's listeners and ends its connections, tunnels
+// included, and waits for its handlers to return: after it, the
+// recorder holds every decision the scope will ever make.
+func (sc *Scope) Close() error {
+	sc.mu.Lock()
+	sc.closed = true
+	sc.cancel()
+	for ln := range sc.lns {
+		ln.Close()
+	}
+	for c := range sc.conns {
+		c.Close()
+	}
+	sc.mu.Unlock()
+	sc.wg.Wait()
+	s := sc.srv
+	s.mu.Lock()
+	delete(s.scopes, sc)
+	s.mu.Unlock()
+	return nil
 }
 
 // Close stops every listener and ends every connection, tunnels included,
-// and waits for the handlers to return.
+// its scopes' too, and waits for the handlers to return.
 func (s *Server) Close() error {
 	s.mu.Lock()
 	s.closed = true
-	s.cancel()
-	for ln := range s.lns {
-		ln.Close()
-	}
-	for c := range s.conns {
-		c.Close()
+	scopes := make([]*Scope, 0, len(s.scopes))
+	for sc := range s.scopes {
+		scopes = append(scopes, sc)
 	}
 	s.mu.Unlock()
+	for _, sc := range scopes {
+		sc.Close()
+	}
 	s.http.Close()
-	s.wg.Wait()
 	return nil
 }
 
 // serve accepts on ln and runs handle for each connection, within the
-// connection limit.
-func (s *Server) serve(ln net.Listener, handle func(net.Conn)) error {
-	if !s.addListener(ln) {
+// scope's connection limit.
+func (sc *Scope) serve(ln net.Listener, handle func(net.Conn)) error {
+	if !sc.addListener(ln) {
 		return net.ErrClosed
 	}
+	sem := sc.sem
 	var delay time.Duration
 	for {
 		c, err := ln.Accept()
 		if err != nil {
-			s.mu.Lock()
-			closed := s.closed
-			s.mu.Unlock()
+			sc.mu.Lock()
+			closed := sc.closed
+			sc.mu.Unlock()
 			if closed || errors.Is(err, net.ErrClosed) {
 				return nil
 			}
@@ -188,20 +249,20 @@ func (s *Server) serve(ln net.Listener, handle func(net.Conn)) error {
 		}
 		delay = 0
 		select {
-		case s.sem <- struct{}{}:
+		case sem <- struct{}{}:
 		default:
 			c.Close() // over the limit: refuse rather than queue forever
 			continue
 		}
-		if !s.track(c) {
-			<-s.sem
+		if !sc.track(c) {
+			<-sem
 			continue
 		}
-		s.wg.Add(1)
+		sc.wg.Add(1)
 		go func() {
-			defer s.wg.Done()
-			defer func() { <-s.sem }()
-			defer s.untrack(c)
+			defer sc.wg.Done()
+			defer func() { <-sem }()
+			defer sc.untrack(c)
 			defer c.Close()
 			handle(c)
 		}()
@@ -211,8 +272,9 @@ func (s *Server) serve(ln net.Listener, handle func(net.Conn)) error {
 // connect is the one path from a request to an upstream connection:
 // decide, resolve an allowed name once, admit every address, and dial
 // exactly an admitted address. Every outcome is recorded.
-func (s *Server) connect(ctx context.Context, host string, port uint16) (net.Conn, error) {
-	rules, rec := s.cfg.Rules, s.cfg.Recorder
+func (sc *Scope) connect(ctx context.Context, host string, port uint16) (net.Conn, error) {
+	s := sc.srv
+	rules, rec := s.cfg.Rules, sc.rec
 	d := rules.Decide(host, port)
 	if !d.Allow {
 		rec.Deny(d.Host, port, d.Reason)
@@ -220,7 +282,7 @@ func (s *Server) connect(ctx context.Context, host string, port uint16) (net.Con
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.DialTimeout)
 	defer cancel()
-	defer context.AfterFunc(s.ctx, cancel)()
+	defer context.AfterFunc(sc.ctx, cancel)()
 	addrs := []netip.Addr{d.Addr}
 	if d.Resolve() {
 		// Rooted (trailing dot), so that the resolver's search list

@@ -466,12 +466,170 @@ func TestLookupIsRootedAndOnlyForAllowed(t *testing.T) {
 	res := &recordingResolver{Resolver: HostsResolver{"good.test": {netip.MustParseAddr("127.0.0.1")}}}
 	s := New(Config{Rules: rules, Resolver: res})
 	defer s.Close()
-	s.connect(context.Background(), "evil.test", 80)
-	c, err := s.connect(context.Background(), "Good.Test", 1) // port 1: nothing listens
+	s.root.connect(context.Background(), "evil.test", 80)
+	c, err := s.root.connect(context.Background(), "Good.Test", 1) // port 1: nothing listens
 	if c != nil {
 		c.Close()
 	}
 	if len(res.asked) != 1 || res.asked[0] != "good.test." {
 		t.Errorf("resolver asked %q, want only \"good.test.\" (err %v)", res.asked, err)
+	}
+}
+
+// TestScopes: each scope of one server records only the decisions made on
+// its own listeners, over HTTP, CONNECT and SOCKS5 alike; closing a scope
+// ends its listeners and tunnels and nothing of another scope's; closing
+// the server ends every scope.
+func TestScopes(t *testing.T) {
+	f := newFixture(t, false)
+	type scoped struct {
+		sc    *Scope
+		fx    *fixture
+		good  string
+		refus string
+	}
+	var all []scoped
+	for i := range 2 {
+		sc := f.srv.NewScope()
+		hl, sl := newListener(t), newListener(t)
+		go sc.ServeHTTPProxy(hl)
+		go sc.ServeSOCKS(sl)
+		fx := *f
+		fx.httpAddr, fx.socks = hl.Addr().String(), sl.Addr().String()
+		// Each scope asks for names of its own.
+		all = append(all, scoped{sc, &fx, fmt.Sprintf("127.0.0.2:%d", f.good.port), fmt.Sprintf("refused%d.test:%d", i, f.bad.port)})
+	}
+	for _, s := range all {
+		for _, tunnel := range []bool{false, true} {
+			if body, code := s.fx.viaHTTP(t, s.good, tunnel); code != 200 || !strings.HasPrefix(body, "good ") {
+				t.Fatalf("%s through a scope: %d %q", s.good, code, body)
+			}
+			s.fx.viaHTTP(t, s.refus, tunnel)
+		}
+		if _, err := s.fx.viaSOCKS(t, s.good); err != nil {
+			t.Fatalf("SOCKS5 through a scope: %v", err)
+		}
+		s.fx.viaSOCKS(t, s.refus)
+	}
+	for i, s := range all {
+		rep := s.sc.Recorder().Report()
+		if len(rep.Allowed) != 1 || rep.Allowed[0].Count != 3 || len(rep.Denied) != 1 || rep.Denied[0].Count != 3 ||
+			rep.Denied[0].Host != fmt.Sprintf("refused%d.test", i) {
+			t.Errorf("scope %d recorded %+v, want its own 3 allowed and 3 refused", i, rep)
+		}
+	}
+	if rep := f.srv.Recorder().Report(); len(rep.Allowed)+len(rep.Denied) != 0 {
+		t.Errorf("the server's own recorder got the scopes' decisions: %+v", rep)
+	}
+
+	// A tunnel in each scope; closing the first ends only its own.
+	tunnel := func(s scoped) *bufio.Reader {
+		c, err := net.Dial("tcp", s.fx.httpAddr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		fmt.Fprintf(c, "CONNECT %s HTTP/1.1\r\nHost: x\r\n\r\n", s.good)
+		br := bufio.NewReader(c)
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil || resp.StatusCode != 200 {
+			t.Fatalf("CONNECT: %v %v", resp, err)
+		}
+		fmt.Fprintf(c, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+		if resp, err := http.ReadResponse(br, nil); err != nil || resp.StatusCode != 200 {
+			t.Fatalf("GET through the tunnel: %v %v", resp, err)
+		} else {
+			io.Copy(io.Discard, resp.Body)
+		}
+		c.SetReadDeadline(time.Now().Add(2 * time.Second))
+		return br
+	}
+	t0, t1 := tunnel(all[0]), tunnel(all[1])
+	all[0].sc.Close()
+	if _, err := t0.ReadByte(); err == nil || isTimeout(err) {
+		t.Errorf("the closed scope's tunnel is still open: %v", err)
+	}
+	if _, err := net.Dial("tcp", all[0].fx.httpAddr); err == nil {
+		t.Errorf("the closed scope's listener still accepts")
+	}
+	if _, err := t1.ReadByte(); !isTimeout(err) {
+		t.Errorf("the other scope's tunnel ended with the first scope: %v", err)
+	}
+	if body, code := all[1].fx.viaHTTP(t, all[1].good, false); code != 200 {
+		t.Errorf("the other scope stopped serving: %d %q", code, body)
+	}
+	f.srv.Close()
+	if _, err := net.Dial("tcp", all[1].fx.httpAddr); err == nil {
+		t.Errorf("a scope's listener still accepts after the server's Close")
+	}
+	if sc := f.srv.NewScope(); sc.ServeSOCKS(newListener(t)) == nil {
+		t.Errorf("a scope made after Close serves")
+	}
+}
+
+func isTimeout(err error) bool {
+	ne, ok := err.(net.Error)
+	return ok && ne.Timeout()
+}
+
+func newListener(t *testing.T) net.Listener {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ln
+}
+
+// TestScopeConnLimit: each scope has its own connection limit, so a
+// client that holds all of its scope's connections leaves another scope
+// served.
+func TestScopeConnLimit(t *testing.T) {
+	good := newOrigin(t, "127.0.0.2", "good")
+	rules, err := netpolicy.ParseRules([]string{"127.0.0.2"}, "k", nil, "d", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := New(Config{Rules: rules, MaxConns: 1, HandshakeTimeout: 5 * time.Second})
+	defer s.Close()
+	a, b := s.NewScope(), s.NewScope()
+	al, bl := newListener(t), newListener(t)
+	go a.ServeHTTPProxy(al)
+	go b.ServeHTTPProxy(bl)
+	// A's one connection, held open in the middle of its request head.
+	hold, err := net.Dial("tcp", al.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hold.Close()
+	fmt.Fprintf(hold, "GET http://%s/ HTTP/1.1\r\n", good.addr)
+	get := func(ln net.Listener) (int, error) {
+		c, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			return 0, err
+		}
+		defer c.Close()
+		c.SetDeadline(time.Now().Add(3 * time.Second))
+		fmt.Fprintf(c, "GET http://%s/ HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", good.addr)
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			return 0, err
+		}
+		resp.Body.Close()
+		return resp.StatusCode, nil
+	}
+	// Until A's held connection is counted, a second one may get in.
+	deadline := time.Now().Add(3 * time.Second)
+	for {
+		if _, err := get(al); err != nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("scope A serves beyond its limit of one connection")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if code, err := get(bl); err != nil || code != 200 {
+		t.Errorf("scope B starved by scope A's connection: %d, %v", code, err)
 	}
 }

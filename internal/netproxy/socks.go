@@ -133,11 +133,16 @@ func socksReply(rep byte) []byte {
 }
 
 // ServeSOCKS serves the SOCKS5 proxy on ln until Close.
-func (s *Server) ServeSOCKS(ln net.Listener) error {
-	return s.serve(ln, s.handleSOCKS)
+func (s *Server) ServeSOCKS(ln net.Listener) error { return s.root.ServeSOCKS(ln) }
+
+// ServeSOCKS serves the SOCKS5 proxy on ln until Close of the scope or its
+// server.
+func (sc *Scope) ServeSOCKS(ln net.Listener) error {
+	return sc.serve(ln, sc.handleSOCKS)
 }
 
-func (s *Server) handleSOCKS(c net.Conn) {
+func (sc *Scope) handleSOCKS(c net.Conn) {
+	s := sc.srv
 	c.SetDeadline(time.Now().Add(s.cfg.HandshakeTimeout))
 	br := bufio.NewReaderSize(c, 512)
 	ok, err := readGreeting(br)
@@ -159,7 +164,7 @@ func (s *Server) handleSOCKS(c net.Conn) {
 		}
 		return
 	}
-	up, err := s.connect(s.ctx, req.Host, req.Port)
+	up, err := sc.connect(sc.ctx, req.Host, req.Port)
 	if err != nil {
 		rep := byte(repHostUnreach)
 		var ref *Refusal
@@ -169,10 +174,10 @@ func (s *Server) handleSOCKS(c net.Conn) {
 		c.Write(socksReply(rep))
 		return
 	}
-	if !s.track(up) {
+	if !sc.track(up) {
 		return
 	}
-	defer s.untrack(up)
+	defer sc.untrack(up)
 	defer up.Close()
 	if _, err := c.Write(socksReply(repSucceeded)); err != nil {
 		return

@@ -6,6 +6,10 @@
 //	benchsession -mcp AGENTBOX WORKSPACE through `AGENTBOX mcp -C WORKSPACE`,
 //	                                     with the official SDK's client
 //
+// BENCHSESSION_ALLOW=PATTERN[,PATTERN...] gives the library session's
+// policy a network allow-list (as --allow-domain would), so that each
+// command gets its proxy listeners.
+//
 // At the end it prints on stderr the median, p10 and p90 of the time each
 // command took as seen by the caller (Run, or CallTool: the client round
 // trip included), and the peak memory of the processes involved.
@@ -42,7 +46,11 @@ func run(args []string) error {
 	var closeAll func()
 	switch {
 	case len(args) == 1:
-		pol, err := policy.Resolve(policy.Options{Cwd: args[0]})
+		var allow []string
+		if v := os.Getenv("BENCHSESSION_ALLOW"); v != "" {
+			allow = strings.Split(v, ",")
+		}
+		pol, err := policy.Resolve(policy.Options{Cwd: args[0], AllowDomains: allow})
 		if err != nil {
 			return err
 		}

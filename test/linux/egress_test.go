@@ -76,26 +76,36 @@ func readReport(t *testing.T, path string) runReport {
 	return r
 }
 
-// TestEgressAllowList: with an allow-list the command reaches the listed
-// hosts through agentbox's proxy (plain HTTP, CONNECT and SOCKS5), and
-// nothing else: not look-alike names, not bare addresses, not a name that
-// resolves to an unlisted local address, and not anything reached
-// directly, ignoring the proxy. The servers on the host count what
-// reached them; stderr and the report list every refusal.
-func TestEgressAllowList(t *testing.T) {
-	needBin(t)
+// egressProbe is the allow-list scenario: servers on several loopback
+// addresses of the host, test names resolvable for agentbox's proxy only,
+// and a script that asks for each destination in turn: listed names over
+// plain HTTP, CONNECT and SOCKS5, look-alike names, bare and numeric
+// addresses, a name resolving to an unlisted local address, and
+// connections that ignore the proxy.
+type egressProbe struct {
+	good, local, bad *webServer
+	tlsHits          atomic.Int64
+	hosts            string   // AGENTBOX_TEST_HOSTS
+	allow            []string // the flags
+	script           string
+	want             map[string]string
+}
+
+func newEgressProbe(t *testing.T) *egressProbe {
+	t.Helper()
 	curl, err := exec.LookPath("curl")
 	if err != nil {
 		t.Skip("no curl on this machine")
 	}
-	good := listenWeb(t, "127.0.0.2", "good")
-	local := listenWeb(t, "127.0.0.3", "local")
-	bad := listenWeb(t, "127.0.0.4", "bad")
+	p := &egressProbe{
+		good:  listenWeb(t, "127.0.0.2", "good"),
+		local: listenWeb(t, "127.0.0.3", "local"),
+		bad:   listenWeb(t, "127.0.0.4", "bad"),
+	}
 	// An HTTPS origin on the allowed address: curl reaches it through
 	// https_proxy, that is CONNECT, as real registries are reached.
-	var tlsHits atomic.Int64
 	tlsSrv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		tlsHits.Add(1)
+		p.tlsHits.Add(1)
 		fmt.Fprintln(w, "tls-ok")
 	}))
 	tlsLn, err := net.Listen("tcp4", "127.0.0.2:0")
@@ -104,20 +114,21 @@ func TestEgressAllowList(t *testing.T) {
 	}
 	tlsSrv.Listener = tlsLn
 	tlsSrv.StartTLS()
-	defer tlsSrv.Close()
+	t.Cleanup(tlsSrv.Close)
 	tlsPort := tlsLn.Addr().(*net.TCPAddr).Port
 	// Test names, resolvable for agentbox's proxy only.
-	hosts := filepath.Join(baseDir, "egress-hosts")
-	if err := os.WriteFile(hosts, []byte(`127.0.0.2 good.test x.wild.test
+	p.hosts = filepath.Join(baseDir, "egress-hosts")
+	if err := os.WriteFile(p.hosts, []byte(`127.0.0.2 good.test x.wild.test
 127.0.0.3 local.test
 127.0.0.4 good.test.evil.test evilgood.test
 `), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	allow := []string{"--allow-domain", "good.test", "--allow-domain", "*.wild.test",
+	p.allow = []string{"--allow-domain", "good.test", "--allow-domain", "*.wild.test",
 		"--allow-domain", "local.test", "--allow-domain", "127.0.0.2"}
 	// Each probe prints NAME:body on success and NAME:refused on failure.
-	script := fmt.Sprintf(`
+	good, local, bad := p.good, p.local, p.bad
+	p.script = fmt.Sprintf(`
 c() { n=$1; shift; if out=$(%[1]s -fsS --max-time 10 "$@" 2>/dev/null); then echo "$n:$out"; else echo "$n:refused"; fi; }
 c plain %[2]s
 c connect -p %[3]s
@@ -136,82 +147,109 @@ if (exec 3<>/dev/tcp/127.0.0.4/%[10]d) 2>/dev/null; then echo devtcp:connected; 
 `, curl, good.at("good.test"), good.at("x.wild.test"), good.at("127.0.0.2"),
 		bad.at("good.test.evil.test"), bad.at("evilgood.test"), bad.at("127.0.0.4"),
 		bad.at("2130706436"), local.at("local.test"), bad.port, tlsPort)
-	want := map[string]string{
+	p.want = map[string]string{
 		"plain": "good-ok", "connect": "good-ok", "socks": "good-ok", "socks-ip": "good-ok", "https": "tls-ok",
 		"lookalike": "refused", "lookalike2": "refused", "bareip": "refused", "decimal": "refused",
 		"socks-bareip": "refused", "local": "refused", "direct": "refused", "direct-bad": "refused",
 		"devtcp": "refused",
 	}
+	return p
+}
+
+// reset zeroes the servers' counters.
+func (p *egressProbe) reset() {
+	p.good.hits.Store(0)
+	p.local.hits.Store(0)
+	p.bad.hits.Store(0)
+	p.tlsHits.Store(0)
+}
+
+// check judges one run of the script: its output, what the servers saw
+// (the ground truth), the refusals summarised on stderr and the report.
+func (p *egressProbe) check(t *testing.T, stdout, stderr string, rep runReport) {
+	t.Helper()
+	got := map[string]string{}
+	for _, l := range strings.Split(strings.TrimSpace(stdout), "\n") {
+		if k, v, ok := strings.Cut(l, ":"); ok {
+			got[k] = strings.TrimSpace(v)
+		}
+	}
+	for k, v := range p.want {
+		if got[k] != v {
+			t.Errorf("%s: got %q, want %q", k, got[k], v)
+		}
+	}
+	if n := p.good.hits.Load(); n != 4 {
+		t.Errorf("host: the allowed server got %d requests, want 4", n)
+	}
+	if n := p.tlsHits.Load(); n != 1 {
+		t.Errorf("host: the HTTPS server got %d requests, want 1", n)
+	}
+	if n := p.bad.hits.Load() + p.local.hits.Load(); n != 0 {
+		t.Errorf("host: refused servers got %d requests", n)
+	}
+	bad, local := p.bad, p.local
+	refusals := []string{
+		fmt.Sprintf("agentbox: network: refused good.test.evil.test:%d (not in allowed_domains)", bad.port),
+		fmt.Sprintf("agentbox: network: refused evilgood.test:%d (not in allowed_domains)", bad.port),
+		fmt.Sprintf("agentbox: network: refused 127.0.0.4:%d (not in allowed_domains, 3 times)", bad.port),
+		fmt.Sprintf("agentbox: network: refused local.test:%d (resolves to local address 127.0.0.3 (allow_local_binding is off))", local.port),
+	}
+	for _, line := range refusals {
+		if !strings.Contains(stderr, line+"\n") {
+			t.Errorf("stderr lacks %q:\n%s", line, stderr)
+		}
+	}
+	if rep.ExitCode != 0 || rep.Network.Mode != "allow-list" {
+		t.Errorf("report: %+v", rep)
+	}
+	denied := map[string]int{}
+	for _, d := range rep.Network.Denied {
+		denied[fmt.Sprintf("%s:%d", d.Host, d.Port)] += d.Count
+	}
+	wantDenied := map[string]int{
+		fmt.Sprintf("good.test.evil.test:%d", bad.port): 1,
+		fmt.Sprintf("evilgood.test:%d", bad.port):       1,
+		fmt.Sprintf("127.0.0.4:%d", bad.port):           3,
+		fmt.Sprintf("local.test:%d", local.port):        1,
+	}
+	for hp, n := range wantDenied {
+		if denied[hp] != n {
+			t.Errorf("report: %s refused %d times, want %d: %+v", hp, denied[hp], n, rep.Network.Denied)
+		}
+	}
+	if len(denied) != len(wantDenied) {
+		t.Errorf("report: refusals %+v, want exactly %v", rep.Network.Denied, wantDenied)
+	}
+	allowed := 0
+	for _, a := range rep.Network.Allowed {
+		allowed += a.Count
+	}
+	if allowed != 5 {
+		t.Errorf("report: %d allowed connections, want 5: %+v", allowed, rep.Network.Allowed)
+	}
+}
+
+// TestEgressAllowList: with an allow-list the command reaches the listed
+// hosts through agentbox's proxy (plain HTTP, CONNECT and SOCKS5), and
+// nothing else: not look-alike names, not bare addresses, not a name that
+// resolves to an unlisted local address, and not anything reached
+// directly, ignoring the proxy. The servers on the host count what
+// reached them; stderr and the report list every refusal.
+func TestEgressAllowList(t *testing.T) {
+	needBin(t)
+	p := newEgressProbe(t)
 	forEachUser(t, func(t *testing.T, u *testUser) {
-		good.hits.Store(0)
-		local.hits.Store(0)
-		bad.hits.Store(0)
-		tlsHits.Store(0)
+		p.reset()
 		fx := newFixture(t, u)
 		report := filepath.Join(fx.dir, "report.json")
-		args := append([]string{"run", "-C", fx.ws, "--report", report}, allow...)
-		args = append(args, "--", "/bin/bash", "-c", script)
-		r := runWith(t, u, runOpts{dir: fx.ws, env: []string{"AGENTBOX_TEST_HOSTS=" + hosts}}, args...)
+		args := append([]string{"run", "-C", fx.ws, "--report", report}, p.allow...)
+		args = append(args, "--", "/bin/bash", "-c", p.script)
+		r := runWith(t, u, runOpts{dir: fx.ws, env: []string{"AGENTBOX_TEST_HOSTS=" + p.hosts}}, args...)
 		if r.code != 0 {
 			t.Fatalf("run failed: %v", r)
 		}
-		got := map[string]string{}
-		for _, l := range strings.Split(strings.TrimSpace(r.stdout), "\n") {
-			if k, v, ok := strings.Cut(l, ":"); ok {
-				got[k] = strings.TrimSpace(v)
-			}
-		}
-		for k, v := range want {
-			if got[k] != v {
-				t.Errorf("%s: got %q, want %q", k, got[k], v)
-			}
-		}
-		// What the servers saw is the ground truth.
-		if n := good.hits.Load(); n != 4 {
-			t.Errorf("host: the allowed server got %d requests, want 4", n)
-		}
-		if n := tlsHits.Load(); n != 1 {
-			t.Errorf("host: the HTTPS server got %d requests, want 1", n)
-		}
-		if n := bad.hits.Load() + local.hits.Load(); n != 0 {
-			t.Errorf("host: refused servers got %d requests", n)
-		}
-		refusals := []string{
-			fmt.Sprintf("agentbox: network: refused good.test.evil.test:%d (not in allowed_domains)", bad.port),
-			fmt.Sprintf("agentbox: network: refused evilgood.test:%d (not in allowed_domains)", bad.port),
-			fmt.Sprintf("agentbox: network: refused 127.0.0.4:%d (not in allowed_domains, 3 times)", bad.port),
-			fmt.Sprintf("agentbox: network: refused local.test:%d (resolves to local address 127.0.0.3 (allow_local_binding is off))", local.port),
-		}
-		for _, line := range refusals {
-			if !strings.Contains(r.stderr, line+"\n") {
-				t.Errorf("stderr lacks %q:\n%s", line, r.stderr)
-			}
-		}
-		rep := readReport(t, report)
-		if rep.ExitCode != 0 || rep.Network.Mode != "allow-list" {
-			t.Errorf("report: %+v", rep)
-		}
-		denied := map[string]int{}
-		for _, d := range rep.Network.Denied {
-			denied[fmt.Sprintf("%s:%d", d.Host, d.Port)] += d.Count
-		}
-		for hp, n := range map[string]int{
-			fmt.Sprintf("good.test.evil.test:%d", bad.port): 1,
-			fmt.Sprintf("evilgood.test:%d", bad.port):       1,
-			fmt.Sprintf("127.0.0.4:%d", bad.port):           3,
-			fmt.Sprintf("local.test:%d", local.port):        1,
-		} {
-			if denied[hp] != n {
-				t.Errorf("report: %s refused %d times, want %d: %+v", hp, denied[hp], n, rep.Network.Denied)
-			}
-		}
-		allowed := 0
-		for _, a := range rep.Network.Allowed {
-			allowed += a.Count
-		}
-		if allowed != 5 {
-			t.Errorf("report: %d allowed connections, want 5: %+v", allowed, rep.Network.Allowed)
-		}
+		p.check(t, r.stdout, r.stderr, readReport(t, report))
 	})
 }
 
@@ -367,6 +405,51 @@ if (echo ping >/dev/udp/127.0.0.1/%[7]s) 2>/dev/null; then echo udp:sent; else e
 		}
 		if rep := readReport(t, report); rep.Network.Mode != "allow-list" || len(rep.Network.Denied) != 2 {
 			t.Errorf("report: %+v", rep)
+		}
+	})
+}
+
+// TestEgressDoctor: doctor says how allow-listed egress is enforced here,
+// having run one (the network namespace with the proxy outside, or, with
+// no user namespaces, the degraded host-loopback proxy and connect
+// supervisor), and names every malformed pattern of the config with its
+// key (exit 125), not only the first.
+func TestEgressDoctor(t *testing.T) {
+	needBin(t)
+	forEachUser(t, func(t *testing.T, u *testUser) {
+		fx := newFixture(t, u)
+		egressLine := func(out string) string {
+			for _, l := range strings.Split(out, "\n") {
+				if strings.Contains(l, "allow-listed egress") {
+					return l
+				}
+			}
+			return ""
+		}
+		r := runWith(t, u, runOpts{dir: fx.ws}, "doctor", "-C", fx.ws, "--allow-domain", "good.test", "--allow-domain", "10.1.2.0/24")
+		if l := egressLine(r.stdout); r.code != 0 || !strings.Contains(l, "[ok  ]") || !strings.Contains(l, "available: the sandbox's own network namespace") {
+			t.Errorf("doctor with an allow-list: %q\n%v", l, r)
+		}
+		if !strings.Contains(r.stdout, `2 allowed and 0 denied patterns, all well-formed; local addresses allowed by listing them: "10.1.2.0/24"`) {
+			t.Errorf("doctor does not describe the allow-list: %v", r)
+		}
+		r = execute(t, u, runOpts{dir: fx.ws}, "unshare", "-Ur", "sh", "-c", `echo 0 > /proc/sys/user/max_user_namespaces && exec "$0" "$@"`,
+			binPath, "doctor", "-C", fx.ws, "--allow-domain", "good.test")
+		if l := egressLine(r.stdout); !strings.Contains(l, "[ok  ]") || !strings.Contains(l, "degraded only (needs --allow-degraded)") || !strings.Contains(l, "connect supervisor") {
+			t.Errorf("doctor without user namespaces: %q\n%v", l, r)
+		}
+		cfg := filepath.Join(fx.dir, "config.toml")
+		if err := os.WriteFile(cfg, []byte("[network]\nallowed_domains = [\"good.test\", \"*\", \"a.test:70000\"]\ndenied_domains = [\"https://x.test\"]\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		r = runWith(t, u, runOpts{dir: fx.ws}, "doctor", "-C", fx.ws, "--config", cfg)
+		if r.code != 125 {
+			t.Errorf("doctor with malformed patterns: exit %d, want 125: %v", r.code, r)
+		}
+		for _, w := range []string{`network.allowed_domains: "*"`, `network.allowed_domains: "a.test:70000"`, `network.denied_domains: "https://x.test"`} {
+			if !strings.Contains(r.stderr, w) {
+				t.Errorf("doctor does not name %s: %q", w, r.stderr)
+			}
 		}
 	})
 }

@@ -334,3 +334,65 @@ func TestGitPlantedAboveNoDenial(t *testing.T) {
 		}
 	})
 }
+
+// TestGitMissingConfigFilesUsable: with the workspace at $HOME, a missing
+// ~/.gitconfig and a missing include.path target are protected by empty
+// read-only files, not directories: git inside works without a warning or
+// the fatal "bad config line" a directory gives, the command still cannot
+// create either file, and both are gone afterwards.
+func TestGitMissingConfigFilesUsable(t *testing.T) {
+	needGit(t)
+	forEachUser(t, func(t *testing.T, u *testUser) {
+		fx := gitFixture(t, u)
+		cfg := filepath.Join(fx.ws, ".git", "config")
+		b, err := os.ReadFile(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		os.WriteFile(cfg, append(b, "[include]\n\tpath = ../local.cfg\n"...), 0o644)
+		local, global := filepath.Join(fx.ws, "local.cfg"), filepath.Join(fx.ws, ".gitconfig")
+		script := `git status --porcelain >/dev/null 2>"$TMPDIR/err"; echo "rc=$?"; cat "$TMPDIR/err"
+for f in "$WS/local.cfg" "$WS/.gitconfig"; do
+  test -f "$f" && test ! -s "$f" && echo "empty-file $f"
+  echo x > "$f" 2>/dev/null && echo "wrote $f"
+  rm -f "$f" 2>/dev/null && test ! -e "$f" && echo "removed $f"
+done; true`
+		env := append(fx.env(), "HOME="+fx.ws, "TMPDIR="+fx.tmpdir, "GIT_CONFIG_NOSYSTEM=1")
+		args := []string{"run", "-C", fx.ws, "--add-dir", fx.tmpdir, "--", "/bin/sh", "-c", script}
+		for _, mode := range []string{"namespaces", "degraded"} {
+			var r result
+			if mode == "namespaces" {
+				r = runWith(t, u, runOpts{env: env, dir: fx.ws}, args...)
+			} else {
+				needBin(t)
+				r = noUserns(t, u, runOpts{env: env, dir: fx.ws}, binPath, append([]string{"run", "--allow-degraded"}, args[1:]...)...)
+			}
+			checkMissingConfigFiles(t, mode, r, local, global)
+		}
+	})
+}
+
+func checkMissingConfigFiles(t *testing.T, mode string, r result, local, global string) {
+	t.Helper()
+	{
+		if r.code != 0 || !strings.Contains(r.stdout, "rc=0") {
+			t.Fatalf("%s: git status in the sandbox failed: %v", mode, r)
+		}
+		if strings.Contains(r.stdout, "Is a directory") || strings.Contains(r.stdout, "bad config") {
+			t.Errorf("%s: git saw a directory placeholder: %s", mode, r.stdout)
+		}
+		for _, f := range []string{local, global} {
+			if !strings.Contains(r.stdout, "empty-file "+f) {
+				t.Errorf("%s: %s is not an empty file inside the sandbox: %s", mode, f, r.stdout)
+			}
+			// Degraded mode keeps protected paths writable (Landlock cannot
+			// carve read-only holes; doctor and every run say so).
+			if mode != "degraded" && (strings.Contains(r.stdout, "wrote "+f) || strings.Contains(r.stdout, "removed "+f)) {
+				t.Errorf("%s: the command changed %s: %s", mode, f, r.stdout)
+			}
+			if _, err := os.Lstat(f); !os.IsNotExist(err) {
+				t.Errorf("%s: %s left on the host after the run: %v", mode, f, err)
+			}
+		}
+	}
+}

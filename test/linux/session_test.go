@@ -122,16 +122,11 @@ func procState(pid int) string {
 }
 
 type mcpResult struct {
-	ExitCode int    `json:"exit_code"`
-	Stdout   string `json:"stdout"`
-	Stderr   string `json:"stderr"`
-	TimedOut bool   `json:"timed_out"`
-	Report   struct {
-		ExitCode int `json:"exit_code"`
-		Network  struct {
-			Mode string `json:"mode"`
-		} `json:"network"`
-	} `json:"report"`
+	ExitCode int       `json:"exit_code"`
+	Stdout   string    `json:"stdout"`
+	Stderr   string    `json:"stderr"`
+	TimedOut bool      `json:"timed_out"`
+	Report   runReport `json:"report"`
 }
 
 func (r mcpResult) String() string {
@@ -315,14 +310,7 @@ func TestSessionServerKilled(t *testing.T) {
 			t.Fatal("the command never started")
 		}
 		// The session's init: agentbox mcp's child.
-		var zygote []string
-		for _, p := range procsWith("agentbox-init") {
-			pid, _, _ := strings.Cut(p, ":")
-			b, _ := os.ReadFile("/proc/" + pid + "/stat")
-			if f := strings.Fields(string(b)); len(f) > 3 && f[3] == fmt.Sprint(srv.Process.Pid) {
-				zygote = append(zygote, pid)
-			}
-		}
+		zygote := sessionInits(srv.Process.Pid)
 		if len(zygote) != 1 {
 			t.Fatalf("the session's init is not agentbox mcp's child: %v", zygote)
 		}
@@ -427,22 +415,192 @@ func TestSessionEscapeSuite(t *testing.T) {
 	})
 }
 
-// TestSessionAllowList: with a network allow-list, each call of agentbox
-// mcp runs as a lone run with agentbox's proxy (the proxy variables point
-// at it; the allow-list tests in egress_test.go check what it lets
-// through), and its report is the run report.
+// TestSessionAllowList: with a network allow-list, the commands of one
+// agentbox mcp session (one zygote, one proxy) reach exactly what a lone
+// run reaches (egressProbe: the same destinations allowed and refused,
+// the servers on the host counting), and each call's report and stderr
+// summary hold that call's decisions only: a first call that made no
+// request reports none, and calls running at the same time, each asking
+// for destinations of its own, get separate reports. The proxy is not on
+// the host's loopback; a finished call's listeners are gone from the
+// session's namespace, and nothing of the session is left once the
+// client hangs up.
 func TestSessionAllowList(t *testing.T) {
+	needBin(t)
+	p := newEgressProbe(t)
+	curl, _ := exec.LookPath("curl")
 	forEachUser(t, func(t *testing.T, u *testUser) {
+		p.reset()
 		fx := newFixture(t, u)
-		cs, _, _ := mcpServer(t, u, fx, "--allow-domain", "good.test")
+		args := append([]string{"mcp", "-C", fx.ws}, p.allow...)
+		cs, srv, hangUp := mcpServerCmd(t, command(u, runOpts{env: append(fx.env(), "AGENTBOX_TEST_HOSTS="+p.hosts), dir: fx.ws}, binPath, args...))
 		r := mcpSh(t, cs, `echo "$http_proxy"`)
-		if r.ExitCode != 0 || !strings.HasPrefix(r.Stdout, "http://127.0.0.1:") {
-			t.Errorf("allow-list call: %v", r)
+		if r.ExitCode != 0 || !strings.HasPrefix(r.Stdout, "http://127.0.0.1:") || r.Report.Network.Mode != "allow-list" ||
+			len(r.Report.Network.Allowed)+len(r.Report.Network.Denied) != 0 {
+			t.Fatalf("first call: %v %+v", r, r.Report)
 		}
-		if r.Report.Network.Mode != "allow-list" {
-			t.Errorf("report network mode %q, want allow-list", r.Report.Network.Mode)
+		if zygotes := sessionInits(srv.Process.Pid); len(zygotes) != 1 {
+			t.Fatalf("want one session sandbox under agentbox mcp, got %v", zygotes)
+		}
+		r = mcpRun(t, cs, map[string]any{"command": []string{"/bin/bash", "-c", p.script}})
+		if r.ExitCode != 0 {
+			t.Fatalf("probe: %v", r)
+		}
+		p.check(t, r.Stdout, r.Stderr, r.Report)
+
+		// Parallel calls: call i asks for good.test i+1 times and for
+		// evili.test once, waiting until every call has made its
+		// requests, so that they overlap.
+		const n = 4
+		p.reset()
+		results := make([]mcpResult, n)
+		var wg sync.WaitGroup
+		for i := range n {
+			script := fmt.Sprintf(`for _ in $(seq %[3]d); do %[1]s -fsS %[2]s >/dev/null || echo FAIL; done
+%[1]s -fsS %[4]s 2>/dev/null && echo FAIL evil
+touch "$WS/req%[5]d"; for _ in $(seq 100); do [ "$(ls "$WS"/req* | wc -l)" -ge %[6]d ] && break; sleep 0.1; done
+echo "$http_proxy"`, curl, p.good.at("good.test"), i+1, p.bad.at(fmt.Sprintf("evil%d.good.test.evil.test", i)), i, n)
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				results[i] = mcpSh(t, cs, script)
+			}()
+		}
+		wg.Wait()
+		proxies := map[string]bool{}
+		for i, r := range results {
+			if r.ExitCode != 0 || strings.Contains(r.Stdout, "FAIL") {
+				t.Errorf("parallel call %d: %v", i, r)
+				continue
+			}
+			proxies[r.Stdout] = true
+			a, d := r.Report.Network.Allowed, r.Report.Network.Denied
+			if len(a) != 1 || a[0].Host != "good.test" || a[0].Count != i+1 {
+				t.Errorf("parallel call %d: allowed %+v, want good.test %d times", i, a, i+1)
+			}
+			evil := fmt.Sprintf("evil%d.good.test.evil.test", i)
+			if len(d) != 1 || d[0].Host != evil || d[0].Count != 1 {
+				t.Errorf("parallel call %d: denied %+v, want only %s once", i, d, evil)
+			}
+			if line := fmt.Sprintf("agentbox: network: refused %s:%d (not in allowed_domains)\n", evil, p.bad.port); !strings.HasSuffix(r.Stderr, line) {
+				t.Errorf("parallel call %d: stderr does not end with its own refusal %q: %q", i, line, r.Stderr)
+			}
+		}
+		if len(proxies) != n {
+			t.Errorf("calls running at once shared proxy listeners: %v", proxies)
+		}
+		if got, want := p.good.hits.Load(), int64(n*(n+1)/2); got != want {
+			t.Errorf("host: the allowed server got %d requests, want %d", got, want)
+		}
+		if n := p.bad.hits.Load(); n != 0 {
+			t.Errorf("host: the refused server got %d requests", n)
+		}
+
+		// Nothing listens for the session on the host (the proxy's
+		// listeners are in the session's namespace), and in that
+		// namespace only the current call's two listeners are left.
+		if l := hostListeners(t, srv.Process.Pid); len(l) != 0 {
+			t.Errorf("agentbox mcp listens on the host: %v", l)
+		}
+		r = mcpSh(t, cs, `echo $http_proxy $ALL_PROXY; awk '$4 == "0A" { print $2 }' /proc/net/tcp /proc/net/tcp6`)
+		if f := strings.Fields(r.Stdout); len(f) != 4 {
+			t.Errorf("listening in the session's namespace, want only this call's two: %q", r.Stdout)
+		}
+		zygotes := sessionInits(srv.Process.Pid)
+		hangUp.Close()
+		if !waitFor(5*time.Second, func() bool { return procState(srv.Process.Pid) == "Z" || procState(srv.Process.Pid) == "" }) {
+			t.Fatal("agentbox mcp did not exit when its client hung up")
+		}
+		for _, z := range zygotes {
+			if pid, _ := strconv.Atoi(z); procState(pid) != "" {
+				t.Errorf("the session's sandbox %d outlived agentbox mcp", pid)
+			}
 		}
 	})
+}
+
+// TestSessionAllowListDegraded: without user namespaces, agentbox mcp
+// with an allow-list runs each call as a lone degraded run would: refused
+// without --allow-degraded; with it, through a proxy on the host's
+// loopback for that call alone, the connect supervisor allowing TCP to
+// its two ports only. The full egressProbe holds, and each call reports
+// its own decisions.
+func TestSessionAllowListDegraded(t *testing.T) {
+	needBin(t)
+	if _, err := exec.LookPath("unshare"); err != nil {
+		t.Fatalf("unshare(1) is needed to test the fallback: %v", err)
+	}
+	p := newEgressProbe(t)
+	forEachUser(t, func(t *testing.T, u *testUser) {
+		for _, optIn := range []bool{false, true} {
+			p.reset()
+			fx := newFixture(t, u)
+			args := []string{"-Ur", "sh", "-c", `echo 0 > /proc/sys/user/max_user_namespaces && exec "$0" "$@"`, binPath, "mcp", "-C", fx.ws}
+			args = append(args, p.allow...)
+			if optIn {
+				args = append(args, "--allow-degraded")
+			}
+			cs, _, _ := mcpServerCmd(t, command(u, runOpts{env: append(fx.env(), "AGENTBOX_TEST_HOSTS="+p.hosts), dir: fx.ws}, "unshare", args...))
+			if !optIn {
+				r := mcpSh(t, cs, `echo ran > "$WS/ran.txt"`)
+				if r.ExitCode != 125 || !strings.Contains(r.Stderr, "--allow-degraded") || !strings.Contains(r.Stderr, "allow-list proxy listens on the host's loopback") {
+					t.Errorf("without opt-in: want 125 naming the proxy gap: %v", r)
+				}
+				assertAbsent(t, filepath.Join(fx.ws, "ran.txt"))
+				continue
+			}
+			if r := mcpSh(t, cs, "true"); r.ExitCode != 0 || len(r.Report.Network.Allowed)+len(r.Report.Network.Denied) != 0 {
+				t.Fatalf("first call: %v %+v", r, r.Report)
+			}
+			r := mcpRun(t, cs, map[string]any{"command": []string{"/bin/bash", "-c", p.script}})
+			if r.ExitCode != 0 || !strings.Contains(r.Stderr, "running degraded") {
+				t.Fatalf("probe: %v", r)
+			}
+			p.check(t, r.Stdout, r.Stderr, r.Report)
+		}
+	})
+}
+
+// sessionInits are the pids of the init stages (session zygotes) whose
+// parent is pid.
+func sessionInits(pid int) []string {
+	var out []string
+	for _, p := range procsWith("agentbox-init") {
+		id, _, _ := strings.Cut(p, ":")
+		b, _ := os.ReadFile("/proc/" + id + "/stat")
+		if f := strings.Fields(string(b)); len(f) > 3 && f[3] == fmt.Sprint(pid) {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+// hostListeners are the listening TCP sockets of the host's network
+// namespace that process pid holds, as inodes.
+func hostListeners(t *testing.T, pid int) []string {
+	t.Helper()
+	held := map[string]bool{}
+	ents, _ := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+	for _, e := range ents {
+		if l, err := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", pid, e.Name())); err == nil {
+			if ino, ok := strings.CutPrefix(l, "socket:["); ok {
+				held[strings.TrimSuffix(ino, "]")] = true
+			}
+		}
+	}
+	var out []string
+	for _, f := range []string{"/proc/self/net/tcp", "/proc/self/net/tcp6"} {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, line := range strings.Split(string(b), "\n")[1:] {
+			if fs := strings.Fields(line); len(fs) > 9 && fs[3] == "0A" && held[fs[9]] {
+				out = append(out, fs[1])
+			}
+		}
+	}
+	return out
 }
 
 // TestSessionToolCaches: a session's commands get the tool caches a lone
@@ -481,14 +639,7 @@ func TestSessionSandboxKilled(t *testing.T) {
 		if _, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "run", Arguments: map[string]any{"command": []string{"true"}}}); err != nil {
 			t.Fatalf("first call: %v", err)
 		}
-		var zygote []string
-		for _, p := range procsWith("agentbox-init") {
-			pid, _, _ := strings.Cut(p, ":")
-			b, _ := os.ReadFile("/proc/" + pid + "/stat")
-			if f := strings.Fields(string(b)); len(f) > 3 && f[3] == fmt.Sprint(srv.Process.Pid) {
-				zygote = append(zygote, pid)
-			}
-		}
+		zygote := sessionInits(srv.Process.Pid)
 		if len(zygote) != 1 {
 			t.Fatalf("the session's init is not agentbox mcp's child: %v", zygote)
 		}

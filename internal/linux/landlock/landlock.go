@@ -77,6 +77,11 @@ type Config struct {
 	// kernels before ABI 8 each thread restricted separately gets a
 	// sibling domain, and scoping then forbids signalling across them.
 	ThisThread bool
+	// NoNewPrivsSet says the caller has set no_new_privs on every thread
+	// already, so restricting them all takes one call to every thread
+	// instead of two. Without no_new_privs (or CAP_SYS_ADMIN) on a
+	// thread, the kernel refuses to restrict it, and Restrict fails.
+	NoNewPrivsSet bool
 	// UnixConnect leaves connecting to pathname unix sockets unhandled
 	// (ABI 9): for the init stage's own threads, whose connects on the
 	// command's behalf the unix socket supervisor has already decided.
@@ -171,7 +176,9 @@ func ABI() (int, error) {
 
 // Restrict enforces cfg on the whole calling process (every thread), or on
 // the calling thread only when cfg.ThisThread is set, and on everything
-// executed from there afterwards. It also sets no_new_privs. It either
+// executed from there afterwards. On every thread it also sets
+// no_new_privs first, unless cfg.NoNewPrivsSet; the caller of a
+// ThisThread restriction sets it on its thread itself. It either
 // enforces every right the kernel supports or fails; it never returns
 // success with less. Call it once, late in the init stage: after mounts
 // and capability dropping, before seccomp (whose filter denies nothing

@@ -9,6 +9,7 @@ import (
 	"github.com/landlock-lsm/go-landlock/landlock"
 	ll "github.com/landlock-lsm/go-landlock/landlock/syscall"
 	"golang.org/x/sys/unix"
+	"kernel.org/pub/linux/libs/security/libcap/psx"
 )
 
 // erratumSignalScope is the bit landlock_create_ruleset(...ERRATA)
@@ -57,14 +58,17 @@ func restrict(cfg Config) (Applied, error) {
 		}
 		return applied, nil
 	}
-	var llrules []landlock.Rule
-	for _, r := range rules {
-		llrules = append(llrules, landlock.PathAccess(r.access, r.paths...))
+	// Every thread. go-landlock always sets no_new_privs on each thread
+	// first, which costs a second stop-the-world round of signals to
+	// every thread when the caller has done it already; the same ruleset
+	// as for one thread, enforced on each through psx, does not.
+	if !cfg.NoNewPrivsSet {
+		if _, _, errno := psx.Syscall6(unix.SYS_PRCTL, unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0, 0); errno != 0 {
+			return Applied{}, fmt.Errorf("landlock: %w", &os.SyscallError{Syscall: "prctl(PR_SET_NO_NEW_PRIVS) on every thread", Err: errno})
+		}
 	}
-	// llcfg is not BestEffort: go-landlock enforces exactly llcfg or
-	// fails, and plan only asked for what this ABI supports.
-	if err := llcfg.Restrict(llrules...); err != nil {
-		return Applied{}, fmt.Errorf("landlock: enforcing %v: %w", llcfg, err)
+	if err := restrictEveryThread(llcfg, rules); err != nil {
+		return Applied{}, fmt.Errorf("landlock: enforcing %v on every thread: %w", llcfg, err)
 	}
 	return applied, nil
 }
@@ -73,17 +77,38 @@ func restrict(cfg Config) (Applied, error) {
 // raw syscalls: go-landlock always restricts every thread. The caller
 // must hold runtime.LockOSThread and have set no_new_privs on this thread.
 func restrictThread(c landlock.Config, rules []pathRule) error {
-	fd, err := buildRuleset(c, rules)
+	fd, err := ruleset(c, rules)
 	if err != nil {
 		return err
 	}
 	defer unix.Close(fd)
-	return restrictSelf(fd)
+	if err := ll.LandlockRestrictSelf(fd, 0); err != nil {
+		return &os.SyscallError{Syscall: "landlock_restrict_self", Err: err}
+	}
+	return nil
 }
 
-// buildRuleset creates a ruleset holding rules and returns its fd
-// (close-on-exec, as landlock_create_ruleset makes every ruleset fd).
-func buildRuleset(c landlock.Config, rules []pathRule) (int, error) {
+// restrictEveryThread enforces the ruleset on every thread, with psx
+// (package threads_linux.go in internal/linux says how). The caller must
+// have set no_new_privs on every thread. On kernels before ABI 8 each
+// thread gets a sibling domain with the same rules, as go-landlock's
+// enforcement gives them; the rules always let every directory be listed,
+// so libpsx's own look at /proc/self/task after the call (go-landlock's
+// issue 39) is never refused.
+func restrictEveryThread(c landlock.Config, rules []pathRule) error {
+	fd, err := ruleset(c, rules)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	if _, _, errno := psx.Syscall6(unix.SYS_LANDLOCK_RESTRICT_SELF, uintptr(fd), 0, 0, 0, 0, 0); errno != 0 {
+		return &os.SyscallError{Syscall: "landlock_restrict_self on every thread", Err: errno}
+	}
+	return nil
+}
+
+// ruleset builds the ruleset for c and rules and returns its fd.
+func ruleset(c landlock.Config, rules []pathRule) (int, error) {
 	attr := ll.RulesetAttr{HandledAccessFS: uint64(c.HandledAccessFS), Scoped: uint64(c.Scoped)}
 	fd, err := ll.LandlockCreateRuleset(&attr, 0)
 	if err != nil {
@@ -112,13 +137,6 @@ func buildRuleset(c landlock.Config, rules []pathRule) (int, error) {
 	return fd, nil
 }
 
-func restrictSelf(fd int) error {
-	if err := ll.LandlockRestrictSelf(fd, 0); err != nil {
-		return &os.SyscallError{Syscall: "landlock_restrict_self", Err: err}
-	}
-	return nil
-}
-
 // Ruleset is the ruleset of [Restrict] with [Config].ThisThread, built
 // once so that many threads can each be restricted by it without opening
 // the paths and adding the rules again: a session's zygote restricts one
@@ -145,7 +163,7 @@ func NewRuleset(cfg Config) (*Ruleset, error) {
 		return nil, err
 	}
 	applied.Notes = notes
-	fd, err := buildRuleset(llcfg, rules)
+	fd, err := ruleset(llcfg, rules)
 	if err != nil {
 		return nil, fmt.Errorf("landlock: building %v: %w", llcfg, err)
 	}
@@ -156,8 +174,8 @@ func NewRuleset(cfg Config) (*Ruleset, error) {
 // new domain. The caller must hold runtime.LockOSThread and never unlock
 // it, and must have set no_new_privs on this thread.
 func (r *Ruleset) RestrictThread() (Applied, error) {
-	if err := restrictSelf(r.fd); err != nil {
-		return Applied{}, fmt.Errorf("landlock: enforcing: %w", err)
+	if err := ll.LandlockRestrictSelf(r.fd, 0); err != nil {
+		return Applied{}, fmt.Errorf("landlock: enforcing: %w", &os.SyscallError{Syscall: "landlock_restrict_self", Err: err})
 	}
 	return r.applied, nil
 }

@@ -8,9 +8,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 // Landlock cannot be lifted once applied, so every test that restricts
@@ -271,4 +274,80 @@ func TestABI(t *testing.T) {
 		t.Errorf("ABI %d outside 1..%d", v, maxKnownABI)
 	}
 	t.Logf("Landlock ABI %d", v)
+}
+
+// TestRestrictThreads: a ThisThread restriction holds on the calling
+// thread and what it forks, and nowhere else in the process: the sandbox's
+// init forks the command from that thread while its other threads serve
+// the command. A restriction of every thread (enforced through psx,
+// without go-landlock) holds on each, and on threads made afterwards.
+func TestRestrictThreads(t *testing.T) {
+	requireABI(t, DefaultMinABI)
+	for _, mode := range []string{"this-thread", "every-thread"} {
+		t.Run(mode, func(t *testing.T) {
+			if !isSubprocess(t) {
+				base := t.TempDir()
+				if err := os.Mkdir(filepath.Join(base, "rw"), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				runSubprocess(t, "TEST_BASE="+base)
+				return
+			}
+			restrictThreads(t, mode == "this-thread", os.Getenv("TEST_BASE"))
+		})
+	}
+}
+
+func restrictThreads(t *testing.T, thisThread bool, base string) {
+	runtime.LockOSThread()
+	// A thread of its own, made before the restriction.
+	jobs := make(chan func())
+	go func() {
+		runtime.LockOSThread()
+		for j := range jobs {
+			j()
+		}
+	}()
+	onOther := func(f func()) {
+		done := make(chan struct{})
+		jobs <- func() { f(); close(done) }
+		<-done
+	}
+	create := func(name string) error { return os.WriteFile(filepath.Join(base, name), nil, 0o644) }
+	rw := filepath.Join(base, "rw")
+	if thisThread {
+		if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := Restrict(Config{WritableRoots: []string{rw}, ThisThread: thisThread}); err != nil {
+		t.Fatalf("Restrict: %v", err)
+	}
+	wantErrno(t, "create outside on the restricted thread", create("main"), syscall.EACCES)
+	if err := os.WriteFile(filepath.Join(rw, "main"), nil, 0o644); err != nil {
+		t.Errorf("create inside on the restricted thread: %v", err)
+	}
+	var otherErr error
+	onOther(func() { otherErr = create("other") })
+	if thisThread {
+		if otherErr != nil {
+			t.Errorf("create outside on another thread: %v (only the calling thread was to be restricted)", otherErr)
+		}
+	} else {
+		wantErrno(t, "create outside on another thread", otherErr, syscall.EACCES)
+		// A thread made now is cloned from a restricted one.
+		errc := make(chan error)
+		go func() {
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
+			errc <- create("later")
+		}()
+		wantErrno(t, "create outside on a thread made afterwards", <-errc, syscall.EACCES)
+	}
+	// What this thread forks is restricted either way.
+	script := fmt.Sprintf(`! (: >%s/child) 2>/dev/null && : >%s/child`, base, rw)
+	if out, err := exec.Command("/bin/sh", "-c", script).CombinedOutput(); err != nil {
+		t.Errorf("child of the restricted thread: %v\n%s", err, out)
+	}
+	close(jobs)
 }

@@ -16,9 +16,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentbox/agentbox/internal/fspath"
 	"github.com/agentbox/agentbox/internal/linux/landlock"
 	"github.com/agentbox/agentbox/internal/linux/seccomp"
-	"github.com/agentbox/agentbox/policy"
 	"golang.org/x/sys/unix"
 )
 
@@ -75,7 +75,7 @@ func superviseMain(mode string) int {
 			fmt.Fprintln(os.Stderr, "seccomp:", err)
 			return 2
 		}
-		sup, err = Start(func(p string, _ *unix.Stat_t) bool { return policy.Within(p, root) },
+		sup, err = Start(func(p string, _ *unix.Stat_t) bool { return fspath.Within(p, root) },
 			Options{RefuseAbstract: mode == "supervise-noabstract"})
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "start:", err)

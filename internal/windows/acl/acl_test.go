@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agentbox/agentbox/internal/rawpolicy"
 	"github.com/agentbox/agentbox/policy"
 )
 
@@ -174,7 +175,7 @@ func TestPlanEntries(t *testing.T) {
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("plan:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
-	if pl := PlanFor(&policy.Policy{Mode: policy.DangerFullAccess}, wsSID); len(pl.Entries) != 0 {
+	if pl := PlanFor(rawpolicy.New(rawpolicy.Fields{Mode: policy.DangerFullAccess}), wsSID); len(pl.Entries) != 0 {
 		t.Error("full access planned ACEs")
 	}
 }
@@ -281,13 +282,13 @@ func (l *linkStore) SetLinkDACL(p, sddl string, protected bool) error {
 // link's inherited allow (DELETE included) would let the command delete
 // it and put another link there.
 func TestApplyDeniesOnLinkObject(t *testing.T) {
-	pol := &policy.Policy{
+	pol := rawpolicy.New(rawpolicy.Fields{
 		Mode: policy.WorkspaceWrite, Cwd: `C:\w`, WritableRoots: []string{`C:\w`},
 		Protected: []policy.Protected{
 			{Path: `C:\w\.agents`, Kind: policy.Symlink, Root: `C:\w`},
 			{Path: `C:\w\.git`, Kind: policy.Dir, Root: `C:\w`},
 		},
-	}
+	})
 	inherited := "D:AI(A;OICIID;0x1301bf;;;" + wsSID + ")(A;OICIID;FA;;;SY)"
 	st := &linkStore{
 		memStore: memStore{dacl: map[string]string{

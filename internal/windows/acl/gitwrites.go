@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/agentbox/agentbox/internal/gitguard"
+	"github.com/agentbox/agentbox/internal/rawpolicy"
 	"github.com/agentbox/agentbox/policy"
 )
 
@@ -12,7 +14,7 @@ import (
 // per object, not per name, so "open .git but keep config read-only"
 // becomes: .git loses its Medium label and its deny (it inherits the
 // writable root's allow and Low label like any directory there), and each
-// of [policy.GitReadOnlyPaths] becomes a protected path of its own: an
+// of [gitguard.ReadOnlyPaths] becomes a protected path of its own: an
 // explicit Medium label and a deny of every write for the run's SIDs. A
 // missing one cannot be guarded as a name, so it gets a placeholder (an
 // empty directory, or a file git reads as absent) that stays on disk.
@@ -56,18 +58,18 @@ type GitPlan struct {
 
 // ResolveGitWrites finds the .git directories of pol that allow_git_writes
 // opens (a protected directory named .git inside a writable root that
-// holds a regular HEAD file, as [policy.GitWritableDir] decides on the
-// host) and resolves [policy.GitReadOnlyPaths] in each. stat describes a
+// holds a regular HEAD file, as [gitguard.WritableDir] decides on the
+// host) and resolves [gitguard.ReadOnlyPaths] in each. stat describes a
 // path without following links. A read-only path that is a link is
 // refused: its DACL and label would be the link's, not what git reads.
 func ResolveGitWrites(pol *policy.Policy, stat func(string) (PathInfo, error)) (GitPlan, error) {
 	var g GitPlan
-	if pol == nil || !pol.AllowGitWrites || pol.Mode != policy.WorkspaceWrite {
+	if pol == nil || !pol.AllowGitWrites() || pol.Mode() != policy.WorkspaceWrite {
 		return g, nil
 	}
-	for _, pr := range pol.Protected {
+	for _, pr := range pol.Protected() {
 		p := Clean(pr.Path)
-		if pr.Kind != policy.Dir || pr.Root == "" || !strings.EqualFold(base(p), ".git") || !withinAny(p, pol.WritableRoots) {
+		if pr.Kind != policy.Dir || pr.Root == "" || !strings.EqualFold(base(p), ".git") || !withinAny(p, pol.WritableRoots()) {
 			continue
 		}
 		head, err := stat(Join(p, "HEAD"))
@@ -82,7 +84,7 @@ func ResolveGitWrites(pol *policy.Policy, stat func(string) (PathInfo, error)) (
 		}
 		g.GitDirs = append(g.GitDirs, p)
 		g.addGuard(p)
-		for _, ro := range policy.GitReadOnlyPaths {
+		for _, ro := range gitguard.ReadOnlyPaths {
 			if err := g.carve(p, ro, stat); err != nil {
 				return GitPlan{}, err
 			}
@@ -91,7 +93,7 @@ func ResolveGitWrites(pol *policy.Policy, stat func(string) (PathInfo, error)) (
 	return g, nil
 }
 
-func (g *GitPlan) carve(gitdir string, ro policy.GitReadOnly, stat func(string) (PathInfo, error)) error {
+func (g *GitPlan) carve(gitdir string, ro gitguard.ReadOnly, stat func(string) (PathInfo, error)) error {
 	path, dir, placeholder := gitdir, ro.Dir, ro.Placeholder
 	// Walk down the components; the first missing one is guarded whole
 	// (a directory placeholder), as Linux does.
@@ -162,15 +164,12 @@ func (g GitPlan) Policy(pol *policy.Policy) *policy.Policy {
 	if len(g.GitDirs) == 0 {
 		return pol
 	}
-	cp := *pol
-	cp.Protected = nil
-	for _, pr := range pol.Protected {
-		if !slices.ContainsFunc(g.GitDirs, func(x string) bool { return SamePath(x, pr.Path) }) {
-			cp.Protected = append(cp.Protected, pr)
-		}
-	}
-	cp.Protected = append(cp.Protected, g.Carveouts...)
-	return &cp
+	return rawpolicy.Edit(pol, func(f *rawpolicy.Fields) {
+		f.Protected = slices.DeleteFunc(f.Protected, func(pr policy.Protected) bool {
+			return slices.ContainsFunc(g.GitDirs, func(x string) bool { return SamePath(x, pr.Path) })
+		})
+		f.Protected = append(f.Protected, g.Carveouts...)
+	})
 }
 
 // SIDPlan is the DACL part for the run's SIDs (sidOf as for PlanForRoots):
@@ -181,7 +180,7 @@ func (g GitPlan) SIDPlan(pol *policy.Policy, sidOf func(root string) string) Pla
 	pl.Files = append(pl.Files, g.Files...)
 	for _, d := range g.GitDirs {
 		var done []string
-		for _, r := range pol.WritableRoots {
+		for _, r := range pol.WritableRoots() {
 			if s := sidOf(r); Within(d, r) && !slices.Contains(done, s) {
 				done = append(done, s)
 				pl.Remove = append(pl.Remove, Entry{

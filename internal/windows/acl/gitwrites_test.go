@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agentbox/agentbox/internal/rawpolicy"
 	"github.com/agentbox/agentbox/policy"
 )
 
@@ -36,9 +37,7 @@ func modelStat(m *Model) func(string) (PathInfo, error) {
 }
 
 func gitPolicy() *policy.Policy {
-	pol := scenePolicy()
-	pol.AllowGitWrites = true
-	return pol
+	return rawpolicy.Edit(scenePolicy(), func(f *rawpolicy.Fields) { f.AllowGitWrites = true })
 }
 
 // unelevatedPlan is what Prepare applies for pol (SIDs, labels, guards),
@@ -227,8 +226,7 @@ func TestGitWritesOffPlanUnchanged(t *testing.T) {
 	if got := unelevatedPlan(t, m, pol); !reflect.DeepEqual(got, plain) {
 		t.Errorf("plan without allow_git_writes changed:\n got %+v\nwant %+v", got, plain)
 	}
-	ro := gitPolicy()
-	ro.Mode = policy.ReadOnly
+	ro := rawpolicy.Edit(gitPolicy(), func(f *rawpolicy.Fields) { f.Mode = policy.ReadOnly })
 	if g, _ := ResolveGitWrites(ro, modelStat(m)); len(g.GitDirs) != 0 {
 		t.Errorf("read-only policy opened %q", g.GitDirs)
 	}

@@ -200,7 +200,7 @@ func CheckLabelRoots(roots []string, profile string) error {
 		case SamePath(Parent(r), r):
 			return fmt.Errorf("writable root %s is a drive root: unelevated mode labels writable roots Low integrity, which would let every Low-integrity program write anywhere on it; use a project directory", r)
 		case profile != "" && Within(profile, r):
-			return fmt.Errorf("writable root %s contains your profile %s: unelevated mode labels writable roots Low integrity, which would let every Low-integrity program write all over the profile (its Startup folder included); run from a project directory, or with -s read-only", r, profile)
+			return fmt.Errorf("writable root %s contains your profile %s: unelevated mode labels writable roots Low integrity, which would let every Low-integrity program write all over the profile (its Startup folder included); run from a project directory, or with Options.Mode read-only", r, profile)
 		}
 	}
 	return nil

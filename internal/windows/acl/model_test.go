@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agentbox/agentbox/internal/rawpolicy"
 	"github.com/agentbox/agentbox/policy"
 )
 
@@ -51,7 +52,7 @@ func scene() *Model {
 }
 
 func scenePolicy() *policy.Policy {
-	return &policy.Policy{
+	return rawpolicy.New(rawpolicy.Fields{
 		Mode:          policy.WorkspaceWrite,
 		Cwd:           proj,
 		WritableRoots: []string{temp, proj, wt},
@@ -67,8 +68,8 @@ func scenePolicy() *policy.Policy {
 			{Path: wt + `\.codex`, Kind: policy.Missing, Root: wt},
 			{Path: wt + `\.git`, Kind: policy.File, Root: wt},
 		},
-		ProtectedNames: policy.DefaultProtectedNames,
-	}
+		ProtectedNames: policy.DefaultProtectedNames(),
+	})
 }
 
 // userToken is the user's own token; sandboxToken is what agentbox builds
@@ -193,7 +194,7 @@ func TestReadOnlyPolicy(t *testing.T) {
 	// The workspace SID's grants are on disk from an earlier
 	// workspace-write run; a read-only run uses a different SID.
 	m.ApplyPlan(PlanFor(scenePolicy(), wsSID))
-	ro := &policy.Policy{Mode: policy.ReadOnly, Cwd: proj}
+	ro := rawpolicy.New(rawpolicy.Fields{Mode: policy.ReadOnly, Cwd: proj})
 	if pl := PlanFor(ro, roSID); len(pl.Entries) != 0 || len(pl.Mkdirs) != 0 {
 		t.Fatalf("read-only plan = %+v, want empty", pl)
 	}
@@ -386,9 +387,10 @@ func TestIntegrityPartsNeeded(t *testing.T) {
 // documented residual: that directory can be renamed aside with it, and
 // ResidualRisks names it.
 func TestIntegrityResidualNested(t *testing.T) {
-	pol := scenePolicy()
 	nested := proj + `\vendor\lib\.git`
-	pol.Protected = append(pol.Protected, policy.Protected{Path: nested, Kind: policy.Dir, Root: proj})
+	pol := rawpolicy.Edit(scenePolicy(), func(f *rawpolicy.Fields) {
+		f.Protected = append(f.Protected, policy.Protected{Path: nested, Kind: policy.Dir, Root: proj})
+	})
 	m := scene()
 	m.Put(proj+`\vendor`, true)
 	m.Put(proj+`\vendor\lib`, true)
@@ -473,7 +475,7 @@ func TestMandatoryAllowed(t *testing.T) {
 // this run's SIDs in the token it cannot.
 func TestRootSIDsIsolateWorkspaces(t *testing.T) {
 	other := `C:\Users\u\src\other`
-	lastWeek := &policy.Policy{Mode: policy.WorkspaceWrite, Cwd: other, WritableRoots: []string{other}}
+	lastWeek := rawpolicy.New(rawpolicy.Fields{Mode: policy.WorkspaceWrite, Cwd: other, WritableRoots: []string{other}})
 	sids := map[string]string{Key(other): "S-1-5-21-9-9-9-1", Key(temp): "S-1-5-21-9-9-9-2", Key(proj): "S-1-5-21-9-9-9-3", Key(wt): "S-1-5-21-9-9-9-4"}
 	perRoot := func(r string) string { return sids[Key(r)] }
 	for _, c := range []struct {
@@ -491,7 +493,7 @@ func TestRootSIDsIsolateWorkspaces(t *testing.T) {
 		pol := scenePolicy()
 		m.ApplyPlan(PlanForRoots(pol, c.sidOf))
 		var runSIDs []string
-		for _, r := range pol.WritableRoots {
+		for _, r := range pol.WritableRoots() {
 			if s := c.sidOf(r); !slices.Contains(runSIDs, s) {
 				runSIDs = append(runSIDs, s)
 			}

@@ -78,10 +78,10 @@ func PlanFor(pol *policy.Policy, sid string) Plan {
 // of this run's SIDs reaches it through inheritance is denied.
 func PlanForRoots(pol *policy.Policy, sidOf func(root string) string) Plan {
 	var pl Plan
-	if pol.Mode != policy.WorkspaceWrite {
+	if pol.Mode() != policy.WorkspaceWrite {
 		return pl
 	}
-	for _, r := range pol.WritableRoots {
+	for _, r := range pol.WritableRoots() {
 		pl.Entries = append(pl.Entries, Entry{
 			Path: Clean(r),
 			ACE:  ACE{Flags: ObjectInherit | ContainerInherit, Mask: AllowWrite, SID: sidOf(r)},
@@ -90,7 +90,7 @@ func PlanForRoots(pol *policy.Policy, sidOf func(root string) string) Plan {
 	}
 	sidsFor := func(p string) []string {
 		var out []string
-		for _, r := range pol.WritableRoots {
+		for _, r := range pol.WritableRoots() {
 			if s := sidOf(r); Within(p, r) && !slices.Contains(out, s) {
 				out = append(out, s)
 			}
@@ -99,9 +99,9 @@ func PlanForRoots(pol *policy.Policy, sidOf func(root string) string) Plan {
 	}
 	guarded := map[string]bool{}
 	var guards []Entry
-	for _, pr := range pol.Protected {
+	for _, pr := range pol.Protected() {
 		p := Clean(pr.Path)
-		if !withinAny(p, pol.WritableRoots) {
+		if !withinAny(p, pol.WritableRoots()) {
 			continue // outside every root: nothing grants a write there
 		}
 		if pr.Kind == policy.Missing {
@@ -121,7 +121,7 @@ func PlanForRoots(pol *policy.Policy, sidOf func(root string) string) Plan {
 		// root containing it: deleting or renaming any of them (which
 		// needs DELETE on it, or FILE_DELETE_CHILD on its parent) would
 		// move p aside.
-		for _, d := range guardChain(p, pol.WritableRoots) {
+		for _, d := range guardChain(p, pol.WritableRoots()) {
 			for _, sid := range sidsFor(d) {
 				if k := Key(d) + "|" + sid; !guarded[k] {
 					guarded[k] = true
@@ -176,17 +176,17 @@ func guardChain(p string, roots []string) []string {
 // the protected path inside it.
 func IntegrityPlan(pol *policy.Policy, userSID string) Plan {
 	var pl Plan
-	if pol.Mode != policy.WorkspaceWrite {
+	if pol.Mode() != policy.WorkspaceWrite {
 		return pl
 	}
-	for _, r := range pol.WritableRoots {
+	for _, r := range pol.WritableRoots() {
 		pl.Labels = append(pl.Labels, LabelEntry{Path: Clean(r), Label: RootLabel, Why: "writable root"})
 	}
 	guarded := map[string]bool{}
 	var guards []Entry
-	for _, pr := range pol.Protected {
+	for _, pr := range pol.Protected() {
 		p := Clean(pr.Path)
-		if !withinAny(p, pol.WritableRoots) {
+		if !withinAny(p, pol.WritableRoots()) {
 			continue
 		}
 		l := ProtectedLabel
@@ -198,7 +198,7 @@ func IntegrityPlan(pol *policy.Policy, userSID string) Plan {
 			l = ProtectedFileLabel
 		}
 		pl.Labels = append(pl.Labels, LabelEntry{Path: p, Label: l, Why: "protected: " + pr.Why})
-		for _, d := range guardChain(p, pol.WritableRoots) {
+		for _, d := range guardChain(p, pol.WritableRoots()) {
 			if insideProtected(d, pol) {
 				continue // Medium already: the label denies FILE_DELETE_CHILD
 			}
@@ -222,16 +222,16 @@ func IntegrityPlan(pol *policy.Policy, userSID string) Plan {
 // below a non-protected directory of a writable root (that directory can
 // be renamed aside, taking the protected path with it).
 func ResidualRisks(pol *policy.Policy) []string {
-	if pol.Mode != policy.WorkspaceWrite {
+	if pol.Mode() != policy.WorkspaceWrite {
 		return nil
 	}
 	var out []string
-	for _, pr := range pol.Protected {
+	for _, pr := range pol.Protected() {
 		p := Clean(pr.Path)
-		if !withinAny(p, pol.WritableRoots) {
+		if !withinAny(p, pol.WritableRoots()) {
 			continue
 		}
-		for _, d := range guardChain(p, pol.WritableRoots) {
+		for _, d := range guardChain(p, pol.WritableRoots()) {
 			if isRootOrProtected(d, pol) {
 				continue
 			}
@@ -243,7 +243,7 @@ func ResidualRisks(pol *policy.Policy) []string {
 }
 
 func isRootOrProtected(d string, pol *policy.Policy) bool {
-	for _, r := range pol.WritableRoots {
+	for _, r := range pol.WritableRoots() {
 		if SamePath(d, r) {
 			return true
 		}
@@ -254,7 +254,7 @@ func isRootOrProtected(d string, pol *policy.Policy) bool {
 // insideProtected reports whether d is a protected path or lies inside
 // one, where the protected path's Medium label is inherited.
 func insideProtected(d string, pol *policy.Policy) bool {
-	for _, pr := range pol.Protected {
+	for _, pr := range pol.Protected() {
 		if (pr.Kind == policy.Dir || pr.Kind == policy.Missing) && Within(d, pr.Path) {
 			return true
 		}

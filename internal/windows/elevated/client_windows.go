@@ -30,6 +30,7 @@ type Process struct {
 
 	conn *os.File
 	pid  uint32
+	job  windows.Handle // see JobHandle
 	// Frames to the runner go through one writer goroutine (write): ctl
 	// (terminate) is never queued behind stdin, and no caller ever blocks
 	// on the pipe, so Kill returns at once even when the command does not
@@ -55,6 +56,25 @@ var KillGrace = 5 * time.Second
 
 // Pid is the command's process id (not the runner's).
 func (p *Process) Pid() uint32 { return p.pid }
+
+// JobHandle is this process's handle to the command's job, when the Spec
+// had ProxyPorts (0 otherwise). The caller closes it once nothing asks
+// the job anymore; Process never does, so the value cannot be reused for
+// another object while the caller still queries it.
+func (p *Process) JobHandle() windows.Handle { return p.job }
+
+// dupJob copies the runner's job handle v into this process, through the
+// runner's process handle (PROCESS_DUP_HANDLE).
+func dupJob(runner windows.Handle, v uint64) (windows.Handle, error) {
+	if v == 0 || v > uint64(^uintptr(0)) {
+		return 0, fmt.Errorf("agentbox-runner reported no job handle (an agentbox-runner older than this agentbox? run `agentbox setup` again)")
+	}
+	var h windows.Handle
+	if err := windows.DuplicateHandle(runner, windows.Handle(v), windows.CurrentProcess(), &h, 0, false, windows.DUPLICATE_SAME_ACCESS); err != nil {
+		return 0, os.NewSyscallError("DuplicateHandle(job)", err)
+	}
+	return h, nil
+}
 
 // launcher starts agentbox-runner with args and returns its process
 // handle and id. Production uses CreateProcessWithLogonW; tests start the
@@ -188,6 +208,15 @@ func start(ctx context.Context, s Spec, userSID string, launch launcher) (*Proce
 	}
 	p.pid = ready.PID
 	p.Job, p.JobUI = ready.Job, ready.UI
+	if len(s.ProxyPorts) > 0 {
+		// The allow-list proxy serves only the run's processes: it needs
+		// the job, which lives in the runner.
+		if p.job, err = dupJob(h, ready.JobHandle); err != nil {
+			conn.Close()
+			kill()
+			return fail(fmt.Errorf("the allow-list proxy needs the command's job to tell the run's connections from others: %w", err))
+		}
+	}
 	go p.write()
 	if s.Stdin != nil {
 		go p.feed(s.Stdin)

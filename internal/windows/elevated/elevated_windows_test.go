@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -18,6 +19,7 @@ import (
 
 	"golang.org/x/sys/windows"
 
+	"github.com/agentbox/agentbox/internal/windows/loopguard"
 	"github.com/agentbox/agentbox/internal/windows/setup"
 )
 
@@ -131,7 +133,7 @@ func selfLaunch(t *testing.T) launcher {
 		if err := cmd.Start(); err != nil {
 			return 0, 0, err
 		}
-		h, err := windows.OpenProcess(windows.PROCESS_TERMINATE|windows.SYNCHRONIZE|windows.PROCESS_QUERY_LIMITED_INFORMATION, false, uint32(cmd.Process.Pid))
+		h, err := windows.OpenProcess(windows.PROCESS_TERMINATE|windows.SYNCHRONIZE|windows.PROCESS_QUERY_LIMITED_INFORMATION|windows.PROCESS_DUP_HANDLE, false, uint32(cmd.Process.Pid))
 		if err != nil {
 			return 0, 0, err
 		}
@@ -206,6 +208,37 @@ func TestRunnerChildInJob(t *testing.T) {
 	}
 	if code, err := p.Wait(); err != nil || code != 0 || out.String() != "injob=1" {
 		t.Fatalf("code %d err %v out %q", code, err, out.String())
+	}
+}
+
+// TestRunnerJobHandle: with proxy ports, Start hands back the command's
+// job, duplicated from the runner, and it lists the command.
+func TestRunnerJobHandle(t *testing.T) {
+	s := spec(t, "sleep")
+	s.ProxyPorts = []int{41630}
+	p, err := start(context.Background(), s, selfSID(t), selfLaunch(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Wait()
+	defer p.Kill()
+	h := p.JobHandle()
+	if h == 0 {
+		t.Fatal("no job handle")
+	}
+	defer windows.CloseHandle(h)
+	pids, err := loopguard.JobPIDs(h)
+	if err != nil || !slices.Contains(pids, p.Pid()) {
+		t.Fatalf("job lists %v (%v), want the command %d", pids, err, p.Pid())
+	}
+	// Without proxy ports nothing is duplicated.
+	q, err := start(context.Background(), spec(t, "echo"), selfSID(t), selfLaunch(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	q.Wait()
+	if q.JobHandle() != 0 {
+		t.Error("job handle without proxy ports")
 	}
 }
 

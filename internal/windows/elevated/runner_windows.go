@@ -142,7 +142,7 @@ func (r *runner) run() (uint32, error) {
 	// Closing the job (also when this process dies) kills the tree.
 	defer sbx.Close()
 	proc, job := sbx.Process, sbx.Job
-	if err := r.send(ipc.TypeReady, ipc.Ready{PID: proc.Pid, Job: job.Limits.String(), UI: job.Limits.UI}); err != nil {
+	if err := r.send(ipc.TypeReady, ipc.Ready{PID: proc.Pid, Job: job.Limits.String(), UI: job.Limits.UI, JobHandle: uint64(job.Handle())}); err != nil {
 		job.Terminate(exitcode.SandboxFailure)
 		return 0, err
 	}

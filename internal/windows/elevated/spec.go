@@ -7,7 +7,10 @@ type Spec struct {
 	// Network selects the Online user (no firewall rules); false runs as
 	// the Offline user, whose outbound traffic the firewall blocks.
 	Network bool
-	// ProxyPorts must match what setup left open on loopback.
+	// ProxyPorts are the ports the run's allow-list proxy listens on
+	// (nil without one): each must be among those setup left open on
+	// 127.0.0.1, and Start then hands back the command's job
+	// (Process.JobHandle) for the proxy's check of each connection.
 	ProxyPorts []int
 	// Path is the resolved executable, Args the command line (Args[0] is
 	// what the command sees). CmdLine, when set, is used verbatim.

@@ -85,6 +85,11 @@ type Ready struct {
 	Job string `json:"job,omitempty"`
 	// UI reports that the job has its UI restrictions.
 	UI bool `json:"ui,omitempty"`
+	// JobHandle is the runner's handle to the command's job, a value in
+	// the runner's handle table: agentbox duplicates it through its
+	// handle to the runner process to ask which processes belong to the
+	// run (the allow-list proxy serves only those).
+	JobHandle uint64 `json:"job_handle,omitempty"`
 }
 
 // Exit reports how the command ended.

@@ -13,11 +13,16 @@ import (
 const RulePrefix = "agentbox-sandbox-"
 
 // Address sets. Windows firewall takes ranges; loopback is split out so a
-// proxy port range can be left open on it alone.
+// proxy port range can be left open on it alone, and 127.0.0.1 is split
+// out of loopback: the proxy listens there only, so the open ports are
+// not open on 127.0.0.2 or ::1, where any other program could listen on
+// them unseen by agentbox's listener check.
 const (
 	nonLoopbackV4 = "0.0.0.0-126.255.255.255,128.0.0.0-255.255.255.255"
 	nonLoopbackV6 = "::,::2-ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff"
 	loopback      = "127.0.0.0-127.255.255.255,::1"
+	proxyAddr     = "127.0.0.1"
+	otherLoopback = "127.0.0.0,127.0.0.2-127.255.255.255,::1"
 )
 
 // Rule is one block rule as agentbox wants it and as it reads it
@@ -43,9 +48,14 @@ func LocalUserSDDL(sid string) string { return "O:LSD:(A;;CC;;;" + sid + ")" }
 // OfflineRules returns the rules that cut the Offline user off the network
 // (and an inbound rule: no other machine reaches its listeners).
 // With no proxy ports one rule blocks everything. With proxy ports, the
-// rule is split so loopback TCP to those ports stays open and everything
-// else (other addresses, other loopback ports, loopback UDP) is blocked.
-// The Online user, and every other account, matches none of them.
+// rule is split so TCP to 127.0.0.1 on those ports stays open and
+// everything else is blocked: other addresses, other loopback addresses
+// (127.0.0.2 and up, ::1) on every port, other ports of 127.0.0.1, and
+// loopback UDP. The firewall cannot tell one run from another, nor
+// agentbox's proxy from another program listening on an open port: the
+// loopguard package does (a listener check before each run, and the
+// proxy's check of every connection's process). The Online user, and
+// every other account, matches none of the rules.
 func OfflineRules(offlineSID string, proxyPorts []int) []Rule {
 	base := Rule{Direction: "Outbound", Action: "Block", Enabled: true, Profile: "Any",
 		RemotePort: "Any", LocalUser: LocalUserSDDL(offlineSID)}
@@ -61,12 +71,40 @@ func OfflineRules(offlineSID string, proxyPorts []int) []Rule {
 		r.Name, r.Protocol, r.RemoteAddress = RulePrefix+"offline-block-all", "Any", "Any"
 		return []Rule{r, inbound}
 	}
-	remote, udp, tcp := base, base, base
+	remote, udp, other, tcp := base, base, base, base
 	remote.Name, remote.Protocol, remote.RemoteAddress = RulePrefix+"offline-block-remote", "Any", nonLoopbackV4+","+nonLoopbackV6
 	udp.Name, udp.Protocol, udp.RemoteAddress = RulePrefix+"offline-block-loopback-udp", "UDP", loopback
-	tcp.Name, tcp.Protocol, tcp.RemoteAddress = RulePrefix+"offline-block-loopback-tcp", "TCP", loopback
+	other.Name, other.Protocol, other.RemoteAddress = RulePrefix+"offline-block-loopback-other", "TCP", otherLoopback
+	tcp.Name, tcp.Protocol, tcp.RemoteAddress = RulePrefix+"offline-block-loopback-tcp", "TCP", proxyAddr
 	tcp.RemotePort = PortComplement(ports)
-	return []Rule{remote, udp, tcp, inbound}
+	return []Rule{remote, udp, other, tcp, inbound}
+}
+
+// openNote says which ports the rules leave open, for setup's report.
+func openNote(ports []int) string {
+	ports = normPorts(ports)
+	if len(ports) == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" but TCP to 127.0.0.1 ports %s (agentbox's proxy range)", PortList(ports))
+}
+
+// PortList writes sorted, unique ports as the firewall's "a-b,c" ranges.
+func PortList(ports []int) string {
+	var parts []string
+	for i := 0; i < len(ports); {
+		j := i
+		for j+1 < len(ports) && ports[j+1] == ports[j]+1 {
+			j++
+		}
+		if i == j {
+			parts = append(parts, strconv.Itoa(ports[i]))
+		} else {
+			parts = append(parts, fmt.Sprintf("%d-%d", ports[i], ports[j]))
+		}
+		i = j + 1
+	}
+	return strings.Join(parts, ",")
 }
 
 // PortComplement returns the TCP port ranges 1-65535 minus ports, in the

@@ -72,7 +72,7 @@ func ensureFirewall(ctx context.Context, offlineSID string, ports []int, out io.
 		}
 	}
 	if len(remove)+len(create) == 0 {
-		fmt.Fprintf(out, "firewall: %d rule(s) for %s already correct\n", len(want), OfflineUser)
+		fmt.Fprintf(out, "firewall: %d rule(s) for %s already correct%s\n", len(want), OfflineUser, openNote(ports))
 		return nil
 	}
 	have, err = queryRules(ctx)
@@ -82,7 +82,7 @@ func ensureFirewall(ctx context.Context, offlineSID string, ports []int, out io.
 	if _, create, why := FirewallPlan(want, have); len(create) > 0 {
 		return fmt.Errorf("firewall rules still wrong after repair: %s", strings.Join(why, "; "))
 	}
-	fmt.Fprintf(out, "firewall: %d rule(s) block all outbound traffic of %s\n", len(want), OfflineUser)
+	fmt.Fprintf(out, "firewall: %d rule(s) block all outbound traffic of %s%s\n", len(want), OfflineUser, openNote(ports))
 	return nil
 }
 

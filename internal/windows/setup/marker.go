@@ -39,8 +39,9 @@ func ParseMarker(b []byte) (*Marker, error) {
 func (m *Marker) Marshal() ([]byte, error) { return json.MarshalIndent(m, "", "  ") }
 
 // CheckMarker says whether elevated mode can run with marker m (nil when
-// the file is missing) for a policy that needs proxyPorts open. The error
-// wraps [ErrMissing] or [ErrOutdated] and says what to do.
+// the file is missing) for a run whose proxy listens on proxyPorts (nil
+// for a run without one): each must be one the firewall leaves open. The
+// error wraps [ErrMissing] or [ErrOutdated] and says what to do.
 func CheckMarker(m *Marker, proxyPorts []int) error {
 	if m == nil {
 		return ErrMissing
@@ -51,11 +52,19 @@ func CheckMarker(m *Marker, proxyPorts []int) error {
 	if m.OfflineSID == "" || m.OnlineSID == "" || m.Runner == "" {
 		return fmt.Errorf("%w (marker is incomplete)", ErrOutdated)
 	}
-	want := normPorts(proxyPorts)
-	if !slices.Equal(normPorts(m.ProxyPorts), want) {
-		return fmt.Errorf("%w (firewall leaves loopback ports %v open, the policy needs %v)", ErrOutdated, m.ProxyPorts, want)
+	for _, p := range normPorts(proxyPorts) {
+		if !slices.Contains(m.ProxyPorts, p) {
+			return fmt.Errorf("%w (the firewall leaves loopback ports %s open to %s, the run's proxy needs %d)", ErrOutdated, portsOrNone(m.ProxyPorts), OfflineUser, p)
+		}
 	}
 	return nil
+}
+
+func portsOrNone(p []int) string {
+	if len(p) == 0 {
+		return "none"
+	}
+	return PortList(normPorts(p))
 }
 
 func normPorts(p []int) []int {

@@ -29,7 +29,11 @@ import "errors"
 // Version is the setup version. Bump it whenever what setup puts on the
 // machine changes; agentbox then refuses elevated runs until setup is
 // re-run ([ErrOutdated]).
-const Version = 2
+//
+// Version 3: the Offline user may reach TCP 127.0.0.1 on a fixed range of
+// proxy ports (the marker's ProxyPorts, by default loopguard's), and no
+// other loopback address or port; the runner reports its job's handle.
+const Version = 3
 
 // Names of what setup creates.
 const (

@@ -2,7 +2,9 @@ package setup
 
 import (
 	"errors"
+	"net/netip"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -25,8 +27,20 @@ func TestCheckMarker(t *testing.T) {
 	if err := CheckMarker(&old, []int{3128, 8080}); !errors.Is(err, ErrOutdated) || !strings.Contains(err.Error(), "setup version") {
 		t.Errorf("old version: %v", err)
 	}
-	if err := CheckMarker(good, nil); !errors.Is(err, ErrOutdated) || !strings.Contains(err.Error(), "loopback ports") {
-		t.Errorf("port drift: %v", err)
+	// A run without a proxy needs no port; a proxy port outside what the
+	// firewall opened (or a marker of a setup that opened none) means
+	// setup must run again.
+	if err := CheckMarker(good, nil); err != nil {
+		t.Errorf("no proxy: %v", err)
+	}
+	if err := CheckMarker(good, []int{3128, 3129}); !errors.Is(err, ErrOutdated) || !strings.Contains(err.Error(), "ports 3128,8080 open") ||
+		!strings.Contains(err.Error(), "needs 3129") {
+		t.Errorf("port outside the open range: %v", err)
+	}
+	none := *good
+	none.ProxyPorts = nil
+	if err := CheckMarker(&none, []int{3128}); !errors.Is(err, ErrOutdated) || !strings.Contains(err.Error(), "ports none open") {
+		t.Errorf("setup opened no port: %v", err)
 	}
 	b, err := good.Marshal()
 	if err != nil {
@@ -135,23 +149,127 @@ func TestOfflineRules(t *testing.T) {
 		t.Fatalf("no proxy: %+v", rules)
 	}
 	checkInbound(t, rules[1], sid)
+	// Golden: the rule set with proxy ports, field by field.
 	rules = OfflineRules(sid, []int{8080, 3128, 3128})
-	if len(rules) != 4 {
-		t.Fatalf("proxy: %+v", rules)
+	user := LocalUserSDDL(sid)
+	out := Rule{Direction: "Outbound", Action: "Block", Enabled: true, Profile: "Any", RemotePort: "Any", LocalUser: user}
+	want := []Rule{out, out, out, out}
+	want[0].Name, want[0].Protocol, want[0].RemoteAddress = RulePrefix+"offline-block-remote", "Any",
+		"0.0.0.0-126.255.255.255,128.0.0.0-255.255.255.255,::,::2-ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff"
+	want[1].Name, want[1].Protocol, want[1].RemoteAddress = RulePrefix+"offline-block-loopback-udp", "UDP", "127.0.0.0-127.255.255.255,::1"
+	want[2].Name, want[2].Protocol, want[2].RemoteAddress = RulePrefix+"offline-block-loopback-other", "TCP", "127.0.0.0,127.0.0.2-127.255.255.255,::1"
+	want[3].Name, want[3].Protocol, want[3].RemoteAddress = RulePrefix+"offline-block-loopback-tcp", "TCP", "127.0.0.1"
+	want[3].RemotePort = "1-3127,3129-8079,8081-65535"
+	if len(rules) != 5 || !slices.Equal(rules[:4], want) {
+		t.Fatalf("proxy rules:\n got %+v\nwant %+v", rules, want)
 	}
+	checkInbound(t, rules[4], sid)
+	// Together the rules cover every address: remote + loopback.
+	if !sameAddresses(rules[0].RemoteAddress+","+loopback, "Any") ||
+		!sameAddresses(rules[2].RemoteAddress+","+rules[3].RemoteAddress, loopback) {
+		t.Error("remote and loopback ranges do not add up to every address")
+	}
+}
+
+// blockedBy models how the Windows Firewall decides an outbound packet of
+// the Offline user against agentbox's rules: the default outbound action
+// is allow and any matching enabled block rule blocks (block wins over
+// allow, and agentbox adds no allow rule). It returns the blocking rule's
+// name, "" when the connection goes through.
+func blockedBy(t *testing.T, rules []Rule, proto string, to netip.AddrPort) string {
+	t.Helper()
 	for _, r := range rules {
-		if !strings.HasPrefix(r.Name, RulePrefix) || r.LocalUser != LocalUserSDDL(sid) {
-			t.Errorf("rule %+v not scoped to the Offline user", r)
+		if r.Direction != "Outbound" || r.Action != "Block" || !r.Enabled {
+			continue
+		}
+		if r.Protocol != "Any" && !strings.EqualFold(r.Protocol, proto) {
+			continue
+		}
+		if r.RemoteAddress != "Any" {
+			rs, ok := addrRanges(r.RemoteAddress)
+			if !ok {
+				t.Fatalf("rule %s: unparsable addresses %q", r.Name, r.RemoteAddress)
+			}
+			a := to.Addr()
+			in := false
+			for _, x := range rs {
+				in = in || (a.Is4() == x.lo.Is4() && !a.Less(x.lo) && !x.hi.Less(a))
+			}
+			if !in {
+				continue
+			}
+		}
+		if r.RemotePort != "Any" && !portIn(t, r.RemotePort, int(to.Port())) {
+			continue
+		}
+		return r.Name
+	}
+	return ""
+}
+
+func portIn(t *testing.T, list string, p int) bool {
+	for _, f := range strings.Split(list, ",") {
+		lo, hi, ok := strings.Cut(f, "-")
+		if !ok {
+			hi = lo
+		}
+		a, err1 := strconv.Atoi(lo)
+		b, err2 := strconv.Atoi(hi)
+		if err1 != nil || err2 != nil {
+			t.Fatalf("bad port list %q", list)
+		}
+		if a <= p && p <= b {
+			return true
 		}
 	}
-	tcp := rules[2]
-	if tcp.Protocol != "TCP" || tcp.RemotePort != "1-3127,3129-8079,8081-65535" {
-		t.Errorf("loopback tcp rule %+v", tcp)
-	}
-	checkInbound(t, rules[3], sid)
-	// Together the rules cover every address: remote + loopback.
-	if !sameAddresses(rules[0].RemoteAddress+","+loopback, "Any") {
-		t.Error("remote and loopback ranges do not add up to every address")
+	return false
+}
+
+// TestOfflineRulesModel: with the proxy range open, the Offline user
+// reaches TCP 127.0.0.1 on exactly those ports and nothing else; with no
+// range, nothing at all.
+func TestOfflineRulesModel(t *testing.T) {
+	open := []int{41630, 41631, 41645}
+	rules := OfflineRules("S-1-5-21-1-2-3-1001", open)
+	none := OfflineRules("S-1-5-21-1-2-3-1001", nil)
+	for _, tc := range []struct {
+		proto, to string
+		open      bool
+	}{
+		{"TCP", "127.0.0.1:41630", true},
+		{"TCP", "127.0.0.1:41631", true},
+		{"TCP", "127.0.0.1:41645", true},
+		{"TCP", "127.0.0.1:41629", false},
+		{"TCP", "127.0.0.1:41632", false},
+		{"TCP", "127.0.0.1:41646", false},
+		{"TCP", "127.0.0.1:1", false},
+		{"TCP", "127.0.0.1:65535", false},
+		{"TCP", "127.0.0.2:41630", false},
+		{"TCP", "127.255.255.255:41630", false},
+		{"TCP", "127.0.0.0:41630", false},
+		{"TCP", "[::1]:41630", false},
+		{"TCP", "[::]:41630", false},
+		{"TCP", "[::2]:41630", false},
+		{"TCP", "10.0.0.1:41630", false},
+		{"TCP", "192.168.1.5:41630", false},
+		{"TCP", "0.0.0.0:41630", false},
+		{"TCP", "128.0.0.1:41630", false},
+		{"TCP", "126.255.255.255:41630", false},
+		{"TCP", "[2001:db8::1]:443", false},
+		{"UDP", "127.0.0.1:41630", false},
+		{"UDP", "127.0.0.1:53", false},
+		{"UDP", "[::1]:41630", false},
+		{"UDP", "8.8.8.8:53", false},
+		{"ICMPv4", "8.8.8.8:0", false},
+	} {
+		to := netip.MustParseAddrPort(tc.to)
+		by := blockedBy(t, rules, tc.proto, to)
+		if (by == "") != tc.open {
+			t.Errorf("%s %s: blocked by %q, want open=%v", tc.proto, tc.to, by, tc.open)
+		}
+		if by := blockedBy(t, none, tc.proto, to); by == "" {
+			t.Errorf("%s %s: open without proxy ports", tc.proto, tc.to)
+		}
 	}
 }
 
@@ -176,10 +294,10 @@ func TestDriftAndPlan(t *testing.T) {
 	want := OfflineRules(sid, []int{3128})
 	// What Get-NetFirewallRule gives back for a correct rule set: own
 	// spelling of lists and subnets.
-	have := []Rule{want[0], want[1], want[2], want[3]}
+	have := slices.Clone(want)
 	have[1].RemoteAddress = "127.0.0.0/255.0.0.0, ::1"
-	have[2].RemoteAddress = "::1,127.0.0.0/8"
-	have[2].RemotePort = "3129-65535, 1-3127"
+	have[2].RemoteAddress = "::1, 127.0.0.2-127.255.255.255, 127.0.0.0"
+	have[3].RemotePort = "3129-65535, 1-3127"
 	rm, cr, why := FirewallPlan(want, have)
 	if len(rm)+len(cr) != 0 {
 		t.Fatalf("correct rules seen as drifted: %v", why)
@@ -187,24 +305,35 @@ func TestDriftAndPlan(t *testing.T) {
 	// Drift: someone widened the user scope and disabled a rule; a stale
 	// agentbox rule is left over; a foreign rule is never touched.
 	have[0].LocalUser = "O:LSD:(A;;CC;;;WD)"
-	have[2].Enabled = false
+	have[3].Enabled = false
 	have = append(have, Rule{Name: RulePrefix + "offline-block-all"}, Rule{Name: "Core Networking"})
 	rm, cr, why = FirewallPlan(want, have)
-	if !slices.Equal(rm, []string{want[0].Name, want[2].Name, RulePrefix + "offline-block-all"}) || len(cr) != 2 {
+	if !slices.Equal(rm, []string{want[0].Name, want[3].Name, RulePrefix + "offline-block-all"}) || len(cr) != 2 {
 		t.Fatalf("remove %v create %v (%v)", rm, cr, why)
 	}
+	// Upgrading from setup version 2, whose loopback TCP rule covered
+	// every loopback address: the rule is rewritten narrower, the new
+	// rule for the other loopback addresses created.
+	v2 := slices.Clone(want[:2])
+	v2 = append(v2, Rule{Name: RulePrefix + "offline-block-loopback-tcp", Direction: "Outbound", Action: "Block", Enabled: true,
+		Profile: "Any", Protocol: "TCP", RemoteAddress: loopback, RemotePort: "1-3127,3129-65535", LocalUser: want[0].LocalUser}, want[4])
+	rm, cr, why = FirewallPlan(want, v2)
+	if !slices.Equal(rm, []string{RulePrefix + "offline-block-loopback-tcp"}) || len(cr) != 2 ||
+		cr[0].Name != RulePrefix+"offline-block-loopback-other" || cr[1].RemoteAddress != "127.0.0.1" {
+		t.Fatalf("upgrade: remove %v create %+v (%v)", rm, cr, why)
+	}
 	rm, cr, _ = FirewallPlan(want, nil)
-	if len(rm) != 0 || len(cr) != 4 {
+	if len(rm) != 0 || len(cr) != 5 {
 		t.Fatalf("from nothing: remove %v create %d", rm, len(cr))
 	}
 }
 
 func TestPSCreateQuoting(t *testing.T) {
-	r := OfflineRules("S-1-5-21-1-2-3-1001", []int{3128})[2]
+	r := OfflineRules("S-1-5-21-1-2-3-1001", []int{3128})[3]
 	ps := PSCreate(r)
 	for _, want := range []string{"-Name 'agentbox-sandbox-offline-block-loopback-tcp'", "-Direction Outbound", "-Action Block",
 		"-Profile Any", "-Protocol TCP", "-RemotePort @('1-3127','3129-65535')", "-LocalUser 'O:LSD:(A;;CC;;;S-1-5-21-1-2-3-1001)'",
-		"-RemoteAddress @('127.0.0.0-127.255.255.255','::1')"} {
+		"-RemoteAddress @('127.0.0.1')"} {
 		if !strings.Contains(ps, want) {
 			t.Errorf("PSCreate lacks %q:\n%s", want, ps)
 		}

@@ -37,6 +37,9 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/agentbox/agentbox/internal/agentdirs"
+	"github.com/agentbox/agentbox/internal/cacheplan"
+	"github.com/agentbox/agentbox/internal/rawpolicy"
 	"github.com/agentbox/agentbox/internal/windows/acl"
 	"github.com/agentbox/agentbox/internal/windows/sid"
 	"github.com/agentbox/agentbox/internal/windows/winenv"
@@ -86,7 +89,7 @@ func Limits(pol *policy.Policy) []string {
 	if pol == nil {
 		return nil
 	}
-	switch pol.Mode {
+	switch pol.Mode() {
 	case policy.WorkspaceWrite:
 		out := []string{"the writable roots carry a Low integrity label, so other Low-integrity programs of yours " +
 			"(browser and document sandboxes, processes agentbox started earlier) can write there too"}
@@ -103,10 +106,10 @@ func Limits(pol *policy.Policy) []string {
 // allow-list, proxyEnv (agentbox's proxy, KEY=VALUE) replaces the dead
 // proxy; without proxyEnv an allow-listed policy gets the plain block.
 func ChildEnv(pol *policy.Policy, env []string, denybin string, proxyEnv ...string) []string {
-	if pol.Network {
+	if pol.Network() {
 		return env
 	}
-	if pol.Egress != nil && len(proxyEnv) > 0 {
+	if pol.Egress() != nil && len(proxyEnv) > 0 {
 		return winenv.AllowListed(env, denybin, proxyEnv)
 	}
 	return winenv.NoNetwork(env, denybin)
@@ -126,11 +129,11 @@ type Sandbox struct {
 // those: another workspace's grants must not apply), the read-only SID
 // otherwise. The roots must have been prepared.
 func (sb *Sandbox) RunSIDs(pol *policy.Policy) ([]string, error) {
-	if pol.Mode != policy.WorkspaceWrite {
+	if pol.Mode() != policy.WorkspaceWrite {
 		return []string{sb.State.ReadOnly}, nil
 	}
 	var out []string
-	for _, r := range pol.WritableRoots {
+	for _, r := range pol.WritableRoots() {
 		s, ok := sb.State.LookupRoot(r)
 		if !ok {
 			return nil, fmt.Errorf("writable root %s has no sandbox SID (not prepared)", r)
@@ -168,11 +171,11 @@ type Caches struct {
 // the command's PATH.
 func PlanCaches(pol *policy.Policy, env []string) (Caches, error) {
 	var cs Caches
-	if pol == nil || pol.Mode != policy.WorkspaceWrite || pol.ToolCacheMode == policy.CachesOff {
+	if pol == nil || pol.Mode() != policy.WorkspaceWrite || pol.ToolCacheMode() == policy.CachesOff {
 		return cs, nil
 	}
-	for _, d := range policy.DecideCaches(pol, false) {
-		if d.How != policy.CachePrivate {
+	for _, d := range cacheplan.Decide(pol, false) {
+		if d.How != cacheplan.Private {
 			continue
 		}
 		c := d.Cache
@@ -191,7 +194,7 @@ func PlanCaches(pol *policy.Policy, env []string) (Caches, error) {
 	if cs.Root == "" {
 		return cs, nil
 	}
-	for _, c := range pol.ToolCaches {
+	for _, c := range pol.ToolCaches() {
 		for _, h := range []string{c.Host, c.Named} {
 			if h != "" && (acl.Within(h, cs.Root) || acl.Within(cs.Root, h)) {
 				return Caches{}, fmt.Errorf("tool caches: the private directory %s overlaps the host's %s at %s, which must never be writable from the sandbox; move that cache (%s) or set [sandbox_workspace_write] tool_caches = \"off\"", cs.Root, c.Desc, h, c.Env)
@@ -214,9 +217,7 @@ func WithCaches(pol *policy.Policy, cs Caches) *policy.Policy {
 	if cs.Root == "" {
 		return pol
 	}
-	cp := *pol
-	cp.WritableRoots = append(slices.Clone(pol.WritableRoots), cs.Root)
-	return &cp
+	return rawpolicy.Edit(pol, func(f *rawpolicy.Fields) { f.WritableRoots = append(f.WritableRoots, cs.Root) })
 }
 
 // CacheEnv returns env with cs's variables set, replacing every other
@@ -237,7 +238,7 @@ func CacheEnv(env []string, cs Caches) []string {
 // made is removed itself, never followed (WalkDir does not descend into
 // it).
 func RemoveCaches(stateDir string) (string, error) {
-	root := policy.ToolCacheRoot(stateDir)
+	root := agentdirs.ToolCacheRoot(stateDir)
 	if _, err := os.Lstat(root); err != nil {
 		return "", nil
 	}

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agentbox/agentbox/internal/agentdirs"
+	"github.com/agentbox/agentbox/internal/rawpolicy"
 	"github.com/agentbox/agentbox/internal/windows/acl"
 	"github.com/agentbox/agentbox/internal/windows/sid"
 
@@ -34,10 +36,10 @@ func TestWriteDenybin(t *testing.T) {
 
 func TestChildEnv(t *testing.T) {
 	env := []string{"PATH=C:\\bin"}
-	if got := ChildEnv(&policy.Policy{Network: true}, env, `C:\d`); len(got) != 1 {
+	if got := ChildEnv(rawpolicy.New(rawpolicy.Fields{Network: true}), env, `C:\d`); len(got) != 1 {
 		t.Errorf("network on changed env: %v", got)
 	}
-	got := ChildEnv(&policy.Policy{}, env, `C:\d`)
+	got := ChildEnv(rawpolicy.New(rawpolicy.Fields{}), env, `C:\d`)
 	if p, _ := winenv.Get(got, "PATH"); p != `C:\d;C:\bin` {
 		t.Errorf("PATH = %q", p)
 	}
@@ -56,18 +58,18 @@ func tempDir(t *testing.T) string {
 }
 
 func TestLimits(t *testing.T) {
-	ws := &policy.Policy{Mode: policy.WorkspaceWrite, WritableRoots: []string{`C:\w`}, Protected: []policy.Protected{
+	ws := rawpolicy.New(rawpolicy.Fields{Mode: policy.WorkspaceWrite, WritableRoots: []string{`C:\w`}, Protected: []policy.Protected{
 		{Path: `C:\w\.git`, Kind: policy.Dir, Root: `C:\w`},
 		{Path: `C:\w\vendor\x\.git`, Kind: policy.Dir, Root: `C:\w`},
-	}}
+	}})
 	got := Limits(ws)
 	if len(got) != 2 || !strings.Contains(got[0], "Low integrity label") || !strings.Contains(got[1], `C:\w\vendor\x\.git`) {
 		t.Errorf("workspace-write limits = %q", got)
 	}
-	if got := Limits(&policy.Policy{Mode: policy.ReadOnly}); len(got) != 1 || !strings.Contains(got[0], "delete or rename") {
+	if got := Limits(rawpolicy.New(rawpolicy.Fields{Mode: policy.ReadOnly})); len(got) != 1 || !strings.Contains(got[0], "delete or rename") {
 		t.Errorf("read-only limits = %q", got)
 	}
-	if got := Limits(&policy.Policy{Mode: policy.DangerFullAccess}); got != nil {
+	if got := Limits(rawpolicy.New(rawpolicy.Fields{Mode: policy.DangerFullAccess})); got != nil {
 		t.Errorf("full access limits = %q", got)
 	}
 	if Limits(nil) != nil {
@@ -79,7 +81,7 @@ func TestLimits(t *testing.T) {
 // and Maven's repository resolved as policy does on Windows.
 func cachePolicy(mode policy.ToolCacheMode) *policy.Policy {
 	layer := `C:\Users\u\AppData\Local\agentbox` + "/toolcache/0123456789abcdef/"
-	return &policy.Policy{
+	return rawpolicy.New(rawpolicy.Fields{
 		Mode: policy.WorkspaceWrite, WritableRoots: []string{`C:\w`}, ToolCacheMode: mode,
 		Protected: []policy.Protected{{Path: `C:\w\.git`, Kind: policy.Dir, Root: `C:\w`}},
 		ToolCaches: []policy.ToolCache{
@@ -90,7 +92,7 @@ func cachePolicy(mode policy.ToolCacheMode) *policy.Policy {
 			{Name: "npm", Desc: "npm cache", Env: "npm_config_cache", Host: `C:\Users\u\AppData\Local\npm-cache`,
 				Named: `C:\Users\u\AppData\Local\npm-cache`, Layer: layer + "npm", Skip: "overlaps protected x"},
 		},
-	}
+	})
 }
 
 const cacheRoot = `C:\Users\u\AppData\Local\agentbox\toolcache\0123456789abcdef\private`
@@ -112,15 +114,16 @@ func TestPlanCaches(t *testing.T) {
 			t.Errorf("CacheEnv = %q", got)
 		}
 	}
-	for _, pol := range []*policy.Policy{cachePolicy(policy.CachesOff), {Mode: policy.ReadOnly}, nil} {
+	for _, pol := range []*policy.Policy{cachePolicy(policy.CachesOff), rawpolicy.New(rawpolicy.Fields{Mode: policy.ReadOnly}), nil} {
 		if cs, err := PlanCaches(pol, env); err != nil || cs.Root != "" || cs.Env != nil {
 			t.Errorf("no caches expected: %+v, %v", cs, err)
 		}
 	}
 	// Maven's old MAVEN_OPTS is kept, whatever its spelling.
-	mvn := cachePolicy(policy.CachesPrivate)
-	mvn.ToolCaches = mvn.ToolCaches[:1]
-	mvn.ToolCaches[0].Env = "MAVEN_OPTS"
+	mvn := rawpolicy.Edit(cachePolicy(policy.CachesPrivate), func(f *rawpolicy.Fields) {
+		f.ToolCaches = f.ToolCaches[:1]
+		f.ToolCaches[0].Env = "MAVEN_OPTS"
+	})
 	if cs, _ := PlanCaches(mvn, []string{"Maven_Opts=-Xmx1g"}); len(cs.Env) != 1 || cs.Env[0] != `MAVEN_OPTS=`+cacheRoot+`\go-build` {
 		// No EnvValue outside package policy: the value is the dir.
 		t.Errorf("maven env = %q", cs.Env)
@@ -131,8 +134,7 @@ func TestPlanCachesRefuses(t *testing.T) {
 	// A host cache (even an untouched one) containing the private root,
 	// or inside it, would become writable.
 	for _, host := range []string{`C:\Users\u\AppData\Local`, `c:\users\U\appdata\local\agentbox\toolcache\0123456789abcdef\private\x`} {
-		pol := cachePolicy(policy.CachesPrivate)
-		pol.ToolCaches[1].Named = host
+		pol := rawpolicy.Edit(cachePolicy(policy.CachesPrivate), func(f *rawpolicy.Fields) { f.ToolCaches[1].Named = host })
 		if _, err := PlanCaches(pol, nil); err == nil || !strings.Contains(err.Error(), "must never be writable") {
 			t.Errorf("host cache %s: err = %v", host, err)
 		}
@@ -155,11 +157,11 @@ func TestCacheGrants(t *testing.T) {
 		t.Fatal(err)
 	}
 	run := WithCaches(pol, cs)
-	if len(pol.WritableRoots) != 1 || !slices.Equal(run.WritableRoots, []string{`C:\w`, cacheRoot}) {
-		t.Fatalf("roots: policy %q, run %q", pol.WritableRoots, run.WritableRoots)
+	if len(pol.WritableRoots()) != 1 || !slices.Equal(run.WritableRoots(), []string{`C:\w`, cacheRoot}) {
+		t.Fatalf("roots: policy %q, run %q", pol.WritableRoots(), run.WritableRoots())
 	}
 	st := &sid.State{ReadOnly: "S-1-9-1"}
-	for _, r := range run.WritableRoots {
+	for _, r := range run.WritableRoots() {
 		if _, _, err := st.RootSID(r); err != nil {
 			t.Fatal(err)
 		}
@@ -184,7 +186,7 @@ func TestCacheGrants(t *testing.T) {
 				t.Errorf("cache entry %+v", e)
 			}
 		}
-		for _, c := range pol.ToolCaches {
+		for _, c := range pol.ToolCaches() {
 			if acl.Within(e.Path, c.Host) || acl.Within(c.Host, e.Path) {
 				t.Errorf("entry on host cache %s: %+v", c.Host, e)
 			}
@@ -211,7 +213,7 @@ func TestRemoveCaches(t *testing.T) {
 	if got, err := RemoveCaches(state); got != "" || err != nil {
 		t.Errorf("nothing to remove: %q, %v", got, err)
 	}
-	mod := filepath.Join(policy.ToolCacheRoot(state), "k", "private", "go-mod", "x@v1")
+	mod := filepath.Join(agentdirs.ToolCacheRoot(state), "k", "private", "go-mod", "x@v1")
 	if err := os.MkdirAll(mod, 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -220,7 +222,7 @@ func TestRemoveCaches(t *testing.T) {
 	outside := filepath.Join(state, "sids.json")
 	os.WriteFile(outside, nil, 0o600)
 	got, err := RemoveCaches(state)
-	if err != nil || got != policy.ToolCacheRoot(state) {
+	if err != nil || got != agentdirs.ToolCacheRoot(state) {
 		t.Fatalf("RemoveCaches = %q, %v", got, err)
 	}
 	if _, err := os.Lstat(got); !os.IsNotExist(err) {

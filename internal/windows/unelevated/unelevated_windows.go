@@ -31,12 +31,12 @@ func Prepare(pol *policy.Policy, stateDir string) (*Sandbox, error) {
 	if err != nil {
 		return nil, err
 	}
-	if pol.Mode == policy.WorkspaceWrite {
+	if pol.Mode() == policy.WorkspaceWrite {
 		profile, err := windows.GetCurrentProcessToken().GetUserProfileDirectory()
 		if err != nil {
 			profile = os.Getenv("USERPROFILE")
 		}
-		if err := acl.CheckLabelRoots(pol.WritableRoots, profile); err != nil {
+		if err := acl.CheckLabelRoots(pol.WritableRoots(), profile); err != nil {
 			return nil, err
 		}
 	}
@@ -51,7 +51,7 @@ func Prepare(pol *policy.Policy, stateDir string) (*Sandbox, error) {
 	if err != nil {
 		return nil, err
 	}
-	if !pol.Network {
+	if !pol.Network() {
 		if err := WriteDenybin(DenybinDir(stateDir)); err != nil {
 			return nil, err
 		}
@@ -111,11 +111,11 @@ func prepare(pol, gp *policy.Policy, g acl.GitPlan, stateDir string, extra acl.P
 		return nil, fmt.Errorf("sandbox SIDs: %w", err)
 	}
 	sb := &Sandbox{StateDir: stateDir, State: st}
-	if pol.Mode != policy.WorkspaceWrite {
+	if pol.Mode() != policy.WorkspaceWrite {
 		return sb, nil
 	}
 	newSID := false
-	for _, r := range pol.WritableRoots {
+	for _, r := range pol.WritableRoots() {
 		_, added, err := st.RootSID(r)
 		if err != nil {
 			return nil, fmt.Errorf("sandbox SID for %s: %w", r, err)
@@ -200,7 +200,7 @@ type Proc struct {
 // danger-full-access), the child environment, a new kill-on-close job.
 func (sb *Sandbox) Start(pol *policy.Policy, s Spec) (*Proc, error) {
 	env := s.Env
-	if pol.Mode != policy.DangerFullAccess {
+	if pol.Mode() != policy.DangerFullAccess {
 		env = ChildEnv(pol, env, DenybinDir(sb.StateDir), s.ProxyEnv...)
 	}
 	path, err := Resolve(s.Path, env)
@@ -216,7 +216,7 @@ func (sb *Sandbox) Start(pol *policy.Policy, s Spec) (*Proc, error) {
 	if err != nil {
 		return nil, err
 	}
-	if pol.Mode == policy.DangerFullAccess {
+	if pol.Mode() == policy.DangerFullAccess {
 		// No sandbox: the caller's own token, console and desktop, but
 		// still a kill-on-close job so the tree dies with the command.
 		job, err := winapi.NewJob()

@@ -20,6 +20,21 @@ func AllowListed(env []string, denybin string, proxyEnv []string) []string {
 	for _, k := range offlineOnly {
 		env = Unset(env, k)
 	}
+	return Set(withProxy(env, proxyEnv), "AGENTBOX_NETWORK", "advisory-allow-list")
+}
+
+// ProxyEnforced rewrites env for an allow-listed run in elevated mode,
+// where the firewall lets the sandbox user reach only agentbox's proxy
+// ports on 127.0.0.1: the proxy variables set to proxyEnv, git's too,
+// and nothing advisory (no stubs, no dead proxy: the caller's variables
+// are otherwise kept, as with the network off there).
+func ProxyEnforced(env []string, proxyEnv []string) []string {
+	return Set(withProxy(env, proxyEnv), "AGENTBOX_NETWORK", "allow-list")
+}
+
+// withProxy sets proxyEnv (KEY=VALUE, replacing any spelling of KEY) and
+// points git's own proxy variables at the HTTP proxy.
+func withProxy(env []string, proxyEnv []string) []string {
 	for _, kv := range proxyEnv {
 		k, v, ok := cutEnv(kv)
 		if ok {
@@ -30,7 +45,7 @@ func AllowListed(env []string, denybin string, proxyEnv []string) []string {
 		env = Set(env, "GIT_HTTP_PROXY", v)
 		env = Set(env, "GIT_HTTPS_PROXY", v)
 	}
-	return Set(env, "AGENTBOX_NETWORK", "advisory-allow-list")
+	return env
 }
 
 // Unset returns env without key, in any spelling.

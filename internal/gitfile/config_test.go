@@ -1,4 +1,4 @@
-package policy
+package gitfile
 
 import (
 	"bytes"
@@ -61,7 +61,7 @@ var gitConfigCases = []struct {
 	{"bad header char", "[x_y]\nk=v\n", "error"},
 }
 
-func render(es []gitConfigEntry) string {
+func render(es []ConfigEntry) string {
 	var b []string
 	for _, e := range es {
 		if e.NoValue {
@@ -75,7 +75,7 @@ func render(es []gitConfigEntry) string {
 
 func TestParseGitConfig(t *testing.T) {
 	for _, c := range gitConfigCases {
-		es, err := parseGitConfig([]byte(c.in))
+		es, err := ParseConfig([]byte(c.in))
 		got := render(es)
 		if err != nil {
 			got = "error"
@@ -136,9 +136,9 @@ func FuzzParseGitConfig(f *testing.F) {
 	git, _ := exec.LookPath("git")
 	dir := f.TempDir()
 	f.Fuzz(func(t *testing.T, in string) {
-		es, err := parseGitConfig([]byte(in))
+		es, err := ParseConfig([]byte(in))
 		if err != nil {
-			if _, ok := err.(*gitConfigError); !ok {
+			if _, ok := err.(*ConfigError); !ok {
 				t.Fatalf("error of type %T", err)
 			}
 		}

@@ -1,4 +1,4 @@
-package policy
+package gitguard
 
 import (
 	"crypto/sha256"
@@ -10,15 +10,19 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/agentbox/agentbox/internal/fspath"
+	"github.com/agentbox/agentbox/internal/gitfile"
+	"github.com/agentbox/agentbox/policy"
 )
 
-// GitlinkGuard closes a hole allow_git_writes opens: with the index
+// Guard closes a hole allow_git_writes opens: with the index
 // writable, a command can add a gitlink (a submodule entry) at a
 // directory where it made a repository of its own, and the user's next
 // plain `git status`, `diff` or `commit` at the top recurses into that
 // repository and runs what its config names (core.fsmonitor) on the host.
 // Submodules the index held before the run have their .git protected
-// (gitpaths.go); the guard remembers them, and after the run renames the
+// (policy/gitpaths.go); the guard remembers them, and after the run renames the
 // .git of every gitlink added meanwhile out of git's sight. The command's
 // processes are gone by then, so nothing races the rename.
 //
@@ -27,7 +31,7 @@ import (
 // nested .git (a directory, a .git file or a symlink) in the worktree
 // before the run, holding each open so that its inode cannot be reused,
 // and moves aside each one that is new after the run.
-type GitlinkGuard struct {
+type Guard struct {
 	before map[string]map[string]bool // git directory -> gitlink paths
 	nested map[string]map[string]nestedGit
 	links  map[string]map[string]string // git directory -> its symlinks' targets
@@ -39,11 +43,11 @@ type GitlinkGuard struct {
 	// Stamps, set by the backend, read and reset file times; without
 	// them an index entry whose file the command changed cannot be made
 	// untrusted, and the index is moved aside instead.
-	Stamps *GitStamps
+	Stamps *Stamps
 }
 
-// GitStamps are the file times the policy core cannot read itself.
-type GitStamps struct {
+// Stamps are the file times the policy core cannot read itself.
+type Stamps struct {
 	// ChangedSince reports whether path (not followed) had its inode
 	// changed (ctime) at or after t, or cannot tell.
 	ChangedSince func(path string, t time.Time) bool
@@ -60,21 +64,21 @@ type nestedGit struct {
 	sum    string   // a directory's: what makes git run programs in it
 }
 
-// NewGitlinkGuard records the gitlinks of each git directory that
+// New records the gitlinks of each git directory that
 // allow_git_writes opens for writing; nil when there is none.
-func NewGitlinkGuard(p *Policy) *GitlinkGuard {
-	if !p.AllowGitWrites || p.Mode != WorkspaceWrite {
+func New(p *policy.Policy) *Guard {
+	if !p.AllowGitWrites() || p.Mode() != policy.WorkspaceWrite {
 		return nil
 	}
-	g := &GitlinkGuard{before: map[string]map[string]bool{}, nested: map[string]map[string]nestedGit{}, links: map[string]map[string]string{}, repl: map[string]map[string]string{}, seq: map[string]map[string]string{},
+	g := &Guard{before: map[string]map[string]bool{}, nested: map[string]map[string]nestedGit{}, links: map[string]map[string]string{}, repl: map[string]map[string]string{}, seq: map[string]map[string]string{},
 		hidden: map[string]map[string]bool{}, start: time.Now().Add(-2 * time.Second)}
-	for _, pr := range p.Protected {
-		if !GitWritableDir(pr) {
+	for _, pr := range p.Protected() {
+		if !WritableDir(pr) {
 			continue
 		}
 		set, hidden := map[string]bool{}, map[string]bool{}
 		for _, ix := range gitIndexFiles(pr.Path) {
-			links, _ := readIndexGitlinks(ix, gitHashLen(pr.Path), false, func(e indexEntry) {
+			links, _ := gitfile.ReadIndexGitlinks(ix, gitHashLen(pr.Path), false, func(e gitfile.IndexEntry) {
 				if e.Hidden {
 					hidden[e.Path] = true
 				}
@@ -121,7 +125,7 @@ func NewGitlinkGuard(p *Policy) *GitlinkGuard {
 // gitlink (renamed to .git.agentbox-quarantine), or an index agentbox
 // cannot read (git might; it is renamed to index.agentbox-unreadable
 // rather than trusted).
-func (g *GitlinkGuard) Check() []string {
+func (g *Guard) Check() []string {
 	if g == nil {
 		return nil
 	}
@@ -169,8 +173,8 @@ func (g *GitlinkGuard) Check() []string {
 			}
 		}
 		for _, ix := range gitIndexFiles(gitdir) {
-			var entries []indexEntry
-			links, err := checkedIndexGitlinks(ix, gitHashLen(gitdir), func(e indexEntry) { entries = append(entries, e) })
+			var entries []gitfile.IndexEntry
+			links, err := gitfile.CheckedIndexGitlinks(ix, gitHashLen(gitdir), func(e gitfile.IndexEntry) { entries = append(entries, e) })
 			if errors.Is(err, fs.ErrNotExist) {
 				continue
 			}
@@ -186,7 +190,7 @@ func (g *GitlinkGuard) Check() []string {
 				continue
 			}
 			for _, l := range links {
-				if before[l] || !safeIndexPath(l) {
+				if before[l] || !gitfile.SafeIndexPath(l) {
 					continue
 				}
 				if m := g.neutralize(top, l); m != "" {
@@ -200,7 +204,7 @@ func (g *GitlinkGuard) Check() []string {
 
 // neutralize moves aside the .git that git would use for the new gitlink
 // l of the worktree top (itself a symlink, possibly: git follows that one).
-func (g *GitlinkGuard) neutralize(top, l string) string {
+func (g *Guard) neutralize(top, l string) string {
 	// git refuses a submodule path with a symlink on the way ("expected
 	// submodule path not to be a symbolic link"), so agentbox does not
 	// follow one either: it would rename a .git elsewhere.
@@ -254,11 +258,11 @@ func gitIndexFiles(gitdir string) []string {
 
 // gitHashLen is the object id length of the repository at gitdir.
 func gitHashLen(gitdir string) int {
-	data, err := readConfigFile(filepath.Join(gitdir, "config"))
+	data, err := gitfile.ReadConfigFile(filepath.Join(gitdir, "config"))
 	if err != nil {
 		return 20
 	}
-	es, err := parseGitConfig(data)
+	es, err := gitfile.ParseConfig(data)
 	if err != nil {
 		return 20
 	}
@@ -288,7 +292,7 @@ func nestedGitTarget(path string, fi os.FileInfo) string {
 		}
 		defer f.Close()
 		buf := make([]byte, 4096)
-		n, _ := readFull(f, buf)
+		n, _ := gitfile.ReadFull(f, buf)
 		return string(buf[:n])
 	}
 	return ""
@@ -358,7 +362,7 @@ func replaceRefs(gitdir string) map[string]string {
 	base := filepath.Join(gitdir, "refs", "replace")
 	filepath.WalkDir(base, func(path string, d fs.DirEntry, err error) error {
 		if err == nil && d.Type().IsRegular() {
-			if data, err := readSmall(path); err == nil {
+			if data, err := gitfile.ReadSmall(path); err == nil {
 				rel, _ := filepath.Rel(base, path)
 				out["refs/replace/"+filepath.ToSlash(rel)] = strings.TrimSpace(string(data))
 			}
@@ -491,12 +495,12 @@ func quarantineSequencer(gitdir string, before map[string]string) []string {
 		dir := filepath.Join(gitdir, d)
 		changed := false
 		for p, v := range after {
-			if Within(p, dir) && (before[p] != v || v == "?") {
+			if fspath.Within(p, dir) && (before[p] != v || v == "?") {
 				changed = true
 			}
 		}
 		for p := range before {
-			if Within(p, dir) {
+			if fspath.Within(p, dir) {
 				if _, ok := after[p]; !ok {
 					changed = true
 				}
@@ -567,7 +571,7 @@ const maxNestedGitSum = 8 << 20
 // Resetting the file's times makes the stat data differ, so git reads the
 // file. An entry newly marked assume-unchanged or skip-worktree (git never
 // looks at those files) is an error: the index is then moved aside.
-func (g *GitlinkGuard) distrust(top, gitdir string, entries []indexEntry) error {
+func (g *Guard) distrust(top, gitdir string, entries []gitfile.IndexEntry) error {
 	for _, e := range entries {
 		if e.Hidden && !g.hidden[gitdir][e.Path] {
 			return fmt.Errorf("%s is newly marked assume-unchanged or skip-worktree, which hides its changes from git status", e.Path)

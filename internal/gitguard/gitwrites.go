@@ -1,20 +1,29 @@
-package policy
+// Package gitguard is what backends do about git around a run with
+// allow_git_writes: which paths of an opened .git stay read-only
+// ([ReadOnlyPaths], [Carveouts]), which .git may be opened at all
+// ([WritableDir]), and the [Guard] that, after the run, moves aside the
+// gitlinks and nested repositories a command planted.
+package gitguard
 
 import (
 	"errors"
 	"io/fs"
 	"os"
 	"path/filepath"
+
+	"github.com/agentbox/agentbox/internal/fspath"
+	"github.com/agentbox/agentbox/internal/policyhook"
+	"github.com/agentbox/agentbox/policy"
 )
 
-// GitReadOnly is one path inside a git directory that stays read-only when
+// ReadOnly is one path inside a git directory that stays read-only when
 // [sandbox_workspace_write] allow_git_writes lets the command write the
 // rest: everything through which git would run a program or read another
 // repository's configuration, objects or hooks. Sources:
 // gitrepository-layout(5), git-config(1) (config, config.worktree and
 // extensions.worktreeConfig), githooks(5), git-worktree(1) and
 // gitsubmodules(7).
-type GitReadOnly struct {
+type ReadOnly struct {
 	// Rel is relative to the git directory, with forward slashes.
 	Rel string
 	// Dir: a directory (everything beneath stays read-only too).
@@ -27,11 +36,11 @@ type GitReadOnly struct {
 	Why string
 }
 
-// GitReadOnlyPaths is the list, as data. Objects, refs, logs, the index,
+// ReadOnlyPaths is the list, as data. Objects, refs, logs, the index,
 // HEAD, packed-refs, the *_HEAD files, lock files, COMMIT_EDITMSG and the
 // rebase/merge state stay writable: they are what add, commit, checkout,
 // switch, stash, reset, merge, rebase and fetch write.
-var GitReadOnlyPaths = []GitReadOnly{
+var ReadOnlyPaths = []ReadOnly{
 	{Rel: "config", Why: "repository configuration: core.hooksPath, core.fsmonitor, core.sshCommand, filter and diff drivers, aliases, include paths all run programs or read other files"},
 	{Rel: "config.worktree", Why: "per-worktree configuration, read when extensions.worktreeConfig is set; same power as config"},
 	{Rel: "commondir", Placeholder: ".", Why: "names the directory whose config, hooks and objects git uses; \".\" means this directory itself"},
@@ -44,44 +53,44 @@ var GitReadOnlyPaths = []GitReadOnly{
 	{Rel: "branches", Dir: true, Why: "legacy shorthand URLs for fetch and push"},
 }
 
-// GitWritableDir reports whether pr is a git directory that
+// WritableDir reports whether pr is a git directory that
 // allow_git_writes opens for writing: an existing .git directory inside a
 // writable root that holds a repository (a HEAD file, as git itself
 // requires; an empty placeholder made for a missing .git does not). A
 // worktree's or submodule's gitdir, reached through a .git file, stays
 // read-only as a whole.
-func GitWritableDir(pr Protected) bool {
-	if pr.Kind != Dir || pr.Root == "" || filepath.Base(pr.Path) != ".git" {
+func WritableDir(pr policy.Protected) bool {
+	if pr.Kind != policy.Dir || pr.Root == "" || filepath.Base(pr.Path) != ".git" {
 		return false
 	}
 	fi, err := os.Lstat(filepath.Join(pr.Path, "HEAD"))
 	return err == nil && fi.Mode().IsRegular()
 }
 
-// GitCarveout is one path of [GitReadOnlyPaths] resolved for a git
+// Carveout is one path of [ReadOnlyPaths] resolved for a git
 // directory.
-type GitCarveout struct {
-	GitReadOnly
+type Carveout struct {
+	ReadOnly
 	// Path is absolute. When the entry's parent is missing (a git
 	// directory without objects/), Path is the first missing component and
 	// Dir is true: it is guarded whole, which makes that part read-only.
 	Path string
 	// Exists: something is at Path (it is then bound read-only as it is,
-	// whatever its type; a symlink there is refused, see [GitCarveouts]).
+	// whatever its type; a symlink there is refused, see [Carveouts]).
 	Exists bool
 }
 
-// ErrGitSymlink is returned when a read-only git path is a symlink: a
+// ErrSymlink is returned when a read-only git path is a symlink: a
 // bind over it would follow the link.
-var ErrGitSymlink = errors.New("is a symlink")
+var ErrSymlink = errors.New("is a symlink")
 
-// GitCarveouts resolves [GitReadOnlyPaths] for the git directory gitdir.
-func GitCarveouts(gitdir string) ([]GitCarveout, error) {
-	var out []GitCarveout
+// Carveouts resolves [ReadOnlyPaths] for the git directory gitdir.
+func Carveouts(gitdir string) ([]Carveout, error) {
+	var out []Carveout
 	seen := map[string]bool{}
-	for _, g := range GitReadOnlyPaths {
-		c := GitCarveout{GitReadOnly: g, Path: filepath.Join(gitdir, filepath.FromSlash(g.Rel))}
-		if first := firstMissing(c.Path); first != c.Path {
+	for _, g := range ReadOnlyPaths {
+		c := Carveout{ReadOnly: g, Path: filepath.Join(gitdir, filepath.FromSlash(g.Rel))}
+		if first := fspath.FirstMissing(c.Path); first != c.Path {
 			c.Path, c.Dir, c.Placeholder = first, true, ""
 		}
 		if seen[c.Path] {
@@ -94,11 +103,24 @@ func GitCarveouts(gitdir string) ([]GitCarveout, error) {
 		case err != nil:
 			return nil, err
 		case fi.Mode()&fs.ModeSymlink != 0:
-			return nil, &fs.PathError{Op: "allow_git_writes", Path: c.Path, Err: ErrGitSymlink}
+			return nil, &fs.PathError{Op: "allow_git_writes", Path: c.Path, Err: ErrSymlink}
 		default:
 			c.Exists = true
 		}
 		out = append(out, c)
 	}
 	return out, nil
+}
+
+// SafeBareRepository reads the user's effective safe.bareRepository from
+// the global and system git config (git honours it only there) as the
+// environment getenv reads points at them: the value ("" when unset, git's
+// default "all") and the file that set it. agentbox cannot stop a command
+// from writing a repository skeleton (HEAD, objects/, refs/, config) in a
+// directory it may write; with "explicit", git refuses to use one that is
+// not named with --git-dir or GIT_DIR, which is git's own defence (git
+// 2.38 and later). It is package policy's git config reader, which the
+// policy uses to find what git would run.
+func SafeBareRepository(getenv func(string) string) (value, file string, err error) {
+	return policyhook.SafeBareRepository(getenv)
 }

@@ -1,4 +1,4 @@
-package policy
+package gitfile
 
 import (
 	"bufio"
@@ -61,7 +61,7 @@ func TestIndexGitlinks(t *testing.T) {
 			if format == "sha256" {
 				hl = 32
 			}
-			got, err := indexGitlinks(filepath.Join(gd, "index"), hl)
+			got, err := IndexGitlinks(filepath.Join(gd, "index"), hl)
 			if err != nil {
 				t.Fatalf("%s v%d: %v", format, v, err)
 			}
@@ -89,11 +89,11 @@ func TestIndexGitlinks(t *testing.T) {
 			t.Fatalf("%v\n%s", err, out)
 		}
 	}
-	got, err := indexGitlinks(filepath.Join(dir, ".git", "index"), 20)
+	got, err := IndexGitlinks(filepath.Join(dir, ".git", "index"), 20)
 	if err != nil || !slices.Equal(got, []string{"lib"}) {
 		t.Errorf("v2: %q, %v", got, err)
 	}
-	if _, err := indexGitlinks(filepath.Join(dir, "missing"), 20); !os.IsNotExist(err) {
+	if _, err := IndexGitlinks(filepath.Join(dir, "missing"), 20); !os.IsNotExist(err) {
 		t.Errorf("missing index: %v", err)
 	}
 }

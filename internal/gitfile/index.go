@@ -1,4 +1,4 @@
-package policy
+package gitfile
 
 import (
 	"bufio"
@@ -19,7 +19,7 @@ const (
 	maxGitlinks     = 4096
 )
 
-// indexGitlinks returns the paths of the gitlink entries (mode 160000:
+// IndexGitlinks returns the paths of the gitlink entries (mode 160000:
 // submodules) of the git index at path, in index order. The format is
 // gitformat-index(5): a 12-byte header ("DIRC", version 2, 3 or 4, entry
 // count), then the entries; extensions and the trailing checksum are not
@@ -28,21 +28,21 @@ const (
 // A missing index means no submodules. A split index (core.splitIndex)
 // keeps most entries in $GIT_DIR/sharedindex.<id>: the caller reads those
 // files as well.
-func indexGitlinks(path string, hashLen int) ([]string, error) {
-	return readIndexGitlinks(path, hashLen, false, nil)
+func IndexGitlinks(path string, hashLen int) ([]string, error) {
+	return ReadIndexGitlinks(path, hashLen, false, nil)
 }
 
-// checkedIndexGitlinks is indexGitlinks for an index the sandboxed command
+// CheckedIndexGitlinks is IndexGitlinks for an index the sandboxed command
 // may have written: it also fails on an entry whose path git must never
-// write (see [safeIndexPath]). git does not check the paths of an index
+// write (see [SafeIndexPath]). git does not check the paths of an index
 // it reads, and `git checkout .` or `git restore .` writes an entry
 // "../../.bashrc" outside the worktree.
-func checkedIndexGitlinks(path string, hashLen int, each func(indexEntry)) ([]string, error) {
-	return readIndexGitlinks(path, hashLen, true, each)
+func CheckedIndexGitlinks(path string, hashLen int, each func(IndexEntry)) ([]string, error) {
+	return ReadIndexGitlinks(path, hashLen, true, each)
 }
 
-// indexEntry is what the guard after a run needs of one index entry.
-type indexEntry struct {
+// IndexEntry is what the guard after a run needs of one index entry.
+type IndexEntry struct {
 	Path string
 	Mode uint32
 	// Hidden: marked assume-unchanged (CE_VALID) or skip-worktree,
@@ -50,7 +50,9 @@ type indexEntry struct {
 	Hidden bool
 }
 
-func readIndexGitlinks(path string, hashLen int, strict bool, each func(indexEntry)) ([]string, error) {
+// ReadIndexGitlinks reads the gitlinks of the index at path, calling each
+// (when not nil) for every entry; strict is [CheckedIndexGitlinks].
+func ReadIndexGitlinks(path string, hashLen int, strict bool, each func(IndexEntry)) ([]string, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
@@ -76,7 +78,7 @@ func parseIndexGitlinks(r *bufio.Reader, hashLen int) ([]string, error) {
 
 // parseIndex returns the gitlinks; strict, it fails on an unsafe path.
 // each, if not nil, is called for every entry.
-func parseIndex(r *bufio.Reader, hashLen int, strict bool, each func(indexEntry)) ([]string, error) {
+func parseIndex(r *bufio.Reader, hashLen int, strict bool, each func(IndexEntry)) ([]string, error) {
 	if hashLen != 20 && hashLen != 32 {
 		return nil, fmt.Errorf("unsupported object id length %d", hashLen)
 	}
@@ -158,9 +160,9 @@ func parseIndex(r *bufio.Reader, hashLen int, strict bool, each func(indexEntry)
 			if n > fixed && binary.BigEndian.Uint16(buf[fixed:fixed+2])&0x4000 != 0 {
 				hidden = true // CE_SKIP_WORKTREE
 			}
-			each(indexEntry{Path: string(name), Mode: mode, Hidden: hidden})
+			each(IndexEntry{Path: string(name), Mode: mode, Hidden: hidden})
 		}
-		if strict && !safeIndexPath(string(name)) {
+		if strict && !SafeIndexPath(string(name)) {
 			return nil, fmt.Errorf("entry %d: unsafe path %q (git would write it outside the worktree or into .git)", i, name)
 		}
 		if mode>>12 == 0o16 { // S_IFGITLINK
@@ -214,11 +216,11 @@ func readIndexVarint(r *bufio.Reader) (uint64, error) {
 	return val, nil
 }
 
-// safeIndexPath reports whether an index path names a place inside the
+// SafeIndexPath reports whether an index path names a place inside the
 // worktree: relative, slash-separated, with no empty, ".", ".." or ".git"
 // component. git refuses to check out anything else (verify_path); a path
 // that is not safe is skipped rather than joined.
-func safeIndexPath(p string) bool {
+func SafeIndexPath(p string) bool {
 	if p == "" || strings.ContainsRune(p, 0) {
 		return false
 	}

@@ -1,10 +1,12 @@
-package policy
+package gitguard
 
 import (
 	"errors"
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/agentbox/agentbox/policy"
 )
 
 func TestGitCarveouts(t *testing.T) {
@@ -14,11 +16,11 @@ func TestGitCarveouts(t *testing.T) {
 	}
 	os.WriteFile(filepath.Join(gd, "config"), nil, 0o644)
 	os.WriteFile(filepath.Join(gd, "HEAD"), []byte("ref: refs/heads/main\n"), 0o644)
-	cs, err := GitCarveouts(gd)
+	cs, err := Carveouts(gd)
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := map[string]GitCarveout{}
+	got := map[string]Carveout{}
 	for _, c := range cs {
 		rel, _ := filepath.Rel(gd, c.Path)
 		got[filepath.ToSlash(rel)] = c
@@ -35,19 +37,19 @@ func TestGitCarveouts(t *testing.T) {
 	if got["commondir"].Placeholder != "." {
 		t.Errorf("commondir placeholder %q, want \".\" (git reads it as this directory)", got["commondir"].Placeholder)
 	}
-	if !GitWritableDir(Protected{Path: gd, Kind: Dir, Root: filepath.Dir(gd)}) {
+	if !WritableDir(policy.Protected{Path: gd, Kind: policy.Dir, Root: filepath.Dir(gd)}) {
 		t.Error("a .git with HEAD is not opened")
 	}
 	empty := filepath.Join(t.TempDir(), ".git")
 	os.Mkdir(empty, 0o755)
-	if GitWritableDir(Protected{Path: empty, Kind: Dir, Root: filepath.Dir(empty)}) {
+	if WritableDir(policy.Protected{Path: empty, Kind: policy.Dir, Root: filepath.Dir(empty)}) {
 		t.Error("an empty (placeholder) .git is opened")
 	}
 
 	// A missing objects/ guards the first missing component whole.
 	gd2 := filepath.Join(t.TempDir(), ".git")
 	os.MkdirAll(gd2, 0o755)
-	cs, _ = GitCarveouts(gd2)
+	cs, _ = Carveouts(gd2)
 	found := false
 	for _, c := range cs {
 		if c.Path == filepath.Join(gd2, "objects") && c.Dir && !c.Exists {
@@ -60,7 +62,7 @@ func TestGitCarveouts(t *testing.T) {
 
 	// A symlinked hooks directory is refused: a bind would follow it.
 	os.Symlink(filepath.Join(gd, "hooks"), filepath.Join(gd2, "hooks"))
-	if _, err := GitCarveouts(gd2); !errors.Is(err, ErrGitSymlink) {
+	if _, err := Carveouts(gd2); !errors.Is(err, ErrSymlink) {
 		t.Errorf("symlinked hooks: %v, want ErrGitSymlink", err)
 	}
 }

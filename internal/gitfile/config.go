@@ -1,4 +1,8 @@
-package policy
+// Package gitfile reads the files of a git directory agentbox must
+// understand without running git: config files, as git's own parser does,
+// and the gitlink entries of an index. Everything here is bounded in time
+// and memory, whatever the file holds.
+package gitfile
 
 import (
 	"bytes"
@@ -6,9 +10,9 @@ import (
 	"strings"
 )
 
-// gitConfigEntry is one variable as git's own parser (config.c,
+// ConfigEntry is one variable as git's own parser (config.c,
 // git_parse_source) reports it.
-type gitConfigEntry struct {
+type ConfigEntry struct {
 	// Name is git's canonical name: the section and the key lowercased,
 	// a quoted subsection kept as written, a legacy [section.sub]
 	// subsection lowercased. "section.key" or "section.sub.key".
@@ -21,18 +25,18 @@ type gitConfigEntry struct {
 }
 
 // Section is the part of Name before the first dot, as git splits it.
-func (e gitConfigEntry) Section() string {
+func (e ConfigEntry) Section() string {
 	s, _, _ := strings.Cut(e.Name, ".")
 	return s
 }
 
 // Key is the part of Name after the last dot.
-func (e gitConfigEntry) Key() string {
+func (e ConfigEntry) Key() string {
 	return e.Name[strings.LastIndexByte(e.Name, '.')+1:]
 }
 
 // Subsection is what lies between the section and the key ("" for none).
-func (e gitConfigEntry) Subsection() string {
+func (e ConfigEntry) Subsection() string {
 	i, j := strings.IndexByte(e.Name, '.'), strings.LastIndexByte(e.Name, '.')
 	if i < 0 || i == j {
 		return ""
@@ -40,17 +44,17 @@ func (e gitConfigEntry) Subsection() string {
 	return e.Name[i+1 : j]
 }
 
-// gitConfigError is a line git would reject ("bad config line N").
-type gitConfigError struct {
+// ConfigError is a line git would reject ("bad config line N").
+type ConfigError struct {
 	Line   int
 	Reason string
 }
 
-func (e *gitConfigError) Error() string {
+func (e *ConfigError) Error() string {
 	return fmt.Sprintf("bad config line %d: %s", e.Line, e.Reason)
 }
 
-// parseGitConfig parses the text of a git config file exactly as git
+// ParseConfig parses the text of a git config file exactly as git
 // does, so that agentbox sees every variable git will act on. It is strict
 // where git is strict: git refuses to run with a file it cannot parse, and
 // a more lenient reading here could miss a variable git honours.
@@ -66,7 +70,7 @@ func (e *gitConfigError) Error() string {
 //     one space, `"` toggles quoting, escapes \n \t \b \" \\ and a
 //     backslash-newline continuation; anything else is an error;
 //   - CRLF line ends; a UTF-8 byte-order mark at the start is skipped.
-func parseGitConfig(data []byte) ([]gitConfigEntry, error) {
+func ParseConfig(data []byte) ([]ConfigEntry, error) {
 	p := &gitConfigParser{data: bytes.TrimPrefix(data, []byte("\xef\xbb\xbf")), line: 1}
 	return p.parse()
 }
@@ -98,7 +102,7 @@ func (p *gitConfigParser) next() byte {
 }
 
 func (p *gitConfigParser) fail(line int, format string, a ...any) error {
-	return &gitConfigError{Line: line, Reason: fmt.Sprintf(format, a...)}
+	return &ConfigError{Line: line, Reason: fmt.Sprintf(format, a...)}
 }
 
 func isKeyChar(c byte) bool {
@@ -118,8 +122,8 @@ func lower(c byte) byte {
 	return c
 }
 
-func (p *gitConfigParser) parse() ([]gitConfigEntry, error) {
-	var out []gitConfigEntry
+func (p *gitConfigParser) parse() ([]ConfigEntry, error) {
+	var out []ConfigEntry
 	var base []byte // "section." or "section.sub." once a header was read
 	comment := false
 	for {
@@ -224,7 +228,7 @@ func (p *gitConfigParser) extendedHeader(line int, name []byte) ([]byte, error) 
 
 // variable reads one "key [= value]" whose first character is c (git's
 // get_value and parse_value).
-func (p *gitConfigParser) variable(line int, base []byte, c byte) (gitConfigEntry, error) {
+func (p *gitConfigParser) variable(line int, base []byte, c byte) (ConfigEntry, error) {
 	name := append([]byte(nil), base...)
 	name = append(name, lower(c))
 	for {
@@ -237,7 +241,7 @@ func (p *gitConfigParser) variable(line int, base []byte, c byte) (gitConfigEntr
 	for c == ' ' || c == '\t' {
 		c = p.next()
 	}
-	e := gitConfigEntry{Name: string(name), Line: line}
+	e := ConfigEntry{Name: string(name), Line: line}
 	if c == '\n' {
 		e.NoValue = true
 		return e, nil
@@ -306,9 +310,9 @@ func (p *gitConfigParser) value(line int) (string, error) {
 	}
 }
 
-// gitBool reports whether v is one of git's boolean spellings, and which.
+// Bool reports whether v is one of git's boolean spellings, and which.
 // NoValue entries are true.
-func gitBool(e gitConfigEntry) (val, ok bool) {
+func Bool(e ConfigEntry) (val, ok bool) {
 	if e.NoValue {
 		return true, true
 	}

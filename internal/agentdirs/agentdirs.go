@@ -1,0 +1,76 @@
+// Package agentdirs names the directories agentbox keeps its own files in:
+// the config file, the state directory and the tool-cache layers under it.
+// Each takes the environment as a function, so that tests (and the
+// Windows backend's tests on Linux) can name another machine's.
+package agentdirs
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"path/filepath"
+	"runtime"
+	"strings"
+)
+
+// Config returns where config.toml is looked for when no config file is
+// named: $XDG_CONFIG_HOME/agentbox (or ~/.config/agentbox) on Unix,
+// %APPDATA%\agentbox on Windows.
+func Config(getenv func(string) string) string {
+	if runtime.GOOS == "windows" {
+		if d := getenv("APPDATA"); filepath.IsAbs(d) {
+			return filepath.Join(d, "agentbox", "config.toml")
+		}
+		return ""
+	}
+	if d := getenv("XDG_CONFIG_HOME"); d != "" && filepath.IsAbs(d) {
+		return filepath.Join(d, "agentbox", "config.toml")
+	}
+	// A relative $HOME names no fixed place; protecting it would protect
+	// the wrong directory.
+	if h := getenv("HOME"); filepath.IsAbs(h) {
+		return filepath.Join(h, ".config", "agentbox", "config.toml")
+	}
+	return ""
+}
+
+// State is where agentbox keeps its bookkeeping (placeholder records,
+// synthetic SIDs): $XDG_STATE_HOME/agentbox or ~/.local/state/agentbox on
+// Unix, %LOCALAPPDATA%\agentbox on Windows; "" when none can be named.
+func State(getenv func(string) string, goos string) string {
+	if goos == "windows" {
+		if d := getenv("LOCALAPPDATA"); WindowsAbs(d) {
+			// Spelled as the Windows backend spells it, whatever OS
+			// this runs on (tests).
+			return strings.TrimRight(d, `\/`) + `\agentbox`
+		}
+		return ""
+	}
+	if d := getenv("XDG_STATE_HOME"); filepath.IsAbs(d) {
+		return filepath.Join(d, "agentbox")
+	}
+	if h := getenv("HOME"); filepath.IsAbs(h) {
+		return filepath.Join(h, ".local", "state", "agentbox")
+	}
+	return ""
+}
+
+// WindowsAbs reports whether p is an absolute Windows path (C:\x or
+// \\server\share), on any OS.
+func WindowsAbs(p string) bool {
+	if strings.HasPrefix(p, `\\`) {
+		return true
+	}
+	return len(p) >= 3 && p[1] == ':' && (p[2] == '\\' || p[2] == '/')
+}
+
+// ToolCacheRoot is where per-workspace cache layers live under the state
+// directory.
+func ToolCacheRoot(stateDir string) string { return filepath.Join(stateDir, "toolcache") }
+
+// WorkspaceKey names a workspace's layers: a hash of its path, so the
+// directory name is fixed-length and reveals nothing odd to the file
+// system.
+func WorkspaceKey(workspace string) string {
+	h := sha256.Sum256([]byte(workspace))
+	return hex.EncodeToString(h[:8])
+}

@@ -1,0 +1,55 @@
+// Package rawpolicy builds policy.Policy values field by field, for what
+// policy.Resolve cannot produce: backends' unit tests (another platform's
+// paths, hand-made protections) and backends that hand a planner a copy of
+// a policy with one thing changed. Nothing is derived or checked: the
+// caller keeps Protected consistent with WritableRoots.
+package rawpolicy
+
+import (
+	"github.com/agentbox/agentbox/internal/netpolicy"
+	"github.com/agentbox/agentbox/internal/policyhook"
+	"github.com/agentbox/agentbox/policy"
+)
+
+// Fields is the state of a policy.Policy; the accessor of the same name
+// documents each field. It must stay identical to the struct package
+// policy keeps (same fields, order and types), which TestFieldsMatch checks.
+type Fields = struct {
+	Mode             policy.Mode
+	Cwd              string
+	WritableRoots    []string
+	Protected        []policy.Protected
+	ProtectedNames   []string
+	Network          bool
+	Windows          policy.WindowsSandbox
+	AllowDegraded    bool
+	AllowUnixSockets []string
+	Egress           *netpolicy.Rules
+	ToolCacheMode    policy.ToolCacheMode
+	ToolCaches       []policy.ToolCache
+	AllowGitWrites   bool
+}
+
+// New returns the policy made of f (its slices copied).
+func New(f Fields) *policy.Policy {
+	return policyhook.New.(func(Fields) *policy.Policy)(f)
+}
+
+// Of returns p's fields (its slices copied).
+func Of(p *policy.Policy) Fields {
+	return policyhook.Fields.(func(*policy.Policy) Fields)(p)
+}
+
+// Edit returns a copy of p changed by edit.
+func Edit(p *policy.Policy, edit func(*Fields)) *policy.Policy {
+	f := Of(p)
+	edit(&f)
+	return New(f)
+}
+
+// Resolve is policy.Resolve with the environment read through getenv
+// instead of os.Getenv, and the temp-directory rules of goos ("linux",
+// "windows", ...) instead of this platform's.
+func Resolve(o policy.Options, getenv func(string) string, goos string) (*policy.Policy, error) {
+	return policyhook.Resolve.(func(policy.Options, func(string) string, string) (*policy.Policy, error))(o, getenv, goos)
+}

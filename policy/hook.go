@@ -1,0 +1,30 @@
+package policy
+
+import (
+	"slices"
+
+	"github.com/agentbox/agentbox/internal/policyhook"
+)
+
+// The functions internal/rawpolicy and internal/gitguard reach through
+// policyhook.
+func init() {
+	policyhook.New = func(f fields) *Policy { return &Policy{f: cloneFields(f)} }
+	policyhook.Fields = func(p *Policy) fields { return cloneFields(p.f) }
+	policyhook.SafeBareRepository = gitSafeBareRepository
+	policyhook.Resolve = func(o Options, getenv func(string) string, goos string) (*Policy, error) {
+		o.getenv, o.goos = getenv, goos
+		return Resolve(o)
+	}
+}
+
+// cloneFields copies f's slices, so that neither side of New or Of can
+// change what the other holds.
+func cloneFields(f fields) fields {
+	f.WritableRoots = slices.Clone(f.WritableRoots)
+	f.Protected = slices.Clone(f.Protected)
+	f.ProtectedNames = slices.Clone(f.ProtectedNames)
+	f.AllowUnixSockets = slices.Clone(f.AllowUnixSockets)
+	f.ToolCaches = slices.Clone(f.ToolCaches)
+	return f
+}
