@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/windows"
+
+	"github.com/agentbox/agentbox/internal/windows/winapi"
 )
 
 // TestMain lets the test binary play a client of the guarded listener.
@@ -205,7 +207,14 @@ func TestGuard(t *testing.T) {
 	select {
 	case err := <-refused:
 		var oe *OutsideError
-		if !errors.As(err, &oe) || oe.PID != uint32(os.Getpid()) {
+		switch {
+		case errors.As(err, &oe) && oe.PID == uint32(os.Getpid()):
+		case errors.Is(err, ErrUnidentified) && winapi.IsWine():
+			// Wine's TCP table sometimes gives a fresh connection's
+			// client end owner 0: refused as unidentified (fail closed),
+			// which is all Wine can show here.
+			t.Logf("under Wine the client end had no owner: %v", err)
+		default:
 			t.Errorf("refusal: %v, want OutsideError for pid %d", err, os.Getpid())
 		}
 	case <-time.After(20 * time.Second):
