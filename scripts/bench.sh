@@ -88,10 +88,25 @@ mcp_run() { echo >&9 && read -r _ <&10; }
 
 tools=(bare agentbox resident agentbox_net bwrap_cmp session mcp_run)
 # AGENTBOX_BENCH_BASELINE=/path/to/older/agentbox adds a before/after
-# column: the same run with another build, alternating with the others.
+# column: the same run with another build, alternating with the others,
+# and the same for its `agentbox mcp` (with this tree's client).
+# AGENTBOX_BENCH_BASELINE_SESSION=/path/to/older/benchsession does so for
+# the library Session (benchsession holds the library it was built with).
 if [ -n "${AGENTBOX_BENCH_BASELINE:-}" ]; then
 	baseline() { "$AGENTBOX_BENCH_BASELINE" run -C "$ws" -- true; }
 	tools+=(baseline)
+	mkfifo "$work/mb.in" "$work/mb.out"
+	"$work/benchsession" -mcp "$AGENTBOX_BENCH_BASELINE" "$ws" <"$work/mb.in" >"$work/mb.out" 2>"$work/mb.err" &
+	exec 11>"$work/mb.in" 12<"$work/mb.out"
+	mcp_base() { echo >&11 && read -r _ <&12; }
+	tools+=(mcp_base)
+fi
+if [ -n "${AGENTBOX_BENCH_BASELINE_SESSION:-}" ]; then
+	mkfifo "$work/sb.in" "$work/sb.out"
+	"$AGENTBOX_BENCH_BASELINE_SESSION" "$ws" <"$work/sb.in" >"$work/sb.out" 2>"$work/sb.err" &
+	exec 13>"$work/sb.in" 14<"$work/sb.out"
+	session_base() { echo >&13 && read -r _ <&14; }
+	tools+=(session_base)
 fi
 declare -A times
 for t in "${tools[@]}"; do
@@ -135,8 +150,10 @@ for t in "${tools[@]}"; do
 	med[$t]=$m
 	awk -v t="$t" -v m="$m" -v a="$p10" -v b="$p90" 'BEGIN { printf "%-14s %10.2f %10.2f %10.2f\n", t, m / 1000, a / 1000, b / 1000 }'
 done
-# The two probes report their in-process timings once their input ends.
+# The probes report their in-process timings once their input ends.
 exec 7>&- 9>&-
+[ -n "${AGENTBOX_BENCH_BASELINE:-}" ] && exec 11>&-
+[ -n "${AGENTBOX_BENCH_BASELINE_SESSION:-}" ] && exec 13>&-
 wait
 in_proc() { sed -n 's/^in-process: median \([0-9]*\) us.*/\1/p' "$1"; }
 s_in=$(in_proc "$work/s.err")
@@ -167,6 +184,14 @@ sed 's/^/session: /' "$work/s.err"
 sed 's/^/mcp: /' "$work/m.err"
 if [ -n "${med[baseline]:-}" ]; then
 	awk -v a="${med[agentbox]}" -v b="${med[baseline]}" 'BEGIN { printf "agentbox/baseline = %.2fx\n", a / b }'
+	mb_in=$(in_proc "$work/mb.err")
+	awk -v m="${m_in:-0}" -v b="${mb_in:-0}" -v w="${med[bwrap_cmp]}" 'BEGIN {
+		printf "mcp run: baseline/bwrap = %.2fx in-process (%.2f ms), this build %.2fx\n", b / w, b / 1000, m / w }'
+fi
+if [ -n "${med[session_base]:-}" ]; then
+	sb_in=$(in_proc "$work/sb.err")
+	awk -v s="${s_in:-0}" -v b="${sb_in:-0}" -v w="${med[bwrap_cmp]}" 'BEGIN {
+		printf "session: baseline/bwrap = %.2fx in-process (%.2f ms), this build %.2fx\n", b / w, b / 1000, s / w }'
 fi
 echo "rounds=$rounds kernel=$(uname -r) cpus=$(nproc) $("$work/agentbox" version 2>/dev/null | head -1)"
 
