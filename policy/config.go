@@ -55,6 +55,10 @@ type LinuxSection struct {
 	// AllowDegraded opts into running with Landlock and seccomp only when
 	// user namespaces are unavailable, accepting the guarantees that lost.
 	AllowDegraded *bool `toml:"allow_degraded"`
+	// Resident = false keeps `agentbox run` from using (and starting)
+	// the per-user resident helper that holds prepared sandboxes; every
+	// run then builds its own. It changes no confinement.
+	Resident *bool `toml:"resident"`
 }
 
 // DefaultConfigPath returns the config file agentbox's CLI reads when

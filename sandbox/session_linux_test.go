@@ -507,3 +507,32 @@ func TestSessionGitWritesChecked(t *testing.T) {
 		t.Errorf("no message names the removed symlink: %q", diag.String())
 	}
 }
+
+// TestSessionNullStdioAndBigRequest: streams left nil are the sandbox's
+// /dev/null, with a request too big for one packet (it travels in a
+// memfd) as with a small one.
+func TestSessionNullStdioAndBigRequest(t *testing.T) {
+	s, _ := newTestSession(t)
+	// All three streams nil: the findings go to a file in the workspace.
+	script := `exec 3>&1; stat -L -c '%t:%T' /proc/self/fd/0 /proc/self/fd/3 /proc/self/fd/2 >>report; cat; echo err >&2; echo "$#" >>report`
+	for _, n := range []int{1, 2000} { // 2000 arguments of 100 bytes: over 64 KiB
+		args := []string{"-c", script, "sh"}
+		for range n {
+			args = append(args, strings.Repeat("a", 100))
+		}
+		c := s.Command(context.Background(), "sh", args...)
+		if err := c.Run(); err != nil {
+			t.Fatalf("%d arguments: %v", n, err)
+		}
+		report := filepath.Join(c.Policy.Cwd(), "report")
+		b, err := os.ReadFile(report)
+		if err != nil {
+			t.Fatal(err)
+		}
+		os.Remove(report)
+		// /dev/null is character device 1:3.
+		if want := fmt.Sprintf("1:3\n1:3\n1:3\n%d\n", n); string(b) != want {
+			t.Errorf("%d arguments: got %q, want %q", n, b, want)
+		}
+	}
+}

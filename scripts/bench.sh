@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # bench.sh: per-command cost of agentbox against bare `true` and against
-# bubblewrap with comparable isolation, in one run: `agentbox run -- true`,
+# bubblewrap with comparable isolation, in one run: `agentbox run -- true`
+# as a lone run (the resident helper off) and through the warm resident
+# helper,
 # a command through a library Session (scripts/benchsession), and a command
 # through `agentbox mcp`'s run tool with the client round trip; then `go
 # build ./...` of this project inside the sandbox (the Go caches overlaid
@@ -43,8 +45,25 @@ cd "$ws"
 
 true_bin=$(type -P true) # the executable, not the shell builtin
 bare() { "$true_bin"; }
-agentbox() { "$work/agentbox" run -C "$ws" -- true; }
-agentbox_net() { "$work/agentbox" run -C "$ws" --network -- true; }
+# The resident helper gets a state directory of its own, stopped at exit.
+# Both agentbox rows get the same stdio (/dev/null, which a lone run and
+# the helper both pass as it is; a terminal would make the lone run
+# allocate a pseudo-terminal and the helper step aside).
+export XDG_STATE_HOME="$work/state"
+# (Not `agentbox cleanup`: as root it would also remove a machine-wide
+# AppArmor profile. The helper's lock file holds its pid.)
+# The pid is the helper's only while it holds the lock.
+stop_helper() {
+	local lock="$XDG_STATE_HOME/agentbox/resident/lock"
+	if [ -e "$lock" ] && ! flock -n "$lock" true; then
+		kill -TERM "$(cat "$lock")" 2>/dev/null || true
+		flock -w 5 "$lock" true || true
+	fi
+}
+trap 'stop_helper; rm -rf "$work"' EXIT
+agentbox() { AGENTBOX_RESIDENT=0 "$work/agentbox" run -C "$ws" -- true </dev/null 2>/dev/null; }
+resident() { "$work/agentbox" run -C "$ws" -- true </dev/null 2>/dev/null; }
+agentbox_net() { AGENTBOX_RESIDENT=0 "$work/agentbox" run -C "$ws" --network -- true </dev/null 2>/dev/null; }
 # bwrap with comparable isolation: every namespace (network included),
 # new session, dies with its parent, read-only /, writable workspace and
 # /tmp with .git read-only, fresh /proc and a minimal /dev.
@@ -67,17 +86,39 @@ session() { echo >&7 && read -r _ <&8; }
 exec 9>"$work/m.in" 10<"$work/m.out"
 mcp_run() { echo >&9 && read -r _ <&10; }
 
-tools=(bare agentbox agentbox_net bwrap_cmp session mcp_run)
+tools=(bare agentbox resident agentbox_net bwrap_cmp session mcp_run)
 # AGENTBOX_BENCH_BASELINE=/path/to/older/agentbox adds a before/after
-# column: the same run with another build, alternating with the others.
+# column: the same run with another build, alternating with the others,
+# and the same for its `agentbox mcp` (with this tree's client).
+# AGENTBOX_BENCH_BASELINE_SESSION=/path/to/older/benchsession does so for
+# the library Session (benchsession holds the library it was built with).
 if [ -n "${AGENTBOX_BENCH_BASELINE:-}" ]; then
 	baseline() { "$AGENTBOX_BENCH_BASELINE" run -C "$ws" -- true; }
 	tools+=(baseline)
+	mkfifo "$work/mb.in" "$work/mb.out"
+	"$work/benchsession" -mcp "$AGENTBOX_BENCH_BASELINE" "$ws" <"$work/mb.in" >"$work/mb.out" 2>"$work/mb.err" &
+	exec 11>"$work/mb.in" 12<"$work/mb.out"
+	mcp_base() { echo >&11 && read -r _ <&12; }
+	tools+=(mcp_base)
+fi
+if [ -n "${AGENTBOX_BENCH_BASELINE_SESSION:-}" ]; then
+	mkfifo "$work/sb.in" "$work/sb.out"
+	"$AGENTBOX_BENCH_BASELINE_SESSION" "$ws" <"$work/sb.in" >"$work/sb.out" 2>"$work/sb.err" &
+	exec 13>"$work/sb.in" 14<"$work/sb.out"
+	session_base() { echo >&13 && read -r _ <&14; }
+	tools+=(session_base)
 fi
 declare -A times
 for t in "${tools[@]}"; do
 	"$t" >/dev/null # warm up, and fail early if a tool does not work
 	times[$t]=""
+done
+# The helper starts on the first resident run and prepares its sandbox on
+# the next ones: served once the shell's parent is the helper's shim.
+served_probe='read -r _ _ _ pp _ < /proc/self/stat; tr "\0" "\n" < /proc/$pp/cmdline | head -n 1'
+for _ in $(seq 50); do
+	[ "$("$work/agentbox" run -C "$ws" -- sh -c "$served_probe" </dev/null 2>/dev/null)" = agentbox-resident-init ] && break
+	sleep 0.05
 done
 
 echo "running $rounds rounds of: ${tools[*]}" >&2
@@ -109,16 +150,19 @@ for t in "${tools[@]}"; do
 	med[$t]=$m
 	awk -v t="$t" -v m="$m" -v a="$p10" -v b="$p90" 'BEGIN { printf "%-14s %10.2f %10.2f %10.2f\n", t, m / 1000, a / 1000, b / 1000 }'
 done
-# The two probes report their in-process timings once their input ends.
+# The probes report their in-process timings once their input ends.
 exec 7>&- 9>&-
+[ -n "${AGENTBOX_BENCH_BASELINE:-}" ] && exec 11>&-
+[ -n "${AGENTBOX_BENCH_BASELINE_SESSION:-}" ] && exec 13>&-
 wait
 in_proc() { sed -n 's/^in-process: median \([0-9]*\) us.*/\1/p' "$1"; }
 s_in=$(in_proc "$work/s.err")
 m_in=$(in_proc "$work/m.err")
 awk -v a="${med[agentbox]}" -v b="${med[bare]}" -v w="${med[bwrap_cmp]}" -v n="${med[agentbox_net]}" \
-	-v s="${med[session]}" -v m="${med[mcp_run]}" -v si="${s_in:-0}" -v mi="${m_in:-0}" 'BEGIN {
+	-v s="${med[session]}" -v m="${med[mcp_run]}" -v si="${s_in:-0}" -v mi="${m_in:-0}" -v r="${med[resident]}" 'BEGIN {
 	printf "agentbox/bare  = %.1fx\n", a / b
-	printf "agentbox/bwrap = %.2fx   (target <= 1.0x)\n", a / w
+	printf "agentbox/bwrap = %.2fx   (lone run, the resident helper off)\n", a / w
+	printf "resident/bwrap = %.2fx   (agentbox run through the warm resident helper, target <= 1.0x)\n", r / w
 	printf "agentbox --network/bwrap = %.2fx\n", n / w
 	printf "session/bwrap  = %.2fx in-process (%.2f ms), %.2fx with the probe pipe round trip   (library Session, target <= 0.2x)\n", si / w, si / 1000, s / w
 	printf "mcp run/bwrap  = %.2fx in-process (%.2f ms), %.2fx with the probe pipe round trip   (SDK client to agentbox mcp, target <= 0.3x)\n", mi / w, mi / 1000, m / w
@@ -130,12 +174,24 @@ awk -v a="${med[agentbox]}" -v b="${med[bare]}" -v w="${med[bwrap_cmp]}" -v n="$
 # large as a bare one).
 peak() { /usr/bin/time -f %M "$@" 2>&1 >/dev/null | tail -1; }
 if [ -x /usr/bin/time ]; then
-	echo "peak RSS KiB: bare $(peak "$true_bin"), agentbox run $(peak "$work/agentbox" run -C "$ws" -- true), bwrap $(peak bwrap "${bwrap_args[@]}")"
+	echo "peak RSS KiB: bare $(peak "$true_bin"), agentbox run $(AGENTBOX_RESIDENT=0 peak "$work/agentbox" run -C "$ws" -- true </dev/null), through the helper: the CLI $(peak "$work/agentbox" run -C "$ws" -- true </dev/null), bwrap $(peak bwrap "${bwrap_args[@]}")"
+	# The helper and its zygote live across commands: their high-water marks.
+	for p in $(cat "$XDG_STATE_HOME/agentbox/resident/lock" 2>/dev/null); do
+		echo "resident helper pid $p: $(awk '/^VmHWM/ {print $2, $3}' "/proc/$p/status"); its zygotes: $(for z in $(pgrep -P "$p"); do awk '/^VmHWM/ {printf "%s %s ", $2, $3}' "/proc/$z/status"; done)"
+	done
 fi
 sed 's/^/session: /' "$work/s.err"
 sed 's/^/mcp: /' "$work/m.err"
 if [ -n "${med[baseline]:-}" ]; then
 	awk -v a="${med[agentbox]}" -v b="${med[baseline]}" 'BEGIN { printf "agentbox/baseline = %.2fx\n", a / b }'
+	mb_in=$(in_proc "$work/mb.err")
+	awk -v m="${m_in:-0}" -v b="${mb_in:-0}" -v w="${med[bwrap_cmp]}" 'BEGIN {
+		printf "mcp run: baseline/bwrap = %.2fx in-process (%.2f ms), this build %.2fx\n", b / w, b / 1000, m / w }'
+fi
+if [ -n "${med[session_base]:-}" ]; then
+	sb_in=$(in_proc "$work/sb.err")
+	awk -v s="${s_in:-0}" -v b="${sb_in:-0}" -v w="${med[bwrap_cmp]}" 'BEGIN {
+		printf "session: baseline/bwrap = %.2fx in-process (%.2f ms), this build %.2fx\n", b / w, b / 1000, s / w }'
 fi
 echo "rounds=$rounds kernel=$(uname -r) cpus=$(nproc) $("$work/agentbox" version 2>/dev/null | head -1)"
 
@@ -216,7 +272,7 @@ echo x >"$srv/small"
 port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 (cd "$srv" && exec python3 -m http.server --bind 127.0.0.1 "$port" >/dev/null 2>&1) &
 srvpid=$!
-trap 'kill "$srvpid" 2>/dev/null; rm -rf "$work"' EXIT
+trap 'kill "$srvpid" 2>/dev/null; stop_helper; rm -rf "$work"' EXIT
 for _ in $(seq 50); do curl -fs -o /dev/null "http://127.0.0.1:$port/small" && break; sleep 0.1; done
 # bench.test resolves to the local server for agentbox's proxy only.
 echo "127.0.0.1 bench.test" >"$work/hosts"

@@ -89,7 +89,7 @@ allowed.`,
 	root.SetIn(stdin)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	root.AddCommand(newRun(stdin, stdout, stderr), newMCP(stdin, stdout, stderr), newDoctor(stdout), newSetup(stdout), newCleanup(stdout), newVersion(stdout))
+	root.AddCommand(newRun(stdin, stdout, stderr), newMCP(stdin, stdout, stderr), newDoctor(stdout), newSetup(stdout), newCleanup(stdout), newVersion(stdout), newResident())
 	return root
 }
 
@@ -103,6 +103,8 @@ type runFlags struct {
 	allowDegraded bool
 	allowDomains  []string
 	report        string
+	// cfg is the config file resolve read (nil: none).
+	cfg *policy.Config
 }
 
 func (f *runFlags) register(cmd *cobra.Command, withRunOnly bool) {
@@ -153,6 +155,7 @@ func (f *runFlags) resolve(cmd *cobra.Command) (*policy.Policy, error) {
 			return nil, failure("%v", err)
 		}
 	}
+	f.cfg = cfg
 	o := policy.Options{Mode: policy.Mode(f.mode), Cwd: f.cwd, AddDirs: f.addDirs, Config: cfg, AllowDomains: f.allowDomains}
 	// A --config file decides how the next command is sandboxed too; the
 	// default config and state directories are protected by Resolve.
@@ -202,7 +205,8 @@ func newRun(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 				rep.failed(nil, err)
 				return err
 			}
-			return runCommand(pol, f.timeout, args, stdin, stdout, stderr, rep)
+			residentOff := f.cfg != nil && f.cfg.Linux.Resident != nil && !*f.cfg.Linux.Resident
+			return runCommand(pol, f.timeout, args, stdin, stdout, stderr, rep, !residentOff)
 		},
 	}
 	// Everything after the command belongs to it, flags included.
@@ -211,7 +215,7 @@ func newRun(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 	return cmd
 }
 
-func runCommand(pol *policy.Policy, timeout time.Duration, args []string, stdin io.Reader, stdout, stderr io.Writer, rep *reportFile) error {
+func runCommand(pol *policy.Policy, timeout time.Duration, args []string, stdin io.Reader, stdout, stderr io.Writer, rep *reportFile, mayResident bool) error {
 	ctx := context.Background()
 	if timeout > 0 {
 		var cancel context.CancelFunc
@@ -228,6 +232,11 @@ func runCommand(pol *policy.Policy, timeout time.Duration, args []string, stdin 
 	signal.Notify(sigs, forwardedSignals...)
 	defer signal.Stop(sigs)
 
+	if mayResident {
+		if handled, err := runResident(pol, timeout, args, stdin, stdout, stderr, rep, sigs); handled {
+			return err
+		}
+	}
 	restore := saveTerminal(stdin)
 	defer restore()
 	if err := c.Start(); err != nil {
@@ -370,6 +379,11 @@ func newCleanup(stdout io.Writer) *cobra.Command {
 		Short: "Remove everything agentbox ever left on this machine",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			// The resident helper first: it holds sessions whose
+			// placeholders cleanup would otherwise find in use.
+			if err := stopResident(); err != nil {
+				return failure("cleanup: %v", err)
+			}
 			if err := sandbox.Cleanup(context.Background(), stdout); err != nil {
 				return failure("cleanup: %v", err)
 			}

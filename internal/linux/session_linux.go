@@ -14,14 +14,14 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/agentbox/agentbox/internal/exitcode"
-
 	"golang.org/x/sys/unix"
 )
 
 // Session is the caller's side of a session's zygote (zygote_linux.go):
 // the sandbox is built once, and each command is one request on the
-// control socket, which only this process and the zygote hold.
+// control socket, which only this process and the zygote hold. The
+// zygote answers each start request on a reply socket of that command's
+// own, read by the goroutine that waits for the answer.
 type Session struct {
 	ctl  int // our end of the control socketpair
 	zyg  *exec.Cmd
@@ -31,7 +31,6 @@ type Session struct {
 	sendMu sync.Mutex
 	mu     sync.Mutex
 	nextID uint64
-	procs  map[uint64]*SessionProcess
 	err    error // why the session ended
 	closed bool
 	exited chan struct{}
@@ -52,10 +51,7 @@ func StartSession(spec *Spec) (*Session, error) {
 	if err != nil {
 		return nil, os.NewSyscallError("socketpair", err)
 	}
-	s := &Session{
-		ctl: fds[0], stop: make(chan struct{}), dead: make(chan struct{}),
-		procs: map[uint64]*SessionProcess{}, exited: make(chan struct{}),
-	}
+	s := &Session{ctl: fds[0], stop: make(chan struct{}), dead: make(chan struct{}), exited: make(chan struct{})}
 	child := os.NewFile(uintptr(fds[1]), "session-control")
 	// The zygote's parent-death signal fires when the thread that forked
 	// it exits, not the process: fork it from a thread of its own that
@@ -147,44 +143,18 @@ func (s *Session) launch(spec *Spec, control *os.File) error {
 	return nil
 }
 
-// read dispatches the zygote's answers until the control socket ends.
+// read waits for the control socket to end: the zygote sends nothing on
+// it, so its end means the zygote is gone.
 func (s *Session) read() {
-	buf := make([]byte, maxPacket)
-	// Room for a command's two proxy listeners.
-	oob := make([]byte, unix.CmsgSpace(2*4))
+	var buf [1]byte
 	var err error
 	for {
-		var n, oobn int
-		n, oobn, _, _, err = unix.Recvmsg(s.ctl, buf, oob, unix.MSG_CMSG_CLOEXEC)
-		if errors.Is(err, unix.EINTR) {
+		var n int
+		n, _, _, _, err = unix.Recvmsg(s.ctl, buf[:], nil, unix.MSG_CMSG_CLOEXEC)
+		if errors.Is(err, unix.EINTR) || (err == nil && n > 0) {
 			continue
 		}
-		if err != nil || n == 0 {
-			break
-		}
-		var fds []int
-		if oobn > 0 {
-			fds = parseRights(oob[:oobn])
-		}
-		var r zresp
-		if json.Unmarshal(buf[:n], &r) != nil {
-			closeAll(fds)
-			continue
-		}
-		s.mu.Lock()
-		p := s.procs[r.ID]
-		if p != nil && (r.Exited || r.Error != "") {
-			delete(s.procs, r.ID)
-		}
-		s.mu.Unlock()
-		if p == nil || !r.Started {
-			closeAll(fds)
-			fds = nil
-		}
-		if p != nil {
-			r.fds = fds
-			p.answer(r)
-		}
+		break
 	}
 	s.mu.Lock()
 	if s.err == nil {
@@ -193,13 +163,18 @@ func (s *Session) read() {
 			s.err = fmt.Errorf("the session's sandbox ended: %w", err)
 		}
 	}
-	procs := s.procs
-	s.procs = nil // Start refuses from now on
 	s.mu.Unlock()
 	close(s.dead)
-	for _, p := range procs {
-		p.answer(zresp{Error: s.err.Error(), Code: exitcode.SandboxFailure})
+}
+
+// ended is why the session can run nothing more.
+func (s *Session) ended() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.err == nil {
+		return errors.New("the session's sandbox ended")
 	}
+	return s.err
 }
 
 // Close ends the session: the zygote exits, and with it, as PID 1 of the
@@ -283,32 +258,48 @@ func (s *Session) send(r zreq, fds []int) error {
 
 // SessionProcess is one command of a session.
 type SessionProcess struct {
-	s     *Session
-	id    uint64
-	start chan zresp
-	exit  chan zresp
+	s  *Session
+	id uint64
+	// reply is our end of the command's reply socket, non-blocking in
+	// the runtime's poller: a goroutine waiting for an answer parks
+	// rather than holding a thread in a blocking call, which keeps the
+	// runtime's monitor thread polling every 20 us meanwhile.
+	reply *os.File
 	stdio *relay
 	proxy []net.Listener
 }
 
-// answer routes a reply: Started or a start failure to Start, Exited to
-// Wait. A reply for a session that died goes to both, whichever waits.
-func (p *SessionProcess) answer(r zresp) {
-	switch {
-	case r.Exited:
-		p.exit <- r
-	case r.Started || r.ID != 0:
-		p.start <- r
-	default:
-		select {
-		case p.start <- r:
-		default:
-		}
-		select {
-		case p.exit <- r:
-		default:
-		}
+// answer reads the zygote's next answer for this command; the zygote
+// gone (its end of the reply socket closed) is an error.
+func (p *SessionProcess) answer() (zresp, error) {
+	var buf [4096]byte
+	// Room for a command's two proxy listeners.
+	oob := make([]byte, unix.CmsgSpace(2*4))
+	rc, err := p.reply.SyscallConn()
+	if err != nil {
+		return zresp{}, fmt.Errorf("session: %w", err)
 	}
+	var n, oobn int
+	var rerr error
+	err = rc.Read(func(fd uintptr) bool {
+		n, oobn, _, _, rerr = unix.Recvmsg(int(fd), buf[:], oob, unix.MSG_CMSG_CLOEXEC|unix.MSG_DONTWAIT)
+		return rerr != unix.EAGAIN && rerr != unix.EINTR
+	})
+	var fds []int
+	if oobn > 0 {
+		fds = parseRights(oob[:oobn])
+	}
+	var r zresp
+	if err == nil && rerr == nil && n > 0 && json.Unmarshal(buf[:n], &r) == nil {
+		if r.Started {
+			r.fds = fds
+		} else {
+			closeAll(fds)
+		}
+		return r, nil
+	}
+	closeAll(fds)
+	return zresp{}, fmt.Errorf("session: %w", p.s.ended())
 }
 
 // Start runs one command in the session. Its stdio reaches the command
@@ -320,40 +311,52 @@ func (p *SessionProcess) answer(r zresp) {
 // it could chmod or touch through /proc/self/fd. A session gives no
 // pseudo-terminal: a terminal is relayed as a pipe.
 func (s *Session) Start(path string, argv, env []string, dir string, stdio Stdio) (*SessionProcess, error) {
+	s.mu.Lock()
+	dead := false
+	select {
+	case <-s.dead:
+		dead = true
+	default:
+	}
+	if s.closed || dead {
+		s.mu.Unlock()
+		return nil, fmt.Errorf("session: %w", s.err)
+	}
+	s.nextID++
+	id := s.nextID
+	s.mu.Unlock()
 	rl, err := newRelay(stdio)
 	if err != nil {
 		return nil, err
 	}
-	s.mu.Lock()
-	if s.closed || s.procs == nil {
-		s.mu.Unlock()
+	reply, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
 		rl.abort()
-		return nil, fmt.Errorf("session: %w", s.err)
+		return nil, os.NewSyscallError("socketpair", err)
 	}
-	select {
-	case <-s.dead:
-		s.mu.Unlock()
+	if err := unix.SetNonblock(reply[0], true); err != nil {
+		unix.Close(reply[0])
+		unix.Close(reply[1])
 		rl.abort()
-		return nil, fmt.Errorf("session: %w", s.err)
-	default:
+		return nil, os.NewSyscallError("fcntl", err)
 	}
-	s.nextID++
-	p := &SessionProcess{s: s, id: s.nextID, start: make(chan zresp, 1), exit: make(chan zresp, 1), stdio: rl}
-	s.procs[p.id] = p
-	s.mu.Unlock()
-	err = s.send(zreq{Op: "start", ID: p.id, Path: path, Argv: argv, Env: env, Dir: dir}, rl.child[:])
+	p := &SessionProcess{s: s, id: id, reply: os.NewFile(uintptr(reply[0]), "session-reply"), stdio: rl}
+	err = s.send(zreq{Op: "start", ID: id, Path: path, Argv: argv, Env: env, Dir: dir}, append(rl.child[:], reply[1]))
+	unix.Close(reply[1])
 	rl.closeChild()
 	if err != nil {
-		s.mu.Lock()
-		delete(s.procs, p.id)
-		s.mu.Unlock()
+		p.reply.Close()
 		rl.abort()
 		return nil, err
 	}
-	r := <-p.start
-	if !r.Started {
+	r, err := p.answer()
+	if err == nil && !r.Started {
+		err = startError(r.Code, r.Error)
+	}
+	if err != nil {
+		p.reply.Close()
 		rl.abort()
-		return nil, startError(r.Code, r.Error)
+		return nil, err
 	}
 	if len(r.fds) > 0 {
 		if p.proxy, err = listenersOf(r.fds); err != nil {
@@ -375,9 +378,13 @@ func (p *SessionProcess) ProxyListeners() []net.Listener { return p.proxy }
 // Wait waits for the command; when it returns, every process the command
 // started is gone too (its pid namespace died with it).
 func (p *SessionProcess) Wait() (code, signal int, err error) {
-	r := <-p.exit
+	r, err := p.answer()
+	p.reply.Close()
 	p.stdio.wait()
-	if r.Error != "" {
+	switch {
+	case err != nil:
+		return 0, 0, err
+	case r.Error != "":
 		return 0, 0, errors.New(r.Error)
 	}
 	return r.Status, r.Signal, nil
@@ -481,11 +488,23 @@ func (rl *relay) output(w io.Writer) (int, error) {
 		rl.wg.Add(1)
 		go func() {
 			defer rl.wg.Done()
-			io.Copy(w, pr)
+			copyOut(w, pr)
 		}()
 		return nil
 	})
 	return int(pw.Fd()), nil
+}
+
+// copyBufs are the buffers of copyOut.
+var copyBufs = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
+
+// copyOut is io.Copy with a pooled buffer (io.Copy allocates 32 KiB for
+// each stream of each command). The reader's WriteTo is hidden: for a
+// pipe it is io.Copy's allocation again; a ReadFrom of w's still serves.
+func copyOut(w io.Writer, r io.Reader) {
+	bp := copyBufs.Get().(*[]byte)
+	io.CopyBuffer(w, struct{ io.Reader }{r}, *bp)
+	copyBufs.Put(bp)
 }
 
 // closeChild closes our copies of the command's ends once the zygote has

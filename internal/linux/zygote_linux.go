@@ -33,7 +33,8 @@ import (
 //
 // Each command is forked from a thread of its own, locked for the
 // command's whole life and prepared before its request arrives (see
-// worker): no_new_privs,
+// worker), which is also the thread that reads that request, so that
+// starting a command involves no hand-over between threads: no_new_privs,
 // locked securebits, empty bounding and ambient sets, only CAP_SYS_ADMIN
 // left in the effective set (creating the command's pid namespace needs
 // it; exec drops it), a Landlock domain of its own, the seccomp filter and
@@ -46,9 +47,12 @@ import (
 // destroys the thread, so a restricted thread is never reused.
 const controlFD = 5
 
-// zreq is a request on the control socket. A start request carries the
-// command's stdin, stdout and stderr as SCM_RIGHTS, and, when the request
-// would not fit in one packet, a fourth fd: a memfd holding it.
+// zreq is a request on the control socket. A start request carries, as
+// SCM_RIGHTS, the command's stdin, stdout and stderr, then the command's
+// reply socket (a SOCK_SEQPACKET end on which the zygote answers that
+// request alone, so that the caller's goroutine waiting for the answer
+// reads it itself), and, when the request would not fit in one packet, a
+// fifth fd: a memfd holding it.
 type zreq struct {
 	Op   string   `json:"op"` // "start", "signal", "kill", "big"
 	ID   uint64   `json:"id"`
@@ -59,9 +63,10 @@ type zreq struct {
 	Sig  int      `json:"sig,omitempty"`
 }
 
-// zresp answers a request: one Started (or Error) per start, then one
-// Exited. With an allow-list, Started carries the command's two proxy
-// listeners as SCM_RIGHTS (HTTP, then SOCKS5; see commandListeners).
+// zresp answers a start request, on its reply socket: one Started (or
+// Error), then one Exited. With an allow-list, Started carries the
+// command's two proxy listeners as SCM_RIGHTS (HTTP, then SOCKS5; see
+// commandListeners).
 type zresp struct {
 	ID      uint64 `json:"id"`
 	Started bool   `json:"started,omitempty"`
@@ -83,22 +88,46 @@ const maxPacket = 64 << 10
 const maxBigRequest = 8 << 20
 
 type zygote struct {
-	spec   *Spec
-	prog   []bpf.RawInstruction
-	sendMu sync.Mutex
+	spec *Spec
+	prog []bpf.RawInstruction
+	// rules is every command's Landlock ruleset, built once; each
+	// command's thread gets a domain of its own from it (nil without
+	// Landlock).
+	rules *landlock.Ruleset
 
 	mu   sync.Mutex
 	cmds map[uint64]*zcmd
 
-	// jobs hands a start request to the thread prepared for it.
-	jobs chan job
+	// ctl hands the signal and kill requests that a command's thread
+	// read to the zygote's main goroutine: a command's thread has a
+	// Landlock domain of its own, from which the other commands are out
+	// of reach, so only the zygote's own threads signal commands.
+	ctl chan zreq
+	// end is closed when the control socket ends: the client is gone,
+	// and so is the session.
+	end chan struct{}
+	// listen asks the main goroutine for a command's proxy listeners
+	// (with an allow-list).
+	listen chan chan listeners
+
+	// buf and oob receive requests. Exactly one thread reads the
+	// control socket at a time (the next command's, see worker), and it
+	// is done with them before the following one starts reading.
+	buf, oob []byte
 }
 
-// job is a start request, the command's stdio and, with an allow-list,
-// its proxy listeners and their ports.
+// listeners are a command's proxy listeners and their ports.
+type listeners struct {
+	fds, ports []int
+	err        error
+}
+
+// job is a start request, the command's stdio, its reply socket and,
+// with an allow-list, its proxy listeners and their ports.
 type job struct {
 	r     zreq
 	stdio [3]int
+	reply int
 	proxy []int
 	ports []int
 }
@@ -150,12 +179,54 @@ func runZygote(spec *Spec, report func(message)) {
 			fail(fmt.Errorf("landlock on the zygote's threads: %w", err))
 		}
 	}
-	z := &zygote{spec: spec, prog: prog, cmds: map[uint64]*zcmd{}, jobs: make(chan job)}
+	// Every command's Landlock rules, those of a lone run's command (see
+	// applyWalls), built once: each command's thread is then restricted
+	// by them in a domain of its own, nested in the zygote's.
+	var rules *landlock.Ruleset
+	if spec.Landlock {
+		abi, _ := landlock.ABI()
+		scoped := abi >= 6
+		rules, err = landlock.NewRuleset(landlock.Config{
+			WritableRoots:     landlockRoots(spec),
+			ScopeAbstractUnix: scoped,
+			ScopeSignals:      scoped,
+		})
+		if err != nil {
+			fail(err)
+		}
+	}
+	z := &zygote{
+		spec: spec, prog: prog, rules: rules, cmds: map[uint64]*zcmd{},
+		ctl: make(chan zreq), end: make(chan struct{}), listen: make(chan chan listeners),
+		buf: make([]byte, maxPacket), oob: make([]byte, unix.CmsgSpace(5*4)),
+	}
 	go z.worker()
+	// The status pipe stays open: it belongs to the *os.File in
+	// RunInit's report, whose finalizer closes fd 4 once that is
+	// garbage. Closing the number here let that finalizer close
+	// whatever reused it later: a running command's reply socket or
+	// pidfd (seen as "the session's sandbox ended" under load).
 	report(message{Started: true})
-	unix.Close(statusFD)
-	z.serve()
-	os.Exit(0)
+	for {
+		select {
+		case r := <-z.ctl:
+			sig := syscall.SIGKILL
+			if r.Op == "signal" {
+				sig = syscall.Signal(r.Sig)
+			}
+			z.mu.Lock()
+			if c := z.cmds[r.ID]; c != nil {
+				z.deliver(c, sig)
+			}
+			z.mu.Unlock()
+		case ch := <-z.listen:
+			var l listeners
+			l.fds, l.ports, l.err = commandListeners()
+			ch <- l
+		case <-z.end:
+			os.Exit(0)
+		}
+	}
 }
 
 // seccompOptions is the filter of a session's commands: that of a lone
@@ -170,115 +241,126 @@ func seccompOptions(spec *Spec) seccomp.Options {
 	}
 }
 
-// serve reads requests until the control socket ends.
-func (z *zygote) serve() {
-	buf := make([]byte, maxPacket)
-	oob := make([]byte, unix.CmsgSpace(4*4))
+// next reads the control socket until a start request arrives, and
+// returns it; it hands every other request to the main goroutine (ctl).
+// It returns false when the control socket has ended. A request that
+// cannot be served is answered on its reply socket, if it has one.
+func (z *zygote) next() (job, bool) {
 	for {
-		n, oobn, _, _, err := unix.Recvmsg(controlFD, buf, oob, unix.MSG_CMSG_CLOEXEC)
+		n, oobn, _, _, err := unix.Recvmsg(controlFD, z.buf, z.oob, unix.MSG_CMSG_CLOEXEC)
 		if errors.Is(err, unix.EINTR) {
 			continue
 		}
 		if err != nil || n == 0 {
-			return // the client is gone: so is the session
+			close(z.end) // the client is gone: so is the session
+			return job{}, false
 		}
-		fds := parseRights(oob[:oobn])
+		fds := parseRights(z.oob[:oobn])
 		var r zreq
-		if err := json.Unmarshal(buf[:n], &r); err != nil {
+		if err := json.Unmarshal(z.buf[:n], &r); err != nil {
 			closeAll(fds)
 			continue
 		}
 		switch r.Op {
 		case "start", "big":
-			if r.Op == "big" {
-				if len(fds) != 4 {
-					closeAll(fds)
-					z.send(zresp{ID: r.ID, Error: "session: malformed request", Code: exitcode.SandboxFailure})
-					continue
-				}
-				big, err := readMemfd(fds[3])
-				unix.Close(fds[3])
-				fds = fds[:3]
-				if err == nil {
-					err = json.Unmarshal(big, &r)
-				}
-				if err != nil {
-					closeAll(fds)
-					z.send(zresp{ID: r.ID, Error: fmt.Sprintf("session: reading request: %v", err), Code: exitcode.SandboxFailure})
-					continue
-				}
+			if j, ok := z.startJob(r, fds); ok {
+				return j, true
 			}
-			if len(fds) != 3 || len(r.Argv) == 0 || r.Path == "" {
-				closeAll(fds)
-				z.send(zresp{ID: r.ID, Error: "session: malformed request", Code: exitcode.SandboxFailure})
-				continue
-			}
-			// Not from this goroutine: kill requests must not wait
-			// for the next thread to be ready.
-			stdio := [3]int{fds[0], fds[1], fds[2]}
-			if err := reopenDevices(&stdio); err != nil {
-				closeAll(stdio[:])
-				z.send(zresp{ID: r.ID, Error: fmt.Sprintf("session: %v", err), Code: exitcode.SandboxFailure})
-				continue
-			}
-			j := job{r: r, stdio: stdio}
-			if z.spec.Proxy {
-				var err error
-				if j.proxy, j.ports, err = commandListeners(); err != nil {
-					closeAll(stdio[:])
-					z.send(zresp{ID: r.ID, Error: fmt.Sprintf("session: the command's proxy listeners: %v", err), Code: exitcode.SandboxFailure})
-					continue
-				}
-			}
-			go func(j job) { z.jobs <- j }(j)
 		case "signal", "kill":
 			closeAll(fds)
-			sig := syscall.SIGKILL
-			if r.Op == "signal" {
-				sig = syscall.Signal(r.Sig)
-			}
-			z.mu.Lock()
-			if c := z.cmds[r.ID]; c != nil {
-				z.deliver(c, sig)
-			}
-			z.mu.Unlock()
+			z.ctl <- r
 		default:
 			closeAll(fds)
 		}
 	}
 }
 
-func (z *zygote) send(r zresp) { z.sendFDs(r, nil) }
+// startJob checks a start request and its fds; a request it cannot serve
+// is answered (when it has a reply socket) and its fds closed.
+func (z *zygote) startJob(r zreq, fds []int) (job, bool) {
+	want := 4
+	if r.Op == "big" {
+		want = 5
+	}
+	if len(fds) != want {
+		closeAll(fds)
+		return job{}, false // no reply socket to answer on
+	}
+	j := job{stdio: [3]int{fds[0], fds[1], fds[2]}, reply: fds[3]}
+	fail := func(msg string) (job, bool) {
+		sendReply(j.reply, zresp{ID: r.ID, Error: msg, Code: exitcode.SandboxFailure})
+		closeAll(j.stdio[:])
+		unix.Close(j.reply)
+		return job{}, false
+	}
+	if r.Op == "big" {
+		big, err := readMemfd(fds[4])
+		unix.Close(fds[4])
+		if err == nil {
+			err = json.Unmarshal(big, &r)
+		}
+		if err != nil {
+			return fail(fmt.Sprintf("session: reading request: %v", err))
+		}
+	}
+	if len(r.Argv) == 0 || r.Path == "" {
+		return fail("session: malformed request")
+	}
+	if err := reopenDevices(&j.stdio); err != nil {
+		return fail(fmt.Sprintf("session: %v", err))
+	}
+	if z.spec.Proxy {
+		// On the zygote's main goroutine, as the rest of its own
+		// sockets: this thread is already the command's.
+		ch := make(chan listeners)
+		z.listen <- ch
+		l := <-ch
+		if l.err != nil {
+			return fail(fmt.Sprintf("session: the command's proxy listeners: %v", l.err))
+		}
+		j.proxy, j.ports = l.fds, l.ports
+	}
+	j.r = r
+	return j, true
+}
 
-// sendFDs sends r with fds as SCM_RIGHTS.
-func (z *zygote) sendFDs(r zresp, fds []int) {
+// sendReply answers on a command's reply socket, with fds as SCM_RIGHTS.
+// A caller that has gone away does not matter: its command is killed
+// when it closes the session (or dies).
+func sendReply(fd int, r zresp, fds ...int) {
 	b, _ := json.Marshal(r)
 	var oob []byte
 	if len(fds) > 0 {
 		oob = unix.UnixRights(fds...)
 	}
-	z.sendMu.Lock()
-	defer z.sendMu.Unlock()
 	for {
-		err := unix.Sendmsg(controlFD, b, oob, nil, unix.MSG_NOSIGNAL)
+		err := unix.Sendmsg(fd, b, oob, nil, unix.MSG_NOSIGNAL)
 		if !errors.Is(err, unix.EINTR) {
 			return
 		}
 	}
 }
 
-// worker prepares a thread of its own for the next command, waits for
-// that command's request, forks it and waits for it there. Preparing
-// before the request arrives takes the restrictions off the command's
-// start-up path; the thread is as fresh as if it had been made for the
-// request, and serves only it. The goroutine never unlocks its thread:
-// when it returns, the thread, with the restrictions it carries, is
-// destroyed.
+// worker prepares a thread of its own for the next command, reads that
+// command's request from the control socket itself, forks the command
+// and waits for it there. Preparing before the request arrives takes the
+// restrictions off the command's start-up path, and reading it on this
+// thread takes a wake-up of another thread off it; the thread is as
+// fresh as if it had been made for the request, and serves only it. The
+// goroutine never unlocks its thread: when it returns, the thread, with
+// the restrictions it carries, is destroyed. While this thread forks,
+// nobody reads the control socket; the next command's thread takes over
+// once this command is started (preparing it earlier would compete for
+// the CPU with this start).
 func (z *zygote) worker() {
 	runtime.LockOSThread()
 	sup, perr := z.prepare()
-	j := <-z.jobs
+	j, ok := z.next()
+	if !ok {
+		return
+	}
 	r, stdio := j.r, j.stdio
+	defer unix.Close(j.reply)
 	pid, pidfd, code, err := 0, -1, exitcode.SandboxFailure, perr
 	if err == nil {
 		pid, pidfd, code, err = z.fork(r, stdio, j.ports)
@@ -286,7 +368,7 @@ func (z *zygote) worker() {
 	closeAll(stdio[:])
 	if err != nil {
 		closeAll(j.proxy)
-		z.send(zresp{ID: r.ID, Error: err.Error(), Code: code})
+		sendReply(j.reply, zresp{ID: r.ID, Error: err.Error(), Code: code})
 		go z.worker()
 		return
 	}
@@ -297,21 +379,21 @@ func (z *zygote) worker() {
 	// The listeners go to agentbox with the answer, and the zygote keeps
 	// no copy: agentbox's closing them when the command ends is their
 	// end (the command never had them: they are close-on-exec).
-	z.sendFDs(zresp{ID: r.ID, Started: true}, j.proxy)
+	sendReply(j.reply, zresp{ID: r.ID, Started: true}, j.proxy...)
 	closeAll(j.proxy)
-	// The next command's thread, now that this one is started: preparing
-	// it earlier would compete for the CPU with this start.
 	go z.worker()
 
-	wait := unix.Wait4
-	if sup != nil {
-		wait = sup.Wait4
-	}
 	var ws unix.WaitStatus
-	for {
-		_, err = wait(pid, &ws, 0, nil)
-		if !errors.Is(err, unix.EINTR) {
-			break
+	if sup != nil {
+		// On this thread, which the supervisor's work needs, without
+		// a goroutine of its own to wake this one when the command ends.
+		err = sup.WaitPidfd(pidfd, pid, &ws)
+	} else {
+		for {
+			_, err = unix.Wait4(pid, &ws, 0, nil)
+			if !errors.Is(err, unix.EINTR) {
+				break
+			}
 		}
 	}
 	z.mu.Lock()
@@ -330,7 +412,7 @@ func (z *zygote) worker() {
 	default:
 		m.Status = ws.ExitStatus()
 	}
-	z.send(m)
+	sendReply(j.reply, m)
 }
 
 // prepare restricts the calling (locked) thread, which the command will
@@ -348,8 +430,8 @@ func (z *zygote) prepare() (*unixsock.Supervisor, error) {
 	if err := keepOnlyNewPIDCap(); err != nil {
 		return nil, err
 	}
-	if spec.Landlock {
-		if err := restrictLandlock(spec); err != nil {
+	if z.rules != nil {
+		if _, err := z.rules.RestrictThread(); err != nil {
 			return nil, err
 		}
 	}
@@ -464,23 +546,6 @@ func keepOnlyNewPIDCap() error {
 // the session's own /dev/shm tmpfs.
 func landlockRoots(spec *Spec) []string {
 	return append(append([]string{}, spec.WritableRoots...), "/dev/shm")
-}
-
-// restrictLandlock gives this thread (and so the command) a Landlock
-// domain of its own, nested in the zygote's, with the rules of a lone
-// run's command (see landlockWalls).
-func restrictLandlock(spec *Spec) error {
-	abi, _ := landlock.ABI()
-	scoped := abi >= 6
-	if _, err := landlock.Restrict(landlock.Config{
-		ThisThread:        true,
-		WritableRoots:     landlockRoots(spec),
-		ScopeAbstractUnix: scoped,
-		ScopeSignals:      scoped,
-	}); err != nil {
-		return fmt.Errorf("landlock: %w", err)
-	}
-	return nil
 }
 
 // deliver sends sig to a command that is PID 1 of its pid namespace. The

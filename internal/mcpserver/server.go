@@ -8,6 +8,7 @@ package mcpserver
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -16,6 +17,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agentbox/agentbox/internal/cli/flagnames"
@@ -79,12 +81,29 @@ func New(s *sandbox.Session, opts Options) *mcp.Server {
 	srv := mcp.NewServer(&mcp.Implementation{Name: "agentbox", Title: "agentbox sandbox", Version: opts.Version}, nil)
 	h := &handler{s: s, opts: opts}
 	closed := true
-	mcp.AddTool(srv, &mcp.Tool{
-		Name:        "run",
-		Title:       "Run a command in the sandbox",
-		Description: describe(s),
-		Annotations: &mcp.ToolAnnotations{DestructiveHint: &closed, OpenWorldHint: ptr(s.Policy().Network())},
-	}, h.run)
+	// The schemas the SDK's typed AddTool would derive, advertised as
+	// they are; the handler is the SDK's untyped one, which decodes the
+	// arguments once, strictly, instead of validating a generic copy of
+	// them against the schema first, and returns the structured result
+	// marshalled once, without the SDK unmarshalling it again to check it
+	// against our own schema (a command's output can be large, and each
+	// call is a command: this is its cost per call).
+	in, err := jsonschema.For[RunInput](nil)
+	if err != nil {
+		panic(fmt.Sprintf("mcpserver: input schema: %v", err)) // a fixed type: fails every test if ever
+	}
+	out, err := jsonschema.For[RunOutput](nil)
+	if err != nil {
+		panic(fmt.Sprintf("mcpserver: output schema: %v", err))
+	}
+	srv.AddTool(&mcp.Tool{
+		Name:         "run",
+		Title:        "Run a command in the sandbox",
+		Description:  describe(s),
+		Annotations:  &mcp.ToolAnnotations{DestructiveHint: &closed, OpenWorldHint: ptr(s.Policy().Network())},
+		InputSchema:  in,
+		OutputSchema: out,
+	}, h.call)
 	return srv
 }
 
@@ -198,6 +217,41 @@ func allowed(p *policy.Policy) string {
 type handler struct {
 	s    *sandbox.Session
 	opts Options
+}
+
+// call decodes the arguments as the input schema says (an object with
+// only RunInput's fields, each of its type), runs the command, and puts
+// the result in both forms.
+func (h *handler) call(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	var in RunInput
+	args := []byte(req.Params.Arguments)
+	if len(args) == 0 {
+		args = []byte("{}")
+	}
+	dec := json.NewDecoder(bytes.NewReader(args))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&in); err != nil {
+		return toolError(fmt.Errorf(`validating "arguments": %w`, err)), nil
+	}
+	if dec.More() {
+		return toolError(errors.New(`validating "arguments": trailing data after the object`)), nil
+	}
+	res, out, err := h.run(ctx, req, in)
+	if err != nil {
+		return toolError(err), nil
+	}
+	b, err := json.Marshal(out)
+	if err != nil {
+		return nil, fmt.Errorf("marshaling the result: %w", err)
+	}
+	res.StructuredContent = json.RawMessage(b)
+	return res, nil
+}
+
+func toolError(err error) *mcp.CallToolResult {
+	var r mcp.CallToolResult
+	r.SetError(err)
+	return &r
 }
 
 func (h *handler) run(ctx context.Context, req *mcp.CallToolRequest, in RunInput) (*mcp.CallToolResult, RunOutput, error) {

@@ -41,6 +41,9 @@ var wrapperPath string // a copy of the test binary every test user may run
 
 // wrapperMain runs instead of the tests when the binary is the wrapper.
 func wrapperMain() {
+	if os.Getenv(wrapperEnv) == attackMode {
+		os.Exit(residentAttackMain(os.Args[1:]))
+	}
 	if err := installNoUserns(); err != nil {
 		fmt.Fprintln(os.Stderr, "nouserns wrapper:", err)
 		os.Exit(121)

@@ -20,7 +20,11 @@ done`
 	forEachUser(t, func(t *testing.T, u *testUser) {
 		fx := newFixture(t, u)
 		for _, extra := range [][]string{nil, {"--network"}} {
-			r := sandboxed(t, fx, extra, script)
+			// The lone run's init: a run the resident helper serves
+			// forks from a session's zygote, whose threads keep their
+			// capabilities by design (session_test.go covers it).
+			args := append(append([]string{"run", "-C", fx.ws}, extra...), "--", "/bin/sh", "-c", script)
+			r := runWith(t, u, runOpts{env: append(fx.env(), "AGENTBOX_RESIDENT=0"), dir: fx.ws}, args...)
 			if r.code != 0 {
 				t.Fatalf("%v: %v", extra, r)
 			}

@@ -136,3 +136,49 @@ func ruleset(c landlock.Config, rules []pathRule) (int, error) {
 	}
 	return fd, nil
 }
+
+// Ruleset is the ruleset of [Restrict] with [Config].ThisThread, built
+// once so that many threads can each be restricted by it without opening
+// the paths and adding the rules again: a session's zygote restricts one
+// thread per command. Every [Ruleset.RestrictThread] makes a domain of
+// its own (the kernel copies the rules into a new domain each time), so
+// threads restricted from one Ruleset are as separate as threads
+// restricted by separate Restrict calls: scoping keeps each one's
+// signals and abstract sockets, and ptrace, within its own domain. The
+// rules hold the inodes the paths named when the Ruleset was built.
+type Ruleset struct {
+	fd      int
+	applied Applied
+}
+
+// NewRuleset checks cfg as Restrict does and builds its ruleset, without
+// enforcing anything. cfg.ThisThread is implied.
+func NewRuleset(cfg Config) (*Ruleset, error) {
+	v, notes, err := abi()
+	if err != nil {
+		return nil, err
+	}
+	llcfg, rules, applied, err := plan(cfg, v, os.Stat)
+	if err != nil {
+		return nil, err
+	}
+	applied.Notes = notes
+	fd, err := ruleset(llcfg, rules)
+	if err != nil {
+		return nil, fmt.Errorf("landlock: building %v: %w", llcfg, err)
+	}
+	return &Ruleset{fd: fd, applied: applied}, nil
+}
+
+// RestrictThread enforces the ruleset on the calling thread only, in a
+// new domain. The caller must hold runtime.LockOSThread and never unlock
+// it, and must have set no_new_privs on this thread.
+func (r *Ruleset) RestrictThread() (Applied, error) {
+	if err := ll.LandlockRestrictSelf(r.fd, 0); err != nil {
+		return Applied{}, fmt.Errorf("landlock: enforcing: %w", &os.SyscallError{Syscall: "landlock_restrict_self", Err: err})
+	}
+	return r.applied, nil
+}
+
+// Close releases the ruleset; domains made from it stay.
+func (r *Ruleset) Close() error { return unix.Close(r.fd) }

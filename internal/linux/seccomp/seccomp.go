@@ -12,8 +12,8 @@
 //     (i386 via int 0x80 on x86_64, AArch32 on arm64) is denied, because
 //     syscall numbers mean different things there.
 //  2. On x86_64, numbers carrying the x32 bit are denied.
-//  3. Each rule's syscall is compared in turn; argument matchers decide
-//     rules that depend on arguments.
+//  3. A binary search on the syscall number finds its rule; argument
+//     matchers decide rules that depend on arguments.
 //  4. Everything else is allowed.
 //
 // Denials return EPERM (ENOSYS for clone3) instead of killing the
@@ -151,15 +151,35 @@ func Build(archName string, rules []Rule) ([]bpf.RawInstruction, error) {
 	if arch.hasX32 {
 		a.jumpIf(bpf.JumpBitsSet, x32SyscallBit, lblEPERM, "")
 	}
-	for i, r := range rs {
-		target := fmt.Sprintf("rule%d", i)
-		if r.Match == nil {
-			target = actionLabel(r.Action)
+	// A binary search rather than one comparison per rule: the kernel
+	// runs the program for every syscall number when the filter is
+	// installed (to cache the numbers it always allows) and for every
+	// syscall the command makes whose number is not cached, and a search
+	// takes a few comparisons where the chain took one per rule for
+	// every number without a rule (most of them). A session installs a
+	// filter for each command.
+	var search func(lo, hi int)
+	search = func(lo, hi int) {
+		if hi-lo <= 4 {
+			for i := lo; i < hi; i++ {
+				target := fmt.Sprintf("rule%d", i)
+				if rs[i].Match == nil {
+					target = actionLabel(rs[i].Action)
+				}
+				a.jumpIf(bpf.JumpEqual, rs[i].nr, target, "")
+			}
+			// Default action for syscalls without a rule.
+			a.jump(lblAllow)
+			return
 		}
-		a.jumpIf(bpf.JumpEqual, r.nr, target, "")
+		mid := (lo + hi) / 2
+		upper := a.uniqueLabel("nr")
+		a.jumpIf(bpf.JumpGreaterOrEqual, rs[mid].nr, upper, "")
+		search(lo, mid)
+		a.label(upper)
+		search(mid, hi)
 	}
-	// Default action for syscalls without a rule.
-	a.ret(ActAllow)
+	search(0, len(rs))
 	for i, r := range rs {
 		if r.Match == nil {
 			continue

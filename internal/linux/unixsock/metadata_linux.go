@@ -44,12 +44,9 @@ type metaReq struct {
 
 func (s *Supervisor) handleMeta(n *notif, c metaCall) {
 	m := metaReq{c: c, fd: -1}
-	done := make(chan struct{})
-	s.work <- func() {
-		s.gatherMeta(n, &m)
-		close(done)
+	if !s.onThread(func() { s.gatherMeta(n, &m) }) {
+		return
 	}
-	<-done
 	errno := m.errno
 	if errno == 0 {
 		errno = m.perform()

@@ -9,9 +9,11 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"unsafe"
 
 	"github.com/agentbox/agentbox/internal/linux/seccomp"
+	"golang.org/x/net/bpf"
 	"golang.org/x/sys/unix"
 )
 
@@ -56,11 +58,23 @@ func Install() (int, error) {
 }
 
 func install(metadata bool) (int, error) {
-	prog, err := buildProgram(runtime.GOARCH, metadata)
-	if err != nil {
-		return -1, err
+	p := &programs[0]
+	if metadata {
+		p = &programs[1]
 	}
-	return seccomp.InstallListener(prog)
+	p.once.Do(func() { p.prog, p.err = buildProgram(runtime.GOARCH, metadata) })
+	if p.err != nil {
+		return -1, p.err
+	}
+	return seccomp.InstallListener(p.prog)
+}
+
+// programs are the filters of install, without and with metadata, built
+// once: a session's zygote installs one for every command.
+var programs [2]struct {
+	once sync.Once
+	prog []bpf.RawInstruction
+	err  error
 }
 
 // Supervisor answers the filter's notifications.
@@ -78,6 +92,13 @@ type Supervisor struct {
 	allow func(string, *unix.Stat_t) bool
 	opts  Options
 	work  chan func()
+	// wake counts the work handed to work (an eventfd), so that
+	// [Supervisor.WaitPidfd] can sleep in one poll(2) on it and the
+	// command's pidfd; once WaitPidfd has returned (waited set, under
+	// wakeMu), nobody takes work any more and wake is closed.
+	wake   int
+	wakeMu sync.Mutex
+	waited chan struct{}
 	// meta maps the numbers of the mediated metadata calls to their
 	// layout; empty without [Options].Metadata.
 	meta map[int32]metaCall
@@ -125,7 +146,12 @@ func Start(allow func(absPath string, st *unix.Stat_t) bool, opts Options) (*Sup
 	// Linux 6.6+: wake the supervisor on the target's CPU, which cuts
 	// the round trip; older kernels refuse the flag, and that is fine.
 	unix.Syscall(unix.SYS_IOCTL, uintptr(fd), unix.SECCOMP_IOCTL_NOTIF_SET_FLAGS, unix.SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP)
-	s := &Supervisor{fd: fd, allow: allow, opts: opts, work: make(chan func()), meta: map[int32]metaCall{}}
+	wake, err := unix.Eventfd(0, unix.EFD_CLOEXEC)
+	if err != nil {
+		unix.Close(fd)
+		return nil, os.NewSyscallError("eventfd", err)
+	}
+	s := &Supervisor{fd: fd, allow: allow, opts: opts, work: make(chan func()), wake: wake, waited: make(chan struct{}), meta: map[int32]metaCall{}}
 	if opts.Metadata != nil {
 		for name, c := range metaCalls {
 			if nr, ok := seccomp.Number(runtime.GOARCH, name); ok {
@@ -166,6 +192,53 @@ func (s *Supervisor) Wait4(pid int, ws *unix.WaitStatus, options int, ru *unix.R
 	}
 }
 
+// WaitPidfd waits for the child pid, whose pidfd is given, and runs the
+// supervisor's work for the calling thread meanwhile, as [Supervisor.Wait4]
+// does, but sleeping in one poll(2) on this thread: no other goroutine
+// has to wake this one when the child ends. Call it from the thread that
+// called [Start], at most once. It closes the supervisor's eventfd.
+func (s *Supervisor) WaitPidfd(pidfd, pid int, ws *unix.WaitStatus) error {
+	defer func() {
+		s.wakeMu.Lock()
+		close(s.waited)
+		unix.Close(s.wake)
+		s.wakeMu.Unlock()
+	}()
+	pfd := []unix.PollFd{{Fd: int32(pidfd), Events: unix.POLLIN}, {Fd: int32(s.wake), Events: unix.POLLIN}}
+	for {
+		if _, err := unix.Poll(pfd, -1); err != nil {
+			if err == unix.EINTR {
+				continue
+			}
+			// Not expected; Wait4 needs no poll.
+			for {
+				_, err := s.Wait4(pid, ws, 0, nil)
+				if err != unix.EINTR {
+					return err
+				}
+			}
+		}
+		if pfd[1].Revents&unix.POLLIN != 0 {
+			// Each handle counted one piece of work before handing it
+			// over: take exactly that many.
+			var b [8]byte
+			if _, err := unix.Read(s.wake, b[:]); err == nil {
+				for n := *(*uint64)(unsafe.Pointer(&b[0])); n > 0; n-- {
+					(<-s.work)()
+				}
+			}
+		}
+		if pfd[0].Revents != 0 {
+			for {
+				_, err := unix.Wait4(pid, ws, 0, nil)
+				if err != unix.EINTR {
+					return err
+				}
+			}
+		}
+	}
+}
+
 func (s *Supervisor) serve() {
 	for {
 		// Once no process uses the filter any more (the command and
@@ -199,18 +272,45 @@ func (s *Supervisor) serve() {
 	}
 }
 
+// onThread runs f on the thread that started the supervisor (inside its
+// Wait4 or WaitPidfd) and returns when f has; false when WaitPidfd has
+// returned: the command is gone, and there is nothing left to do.
+func (s *Supervisor) onThread(f func()) bool {
+	// Counted before it is handed over, for WaitPidfd; Wait4 ignores
+	// the count.
+	s.wakeMu.Lock()
+	select {
+	case <-s.waited:
+		s.wakeMu.Unlock()
+		return false
+	default:
+	}
+	var one [8]byte
+	*(*uint64)(unsafe.Pointer(&one[0])) = 1
+	unix.Write(s.wake, one[:])
+	s.wakeMu.Unlock()
+	done := make(chan struct{})
+	select {
+	case s.work <- func() {
+		f()
+		close(done)
+	}:
+	case <-s.waited:
+		return false
+	}
+	<-done
+	return true
+}
+
 func (s *Supervisor) handle(n *notif) {
 	if c, ok := s.meta[n.Nr]; ok {
 		s.handleMeta(n, c)
 		return
 	}
 	g := gathered{sock: -1, path: -1}
-	done := make(chan struct{})
-	s.work <- func() {
-		g = s.gather(n)
-		close(done)
+	if !s.onThread(func() { g = s.gather(n) }) {
+		return
 	}
-	<-done
 	errno := g.errno
 	if errno == 0 {
 		errno = s.connect(&g)

@@ -1,0 +1,320 @@
+package resident
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/agentbox/agentbox/internal/linux"
+	"github.com/agentbox/agentbox/policy"
+)
+
+// Run runs the command through the helper for stateDir when it can, and
+// says so with handled. When handled is false nothing ran and the caller
+// runs the command itself, as it would have without a helper; the helper
+// is then started for the next run if none is alive. stdin, stdout and
+// stderr must be what the command gets; sigs carries the signals to relay.
+func Run(stateDir string, pol *policy.Policy, argv []string, timeout time.Duration, stdio [3]*os.File, sigs <-chan os.Signal) (res *Result, handled bool) {
+	if !Eligible(pol, stdio) {
+		return nil, false
+	}
+	dir := Dir(stateDir)
+	sock := filepath.Join(dir, "sock")
+	if len(sock) >= 108 || checkDir(dir) != nil {
+		if errors.Is(checkDir(dir), os.ErrNotExist) {
+			spawn(stateDir)
+		}
+		return nil, false
+	}
+	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, false
+	}
+	defer unix.Close(fd)
+	if err := unix.Connect(fd, &unix.SockaddrUnix{Name: sock}); err != nil {
+		if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ECONNREFUSED) {
+			spawn(stateDir)
+		}
+		return nil, false
+	}
+	// The listener must be the helper, not a socket a sandboxed process
+	// put there (a degraded command may write the state directory when
+	// the workspace holds it).
+	if _, err := checkPeer(fd, false); err != nil {
+		return nil, false
+	}
+	binary, err := binaryID()
+	if err != nil {
+		return nil, false
+	}
+	b, err := EncodeRequest(stateDir, binary, pol, argv, os.Environ(), timeout)
+	if err != nil {
+		return nil, false
+	}
+	fds := []int{int(stdio[0].Fd()), int(stdio[1].Fd()), int(stdio[2].Fd())}
+	if err := sendMsg(fd, b, fds); err != nil {
+		return nil, false
+	}
+	buf := make([]byte, 64<<10)
+	var r reply
+	n, rfds, err := recvMsg(fd, buf, nil)
+	closeAll(rfds)
+	if err != nil || n == 0 || json.Unmarshal(buf[:n], &r) != nil || !r.Started {
+		// Nothing started (the helper says so before it starts
+		// anything): run it ourselves.
+		return nil, false
+	}
+	// From here on the command runs: the helper's answer is the run's.
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		for {
+			select {
+			case s := <-sigs:
+				if ss, ok := s.(syscall.Signal); ok {
+					sendJSON(fd, control{Op: "signal", Sig: int(ss)})
+				}
+			case <-done:
+				return
+			}
+		}
+	}()
+	for {
+		n, rfds, err = recvMsg(fd, buf, nil)
+		closeAll(rfds)
+		if err != nil || n == 0 {
+			return &Result{Failed: fmt.Sprintf("the resident helper ended while the command ran (%v); its sandbox was killed with it", err)}, true
+		}
+		r = reply{}
+		if json.Unmarshal(buf[:n], &r) == nil && r.Exited {
+			return &Result{Code: r.Code, Signal: r.Signal, TimedOut: r.TimedOut, Failed: r.Failed, Diag: r.Diag}, true
+		}
+	}
+}
+
+// EncodeRequest is the message a CLI whose executable has the identity
+// binary (see [BinaryID]) sends to run argv under pol, its stdio passed
+// along as SCM_RIGHTS. The escape tests send it from inside sandboxes:
+// it is exactly what the helper would serve from an unconfined peer.
+func EncodeRequest(stateDir, binary string, pol *policy.Policy, argv, env []string, timeout time.Duration) ([]byte, error) {
+	polBytes, err := pol.Encode()
+	if err != nil {
+		return nil, err
+	}
+	if env == nil {
+		env = []string{}
+	}
+	req := &runRequest{Op: "run", Binary: binary, StateDir: stateDir, Roots: rootIDs(pol), Argv: argv, Env: env, Timeout: int64(timeout)}
+	if req.Umask, err = currentUmask(); err != nil {
+		return nil, err
+	}
+	if req.Rlimits, err = currentRlimits(); err != nil {
+		return nil, err
+	}
+	return encodeRequest(req, polBytes)
+}
+
+// BinaryID is the identity of the executable at path, as the helper
+// compares it with its own.
+func BinaryID(path string) (string, error) {
+	var st unix.Stat_t
+	if err := unix.Stat(path, &st); err != nil {
+		return "", &os.PathError{Op: "stat", Path: path, Err: err}
+	}
+	return statID(&st), nil
+}
+
+// Eligible reports whether a run could go through the helper: a policy
+// it serves, and stdio a lone run passes to the command as it is
+// (anonymous pipes, connected unix stream sockets, /dev/null and the
+// sandbox's other devices). Terminals, files and the rest are what a lone
+// run treats specially (a pseudo-terminal of its own, a reopened file, a
+// relay): those runs start on their own.
+func Eligible(pol *policy.Policy, stdio [3]*os.File) bool {
+	if pol.Mode() == policy.DangerFullAccess || pol.Egress() != nil {
+		return false
+	}
+	for _, f := range stdio {
+		if f == nil || !linux.PassesStdio(f) {
+			return false
+		}
+	}
+	return true
+}
+
+// spawn starts a helper for stateDir unless one is alive or starting. It
+// does not wait for it to serve: this run starts on its own.
+func spawn(stateDir string) {
+	dir := Dir(stateDir)
+	if err := os.MkdirAll(stateDir, 0o700); err != nil {
+		return
+	}
+	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
+		return
+	}
+	if checkDir(dir) != nil {
+		return
+	}
+	// One CLI at a time starts a helper, and only when none holds the
+	// helper's lock.
+	sl, err := os.OpenFile(filepath.Join(dir, "spawn.lock"), os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW, 0o600)
+	if err != nil {
+		return
+	}
+	defer sl.Close()
+	if unix.Flock(int(sl.Fd()), unix.LOCK_EX|unix.LOCK_NB) != nil {
+		return
+	}
+	if helperAlive(dir) {
+		return
+	}
+	// Through an intermediate process that starts the helper and exits:
+	// the helper is then nobody's child here (this CLI's caller sees no
+	// extra child of it, and the helper is reparented away).
+	cmd := helperCommand(stateDir, true)
+	for _, k := range []string{"HOME", "XDG_STATE_HOME", "PATH", idleEnv} {
+		if v, ok := os.LookupEnv(k); ok {
+			cmd.Env = append(cmd.Env, k+"="+v)
+		}
+	}
+	if err := cmd.Run(); err != nil {
+		return
+	}
+	// Hold the spawn lock until the helper holds its own (or gave up),
+	// so that a racing CLI does not start a second one.
+	for deadline := time.Now().Add(time.Second); time.Now().Before(deadline) && !helperAlive(dir); {
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// helperCommand is the helper (or, with detach, the process that starts
+// it), detached: a session of its own, no descriptor of ours (stdio is
+// /dev/null), the root as its directory, and only the environment the
+// caller adds (what it needs to find agentbox's state).
+func helperCommand(stateDir string, detach bool) *exec.Cmd {
+	args := []string{"resident", "--state-dir", stateDir}
+	if detach {
+		args = append(args, "--detach")
+	}
+	cmd := exec.Command("/proc/self/exe", args...)
+	cmd.Dir = "/"
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	cmd.Env = []string{}
+	return cmd
+}
+
+// Detach starts the helper for stateDir with this process's environment
+// and returns without waiting for it: `agentbox resident --detach`, the
+// intermediate process spawn runs.
+func Detach(stateDir string) error {
+	cmd := helperCommand(stateDir, false)
+	cmd.Env = os.Environ()
+	return cmd.Start()
+}
+
+// helperAlive reports whether a helper holds dir's lock.
+func helperAlive(dir string) bool {
+	f, err := os.OpenFile(filepath.Join(dir, "lock"), os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW, 0o600)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	if unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB) != nil {
+		return true
+	}
+	unix.Flock(int(f.Fd()), unix.LOCK_UN)
+	return false
+}
+
+// Stop asks the helper for stateDir to exit (killing what runs in it) and
+// waits until it has. A helper that does not pass the peer check (one
+// started inside a user namespace, say, which serves nobody outside it)
+// or does not answer is sent SIGTERM: it is this user's process holding
+// the lock in this user's 0700 directory.
+func Stop(stateDir string) error {
+	dir := Dir(stateDir)
+	if checkDir(dir) != nil || !helperAlive(dir) {
+		return nil
+	}
+	if !askStop(filepath.Join(dir, "sock")) {
+		terminate(filepath.Join(dir, "lock"))
+	}
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if !helperAlive(dir) {
+			return nil
+		}
+	}
+	return fmt.Errorf("the resident helper (lock %s) did not exit", filepath.Join(dir, "lock"))
+}
+
+// askStop sends a stop request to the helper at sock; false when the
+// listener is not one we can trust with it (then it was sent SIGTERM)
+// or there is none.
+func askStop(sock string) bool {
+	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return false
+	}
+	defer unix.Close(fd)
+	if err := unix.Connect(fd, &unix.SockaddrUnix{Name: sock}); err != nil {
+		return false
+	}
+	if _, err := checkPeer(fd, false); err != nil {
+		cred, err1 := unix.GetsockoptUcred(fd, unix.SOL_SOCKET, unix.SO_PEERCRED)
+		pidfd, err2 := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_PEERPIDFD)
+		if err1 == nil && err2 == nil {
+			if int(cred.Uid) == os.Geteuid() {
+				unix.PidfdSendSignal(pidfd, unix.SIGTERM, nil, 0)
+			}
+			unix.Close(pidfd)
+		}
+		return true
+	}
+	b, _ := encodeRequest(&runRequest{Op: "stop"}, nil)
+	return sendMsg(fd, b, nil) == nil
+}
+
+// terminate sends SIGTERM to the helper whose pid the lock file names, if
+// that process is ours and still holds the lock (a helper whose binary
+// changed no longer listens, but may still be waiting for commands).
+func terminate(lockPath string) {
+	b, err := os.ReadFile(lockPath)
+	if err != nil {
+		return
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil || pid <= 1 {
+		return
+	}
+	pidfd, err := unix.PidfdOpen(pid, 0)
+	if err != nil {
+		return
+	}
+	defer unix.Close(pidfd)
+	// The pid is this helper's only if it holds the lock file open now
+	// (checked after the pidfd pins the process) and runs as us.
+	var st, lst unix.Stat_t
+	if unix.Stat(lockPath, &lst) != nil || unix.Stat("/proc/"+strconv.Itoa(pid), &st) != nil || int(st.Uid) != os.Geteuid() {
+		return
+	}
+	fds, err := os.ReadDir("/proc/" + strconv.Itoa(pid) + "/fd")
+	if err != nil {
+		return
+	}
+	for _, e := range fds {
+		var fst unix.Stat_t
+		if unix.Stat("/proc/"+strconv.Itoa(pid)+"/fd/"+e.Name(), &fst) == nil && fst.Dev == lst.Dev && fst.Ino == lst.Ino {
+			unix.PidfdSendSignal(pidfd, unix.SIGTERM, nil, 0)
+			return
+		}
+	}
+}

@@ -1,0 +1,116 @@
+// Package resident is agentbox's per-user resident helper: a process the
+// CLI starts on demand that holds prepared sandboxes ([sandbox.Session])
+// so that `agentbox run` need not build one for every command, and exits
+// when idle. Only Linux has one; elsewhere every run starts on its own.
+//
+// The CLI resolves the policy for every run as it always does and sends
+// the helper the policy's canonical bytes ([policy.Policy.Encode]) with
+// everything else that shapes the sandbox (the identity of the roots and
+// tool caches, the binary, the state directory, the umask and resource
+// limits); the helper serves the run only from a session prepared for
+// exactly those bytes, and otherwise prepares a new one. Anything the
+// helper does not handle as a lone run would, the CLI runs on its own:
+// the helper only ever makes a run faster, never different.
+package resident
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Disabled reports whether the resident helper is switched off for this
+// run: AGENTBOX_RESIDENT=0 (or false, off, no), or [linux] resident =
+// false in the config (configOff).
+func Disabled(getenv func(string) string, configOff bool) bool {
+	if configOff {
+		return true
+	}
+	switch strings.ToLower(getenv("AGENTBOX_RESIDENT")) {
+	case "0", "false", "off", "no":
+		return true
+	}
+	return false
+}
+
+// Dir is the helper's directory under agentbox's state directory: mode
+// 0700, holding its socket and lock files.
+func Dir(stateDir string) string { return filepath.Join(stateDir, "resident") }
+
+// idleEnv overrides the idle period (seconds) for tests.
+const idleEnv = "AGENTBOX_RESIDENT_IDLE"
+
+// defaultIdle is how long the helper stays without a command running.
+const defaultIdle = 30 * time.Second
+
+// maxSessions caps the prepared sandboxes the helper holds; the least
+// recently used idle one is closed to make room.
+const maxSessions = 4
+
+func idlePeriod() time.Duration {
+	if s := os.Getenv(idleEnv); s != "" {
+		if n, err := strconv.ParseFloat(s, 64); err == nil && n > 0 {
+			return time.Duration(n * float64(time.Second))
+		}
+	}
+	return defaultIdle
+}
+
+// Result is how a command the helper ran ended.
+type Result struct {
+	Code, Signal int
+	TimedOut     bool
+	// Failed is set when the command's end could not be learnt
+	// (agentbox's own failure, 125).
+	Failed string
+	// Diag is the run's notes for stderr (git-writes checks).
+	Diag string
+}
+
+// runRequest is the CLI's request for one command. The policy's canonical
+// bytes travel after it in the same message (see encodeRequest).
+type runRequest struct {
+	Op string `json:"op"` // "run" or "stop"
+	// Key fields: together with the policy's bytes, the exact key of the
+	// prepared sandbox that may serve the request.
+	Binary   string      `json:"binary"` // identity of the CLI's executable
+	StateDir string      `json:"state_dir"`
+	Roots    []rootID    `json:"roots"`
+	Umask    int         `json:"umask"`
+	Rlimits  [][2]uint64 `json:"rlimits"`
+	// The command.
+	Argv    []string `json:"argv,omitempty"`
+	Env     []string `json:"env,omitempty"`
+	Timeout int64    `json:"timeout_ns,omitempty"`
+}
+
+// rootID is what is on disk at a root, a tool cache or the workspace when
+// the CLI resolved the policy: a sandbox prepared for another directory at
+// the same path must not serve it.
+type rootID struct {
+	Path   string `json:"path"`
+	Exists bool   `json:"exists"`
+	Dev    uint64 `json:"dev,omitempty"`
+	Ino    uint64 `json:"ino,omitempty"`
+}
+
+// reply is the helper's answer: one Started (or Fallback), then one
+// Exited.
+type reply struct {
+	Started  bool   `json:"started,omitempty"`
+	Fallback string `json:"fallback,omitempty"` // why the CLI must run the command itself
+	Exited   bool   `json:"exited,omitempty"`
+	Code     int    `json:"code,omitempty"`
+	Signal   int    `json:"signal,omitempty"`
+	TimedOut bool   `json:"timed_out,omitempty"`
+	Failed   string `json:"failed,omitempty"` // Wait failed: agentbox's own failure (125)
+	Diag     string `json:"diag,omitempty"`   // the run's notes for stderr
+}
+
+// control is a message from the CLI while the command runs.
+type control struct {
+	Op  string `json:"op"` // "signal"
+	Sig int    `json:"sig"`
+}

@@ -1,0 +1,176 @@
+package resident
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/agentbox/agentbox/internal/linux"
+	"github.com/agentbox/agentbox/policy"
+)
+
+// maxMessage bounds a request: the policy, argv and the environment. A
+// larger one is not sent (the CLI runs the command itself).
+const maxMessage = 1 << 20
+
+// encodeRequest frames a request: the header's length (4 bytes, big
+// endian), the header, then the policy's bytes exactly as Encode gave
+// them.
+func encodeRequest(r *runRequest, pol []byte) ([]byte, error) {
+	h, err := json.Marshal(r)
+	if err != nil {
+		return nil, err
+	}
+	b := make([]byte, 4, 4+len(h)+len(pol))
+	binary.BigEndian.PutUint32(b, uint32(len(h)))
+	b = append(append(b, h...), pol...)
+	if len(b) > maxMessage {
+		return nil, fmt.Errorf("request of %d bytes exceeds %d", len(b), maxMessage)
+	}
+	return b, nil
+}
+
+func decodeRequest(b []byte) (*runRequest, []byte, error) {
+	if len(b) < 4 {
+		return nil, nil, errors.New("short request")
+	}
+	n := binary.BigEndian.Uint32(b)
+	if uint64(n) > uint64(len(b)-4) {
+		return nil, nil, errors.New("truncated request")
+	}
+	var r runRequest
+	if err := json.Unmarshal(b[4:4+n], &r); err != nil {
+		return nil, nil, err
+	}
+	return &r, b[4+n:], nil
+}
+
+func sendMsg(fd int, b []byte, fds []int) error {
+	var oob []byte
+	if len(fds) > 0 {
+		oob = unix.UnixRights(fds...)
+	}
+	for {
+		err := unix.Sendmsg(fd, b, oob, nil, unix.MSG_NOSIGNAL)
+		if !errors.Is(err, unix.EINTR) {
+			return err
+		}
+	}
+}
+
+// recvMsg reads one message; received descriptors are close-on-exec.
+// A message that did not fit (MSG_TRUNC, MSG_CTRUNC) is an error, its
+// descriptors closed.
+func recvMsg(fd int, buf, oob []byte) (n int, fds []int, err error) {
+	for {
+		var oobn, flags int
+		n, oobn, flags, _, err = unix.Recvmsg(fd, buf, oob, unix.MSG_CMSG_CLOEXEC)
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil {
+			return 0, nil, err
+		}
+		if oobn > 0 {
+			fds = parseRights(oob[:oobn])
+		}
+		if flags&(unix.MSG_TRUNC|unix.MSG_CTRUNC) != 0 {
+			closeAll(fds)
+			return 0, nil, errors.New("message truncated")
+		}
+		return n, fds, nil
+	}
+}
+
+var (
+	parseRights = linux.ParseRights
+	closeAll    = linux.CloseAll
+)
+
+func sendJSON(fd int, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	return sendMsg(fd, b, nil)
+}
+
+// binaryID identifies the executable this process runs (the open image,
+// even if the path has since been replaced): the CLI and the helper must
+// be the same build.
+func binaryID() (string, error) { return BinaryID("/proc/self/exe") }
+
+func statID(st *unix.Stat_t) string {
+	return fmt.Sprintf("%d:%d:%d:%d.%d:%d.%d", st.Dev, st.Ino, st.Size,
+		st.Mtim.Sec, st.Mtim.Nsec, st.Ctim.Sec, st.Ctim.Nsec)
+}
+
+// currentUmask reads the umask without changing it (umask(2) can only
+// set it, and a set-and-restore races with other threads making files).
+func currentUmask() (int, error) {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "Umask:"); ok {
+			m, err := strconv.ParseInt(strings.TrimSpace(v), 8, 32)
+			return int(m), err
+		}
+	}
+	return 0, errors.New("/proc/self/status has no Umask line")
+}
+
+// rlimitCount is RLIM_NLIMITS on Linux.
+const rlimitCount = 16
+
+// currentRlimits are this process's resource limits, as a command it
+// started would inherit them. RLIMIT_NOFILE is as Go's runtime left it
+// (the soft limit raised to the hard one less one): the soft limit the
+// process started with, which Go restores for its children, cannot be
+// read back, so two processes that differ only there compare equal.
+func currentRlimits() ([][2]uint64, error) {
+	out := make([][2]uint64, rlimitCount)
+	for r := range rlimitCount {
+		var l unix.Rlimit
+		if err := unix.Getrlimit(r, &l); err != nil {
+			return nil, os.NewSyscallError("getrlimit", err)
+		}
+		out[r] = [2]uint64{l.Cur, l.Max}
+	}
+	return out, nil
+}
+
+// rootIDs is what is on disk at every path whose identity shapes the
+// sandbox: the workspace, the writable roots, every protected path (a
+// placeholder removed and replaced by a real directory, or a .git moved
+// aside for another, is another inode at the same path, which the
+// prepared mount tree does not cover) and the tool caches' host
+// directories. Paths are lstat'ed: a symlink is itself what is protected.
+func rootIDs(pol *policy.Policy) []rootID {
+	paths := append([]string{pol.Cwd()}, pol.WritableRoots()...)
+	for _, pr := range pol.Protected() {
+		paths = append(paths, pr.Path)
+	}
+	for _, c := range pol.ToolCaches() {
+		if c.Host != "" {
+			paths = append(paths, c.Host)
+		}
+	}
+	out := make([]rootID, 0, len(paths))
+	for _, p := range paths {
+		id := rootID{Path: p}
+		var st unix.Stat_t
+		if unix.Lstat(p, &st) == nil {
+			id.Exists, id.Dev, id.Ino = true, st.Dev, st.Ino
+		}
+		out = append(out, id)
+	}
+	return out
+}

@@ -1,0 +1,57 @@
+package policy
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+func TestEncodeDecodeRoundTrip(t *testing.T) {
+	ws := t.TempDir()
+	if err := os.Mkdir(filepath.Join(ws, ".git"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	home := t.TempDir()
+	env := map[string]string{"HOME": home, "XDG_STATE_HOME": filepath.Join(home, "state"), "GOCACHE": filepath.Join(home, "gocache")}
+	p, err := Resolve(Options{Cwd: ws, AddDirs: []string{t.TempDir()}, getenv: func(k string) string { return env[k] }, goos: "linux"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.ToolCaches()) == 0 {
+		t.Fatal("want tool caches in the policy, so that their rules are carried over")
+	}
+	b, err := p.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, err := Decode(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, c := range p.ToolCaches() {
+		envs := []string{"GOCACHE=/old"}
+		if got, want := q.ToolCaches()[i].PrivateEnvAt("/d", envs), c.PrivateEnvAt("/d", envs); got != want {
+			t.Errorf("cache %s: decoded relocation %q, want %q", c.Name, got, want)
+		}
+	}
+	b2, _ := q.Encode()
+	if !bytes.Equal(b, b2) {
+		t.Error("decoded policy encodes differently")
+	}
+}
+
+func TestDecodeRefuses(t *testing.T) {
+	for name, b := range map[string]string{
+		"unknown field":   `{"Mode":"read-only","Extra":1}`,
+		"not canonical":   `{"Cwd":"/x","Mode":"read-only"}`,
+		"trailing data":   `{} {}`,
+		"unknown cache":   `{"ToolCaches":[{"Name":"nope"}]}`,
+		"an allow-list":   `{"Egress":{"Allowed":null,"Denied":null,"AllowLocal":false}}`,
+		"not json at all": `x`,
+	} {
+		if _, err := Decode([]byte(b)); err == nil {
+			t.Errorf("%s: Decode(%s) succeeded", name, b)
+		}
+	}
+}
