@@ -38,14 +38,13 @@ func Decode(b []byte) (*Policy, error) {
 	if p.f.Egress != nil {
 		return nil, errors.New("policy: decode: an allow-list has no canonical encoding")
 	}
-	// The tool's relocation rule is code, not data: take it from this
-	// build's table, by name.
-	for i := range p.f.ToolCaches {
-		c := &p.f.ToolCaches[i]
+	// The tool's relocation rule is code, not data, found by name in
+	// this build's table (cacheEnvValue): the name must be one it knows.
+	for _, c := range p.f.ToolCaches {
 		found := false
 		for _, d := range knownCaches {
 			if d.Name == c.Name {
-				c.envValue, found = d.EnvValue, true
+				found = true
 				break
 			}
 		}

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/agentbox/agentbox/internal/agentdirs"
+	"github.com/agentbox/agentbox/internal/cli/refusals"
 	"github.com/agentbox/agentbox/internal/resident"
 	"github.com/agentbox/agentbox/policy"
 	"github.com/agentbox/agentbox/sandbox"
@@ -49,7 +50,7 @@ func runResident(pol *policy.Policy, timeout time.Duration, args []string, stdin
 		code = 128 + res.Signal
 	}
 	r := sandbox.NewRunReport(pol, code)
-	r.WriteRefusals(stderr)
+	refusals.Write(stderr, r)
 	if werr := rep.write(r); werr != nil {
 		fmt.Fprintf(stderr, "agentbox: --report %s: %v\n", rep.path, werr)
 	}

@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/agentbox/agentbox/internal/linux"
+	"github.com/agentbox/agentbox/internal/rawpolicy"
 	"github.com/agentbox/agentbox/policy"
 )
 
@@ -140,7 +141,7 @@ func BinaryID(path string) (string, error) {
 // run treats specially (a pseudo-terminal of its own, a reopened file, a
 // relay): those runs start on their own.
 func Eligible(pol *policy.Policy, stdio [3]*os.File) bool {
-	if pol.Mode() == policy.DangerFullAccess || pol.Egress() != nil {
+	if pol.Mode() == policy.DangerFullAccess || rawpolicy.Egress(pol) != nil {
 		return false
 	}
 	for _, f := range stdio {

@@ -494,7 +494,7 @@ func (s *server) prepare(e *entry, r *runRequest, polBytes []byte) {
 		e.refuse = err.Error()
 		return
 	}
-	if pol.Mode() == policy.DangerFullAccess || pol.Egress() != nil {
+	if pol.Mode() == policy.DangerFullAccess || rawpolicy.Egress(pol) != nil {
 		e.refuse = "not a policy the helper serves"
 		return
 	}
