@@ -12,6 +12,9 @@ func init() {
 	policyhook.New = func(f fields) *Policy { return &Policy{f: cloneFields(f)} }
 	policyhook.Fields = func(p *Policy) fields { return cloneFields(p.f) }
 	policyhook.SafeBareRepository = gitSafeBareRepository
+	policyhook.KnownCache = func(name string) bool {
+		return slices.ContainsFunc(knownCaches, func(d cacheDef) bool { return d.Name == name })
+	}
 	policyhook.CacheEnvValue = cacheEnvValue
 	policyhook.Resolve = resolveEnv
 }

@@ -18,4 +18,7 @@ var (
 	// variable pointing it at dir, given its current value old; for
 	// internal/cacheplan.
 	CacheEnvValue func(name, dir, old string) string
+	// KnownCache reports whether this build's tool cache table has name;
+	// for internal/rawpolicy's Decode.
+	KnownCache func(name string) bool
 )

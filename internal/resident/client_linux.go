@@ -107,7 +107,7 @@ func Run(stateDir string, pol *policy.Policy, argv []string, timeout time.Durati
 // along as SCM_RIGHTS. The escape tests send it from inside sandboxes:
 // it is exactly what the helper would serve from an unconfined peer.
 func EncodeRequest(stateDir, binary string, pol *policy.Policy, argv, env []string, timeout time.Duration) ([]byte, error) {
-	polBytes, err := pol.Encode()
+	polBytes, err := rawpolicy.Encode(pol)
 	if err != nil {
 		return nil, err
 	}

@@ -489,7 +489,7 @@ func (s *server) makeRoom() bool {
 // saw.
 func (s *server) prepare(e *entry, r *runRequest, polBytes []byte) {
 	defer close(e.ready)
-	pol, err := policy.Decode(polBytes)
+	pol, err := rawpolicy.Decode(polBytes)
 	if err != nil {
 		e.refuse = err.Error()
 		return
@@ -544,7 +544,7 @@ func (s *server) prepare(e *entry, r *runRequest, polBytes []byte) {
 // missing protected name would get two sessions, and the second a
 // throwaway tool-cache layer (the first holds the workspace's).
 func (s *server) alias(key string, r *runRequest, polBytes []byte) *entry {
-	reqPol, err := policy.Decode(polBytes)
+	reqPol, err := rawpolicy.Decode(polBytes)
 	if err != nil {
 		return nil
 	}
@@ -575,8 +575,8 @@ func (s *server) alias(key string, r *runRequest, polBytes []byte) *entry {
 		if !ok {
 			continue
 		}
-		a, err1 := rawpolicy.New(norm).Encode()
-		b, err2 := e.pol.Encode()
+		a, err1 := rawpolicy.Encode(rawpolicy.New(norm))
+		b, err2 := rawpolicy.Encode(e.pol)
 		if err1 != nil || err2 != nil || !bytes.Equal(a, b) {
 			continue
 		}

@@ -1,4 +1,4 @@
-package policy
+package rawpolicy_test
 
 import (
 	"bytes"
@@ -6,6 +6,9 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
+
+	"github.com/agentbox/agentbox/internal/rawpolicy"
+	"github.com/agentbox/agentbox/policy"
 )
 
 func TestEncodeDecodeRoundTrip(t *testing.T) {
@@ -15,27 +18,27 @@ func TestEncodeDecodeRoundTrip(t *testing.T) {
 	}
 	home := t.TempDir()
 	env := map[string]string{"HOME": home, "XDG_STATE_HOME": filepath.Join(home, "state"), "GOCACHE": filepath.Join(home, "gocache")}
-	p, err := resolveEnv(Options{Cwd: ws, AddDirs: []string{t.TempDir()}}, func(k string) string { return env[k] }, "linux")
+	p, err := rawpolicy.Resolve(policy.Options{Cwd: ws, AddDirs: []string{t.TempDir()}}, func(k string) string { return env[k] }, "linux")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(p.ToolCaches()) == 0 {
 		t.Fatal("want tool caches in the policy, so that their rules are carried over")
 	}
-	b, err := p.Encode()
+	b, err := rawpolicy.Encode(p)
 	if err != nil {
 		t.Fatal(err)
 	}
-	q, err := Decode(b)
+	q, err := rawpolicy.Decode(b)
 	if err != nil {
 		t.Fatal(err)
 	}
-	// A cache's relocation rule is found by its name (cacheEnvValue), so
+	// A cache's relocation rule is found by its name (policyhook.CacheEnvValue), so
 	// equal caches relocate alike.
 	if !slices.Equal(p.ToolCaches(), q.ToolCaches()) {
 		t.Errorf("decoded tool caches %+v, want %+v", q.ToolCaches(), p.ToolCaches())
 	}
-	b2, _ := q.Encode()
+	b2, _ := rawpolicy.Encode(q)
 	if !bytes.Equal(b, b2) {
 		t.Error("decoded policy encodes differently")
 	}
@@ -50,7 +53,7 @@ func TestDecodeRefuses(t *testing.T) {
 		"an allow-list":   `{"Egress":{"Allowed":null,"Denied":null,"AllowLocal":false}}`,
 		"not json at all": `x`,
 	} {
-		if _, err := Decode([]byte(b)); err == nil {
+		if _, err := rawpolicy.Decode([]byte(b)); err == nil {
 			t.Errorf("%s: Decode(%s) succeeded", name, b)
 		}
 	}
