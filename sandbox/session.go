@@ -23,11 +23,11 @@ import (
 // the network namespace (with the network off, one private loopback: a
 // command can reach a server that another command of the session runs at
 // the same time; nothing outlives its command, so no listener is left for
-// later ones), the IPC namespace (System V IPC objects and POSIX message queues a command
-// creates persist for the next commands until the session closes), the
-// UTS namespace, the session's private /dev/shm, and the tool caches'
-// copy-on-write layer (a cache one command fills is there for the next;
-// the host's cache is never written). Within a session,
+// later ones), the UTS namespace, the session's private /dev/shm, and the
+// tool caches' copy-on-write layer (a cache one command fills is there for
+// the next; the host's cache is never written). Each command has its own
+// IPC namespace: System V IPC objects and POSIX message queues die with
+// the command that made them. Within a session,
 // /proc lists the processes of every command running at the time, and the
 // session's own init as PID 1; they cannot be signalled, traced or read
 // from (each command has its own pid namespace and Landlock domain, and

@@ -483,8 +483,11 @@ func (z *zygote) fork(r zreq, stdio [3]int, ports []int) (pid, pidfd, code int, 
 		Files: []uintptr{uintptr(stdio[0]), uintptr(stdio[1]), uintptr(stdio[2])},
 		Sys: &syscall.SysProcAttr{
 			// Its own pid namespace: the command is its PID 1, and
-			// whatever it leaves behind dies with it.
-			Cloneflags: unix.CLONE_NEWPID,
+			// whatever it leaves behind dies with it. Its own IPC
+			// namespace: SysV objects and POSIX message queues it
+			// makes die with it too, instead of staying for the
+			// session's next command, as a lone run's do.
+			Cloneflags: unix.CLONE_NEWPID | unix.CLONE_NEWIPC,
 			// No controlling terminal: no TIOCSTI into the caller's.
 			Setsid: true,
 			// If this thread (or the zygote) dies, so does the command.

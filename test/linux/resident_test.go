@@ -606,3 +606,28 @@ func TestResidentParallel(t *testing.T) {
 		}
 	})
 }
+
+// TestResidentIPCNotShared: SysV IPC objects a served command makes die
+// with it, as a lone run's do, instead of staying in the prepared
+// sandbox for the next command (each command has its own IPC namespace).
+func TestResidentIPCNotShared(t *testing.T) {
+	if _, err := exec.LookPath("ipcmk"); err != nil {
+		t.Skip("ipcmk (util-linux) is not installed")
+	}
+	forEachUser(t, func(t *testing.T, u *testUser) {
+		fx := newFixture(t, u)
+		re := newResidentEnv(t, fx)
+		re.warm(t)
+		ok, r := re.served(t, runOpts{}, nil, `ipcmk -Q >/dev/null && ipcs -q | grep -c '^0x'`)
+		if !ok || r.code != 0 || strings.TrimSpace(r.stdout) != "1" {
+			t.Fatalf("a served command could not make a message queue (served %v): %v", ok, r)
+		}
+		ok, r = re.served(t, runOpts{}, nil, `ipcs -q | grep -c '^0x'; true`)
+		if !ok {
+			t.Fatalf("second run not served: %v", r)
+		}
+		if n := strings.TrimSpace(r.stdout); n != "0" {
+			t.Errorf("the next served command sees %s message queue(s) the previous one made", n)
+		}
+	})
+}

@@ -2,9 +2,9 @@ package seccomp
 
 import "testing"
 
-// TestAllowNewPIDInVM: a session's filter lets clone create a pid
-// namespace, and nothing else changes: every other namespace flag, alone
-// or combined with CLONE_NEWPID, and unshare(CLONE_NEWPID) stay refused.
+// TestAllowNewPIDInVM: a session's filter lets clone create a pid and an
+// IPC namespace, and nothing else changes: every other namespace flag,
+// alone or combined with those, and unshare(2) of them stay refused.
 func TestAllowNewPIDInVM(t *testing.T) {
 	const sigchld = 17
 	for _, archName := range []string{"amd64", "arm64"} {
@@ -22,6 +22,10 @@ func TestAllowNewPIDInVM(t *testing.T) {
 				{name: "clone NEWPID", sys: "clone", args: [6]uint64{cloneNewPID | sigchld}, want: newpid},
 				// Go's fork: CLONE_VFORK|CLONE_VM|CLONE_PIDFD plus the pid namespace.
 				{name: "clone NEWPID vfork", sys: "clone", args: [6]uint64{cloneNewPID | 0x4000 | 0x100 | 0x1000 | sigchld}, want: newpid},
+				// The zygote's fork of a command: pid and IPC namespaces.
+				{name: "clone NEWPID|NEWIPC vfork", sys: "clone", args: [6]uint64{cloneNewPID | cloneNewIPC | 0x4000 | 0x100 | 0x1000 | sigchld}, want: newpid},
+				{name: "clone NEWIPC|NEWNET", sys: "clone", args: [6]uint64{cloneNewIPC | cloneNewNet | sigchld}, want: ActEPERM},
+				{name: "unshare NEWIPC", sys: "unshare", args: [6]uint64{cloneNewIPC}, want: ActEPERM},
 				{name: "clone NEWPID|NEWUSER", sys: "clone", args: [6]uint64{cloneNewPID | cloneNewUser | sigchld}, want: ActEPERM},
 				{name: "clone NEWPID|NEWNS", sys: "clone", args: [6]uint64{cloneNewPID | cloneNewNS | sigchld}, want: ActEPERM},
 				{name: "clone NEWUSER", sys: "clone", args: [6]uint64{cloneNewUser | sigchld}, want: ActEPERM},

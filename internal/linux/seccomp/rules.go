@@ -386,7 +386,7 @@ func Rules(opts Options) []Rule {
 	if opts.AllowNewPID {
 		for i, r := range rules {
 			if r.Syscall == "clone" {
-				rules[i].Match = AnyBitSet{Arg: 0, Bits: cloneNamespaces &^ cloneNewPID}
+				rules[i].Match = AnyBitSet{Arg: 0, Bits: cloneNamespaces &^ (cloneNewPID | cloneNewIPC)}
 			}
 		}
 	}

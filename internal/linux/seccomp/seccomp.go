@@ -61,13 +61,13 @@ type Options struct {
 	// queues (mq_*). It is meant for runs without an IPC namespace, where
 	// those objects are the host's.
 	DenyIPC bool
-	// AllowNewPID lets clone(2) create a pid namespace. A session's
-	// zygote forks every command into a fresh pid namespace from a thread
-	// that already carries this filter, so the filter must let that one
-	// flag through. The command inherits the allowance, which is
-	// harmless: CLONE_NEWPID needs CAP_SYS_ADMIN, which it never holds,
-	// and every other namespace flag (CLONE_NEWUSER above all) and
-	// unshare(CLONE_NEWPID) stay refused.
+	// AllowNewPID lets clone(2) create a pid and an IPC namespace. A
+	// session's zygote forks every command into fresh ones from a thread
+	// that already carries this filter, so the filter must let those two
+	// flags through. The command inherits the allowance, which is
+	// harmless: both need CAP_SYS_ADMIN, which it never holds, and every
+	// other namespace flag (CLONE_NEWUSER above all) and unshare(2) stay
+	// refused.
 	AllowNewPID bool
 }
 
