@@ -15,7 +15,9 @@ CGO_ENABLED=0 go build -o "$tmp/agentbox" ./cmd/agentbox
 	export XDG_STATE_HOME="$tmp/state" TMPDIR=/tmp
 	n=0 bad=0
 	while [ ! -e "$tmp/stop" ]; do
-		if ! "$tmp/agentbox" run -C "$ws" -- true 2>>"$tmp/loop.err"; then bad=$((bad + 1)); fi
+		# stdout a pipe, so the loop's runs go through its resident
+		# helper as an agent's would (a file there makes them lone runs).
+		if ! "$tmp/agentbox" run -C "$ws" -- true 2>>"$tmp/loop.err" | cat; then bad=$((bad + 1)); fi
 		n=$((n + 1))
 	done
 	"$tmp/agentbox" cleanup >/dev/null
