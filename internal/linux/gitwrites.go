@@ -68,13 +68,7 @@ func GitWritesPlan(p *policy.Policy, mounts []Mount) (out []Mount, dirs []GitDir
 			}
 		}
 	}
-	slices.SortFunc(pins, byDepth)
-	for _, a := range pins {
-		out = append(out, Mount{Pin, a})
-	}
-	slices.SortFunc(ro, byDepth)
-	for _, r := range ro {
-		out = append(out, Mount{BindReadOnly, r})
-	}
+	out = appendByDepth(out, Pin, pins)
+	out = appendByDepth(out, BindReadOnly, ro)
 	return out, dirs, files, nil
 }

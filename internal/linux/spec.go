@@ -178,18 +178,9 @@ func Plan(p *policy.Policy, held []string) []Mount {
 			pinList = append(pinList, a)
 		}
 	}
-	slices.SortFunc(pinList, byDepth)
-	for _, a := range pinList {
-		out = append(out, Mount{Pin, a})
-	}
-	slices.SortFunc(ro, byDepth)
-	for _, r := range ro {
-		out = append(out, Mount{BindReadOnly, r})
-	}
-	slices.SortFunc(links, byDepth)
-	for _, l := range links {
-		out = append(out, Mount{PinLink, l})
-	}
+	out = appendByDepth(out, Pin, pinList)
+	out = appendByDepth(out, BindReadOnly, ro)
+	out = appendByDepth(out, PinLink, links)
 	return out
 }
 
@@ -211,6 +202,16 @@ func byDepth(a, b string) int {
 		return da - db
 	}
 	return strings.Compare(a, b)
+}
+
+// appendByDepth appends a mount of kind for each path, parents before
+// children (paths is sorted in place).
+func appendByDepth(out []Mount, kind MountKind, paths []string) []Mount {
+	slices.SortFunc(paths, byDepth)
+	for _, p := range paths {
+		out = append(out, Mount{kind, p})
+	}
+	return out
 }
 
 // HeldDir is a protected directory inside a writable root that a run must
