@@ -24,7 +24,12 @@ import (
 func protectedPaths(roots, names []string, extra []string, getenv func(string) string) ([]Protected, error) {
 	byPath := map[string]Protected{}
 	files := map[string]bool{} // resolved paths git reads as files
-	var add, addResolved func(path, why string, depth int) error
+	// Existing empty regular files: what another run's file placeholder
+	// looks like (a FIFO a command planted, or the user's real config,
+	// is never held as one).
+	emptyFiles := map[string]bool{}
+	var add func(path, why string, depth int) error
+	var addResolved func(path, why string, depth int) (string, error)
 	add = func(path, why string, depth int) error {
 		if depth > 16 {
 			return fmt.Errorf("protected path %s: too many levels of gitdir or symlink indirection", path)
@@ -61,6 +66,7 @@ func protectedPaths(roots, names []string, extra []string, getenv func(string) s
 		default:
 			pr.Kind = File
 			byPath[path] = pr
+			emptyFiles[path] = fi.Mode().IsRegular() && fi.Size() == 0
 			if filepath.Base(path) != ".git" || !fi.Mode().IsRegular() {
 				return nil
 			}
@@ -68,30 +74,31 @@ func protectedPaths(roots, names []string, extra []string, getenv func(string) s
 			if err != nil || gitdir == "" {
 				return err
 			}
-			if err := addResolved(gitdir, "gitdir of "+path, depth+1); err != nil {
+			if _, err := addResolved(gitdir, "gitdir of "+path, depth+1); err != nil {
 				return err
 			}
 			// A linked worktree's gitdir names the main repository's
 			// .git through "commondir"; hooks and config live there.
 			if common, err := readCommondir(gitdir); err == nil && common != "" {
-				return addResolved(common, "common dir of "+gitdir, depth+1)
+				_, err := addResolved(common, "common dir of "+gitdir, depth+1)
+				return err
 			}
 			return nil
 		}
 	}
-	// addResolved protects where path really leads and every symlink that
-	// leads there.
-	addResolved = func(path, why string, depth int) error {
+	// addResolved protects where path really leads, which it returns, and
+	// every symlink that leads there.
+	addResolved = func(path, why string, depth int) (string, error) {
 		if !filepath.IsAbs(path) {
-			return fmt.Errorf("protected path %q is not absolute", path)
+			return "", fmt.Errorf("protected path %q is not absolute", path)
 		}
 		target, links := resolve(path)
 		for _, l := range links {
 			if err := add(l, "symlink on the way to "+target, depth); err != nil {
-				return err
+				return target, err
 			}
 		}
-		return add(target, why, depth)
+		return target, add(target, why, depth)
 	}
 	for _, r := range roots {
 		for _, n := range names {
@@ -114,33 +121,24 @@ func protectedPaths(roots, names []string, extra []string, getenv func(string) s
 			// loop, a non-directory parent) is as unusable to git: skip
 			// it rather than fail every later run. The links met on
 			// the way are protected before any error.
-			_ = addResolved(t.path, t.why, 0)
+			target, _ := addResolved(t.path, t.why, 0)
 			if t.file {
-				target, _ := resolve(t.path)
 				files[target] = true
 			}
 		}
 	}
 	for _, e := range extra {
-		if err := addResolved(e, "agentbox's own "+e, 0); err != nil {
+		if _, err := addResolved(e, "agentbox's own "+e, 0); err != nil {
 			return nil, err
 		}
 	}
 	out := make([]Protected, 0, len(byPath))
 	for _, pr := range byPath {
-		pr.FileWhenMissing = files[pr.Path] && (pr.Kind == Missing || pr.Kind == File && mayBePlaceholder(pr.Path))
+		pr.FileWhenMissing = files[pr.Path] && (pr.Kind == Missing || pr.Kind == File && emptyFiles[pr.Path])
 		out = append(out, pr)
 	}
 	slices.SortFunc(out, func(a, b Protected) int { return comparePaths(a.Path, b.Path) })
 	return out, nil
-}
-
-// mayBePlaceholder reports whether the file at path could be another
-// run's file placeholder: an empty regular file. Anything else (a FIFO a
-// command planted, the user's real config) is never held as one.
-func mayBePlaceholder(path string) bool {
-	fi, err := os.Lstat(path)
-	return err == nil && fi.Mode().IsRegular() && fi.Size() == 0
 }
 
 // isLink reports whether fi (from Lstat of path) is a link to follow: a
