@@ -357,7 +357,10 @@ for f in "$WS/local.cfg" "$WS/.gitconfig"; do
   echo x > "$f" 2>/dev/null && echo "wrote $f"
   rm -f "$f" 2>/dev/null && test ! -e "$f" && echo "removed $f"
 done; true`
-		env := append(fx.env(), "HOME="+fx.ws, "TMPDIR="+fx.tmpdir, "GIT_CONFIG_NOSYSTEM=1")
+		// Lone runs: a resident helper warmed by an earlier test keeps
+		// its sandbox's placeholders until it drops the sandbox (its
+		// documented lifetime), and this test checks a run's own.
+		env := append(fx.env(), "HOME="+fx.ws, "TMPDIR="+fx.tmpdir, "GIT_CONFIG_NOSYSTEM=1", "AGENTBOX_RESIDENT=0")
 		args := []string{"run", "-C", fx.ws, "--add-dir", fx.tmpdir, "--", "/bin/sh", "-c", script}
 		for _, mode := range []string{"namespaces", "degraded"} {
 			var r result
