@@ -93,33 +93,31 @@ var gitRunKeys = map[string]bool{
 	"lfs.*.smudge": true,
 }
 
-// gitFileKeys are the gitPathKeys that name a file git reads (the rest
-// name directories, or files read by a program git runs).
-var gitFileKeys = map[string]bool{
-	"core.attributesfile":        true,
-	"core.excludesfile":          true,
-	"gpg.ssh.allowedsignersfile": true,
-	"gpg.ssh.revocationfile":     true,
-}
-
 // gitPathKeys are variables naming a file or directory git runs from
 // (hooks, templates whose hooks `git init` copies) or trusts (ignore and
-// attribute rules, signers, TLS trust anchors).
+// attribute rules, signers, TLS trust anchors). The value says whether git
+// itself reads it as a file (see Protected.FileWhenMissing); the others
+// name directories, or files read by a program git runs.
 var gitPathKeys = map[string]bool{
-	"core.hookspath":             true,
+	"core.hookspath":             false,
 	"core.attributesfile":        true,
 	"core.excludesfile":          true,
-	"init.templatedir":           true,
+	"init.templatedir":           false,
 	"gpg.ssh.allowedsignersfile": true,
 	"gpg.ssh.revocationfile":     true,
-	"http.sslcainfo":             true,
-	"http.*.sslcainfo":           true,
-	"http.sslcapath":             true,
-	"http.*.sslcapath":           true,
-	"http.sslcert":               true,
-	"http.*.sslcert":             true,
-	"http.sslkey":                true,
-	"http.*.sslkey":              true,
+	"http.sslcainfo":             false,
+	"http.*.sslcainfo":           false,
+	"http.sslcapath":             false,
+	"http.*.sslcapath":           false,
+	"http.sslcert":               false,
+	"http.*.sslcert":             false,
+	"http.sslkey":                false,
+	"http.*.sslkey":              false,
+}
+
+func isPathKey(pat string) bool {
+	_, ok := gitPathKeys[pat]
+	return ok
 }
 
 // gitHookNames are the hooks git runs (githooks(5), git 2.39 to 2.47).
@@ -539,7 +537,7 @@ func (s *gitScan) applyVars(vars []gitConfigVar, repo gitRepo) error {
 	for _, v := range vars {
 		pat := keyPattern(v.ConfigEntry)
 		switch {
-		case gitPathKeys[pat]:
+		case isPathKey(pat):
 			if v.NoValue || v.Value == "" {
 				continue
 			}
@@ -560,7 +558,7 @@ func (s *gitScan) applyVars(vars []gitConfigVar, repo gitRepo) error {
 				}
 				continue
 			}
-			if gitFileKeys[pat] {
+			if gitPathKeys[pat] {
 				s.fileTarget(p, v.where())
 			} else {
 				s.target(p, v.where())
