@@ -121,16 +121,23 @@ for _ in $(seq 50); do
 	sleep 0.05
 done
 
-echo "running $rounds rounds of: ${tools[*]}" >&2
-for ((i = 0; i < rounds; i++)); do
-	for t in "${tools[@]}"; do
-		s=$EPOCHREALTIME
-		"$t" >/dev/null
-		e=$EPOCHREALTIME
-		# microseconds, without forking
-		times[$t]+="$(( (${e/./} - ${s/./}) )) "
+# measure ROUNDS TOOL...: run the tools in turn ROUNDS times, appending
+# each one's wall time to times[TOOL] (microseconds, without forking).
+measure() {
+	local n=$1 i t s e
+	shift
+	for ((i = 0; i < n; i++)); do
+		for t in "$@"; do
+			s=$EPOCHREALTIME
+			"$t" >/dev/null
+			e=$EPOCHREALTIME
+			times[$t]+="$(( (${e/./} - ${s/./}) )) "
+		done
 	done
-done
+}
+
+echo "running $rounds rounds of: ${tools[*]}" >&2
+measure "$rounds" "${tools[@]}"
 
 # stat NAME -> "median p10 p90" in microseconds
 stat() {
@@ -208,14 +215,7 @@ if [ "$go_rounds" -gt 0 ] && command -v go >/dev/null 2>&1; then
 	go_in          # and this workspace's upper layer
 	times[go_out]="" times[go_in]=""
 	echo "running $go_rounds rounds of: go build ./... outside and inside" >&2
-	for ((i = 0; i < go_rounds; i++)); do
-		for t in go_out go_in; do
-			s=$EPOCHREALTIME
-			"$t" >/dev/null
-			e=$EPOCHREALTIME
-			times[$t]+="$(( (${e/./} - ${s/./}) )) "
-		done
-	done
+	measure "$go_rounds" go_out go_in
 	read -r mo _ _ < <(stat go_out)
 	read -r mi _ _ < <(stat go_in)
 	awk -v o="$mo" -v i="$mi" 'BEGIN {
