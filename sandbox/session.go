@@ -85,7 +85,13 @@ func NewSession(pol *policy.Policy) (*Session, error) {
 	if pol == nil {
 		return nil, &StartError{Code: CodeSandboxFailure, Err: errors.New("sandbox: no policy")}
 	}
-	impl, err := newSession(pol)
+	return newSessionInit(pol, "")
+}
+
+// newSessionInit is NewSession; with init, each prepared command runs
+// under that executable as its PID 1 (see internal/sessionhook).
+func newSessionInit(pol *policy.Policy, init string) (*Session, error) {
+	impl, err := newSession(pol, init)
 	if err != nil {
 		return nil, err
 	}

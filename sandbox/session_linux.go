@@ -25,7 +25,7 @@ type linuxSession struct {
 	proxy *netproxy.Server // nil without an allow-list
 }
 
-func newSession(pol *policy.Policy) (sessionImpl, error) {
+func newSession(pol *policy.Policy, init string) (sessionImpl, error) {
 	if pol.Mode() == policy.DangerFullAccess {
 		return nil, nil
 	}
@@ -39,6 +39,7 @@ func newSession(pol *policy.Policy) (sessionImpl, error) {
 		ph.Release()
 		return nil, &StartError{Code: CodeSandboxFailure, Err: err}
 	}
+	spec.Init = init
 	z, err := linux.StartSession(spec)
 	if err != nil {
 		cl.Release()

@@ -8,9 +8,6 @@ import (
 	"os"
 
 	"github.com/agentbox/agentbox/internal/cli"
-	// PID 1 of the commands the resident helper runs: it takes over
-	// from its init function, before the CLI's packages initialise.
-	_ "github.com/agentbox/agentbox/internal/resident/shim"
 )
 
 func main() {

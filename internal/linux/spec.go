@@ -82,6 +82,11 @@ type Spec struct {
 	// control socket (see zygote_linux.go). Path and Argv are unused;
 	// Env holds variables set for every command (the tool caches').
 	Session bool `json:"session,omitempty"`
+	// Init, in a session, is the executable (this binary, at its path in
+	// the sandbox) that the zygote starts as PID 1 of each command's pid
+	// namespace before the command is asked for (package pid1); empty,
+	// the command itself is that PID 1.
+	Init string `json:"init,omitempty"`
 }
 
 // MountKind is what one step of the plan does to a path.

@@ -13,6 +13,7 @@ import (
 	"unsafe"
 
 	"github.com/agentbox/agentbox/internal/exitcode"
+	"github.com/agentbox/agentbox/internal/linux/pid1"
 	"github.com/agentbox/agentbox/internal/lookpath"
 
 	"golang.org/x/net/bpf"
@@ -355,15 +356,20 @@ func sendReply(fd int, r zresp, fds ...int) {
 func (z *zygote) worker() {
 	runtime.LockOSThread()
 	sup, perr := z.prepare()
+	var in *waitingInit
+	if perr == nil && z.spec.Init != "" {
+		in, perr = z.startInit()
+	}
 	j, ok := z.next()
 	if !ok {
+		in.kill()
 		return
 	}
 	r, stdio := j.r, j.stdio
 	defer unix.Close(j.reply)
 	pid, pidfd, code, err := 0, -1, exitcode.SandboxFailure, perr
 	if err == nil {
-		pid, pidfd, code, err = z.fork(r, stdio, j.ports)
+		pid, pidfd, code, err = z.fork(r, stdio, j.ports, in)
 	}
 	closeAll(stdio[:])
 	if err != nil {
@@ -451,10 +457,13 @@ func (z *zygote) prepare() (*unixsock.Supervisor, error) {
 }
 
 // fork starts the command from the calling, prepared thread. ports, with
-// an allow-list, are those of the command's own proxy listeners.
-func (z *zygote) fork(r zreq, stdio [3]int, ports []int) (pid, pidfd, code int, err error) {
+// an allow-list, are those of the command's own proxy listeners. With an
+// init waiting (in), the init runs the command and is what fork returns;
+// it is killed if the command cannot be started.
+func (z *zygote) fork(r zreq, stdio [3]int, ports []int, in *waitingInit) (pid, pidfd, code int, err error) {
 	spec := z.spec
 	fail := func(code int, err error) (int, int, int, error) {
+		in.kill()
 		return 0, -1, code, err
 	}
 	// The session's own variables (the tool caches' private
@@ -475,6 +484,13 @@ func (z *zygote) fork(r zreq, stdio [3]int, ports []int) (pid, pidfd, code int, 
 	path, code, err := lookpath.FindIn(r.Path, lookpath.Env(env), dir)
 	if err != nil {
 		return fail(code, err)
+	}
+	if in != nil {
+		job := pid1.Job{Path: path, Dir: dir, Argv: r.Argv, Env: env}
+		if err := in.hand(&job, stdio); err != nil {
+			return fail(exitcode.SandboxFailure, fmt.Errorf("handing %s to its init: %w", r.Argv[0], err))
+		}
+		return in.pid, in.pidfd, 0, nil
 	}
 	pidfd = -1
 	pid, err = syscall.ForkExec(path, r.Argv, &syscall.ProcAttr{
@@ -506,6 +522,91 @@ func (z *zygote) fork(r zreq, stdio [3]int, ports []int) (pid, pidfd, code int, 
 		return fail(code, fmt.Errorf("starting %s: %w", r.Argv[0], err))
 	}
 	return pid, pidfd, 0, nil
+}
+
+// waitingInit is a command's init (package pid1), started and waiting
+// for its job on sock.
+type waitingInit struct {
+	pid, pidfd, sock int
+}
+
+// startInit starts the next command's init from the calling, prepared
+// thread, in the pid and IPC namespaces the command will have, as fork
+// would start the command itself.
+func (z *zygote) startInit() (*waitingInit, error) {
+	sp, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, &os.SyscallError{Syscall: "socketpair", Err: err}
+	}
+	defer unix.Close(sp[1])
+	null, err := unix.Open("/dev/null", unix.O_RDWR|unix.O_CLOEXEC, 0)
+	if err != nil {
+		unix.Close(sp[0])
+		return nil, &os.PathError{Op: "open", Path: "/dev/null", Err: err}
+	}
+	defer unix.Close(null)
+	in := &waitingInit{pidfd: -1, sock: sp[0]}
+	in.pid, err = syscall.ForkExec(z.spec.Init, []string{pid1.Arg0}, &syscall.ProcAttr{
+		Dir: "/",
+		// Nothing of the caller's: the command's environment comes
+		// with its job. One P: the init runs one goroutine at a time
+		// at most, and fewer threads start and exit faster.
+		Env:   []string{"GOMAXPROCS=1"},
+		Files: []uintptr{uintptr(null), uintptr(null), uintptr(null), uintptr(sp[1])},
+		Sys: &syscall.SysProcAttr{
+			Cloneflags: unix.CLONE_NEWPID | unix.CLONE_NEWIPC,
+			Setsid:     true,
+			Pdeathsig:  syscall.SIGKILL,
+			PidFD:      &in.pidfd,
+		},
+	})
+	if err != nil {
+		unix.Close(sp[0])
+		return nil, fmt.Errorf("starting the command's init %s: %w", z.spec.Init, err)
+	}
+	return in, nil
+}
+
+// hand sends the init its job and the command's stdio, and closes the
+// socket: the init starts the command on reading EOF.
+func (in *waitingInit) hand(j *pid1.Job, stdio [3]int) error {
+	b, err := j.Encode()
+	if err != nil {
+		return err
+	}
+	defer func() { unix.Close(in.sock); in.sock = -1 }()
+	first := min(len(b), 32<<10)
+	n, err := unix.SendmsgN(in.sock, b[:first], unix.UnixRights(stdio[:]...), nil, unix.MSG_NOSIGNAL)
+	for err == unix.EINTR {
+		n, err = unix.SendmsgN(in.sock, b[:first], unix.UnixRights(stdio[:]...), nil, unix.MSG_NOSIGNAL)
+	}
+	for b = b[n:]; err == nil && len(b) > 0; b = b[n:] {
+		n, err = unix.SendmsgN(in.sock, b, nil, nil, unix.MSG_NOSIGNAL)
+		if err == unix.EINTR {
+			n, err = 0, nil
+		}
+	}
+	return err
+}
+
+// kill ends an init that will get no job, and reaps it; a nil init is
+// none.
+func (in *waitingInit) kill() {
+	if in == nil || in.pidfd < 0 {
+		return
+	}
+	if in.sock >= 0 {
+		unix.Close(in.sock)
+	}
+	unix.PidfdSendSignal(in.pidfd, unix.SIGKILL, nil, 0)
+	var ws unix.WaitStatus
+	for {
+		if _, err := unix.Wait4(in.pid, &ws, 0, nil); err != unix.EINTR {
+			break
+		}
+	}
+	unix.Close(in.pidfd)
+	in.pidfd = -1
 }
 
 // keepOnlyNewPIDCap leaves this thread CAP_SYS_ADMIN in its effective and

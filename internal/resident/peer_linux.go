@@ -45,7 +45,8 @@ var (
 )
 
 // selfFacts is this process's own facts, read once: nothing it does later
-// changes them (it installs no filter and joins no namespace).
+// changes them (it installs no filter and joins no namespace). Its
+// leader's are its threads' (all unconfined, or the peer check is moot).
 func selfFacts() (*procFacts, error) {
 	selfOnce.Do(func() {
 		dir, err := unix.Open("/proc/self", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
@@ -54,7 +55,7 @@ func selfFacts() (*procFacts, error) {
 			return
 		}
 		defer unix.Close(dir)
-		self, selfErr = readFacts(dir, true)
+		self, selfErr = readFacts(dir, false)
 		if selfErr == nil {
 			self.uid = os.Geteuid()
 		}

@@ -20,7 +20,7 @@ import (
 
 	"github.com/agentbox/agentbox/internal/agentdirs"
 	"github.com/agentbox/agentbox/internal/rawpolicy"
-	"github.com/agentbox/agentbox/internal/resident/shim"
+	"github.com/agentbox/agentbox/internal/sessionhook"
 	"github.com/agentbox/agentbox/policy"
 	"github.com/agentbox/agentbox/sandbox"
 )
@@ -504,7 +504,12 @@ func (s *server) prepare(e *entry, r *runRequest, polBytes []byte) {
 		s.forget(e)
 		return
 	}
-	sess, err := sandbox.NewSession(pol)
+	// Each command under an init of its own (package pid1), started
+	// before the command is asked for, so that the command is not its
+	// pid namespace's init and its signals, exit codes and 128+N
+	// statuses are as in a lone run. The binary is at the same path in
+	// the sandbox (the host's tree, read-only).
+	sess, err := sessionhook.NewInitSession.(func(*policy.Policy, string) (*sandbox.Session, error))(pol, s.exe)
 	if err != nil {
 		// The CLI's own run reports the error; a later request may
 		// succeed (a transient failure is not cached).
@@ -653,11 +658,8 @@ func (s *server) run(fd int, sess *sandbox.Session, r *runRequest, stdio [3]*os.
 		ctx, cancel = context.WithTimeout(ctx, time.Duration(r.Timeout))
 		defer cancel()
 	}
-	// Under the shim (package shim), so that the command is not its pid
-	// namespace's init; the binary is at the same path in the sandbox
-	// (the host's tree, read-only).
-	c := sess.Command(ctx, s.exe, r.Argv...)
-	c.Args[0] = shim.Arg0
+	// Its session runs it under an init of its own (see prepare).
+	c := sess.Command(ctx, r.Argv[0], r.Argv[1:]...)
 	c.Env = r.Env
 	if c.Env == nil {
 		c.Env = []string{}
