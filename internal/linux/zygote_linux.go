@@ -390,17 +390,16 @@ func (z *zygote) worker() {
 	go z.worker()
 
 	var ws unix.WaitStatus
-	if sup != nil {
+	reported := -1
+	switch {
+	case in != nil:
+		reported, err = in.wait(sup, &ws)
+	case sup != nil:
 		// On this thread, which the supervisor's work needs, without
 		// a goroutine of its own to wake this one when the command ends.
 		err = sup.WaitPidfd(pidfd, pid, &ws)
-	} else {
-		for {
-			_, err = unix.Wait4(pid, &ws, 0, nil)
-			if !errors.Is(err, unix.EINTR) {
-				break
-			}
-		}
+	default:
+		err = wait4(pid, &ws)
 	}
 	z.mu.Lock()
 	delete(z.cmds, r.ID)
@@ -409,6 +408,8 @@ func (z *zygote) worker() {
 	z.mu.Unlock()
 	m := zresp{ID: r.ID, Exited: true}
 	switch {
+	case reported >= 0:
+		m.Status = reported
 	case err != nil:
 		m.Error, m.Code = fmt.Sprintf("waiting for the command: %v", err), exitcode.SandboxFailure
 	case ws.Signaled() && as != 0 && ws.Signal() == syscall.SIGKILL:
@@ -419,6 +420,20 @@ func (z *zygote) worker() {
 		m.Status = ws.ExitStatus()
 	}
 	sendReply(j.reply, m)
+	if reported >= 0 {
+		// The init is exiting: reap it (on this thread, whose end
+		// would kill it anyway).
+		wait4(pid, &ws)
+	}
+}
+
+func wait4(pid int, ws *unix.WaitStatus) error {
+	for {
+		_, err := unix.Wait4(pid, ws, 0, nil)
+		if !errors.Is(err, unix.EINTR) {
+			return err
+		}
+	}
 }
 
 // prepare restricts the calling (locked) thread, which the command will
@@ -528,6 +543,9 @@ func (z *zygote) fork(r zreq, stdio [3]int, ports []int, in *waitingInit) (pid, 
 // for its job on sock.
 type waitingInit struct {
 	pid, pidfd, sock int
+	// report is sock once the job went out: the init's report of the
+	// command's status comes back on it.
+	report int
 }
 
 // startInit starts the next command's init from the calling, prepared
@@ -545,7 +563,7 @@ func (z *zygote) startInit() (*waitingInit, error) {
 		return nil, &os.PathError{Op: "open", Path: "/dev/null", Err: err}
 	}
 	defer unix.Close(null)
-	in := &waitingInit{pidfd: -1, sock: sp[0]}
+	in := &waitingInit{pidfd: -1, sock: sp[0], report: -1}
 	in.pid, err = syscall.ForkExec(z.spec.Init, []string{pid1.Arg0}, &syscall.ProcAttr{
 		Dir: "/",
 		// Nothing of the caller's: the command's environment comes
@@ -567,14 +585,18 @@ func (z *zygote) startInit() (*waitingInit, error) {
 	return in, nil
 }
 
-// hand sends the init its job and the command's stdio, and closes the
-// socket: the init starts the command on reading EOF.
+// hand sends the init its job and the command's stdio, and shuts the
+// socket for writing: the init starts the command on reading EOF. The
+// socket then waits for the init's report (see wait).
 func (in *waitingInit) hand(j *pid1.Job, stdio [3]int) error {
 	b, err := j.Encode()
 	if err != nil {
 		return err
 	}
-	defer func() { unix.Close(in.sock); in.sock = -1 }()
+	defer func() {
+		unix.Shutdown(in.sock, unix.SHUT_WR)
+		in.report, in.sock = in.sock, -1
+	}()
 	first := min(len(b), 32<<10)
 	n, err := unix.SendmsgN(in.sock, b[:first], unix.UnixRights(stdio[:]...), nil, unix.MSG_NOSIGNAL)
 	for err == unix.EINTR {
@@ -589,14 +611,56 @@ func (in *waitingInit) hand(j *pid1.Job, stdio [3]int) error {
 	return err
 }
 
+// wait waits for the init's report of the command's status (package
+// pid1: sent once the command's whole tree is gone, before the init's own
+// exit) or for the init's end, running the connect supervisor's work
+// meanwhile when there is one. It returns the reported status, or -1 when
+// the init ended without one (killed, say): ws is then its wait status.
+// It closes the report socket.
+func (in *waitingInit) wait(sup *unixsock.Supervisor, ws *unix.WaitStatus) (int, error) {
+	defer func() { unix.Close(in.report); in.report = -1 }()
+	var exited bool
+	var err error
+	if sup != nil {
+		exited, err = sup.WaitPidfdOr(in.pidfd, in.pid, in.report, ws)
+	} else {
+		pfd := []unix.PollFd{{Fd: int32(in.pidfd), Events: unix.POLLIN}, {Fd: int32(in.report), Events: unix.POLLIN}}
+		for {
+			_, err = unix.Poll(pfd, -1)
+			if err != unix.EINTR {
+				break
+			}
+		}
+		exited = err != nil || pfd[1].Revents == 0
+		if exited {
+			err = wait4(in.pid, ws)
+		}
+	}
+	if exited || err != nil {
+		return -1, err
+	}
+	var b [1]byte
+	n, rerr := unix.Read(in.report, b[:])
+	for rerr == unix.EINTR {
+		n, rerr = unix.Read(in.report, b[:])
+	}
+	if n != 1 {
+		// Hung up without a report: the init's own status says it.
+		return -1, wait4(in.pid, ws)
+	}
+	return int(b[0]), nil
+}
+
 // kill ends an init that will get no job, and reaps it; a nil init is
 // none.
 func (in *waitingInit) kill() {
 	if in == nil || in.pidfd < 0 {
 		return
 	}
-	if in.sock >= 0 {
-		unix.Close(in.sock)
+	for _, fd := range []int{in.sock, in.report} {
+		if fd >= 0 {
+			unix.Close(fd)
+		}
 	}
 	unix.PidfdSendSignal(in.pidfd, unix.SIGKILL, nil, 0)
 	var ws unix.WaitStatus

@@ -7,7 +7,11 @@
 //
 // The job (what to run) travels from the zygote to the waiting init over
 // a stream socket at fd [JobFD]: the command's stdin, stdout and stderr as
-// SCM_RIGHTS with the first bytes, then the encoding of [Job], then EOF.
+// SCM_RIGHTS with the first bytes, then the encoding of [Job], then EOF
+// (the zygote shuts its side for writing). Back on the same socket, once
+// the command and everything it left are gone, comes one byte: the
+// command's status (128+N when signal N killed it), the init's exit
+// status too.
 package pid1
 
 // Only packages that initialise before the heavy ones of the binary it

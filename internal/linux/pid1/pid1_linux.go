@@ -55,6 +55,8 @@ func run() int {
 		// Nobody to tell but the zygote, which sees the status.
 		return exitcode.SandboxFailure
 	}
+	// The socket stays ours, for the report, and is not the command's.
+	syscall.CloseOnExec(JobFD)
 	pid, err := syscall.ForkExec(j.Path, j.Argv, &syscall.ProcAttr{
 		Dir:   j.Dir,
 		Env:   j.Env,
@@ -89,13 +91,41 @@ func run() int {
 		if got != pid {
 			continue // an orphan, reaped
 		}
+		status := -1
 		switch {
 		case ws.Exited():
-			return ws.ExitStatus()
+			status = ws.ExitStatus()
 		case ws.Signaled():
-			return 128 + int(ws.Signal())
+			status = 128 + int(ws.Signal())
+		}
+		if status >= 0 {
+			report(status)
+			return status
 		}
 	}
+}
+
+// report ends everything the command left in the namespace, reaps it,
+// and then tells the zygote the command's status, before this process
+// exits: its own exit (a Go process's threads and memory to tear down,
+// then the namespace's) would otherwise sit between the command's end and
+// its caller's answer. The tree is gone when the report is sent: kill(-1)
+// from a namespace's init reaches every other process in it (and no
+// process with a SIGKILL pending can fork), every process there descends
+// from the init, and wait4 answers ECHILD only once none is left.
+func report(status int) {
+	// Only as a namespace's init: anywhere else kill(-1) would reach
+	// every process of the user (all of them, for root).
+	if syscall.Getpid() == 1 {
+		syscall.Kill(-1, syscall.SIGKILL)
+	}
+	for {
+		var ws syscall.WaitStatus
+		if _, err := syscall.Wait4(-1, &ws, 0, nil); err == syscall.ECHILD {
+			break
+		}
+	}
+	syscall.Write(JobFD, []byte{byte(status)})
 }
 
 // say writes an error to the command's stderr, as a lone run's init
@@ -105,7 +135,6 @@ func say(msg string) { os.Stderr.WriteString("agentbox: " + msg + "\n") }
 // receive reads the job from fd and puts the command's stdio on 0, 1 and
 // 2 (so that the init's own words reach the command's stderr).
 func receive(fd int) (*Job, error) {
-	defer syscall.Close(fd)
 	buf := make([]byte, 64<<10)
 	oob := make([]byte, syscall.CmsgSpace(3*4))
 	n, oobn, _, _, err := syscall.Recvmsg(fd, buf, oob, syscall.MSG_CMSG_CLOEXEC)

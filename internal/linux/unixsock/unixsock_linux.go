@@ -198,13 +198,22 @@ func (s *Supervisor) Wait4(pid int, ws *unix.WaitStatus, options int, ru *unix.R
 // has to wake this one when the child ends. Call it from the thread that
 // called [Start], at most once. It closes the supervisor's eventfd.
 func (s *Supervisor) WaitPidfd(pidfd, pid int, ws *unix.WaitStatus) error {
+	_, err := s.WaitPidfdOr(pidfd, pid, -1, ws)
+	return err
+}
+
+// WaitPidfdOr is [Supervisor.WaitPidfd] that also returns, with exited
+// false and the child still to be waited for, once fd (when not -1) is
+// readable. The supervisor's work ends there too: call it only when no
+// process left would need it.
+func (s *Supervisor) WaitPidfdOr(pidfd, pid, fd int, ws *unix.WaitStatus) (exited bool, err error) {
 	defer func() {
 		s.wakeMu.Lock()
 		close(s.waited)
 		unix.Close(s.wake)
 		s.wakeMu.Unlock()
 	}()
-	pfd := []unix.PollFd{{Fd: int32(pidfd), Events: unix.POLLIN}, {Fd: int32(s.wake), Events: unix.POLLIN}}
+	pfd := []unix.PollFd{{Fd: int32(pidfd), Events: unix.POLLIN}, {Fd: int32(s.wake), Events: unix.POLLIN}, {Fd: int32(fd), Events: unix.POLLIN}}
 	for {
 		if _, err := unix.Poll(pfd, -1); err != nil {
 			if err == unix.EINTR {
@@ -214,7 +223,7 @@ func (s *Supervisor) WaitPidfd(pidfd, pid int, ws *unix.WaitStatus) error {
 			for {
 				_, err := s.Wait4(pid, ws, 0, nil)
 				if err != unix.EINTR {
-					return err
+					return true, err
 				}
 			}
 		}
@@ -232,9 +241,12 @@ func (s *Supervisor) WaitPidfd(pidfd, pid int, ws *unix.WaitStatus) error {
 			for {
 				_, err := unix.Wait4(pid, ws, 0, nil)
 				if err != unix.EINTR {
-					return err
+					return true, err
 				}
 			}
+		}
+		if pfd[2].Revents != 0 {
+			return false, nil
 		}
 	}
 }
