@@ -5,7 +5,7 @@
 # helper, a command through a library Session (scripts/benchsession), and
 # a command through `agentbox mcp`'s run tool with the client round trip,
 # each alternating with a fresh bwrap in a loop of its own (lone runs; the
-# helper; the two session probes); then `go build ./...` of this project
+# helper; the library session; MCP); then `go build ./...` of this project
 # inside the sandbox (the Go caches overlaid copy-on-write) against
 # outside, both with a warm host cache.
 #
@@ -88,14 +88,17 @@ exec 9>"$work/m.in" 10<"$work/m.out"
 mcp_run() { echo >&9 && read -r _ <&10; }
 
 # Each target is measured against bwrap in a loop of its own, so that its
-# reference runs beside it and the heavier tools of another loop (a lone
-# run takes three bwraps' time) do not sit between its rounds: the CLI's
-# lone runs; the run through the warm helper; the session probes.
+# reference runs beside it and the tools of another loop do not sit
+# between its rounds (a lone run takes three bwraps' time; the other
+# probe's server and sandbox evict this one's from the caches): the CLI's
+# lone runs; the run through the warm helper; the library session; MCP.
 bwrap_res() { bwrap_cmp; }
 bwrap_ses() { bwrap_cmp; }
+bwrap_mcp() { bwrap_cmp; }
 tools=(bare agentbox agentbox_net bwrap_cmp)
 res_tools=(resident bwrap_res)
-ses_tools=(session mcp_run bwrap_ses)
+ses_tools=(session bwrap_ses)
+mcp_tools=(mcp_run bwrap_mcp)
 # AGENTBOX_BENCH_BASELINE=/path/to/older/agentbox adds a before/after
 # column: the same run with another build, alternating with the others,
 # and the same for its `agentbox mcp` (with this tree's client).
@@ -108,7 +111,7 @@ if [ -n "${AGENTBOX_BENCH_BASELINE:-}" ]; then
 	"$work/benchsession" -mcp "$AGENTBOX_BENCH_BASELINE" "$ws" <"$work/mb.in" >"$work/mb.out" 2>"$work/mb.err" &
 	exec 11>"$work/mb.in" 12<"$work/mb.out"
 	mcp_base() { echo >&11 && read -r _ <&12; }
-	ses_tools+=(mcp_base)
+	mcp_tools+=(mcp_base)
 fi
 if [ -n "${AGENTBOX_BENCH_BASELINE_SESSION:-}" ]; then
 	mkfifo "$work/sb.in" "$work/sb.out"
@@ -118,7 +121,7 @@ if [ -n "${AGENTBOX_BENCH_BASELINE_SESSION:-}" ]; then
 	ses_tools+=(session_base)
 fi
 declare -A times
-for t in "${tools[@]}" "${res_tools[@]}" "${ses_tools[@]}"; do
+for t in "${tools[@]}" "${res_tools[@]}" "${ses_tools[@]}" "${mcp_tools[@]}"; do
 	"$t" >/dev/null # warm up, and fail early if a tool does not work
 	times[$t]=""
 done
@@ -151,6 +154,8 @@ echo "running $rounds rounds of: ${res_tools[*]}" >&2
 measure "$rounds" "${res_tools[@]}"
 echo "running $rounds rounds of: ${ses_tools[*]}" >&2
 measure "$rounds" "${ses_tools[@]}"
+echo "running $rounds rounds of: ${mcp_tools[*]}" >&2
+measure "$rounds" "${mcp_tools[@]}"
 
 # stat NAME -> "median p10 p90" in microseconds
 stat() {
@@ -165,7 +170,7 @@ stat() {
 
 declare -A med
 printf '%-14s %10s %10s %10s\n' tool "median ms" "p10 ms" "p90 ms"
-for t in "${tools[@]}" "${res_tools[@]}" "${ses_tools[@]}"; do
+for t in "${tools[@]}" "${res_tools[@]}" "${ses_tools[@]}" "${mcp_tools[@]}"; do
 	read -r m p10 p90 < <(stat "$t")
 	med[$t]=$m
 	awk -v t="$t" -v m="$m" -v a="$p10" -v b="$p90" 'BEGIN { printf "%-14s %10.2f %10.2f %10.2f\n", t, m / 1000, a / 1000, b / 1000 }'
@@ -179,14 +184,14 @@ in_proc() { sed -n 's/^in-process: median \([0-9]*\) us.*/\1/p' "$1"; }
 s_in=$(in_proc "$work/s.err")
 m_in=$(in_proc "$work/m.err")
 awk -v a="${med[agentbox]}" -v b="${med[bare]}" -v w="${med[bwrap_cmp]}" -v n="${med[agentbox_net]}" \
-	-v wr="${med[bwrap_res]}" -v ws="${med[bwrap_ses]}" \
+	-v wr="${med[bwrap_res]}" -v ws="${med[bwrap_ses]}" -v wm="${med[bwrap_mcp]}" \
 	-v s="${med[session]}" -v m="${med[mcp_run]}" -v si="${s_in:-0}" -v mi="${m_in:-0}" -v r="${med[resident]}" 'BEGIN {
 	printf "agentbox/bare  = %.1fx\n", a / b
 	printf "agentbox/bwrap = %.2fx   (lone run, the resident helper off)\n", a / w
 	printf "agentbox --network/bwrap = %.2fx\n", n / w
 	printf "resident/bwrap = %.2fx   (agentbox run through the warm resident helper, against its loop'"'"'s bwrap; target <= 1.0x)\n", r / wr
 	printf "session/bwrap  = %.2fx in-process (%.2f ms), %.2fx with the probe pipe round trip   (library Session, against its loop'"'"'s bwrap; target <= 0.2x)\n", si / ws, si / 1000, s / ws
-	printf "mcp run/bwrap  = %.2fx in-process (%.2f ms), %.2fx with the probe pipe round trip   (SDK client to agentbox mcp, the same loop; target <= 0.3x)\n", mi / ws, mi / 1000, m / ws
+	printf "mcp run/bwrap  = %.2fx in-process (%.2f ms), %.2fx with the probe pipe round trip   (SDK client to agentbox mcp, against its loop'"'"'s bwrap; target <= 0.3x)\n", mi / wm, mi / 1000, m / wm
 }'
 
 # Peak memory (max RSS, KiB): of a lone run (agentbox, its init stage and
@@ -206,7 +211,7 @@ sed 's/^/mcp: /' "$work/m.err"
 if [ -n "${med[baseline]:-}" ]; then
 	awk -v a="${med[agentbox]}" -v b="${med[baseline]}" 'BEGIN { printf "agentbox/baseline = %.2fx\n", a / b }'
 	mb_in=$(in_proc "$work/mb.err")
-	awk -v m="${m_in:-0}" -v b="${mb_in:-0}" -v w="${med[bwrap_ses]}" 'BEGIN {
+	awk -v m="${m_in:-0}" -v b="${mb_in:-0}" -v w="${med[bwrap_mcp]}" 'BEGIN {
 		printf "mcp run: baseline/bwrap = %.2fx in-process (%.2f ms), this build %.2fx\n", b / w, b / 1000, m / w }'
 fi
 if [ -n "${med[session_base]:-}" ]; then
