@@ -424,6 +424,13 @@ func (s *server) session(r *runRequest, polBytes []byte) (*entry, string) {
 			s.mu.Unlock()
 			e = s.alias(key, r, polBytes)
 			s.mu.Lock()
+			if e == nil {
+				// A request racing this one may have filed a session
+				// under this key meanwhile: filing another over it
+				// would leave that one unreachable, never closed, its
+				// placeholders never removed.
+				e = s.sessions[key]
+			}
 		}
 		if e == nil {
 			if !s.makeRoom() {
@@ -450,9 +457,11 @@ func (s *server) session(r *runRequest, polBytes []byte) (*entry, string) {
 		select {
 		case <-e.s.Done():
 			// Its sandbox died (killed from outside): prepare a
-			// new one.
+			// new one, and close this one, which releases its
+			// placeholders.
 			s.release(e)
 			s.forget(e)
+			s.closeLater(e)
 			continue
 		default:
 		}

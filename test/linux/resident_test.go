@@ -3,6 +3,7 @@
 package linux
 
 import (
+	"bytes"
 	"fmt"
 	"os"
 	"os/exec"
@@ -605,6 +606,83 @@ func TestResidentParallel(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestResidentRacingFirstRuns: CLIs that ask a warm helper, all at once,
+// for a policy it has no sandbox for yet (one whose root lacks the
+// protected names, so the sandbox makes placeholders there) are all
+// served, and when the helper exits idle it leaves no placeholder and no
+// sandbox behind. A request that filed a second session under the key of
+// one being prepared used to make the first unreachable: never closed,
+// its placeholders left in the root for good.
+func TestResidentRacingFirstRuns(t *testing.T) {
+	forEachUser(t, func(t *testing.T, u *testUser) {
+		fx := newFixture(t, u)
+		re := newResidentEnv(t, fx, "AGENTBOX_RESIDENT_IDLE=2")
+		re.warm(t)
+		helpers := re.helpers()
+		if len(helpers) != 1 {
+			t.Fatalf("helpers: %v, want one", helpers)
+		}
+		// The race is narrow: several rounds, each a new policy.
+		const rounds = 6
+		for round := range rounds {
+			add := filepath.Join(fx.dir, fmt.Sprintf("add%d", round))
+			if err := os.Mkdir(add, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			chownR(t, add, u)
+			var wg sync.WaitGroup
+			results := make([]result, 8)
+			for i := range results {
+				wg.Go(func() { results[i] = re.run(t, runOpts{timeout: 60 * time.Second}, []string{"--add-dir", add}, "true") })
+			}
+			wg.Wait()
+			for i, r := range results {
+				if r.code != 0 {
+					t.Errorf("round %d run %d: %v", round, i, r)
+				}
+			}
+		}
+		sandboxes := zygotesOf(helpers[0])
+		if !waitFor(15*time.Second, func() bool { return len(re.helpers()) == 0 }) {
+			t.Fatalf("the helper did not exit when idle: %v", re.helpers())
+		}
+		for round := range rounds {
+			for _, name := range []string{".git", ".codex", ".agents"} {
+				if p := filepath.Join(fx.dir, fmt.Sprintf("add%d", round), name); exists(p) {
+					t.Errorf("the idle helper left the placeholder %s", p)
+				}
+			}
+		}
+		for _, pid := range sandboxes {
+			if exists(fmt.Sprintf("/proc/%d", pid)) {
+				t.Errorf("the helper's sandbox %d outlived it", pid)
+			}
+		}
+	})
+}
+
+// zygotesOf lists the helper's children: its sessions' sandboxes.
+func zygotesOf(helper int) []int {
+	var pids []int
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid ...: comm may hold spaces, so after ")".
+		f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+		if len(f) > 1 && f[1] == strconv.Itoa(helper) {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
 }
 
 // TestResidentIPCNotShared: SysV IPC objects a served command makes die

@@ -125,6 +125,11 @@ func report(status int) {
 			break
 		}
 	}
+	// Nor does the command's stdio outlive the report: a reader of its
+	// output sees EOF by the time the caller has its answer.
+	for fd := range 3 {
+		syscall.Close(fd)
+	}
 	syscall.Write(JobFD, []byte{byte(status)})
 }
 
