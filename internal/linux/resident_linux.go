@@ -12,5 +12,9 @@ func PassesStdio(f *os.File) bool { return passable(f) }
 // carries (none when it is malformed).
 func ParseRights(oob []byte) []int { return parseRights(oob) }
 
+// SendMsg sends b on the socket fd with fds as SCM_RIGHTS, retrying on
+// EINTR, without raising SIGPIPE.
+func SendMsg(fd int, b []byte, fds []int) error { return sendMsg(fd, b, fds) }
+
 // CloseAll closes every descriptor in fds.
 func CloseAll(fds []int) { closeAll(fds) }

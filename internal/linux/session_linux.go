@@ -238,19 +238,9 @@ func (s *Session) send(r zreq, fds []int) error {
 		fds = append(fds, memfd)
 		b, _ = json.Marshal(zreq{Op: "big", ID: r.ID})
 	}
-	var oob []byte
-	if len(fds) > 0 {
-		oob = unix.UnixRights(fds...)
-	}
 	s.sendMu.Lock()
 	defer s.sendMu.Unlock()
-	for {
-		err = unix.Sendmsg(s.ctl, b, oob, nil, unix.MSG_NOSIGNAL)
-		if !errors.Is(err, unix.EINTR) {
-			break
-		}
-	}
-	if err != nil {
+	if err := sendMsg(s.ctl, b, fds); err != nil {
 		return fmt.Errorf("session: %w", err)
 	}
 	return nil

@@ -330,6 +330,12 @@ func (z *zygote) startJob(r zreq, fds []int) (job, bool) {
 // when it closes the session (or dies).
 func sendReply(fd int, r zresp, fds ...int) {
 	b, _ := json.Marshal(r)
+	sendMsg(fd, b, fds)
+}
+
+// sendMsg sends b on the socket fd, with fds (if any) as SCM_RIGHTS,
+// retrying on EINTR; a peer gone is an error, not a SIGPIPE.
+func sendMsg(fd int, b []byte, fds []int) error {
 	var oob []byte
 	if len(fds) > 0 {
 		oob = unix.UnixRights(fds...)
@@ -337,7 +343,7 @@ func sendReply(fd int, r zresp, fds ...int) {
 	for {
 		err := unix.Sendmsg(fd, b, oob, nil, unix.MSG_NOSIGNAL)
 		if !errors.Is(err, unix.EINTR) {
-			return
+			return err
 		}
 	}
 }

@@ -51,19 +51,6 @@ func decodeRequest(b []byte) (*runRequest, []byte, error) {
 	return &r, b[4+n:], nil
 }
 
-func sendMsg(fd int, b []byte, fds []int) error {
-	var oob []byte
-	if len(fds) > 0 {
-		oob = unix.UnixRights(fds...)
-	}
-	for {
-		err := unix.Sendmsg(fd, b, oob, nil, unix.MSG_NOSIGNAL)
-		if !errors.Is(err, unix.EINTR) {
-			return err
-		}
-	}
-}
-
 // recvMsg reads one message; received descriptors are close-on-exec.
 // A message that did not fit (MSG_TRUNC, MSG_CTRUNC) is an error, its
 // descriptors closed.
@@ -89,6 +76,7 @@ func recvMsg(fd int, buf, oob []byte) (n int, fds []int, err error) {
 }
 
 var (
+	sendMsg     = linux.SendMsg
 	parseRights = linux.ParseRights
 	closeAll    = linux.CloseAll
 )
