@@ -43,6 +43,7 @@ import (
 	"time"
 
 	"github.com/agentbox/agentbox/internal/exitcode"
+	"github.com/agentbox/agentbox/internal/syncbuf"
 
 	"github.com/agentbox/agentbox/policy"
 )
@@ -387,27 +388,10 @@ func (c *Cmd) CombinedOutput() ([]byte, error) {
 	if c.Stdout != nil || c.Stderr != nil {
 		return nil, errors.New("sandbox: Stdout or Stderr already set")
 	}
-	var b syncBuffer
+	var b syncbuf.Buffer
 	c.Stdout, c.Stderr = &b, &b
 	err := c.Run()
 	return b.Bytes(), err
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) Bytes() []byte {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Bytes()
 }
 
 func (c *Cmd) diag(format string, args ...any) {

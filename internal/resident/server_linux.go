@@ -21,6 +21,7 @@ import (
 	"github.com/agentbox/agentbox/internal/agentdirs"
 	"github.com/agentbox/agentbox/internal/rawpolicy"
 	"github.com/agentbox/agentbox/internal/sessionhook"
+	"github.com/agentbox/agentbox/internal/syncbuf"
 	"github.com/agentbox/agentbox/policy"
 	"github.com/agentbox/agentbox/sandbox"
 )
@@ -638,25 +639,6 @@ func (s *server) release(e *entry) {
 	s.mu.Unlock()
 }
 
-// lockedBuffer collects a run's notes (git-writes checks) for the CLI's
-// stderr.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // run starts the command in the session and reports its end. The
 // connection is the command's lifeline: when the CLI goes away (exits,
 // is killed), the command's whole tree is killed.
@@ -674,7 +656,8 @@ func (s *server) run(fd int, sess *sandbox.Session, r *runRequest, stdio [3]*os.
 		c.Env = []string{}
 	}
 	c.Stdin, c.Stdout, c.Stderr = stdio[0], stdio[1], stdio[2]
-	var diag lockedBuffer
+	// The run's notes (git-writes checks) for the CLI's stderr.
+	var diag syncbuf.Buffer
 	c.Diagnostics = &diag
 	if err := c.Start(); err != nil {
 		// The CLI's own run gives the same answer (126, 127, 125)
