@@ -21,6 +21,25 @@ func placeholderDirs(t *testing.T) (root, state string) {
 
 func missing(root, path string) []HeldDir { return []HeldDir{{Path: path, Root: root, Missing: true}} }
 
+// releaseShared has a second run acquire held while a holds it, then
+// releases a (the placeholder at path must stay: the second run holds it)
+// and the second (the last run out removes it).
+func releaseShared(t *testing.T, a *Placeholders, held []HeldDir, state, path string) {
+	t.Helper()
+	b, err := AcquirePlaceholders(held, state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.Release()
+	if _, err := os.Lstat(path); err != nil {
+		t.Errorf("removed while another run holds it: %v", err)
+	}
+	b.Release()
+	if _, err := os.Lstat(path); !os.IsNotExist(err) {
+		t.Errorf("left behind by the last run out: %v", err)
+	}
+}
+
 func TestPlaceholderLifecycle(t *testing.T) {
 	root, state := placeholderDirs(t)
 	path := filepath.Join(root, ".codex")
@@ -39,18 +58,7 @@ func TestPlaceholderLifecycle(t *testing.T) {
 	if got := RecordedPlaceholders(state); !slices.Equal(got, []string{path}) {
 		t.Errorf("records = %v", got)
 	}
-	b, err := AcquirePlaceholders(missing(root, path), state)
-	if err != nil {
-		t.Fatal(err)
-	}
-	a.Release()
-	if _, err := os.Lstat(path); err != nil {
-		t.Errorf("removed while another run holds it: %v", err)
-	}
-	b.Release()
-	if _, err := os.Lstat(path); !os.IsNotExist(err) {
-		t.Errorf("left behind by the last run out: %v", err)
-	}
+	releaseShared(t, a, missing(root, path), state, path)
 	if got := RecordedPlaceholders(state); len(got) != 0 {
 		t.Errorf("records left: %v", got)
 	}
@@ -74,18 +82,7 @@ func TestPlaceholderFile(t *testing.T) {
 	if err != nil || !fi.Mode().IsRegular() || fi.Mode().Perm() != 0o444 || fi.Size() != 0 {
 		t.Fatalf("placeholder: %v %v, want an empty 0444 file", fi, err)
 	}
-	b, err := AcquirePlaceholders(held, state)
-	if err != nil {
-		t.Fatal(err)
-	}
-	a.Release()
-	if _, err := os.Lstat(path); err != nil {
-		t.Errorf("removed while another run holds it: %v", err)
-	}
-	b.Release()
-	if _, err := os.Lstat(path); !os.IsNotExist(err) {
-		t.Errorf("left behind by the last run out: %v", err)
-	}
+	releaseShared(t, a, held, state, path)
 
 	// Killed: the hold is gone with the process, the record stays.
 	c, err := AcquirePlaceholders(held, state)
