@@ -16,6 +16,7 @@ import (
 
 	"github.com/agentbox/agentbox/internal/linux"
 	"github.com/agentbox/agentbox/internal/rawpolicy"
+	"github.com/agentbox/agentbox/internal/resident/ident"
 	"github.com/agentbox/agentbox/policy"
 )
 
@@ -115,10 +116,10 @@ func EncodeRequest(stateDir, binary string, pol *policy.Policy, argv, env []stri
 		env = []string{}
 	}
 	req := &runRequest{Op: "run", Binary: binary, StateDir: stateDir, Roots: rootIDs(pol), Argv: argv, Env: env, Timeout: int64(timeout)}
-	if req.Umask, err = currentUmask(); err != nil {
+	if req.Umask, err = ident.Umask(); err != nil {
 		return nil, err
 	}
-	if req.Rlimits, err = currentRlimits(); err != nil {
+	if req.Rlimits, err = ident.Rlimits(); err != nil {
 		return nil, err
 	}
 	return encodeRequest(req, polBytes)
@@ -127,11 +128,7 @@ func EncodeRequest(stateDir, binary string, pol *policy.Policy, argv, env []stri
 // BinaryID is the identity of the executable at path, as the helper
 // compares it with its own.
 func BinaryID(path string) (string, error) {
-	var st unix.Stat_t
-	if err := unix.Stat(path, &st); err != nil {
-		return "", &os.PathError{Op: "stat", Path: path, Err: err}
-	}
-	return statID(&st), nil
+	return ident.FileID(path)
 }
 
 // Eligible reports whether a run could go through the helper: a policy

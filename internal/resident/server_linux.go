@@ -20,6 +20,7 @@ import (
 
 	"github.com/agentbox/agentbox/internal/agentdirs"
 	"github.com/agentbox/agentbox/internal/rawpolicy"
+	"github.com/agentbox/agentbox/internal/resident/ident"
 	"github.com/agentbox/agentbox/internal/sessionhook"
 	"github.com/agentbox/agentbox/internal/syncbuf"
 	"github.com/agentbox/agentbox/policy"
@@ -96,18 +97,16 @@ func Serve(stateDir string) error {
 	if s.exe, err = os.Executable(); err != nil {
 		return err
 	}
-	var st unix.Stat_t
-	if err := unix.Stat(s.exe, &st); err != nil {
+	if s.exeID, err = ident.FileID(s.exe); err != nil {
 		return err
 	}
-	s.exeID = statID(&st)
-	if s.umask, err = currentUmask(); err != nil {
+	if s.umask, err = ident.Umask(); err != nil {
 		return err
 	}
-	if s.rlimits, err = currentRlimits(); err != nil {
+	if s.rlimits, err = ident.Rlimits(); err != nil {
 		return err
 	}
-	if _, err := selfFacts(); err != nil {
+	if err := ident.Ready(); err != nil {
 		return err
 	}
 	// The lock is held for the helper's whole life: a second helper
@@ -247,8 +246,8 @@ func (s *server) watch() {
 			return
 		case <-tick.C:
 		}
-		var st unix.Stat_t
-		changed := unix.Stat(s.exe, &st) != nil || statID(&st) != s.exeID
+		id, err := ident.FileID(s.exe)
+		changed := err != nil || id != s.exeID
 		s.mu.Lock()
 		if changed {
 			s.stopping = true

@@ -5,13 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
-	"strconv"
-	"strings"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/agentbox/agentbox/internal/linux"
+	"github.com/agentbox/agentbox/internal/resident/ident"
 	"github.com/agentbox/agentbox/policy"
 )
 
@@ -89,51 +87,9 @@ func sendJSON(fd int, v any) error {
 	return sendMsg(fd, b, nil)
 }
 
-// binaryID identifies the executable this process runs (the open image,
-// even if the path has since been replaced): the CLI and the helper must
-// be the same build.
-func binaryID() (string, error) { return BinaryID("/proc/self/exe") }
-
-func statID(st *unix.Stat_t) string {
-	return fmt.Sprintf("%d:%d:%d:%d.%d:%d.%d", st.Dev, st.Ino, st.Size,
-		st.Mtim.Sec, st.Mtim.Nsec, st.Ctim.Sec, st.Ctim.Nsec)
-}
-
-// currentUmask reads the umask without changing it (umask(2) can only
-// set it, and a set-and-restore races with other threads making files).
-func currentUmask() (int, error) {
-	b, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		return 0, err
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "Umask:"); ok {
-			m, err := strconv.ParseInt(strings.TrimSpace(v), 8, 32)
-			return int(m), err
-		}
-	}
-	return 0, errors.New("/proc/self/status has no Umask line")
-}
-
-// rlimitCount is RLIM_NLIMITS on Linux.
-const rlimitCount = 16
-
-// currentRlimits are this process's resource limits, as a command it
-// started would inherit them. RLIMIT_NOFILE is as Go's runtime left it
-// (the soft limit raised to the hard one less one): the soft limit the
-// process started with, which Go restores for its children, cannot be
-// read back, so two processes that differ only there compare equal.
-func currentRlimits() ([][2]uint64, error) {
-	out := make([][2]uint64, rlimitCount)
-	for r := range rlimitCount {
-		var l unix.Rlimit
-		if err := unix.Getrlimit(r, &l); err != nil {
-			return nil, os.NewSyscallError("getrlimit", err)
-		}
-		out[r] = [2]uint64{l.Cur, l.Max}
-	}
-	return out, nil
-}
+// binaryID identifies the executable this process runs: the CLI and the
+// helper must be the same build.
+func binaryID() (string, error) { return ident.Binary() }
 
 // rootIDs is what is on disk at every path whose identity shapes the
 // sandbox: the workspace, the writable roots, every protected path (a
