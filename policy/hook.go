@@ -17,6 +17,7 @@ func init() {
 	}
 	policyhook.CacheEnvValue = cacheEnvValue
 	policyhook.Resolve = resolveEnv
+	policyhook.ResolveFor = resolveFor
 }
 
 // cloneFields copies f's slices, so that neither side of New or Of can

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -13,7 +12,9 @@ import (
 
 	"github.com/agentbox/agentbox/internal/agentdirs"
 	"github.com/agentbox/agentbox/internal/fspath"
+	"github.com/agentbox/agentbox/internal/lookpath"
 	"github.com/agentbox/agentbox/internal/netpolicy"
+	"github.com/agentbox/agentbox/internal/policyhook"
 )
 
 // DefaultProtectedNames returns the names kept read-only inside every
@@ -203,6 +204,19 @@ func Resolve(o Options) (*Policy, error) { return resolveEnv(o, os.Getenv, runti
 // through getenv and the temp-directory rules of goos, which tests (and,
 // through internal/rawpolicy, other packages' tests) choose.
 func resolveEnv(o Options, getenv func(string) string, goos string) (*Policy, error) {
+	return resolveFor(o, policyhook.Caller{Getenv: getenv}, goos)
+}
+
+// resolveFor is Resolve for the process pc describes: its environment,
+// working directory, executable and argv[0] (each, when unset, this
+// process's own), for the resident helper resolving a run on its
+// client's behalf exactly as the client would have.
+func resolveFor(o Options, pc policyhook.Caller, goos string) (*Policy, error) {
+	getenv := pc.Getenv
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	caller := callerOf(pc)
 	cfg := o.Config
 	if cfg == nil {
 		cfg = &Config{}
@@ -274,13 +288,29 @@ func resolveEnv(o Options, getenv func(string) string, goos string) (*Policy, er
 		p.f.AllowUnixSockets = append(p.f.AllowUnixSockets, sp)
 	}
 
+	// The working directory only when a relative path needs it: a
+	// caller whose directory was removed may still name absolute ones.
+	var wd string
+	absolute := func(p string) (string, error) {
+		if filepath.IsAbs(p) {
+			return p, nil
+		}
+		if wd == "" {
+			d, err := caller.wd()
+			if err != nil {
+				return "", fmt.Errorf("current directory: %w", err)
+			}
+			wd = d
+		}
+		return filepath.Join(wd, p), nil
+	}
 	cwd := o.Cwd
 	if cwd == "" {
-		wd, err := os.Getwd()
-		if err != nil {
-			return nil, fmt.Errorf("current directory: %w", err)
-		}
-		cwd = wd
+		cwd = "."
+	}
+	cwd, err := absolute(cwd)
+	if err != nil {
+		return nil, err
 	}
 	c, err := resolveDir(cwd, "", "workspace (Options.Cwd)")
 	if err != nil {
@@ -301,11 +331,12 @@ func resolveEnv(o Options, getenv func(string) string, goos string) (*Policy, er
 		// A relative added root is relative to the caller's directory, as
 		// for any shell argument; relative writable_roots in the config
 		// are relative to the workspace, as in Codex.
-		abs, err := filepath.Abs(d)
+		abs, err := absolute(d)
 		if err != nil {
 			return nil, fmt.Errorf("Options.AddDirs %s: %w", d, err)
 		}
-		roots = append(roots, root{abs, "Options.AddDirs"})
+		// Cleaned, as filepath.Abs would.
+		roots = append(roots, root{filepath.Clean(abs), "Options.AddDirs"})
 	}
 	for _, d := range ww.WritableRoots {
 		what := "writable_roots"
@@ -361,10 +392,10 @@ func resolveEnv(o Options, getenv func(string) string, goos string) (*Policy, er
 	// able to re-point the link the caller invokes it through
 	// (~/.local/bin/agentbox, node_modules/.bin): protect both, and every
 	// link on the way.
-	if exe, err := os.Executable(); err == nil {
+	if exe, err := caller.executable(); err == nil {
 		extra = append(extra, exe)
 	}
-	if invoked := invokedAs(); invoked != "" {
+	if invoked := caller.invokedAs(getenv("PATH"), absolute); invoked != "" {
 		extra = append(extra, invoked)
 	}
 	prot, err := protectedPaths(p.f.WritableRoots, p.f.ProtectedNames, extra, getenv)
@@ -376,17 +407,42 @@ func resolveEnv(o Options, getenv func(string) string, goos string) (*Policy, er
 	return p, nil
 }
 
-// invokedAs is the path this program was started through, made absolute
-// without resolving links: os.Args[0] when it names a path, else its match
-// in PATH.
-func invokedAs() string {
-	if len(os.Args) == 0 || os.Args[0] == "" {
+// caller is what resolution reads of the process it resolves for.
+type caller struct{ policyhook.Caller }
+
+func callerOf(c policyhook.Caller) caller { return caller{c} }
+
+func (c caller) wd() (string, error) {
+	if c.Dir != "" {
+		return c.Dir, nil
+	}
+	return os.Getwd()
+}
+
+func (c caller) executable() (string, error) {
+	if c.Executable != "" {
+		return c.Executable, nil
+	}
+	return os.Executable()
+}
+
+// invokedAs is the path the program was started through, made absolute
+// without resolving links: argv[0] when it names a path, else its match
+// in path (PATH), absolute matches only, as exec.LookPath gives them.
+func (c caller) invokedAs(path string, absolute func(string) (string, error)) string {
+	arg0 := c.Arg0
+	if !c.Remote {
+		if len(os.Args) == 0 {
+			return ""
+		}
+		arg0 = os.Args[0]
+	}
+	if arg0 == "" {
 		return ""
 	}
-	arg0 := os.Args[0]
 	if !strings.ContainsRune(arg0, filepath.Separator) && !strings.ContainsRune(arg0, '/') {
-		p, err := exec.LookPath(arg0)
-		if err != nil {
+		p, _, err := lookpath.Find(arg0, path)
+		if err != nil || !filepath.IsAbs(p) {
 			return ""
 		}
 		arg0 = p
@@ -394,26 +450,19 @@ func invokedAs() string {
 	if filepath.IsAbs(arg0) {
 		return arg0
 	}
-	wd, err := os.Getwd()
+	// Not cleaned: the kernel follows a link in "link/../x" first.
+	abs, err := absolute(".")
 	if err != nil {
 		return ""
 	}
-	return joinRaw(wd, arg0)
+	return joinRaw(abs, arg0)
 }
 
 // resolveDir makes dir absolute (relative to base), resolves symlinks and
 // checks it is an existing directory.
 func resolveDir(dir, base, what string) (string, error) {
 	if !filepath.IsAbs(dir) {
-		if base == "" {
-			abs, err := filepath.Abs(dir)
-			if err != nil {
-				return "", fmt.Errorf("%s %s: %w", what, dir, err)
-			}
-			dir = abs
-		} else {
-			dir = filepath.Join(base, dir)
-		}
+		dir = filepath.Join(base, dir)
 	}
 	real, err := filepath.EvalSymlinks(dir)
 	if err != nil {

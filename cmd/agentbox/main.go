@@ -8,6 +8,10 @@ import (
 	"os"
 
 	"github.com/agentbox/agentbox/internal/cli"
+	// On Linux, hands `agentbox run` to the resident helper from a
+	// package init, before most of the binary initialises; when the
+	// helper does not serve the run, main runs the CLI as usual.
+	_ "github.com/agentbox/agentbox/internal/resident/fastpath"
 )
 
 func main() {

@@ -20,7 +20,9 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/agentbox/agentbox/internal/agentdirs"
 	"github.com/agentbox/agentbox/internal/cli/flagnames"
+	"github.com/agentbox/agentbox/internal/rawpolicy"
 	"github.com/agentbox/agentbox/policy"
 	"github.com/agentbox/agentbox/sandbox"
 )
@@ -58,7 +60,12 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) (code int) {
 	}()
 	root := newRoot(stdin, stdout, stderr)
 	root.SetArgs(args)
-	err := root.Execute()
+	return exitStatus(root.Execute(), stderr)
+}
+
+// exitStatus is the status the CLI exits with for err (what a command
+// returned), and writes err's message.
+func exitStatus(err error, stderr io.Writer) int {
 	if err == nil {
 		return 0
 	}
@@ -124,6 +131,23 @@ func (f *runFlags) register(cmd *cobra.Command, withRunOnly bool) {
 
 // resolve builds the policy from flags and config; errors are 125.
 func (f *runFlags) resolve(cmd *cobra.Command) (*policy.Policy, error) {
+	return f.resolveFor(cmd, rawpolicy.Caller{})
+}
+
+// resolveFor is resolve for the process c describes (this one when c is
+// empty): the resident helper resolves a run for the client that handed
+// it over (see fastRun).
+func (f *runFlags) resolveFor(cmd *cobra.Command, c rawpolicy.Caller) (*policy.Policy, error) {
+	getenv := c.Getenv
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	wd := func() (string, error) {
+		if c.Dir != "" {
+			return c.Dir, nil
+		}
+		return os.Getwd()
+	}
 	// An empty path would silently mean the current directory: a writable
 	// root nobody asked for.
 	for _, d := range f.addDirs {
@@ -137,15 +161,30 @@ func (f *runFlags) resolve(cmd *cobra.Command) (*policy.Policy, error) {
 	if cmd.Flags().Changed("config") && f.config == "" {
 		return nil, failure("--config: empty path (name a file, or leave the flag out for the default config)")
 	}
+	// Not filepath.Abs: it would cancel "link/../x" textually while
+	// the kernel, opening the file, follows the link first.
+	configPath := f.config
+	if configPath != "" && !filepath.IsAbs(configPath) {
+		d, err := wd()
+		if err != nil {
+			return nil, failure("current directory: %v", err)
+		}
+		configPath = d + string(filepath.Separator) + configPath
+	}
 	var cfg *policy.Config
-	path := f.config
-	if path != "" {
-		c, err := policy.LoadConfig(path)
+	if configPath != "" {
+		// Opened as named here (messages name it so), from the
+		// client's directory for a client.
+		load := f.config
+		if c.Dir != "" {
+			load = configPath
+		}
+		c, err := policy.LoadConfig(load)
 		if err != nil {
 			return nil, failure("%v", err)
 		}
 		cfg = c
-	} else if path = policy.DefaultConfigPath(); path != "" {
+	} else if path := agentdirs.Config(getenv); path != "" {
 		c, err := policy.LoadConfig(path)
 		switch {
 		case err == nil:
@@ -159,18 +198,8 @@ func (f *runFlags) resolve(cmd *cobra.Command) (*policy.Policy, error) {
 	o := policy.Options{Mode: policy.Mode(f.mode), Cwd: f.cwd, AddDirs: f.addDirs, Config: cfg, AllowDomains: f.allowDomains}
 	// A --config file decides how the next command is sandboxed too; the
 	// default config and state directories are protected by Resolve.
-	if f.config != "" {
-		// Not filepath.Abs: it would cancel "link/../x" textually while
-		// the kernel, opening the file, follows the link first.
-		path := f.config
-		if !filepath.IsAbs(path) {
-			wd, err := os.Getwd()
-			if err != nil {
-				return nil, failure("current directory: %v", err)
-			}
-			path = wd + string(filepath.Separator) + path
-		}
-		o.ExtraProtected = append(o.ExtraProtected, path)
+	if configPath != "" {
+		o.ExtraProtected = append(o.ExtraProtected, configPath)
 	}
 	if cmd.Flags().Changed("network") {
 		o.Network = &f.network
@@ -178,7 +207,7 @@ func (f *runFlags) resolve(cmd *cobra.Command) (*policy.Policy, error) {
 	if cmd.Flags().Changed("allow-degraded") {
 		o.AllowDegraded = &f.allowDegraded
 	}
-	pol, err := policy.Resolve(o)
+	pol, err := rawpolicy.ResolveFor(o, c)
 	if err != nil {
 		return nil, failure("%v", err)
 	}

@@ -5,12 +5,14 @@ import (
 	"io"
 	"os"
 	"runtime"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/agentbox/agentbox/internal/agentdirs"
 	"github.com/agentbox/agentbox/internal/cli/refusals"
+	"github.com/agentbox/agentbox/internal/rawpolicy"
 	"github.com/agentbox/agentbox/internal/resident"
 	"github.com/agentbox/agentbox/policy"
 	"github.com/agentbox/agentbox/sandbox"
@@ -39,6 +41,13 @@ func runResident(pol *policy.Policy, timeout time.Duration, args []string, stdin
 	if !served {
 		return false, nil
 	}
+	return true, residentOutcome(pol, timeout, res, stderr, rep)
+}
+
+// residentOutcome is what the CLI says and returns for a run the helper
+// ran: the exit status and its contract, the timeout message, the
+// report, the notes of the post-run checks.
+func residentOutcome(pol *policy.Policy, timeout time.Duration, res *resident.Result, stderr io.Writer, rep *reportFile) error {
 	if res.Diag != "" {
 		io.WriteString(stderr, res.Diag)
 	}
@@ -56,14 +65,54 @@ func runResident(pol *policy.Policy, timeout time.Duration, args []string, stdin
 	}
 	switch {
 	case res.Failed != "":
-		return true, failure("%s", res.Failed)
+		return failure("%s", res.Failed)
 	case res.TimedOut:
 		fmt.Fprintf(stderr, "agentbox: command timed out after %v and was killed with everything it started\n", timeout)
 	}
 	if code == 0 {
-		return true, nil
+		return nil
 	}
-	return true, &exitError{code: code}
+	return &exitError{code: code}
+}
+
+// resolveForClient is the helper's half of a lean client's run (package
+// fastpath): `agentbox run` as the client typed it, parsed and resolved
+// as the CLI's run command does (c stands for the client), for the
+// helper to run. Anything but a plain run with a command (an error,
+// --help, --report, the helper switched off) is the full CLI's.
+func resolveForClient(args []string, c rawpolicy.Caller) (*resident.Resolved, string) {
+	if len(args) == 0 || args[0] != "run" {
+		return nil, "not a run"
+	}
+	var f runFlags
+	cmd := &cobra.Command{Use: "run"}
+	cmd.Flags().SetInterspersed(false)
+	f.register(cmd, true)
+	if err := cmd.ParseFlags(args[1:]); err != nil {
+		return nil, "flags: " + err.Error()
+	}
+	argv := cmd.Flags().Args()
+	switch {
+	case len(argv) == 0:
+		return nil, "no command"
+	case f.timeout < 0:
+		return nil, "negative --timeout"
+	case f.report != "":
+		return nil, "--report is written by the CLI"
+	}
+	pol, err := f.resolveFor(cmd, c)
+	if err != nil {
+		return nil, "resolving the policy: " + err.Error()
+	}
+	if resident.Disabled(c.Getenv, f.cfg != nil && f.cfg.Linux.Resident != nil && !*f.cfg.Linux.Resident) {
+		return nil, "the resident helper is switched off"
+	}
+	timeout := f.timeout
+	return &resident.Resolved{Policy: pol, Argv: argv, Timeout: timeout, Finish: func(res *resident.Result) (string, int) {
+		var b strings.Builder
+		code := exitStatus(residentOutcome(pol, timeout, res, &b, nil), &b)
+		return b.String(), code
+	}}, ""
 }
 
 // stopResident stops the resident helper, if one runs.
@@ -89,11 +138,13 @@ func newResident() *cobra.Command {
 			if state == "" {
 				return failure("resident: --state-dir is required")
 			}
-			run := resident.Serve
+			var err error
 			if detach {
-				run = resident.Detach
+				err = resident.Detach(state)
+			} else {
+				err = resident.Serve(state, resolveForClient)
 			}
-			if err := run(state); err != nil {
+			if err != nil {
 				return failure("resident: %v", err)
 			}
 			return nil

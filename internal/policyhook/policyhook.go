@@ -12,6 +12,8 @@ var (
 	Fields any
 	// Resolve is a func(policy.Options, func(string) string, string) (*policy.Policy, error).
 	Resolve any
+	// ResolveFor is a func(policy.Options, Caller, string) (*policy.Policy, error).
+	ResolveFor any
 	// SafeBareRepository is gitguard.SafeBareRepository.
 	SafeBareRepository func(getenv func(string) string) (value, file string, err error)
 	// CacheEnvValue is the value of the named tool cache's relocating
@@ -22,3 +24,15 @@ var (
 	// for internal/rawpolicy's Decode.
 	KnownCache func(name string) bool
 )
+
+// Caller is what policy resolution reads of the process it resolves for,
+// when that is not this one: the resident helper resolves a run on its
+// client's behalf. Empty fields are this process's own.
+type Caller struct {
+	Getenv     func(string) string
+	Dir        string // the working directory, as os.Getwd gave it
+	Executable string // as os.Executable gave it
+	// Remote: Arg0 is the caller's os.Args[0] (which may be empty).
+	Remote bool
+	Arg0   string
+}

@@ -7,6 +7,8 @@
 package rawpolicy
 
 import (
+	"runtime"
+
 	"github.com/agentbox/agentbox/internal/netpolicy"
 	"github.com/agentbox/agentbox/internal/policyhook"
 	"github.com/agentbox/agentbox/policy"
@@ -61,4 +63,16 @@ func Resolve(o policy.Options, getenv func(string) string, goos string) (*policy
 // are shared, not copied: callers must not change them.
 func Egress(p *policy.Policy) *netpolicy.Rules {
 	return Of(p).Egress
+}
+
+// Caller is what policy resolution reads of the process it resolves for
+// (see [ResolveFor]).
+type Caller = policyhook.Caller
+
+// ResolveFor is policy.Resolve for the process c describes: the resident
+// helper resolves a run on its client's behalf, from the client's
+// environment, directory, executable and argv[0], as the client itself
+// would have.
+func ResolveFor(o policy.Options, c Caller) (*policy.Policy, error) {
+	return policyhook.ResolveFor.(func(policy.Options, policyhook.Caller, string) (*policy.Policy, error))(o, c, runtime.GOOS)
 }

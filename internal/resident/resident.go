@@ -19,6 +19,9 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/agentbox/agentbox/internal/rawpolicy"
+	"github.com/agentbox/agentbox/policy"
 )
 
 // Disabled reports whether the resident helper is switched off for this
@@ -113,4 +116,22 @@ type reply struct {
 type control struct {
 	Op  string `json:"op"` // "signal"
 	Sig int    `json:"sig"`
+}
+
+// Resolver turns a lean client's run, as typed (args from "run" on), into
+// what the CLI would have run, resolving the policy with c standing for
+// the client. It returns nil, with why, for anything the full CLI must
+// handle itself (a flag error, --help, a report file, the helper switched
+// off): nothing has happened yet, and the client's full CLI then does it
+// all, its messages included.
+type Resolver func(args []string, c rawpolicy.Caller) (run *Resolved, why string)
+
+// Resolved is a run a Resolver accepted.
+type Resolved struct {
+	Policy  *policy.Policy
+	Argv    []string
+	Timeout time.Duration
+	// Finish is what the CLI would have written to stderr after the
+	// command ended, and the status it would have exited with.
+	Finish func(*Result) (stderr string, code int)
 }

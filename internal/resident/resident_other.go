@@ -16,7 +16,7 @@ func Run(stateDir string, pol *policy.Policy, argv []string, timeout time.Durati
 }
 
 // Serve fails: only Linux has a resident helper.
-func Serve(stateDir string) error {
+func Serve(stateDir string, resolve Resolver) error {
 	return errors.New("agentbox: the resident helper exists on Linux only")
 }
 
@@ -24,4 +24,4 @@ func Serve(stateDir string) error {
 func Stop(stateDir string) error { return nil }
 
 // Detach fails: only Linux has a resident helper.
-func Detach(stateDir string) error { return Serve(stateDir) }
+func Detach(stateDir string) error { return Serve(stateDir, nil) }

@@ -20,6 +20,7 @@ import (
 
 	"github.com/agentbox/agentbox/internal/agentdirs"
 	"github.com/agentbox/agentbox/internal/rawpolicy"
+	"github.com/agentbox/agentbox/internal/resident/fastpath"
 	"github.com/agentbox/agentbox/internal/resident/ident"
 	"github.com/agentbox/agentbox/internal/sessionhook"
 	"github.com/agentbox/agentbox/internal/syncbuf"
@@ -44,6 +45,7 @@ type server struct {
 	exeID   string
 	umask   int
 	rlimits [][2]uint64
+	resolve Resolver
 
 	mu       sync.Mutex
 	sessions map[string]*entry
@@ -73,13 +75,15 @@ type entry struct {
 
 // Serve runs the helper for the state directory stateDir; it returns when
 // the helper exits. Another helper already serving it is not an error.
-func Serve(stateDir string) error {
+// resolve serves the lean client's runs (package fastpath); nil serves
+// only the CLI's resolved ones.
+func Serve(stateDir string, resolve Resolver) error {
 	if err := os.Chdir("/"); err != nil {
 		return err
 	}
 	// Nothing inherited may leak into the sandboxes' zygotes.
 	unix.CloseRange(3, ^uint(0), unix.CLOSE_RANGE_CLOEXEC)
-	s := &server{stateDir: stateDir, dir: Dir(stateDir), idle: idlePeriod(),
+	s := &server{stateDir: stateDir, dir: Dir(stateDir), idle: idlePeriod(), resolve: resolve,
 		sessions: map[string]*entry{}, last: time.Now(), quit: make(chan struct{})}
 	s.sock = filepath.Join(s.dir, "sock")
 	if got := agentdirs.State(os.Getenv, runtime.GOOS); got != stateDir {
@@ -336,6 +340,16 @@ func (s *server) serve(fd int) {
 		bufPool.Put(bp)
 		return
 	}
+	if fastpath.IsRequest((*bp)[:n]) {
+		lr, err := fastpath.Decode((*bp)[:n])
+		bufPool.Put(bp)
+		if err != nil {
+			closeAll(fds)
+			return
+		}
+		s.serveLean(fd, lr, fds)
+		return
+	}
 	req, polBytes, err := decodeRequest((*bp)[:n])
 	polBytes = bytes.Clone(polBytes)
 	bufPool.Put(bp)
@@ -370,17 +384,23 @@ func (s *server) serve(fd int) {
 			}
 		}
 	}()
+	s.start(fd, req, polBytes, stdio, jsonReplies{})
+}
+
+// start runs the request's command in the session for its key, if the
+// helper can start it as the CLI would have.
+func (s *server) start(fd int, req *runRequest, polBytes []byte, stdio [3]*os.File, out replier) {
 	if why := s.mismatch(req); why != "" {
-		sendJSON(fd, reply{Fallback: why})
+		out.fallback(fd, why)
 		return
 	}
 	e, why := s.session(req, polBytes)
 	if e == nil {
-		sendJSON(fd, reply{Fallback: why})
+		out.fallback(fd, why)
 		return
 	}
 	defer s.release(e)
-	s.run(fd, e.s, req, stdio)
+	s.run(fd, e.s, req, stdio, out)
 }
 
 // mismatch says why the helper cannot start this request's command as
@@ -641,7 +661,7 @@ func (s *server) release(e *entry) {
 // run starts the command in the session and reports its end. The
 // connection is the command's lifeline: when the CLI goes away (exits,
 // is killed), the command's whole tree is killed.
-func (s *server) run(fd int, sess *sandbox.Session, r *runRequest, stdio [3]*os.File) {
+func (s *server) run(fd int, sess *sandbox.Session, r *runRequest, stdio [3]*os.File, out replier) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	if r.Timeout > 0 {
@@ -661,7 +681,7 @@ func (s *server) run(fd int, sess *sandbox.Session, r *runRequest, stdio [3]*os.
 	if err := c.Start(); err != nil {
 		// The CLI's own run gives the same answer (126, 127, 125)
 		// with the same message.
-		sendJSON(fd, reply{Fallback: fmt.Sprintf("start: %v", err)})
+		out.fallback(fd, fmt.Sprintf("start: %v", err))
 		return
 	}
 	// The zygote holds its own copies now.
@@ -669,7 +689,7 @@ func (s *server) run(fd int, sess *sandbox.Session, r *runRequest, stdio [3]*os.
 		f.Close()
 		stdio[i] = nil
 	}
-	if err := sendJSON(fd, reply{Started: true}); err != nil {
+	if err := out.started(fd); err != nil {
 		cancel() // the CLI is gone: so is the command
 	}
 	lifeline := make(chan struct{})
@@ -700,7 +720,7 @@ func (s *server) run(fd int, sess *sandbox.Session, r *runRequest, stdio [3]*os.
 		rep.Failed = err.Error()
 	}
 	rep.Diag = diag.String()
-	sendJSON(fd, rep)
+	out.exited(fd, rep)
 	// The CLI closes its end on this reply; the lifeline then ends.
 	unix.Shutdown(fd, unix.SHUT_RD)
 	<-lifeline

@@ -346,8 +346,12 @@ func TestResidentExactPolicy(t *testing.T) {
 
 // attack runs the resident attacker (resident_attack_test.go) with script
 // wrapped as the command of `agentbox run` (sandboxed) or directly.
-func attackArgs(re *residentEnv, file string) string {
-	return fmt.Sprintf(`AGENTBOX_TEST_WRAPPER=%s %q %q %q %q %q`, attackMode, wrapperPath, re.state+"/agentbox", binPath, re.fx.out, file)
+func attackArgs(re *residentEnv, file string, lean bool) string {
+	s := fmt.Sprintf(`AGENTBOX_TEST_WRAPPER=%s %q %q %q %q %q`, attackMode, wrapperPath, re.state+"/agentbox", binPath, re.fx.out, file)
+	if lean {
+		s += " lean"
+	}
+	return s
 }
 
 // TestResidentUnreachableFromSandbox: a command inside the sandbox (with
@@ -370,37 +374,41 @@ func TestResidentUnreachableFromSandbox(t *testing.T) {
 			t.Fatal(err)
 		}
 
-		// The control: unconfined, the request is served.
-		ctl := host(t, u, runOpts{env: re.env(), dir: fx.ws}, "/bin/sh", "-c", attackArgs(re, "pwned-control"))
-		if ctl.code != 0 || !strings.Contains(ctl.stdout, "served: exit 0") {
-			t.Fatalf("control: the forged request from an unconfined process was not served, so the test shows nothing: %v", ctl)
-		}
-		assertContent(t, filepath.Join(fx.out, "pwned-control"), "pwned\n")
+		for _, lean := range []bool{false, true} {
+			kind := map[bool]string{false: "CLI's", true: "lean client's"}[lean]
+			// The control: unconfined, the request is served.
+			ctl := host(t, u, runOpts{env: re.env(), dir: fx.ws}, "/bin/sh", "-c", attackArgs(re, "pwned-control", lean))
+			if ctl.code != 0 || !strings.Contains(ctl.stdout, "served: exit 0") {
+				t.Fatalf("control: the forged %s request from an unconfined process was not served, so the test shows nothing: %v", kind, ctl)
+			}
+			assertContent(t, filepath.Join(fx.out, "pwned-control"), "pwned\n")
+			os.Remove(filepath.Join(fx.out, "pwned-control"))
 
-		for _, c := range []struct {
-			name     string
-			degraded bool
-			extra    []string
-			want     string // what the attacker must report
-		}{
-			{"userns", false, nil, "connect: permission denied"},
-			{"userns, socket listed", false, []string{"--config", cfg}, "no answer"},
-			{"degraded", true, []string{"--allow-degraded"}, "connect: permission denied"},
-			{"degraded, socket listed", true, []string{"--allow-degraded", "--config", cfg}, "no answer"},
-		} {
-			file := "pwned-" + strings.NewReplacer(" ", "", ",", "-").Replace(c.name)
-			script := attackArgs(re, file)
-			var r result
-			if c.degraded {
-				r = degradedOpts(t, fx, runOpts{env: []string{"XDG_STATE_HOME=" + re.state}}, c.extra, script)
-			} else {
-				r = re.run(t, runOpts{}, c.extra, script)
-			}
-			if exists(filepath.Join(fx.out, file)) {
-				t.Errorf("%s: host: the helper ran the sandboxed command's request (%s written): %v", c.name, file, r)
-			}
-			if !strings.Contains(r.stdout, c.want) {
-				t.Errorf("%s: the attacker reports %q, want %q: %v", c.name, r.stdout, c.want, r)
+			for _, c := range []struct {
+				name     string
+				degraded bool
+				extra    []string
+				want     string // what the attacker must report
+			}{
+				{"userns", false, nil, "connect: permission denied"},
+				{"userns, socket listed", false, []string{"--config", cfg}, "no answer"},
+				{"degraded", true, []string{"--allow-degraded"}, "connect: permission denied"},
+				{"degraded, socket listed", true, []string{"--allow-degraded", "--config", cfg}, "no answer"},
+			} {
+				file := "pwned-" + strings.NewReplacer(" ", "", ",", "-").Replace(c.name)
+				script := attackArgs(re, file, lean)
+				var r result
+				if c.degraded {
+					r = degradedOpts(t, fx, runOpts{env: []string{"XDG_STATE_HOME=" + re.state}}, c.extra, script)
+				} else {
+					r = re.run(t, runOpts{}, c.extra, script)
+				}
+				if exists(filepath.Join(fx.out, file)) {
+					t.Errorf("%s, %s request: host: the helper ran the sandboxed command's request (%s written): %v", c.name, kind, file, r)
+				}
+				if !strings.Contains(r.stdout, c.want) {
+					t.Errorf("%s, %s request: the attacker reports %q, want %q: %v", c.name, kind, r.stdout, c.want, r)
+				}
 			}
 		}
 		// And the helper still serves its own user afterwards.
@@ -706,6 +714,83 @@ func TestResidentIPCNotShared(t *testing.T) {
 		}
 		if n := strings.TrimSpace(r.stdout); n != "0" {
 			t.Errorf("the next served command sees %s message queue(s) the previous one made", n)
+		}
+	})
+}
+
+// inits counts the Go package inits GODEBUG=inittrace=1 reported on a
+// CLI's stderr: about 20 when the lean client (internal/resident/fastpath)
+// handed the run over from its init, over 100 when the full CLI ran.
+func inits(stderr string) int {
+	n := 0
+	for _, l := range strings.Split(stderr, "\n") {
+		if strings.HasPrefix(l, "init ") && strings.Contains(l, " ms clock") {
+			n++
+		}
+	}
+	return n
+}
+
+// TestResidentLeanClient: a plain run is handed to the helper by the lean
+// client before the CLI starts (few package inits on stderr), with the
+// policy the CLI would have resolved: relative -C from another directory,
+// the default config's writable roots, writes outside refused on the host.
+// What the lean client must not decide (a flag error, --report) goes to
+// the full CLI: the same message and status as without a helper, and a
+// report written.
+func TestResidentLeanClient(t *testing.T) {
+	forEachUser(t, func(t *testing.T, u *testUser) {
+		fx := newFixture(t, u)
+		cfgHome := filepath.Join(fx.dir, "xdg")
+		extra := filepath.Join(fx.dir, "extra")
+		for _, d := range []string{filepath.Join(cfgHome, "agentbox"), extra} {
+			if err := os.MkdirAll(d, 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := os.WriteFile(filepath.Join(cfgHome, "agentbox", "config.toml"), []byte(fmt.Sprintf("[sandbox_workspace_write]\nwritable_roots = [%q]\n", extra)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		chownR(t, cfgHome, u)
+		chownR(t, extra, u)
+		re := newResidentEnv(t, fx, "XDG_CONFIG_HOME="+cfgHome)
+		re.warm(t)
+		trace := []string{"GODEBUG=inittrace=1"}
+		// From the fixture's directory, the workspace named relatively.
+		script := servedProbe + `; echo in > "$0/lean-ws"; echo in > "$1/lean-extra"; echo out > "$2/lean-out" || true`
+		var r result
+		for i := 0; i < 3; i++ {
+			r = execute(t, u, runOpts{env: append(re.env(), trace...), dir: fx.dir}, binPath,
+				"run", "-C", filepath.Base(fx.ws), "--", "/bin/sh", "-c", script, fx.ws, extra, fx.out)
+			if r.code != 0 {
+				t.Fatalf("lean run: %v", r)
+			}
+			if n := inits(r.stderr); n > 40 {
+				t.Errorf("run %d: %d package inits before the run was handed over, want the lean client's ~20: %v", i, n, r)
+			}
+		}
+		if !strings.HasPrefix(r.stdout, "agentbox-resident-init\n") {
+			t.Errorf("the lean run was not the helper's: %v", r)
+		}
+		assertContent(t, filepath.Join(fx.ws, "lean-ws"), "in\n")
+		assertContent(t, filepath.Join(extra, "lean-extra"), "in\n")
+		if exists(filepath.Join(fx.out, "lean-out")) {
+			t.Errorf("host: the lean run wrote outside its writable roots")
+		}
+
+		// A flag error: the full CLI's message and 125.
+		r = re.run(t, runOpts{env: trace}, []string{"--bogus"}, "true")
+		if r.code != 125 || !strings.Contains(r.stderr, "unknown flag: --bogus") || inits(r.stderr) < 100 {
+			t.Errorf("--bogus: want the full CLI's 125 and message: %v", r)
+		}
+		// --report: the full CLI, still through the helper, report written.
+		rep := filepath.Join(fx.dir, "report.json")
+		ok, r := re.served(t, runOpts{env: trace}, []string{"--report", rep}, "exit 3")
+		if !ok || r.code != 3 || inits(r.stderr) < 100 {
+			t.Errorf("--report: want the full CLI's run through the helper, exit 3: served %v, %v", ok, r)
+		}
+		if b, err := os.ReadFile(rep); err != nil || !strings.Contains(string(b), `"exit_code": 3`) {
+			t.Errorf("--report: %s, %v", b, err)
 		}
 	})
 }

@@ -1,0 +1,172 @@
+package cli
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/spf13/cobra"
+
+	"github.com/agentbox/agentbox/internal/rawpolicy"
+	"github.com/agentbox/agentbox/internal/resident"
+)
+
+// The resident helper resolves a lean client's run (package fastpath) in
+// its own process: another working directory, another environment. For
+// every way the CLI's resolution reads its process (relative -C,
+// --add-dir and --config, the default config under $XDG_CONFIG_HOME,
+// $TMPDIR relative to the workspace, $HOME's tool caches, argv[0] found
+// in PATH or relative), resolveForClient given the client's facts must
+// give exactly the policy the client's own CLI resolves, with this
+// process moved into the client's directory and environment.
+func TestResolveForClientAsTheCLI(t *testing.T) {
+	base := t.TempDir()
+	ws := filepath.Join(base, "ws")
+	for _, d := range []string{"ws/sub/rel", "ws/sub/tmp", "ws/rel", "ws/tmp", "add", "home/.cache/go-build", "xdg/agentbox", "bin", "state"} {
+		if err := os.MkdirAll(filepath.Join(base, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write := func(p, s string, mode os.FileMode) {
+		if err := os.WriteFile(filepath.Join(base, p), []byte(s), mode); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("xdg/agentbox/config.toml", "[sandbox_workspace_write]\nwritable_roots = [\"rel\"]\n", 0o644)
+	write("my.toml", "[sandbox_workspace_write]\nexclude_slash_tmp = true\n", 0o644)
+	write("bin/agentbox-fake", "#!/bin/sh\n", 0o755)
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{
+		"HOME":            filepath.Join(base, "home"),
+		"XDG_CONFIG_HOME": filepath.Join(base, "xdg"),
+		"XDG_STATE_HOME":  filepath.Join(base, "state"),
+		"TMPDIR":          "tmp", // relative: to the workspace
+		"PATH":            filepath.Join(base, "bin"),
+	}
+	for _, args := range [][]string{
+		{"run", "--", "true"},
+		{"run", "-C", "sub", "--", "true"},
+		{"run", "--add-dir", "../add", "--", "true"},
+		{"run", "--config", "../my.toml", "--", "true"},
+		{"run", "-s", "read-only", "--network", "--", "true"},
+		{"run", "--allow-degraded", "--timeout", "5s", "--", "sh", "-c", "x"},
+	} {
+		for _, arg0 := range []string{"agentbox-fake", "../bin/agentbox-fake", filepath.Join(base, "bin", "agentbox-fake")} {
+			t.Run(strings.Join(args[1:], " ")+" as "+filepath.Base(filepath.Dir(arg0))+"/"+filepath.Base(arg0), func(t *testing.T) {
+				// The helper's side: this process is elsewhere.
+				if wd, _ := os.Getwd(); wd == ws {
+					t.Fatal("the test runs in the client's directory")
+				}
+				run, why := resolveForClient(args, rawpolicy.Caller{
+					Getenv: func(k string) string { return env[k] }, Dir: ws,
+					Executable: exe, Remote: true, Arg0: arg0,
+				})
+				if run == nil {
+					t.Fatalf("not resolved: %s", why)
+				}
+				got, err := rawpolicy.Encode(run.Policy)
+				if err != nil {
+					t.Fatal(err)
+				}
+
+				// The client's side: its CLI, in its directory and
+				// environment.
+				t.Chdir(ws)
+				for _, k := range []string{"XDG_CACHE_HOME", "GOCACHE", "GOMODCACHE", "npm_config_cache", "PIP_CACHE_DIR", "CARGO_HOME"} {
+					t.Setenv(k, "")
+					os.Unsetenv(k)
+				}
+				for k, v := range env {
+					t.Setenv(k, v)
+				}
+				old := os.Args[0]
+				os.Args[0] = arg0
+				defer func() { os.Args[0] = old }()
+				var f runFlags
+				cmd := &cobra.Command{Use: "run"}
+				cmd.Flags().SetInterspersed(false)
+				f.register(cmd, true)
+				if err := cmd.ParseFlags(args[1:]); err != nil {
+					t.Fatal(err)
+				}
+				pol, err := f.resolve(cmd)
+				if err != nil {
+					t.Fatal(err)
+				}
+				want, err := rawpolicy.Encode(pol)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !bytes.Equal(got, want) {
+					t.Errorf("the helper resolves another policy than the client's CLI:\nhelper %s\nclient %s", got, want)
+				}
+				if strings.Join(run.Argv, " ") != strings.Join(cmd.Flags().Args(), " ") || run.Timeout != f.timeout {
+					t.Errorf("command %q timeout %v, want %q %v", run.Argv, run.Timeout, cmd.Flags().Args(), f.timeout)
+				}
+			})
+		}
+	}
+}
+
+// What the full CLI must handle itself is declined, before anything runs.
+func TestResolveForClientDeclines(t *testing.T) {
+	ws := t.TempDir()
+	getenv := func(k string) string {
+		if k == "HOME" {
+			return ws
+		}
+		return ""
+	}
+	c := rawpolicy.Caller{Getenv: getenv, Dir: ws, Executable: "/bin/true", Remote: true, Arg0: "agentbox"}
+	for _, args := range [][]string{
+		{"run"},
+		{"run", "--help"},
+		{"run", "-h"},
+		{"run", "--bogus", "--", "true"},
+		{"run", "--report", "r.json", "--", "true"},
+		{"run", "--timeout", "-1s", "--", "true"},
+		{"run", "-C", "no-such-dir", "--", "true"},
+		{"run", "-s", "wide-open", "--", "true"},
+		{"doctor"},
+	} {
+		if run, why := resolveForClient(args, c); run != nil || why == "" {
+			t.Errorf("%q: accepted (%v, %q)", args, run, why)
+		}
+	}
+	off := rawpolicy.Caller{Getenv: func(k string) string {
+		if k == "AGENTBOX_RESIDENT" {
+			return "Off"
+		}
+		return getenv(k)
+	}, Dir: ws, Executable: "/bin/true", Remote: true, Arg0: "agentbox"}
+	if run, _ := resolveForClient([]string{"run", "--", "true"}, off); run != nil {
+		t.Error("AGENTBOX_RESIDENT=Off: accepted")
+	}
+	// The control: a plain run is accepted, and its outcome is what the
+	// CLI says for it.
+	run, why := resolveForClient([]string{"run", "--timeout", "2s", "--", "true"}, c)
+	if run == nil {
+		t.Fatalf("a plain run declined: %s", why)
+	}
+	for _, tc := range []struct {
+		res    resident.Result
+		code   int
+		stderr string
+	}{
+		{resident.Result{}, 0, ""},
+		{resident.Result{Code: 3, Diag: "note\n"}, 3, "note\n"},
+		{resident.Result{Signal: 9}, 137, ""},
+		{resident.Result{Signal: 9, TimedOut: true}, 137, "agentbox: command timed out after 2s and was killed with everything it started\n"},
+		{resident.Result{Failed: "wait: boom"}, 125, "agentbox: wait: boom\n"},
+	} {
+		stderr, code := run.Finish(&tc.res)
+		if code != tc.code || stderr != tc.stderr {
+			t.Errorf("%+v: status %d, stderr %q; want %d, %q", tc.res, code, stderr, tc.code, tc.stderr)
+		}
+	}
+}

@@ -1,0 +1,194 @@
+package fastpath
+
+import (
+	"os"
+	"os/signal"
+	"strconv"
+	"syscall"
+	"unsafe"
+
+	"github.com/agentbox/agentbox/internal/resident/ident"
+)
+
+// Only cmd/agentbox imports this package: in any other program (the
+// library's users, tests) a first argument "run" means something else.
+func init() {
+	if len(os.Args) < 2 || os.Args[1] != "run" {
+		return
+	}
+	if code, served := run(); served {
+		os.Exit(code)
+	}
+}
+
+// forwarded are the signals the CLI relays to its command (as the full
+// CLI does).
+var forwarded = []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT}
+
+// run hands this process's run to the helper; served is false when the
+// helper did not run it (nothing ran), and the full CLI takes over.
+func run() (code int, served bool) {
+	switch os.Getenv("AGENTBOX_RESIDENT") {
+	case "0", "false", "off", "no", "FALSE", "False", "OFF", "Off", "NO", "No":
+		// The full CLI's check (case-insensitive) decides the rest.
+		return 0, false
+	}
+	// A terminal is never passed to a helper's command (a lone run gives
+	// the command a pseudo-terminal of its own): no round trip for it.
+	for fd := range 3 {
+		if isTerminal(fd) {
+			return 0, false
+		}
+	}
+	state := stateDir()
+	if state == "" {
+		return 0, false
+	}
+	dir := state + "/resident"
+	sock := dir + "/sock"
+	if len(sock) >= 108 || !ownDir(dir) {
+		return 0, false
+	}
+	fd, err := syscall.Socket(syscall.AF_UNIX, syscall.SOCK_SEQPACKET|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return 0, false
+	}
+	defer syscall.Close(fd)
+	if syscall.Connect(fd, &syscall.SockaddrUnix{Name: sock}) != nil {
+		return 0, false
+	}
+	// The listener must be the helper, not a socket a sandboxed process
+	// put there.
+	if _, err := ident.Check(fd, false); err != nil {
+		return 0, false
+	}
+	req := &Request{Args: os.Args, Env: os.Environ(), StateDir: state}
+	if req.Binary, err = ident.Binary(); err != nil {
+		return 0, false
+	}
+	if req.Umask, err = ident.Umask(); err != nil {
+		return 0, false
+	}
+	if req.Rlimits, err = ident.Rlimits(); err != nil {
+		return 0, false
+	}
+	if req.Dir, err = os.Getwd(); err != nil {
+		return 0, false
+	}
+	if req.Executable, err = os.Executable(); err != nil || req.Executable == "" {
+		return 0, false
+	}
+	b := Encode(req)
+	if len(b) > MaxMessage {
+		return 0, false
+	}
+	if sendmsg(fd, b, syscall.UnixRights(0, 1, 2)) != nil {
+		return 0, false
+	}
+	// Set up while the helper resolves and starts the command: each
+	// signal Notify enables waits for the runtime's signal thread.
+	sigs := make(chan os.Signal, 8)
+	signal.Notify(sigs, forwarded...)
+	buf := make([]byte, maxReply)
+	r := recvReply(fd, buf)
+	if r.failed || r.kind != replyStarted {
+		// Nothing runs. A signal caught meanwhile was meant for the
+		// run: it gets it as the full CLI would have before it
+		// started anything (the default action).
+		signal.Stop(sigs)
+		select {
+		case s := <-sigs:
+			signal.Reset(s)
+			syscall.Kill(os.Getpid(), s.(syscall.Signal))
+		default:
+		}
+		return 0, false
+	}
+	go func() {
+		for s := range sigs {
+			msg := `{"op":"signal","sig":` + strconv.Itoa(int(s.(syscall.Signal))) + `}`
+			sendmsg(fd, []byte(msg), nil)
+		}
+	}()
+	for {
+		r = recvReply(fd, buf)
+		switch {
+		case r.failed:
+			// The same words as the full CLI's for a helper gone
+			// mid-run.
+			os.Stderr.WriteString("agentbox: the resident helper ended while the command ran (connection lost); its sandbox was killed with it\n")
+			return 125, true
+		case r.kind == replyExited:
+			if r.text != "" {
+				os.Stderr.WriteString(r.text)
+			}
+			return r.code, true
+		}
+	}
+}
+
+// stateDir is agentdirs.State for Linux (which this package cannot
+// import: it would pull reflect in): $XDG_STATE_HOME/agentbox or
+// ~/.local/state/agentbox. The helper serves only its own state
+// directory, so a disagreement falls back, never misleads.
+func stateDir() string {
+	if d := os.Getenv("XDG_STATE_HOME"); len(d) > 0 && d[0] == '/' {
+		return clean(d) + "/agentbox"
+	}
+	if h := os.Getenv("HOME"); len(h) > 0 && h[0] == '/' {
+		return clean(h) + "/.local/state/agentbox"
+	}
+	return ""
+}
+
+// clean drops trailing slashes; any other oddity makes a path the helper
+// will not recognise as its own (and the full CLI runs).
+func clean(p string) string {
+	for len(p) > 1 && p[len(p)-1] == '/' {
+		p = p[:len(p)-1]
+	}
+	if p == "/" {
+		return ""
+	}
+	return p
+}
+
+// ownDir reports whether dir is a real directory of ours with mode 0700.
+func ownDir(dir string) bool {
+	var st syscall.Stat_t
+	if syscall.Lstat(dir, &st) != nil {
+		return false
+	}
+	return st.Mode&syscall.S_IFMT == syscall.S_IFDIR && int(st.Uid) == os.Geteuid() && st.Mode&0o777 == 0o700
+}
+
+func isTerminal(fd int) bool {
+	var t syscall.Termios
+	_, _, errno := syscall.Syscall(syscall.SYS_IOCTL, uintptr(fd), syscall.TCGETS, uintptr(unsafe.Pointer(&t)))
+	return errno == 0
+}
+
+// sendmsg sends one message, without raising SIGPIPE, retrying on EINTR.
+func sendmsg(fd int, b, oob []byte) error {
+	for {
+		err := syscall.Sendmsg(fd, b, oob, nil, syscall.MSG_NOSIGNAL)
+		if err != syscall.EINTR {
+			return err
+		}
+	}
+}
+
+// recvReply reads one reply; a broken connection or a message that did
+// not fit is a failed one.
+func recvReply(fd int, buf []byte) reply {
+	for {
+		n, oobn, flags, _, err := syscall.Recvmsg(fd, buf, nil, syscall.MSG_CMSG_CLOEXEC)
+		if err == syscall.EINTR {
+			continue
+		}
+		if err != nil || n == 0 || oobn != 0 || flags&(syscall.MSG_TRUNC|syscall.MSG_CTRUNC) != 0 {
+			return reply{failed: true}
+		}
+		return parseReply(buf[:n])
+	}
+}
