@@ -200,6 +200,9 @@ awk -v a="${med[agentbox]}" -v b="${med[bare]}" -v w="${med[bwrap_cmp]}" -v n="$
 # large as a bare one).
 peak() { /usr/bin/time -f %M "$@" 2>&1 >/dev/null | tail -1; }
 if [ -x /usr/bin/time ]; then
+	# One run first, so that the helper serves the measured one warm
+	# (the session loops since may have had it close this sandbox).
+	"$work/agentbox" run -C "$ws" -- true </dev/null >/dev/null 2>&1 || true
 	echo "peak RSS KiB: bare $(peak "$true_bin"), agentbox run $(AGENTBOX_RESIDENT=0 peak "$work/agentbox" run -C "$ws" -- true </dev/null), through the helper: the CLI $(peak "$work/agentbox" run -C "$ws" -- true </dev/null), bwrap $(peak bwrap "${bwrap_args[@]}")"
 	# The helper and its zygote live across commands: their high-water marks.
 	for p in $(cat "$XDG_STATE_HOME/agentbox/resident/lock" 2>/dev/null); do
