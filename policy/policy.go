@@ -302,6 +302,11 @@ func resolveFor(o Options, pc policyhook.Caller, goos string) (*Policy, error) {
 			}
 			wd = d
 		}
+		if p == "." {
+			// As os.Getwd gave it: cleaning would cancel a
+			// "link/.." in $PWD textually.
+			return wd, nil
+		}
 		return filepath.Join(wd, p), nil
 	}
 	cwd := o.Cwd
