@@ -16,16 +16,17 @@ import (
 
 	"github.com/agentbox/agentbox/internal/fspath"
 	"github.com/agentbox/agentbox/internal/rawpolicy"
+	"github.com/agentbox/agentbox/internal/wirestr"
 	"github.com/agentbox/agentbox/policy"
 )
 
 // Spec is everything the init stage needs, sent to it over a pipe as JSON.
 type Spec struct {
 	// Path is the command to run, looked up in PATH from Env when it has no slash.
-	Path string   `json:"path"`
-	Argv []string `json:"argv"`
-	Env  []string `json:"env"`
-	Cwd  string   `json:"cwd"`
+	Path string          `json:"path"`
+	Argv wirestr.Strings `json:"argv"`
+	Env  wirestr.Strings `json:"env"`
+	Cwd  string          `json:"cwd"`
 	// Mounts are applied in order on top of a read-only view of the host.
 	Mounts []Mount `json:"mounts"`
 	// Caches are the tool cache mounts, applied after Mounts (see

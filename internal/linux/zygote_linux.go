@@ -15,6 +15,7 @@ import (
 	"github.com/agentbox/agentbox/internal/exitcode"
 	"github.com/agentbox/agentbox/internal/linux/pid1"
 	"github.com/agentbox/agentbox/internal/lookpath"
+	"github.com/agentbox/agentbox/internal/wirestr"
 
 	"golang.org/x/net/bpf"
 	"golang.org/x/sys/unix"
@@ -55,13 +56,13 @@ const controlFD = 5
 // reads it itself), and, when the request would not fit in one packet, a
 // fifth fd: a memfd holding it.
 type zreq struct {
-	Op   string   `json:"op"` // "start", "signal", "kill", "big"
-	ID   uint64   `json:"id"`
-	Path string   `json:"path,omitempty"`
-	Argv []string `json:"argv,omitempty"`
-	Env  []string `json:"env,omitempty"`
-	Dir  string   `json:"dir,omitempty"` // "" means the session's workspace
-	Sig  int      `json:"sig,omitempty"`
+	Op   string          `json:"op"` // "start", "signal", "kill", "big"
+	ID   uint64          `json:"id"`
+	Path string          `json:"path,omitempty"`
+	Argv wirestr.Strings `json:"argv,omitempty"`
+	Env  wirestr.Strings `json:"env,omitempty"`
+	Dir  string          `json:"dir,omitempty"` // "" means the session's workspace
+	Sig  int             `json:"sig,omitempty"`
 }
 
 // zresp answers a start request, on its reply socket: one Started (or

@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/agentbox/agentbox/internal/rawpolicy"
+	"github.com/agentbox/agentbox/internal/wirestr"
 	"github.com/agentbox/agentbox/policy"
 )
 
@@ -84,9 +85,9 @@ type runRequest struct {
 	Umask    int         `json:"umask"`
 	Rlimits  [][2]uint64 `json:"rlimits"`
 	// The command.
-	Argv    []string `json:"argv,omitempty"`
-	Env     []string `json:"env,omitempty"`
-	Timeout int64    `json:"timeout_ns,omitempty"`
+	Argv    wirestr.Strings `json:"argv,omitempty"`
+	Env     wirestr.Strings `json:"env,omitempty"`
+	Timeout int64           `json:"timeout_ns,omitempty"`
 }
 
 // rootID is what is on disk at a root, a tool cache or the workspace when

@@ -794,3 +794,35 @@ func TestResidentLeanClient(t *testing.T) {
 		}
 	})
 }
+
+// TestNonUTF8ArgvAndEnv: an argument and an environment value that are
+// not UTF-8 (a Latin-1 file name) reach the command byte for byte: in a
+// lone run, through the lean client and through the CLI's own request to
+// the helper (--report), the three wire formats a run crosses (the init
+// stage's spec, the helper's requests, a session's zygote).
+func TestNonUTF8ArgvAndEnv(t *testing.T) {
+	forEachUser(t, func(t *testing.T, u *testUser) {
+		fx := newFixture(t, u)
+		re := newResidentEnv(t, fx)
+		re.warm(t)
+		want := "caf\xe9|\xffx"
+		script := `printf '%s|%s' "$LATIN1" "$1"`
+		rep := filepath.Join(fx.dir, "r.json")
+		for _, c := range []struct {
+			name  string
+			env   []string
+			extra []string
+		}{
+			{"lone run", []string{"AGENTBOX_RESIDENT=0"}, nil},
+			{"lean client", nil, nil},
+			{"CLI's request", nil, []string{"--report", rep}},
+		} {
+			args := append([]string{"run", "-C", fx.ws}, c.extra...)
+			args = append(args, "--", "/bin/sh", "-c", script, "sh", "\xffx")
+			r := execute(t, u, runOpts{env: append(append(re.env(), "LATIN1=caf\xe9"), c.env...), dir: fx.ws}, binPath, args...)
+			if r.code != 0 || r.stdout != want {
+				t.Errorf("%s: the command got %q, want %q: %v", c.name, r.stdout, want, r)
+			}
+		}
+	})
+}
