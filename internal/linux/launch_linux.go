@@ -54,6 +54,9 @@ type Stdio struct {
 // Start launches the init stage in fresh namespaces and waits until it
 // has either started the command or failed to build the sandbox.
 func Start(spec *Spec, stdio Stdio) (*Process, error) {
+	if bad := spec.nonUTF8(); bad != "" {
+		return nil, errNonUTF8(bad)
+	}
 	specR, specW, err := os.Pipe()
 	if err != nil {
 		return nil, err

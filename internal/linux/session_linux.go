@@ -13,6 +13,7 @@ import (
 	"sync"
 	"syscall"
 	"time"
+	"unicode/utf8"
 
 	"golang.org/x/sys/unix"
 )
@@ -39,6 +40,9 @@ type Session struct {
 // StartSession starts a session's zygote for spec (Path, Argv and Env are
 // unused; each command brings its own).
 func StartSession(spec *Spec) (*Session, error) {
+	if bad := spec.nonUTF8(); bad != "" {
+		return nil, errNonUTF8(bad)
+	}
 	if spec.Degraded {
 		return nil, errors.New("sessions need user namespaces")
 	}
@@ -301,6 +305,11 @@ func (p *SessionProcess) answer() (zresp, error) {
 // it could chmod or touch through /proc/self/fd. A session gives no
 // pseudo-terminal: a terminal is relayed as a pipe.
 func (s *Session) Start(path string, argv, env []string, dir string, stdio Stdio) (*SessionProcess, error) {
+	for _, p := range []string{path, dir} {
+		if !utf8.ValidString(p) {
+			return nil, errNonUTF8(p)
+		}
+	}
 	s.mu.Lock()
 	dead := false
 	select {

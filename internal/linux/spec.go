@@ -10,9 +10,12 @@
 package linux
 
 import (
+	"fmt"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/agentbox/agentbox/internal/fspath"
 	"github.com/agentbox/agentbox/internal/rawpolicy"
@@ -271,4 +274,63 @@ func DegradedGaps(p *policy.Policy, landlockABI int) []string {
 		"no pid namespace: the command sees every process of the host in /proc (Landlock scoping keeps it from signalling them where the kernel supports it)",
 		"no IPC namespace or private /dev/shm and /tmp: the host's are used, limited by Landlock (the host's /dev/shm is not writable, so POSIX shared memory and semaphores fail); SysV IPC and POSIX message queues are refused by seccomp, and so are abstract unix sockets, the command's own included (network on or off)")
 	return gaps
+}
+
+// nonUTF8 returns the first string of s, but for the command's arguments
+// and environment, that is not valid UTF-8 ("" when none is): the spec
+// reaches the init stage as JSON, which would replace the invalid bytes
+// and so name another path (a writable root, a protected one). Argv and
+// Env travel byte for byte (package wirestr).
+func (s *Spec) nonUTF8() string {
+	v := reflect.ValueOf(s).Elem()
+	for i := range v.NumField() {
+		if n := v.Type().Field(i).Name; n == "Argv" || n == "Env" {
+			continue
+		}
+		if bad := firstNonUTF8(v.Field(i)); bad != "" {
+			return bad
+		}
+	}
+	return ""
+}
+
+func firstNonUTF8(v reflect.Value) string {
+	switch v.Kind() {
+	case reflect.String:
+		if !utf8.ValidString(v.String()) {
+			return v.String()
+		}
+	case reflect.Slice, reflect.Array:
+		for i := range v.Len() {
+			if bad := firstNonUTF8(v.Index(i)); bad != "" {
+				return bad
+			}
+		}
+	case reflect.Struct:
+		for i := range v.NumField() {
+			if bad := firstNonUTF8(v.Field(i)); bad != "" {
+				return bad
+			}
+		}
+	case reflect.Pointer, reflect.Interface:
+		if !v.IsNil() {
+			return firstNonUTF8(v.Elem())
+		}
+	case reflect.Map:
+		it := v.MapRange()
+		for it.Next() {
+			if bad := firstNonUTF8(it.Key()); bad != "" {
+				return bad
+			}
+			if bad := firstNonUTF8(it.Value()); bad != "" {
+				return bad
+			}
+		}
+	}
+	return ""
+}
+
+// errNonUTF8 is the refusal of a path the spec cannot carry.
+func errNonUTF8(path string) error {
+	return fmt.Errorf("%q is not valid UTF-8: agentbox cannot carry such a name into the sandbox yet (rename it, or run from a directory whose path is UTF-8)", path)
 }

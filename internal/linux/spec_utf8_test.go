@@ -1,0 +1,24 @@
+package linux
+
+import "testing"
+
+// Every string of the spec but Argv and Env is checked, nested ones
+// included: a new field is covered without being listed.
+func TestSpecNonUTF8(t *testing.T) {
+	ok := &Spec{Path: "/bin/sh", Argv: []string{"\xff"}, Env: []string{"A=\xff"}, Cwd: "/w",
+		Mounts: []Mount{{Path: "/w"}}, WritableRoots: []string{"/w"}}
+	if bad := ok.nonUTF8(); bad != "" {
+		t.Fatalf("a spec whose only invalid bytes are in argv and env refused: %q", bad)
+	}
+	for name, s := range map[string]*Spec{
+		"Cwd":           {Cwd: "/caf\xe9"},
+		"Mounts":        {Mounts: []Mount{{Path: "/ok"}, {Path: "/caf\xe9"}}},
+		"WritableRoots": {WritableRoots: []string{"/ok", "/caf\xe9"}},
+		"Caches":        {Caches: []CacheMount{{Target: "/caf\xe9"}}},
+		"Path":          {Path: "/caf\xe9"},
+	} {
+		if bad := s.nonUTF8(); bad != "/caf\xe9" {
+			t.Errorf("%s: got %q", name, bad)
+		}
+	}
+}
