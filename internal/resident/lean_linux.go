@@ -1,8 +1,6 @@
 package resident
 
 import (
-	"os"
-
 	"github.com/agentbox/agentbox/internal/rawpolicy"
 	"github.com/agentbox/agentbox/internal/resident/fastpath"
 )
@@ -19,14 +17,8 @@ func (s *server) serveLean(fd int, lr *fastpath.Request, fds []int) {
 		out.fallback(fd, "malformed request")
 		return
 	}
-	stdio := [3]*os.File{os.NewFile(uintptr(fds[0]), "stdin"), os.NewFile(uintptr(fds[1]), "stdout"), os.NewFile(uintptr(fds[2]), "stderr")}
-	defer func() {
-		for _, f := range stdio {
-			if f != nil {
-				f.Close()
-			}
-		}
-	}()
+	stdio := stdioFiles(fds)
+	defer closeStdio(&stdio)
 	// The cheap refusals before resolving anything.
 	req := &runRequest{Op: "run", Binary: lr.Binary, StateDir: lr.StateDir, Umask: lr.Umask, Rlimits: lr.Rlimits, Env: lr.Env}
 	req.Argv = []string{"?"}

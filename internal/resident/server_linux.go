@@ -376,14 +376,8 @@ func (s *server) serve(fd int) {
 		sendJSON(fd, reply{Fallback: "malformed request"})
 		return
 	}
-	stdio := [3]*os.File{os.NewFile(uintptr(fds[0]), "stdin"), os.NewFile(uintptr(fds[1]), "stdout"), os.NewFile(uintptr(fds[2]), "stderr")}
-	defer func() {
-		for _, f := range stdio {
-			if f != nil {
-				f.Close()
-			}
-		}
-	}()
+	stdio := stdioFiles(fds)
+	defer closeStdio(&stdio)
 	s.start(fd, req, polBytes, stdio, jsonReplies{})
 }
 

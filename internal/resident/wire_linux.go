@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 
 	"golang.org/x/sys/unix"
 
@@ -117,4 +118,19 @@ func rootIDs(pol *policy.Policy) []rootID {
 		out = append(out, id)
 	}
 	return out
+}
+
+// stdioFiles wraps the three descriptors a request carried.
+func stdioFiles(fds []int) [3]*os.File {
+	return [3]*os.File{os.NewFile(uintptr(fds[0]), "stdin"), os.NewFile(uintptr(fds[1]), "stdout"), os.NewFile(uintptr(fds[2]), "stderr")}
+}
+
+// closeStdio closes stdio when the request is done (a file run already
+// closed, once the zygote held its copies, is closed only once: os.File).
+func closeStdio(stdio *[3]*os.File) {
+	for _, f := range stdio {
+		if f != nil {
+			f.Close()
+		}
+	}
 }

@@ -1,0 +1,83 @@
+package ident
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"syscall"
+	"testing"
+)
+
+func TestUmask(t *testing.T) {
+	old := syscall.Umask(0o027)
+	defer syscall.Umask(old)
+	if m, err := Umask(); err != nil || m != 0o027 {
+		t.Fatalf("Umask() = %o, %v; want 27", m, err)
+	}
+}
+
+// A file rewritten in place, same size, is another build.
+func TestFileID(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "bin")
+	os.WriteFile(p, []byte("one"), 0o755)
+	a, err := FileID(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := FileID(p); b != a {
+		t.Fatalf("the same file: %q then %q", a, b)
+	}
+	f, _ := os.OpenFile(p, os.O_WRONLY, 0)
+	f.WriteAt([]byte("two"), 0)
+	f.Close()
+	if b, _ := FileID(p); b == a {
+		t.Fatalf("rewritten in place, same identity %q", a)
+	}
+	if _, err := FileID(p + ".missing"); err == nil {
+		t.Fatal("a missing file has an identity")
+	}
+}
+
+func TestRlimits(t *testing.T) {
+	rl, err := Rlimits()
+	if err != nil || len(rl) != RlimitCount {
+		t.Fatalf("Rlimits() = %v, %v", rl, err)
+	}
+	var l syscall.Rlimit
+	syscall.Getrlimit(syscall.RLIMIT_STACK, &l)
+	if rl[syscall.RLIMIT_STACK] != [2]uint64{l.Cur, l.Max} {
+		t.Fatalf("RLIMIT_STACK %v, want %v", rl[syscall.RLIMIT_STACK], l)
+	}
+}
+
+func TestParsing(t *testing.T) {
+	var got []string
+	for l := range lines([]byte("a: 1\n\nb:\t2 \r\nlast")) {
+		got = append(got, l)
+	}
+	if !slices.Equal(got, []string{"a: 1", "", "b:\t2 \r", "last"}) {
+		t.Fatalf("lines: %q", got)
+	}
+	if k, v, ok := cut("Seccomp_filters:\t2", ':'); !ok || k != "Seccomp_filters" || trimSpace(v) != "2" {
+		t.Fatalf("cut: %q %q %v", k, v, ok)
+	}
+	if _, _, ok := cut("no colon", ':'); ok {
+		t.Fatal("cut found a colon")
+	}
+}
+
+// Our own facts: the namespaces and the leader's seccomp state.
+func TestSelfFacts(t *testing.T) {
+	f, err := selfFacts()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, n := range nsNames {
+		if len(f.ns[i]) < len(n)+3 || f.ns[i][:len(n)+2] != n+":[" {
+			t.Errorf("ns/%s reads %q", n, f.ns[i])
+		}
+	}
+	if len(f.threads) != 1 || f.threads[0].seccomp == "" || f.threads[0].nnp == "" {
+		t.Errorf("leader facts %+v", f.threads)
+	}
+}
