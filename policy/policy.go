@@ -421,6 +421,10 @@ func (c caller) wd() (string, error) {
 	if c.Dir != "" {
 		return c.Dir, nil
 	}
+	if c.Remote {
+		// Never this process's own directory for another's.
+		return "", errors.New("the caller's directory is not known")
+	}
 	return os.Getwd()
 }
 
@@ -446,7 +450,17 @@ func (c caller) invokedAs(path string, absolute func(string) (string, error)) st
 		return ""
 	}
 	if !strings.ContainsRune(arg0, filepath.Separator) && !strings.ContainsRune(arg0, '/') {
-		p, _, err := lookpath.Find(arg0, path)
+		// Relative PATH entries are looked at from the caller's
+		// directory (and their matches, relative, are not used).
+		dir := ""
+		if c.Remote {
+			d, err := absolute(".")
+			if err != nil {
+				return ""
+			}
+			dir = d
+		}
+		p, _, err := lookpath.FindIn(arg0, path, dir)
 		if err != nil || !filepath.IsAbs(p) {
 			return ""
 		}

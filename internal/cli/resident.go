@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"time"
@@ -75,6 +76,11 @@ func residentOutcome(pol *policy.Policy, timeout time.Duration, res *resident.Re
 	return &exitError{code: code}
 }
 
+// notPaths are variables policy resolution reads that hold no path, or a
+// relative one it resolves itself ($TMPDIR from the workspace, PATH's
+// entries from the caller's directory).
+var notPaths = map[string]bool{"AGENTBOX_RESIDENT": true, "GIT_CONFIG_NOSYSTEM": true, "GIT_CONFIG_COUNT": true, "TMPDIR": true, "PATH": true}
+
 // resolveForClient is the helper's half of a lean client's run (package
 // fastpath): `agentbox run` as the client typed it, parsed and resolved
 // as the CLI's run command does (c stands for the client), for the
@@ -100,9 +106,26 @@ func resolveForClient(args []string, c rawpolicy.Caller) (*resident.Resolved, st
 	case f.report != "":
 		return nil, "--report is written by the CLI"
 	}
+	// What resolution reads of the environment, recorded: a relative
+	// path there (GIT_CONFIG_GLOBAL=g.cfg, HOME=.) names a file from the
+	// caller's directory, which resolution opens from its own. Such a
+	// run is the full CLI's, in the client's own directory.
+	getenv, read := c.Getenv, map[string]bool{}
+	c.Getenv = func(k string) string {
+		v := getenv(k)
+		if v != "" {
+			read[k] = true
+		}
+		return v
+	}
 	pol, err := f.resolveFor(cmd, c)
 	if err != nil {
 		return nil, "resolving the policy: " + err.Error()
+	}
+	for k := range read {
+		if v := getenv(k); !filepath.IsAbs(v) && !notPaths[k] {
+			return nil, "$" + k + " is not an absolute path"
+		}
 	}
 	if resident.Disabled(c.Getenv, f.cfg != nil && f.cfg.Linux.Resident != nil && !*f.cfg.Linux.Resident) {
 		return nil, "the resident helper is switched off"

@@ -37,6 +37,8 @@ func TestResolveForClientAsTheCLI(t *testing.T) {
 	write("xdg/agentbox/config.toml", "[sandbox_workspace_write]\nwritable_roots = [\"rel\"]\n", 0o644)
 	write("my.toml", "[sandbox_workspace_write]\nexclude_slash_tmp = true\n", 0o644)
 	write("bin/agentbox-fake", "#!/bin/sh\n", 0o755)
+	os.Mkdir(filepath.Join(ws, "tools"), 0o755)
+	write("ws/tools/sh", "#!/bin/sh\n", 0o755)
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
@@ -46,7 +48,11 @@ func TestResolveForClientAsTheCLI(t *testing.T) {
 		"XDG_CONFIG_HOME": filepath.Join(base, "xdg"),
 		"XDG_STATE_HOME":  filepath.Join(base, "state"),
 		"TMPDIR":          "tmp", // relative: to the workspace
-		"PATH":            filepath.Join(base, "bin"),
+		// A relative entry first: from the client's directory it holds
+		// no agentbox-fake, from the test's it might.
+		// (From "/", where the helper runs, bin/sh is there; the
+		// client finds the workspace's tools/sh, which is protected.)
+		"PATH": "bin:" + filepath.Join(ws, "tools") + ":" + filepath.Join(base, "bin"),
 	}
 	for _, args := range [][]string{
 		{"run", "--", "true"},
@@ -56,12 +62,11 @@ func TestResolveForClientAsTheCLI(t *testing.T) {
 		{"run", "-s", "read-only", "--network", "--", "true"},
 		{"run", "--allow-degraded", "--timeout", "5s", "--", "sh", "-c", "x"},
 	} {
-		for _, arg0 := range []string{"agentbox-fake", "../bin/agentbox-fake", filepath.Join(base, "bin", "agentbox-fake")} {
+		for _, arg0 := range []string{"agentbox-fake", "sh", "../bin/agentbox-fake", filepath.Join(base, "bin", "agentbox-fake")} {
 			t.Run(strings.Join(args[1:], " ")+" as "+filepath.Base(filepath.Dir(arg0))+"/"+filepath.Base(arg0), func(t *testing.T) {
-				// The helper's side: this process is elsewhere.
-				if wd, _ := os.Getwd(); wd == ws {
-					t.Fatal("the test runs in the client's directory")
-				}
+				// The helper's side: this process is elsewhere, in
+				// the helper's directory.
+				t.Chdir("/")
 				run, why := resolveForClient(args, rawpolicy.Caller{
 					Getenv: func(k string) string { return env[k] }, Dir: ws,
 					Executable: exe, Remote: true, Arg0: arg0,
@@ -137,6 +142,22 @@ func TestResolveForClientDeclines(t *testing.T) {
 		if run, why := resolveForClient(args, c); run != nil || why == "" {
 			t.Errorf("%q: accepted (%v, %q)", args, run, why)
 		}
+	}
+	// A relative path in a variable resolution reads names a file from
+	// the client's directory: the full CLI's (as is a missing directory).
+	for _, kv := range [][2]string{{"GIT_CONFIG_GLOBAL", "g.cfg"}, {"HOME", "."}, {"XDG_CONFIG_HOME", "cfg"}, {"GIT_CONFIG_SYSTEM", "sys.cfg"}} {
+		rel := rawpolicy.Caller{Getenv: func(k string) string {
+			if k == kv[0] {
+				return kv[1]
+			}
+			return getenv(k)
+		}, Dir: ws, Executable: "/bin/true", Remote: true, Arg0: "agentbox"}
+		if run, _ := resolveForClient([]string{"run", "--", "true"}, rel); run != nil {
+			t.Errorf("%s=%s: accepted", kv[0], kv[1])
+		}
+	}
+	if run, _ := resolveForClient([]string{"run", "--", "true"}, rawpolicy.Caller{Getenv: getenv, Executable: "/bin/true", Remote: true, Arg0: "agentbox"}); run != nil {
+		t.Error("no directory: accepted")
 	}
 	off := rawpolicy.Caller{Getenv: func(k string) string {
 		if k == "AGENTBOX_RESIDENT" {

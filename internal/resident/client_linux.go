@@ -94,7 +94,11 @@ func Run(stateDir string, pol *policy.Policy, argv []string, timeout time.Durati
 		n, rfds, err = recvMsg(fd, buf, nil)
 		closeAll(rfds)
 		if err != nil || n == 0 {
-			return &Result{Failed: fmt.Sprintf("the resident helper ended while the command ran (%v); its sandbox was killed with it", err)}, true
+			why := "connection lost"
+			if err != nil {
+				why = err.Error()
+			}
+			return &Result{Failed: fmt.Sprintf("the resident helper ended while the command ran (%s); its sandbox was killed with it", why)}, true
 		}
 		r = reply{}
 		if json.Unmarshal(buf[:n], &r) == nil && r.Exited {

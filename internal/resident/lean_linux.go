@@ -1,6 +1,9 @@
 package resident
 
 import (
+	"fmt"
+	"strings"
+
 	"github.com/agentbox/agentbox/internal/rawpolicy"
 	"github.com/agentbox/agentbox/internal/resident/fastpath"
 )
@@ -12,7 +15,16 @@ import (
 // requests, the same checks and the same key.
 func (s *server) serveLean(fd int, lr *fastpath.Request, fds []int) {
 	out := leanReplies{}
-	if len(fds) != 3 || len(lr.Args) < 2 {
+	defer func() {
+		// The helper parses the client's flags, config and git files
+		// now: a bug there must not end the helper and every other
+		// client's command with it. Nothing ran yet if it panicked
+		// before start; the full CLI then reports what it finds.
+		if r := recover(); r != nil {
+			out.fallback(fd, fmt.Sprintf("internal error: %v", r))
+		}
+	}()
+	if len(fds) != 3 || len(lr.Args) < 2 || !strings.HasPrefix(lr.Dir, "/") || !strings.HasPrefix(lr.Executable, "/") {
 		closeAll(fds)
 		out.fallback(fd, "malformed request")
 		return
@@ -92,5 +104,10 @@ func (leanReplies) started(fd int) error { return sendMsg(fd, fastpath.Started()
 
 func (l leanReplies) exited(fd int, r reply) error {
 	stderr, code := l.finish(&Result{Code: r.Code, Signal: r.Signal, TimedOut: r.TimedOut, Failed: r.Failed, Diag: r.Diag})
-	return sendMsg(fd, fastpath.Exited(code, stderr), nil)
+	for _, m := range fastpath.Exited(code, stderr) {
+		if err := sendMsg(fd, m, nil); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -123,6 +123,8 @@ func run() (code int, served bool) {
 			// mid-run.
 			os.Stderr.WriteString("agentbox: the resident helper ended while the command ran (connection lost); its sandbox was killed with it\n")
 			return 125, true
+		case r.kind == replyText:
+			os.Stderr.WriteString(r.text)
 		case r.kind == replyExited:
 			if r.text != "" {
 				os.Stderr.WriteString(r.text)

@@ -110,6 +110,7 @@ const (
 	replyStarted  = 'S'
 	replyFallback = 'F' // followed by why, for tests and traces
 	replyExited   = 'E' // followed by the exit status (8 bytes) and stderr
+	replyText     = 'T' // more stderr, before an Exited
 )
 
 // Started is the reply that the command runs: from here on the helper's
@@ -120,15 +121,19 @@ func Started() []byte { return []byte{replyStarted} }
 // command itself (the full CLI), with why.
 func Fallback(why string) []byte { return append([]byte{replyFallback}, why...) }
 
-// Exited is the reply that the run ended: the status the client exits
+// Exited is the replies that the run ended: the status the client exits
 // with, and what it writes to its stderr first (agentbox's own messages,
-// as the full CLI would have written them).
-func Exited(code int, stderr string) []byte {
-	b := putUint([]byte{replyExited}, uint64(int64(code)))
-	if len(stderr) > maxReply-len(b) {
-		stderr = stderr[:maxReply-len(b)]
+// as the full CLI would have written them), in as many messages as that
+// takes.
+func Exited(code int, stderr string) [][]byte {
+	var out [][]byte
+	const chunk = maxReply - 16
+	for len(stderr) > chunk {
+		out = append(out, append([]byte{replyText}, stderr[:chunk]...))
+		stderr = stderr[chunk:]
 	}
-	return append(b, stderr...)
+	b := putUint([]byte{replyExited}, uint64(int64(code)))
+	return append(out, append(b, stderr...))
 }
 
 // reply is a decoded reply.
@@ -147,7 +152,7 @@ func parseReply(b []byte) reply {
 	switch b[0] {
 	case replyStarted:
 		r.failed = len(b) != 1
-	case replyFallback:
+	case replyFallback, replyText:
 		r.text = string(b[1:])
 	case replyExited:
 		d := decoder{b: b[1:]}

@@ -70,14 +70,34 @@ func TestReplies(t *testing.T) {
 	if r := parseReply(Fallback("why")); r.failed || r.kind != replyFallback || r.text != "why" {
 		t.Errorf("Fallback: %+v", r)
 	}
-	if r := parseReply(Exited(130, "agentbox: x\n")); r.failed || r.kind != replyExited || r.code != 130 || r.text != "agentbox: x\n" {
+	if m := Exited(130, "agentbox: x\n"); len(m) != 1 {
+		t.Errorf("Exited: %d messages", len(m))
+	} else if r := parseReply(m[0]); r.failed || r.kind != replyExited || r.code != 130 || r.text != "agentbox: x\n" {
 		t.Errorf("Exited: %+v", r)
 	}
-	long := strings.Repeat("x", 2*maxReply)
-	if b := Exited(1, long); len(b) > maxReply {
-		t.Errorf("an Exited reply of %d bytes, over %d", len(b), maxReply)
+	// Long notes: every byte, in messages that fit the client's buffer.
+	long := strings.Repeat("0123456789", maxReply/4)
+	var got strings.Builder
+	code := -1
+	for _, m := range Exited(1, long) {
+		if len(m) > maxReply {
+			t.Fatalf("a reply of %d bytes, over %d", len(m), maxReply)
+		}
+		r := parseReply(m)
+		switch {
+		case r.failed:
+			t.Fatalf("reply %q failed", m[:1])
+		case r.kind == replyText:
+			got.WriteString(r.text)
+		case r.kind == replyExited:
+			got.WriteString(r.text)
+			code = r.code
+		}
 	}
-	for _, b := range [][]byte{nil, {'S', 0}, {'E', 1}, {'?'}, Exited(-1, ""), Exited(256, "")} {
+	if code != 1 || got.String() != long {
+		t.Errorf("long Exited: code %d, %d of %d bytes", code, got.Len(), len(long))
+	}
+	for _, b := range [][]byte{nil, {'S', 0}, {'E', 1}, {'?'}, Exited(-1, "")[0], Exited(256, "")[0]} {
 		if r := parseReply(b); !r.failed {
 			t.Errorf("reply %q parsed as %+v", b, r)
 		}

@@ -41,10 +41,18 @@ type facts struct {
 	threads []threadFacts
 }
 
-// threadFacts are the per-thread lines of /proc/PID/task/TID/status.
+// threadFacts are the per-thread lines of /proc/PID/task/TID/status:
+// with the credentials (ids, groups, capabilities), which the helper must
+// share with its client, for it resolves the client's policy (reading
+// what the client may read) and starts the client's command with its
+// own.
 type threadFacts struct {
 	state, seccomp, filters, nnp string
+	creds                        string
 }
+
+// credLines are the status lines that make up threadFacts.creds.
+var credLines = []string{"Uid", "Gid", "Groups", "CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"}
 
 var nsNames = [4]string{"user", "mnt", "pid", "net"}
 
@@ -173,10 +181,17 @@ func readThread(task int, name string) (threadFacts, error) {
 			t.seccomp, seen = v, seen|4
 		case "Seccomp_filters":
 			t.filters, seen = v, seen|8
+		default:
+			for i, c := range credLines {
+				if k == c {
+					t.creds += c + ":" + v + ";"
+					seen |= 16 << i
+				}
+			}
 		}
 	}
-	if seen != 15 {
-		return t, errors.New("task/" + name + " lacks State, NoNewPrivs, Seccomp or Seccomp_filters")
+	if want := 16<<len(credLines) - 1; seen != want {
+		return t, errors.New("task/" + name + " lacks State, NoNewPrivs, Seccomp, Seccomp_filters or a credentials line")
 	}
 	return t, nil
 }
@@ -272,6 +287,8 @@ func sameFacts(me, peer *facts) error {
 			return errors.New("a thread with seccomp " + t.seccomp + " and " + t.filters + " filters (ours " + want.seccomp + ", " + want.filters + ")")
 		case t.nnp != want.nnp:
 			return errors.New("a thread with NoNewPrivs " + t.nnp + " (ours " + want.nnp + ")")
+		case t.creds != want.creds:
+			return errors.New("a thread with other ids, groups or capabilities (" + t.creds + "; ours " + want.creds + ")")
 		}
 	}
 	return nil

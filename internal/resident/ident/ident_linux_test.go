@@ -81,3 +81,28 @@ func TestSelfFacts(t *testing.T) {
 		t.Errorf("leader facts %+v", f.threads)
 	}
 }
+
+// A peer with other groups or capabilities (another login's
+// supplementary groups, a process that dropped capabilities) is not us:
+// the helper would read the client's files and start its command with
+// credentials the client does not have.
+func TestSameFactsCredentials(t *testing.T) {
+	me, err := selfFacts()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if me.threads[0].creds == "" {
+		t.Fatal("no credentials read")
+	}
+	same := *me
+	if err := sameFacts(me, &same); err != nil {
+		t.Fatalf("ourselves: %v", err)
+	}
+	other := *me
+	th := me.threads[0]
+	th.creds += "Groups:4242;"
+	other.threads = []threadFacts{me.threads[0], th}
+	if err := sameFacts(me, &other); err == nil {
+		t.Fatal("a thread with other groups passed")
+	}
+}
