@@ -36,9 +36,13 @@ import (
 
 // facts is what tells a process apart from a sandboxed one.
 type facts struct {
-	uid     int
-	ns      [4]string // user, mnt, pid, net links, e.g. "user:[4026531837]"
-	threads []threadFacts
+	uid int
+	ns  [4]string // user, mnt, pid, net links, e.g. "user:[4026531837]"
+	// The cgroups and the security module's label: a client in another
+	// cgroup (its memory limit) or under another AppArmor or SELinux
+	// label is not confined as the helper's commands would be.
+	cgroup, label string
+	threads       []threadFacts
 }
 
 // threadFacts are the per-thread lines of /proc/PID/task/TID/status:
@@ -108,6 +112,13 @@ func readFacts(dir int, allThreads bool) (*facts, error) {
 		}
 		f.ns[i] = string(buf[:k])
 	}
+	var err error
+	if f.cgroup, err = readOptional(dir, "cgroup"); err != nil {
+		return nil, err
+	}
+	if f.label, err = readOptional(dir, "attr/current"); err != nil {
+		return nil, err
+	}
 	if !allThreads {
 		t, err := readThread(dir, "status")
 		if err != nil {
@@ -140,6 +151,27 @@ func readFacts(dir int, allThreads bool) (*facts, error) {
 		f.threads = append(f.threads, t)
 	}
 	return f, nil
+}
+
+// readOptional reads a small /proc file, "" when the kernel has none
+// (no security module answers attr/current).
+func readOptional(dir int, name string) (string, error) {
+	fd, err := syscall.Openat(dir, name, syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
+	if err == syscall.ENOENT {
+		return "", nil
+	}
+	if err != nil {
+		return "", errors.New("opening " + name + ": " + err.Error())
+	}
+	defer syscall.Close(fd)
+	b, err := readAll(fd, 16<<10)
+	if err == syscall.EINVAL || err == syscall.ENOPROTOOPT {
+		return "", nil
+	}
+	if err != nil {
+		return "", errors.New("reading " + name + ": " + err.Error())
+	}
+	return string(b), nil
 }
 
 func readlinkat(dir int, name string, buf []byte) (int, error) {
@@ -277,6 +309,12 @@ func sameFacts(me, peer *facts) error {
 		if me.ns[i] != peer.ns[i] {
 			return errors.New("another " + n + " namespace (" + peer.ns[i] + ", ours " + me.ns[i] + ")")
 		}
+	}
+	if me.cgroup != peer.cgroup {
+		return errors.New("another cgroup (" + trimSpace(peer.cgroup) + ", ours " + trimSpace(me.cgroup) + ")")
+	}
+	if me.label != peer.label {
+		return errors.New("another security label (" + trimSpace(peer.label) + ", ours " + trimSpace(me.label) + ")")
 	}
 	want := me.threads[0]
 	for _, t := range peer.threads {

@@ -106,3 +106,25 @@ func TestSameFactsCredentials(t *testing.T) {
 		t.Fatal("a thread with other groups passed")
 	}
 }
+
+// A peer in another cgroup (its memory limit) or under another security
+// label would have its command run outside them: not us.
+func TestSameFactsCgroupAndLabel(t *testing.T) {
+	me, err := selfFacts()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if me.cgroup == "" {
+		t.Fatal("our cgroup was not read")
+	}
+	for name, edit := range map[string]func(*facts){
+		"cgroup": func(f *facts) { f.cgroup += "0::/other.scope\n" },
+		"label":  func(f *facts) { f.label = "snap.agent (enforce)" },
+	} {
+		other := *me
+		edit(&other)
+		if err := sameFacts(me, &other); err == nil {
+			t.Errorf("a peer with another %s passed", name)
+		}
+	}
+}
