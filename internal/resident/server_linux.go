@@ -325,24 +325,27 @@ func isReady(e *entry) bool {
 	}
 }
 
-var bufPool = sync.Pool{New: func() any { b := make([]byte, maxMessage); return &b }}
-
 // serve handles one connection: one command, or a stop request.
 func (s *server) serve(fd int) {
 	if _, err := checkPeer(fd, true); err != nil {
 		// Nothing is said to a peer we do not trust.
 		return
 	}
-	bp := bufPool.Get().(*[]byte)
-	oob := make([]byte, unix.CmsgSpace(3*4))
-	n, fds, err := recvMsg(fd, *bp, oob)
-	if err != nil || n == 0 {
-		bufPool.Put(bp)
+	// A buffer of the request's size (a few KiB), learnt by peeking: a
+	// pooled one of maxMessage would be reallocated, and zeroed, after
+	// every GC cycle, which in a helper comes every few requests.
+	size, err := peekSize(fd)
+	if err != nil || size == 0 || size > maxMessage {
 		return
 	}
-	if fastpath.IsRequest((*bp)[:n]) {
-		lr, err := fastpath.Decode((*bp)[:n])
-		bufPool.Put(bp)
+	buf := make([]byte, size)
+	oob := make([]byte, unix.CmsgSpace(3*4))
+	n, fds, err := recvMsg(fd, buf, oob)
+	if err != nil || n == 0 {
+		return
+	}
+	if fastpath.IsRequest(buf[:n]) {
+		lr, err := fastpath.Decode(buf[:n])
 		if err != nil {
 			closeAll(fds)
 			return
@@ -350,9 +353,7 @@ func (s *server) serve(fd int) {
 		s.serveLean(fd, lr, fds)
 		return
 	}
-	req, polBytes, err := decodeRequest((*bp)[:n])
-	polBytes = bytes.Clone(polBytes)
-	bufPool.Put(bp)
+	req, polBytes, err := decodeRequest(buf[:n])
 	if err != nil {
 		closeAll(fds)
 		return

@@ -134,3 +134,14 @@ func closeStdio(stdio *[3]*os.File) {
 		}
 	}
 }
+
+// peekSize is the length of the next message on fd, which stays queued.
+func peekSize(fd int) (int, error) {
+	for {
+		n, _, _, _, err := unix.Recvmsg(fd, nil, nil, unix.MSG_PEEK|unix.MSG_TRUNC)
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		return n, err
+	}
+}
