@@ -340,7 +340,7 @@ func (s *Session) Start(path string, argv, env []string, dir string, stdio Stdio
 		return nil, os.NewSyscallError("fcntl", err)
 	}
 	p := &SessionProcess{s: s, id: id, reply: os.NewFile(uintptr(reply[0]), "session-reply"), stdio: rl}
-	err = s.send(zreq{Op: "start", ID: id, Path: path, Argv: argv, Env: env, Dir: dir}, append(rl.child[:], reply[1]))
+	err = s.send(zreqStart(id, path, argv, env, dir), append(rl.child[:], reply[1]))
 	unix.Close(reply[1])
 	rl.closeChild()
 	if err != nil {

@@ -56,13 +56,34 @@ const controlFD = 5
 // reads it itself), and, when the request would not fit in one packet, a
 // fifth fd: a memfd holding it.
 type zreq struct {
-	Op   string          `json:"op"` // "start", "signal", "kill", "big"
-	ID   uint64          `json:"id"`
-	Path string          `json:"path,omitempty"`
-	Argv wirestr.Strings `json:"argv,omitempty"`
-	Env  wirestr.Strings `json:"env,omitempty"`
-	Dir  string          `json:"dir,omitempty"` // "" means the session's workspace
-	Sig  int             `json:"sig,omitempty"`
+	Op   string   `json:"op"` // "start", "signal", "kill", "big"
+	ID   uint64   `json:"id"`
+	Path string   `json:"path,omitempty"`
+	Argv []string `json:"argv,omitempty"`
+	Env  []string `json:"env,omitempty"`
+	// Raw carries Argv and Env instead when one of their strings is not
+	// UTF-8 (package wirestr): the common request pays no custom
+	// marshaller.
+	Raw *rawArgs `json:"raw,omitempty"`
+	Dir string   `json:"dir,omitempty"` // "" means the session's workspace
+	Sig int      `json:"sig,omitempty"`
+}
+
+// rawArgs are a start request's argv and environment, byte for byte.
+type rawArgs struct {
+	Argv wirestr.Strings `json:"argv"`
+	Env  wirestr.Strings `json:"env"`
+}
+
+// zreqStart is the start request for a command.
+func zreqStart(id uint64, path string, argv, env []string, dir string) zreq {
+	r := zreq{Op: "start", ID: id, Path: path, Dir: dir}
+	if wirestr.Valid(argv) && wirestr.Valid(env) {
+		r.Argv, r.Env = argv, env
+	} else {
+		r.Raw = &rawArgs{Argv: argv, Env: env}
+	}
+	return r
 }
 
 // zresp answers a start request, on its reply socket: one Started (or
@@ -304,6 +325,9 @@ func (z *zygote) startJob(r zreq, fds []int) (job, bool) {
 		if err != nil {
 			return fail(fmt.Sprintf("session: reading request: %v", err))
 		}
+	}
+	if r.Raw != nil {
+		r.Argv, r.Env = r.Raw.Argv, r.Raw.Env
 	}
 	if len(r.Argv) == 0 || r.Path == "" {
 		return fail("session: malformed request")

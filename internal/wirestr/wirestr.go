@@ -21,19 +21,23 @@ type encoded struct {
 	B64 []string `json:"b64"`
 }
 
+// Valid reports whether every string of ss is valid UTF-8: what
+// encoding/json carries unchanged.
+func Valid(ss []string) bool {
+	for _, v := range ss {
+		if !utf8.ValidString(v) {
+			return false
+		}
+	}
+	return true
+}
+
 // MarshalJSON implements json.Marshaler.
 func (s Strings) MarshalJSON() ([]byte, error) {
 	if s == nil {
 		return []byte("null"), nil
 	}
-	valid := true
-	for _, v := range s {
-		if !utf8.ValidString(v) {
-			valid = false
-			break
-		}
-	}
-	if valid {
+	if Valid(s) {
 		return json.Marshal([]string(s))
 	}
 	e := encoded{B64: make([]string, len(s))}
