@@ -55,13 +55,13 @@ export XDG_STATE_HOME="$work/state"
 # AppArmor profile. The helper's lock file holds its pid.)
 # The pid is the helper's only while it holds the lock.
 stop_helper() {
-	local lock="$XDG_STATE_HOME/agentbox/resident/lock"
+	local lock="${1:-$XDG_STATE_HOME}/agentbox/resident/lock"
 	if [ -e "$lock" ] && ! flock -n "$lock" true; then
 		kill -TERM "$(cat "$lock")" 2>/dev/null || true
 		flock -w 5 "$lock" true || true
 	fi
 }
-trap 'stop_helper; rm -rf "$work"' EXIT
+trap 'stop_helper; stop_helper "$work/state-base"; rm -rf "$work"' EXIT
 agentbox() { AGENTBOX_RESIDENT=0 "$work/agentbox" run -C "$ws" -- true </dev/null 2>/dev/null; }
 resident() { "$work/agentbox" run -C "$ws" -- true </dev/null 2>/dev/null; }
 agentbox_net() { AGENTBOX_RESIDENT=0 "$work/agentbox" run -C "$ws" --network -- true </dev/null 2>/dev/null; }
@@ -105,8 +105,13 @@ mcp_tools=(mcp_run bwrap_mcp)
 # AGENTBOX_BENCH_BASELINE_SESSION=/path/to/older/benchsession does so for
 # the library Session (benchsession holds the library it was built with).
 if [ -n "${AGENTBOX_BENCH_BASELINE:-}" ]; then
-	baseline() { "$AGENTBOX_BENCH_BASELINE" run -C "$ws" -- true; }
+	# A lone run, as the agentbox row; and through its own helper (a
+	# state directory of its own: one helper serves one build).
+	baseline() { AGENTBOX_RESIDENT=0 "$AGENTBOX_BENCH_BASELINE" run -C "$ws" -- true </dev/null 2>/dev/null; }
 	tools+=(baseline)
+	mkdir -p "$work/state-base"
+	res_base() { XDG_STATE_HOME="$work/state-base" "$AGENTBOX_BENCH_BASELINE" run -C "$ws" -- true </dev/null 2>/dev/null; }
+	res_tools+=(res_base)
 	mkfifo "$work/mb.in" "$work/mb.out"
 	"$work/benchsession" -mcp "$AGENTBOX_BENCH_BASELINE" "$ws" <"$work/mb.in" >"$work/mb.out" 2>"$work/mb.err" &
 	exec 11>"$work/mb.in" 12<"$work/mb.out"
@@ -132,6 +137,12 @@ for _ in $(seq 50); do
 	[ "$("$work/agentbox" run -C "$ws" -- sh -c "$served_probe" </dev/null 2>/dev/null)" = agentbox-resident-init ] && break
 	sleep 0.05
 done
+if [ -n "${AGENTBOX_BENCH_BASELINE:-}" ]; then
+	for _ in $(seq 50); do
+		[ "$(XDG_STATE_HOME="$work/state-base" "$AGENTBOX_BENCH_BASELINE" run -C "$ws" -- sh -c "$served_probe" </dev/null 2>/dev/null)" = agentbox-resident-init ] && break
+		sleep 0.05
+	done
+fi
 
 # measure ROUNDS TOOL...: run the tools in turn ROUNDS times, appending
 # each one's wall time to times[TOOL] (microseconds, without forking).
@@ -212,7 +223,9 @@ fi
 sed 's/^/session: /' "$work/s.err"
 sed 's/^/mcp: /' "$work/m.err"
 if [ -n "${med[baseline]:-}" ]; then
-	awk -v a="${med[agentbox]}" -v b="${med[baseline]}" 'BEGIN { printf "agentbox/baseline = %.2fx\n", a / b }'
+	awk -v a="${med[agentbox]}" -v b="${med[baseline]}" -v r="${med[resident]}" -v rb="${med[res_base]}" -v w="${med[bwrap_res]}" 'BEGIN {
+		printf "agentbox/baseline = %.2fx (lone runs)\n", a / b
+		printf "through the helper: baseline/bwrap = %.2fx, this build %.2fx\n", rb / w, r / w }'
 	mb_in=$(in_proc "$work/mb.err")
 	awk -v m="${m_in:-0}" -v b="${mb_in:-0}" -v w="${med[bwrap_mcp]}" 'BEGIN {
 		printf "mcp run: baseline/bwrap = %.2fx in-process (%.2f ms), this build %.2fx\n", b / w, b / 1000, m / w }'
