@@ -207,16 +207,12 @@ func resolveEnv(o Options, getenv func(string) string, goos string) (*Policy, er
 	return resolveFor(o, policyhook.Caller{Getenv: getenv}, goos)
 }
 
-// resolveFor is Resolve for the process pc describes: its environment,
+// resolveFor is Resolve for the process caller describes: its environment,
 // working directory, executable and argv[0] (each, when unset, this
 // process's own), for the resident helper resolving a run on its
 // client's behalf exactly as the client would have.
-func resolveFor(o Options, pc policyhook.Caller, goos string) (*Policy, error) {
-	getenv := pc.Getenv
-	if getenv == nil {
-		getenv = os.Getenv
-	}
-	caller := callerOf(pc)
+func resolveFor(o Options, caller policyhook.Caller, goos string) (*Policy, error) {
+	getenv := caller.Env()
 	cfg := o.Config
 	if cfg == nil {
 		cfg = &Config{}
@@ -296,7 +292,7 @@ func resolveFor(o Options, pc policyhook.Caller, goos string) (*Policy, error) {
 			return p, nil
 		}
 		if wd == "" {
-			d, err := caller.wd()
+			d, err := caller.Wd()
 			if err != nil {
 				return "", fmt.Errorf("current directory: %w", err)
 			}
@@ -397,10 +393,10 @@ func resolveFor(o Options, pc policyhook.Caller, goos string) (*Policy, error) {
 	// able to re-point the link the caller invokes it through
 	// (~/.local/bin/agentbox, node_modules/.bin): protect both, and every
 	// link on the way.
-	if exe, err := caller.executable(); err == nil {
+	if exe, err := caller.Exe(); err == nil {
 		extra = append(extra, exe)
 	}
-	if invoked := caller.invokedAs(getenv("PATH"), absolute); invoked != "" {
+	if invoked := invokedAs(caller, getenv("PATH"), absolute); invoked != "" {
 		extra = append(extra, invoked)
 	}
 	prot, err := protectedPaths(p.f.WritableRoots, p.f.ProtectedNames, extra, getenv)
@@ -412,33 +408,10 @@ func resolveFor(o Options, pc policyhook.Caller, goos string) (*Policy, error) {
 	return p, nil
 }
 
-// caller is what resolution reads of the process it resolves for.
-type caller struct{ policyhook.Caller }
-
-func callerOf(c policyhook.Caller) caller { return caller{c} }
-
-func (c caller) wd() (string, error) {
-	if c.Dir != "" {
-		return c.Dir, nil
-	}
-	if c.Remote {
-		// Never this process's own directory for another's.
-		return "", errors.New("the caller's directory is not known")
-	}
-	return os.Getwd()
-}
-
-func (c caller) executable() (string, error) {
-	if c.Executable != "" {
-		return c.Executable, nil
-	}
-	return os.Executable()
-}
-
 // invokedAs is the path the program was started through, made absolute
 // without resolving links: argv[0] when it names a path, else its match
 // in path (PATH), absolute matches only, as exec.LookPath gives them.
-func (c caller) invokedAs(path string, absolute func(string) (string, error)) string {
+func invokedAs(c policyhook.Caller, path string, absolute func(string) (string, error)) string {
 	arg0 := c.Arg0
 	if !c.Remote {
 		if len(os.Args) == 0 {

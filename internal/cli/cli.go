@@ -136,18 +136,9 @@ func (f *runFlags) resolve(cmd *cobra.Command) (*policy.Policy, error) {
 
 // resolveFor is resolve for the process c describes (this one when c is
 // empty): the resident helper resolves a run for the client that handed
-// it over (see fastRun).
+// it over (see resolveForClient).
 func (f *runFlags) resolveFor(cmd *cobra.Command, c rawpolicy.Caller) (*policy.Policy, error) {
-	getenv := c.Getenv
-	if getenv == nil {
-		getenv = os.Getenv
-	}
-	wd := func() (string, error) {
-		if c.Dir != "" {
-			return c.Dir, nil
-		}
-		return os.Getwd()
-	}
+	getenv := c.Env()
 	// An empty path would silently mean the current directory: a writable
 	// root nobody asked for.
 	for _, d := range f.addDirs {
@@ -165,7 +156,7 @@ func (f *runFlags) resolveFor(cmd *cobra.Command, c rawpolicy.Caller) (*policy.P
 	// the kernel, opening the file, follows the link first.
 	configPath := f.config
 	if configPath != "" && !filepath.IsAbs(configPath) {
-		d, err := wd()
+		d, err := c.Wd()
 		if err != nil {
 			return nil, failure("current directory: %v", err)
 		}
@@ -238,10 +229,16 @@ func newRun(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 			return runCommand(pol, f.timeout, args, stdin, stdout, stderr, rep, !residentOff)
 		},
 	}
+	f.registerRun(cmd)
+	return cmd
+}
+
+// registerRun gives cmd the run command's flags, as `agentbox run` parses
+// them (and the resident helper, for a lean client's run).
+func (f *runFlags) registerRun(cmd *cobra.Command) {
 	// Everything after the command belongs to it, flags included.
 	cmd.Flags().SetInterspersed(false)
 	f.register(cmd, true)
-	return cmd
 }
 
 func runCommand(pol *policy.Policy, timeout time.Duration, args []string, stdin io.Reader, stdout, stderr io.Writer, rep *reportFile, mayResident bool) error {

@@ -92,8 +92,7 @@ func resolveForClient(args []string, c rawpolicy.Caller) (*resident.Resolved, st
 	}
 	var f runFlags
 	cmd := &cobra.Command{Use: "run"}
-	cmd.Flags().SetInterspersed(false)
-	f.register(cmd, true)
+	f.registerRun(cmd)
 	if err := cmd.ParseFlags(args[1:]); err != nil {
 		return nil, "flags: " + err.Error()
 	}

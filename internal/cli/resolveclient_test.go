@@ -94,8 +94,7 @@ func TestResolveForClientAsTheCLI(t *testing.T) {
 				defer func() { os.Args[0] = old }()
 				var f runFlags
 				cmd := &cobra.Command{Use: "run"}
-				cmd.Flags().SetInterspersed(false)
-				f.register(cmd, true)
+				f.registerRun(cmd)
 				if err := cmd.ParseFlags(args[1:]); err != nil {
 					t.Fatal(err)
 				}

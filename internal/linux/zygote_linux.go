@@ -695,11 +695,7 @@ func (in *waitingInit) kill() {
 	}
 	unix.PidfdSendSignal(in.pidfd, unix.SIGKILL, nil, 0)
 	var ws unix.WaitStatus
-	for {
-		if _, err := unix.Wait4(in.pid, &ws, 0, nil); err != unix.EINTR {
-			break
-		}
-	}
+	wait4(in.pid, &ws)
 	unix.Close(in.pidfd)
 	in.pidfd = -1
 }

@@ -5,6 +5,11 @@
 // functions their types.
 package policyhook
 
+import (
+	"errors"
+	"os"
+)
+
 var (
 	// New is a func(rawpolicy.Fields) *policy.Policy.
 	New any
@@ -35,4 +40,32 @@ type Caller struct {
 	// Remote: Arg0 is the caller's os.Args[0] (which may be empty).
 	Remote bool
 	Arg0   string
+}
+
+// Env is the caller's environment lookup: Getenv, else this process's.
+func (c Caller) Env() func(string) string {
+	if c.Getenv != nil {
+		return c.Getenv
+	}
+	return os.Getenv
+}
+
+// Wd is the caller's working directory: Dir, else this process's own,
+// never for a remote caller (whose directory is not ours).
+func (c Caller) Wd() (string, error) {
+	if c.Dir != "" {
+		return c.Dir, nil
+	}
+	if c.Remote {
+		return "", errors.New("the caller's directory is not known")
+	}
+	return os.Getwd()
+}
+
+// Exe is the caller's executable: Executable, else this process's.
+func (c Caller) Exe() (string, error) {
+	if c.Executable != "" {
+		return c.Executable, nil
+	}
+	return os.Executable()
 }

@@ -54,7 +54,7 @@ func Run(stateDir string, pol *policy.Policy, argv []string, timeout time.Durati
 	if _, err := checkPeer(fd, false); err != nil {
 		return nil, false
 	}
-	binary, err := binaryID()
+	binary, err := ident.Binary()
 	if err != nil {
 		return nil, false
 	}

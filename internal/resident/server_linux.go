@@ -95,7 +95,7 @@ func Serve(stateDir string, resolve Resolver) error {
 		return err
 	}
 	var err error
-	if s.binary, err = binaryID(); err != nil {
+	if s.binary, err = ident.Binary(); err != nil {
 		return err
 	}
 	if s.exe, err = os.Executable(); err != nil {

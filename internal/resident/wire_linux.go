@@ -10,7 +10,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/agentbox/agentbox/internal/linux"
-	"github.com/agentbox/agentbox/internal/resident/ident"
 	"github.com/agentbox/agentbox/policy"
 )
 
@@ -87,10 +86,6 @@ func sendJSON(fd int, v any) error {
 	}
 	return sendMsg(fd, b, nil)
 }
-
-// binaryID identifies the executable this process runs: the CLI and the
-// helper must be the same build.
-func binaryID() (string, error) { return ident.Binary() }
 
 // rootIDs is what is on disk at every path whose identity shapes the
 // sandbox: the workspace, the writable roots, every protected path (a
