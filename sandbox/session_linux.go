@@ -4,11 +4,12 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sync"
 
 	"github.com/agentbox/agentbox/internal/linux"
+	"github.com/agentbox/agentbox/internal/nameserver"
 	"github.com/agentbox/agentbox/internal/netpolicy"
 	"github.com/agentbox/agentbox/internal/netproxy"
-	"github.com/agentbox/agentbox/internal/rawpolicy"
 	"github.com/agentbox/agentbox/policy"
 )
 
@@ -22,7 +23,14 @@ type linuxSession struct {
 	git   *linux.GitHeld
 	cl    *linux.CacheLayers
 	pol   *policy.Policy
-	proxy *netproxy.Server // nil without an allow-list
+	proxy *netproxy.Server // nil without an allow-list or the network off
+	// dns is the session's name server (with the network off): one for
+	// all the commands, each look-up recorded in the scope of the
+	// command whose socket asked (see recorder).
+	dns *nameserver.Server
+
+	mu      sync.Mutex
+	running map[uint32]*netproxy.Scope // by linux.SessionProcess.ID
 }
 
 func newSession(pol *policy.Policy, init string) (sessionImpl, error) {
@@ -55,16 +63,38 @@ func newSession(pol *policy.Policy, init string) (sessionImpl, error) {
 		}
 		return nil, startError(err)
 	}
-	l := &linuxSession{z: z, ph: ph, git: git, cl: cl, pol: pol}
-	if rawpolicy.Egress(pol) != nil {
+	l := &linuxSession{z: z, ph: ph, git: git, cl: cl, pol: pol, running: map[uint32]*netproxy.Scope{}}
+	if spec.Proxy {
 		// One proxy for the session's whole life, serving each
 		// command on listeners of its own (see start).
-		if l.proxy, err = newEgressProxy(pol); err != nil {
+		if l.proxy, err = newProxy(pol); err != nil {
 			l.close()
 			return nil, &StartError{Code: CodeSandboxFailure, Err: err}
 		}
 	}
+	l.dns = serveResolver(z.Resolver(), spec, l.recorder)
 	return l, nil
+}
+
+// recorder is where the session's name server records a look-up from
+// port: in the scope of the command whose socket connected to it from
+// there (glibc's, Go's and c-ares's resolvers connect their sockets), or,
+// for a socket that sent without connecting (musl's), of the one command
+// running if only one is; while several run, such a look-up is answered
+// but recorded nowhere.
+func (l *linuxSession) recorder(network string, port uint16) *netpolicy.Recorder {
+	id := l.z.PortOwner(network, port)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if sc := l.running[id]; sc != nil {
+		return sc.Recorder()
+	}
+	if len(l.running) == 1 {
+		for _, sc := range l.running {
+			return sc.Recorder()
+		}
+	}
+	return nil
 }
 
 func (l *linuxSession) start(c *Cmd) (process, error) {
@@ -94,6 +124,12 @@ func (l *linuxSession) start(c *Cmd) (process, error) {
 		sp.scope = l.proxy.NewScope()
 		go sp.scope.ServeHTTPProxy(lns[0])
 		go sp.scope.ServeSOCKS(lns[1])
+		if l.dns != nil {
+			sp.session, sp.id = l, p.ID()
+			l.mu.Lock()
+			l.running[sp.id] = sp.scope
+			l.mu.Unlock()
+		}
 	}
 	return withGitlinkGuard(sp, gl, c), nil
 }
@@ -101,6 +137,9 @@ func (l *linuxSession) start(c *Cmd) (process, error) {
 func (l *linuxSession) done() <-chan struct{} { return l.z.Done() }
 
 func (l *linuxSession) close() error {
+	// Before the zygote's end: the name server reads the session's port
+	// owners table, which goes with it.
+	closeResolver(l.dns)
 	err := l.z.Close()
 	// The zygote is gone, and with it every command: no scope is left to
 	// serve, and closing the proxy ends any still held.
@@ -113,15 +152,27 @@ func (l *linuxSession) close() error {
 
 type sessionProcess struct {
 	p     *linux.SessionProcess
-	scope *netproxy.Scope // the command's part of the session's proxy; nil without an allow-list
+	scope *netproxy.Scope // the command's part of the session's proxy; nil without one
+	// session and id, with the name server, are where the command's
+	// scope is known to it (linuxSession.running).
+	session *linuxSession
+	id      uint32
 }
 
 func (s *sessionProcess) Wait() (*Status, error) {
 	code, sig, err := s.p.Wait()
+	if s.session != nil {
+		// The command's tree is gone, and every answer it got was
+		// recorded before it was sent.
+		s.session.mu.Lock()
+		delete(s.session.running, s.id)
+		s.session.mu.Unlock()
+	}
 	if s.scope != nil {
 		// The command's tree is gone: close its listeners and end its
 		// tunnels; once Close returns, its report is complete.
 		s.scope.Close()
+		recordUnreachable(s.scope.Recorder(), s.p.Unreachable())
 	}
 	if err != nil {
 		return nil, err
