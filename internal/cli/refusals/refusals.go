@@ -69,3 +69,16 @@ func writeOff(w io.Writer, denied []sandbox.NetworkDenied) {
 	}
 	fmt.Fprintln(w, line)
 }
+
+// GitWritesHint prints how to let git write, for a command that exited
+// non-zero after a write under a .git directory (path) was refused
+// because allow_git_writes is off.
+//
+// It is the seam for the filesystem section of the run report: agentbox
+// does not yet observe refused writes (the observer of refused file
+// operations is to come), so nothing calls it today; once the report
+// lists refused writes, Write calls it for the first one under .git of a
+// run that failed, at most once.
+func GitWritesHint(w io.Writer, path string) {
+	fmt.Fprintf(w, "agentbox: a write to %s was refused: .git is read-only in the sandbox; to let git commit, run with --allow-git-writes (or set allow_git_writes = true in [sandbox_workspace_write])\n", path)
+}

@@ -54,3 +54,12 @@ func TestWriteNetworkOff(t *testing.T) {
 		}
 	}
 }
+
+func TestGitWritesHint(t *testing.T) {
+	var b strings.Builder
+	GitWritesHint(&b, "/ws/.git/index.lock")
+	want := "agentbox: a write to /ws/.git/index.lock was refused: .git is read-only in the sandbox; to let git commit, run with --allow-git-writes (or set allow_git_writes = true in [sandbox_workspace_write])\n"
+	if b.String() != want {
+		t.Errorf("got %q, want %q", b.String(), want)
+	}
+}
