@@ -84,6 +84,29 @@ func TestUsageErrors(t *testing.T) {
 	}
 }
 
+// TestFlagSuggestions: an unknown flag of any subcommand gets the flag it
+// is near, or the subcommand it belongs to, and still status 125.
+func TestFlagSuggestions(t *testing.T) {
+	isolate(t)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"run", "--netwrok", "--", "true"}, "unknown flag: --netwrok (did you mean --network?)"},
+		{[]string{"run", "--allow-git-write", "--", "true"}, "unknown flag: --allow-git-write (did you mean --allow-git-writes?)"},
+		{[]string{"mcp", "--allow-domian", "x"}, "unknown flag: --allow-domian (did you mean --allow-domain?)"},
+		{[]string{"doctor", "--jsn"}, "unknown flag: --jsn (did you mean --json?)"},
+		{[]string{"doctor", "--report", "x"}, "unknown flag: --report (a flag of agentbox mcp, agentbox run)"},
+		{[]string{"run", "--frobnicate", "--", "true"}, "unknown flag: --frobnicate\n"},
+		{[]string{"run", "--netwrok=false", "--", "true"}, "unknown flag: --netwrok (did you mean --network?)"},
+	} {
+		code, _, stderr := run(t, tc.args...)
+		if code != 125 || !strings.Contains(stderr, tc.want) {
+			t.Errorf("%q: status %d, stderr %q, want 125 and %q", tc.args, code, stderr, tc.want)
+		}
+	}
+}
+
 func TestVersion(t *testing.T) {
 	isolate(t)
 	code, stdout, stderr := run(t, "version")
