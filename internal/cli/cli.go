@@ -394,7 +394,7 @@ func withFlagNames(r *sandbox.Report) *sandbox.Report {
 	for i := range c.Checks {
 		c.Checks[i].Detail = flagnames.In(c.Checks[i].Detail)
 	}
-	c.Missing = slices.Clone(r.Missing)
+	c.Missing = append([]string{}, r.Missing...) // [] rather than null
 	for i := range c.Missing {
 		c.Missing[i] = flagnames.In(c.Missing[i])
 	}
@@ -405,16 +405,24 @@ func printReport(w io.Writer, r *sandbox.Report) {
 	fmt.Fprintf(w, "os:       %s\n", r.OS)
 	fmt.Fprintf(w, "backend:  %s\n", r.Backend)
 	fmt.Fprintf(w, "mode:     %s\n", r.Mode)
+	warnings := 0
 	for _, c := range r.Checks {
 		mark := "ok  "
-		if !c.OK {
+		switch {
+		case !c.OK:
 			mark = "FAIL"
+		case c.Warning:
+			mark = "warn"
+			warnings++
 		}
 		fmt.Fprintf(w, "  [%s] %-22s %s\n", mark, c.Name, c.Detail)
 	}
-	if len(r.Missing) == 0 {
+	switch {
+	case len(r.Missing) == 0 && warnings > 0:
+		fmt.Fprintln(w, "every guarantee of the policy can be enforced (see the recommendations marked warn)")
+	case len(r.Missing) == 0:
 		fmt.Fprintln(w, "every guarantee of the policy can be enforced")
-	} else {
+	default:
 		fmt.Fprintln(w, "not enforced here:")
 		for _, m := range r.Missing {
 			fmt.Fprintf(w, "  - %s\n", m)
