@@ -54,11 +54,11 @@ func Doctor(pol *policy.Policy) *Report {
 // without a .git (safe.bareRepository=explicit). A sandboxed command may
 // write HEAD, objects/, refs/ and a config naming a core.pager in any
 // directory it can write; without the setting, the user's next `git log`
-// there runs that pager on the host. agentbox's own guarantee against
-// what a command leaves behind does not rest on the user's git config
-// (what cannot be undone fails the run), so the setting is a
-// recommendation, defence in depth that only git can give: a warning,
-// never a failed guarantee.
+// there runs that pager on the host. What a command leaves behind is for
+// agentbox's own post-run checks to refuse (what cannot be undone fails
+// the run), not for the user's git config, so the setting is a
+// recommendation, defence in depth only git can give: a warning, never a
+// failed guarantee.
 func gitBareCheck() Check {
 	c := Check{Name: "git safe.bareRepository", OK: true}
 	v, file, err := gitguard.SafeBareRepository(os.Getenv)
