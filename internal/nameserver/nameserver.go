@@ -29,6 +29,7 @@ package nameserver
 
 import (
 	"errors"
+	"io"
 	"net"
 	"strconv"
 	"strings"
@@ -192,14 +193,14 @@ func (s *Server) serveConn(c net.Conn) {
 	out := make([]byte, 2, 2+512)
 	var lim limiter
 	for range MaxQueriesPerConn {
-		if _, err := readFull(c, buf[:2]); err != nil {
+		if _, err := io.ReadFull(c, buf[:2]); err != nil {
 			return
 		}
 		n := int(buf[0])<<8 | int(buf[1])
 		if n == 0 || n > maxMessage {
 			return
 		}
-		if _, err := readFull(c, buf[2:2+n]); err != nil {
+		if _, err := io.ReadFull(c, buf[2:2+n]); err != nil {
 			return
 		}
 		lim.wait()
@@ -216,18 +217,6 @@ func (s *Server) serveConn(c net.Conn) {
 			return
 		}
 	}
-}
-
-func readFull(c net.Conn, b []byte) (int, error) {
-	n := 0
-	for n < len(b) {
-		k, err := c.Read(b[n:])
-		n += k
-		if err != nil {
-			return n, err
-		}
-	}
-	return n, nil
 }
 
 func (s *Server) record(network string, from net.Addr, name string) {
