@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/netip"
 	"os"
 	"os/signal"
 	"runtime"
@@ -140,6 +141,11 @@ func RunInit() {
 		fail(exitcode.SandboxFailure, fmt.Errorf("setting up the allow-list proxy: %w", err))
 	}
 	env = withProxyEnv(env, proxyAddrs, spec)
+	for _, a := range proxyAddrs {
+		if ap, err := netip.ParseAddrPort(a); err == nil && spec.Session {
+			spec.sessionProxy = append(spec.sessionProxy, ap)
+		}
+	}
 	if err := unix.Chdir(spec.Cwd); err != nil {
 		fail(exitcode.SandboxFailure, fmt.Errorf("entering %s inside the sandbox: %w", spec.Cwd, err))
 	}

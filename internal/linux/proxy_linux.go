@@ -143,10 +143,13 @@ func (p *Process) Resolver() *Resolver { return p.resolver }
 func setupProxy(spec *Spec) ([]string, error) {
 	switch {
 	case spec.Resolver || spec.Proxy && !spec.Session:
-		// A session's zygote makes proxy listeners for each command
-		// instead (commandListeners), so that each command's decisions
-		// are its own; its name server's sockets are the session's.
-		addrs, err := proxyListeners(spec, spec.Proxy && !spec.Session)
+		// A session's zygote makes an allow-list's proxy listeners
+		// for each command instead (commandListeners), so that each
+		// command's decisions are its own. The refusing proxy of a
+		// session without network, like its name server, is the
+		// session's: agentbox tells the commands apart by their
+		// sockets' ports (PortOwners), which costs a command nothing.
+		addrs, err := proxyListeners(spec, spec.Proxy && (!spec.Session || spec.ProxyOff))
 		if err != nil {
 			return nil, fmt.Errorf("listeners on the sandbox's loopback: %w", err)
 		}

@@ -119,7 +119,8 @@ func bindEtc(files []EtcFile) error {
 // PortOwners is a table that agentbox and a session's zygote share, in
 // a sealed memfd both map: for each local port of the session's loopback,
 // UDP and TCP apart, the id of the command whose socket on that port was
-// last connected to the name server. Each command's connect supervisor
+// last connected to the name server (or to the session's refusing
+// proxy). Each command's connect supervisor
 // writes it before the command's connect returns, so before the command
 // can send a query from that socket; agentbox reads it for each query, by
 // the query's source port. Commands cannot reach it (the zygote's
@@ -130,6 +131,10 @@ func bindEtc(files []EtcFile) error {
 type PortOwners struct {
 	mem  []byte
 	file *os.File // agentbox's: passed to the zygote
+	// watched, on the zygote's side, are the destinations whose
+	// clients are recorded: the name server and the session's
+	// refusing proxy.
+	watched []netip.AddrPort
 }
 
 const portOwnersSize = 2 * 65536 * 4
@@ -191,11 +196,11 @@ func (p *PortOwners) Owner(network string, port uint16) uint32 {
 	return atomic.LoadUint32(p.slot(network == "udp", port))
 }
 
-// ownResolverSocket records sock as command id's if dst is the name
-// server's address: its connect supervisor calls it after every inet
-// connect it made for the command.
-func (p *PortOwners) ownResolverSocket(id uint32, sock int, dst netip.AddrPort, errno unix.Errno) {
-	if p == nil || dst != resolverAddr || errno != 0 && errno != unix.EINPROGRESS {
+// own records sock as command id's if dst is a watched address: its
+// connect supervisor calls it after every inet connect it made for the
+// command.
+func (p *PortOwners) own(id uint32, sock int, dst netip.AddrPort, errno unix.Errno) {
+	if p == nil || !slices.Contains(p.watched, dst) || errno != 0 && errno != unix.EINPROGRESS {
 		return
 	}
 	sa, err := unix.Getsockname(sock)

@@ -33,6 +33,9 @@ type Session struct {
 	// that tells whose look-up a query is (with Spec.Resolver).
 	resolver *Resolver
 	owners   *PortOwners
+	// proxy is the session's refusing proxy listeners (with
+	// Spec.ProxyOff), made once for all its commands.
+	proxy []net.Listener
 
 	sendMu sync.Mutex
 	mu     sync.Mutex
@@ -126,7 +129,8 @@ func (s *Session) launch(spec *Spec, control *os.File) error {
 		SysProcAttr: attr,
 	}
 	var hand *proxySocket
-	if spec.Resolver {
+	sessionProxy := spec.Proxy && spec.ProxyOff
+	if spec.Resolver || sessionProxy {
 		// The name server's sockets, made once by the zygote, come
 		// over a socketpair as a lone run's do; the port owners table
 		// goes with the zygote.
@@ -159,8 +163,8 @@ func (s *Session) launch(spec *Spec, control *os.File) error {
 	if err == nil {
 		err = json.Unmarshal(line, &m)
 	}
-	if err == nil && m.Started && spec.Resolver {
-		if _, s.resolver, err = hand.receive(false, true); err != nil {
+	if err == nil && m.Started && hand != nil {
+		if s.proxy, s.resolver, err = hand.receive(sessionProxy, spec.Resolver); err != nil {
 			cmd.Process.Kill()
 			cmd.Wait()
 			return fmt.Errorf("receiving the name server's sockets from the session's sandbox: %w", err)
@@ -181,6 +185,11 @@ func (s *Session) launch(spec *Spec, control *os.File) error {
 	s.zyg = cmd
 	return nil
 }
+
+// ProxyListeners are the session's refusing proxy listeners, HTTP then
+// SOCKS5 (nil without Spec.ProxyOff): the caller serves them for the
+// session's life, and closes them before Close.
+func (s *Session) ProxyListeners() []net.Listener { return s.proxy }
 
 // Resolver is the session's name server sockets (nil without
 // Spec.Resolver): the caller serves them for the session's life, and
@@ -357,7 +366,12 @@ func (p *SessionProcess) answer() (zresp, error) {
 // is relayed through a pipe, so that the command never holds a host inode
 // it could chmod or touch through /proc/self/fd. A session gives no
 // pseudo-terminal: a terminal is relayed as a pipe.
-func (s *Session) Start(path string, argv, env []string, dir string, stdio Stdio) (*SessionProcess, error) {
+//
+// onID, when set, is called with the command's id (as [SessionProcess.ID]
+// gives it) before the command can start: whatever agentbox attributes
+// to the command by that id ([Session.PortOwner]) can be in place before
+// the command acts.
+func (s *Session) Start(path string, argv, env []string, dir string, stdio Stdio, onID func(uint32)) (*SessionProcess, error) {
 	for _, p := range []string{path, dir} {
 		if !utf8.ValidString(p) {
 			return nil, errNonUTF8(p)
@@ -377,6 +391,9 @@ func (s *Session) Start(path string, argv, env []string, dir string, stdio Stdio
 	s.nextID++
 	id := s.nextID
 	s.mu.Unlock()
+	if onID != nil {
+		onID(uint32(id))
+	}
 	rl, err := newRelay(stdio)
 	if err != nil {
 		return nil, err

@@ -11,6 +11,7 @@ package linux
 
 import (
 	"fmt"
+	"net/netip"
 	"path/filepath"
 	"reflect"
 	"slices"
@@ -93,6 +94,11 @@ type Spec struct {
 	// LocalNames are the names the sandbox's /etc/hosts gives loopback
 	// addresses: NO_PROXY lists them next to localhost.
 	LocalNames []string `json:"local_names,omitempty"`
+	// sessionProxy, in a session's zygote with ProxyOff, are the
+	// addresses of the session's refusing proxy (HTTP, then SOCKS5):
+	// made once for every command, whose connects to them are recorded
+	// in the port owners table like those to the name server.
+	sessionProxy []netip.AddrPort
 	// PortOwnersFD, in a session with Resolver, is a shared table
 	// ([PortOwners]) in which each command's connect supervisor records
 	// the local port of every socket the command connects to the name

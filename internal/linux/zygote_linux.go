@@ -237,6 +237,7 @@ func runZygote(spec *Spec, report func(message)) {
 		if z.owners, err = mapPortOwners(spec.PortOwnersFD); err != nil {
 			fail(err)
 		}
+		z.owners.watched = append([]netip.AddrPort{resolverAddr}, spec.sessionProxy...)
 		unix.Close(spec.PortOwnersFD)
 	}
 	go z.worker()
@@ -351,7 +352,7 @@ func (z *zygote) startJob(r zreq, fds []int) (job, bool) {
 	if err := reopenDevices(&j.stdio); err != nil {
 		return fail(fmt.Sprintf("session: %v", err))
 	}
-	if z.spec.Proxy {
+	if z.spec.Proxy && !z.spec.ProxyOff {
 		// On the zygote's main goroutine, as the rest of its own
 		// sockets: this thread is already the command's.
 		ch := make(chan listeners)
@@ -517,7 +518,7 @@ func (z *zygote) prepare(id *atomic.Uint32, unreach *unreachables) (*unixsock.Su
 		allow, opts := unixMediation(spec)
 		if z.owners != nil || recordsUnreachable(spec) {
 			opts.Connected = func(sock int, dst netip.AddrPort, errno unix.Errno) {
-				z.owners.ownResolverSocket(id.Load(), sock, dst, errno)
+				z.owners.own(id.Load(), sock, dst, errno)
 				if recordsUnreachable(spec) {
 					unreach.record(sock, dst, errno)
 				}
