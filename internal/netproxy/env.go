@@ -58,7 +58,10 @@ func Env(httpAddr, socksAddr string, oldJavaToolOptions string) []string {
 // sandbox's /etc/hosts gives loopback addresses.
 func OffEnv(httpAddr, socksAddr string, local []string) []string {
 	hp := "http://" + httpAddr
-	noProxy := NoProxy
+	// All of loopback stays direct, as it does without a proxy: a
+	// server a test starts on 127.0.0.2 must keep working. Tools that
+	// read no CIDR in NO_PROXY (curl before 7.86) skip the entry.
+	noProxy := NoProxy + ",127.0.0.0/8"
 	for _, n := range local {
 		if n != "localhost" {
 			noProxy += "," + n

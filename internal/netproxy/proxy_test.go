@@ -682,3 +682,28 @@ func TestRecorderFor(t *testing.T) {
 		t.Errorf("the server's recorder holds %v, want b.example alone", other)
 	}
 }
+
+// TestOffEnv: the refusing proxy of a sandbox without network is named by
+// the conventional variables only, with loopback and the local names
+// direct; no tool's own configuration is set.
+func TestOffEnv(t *testing.T) {
+	env := OffEnv("127.0.0.1:1", "127.0.0.1:2", []string{"localhost", "vm"})
+	got := map[string]string{}
+	for _, kv := range env {
+		k, v, _ := strings.Cut(kv, "=")
+		got[k] = v
+	}
+	for _, k := range []string{"http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY"} {
+		if got[k] != "http://127.0.0.1:1" {
+			t.Errorf("%s = %q", k, got[k])
+		}
+	}
+	if got["ALL_PROXY"] != "socks5h://127.0.0.1:2" || got["NO_PROXY"] != "localhost,127.0.0.1,::1,127.0.0.0/8,vm" || got["no_proxy"] != got["NO_PROXY"] {
+		t.Errorf("env %q", env)
+	}
+	for k := range got {
+		if strings.HasPrefix(k, "npm_") || strings.HasPrefix(k, "YARN") || k == "JAVA_TOOL_OPTIONS" || k == "NODE_USE_ENV_PROXY" {
+			t.Errorf("OffEnv sets %s", k)
+		}
+	}
+}
