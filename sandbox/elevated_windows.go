@@ -127,7 +127,6 @@ func startElevatedCmd(c *Cmd) (process, error) {
 		spec.Env = winenv.ProxyEnforced(env, eg.env)
 		spec.ProxyPorts = eg.ports
 	}
-	gl := newGitlinkGuard(pol)
 	p, err := elevated.Start(context.Background(), spec)
 	if err != nil {
 		eg.close()
@@ -141,7 +140,7 @@ func startElevatedCmd(c *Cmd) (process, error) {
 	if !p.JobUI && p.Job != "" {
 		c.diag("%s", p.Job)
 	}
-	proc := withGitlinkGuard(&elevatedProcess{p: p}, gl, c)
+	proc := process(&elevatedProcess{p: p})
 	if eg == nil || eg.srv == nil {
 		return proc, nil
 	}

@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/agentbox/agentbox/internal/gitguard"
 	"github.com/agentbox/agentbox/internal/linux"
 	"github.com/agentbox/agentbox/internal/linux/apparmor"
 	"github.com/agentbox/agentbox/internal/linux/landlock"
@@ -41,8 +40,6 @@ func start(c *Cmd) (process, error) {
 		return nil, err
 	}
 	spec.Path, spec.Argv, spec.Env, spec.Cwd = c.Path, c.Args, c.Env, c.workDir()
-	// Before the command can write an index: the submodules it holds now.
-	gl := newGitlinkGuard(pol)
 	base := *spec
 	cl, err := applyCaches(pol, spec, true)
 	if err != nil {
@@ -78,7 +75,7 @@ func start(c *Cmd) (process, error) {
 		ph.Release()
 		return nil, startError(err)
 	}
-	return &linuxProcess{p: p, ph: ph, proxy: proxy, cl: cl, git: git, gl: gl, diag: c.diag}, nil
+	return &linuxProcess{p: p, ph: ph, proxy: proxy, cl: cl, git: git}, nil
 }
 
 // degradedEgress starts the allow-list proxy on the host's loopback for a
@@ -215,8 +212,6 @@ type linuxProcess struct {
 	proxy *netproxy.Server // nil without an allow-list
 	cl    *linux.CacheLayers
 	git   *linux.GitHeld
-	gl    *gitguard.Guard // nil without allow_git_writes
-	diag  func(format string, args ...any)
 }
 
 func (l *linuxProcess) Wait() (*Status, error) {
@@ -229,11 +224,6 @@ func (l *linuxProcess) Wait() (*Status, error) {
 	l.ph.Release()
 	l.cl.Release()
 	l.git.Release()
-	// The command is gone: no submodule it planted is left for the
-	// user's next git to recurse into.
-	for _, m := range l.gl.Check() {
-		l.diag("%s", m)
-	}
 	if err != nil {
 		return nil, err
 	}
