@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/agentbox/agentbox/internal/gitguard"
+	"github.com/agentbox/agentbox/policy"
 )
 
 // beginGuard joins the checks of what commands leave behind in the
@@ -40,3 +41,6 @@ func (c *Cmd) endGuard() error {
 }
 
 type guardHold = *gitguard.Guard
+
+// watchRoots starts watching pol's writable roots for a session.
+func watchRoots(pol *policy.Policy) func() { return gitguard.Watch(gitguard.Roots(pol)) }

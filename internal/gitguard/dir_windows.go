@@ -147,6 +147,7 @@ func statPath(p string) (info, error) {
 	}
 	return info{
 		mode:     fi.Mode(),
+		nlink:    uint64(id.NumberOfLinks),
 		dev:      uint64(id.VolumeSerialNumber),
 		ino:      uint64(id.FileIndexHigh)<<32 | uint64(id.FileIndexLow),
 		ctime:    filetime(bi.ChangeTime),

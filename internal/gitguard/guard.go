@@ -239,10 +239,20 @@ func (r *registry) settle(state string, due, all []openWindow) (notes []string, 
 		for _, b := range w.w.Own {
 			s.own[b.GitDir] = true
 		}
-		for _, b := range w.w.Own {
-			s.rootGit(b)
+		wt := watcherFor(w.w.Root)
+		if dirty, ok := wt.dirtySince(w.w.Since); ok {
+			s.sparse, s.dirty, s.anc = true, dirty, ancestors(dirty, w.w.Root)
 		}
-		s.root(w.w.Root)
+		s.check(w.w)
+		if s.needFull {
+			// The sparse pass met something the watcher cannot see
+			// whole: walk everything (what it moved is gone already).
+			s.sparse = false
+			s.check(w.w)
+		}
+		if scanTrace != nil {
+			scanTrace(w.w.Root, s.sparse, s.dirs)
+		}
 		notes = append(notes, s.notes...)
 		errs = append(errs, s.errs...)
 	}
@@ -257,8 +267,41 @@ func (r *registry) settle(state string, due, all []openWindow) (notes []string, 
 	}
 	for _, w := range due {
 		r.drop(w.key)
+		if wt := watcherFor(w.w.Root); wt != nil {
+			// No window of this root is open now; one opened next
+			// starts no earlier than this (less the coarse clock's lag).
+			wt.forget(time.Now().Add(-time.Second).UnixNano())
+		}
 	}
 	return notes, nil
+}
+
+// scanTrace, when a test sets it, hears of each root a check looked at:
+// whether its last pass was sparse, and how many directories it opened.
+var scanTrace func(root string, sparse bool, dirs int)
+
+// check is one pass over a window's root: its own git directories, then
+// the tree.
+func (s *scan) check(w window) {
+	for _, b := range w.Own {
+		s.rootGit(b)
+	}
+	s.root(w.Root)
+}
+
+// ancestors are the directories from root down to each of dirty's
+// parents, which a sparse walk passes through.
+func ancestors(dirty map[string]bool, root string) map[string]bool {
+	anc := map[string]bool{}
+	for d := range dirty {
+		for p := filepath.Dir(d); fspath.Within(p, root) && !anc[p]; p = filepath.Dir(p) {
+			anc[p] = true
+			if p == root {
+				break
+			}
+		}
+	}
+	return anc
 }
 
 func overlapsAny(root string, roots []string) bool {

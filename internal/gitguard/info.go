@@ -14,6 +14,7 @@ import (
 type info struct {
 	mode     fs.FileMode
 	uid      uint32
+	nlink    uint64
 	dev, ino uint64
 	ctime    time.Time
 	btime    time.Time

@@ -41,8 +41,15 @@ const (
 	maxMoved     = 10000
 )
 
+// testRename, when set by a test, stands in for the quarantine's renames
+// (to fake a rename across file systems).
+var testRename func(from *dir, name string, to *dir, toName string) error
+
 func newQuarantine(state *dir) (*quarantine, error) {
 	q := &quarantine{state: state, known: map[Identity]int{}, rename: (*dir).rename, randomHex: randomHex}
+	if testRename != nil {
+		q.rename = testRename
+	}
 	data, ok, err := state.readFile(movedFile, 16<<20)
 	switch {
 	case isNotExist(err):

@@ -3,6 +3,7 @@ package gitguard
 import (
 	"bytes"
 	"fmt"
+	"io/fs"
 	"path"
 	"path/filepath"
 	"slices"
@@ -79,7 +80,7 @@ func (s *scan) rootGit(b Baseline) {
 	for _, name := range sequencerDirs {
 		s.sequencer(g, name)
 	}
-	s.oddFiles(g, "", top, 0)
+	s.oddFiles(g, "", top, 0, s.sparse)
 	s.packedRefs(g, b)
 	for _, name := range []string{"index"} {
 		s.rootIndex(g, name, top, b)
@@ -98,8 +99,9 @@ func (s *scan) rootGit(b Baseline) {
 
 // oddFiles removes what git never makes in a git directory (symlinks,
 // FIFOs, sockets, devices) that changed during the window, and new or
-// changed loose replace refs, below d (rel inside the git directory).
-func (s *scan) oddFiles(d *dir, rel, top string, depth int) {
+// changed loose replace refs, below d (rel inside the git directory);
+// sparse, only where the watcher saw changes (as [scan.walk]).
+func (s *scan) oddFiles(d *dir, rel, top string, depth int, sparse bool) {
 	if s.dirs++; s.dirs > maxDirs || depth > maxDepth {
 		s.fail(fmt.Errorf("%s: more directories than agentbox checks", d.path))
 		return
@@ -109,10 +111,15 @@ func (s *scan) oddFiles(d *dir, rel, top string, depth int) {
 		s.fail(fmt.Errorf("checking %s for what the command left: %w", d.path, err))
 		return
 	}
+	examine := !sparse || s.dirty[d.path]
 	for _, e := range ents {
 		r := path.Join(rel, e.name)
 		if rel == "" && slices.Contains(sequencerDirs, e.name) {
 			continue // sequencer() dealt with it
+		}
+		marked := s.dirty[d.child(e.name)] || s.anc[d.child(e.name)]
+		if !examine && !(e.typ == fs.ModeDir && marked) {
+			continue
 		}
 		st, err := d.stat(e.name)
 		if err != nil {
@@ -136,6 +143,10 @@ func (s *scan) oddFiles(d *dir, rel, top string, depth int) {
 			}
 			s.note("removed the replace ref %s that the command made: git would have shown you another object instead of the real one", r)
 		case st.mode.IsDir():
+			subSparse := sparse && !st.born(s.since)
+			if sparse && !marked && subSparse {
+				continue
+			}
 			sub, restore, err := d.open(e.name)
 			if err != nil {
 				if !isNotExist(err) {
@@ -143,7 +154,7 @@ func (s *scan) oddFiles(d *dir, rel, top string, depth int) {
 				}
 				continue
 			}
-			s.oddFiles(sub, r, top, depth+1)
+			s.oddFiles(sub, r, top, depth+1, subSparse)
 			sub.close()
 			restore()
 			if changed && st.mode.Perm()&0o700 != 0o700 {

@@ -35,9 +35,14 @@ type scan struct {
 	// which the command may write under allow_git_writes and which is
 	// not moved aside but repaired.
 	own map[string]bool
-	// dirty, when set, limits the walk to these directories (and what
-	// is new beneath them): a watcher saw nothing change elsewhere.
-	dirty map[string]bool
+	// sparse: a watcher saw which directories changed (dirty), so the
+	// walk goes only down to them (through anc, their ancestors) and
+	// into directories made during the window. needFull is set when
+	// what it finds means the watcher may have missed a change.
+	sparse   bool
+	dirty    map[string]bool
+	anc      map[string]bool
+	needFull bool
 
 	q     *quarantine
 	notes []string
@@ -77,11 +82,12 @@ func (s *scan) root(top string) {
 	} else if bare {
 		s.bare(d, nil, "")
 	}
-	s.walk(d, 0)
+	s.walk(d, 0, s.sparse)
 }
 
-// walk looks at every entry of d and below it.
-func (s *scan) walk(d *dir, depth int) {
+// walk looks at the entries of d and below it: all of them, or in a
+// sparse scan those the watcher marked and what is new beneath them.
+func (s *scan) walk(d *dir, depth int, sparse bool) {
 	if s.dirs++; s.dirs > maxDirs || depth > maxDepth {
 		s.fail(fmt.Errorf("%s: more directories than agentbox checks (%d deep, %d in all): it cannot tell whether the command planted a git repository there", d.path, depth, s.dirs))
 		return
@@ -91,19 +97,42 @@ func (s *scan) walk(d *dir, depth int) {
 		s.fail(fmt.Errorf("listing %s to check for git repositories the command made: %w", d.path, err))
 		return
 	}
+	examine := !sparse || s.dirty[d.path]
 	for _, e := range ents {
 		p := d.child(e.name)
 		if s.skip[p] {
 			continue
 		}
+		marked := s.dirty[p] || s.anc[p]
 		if isDotGit(e.name) {
-			if !s.own[p] {
+			if !s.own[p] && (examine || marked) {
 				s.dotGit(d, e.name)
 			}
 			continue
 		}
 		if e.typ != fs.ModeDir {
+			if examine && sparse && (e.typ == 0 || e.typ == fs.ModeIrregular) {
+				// A file written through another link is a change the
+				// watcher reported elsewhere (or not at all).
+				if st, err := d.stat(e.name); err == nil && st.mode.IsRegular() && st.nlink > 1 && st.changed(s.since) {
+					s.needFull = true
+				}
+			}
 			continue
+		}
+		subSparse := sparse
+		if sparse {
+			switch {
+			case marked:
+			case examine:
+				st, err := d.stat(e.name)
+				if err != nil || !st.born(s.since) {
+					continue
+				}
+				subSparse = false // made during the window: all of it is new
+			default:
+				continue
+			}
 		}
 		if len(s.q.known) > 0 {
 			if done := s.remembered(d, e.name); done {
@@ -125,7 +154,7 @@ func (s *scan) walk(d *dir, depth int) {
 			// worktree (git does not look for .git inside it).
 			s.bare(sub, d, e.name)
 		} else {
-			s.walk(sub, depth+1)
+			s.walk(sub, depth+1, subSparse)
 		}
 		sub.close()
 		restore()

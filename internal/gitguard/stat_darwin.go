@@ -34,6 +34,7 @@ func infoOf(st *unix.Stat_t) info {
 	return info{
 		mode:     unixMode(uint32(st.Mode)),
 		uid:      st.Uid,
+		nlink:    uint64(st.Nlink),
 		dev:      uint64(st.Dev),
 		ino:      st.Ino,
 		ctime:    time.Unix(st.Ctim.Unix()),

@@ -15,7 +15,7 @@ func openNoSymlinks(path string) (int, error) {
 	})
 }
 
-const statxMask = unix.STATX_TYPE | unix.STATX_MODE | unix.STATX_INO | unix.STATX_CTIME | unix.STATX_BTIME | unix.STATX_SIZE
+const statxMask = unix.STATX_TYPE | unix.STATX_MODE | unix.STATX_INO | unix.STATX_CTIME | unix.STATX_BTIME | unix.STATX_SIZE | unix.STATX_NLINK | unix.STATX_UID
 
 // stat describes name in d without following a symlink.
 func (d *dir) stat(name string) (info, error) {
@@ -39,6 +39,7 @@ func infoOf(st *unix.Statx_t) info {
 	i := info{
 		mode:  unixMode(uint32(st.Mode)),
 		uid:   st.Uid,
+		nlink: uint64(st.Nlink),
 		dev:   unix.Mkdev(st.Dev_major, st.Dev_minor),
 		ino:   st.Ino,
 		ctime: time.Unix(st.Ctime.Sec, int64(st.Ctime.Nsec)),
