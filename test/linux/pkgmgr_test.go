@@ -41,13 +41,18 @@ func (r *pkgRegistry) pkgRun(t *testing.T, fx *fixture, env []string, script str
 	t.Helper()
 	args := append([]string{"run", "-C", fx.ws}, r.allow...)
 	args = append(append(args, extra...), "--", "/bin/sh", "-c", "set -e\n"+script)
-	// The fixture's own TMPDIR: the tools leave things there (yarn's
-	// compile cache), which other tests' checks of the suite's TMPDIR
-	// must not see.
-	env = append(append(fx.env(), "AGENTBOX_TEST_HOSTS="+r.hosts, "TMPDIR="+fx.tmpdir), env...)
+	env = append(append(fx.env(), "AGENTBOX_TEST_HOSTS="+r.hosts), append(fixtureTmp(fx), env...)...)
 	res := runWith(t, fx.u, runOpts{dir: fx.ws, env: env, timeout: 120 * time.Second}, args...)
 	t.Logf("sandbox run: %v", res.dur.Round(time.Millisecond))
 	return res
+}
+
+// fixtureTmp gives the tools the fixture's own temporary directory:
+// they leave things there (yarn's compile cache, pnpm's store locks,
+// which it keeps in $XDG_RUNTIME_DIR or else /tmp), which the machine's
+// /tmp and other tests' checks of the suite's TMPDIR must not see.
+func fixtureTmp(fx *fixture) []string {
+	return []string{"TMPDIR=" + fx.tmpdir, "XDG_RUNTIME_DIR=" + fx.tmpdir}
 }
 
 // onHost runs script (under set -e) on the host as fx's user, outside any
@@ -56,7 +61,7 @@ func (r *pkgRegistry) pkgRun(t *testing.T, fx *fixture, env []string, script str
 func (r *pkgRegistry) onHost(t *testing.T, fx *fixture, env []string, script string) {
 	t.Helper()
 	proxy := fmt.Sprintf("http://127.0.0.1:%d", r.port)
-	env = append(append(fx.env(), "TMPDIR="+fx.tmpdir, "http_proxy="+proxy, "https_proxy="+proxy, "HTTP_PROXY="+proxy, "HTTPS_PROXY="+proxy,
+	env = append(append(append(fx.env(), fixtureTmp(fx)...), "http_proxy="+proxy, "https_proxy="+proxy, "HTTP_PROXY="+proxy, "HTTPS_PROXY="+proxy,
 		"npm_config_proxy="+proxy, "npm_config_https_proxy="+proxy), env...)
 	h := host(t, fx.u, runOpts{dir: fx.dir, env: env, timeout: 120 * time.Second}, "/bin/sh", "-c", "set -e\n"+script)
 	if h.code != 0 {
@@ -537,7 +542,7 @@ func TestPkgNode(t *testing.T) {
 					script = "timeout 5 sh -c '" + strings.ReplaceAll(script, "'", `'\''`) + "' || true"
 				}
 				args = append(args, "--", "/bin/sh", "-c", script)
-				out := ptyAll(t, u, runOpts{dir: fx.ws, env: append(append(fx.env(), "AGENTBOX_TEST_HOSTS="+r.hosts, "TMPDIR="+fx.tmpdir), env...)}, binPath, args...)
+				out := ptyAll(t, u, runOpts{dir: fx.ws, env: append(append(append(fx.env(), "AGENTBOX_TEST_HOSTS="+r.hosts), fixtureTmp(fx)...), env...)}, binPath, args...)
 				rep := readReport(t, report)
 				tried := false
 				for _, d := range rep.Network.Denied {
