@@ -27,6 +27,6 @@ func cloneFields(f fields) fields {
 	f.Protected = slices.Clone(f.Protected)
 	f.ProtectedNames = slices.Clone(f.ProtectedNames)
 	f.AllowUnixSockets = slices.Clone(f.AllowUnixSockets)
-	f.ToolCaches = slices.Clone(f.ToolCaches)
+	f.ToolCaches = cloneCaches(f.ToolCaches)
 	return f
 }

@@ -151,7 +151,7 @@ func rawPatterns(ps []netpolicy.Pattern) []string {
 func (p *Policy) ToolCacheMode() ToolCacheMode { return p.f.ToolCacheMode }
 
 // ToolCaches are the known tool caches as resolved for this policy.
-func (p *Policy) ToolCaches() []ToolCache { return slices.Clone(p.f.ToolCaches) }
+func (p *Policy) ToolCaches() []ToolCache { return cloneCaches(p.f.ToolCaches) }
 
 // AllowGitWrites reports whether the backend may open .git directories
 // for writing but for the paths through which git runs programs or

@@ -48,15 +48,16 @@ func privateCaches(pol *policy.Policy, env []string) ([]string, error) {
 		if err := os.MkdirAll(cacheplan.PrivateRoot(d.Cache), 0o700); err != nil {
 			return nil, fmt.Errorf("tool cache %s: %w", d.Cache.Name, err)
 		}
-		kv := cacheplan.PrivateEnv(d.Cache, env)
-		name, _, _ := strings.Cut(kv, "=")
-		out := env[:0:0]
-		for _, e := range env {
-			if k, _, _ := strings.Cut(e, "="); k != name {
-				out = append(out, e)
+		for _, kv := range cacheplan.Env(d, cacheplan.PrivateDir(d.Cache), env) {
+			name, _, _ := strings.Cut(kv, "=")
+			out := env[:0:0]
+			for _, e := range env {
+				if k, _, _ := strings.Cut(e, "="); k != name {
+					out = append(out, e)
+				}
 			}
+			env = append(out, kv)
 		}
-		env = append(out, kv)
 	}
 	return env, nil
 }

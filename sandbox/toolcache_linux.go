@@ -40,10 +40,7 @@ func applyCaches(pol *policy.Policy, spec *linux.Spec, overlays bool) (*linux.Ca
 	spec.WritableRoots = append(append([]string{}, spec.WritableRoots...), writable...)
 	env := spec.Env
 	for _, d := range ds {
-		if d.How != cacheplan.Private {
-			continue
-		}
-		if kv := cacheplan.PrivateEnvAt(d.Cache, cl.Layers[d.Cache.Name].Private, env); kv != "" {
+		for _, kv := range cacheplan.Env(d, cl.Layers[d.Cache.Name].Private, env) {
 			env = setEnv(env, kv)
 		}
 	}

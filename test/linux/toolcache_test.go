@@ -3,10 +3,8 @@
 package linux
 
 import (
-	"archive/tar"
 	"archive/zip"
 	"bytes"
-	"compress/gzip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -287,18 +285,7 @@ func writeFile(t *testing.T, p, s string) {
 
 func writeTarGz(t *testing.T, p string, files map[string]string) {
 	t.Helper()
-	var buf bytes.Buffer
-	gz := gzip.NewWriter(&buf)
-	tw := tar.NewWriter(gz)
-	for name, body := range files {
-		if err := tw.WriteHeader(&tar.Header{Name: name, Mode: 0o644, Size: int64(len(body)), Typeflag: tar.TypeReg}); err != nil {
-			t.Fatal(err)
-		}
-		tw.Write([]byte(body))
-	}
-	tw.Close()
-	gz.Close()
-	writeFile(t, p, buf.String())
+	writeFile(t, p, string(tarGz(t, files)))
 }
 
 func writeZip(t *testing.T, p string, files map[string]string) {

@@ -187,9 +187,7 @@ func PlanCaches(pol *policy.Policy, env []string) (Caches, error) {
 		// Windows variable names are case-insensitive: the old value
 		// (MAVEN_OPTS) may be spelled any way.
 		old, _ := winenv.Get(env, c.Env)
-		if kv := cacheplan.PrivateEnvAt(c, acl.Join(root, c.Name), []string{c.Env + "=" + old}); kv != "" {
-			cs.Env = append(cs.Env, kv)
-		}
+		cs.Env = append(cs.Env, cacheplan.Env(d, acl.Join(root, c.Name), []string{c.Env + "=" + old})...)
 	}
 	if cs.Root == "" {
 		return cs, nil

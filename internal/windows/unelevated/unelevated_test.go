@@ -130,6 +130,29 @@ func TestPlanCaches(t *testing.T) {
 	}
 }
 
+// Programs (go install) go to a private GOBIN even where the host has
+// its own; yarn's cache brings the setting that stops its update check
+// writing ~/.yarnrc.
+func TestPlanCachesProgramsAndSettings(t *testing.T) {
+	pol := rawpolicy.Edit(cachePolicy(policy.CachesOverlay), func(f *rawpolicy.Fields) {
+		layer := filepath.Dir(f.ToolCaches[0].Layer)
+		f.ToolCaches = append(f.ToolCaches[:1],
+			policy.ToolCache{Name: "go-bin", Desc: "programs from go install", Env: "GOBIN", Programs: true, Host: `C:\Users\u\go\bin`,
+				Named: `C:\Users\u\go\bin`, HostExists: true, Layer: layer + "/go-bin"},
+			policy.ToolCache{Name: "yarn", Desc: "Yarn 1 cache", Env: "YARN_CACHE_FOLDER", Host: `C:\Users\u\AppData\Local\Yarn\Cache`,
+				Named: `C:\Users\u\AppData\Local\Yarn\Cache`, Layer: layer + "/yarn", Settings: []string{"YARN_DISABLE_SELF_UPDATE_CHECK=true"}})
+	})
+	cs, err := PlanCaches(pol, []string{`PATH=C:\Windows`})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{`GOCACHE=` + cacheRoot + `\go-build`, `GOBIN=` + cacheRoot + `\go-bin`,
+		`YARN_CACHE_FOLDER=` + cacheRoot + `\yarn`, "YARN_DISABLE_SELF_UPDATE_CHECK=true"}
+	if !slices.Equal(cs.Env, want) {
+		t.Errorf("PlanCaches env %q, want %q", cs.Env, want)
+	}
+}
+
 func TestPlanCachesRefuses(t *testing.T) {
 	// A host cache (even an untouched one) containing the private root,
 	// or inside it, would become writable.
