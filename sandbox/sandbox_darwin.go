@@ -115,6 +115,7 @@ func doctor(pol *policy.Policy) *Report {
 	}
 	r.Checks = append(r.Checks, Check{Name: "profile", OK: true, Detail: "generated profile accepted by sandbox-exec"})
 	r.Checks = append(r.Checks, cacheChecks(pol, false)...)
+	r.Checks = append(r.Checks, tmpChecks(pol, false)...)
 	r.Missing = append(r.Missing, "no pid namespace: a process that starts its own session escapes the kill at the end of a run")
 	r.CanSandbox = true
 	return r

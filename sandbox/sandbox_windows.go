@@ -373,6 +373,7 @@ func doctor(pol *policy.Policy) *Report {
 			r.CanSandbox = false
 		}
 		r.Checks = append(r.Checks, cacheChecks(pol, false)...)
+		r.Checks = append(r.Checks, tmpChecks(pol, false)...)
 	}
 	switch {
 	case mode == policy.DangerFullAccess:

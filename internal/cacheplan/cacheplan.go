@@ -55,6 +55,10 @@ func Decide(p *policy.Policy, overlays bool) []Decision {
 		case rootAtOrBelow(c.Host, roots) != "":
 			// An overlay would cover a root the user asked to write.
 			d.Why = "is or contains the writable root " + rootAtOrBelow(c.Host, roots) + ": left as it is"
+		case overlays && privateTempOf(c.Host, p) != "":
+			// GOCACHE=/tmp/go: the command's /tmp is the workspace's
+			// own already, and the host's is not there to overlay.
+			d.Why = "lies in the sandbox's private " + privateTempOf(c.Host, p) + ", the workspace's own: used there as it is"
 		case p.ToolCacheMode() == policy.CachesPrivate:
 			private("tool_caches is private")
 		case !overlays:
@@ -67,6 +71,24 @@ func Decide(p *policy.Policy, overlays bool) []Decision {
 		out = append(out, d)
 	}
 	return out
+}
+
+// privateTempOf is the private temporary directory (as the command sees
+// it, in a mount namespace) that path lies in, but for the host
+// directories kept visible there (a home under /tmp); "" when none.
+func privateTempOf(path string, p *policy.Policy) string {
+	for _, t := range p.PrivateTemps() {
+		if !fspath.Within(path, t.Path) {
+			continue
+		}
+		for _, k := range t.Keep {
+			if fspath.Within(path, k) {
+				return ""
+			}
+		}
+		return t.Path
+	}
+	return ""
 }
 
 // rootAtOrBelow returns a writable root that is path or lies inside it.

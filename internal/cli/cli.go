@@ -36,6 +36,8 @@ type exitError struct {
 	err  error // printed when non-nil
 }
 
+func (e *exitError) Unwrap() error { return e.err }
+
 func (e *exitError) Error() string {
 	if e.err == nil {
 		return fmt.Sprintf("exit %d", e.code)
@@ -200,7 +202,7 @@ func (f *runFlags) resolveFor(cmd *cobra.Command, c rawpolicy.Caller) (*policy.P
 	}
 	pol, err := rawpolicy.ResolveFor(o, c)
 	if err != nil {
-		return nil, failure("%v", err)
+		return nil, failure("%w", err)
 	}
 	return pol, nil
 }

@@ -23,12 +23,12 @@ func TestPlanOrder(t *testing.T) {
 	})
 	got := Plan(p, []string{"/tmp/.git"})
 	want := []Mount{
-		{BindWritable, "/tmp"}, {BindWritable, "/tmp/ws"}, {BindWritable, "/home/u/extra"},
+		{Kind: BindWritable, Path: "/tmp"}, {Kind: BindWritable, Path: "/tmp/ws"}, {Kind: BindWritable, Path: "/home/u/extra"},
 		// Ancestors between a carve-out and its root become mount points.
-		{Pin, "/tmp/main"}, {Pin, "/tmp/main/.git"}, {Pin, "/tmp/main/.git/worktrees"},
-		{BindReadOnly, "/tmp/.git"}, {BindReadOnly, "/tmp/main/.git"}, {BindReadOnly, "/tmp/ws/.git"},
-		{BindReadOnly, "/tmp/main/.git/worktrees/wt"},
-		{PinLink, "/tmp/ws/.agents"},
+		{Kind: Pin, Path: "/tmp/main"}, {Kind: Pin, Path: "/tmp/main/.git"}, {Kind: Pin, Path: "/tmp/main/.git/worktrees"},
+		{Kind: BindReadOnly, Path: "/tmp/.git"}, {Kind: BindReadOnly, Path: "/tmp/main/.git"}, {Kind: BindReadOnly, Path: "/tmp/ws/.git"},
+		{Kind: BindReadOnly, Path: "/tmp/main/.git/worktrees/wt"},
+		{Kind: PinLink, Path: "/tmp/ws/.agents"},
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("Plan =\n%v\nwant\n%v", got, want)
@@ -51,7 +51,7 @@ func TestPlanReadOnlyAfterEveryWritableRoot(t *testing.T) {
 	})
 	got := Plan(p, nil)
 	last := got[len(got)-1]
-	if last != (Mount{BindReadOnly, "/w/.git"}) {
+	if last != (Mount{Kind: BindReadOnly, Path: "/w/.git"}) {
 		t.Errorf("carve-out not last: %v", got)
 	}
 }
@@ -63,9 +63,9 @@ func TestPlanPinsChainToNestedRoot(t *testing.T) {
 	})
 	got := Plan(p, nil)
 	want := []Mount{
-		{BindWritable, "/tmp"}, {BindWritable, "/tmp/p/q/ws"},
-		{Pin, "/tmp/p"}, {Pin, "/tmp/p/q"},
-		{BindReadOnly, "/tmp/p/q/ws/.git"},
+		{Kind: BindWritable, Path: "/tmp"}, {Kind: BindWritable, Path: "/tmp/p/q/ws"},
+		{Kind: Pin, Path: "/tmp/p"}, {Kind: Pin, Path: "/tmp/p/q"},
+		{Kind: BindReadOnly, Path: "/tmp/p/q/ws/.git"},
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("Plan =\n%v\nwant\n%v", got, want)
@@ -96,7 +96,7 @@ func TestPlanCoverAncestor(t *testing.T) {
 		},
 	})
 	got := Plan(p, []string{"/h/.config", "/h"})
-	want := []Mount{{BindWritable, "/h"}, {BindReadOnly, "/h/.config"}}
+	want := []Mount{{Kind: BindWritable, Path: "/h"}, {Kind: BindReadOnly, Path: "/h/.config"}}
 	if !slices.Equal(got, want) {
 		t.Errorf("Plan =\n%v\nwant\n%v", got, want)
 	}
