@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/agentbox/agentbox/internal/cacheplan"
 	"github.com/agentbox/agentbox/policy"
@@ -30,4 +31,17 @@ func cacheChecks(pol *policy.Policy, overlays bool) []Check {
 		out = append(out, Check{Name: "cache " + c.Name, OK: true, Detail: detail})
 	}
 	return out
+}
+
+// setEnv returns env with kv's variable replaced (or added).
+func setEnv(env []string, kv string) []string {
+	name, _, _ := strings.Cut(kv, "=")
+	out := make([]string, 0, len(env)+1)
+	for _, e := range env {
+		if k, _, ok := strings.Cut(e, "="); ok && k == name {
+			continue
+		}
+		out = append(out, e)
+	}
+	return append(out, kv)
 }
