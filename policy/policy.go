@@ -421,13 +421,7 @@ func resolveFor(o Options, caller policyhook.Caller, goos string) (*Policy, erro
 			all = append(all, t.path)
 		}
 	} else {
-		keep := rule.homePaths()
-		if exe, err := caller.Exe(); err == nil {
-			if d, err := filepath.EvalSymlinks(filepath.Dir(exe)); err == nil {
-				keep = append(keep, d)
-			}
-		}
-		p.f.PrivateTemps = privateTemps(tempDirs, userRoots, keep, c, agentdirs.State(getenv, goos), goos)
+		p.f.PrivateTemps = privateTemps(tempDirs, userRoots, rule.homePaths(), c, agentdirs.State(getenv, goos), goos)
 	}
 	seen := map[string]bool{}
 	for _, r := range all {

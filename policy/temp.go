@@ -34,10 +34,11 @@ type PrivateTemp struct {
 	Env string
 	// Keep are host directories inside Path that a backend showing Dir
 	// at Path must keep visible there, read-only: the caller's home
-	// (HOME=/tmp is not rare for service accounts) and agentbox's own
-	// executable's directory (a binary `go run` linked), where they lie
-	// in Path, and are not Path itself. The writable roots inside Path
-	// stay visible too, as writable roots.
+	// (HOME=/tmp/x is not rare for service accounts), where it lies in
+	// Path and is not Path itself. The writable roots inside Path stay
+	// visible too, as writable roots, and so do the protected paths
+	// outside every root (a worktree's gitdir, agentbox's own binary
+	// linked by `go run`) and the listed allow_unix_sockets, read-only.
 	Keep []string `json:",omitempty"`
 }
 

@@ -112,6 +112,26 @@ func makeDirBeneath(dir, path string) error {
 	return nil
 }
 
+// makeFileBeneath creates an empty file at path beneath dir, its
+// directory made already, unless something is there: a mount point for a
+// file. It follows no symlink.
+func makeFileBeneath(dir, path string) error {
+	parent := filepath.Dir(path)
+	pfd, err := openNoFollow(dir, parent, unix.O_DIRECTORY)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(pfd)
+	fd, err := unix.Openat(pfd, filepath.Base(path), unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_WRONLY|unix.O_CLOEXEC, 0o400)
+	if errors.Is(err, unix.EEXIST) {
+		return nil
+	}
+	if err != nil {
+		return &os.PathError{Op: "openat", Path: path, Err: err}
+	}
+	return unix.Close(fd)
+}
+
 func setAttr(fd int, path string, set uint64, recursive bool) error {
 	flags := uint(unix.AT_EMPTY_PATH)
 	if recursive {
@@ -191,6 +211,8 @@ func buildRoot(spec *Spec) (cacheEnv []string, err error) {
 			}
 		case MakeDir:
 			err = makeDirBeneath(newRoot, m.Path)
+		case MakeFile:
+			err = makeFileBeneath(newRoot, m.Path)
 		case BindHost:
 			fd, err = cloneOnto(oldRoot, m.Path, m.Path, true, false)
 			if err == nil {

@@ -117,8 +117,13 @@ const (
 	// root, a kept host directory or $TMPDIR under the private /tmp has
 	// a directory to be bound on (or to be). It follows no symlink.
 	MakeDir MountKind = "mkdir"
-	// BindHost shows the host's directory at Path read-only again inside
-	// a private temporary directory (policy.PrivateTemp.Keep).
+	// MakeFile creates an empty file at Path inside a private temporary
+	// directory, unless something is there, for a BindHost of a file.
+	MakeFile MountKind = "mkfile"
+	// BindHost shows the host's directory or file at Path read-only again
+	// inside a private temporary directory: a home there, a protected
+	// path outside every root (a worktree's gitdir, agentbox's binary), a
+	// listed unix socket.
 	BindHost MountKind = "ro-host"
 )
 
@@ -225,6 +230,11 @@ func tempPlan(p *policy.Policy) (steps []Mount, mounted []string) {
 	}
 	var all []step
 	var private []string
+	type kept struct {
+		path string
+		file bool
+	}
+	var keep []kept
 	for _, t := range p.PrivateTemps() {
 		if fspath.InnermostRoot(t.Path, private) != "" {
 			// $TMPDIR inside the private /tmp: a directory there.
@@ -234,11 +244,35 @@ func tempPlan(p *policy.Policy) (steps []Mount, mounted []string) {
 		private = append(private, t.Path)
 		all = append(all, step{Mount: Mount{Kind: BindPrivate, Path: t.Path, Source: t.Dir}})
 		for _, k := range t.Keep {
-			if fspath.InnermostRoot(k, p.WritableRoots()) == "" {
-				all = append(all, step{Mount{Kind: MakeDir, Path: k}, true}, step{Mount: Mount{Kind: BindHost, Path: k}})
-				mounted = append(mounted, k)
-			}
+			keep = append(keep, kept{k, false})
 		}
+	}
+	// What the host shows read-only elsewhere stays visible inside a
+	// private /tmp: protected paths outside every root, and listed
+	// sockets (the user's deliberate hand-over).
+	for _, pr := range p.Protected() {
+		if pr.Root == "" && (pr.Kind == policy.Dir || pr.Kind == policy.File) {
+			keep = append(keep, kept{pr.Path, pr.Kind == policy.File})
+		}
+	}
+	for _, sock := range p.AllowUnixSockets() {
+		keep = append(keep, kept{sock, true})
+	}
+	slices.SortFunc(keep, func(a, b kept) int { return byDepth(a.path, b.path) })
+	var keptDirs []string
+	for _, k := range keep {
+		if fspath.InnermostRoot(k.path, private) == "" || fspath.InnermostRoot(k.path, p.WritableRoots()) != "" ||
+			fspath.InnermostRoot(k.path, keptDirs) != "" || slices.Contains(private, k.path) {
+			continue
+		}
+		if k.file {
+			all = append(all, step{Mount{Kind: MakeDir, Path: filepath.Dir(k.path)}, true}, step{Mount{Kind: MakeFile, Path: k.path}, true})
+		} else {
+			all = append(all, step{Mount{Kind: MakeDir, Path: k.path}, true})
+			keptDirs = append(keptDirs, k.path)
+		}
+		all = append(all, step{Mount: Mount{Kind: BindHost, Path: k.path}})
+		mounted = append(mounted, k.path)
 	}
 	for _, r := range p.WritableRoots() {
 		if fspath.InnermostRoot(r, private) != "" {
