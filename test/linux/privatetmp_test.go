@@ -471,14 +471,59 @@ func TestPrivateTmpDegraded(t *testing.T) {
 	})
 }
 
-// TestDoctorNamesPrivateTmp: doctor says where the workspace's private
-// /tmp is on the host.
+// TestDoctorNamesPrivateTmp: doctor and the run report say where the
+// workspace's private /tmp is on the host.
 func TestDoctorNamesPrivateTmp(t *testing.T) {
 	forEachUser(t, func(t *testing.T, u *testUser) {
 		fx := newFixture(t, u)
+		priv := privateTmp(u, fx.ws, "tmp")
 		r := runWith(t, u, runOpts{dir: fx.ws, env: fx.env()}, "doctor", "-C", fx.ws)
-		if !strings.Contains(r.stdout, "private /tmp") || !strings.Contains(r.stdout, privateTmp(u, fx.ws, "tmp")) {
+		if !strings.Contains(r.stdout, "private /tmp") || !strings.Contains(r.stdout, priv) {
 			t.Errorf("doctor: %v", r)
+		}
+		rep := filepath.Join(fx.dir, "report.json")
+		if r := runWith(t, u, runOpts{dir: fx.ws, env: fx.env()}, "run", "-C", fx.ws, "--report", rep, "--", "true"); r.code != 0 {
+			t.Fatalf("run: %v", r)
+		}
+		var got struct {
+			Tmp []struct{ Path, Host string } `json:"tmp"`
+		}
+		b, _ := os.ReadFile(rep)
+		if err := json.Unmarshal(b, &got); err != nil || len(got.Tmp) == 0 || got.Tmp[0].Path != "/tmp" || got.Tmp[0].Host != priv {
+			t.Errorf("report %s: tmp = %+v, want /tmp at %s (%v)", b, got.Tmp, priv, err)
+		}
+	})
+}
+
+// TestPrivateTmpStateInWorkspace: with agentbox's state directory inside
+// the workspace, the private /tmp is writable at /tmp only: at its own
+// path (a read-only carve-out) writes, removals and renames fail, and
+// the workspace's lock cannot be replaced.
+func TestPrivateTmpStateInWorkspace(t *testing.T) {
+	forEachUser(t, func(t *testing.T, u *testUser) {
+		fx := newFixture(t, u)
+		state := filepath.Join(fx.ws, "state")
+		env := append(fx.env(), "XDG_STATE_HOME="+state, "AGENTBOX_RESIDENT=0")
+		r := execute(t, u, runOpts{env: env, dir: fx.ws}, binPath, "run", "-C", fx.ws, "--", "/bin/sh", "-c", `echo via-mount > /tmp/f && echo MOUNT-OK
+for d in "$XDG_STATE_HOME"/agentbox/tmp/*; do
+	echo x > "$d/tmp/own-path" && echo OWN-PATH-WROTE
+	rm -f "$d/lock" && echo LOCK-REMOVED
+	mv "$d/tmp" "$d/tmp2" && echo MOVED
+	ln -s / "$d/tmp/link" && echo LINKED
+done; true`)
+		if !strings.Contains(r.stdout, "MOUNT-OK") {
+			t.Fatalf("writing /tmp: %v", r)
+		}
+		for _, bad := range []string{"OWN-PATH-WROTE", "LOCK-REMOVED", "MOVED", "LINKED"} {
+			if strings.Contains(r.stdout, bad) {
+				t.Errorf("%s: %v", bad, r)
+			}
+		}
+		priv := privateTmpIn(state, fx.ws, "tmp")
+		assertContent(t, filepath.Join(priv, "f"), "via-mount\n")
+		assertAbsent(t, filepath.Join(priv, "own-path"))
+		if !exists(filepath.Join(filepath.Dir(priv), "lock")) {
+			t.Errorf("the workspace's lock was removed")
 		}
 	})
 }
