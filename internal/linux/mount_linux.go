@@ -217,6 +217,10 @@ func buildRoot(spec *Spec) (cacheEnv []string, err error) {
 			fd, err = cloneOnto(oldRoot, m.Path, m.Path, true, false)
 			if err == nil {
 				err = setAttr(fd, m.Path, unix.MOUNT_ATTR_RDONLY|unix.MOUNT_ATTR_NOSUID, true)
+			} else if errors.Is(err, unix.ENOENT) {
+				// Gone from the host (a listed socket whose daemon is
+				// not running): nothing of the host's to show there.
+				err = nil
 			}
 		default:
 			err = fmt.Errorf("unknown mount kind %q", m.Kind)
