@@ -293,7 +293,7 @@ func TestPlanTemp(t *testing.T) {
 }
 
 func TestRemoveTemps(t *testing.T) {
-	state := t.TempDir()
+	state := tempDir(t)
 	d := filepath.Join(agentdirs.TempRoot(state), "0123456789abcdef", "temp", "sub")
 	if err := os.MkdirAll(d, 0o700); err != nil {
 		t.Fatal(err)
