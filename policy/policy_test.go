@@ -50,9 +50,10 @@ func TestConfigStrict(t *testing.T) {
 		name, toml string
 		want       []string // substrings of the error; nil = success
 	}{
-		{"ok", "sandbox_mode = \"read-only\"\n[sandbox_workspace_write]\nwritable_roots = [\"/x\"]\nnetwork_access = true\nexclude_tmpdir_env_var = true\nexclude_slash_tmp = true\n[windows]\nsandbox = \"elevated\"\n[linux]\nallow_degraded = true\n", nil},
+		{"ok", "sandbox_mode = \"read-only\"\n[sandbox_workspace_write]\nwritable_roots = [\"/x\"]\nnetwork_access = true\nexclude_tmpdir_env_var = true\nexclude_slash_tmp = true\nshare_slash_tmp = true\n[windows]\nsandbox = \"elevated\"\n[linux]\nallow_degraded = true\n", nil},
 		{"unknown top key", "sandbox = \"x\"\n", []string{"unknown key", "sandbox", "cfg.toml"}},
 		{"unknown nested key", "[sandbox_workspace_write]\nwritable_root = []\n", []string{"unknown key", "sandbox_workspace_write.writable_root", "cfg.toml"}},
+		{"misspelt share_slash_tmp", "[sandbox_workspace_write]\nshare_slash_temp = true\n", []string{"unknown key", "sandbox_workspace_write.share_slash_temp", "cfg.toml"}},
 		{"wrong type", "[sandbox_workspace_write]\nnetwork_access = \"yes\"\n", []string{"cfg.toml", "network_access"}},
 		{"bad mode", "sandbox_mode = \"full\"\n", []string{"cfg.toml", "sandbox_mode", `"full"`}},
 		{"bad windows sandbox", "[windows]\nsandbox = \"admin\"\n", []string{"cfg.toml", "windows.sandbox", `"admin"`}},
