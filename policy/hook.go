@@ -28,5 +28,6 @@ func cloneFields(f fields) fields {
 	f.ProtectedNames = slices.Clone(f.ProtectedNames)
 	f.AllowUnixSockets = slices.Clone(f.AllowUnixSockets)
 	f.ToolCaches = cloneCaches(f.ToolCaches)
+	f.PrivateTemps = slices.Clone(f.PrivateTemps)
 	return f
 }

@@ -121,3 +121,16 @@ func checkPrivatePath(pol *policy.Policy, env []string) error {
 	}
 	return cacheplan.CheckPath(pol.ToolCaches(), path)
 }
+
+// setEnv returns env with kv's variable replaced (or added).
+func setEnv(env []string, kv string) []string {
+	name, _, _ := strings.Cut(kv, "=")
+	out := make([]string, 0, len(env)+1)
+	for _, e := range env {
+		if k, _, ok := strings.Cut(e, "="); ok && k == name {
+			continue
+		}
+		out = append(out, e)
+	}
+	return append(out, kv)
+}

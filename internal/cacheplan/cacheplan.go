@@ -66,6 +66,10 @@ func Decide(p *policy.Policy, overlays bool) []Decision {
 		case rootAtOrBelow(c.Host, roots) != "":
 			// An overlay would cover a root the user asked to write.
 			d.Why = "is or contains the writable root " + rootAtOrBelow(c.Host, roots) + ": left as it is"
+		case overlays && privateTempOf(c.Host, p) != "":
+			// GOCACHE=/tmp/go: the command's /tmp is the workspace's
+			// own already, and the host's is not there to overlay.
+			d.Why = "lies in the sandbox's private " + privateTempOf(c.Host, p) + ", the workspace's own: used there as it is"
 		case len(c.Covers) > 0:
 			// A tool's whole home: never overlaid (it holds the tool's
 			// configuration and programs), private where that loses
@@ -101,6 +105,24 @@ func Decide(p *policy.Policy, overlays bool) []Decision {
 		}
 	}
 	return out
+}
+
+// privateTempOf is the private temporary directory (as the command sees
+// it, in a mount namespace) that path lies in, but for the host
+// directories kept visible there (a home under /tmp); "" when none.
+func privateTempOf(path string, p *policy.Policy) string {
+	for _, t := range p.PrivateTemps() {
+		if !fspath.Within(path, t.Path) {
+			continue
+		}
+		for _, k := range t.Keep {
+			if fspath.Within(path, k) {
+				return ""
+			}
+		}
+		return t.Path
+	}
+	return ""
 }
 
 // coversOverlay reports whether one of the named caches is overlaid.
