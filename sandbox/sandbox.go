@@ -100,6 +100,7 @@ type Cmd struct {
 	session  *Session  // set by Session.Command
 	guard    guardHold // this run's part in the post-run checks
 	proc     process
+	programs programDirs // the private directories of programs, watched
 	done     chan struct{}
 	started  bool
 	finished bool
@@ -279,6 +280,10 @@ func (c *Cmd) Start() error {
 	if err := checkEgress(c.Policy); err != nil {
 		return &StartError{Code: CodeSandboxFailure, Err: err}
 	}
+	if err := checkPrivatePath(c.Policy, c.Env); err != nil {
+		return &StartError{Code: CodeSandboxFailure, Err: err}
+	}
+	c.programs = watchPrograms(c.Policy)
 	if c.Policy.Mode() != policy.DangerFullAccess {
 		if err := c.beginGuard(); err != nil {
 			return err
@@ -363,6 +368,9 @@ func (c *Cmd) Wait() error {
 	c.finished = true
 	st, err := c.proc.Wait()
 	close(c.done)
+	for _, n := range c.programs.notes() {
+		c.diag("%s", n)
+	}
 	// The command's tree is gone: whatever it left in the writable roots
 	// is checked now (by this run, or by the last one out of them).
 	gerr := c.endGuard()

@@ -21,6 +21,7 @@ type linuxSession struct {
 	ph    *linux.Placeholders
 	git   *linux.GitHeld
 	cl    *linux.CacheLayers
+	td    *linux.TempDirs
 	pol   *policy.Policy
 	proxy *netproxy.Server // nil without an allow-list
 }
@@ -29,12 +30,13 @@ func newSession(pol *policy.Policy, init string) (sessionImpl, error) {
 	if pol.Mode() == policy.DangerFullAccess {
 		return nil, nil
 	}
-	ph, spec, git, err := prepareLinux(pol)
+	ph, spec, git, td, err := prepareLinux(pol)
 	if err != nil {
 		return nil, err
 	}
 	cl, err := applyCaches(pol, spec, true)
 	if err != nil {
+		td.Release()
 		git.Release()
 		ph.Release()
 		return nil, &StartError{Code: CodeSandboxFailure, Err: err}
@@ -43,6 +45,7 @@ func newSession(pol *policy.Policy, init string) (sessionImpl, error) {
 	z, err := linux.StartSession(spec)
 	if err != nil {
 		cl.Release()
+		td.Release()
 		git.Release()
 		ph.Release()
 		var nu *linux.NoUsernsError
@@ -55,7 +58,7 @@ func newSession(pol *policy.Policy, init string) (sessionImpl, error) {
 		}
 		return nil, startError(err)
 	}
-	l := &linuxSession{z: z, ph: ph, git: git, cl: cl, pol: pol}
+	l := &linuxSession{z: z, ph: ph, git: git, cl: cl, td: td, pol: pol}
 	if rawpolicy.Egress(pol) != nil {
 		// One proxy for the session's whole life, serving each
 		// command on listeners of its own (see start).
@@ -68,7 +71,7 @@ func newSession(pol *policy.Policy, init string) (sessionImpl, error) {
 }
 
 func (l *linuxSession) start(c *Cmd) (process, error) {
-	p, err := l.z.Start(c.Path, c.Args, c.Env, c.workDir(), c.stdio())
+	p, err := l.z.Start(c.Path, c.Args, l.td.Env(l.pol, c.Env, true), c.workDir(), c.stdio())
 	if err != nil {
 		return nil, startError(err)
 	}
@@ -103,6 +106,7 @@ func (l *linuxSession) close() error {
 	// serve, and closing the proxy ends any still held.
 	closeProxy(l.proxy)
 	l.cl.Release()
+	l.td.Release()
 	l.git.Release()
 	l.ph.Release()
 	return err

@@ -509,14 +509,3 @@ func TestRootSIDsIsolateWorkspaces(t *testing.T) {
 		}
 	}
 }
-
-func TestCheckLabelRoots(t *testing.T) {
-	if err := CheckLabelRoots([]string{proj, temp, wt}, profile); err != nil {
-		t.Errorf("project roots refused: %v", err)
-	}
-	for _, bad := range []string{profile, profile + `\`, `C:\Users`, `C:\`, `c:/`} {
-		if err := CheckLabelRoots([]string{proj, bad}, profile); err == nil {
-			t.Errorf("root %s accepted: its Low label would open the profile to every Low-integrity program", bad)
-		}
-	}
-}
