@@ -26,14 +26,21 @@ type Guard struct {
 }
 
 // Roots are the directories a policy's checks cover: its writable roots,
-// less those inside another (one walk covers both).
+// less those inside another (one walk covers both), and less the host's
+// /tmp and $TMPDIR that share_slash_tmp shares (the user chose to share
+// them as they are, with everything else a command may leave there; and
+// every run on the machine would walk them).
 func Roots(p *policy.Policy) []string {
 	if p.Mode() != policy.WorkspaceWrite {
 		return nil
 	}
 	var out []string
+	shared := p.SharedTemps()
 	rs := p.WritableRoots() // parents before their children
 	for _, r := range rs {
+		if slices.Contains(shared, r) {
+			continue
+		}
 		inside := false
 		for _, o := range out {
 			if fspath.Within(r, o) {
