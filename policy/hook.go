@@ -29,5 +29,6 @@ func cloneFields(f fields) fields {
 	f.AllowUnixSockets = slices.Clone(f.AllowUnixSockets)
 	f.ToolCaches = cloneCaches(f.ToolCaches)
 	f.PrivateTemps = slices.Clone(f.PrivateTemps)
+	f.SharedTemps = slices.Clone(f.SharedTemps)
 	return f
 }

@@ -78,6 +78,7 @@ type fields = struct {
 	ToolCaches       []ToolCache
 	AllowGitWrites   bool
 	PrivateTemps     []PrivateTemp
+	SharedTemps      []string
 }
 
 // Mode is the sandbox mode.
@@ -159,6 +160,11 @@ func (p *Policy) ToolCaches() []ToolCache { return cloneCaches(p.f.ToolCaches) }
 // reads other repositories ([sandbox_workspace_write] allow_git_writes;
 // the README's "Git writes" lists them).
 func (p *Policy) AllowGitWrites() bool { return p.f.AllowGitWrites }
+
+// SharedTemps are the host's temporary directories (/tmp, $TMPDIR) that
+// are writable roots because [sandbox_workspace_write] share_slash_tmp is
+// set; empty otherwise.
+func (p *Policy) SharedTemps() []string { return slices.Clone(p.f.SharedTemps) }
 
 // ProtectedKind says what is on disk at a protected path.
 type ProtectedKind int
@@ -419,6 +425,7 @@ func resolveFor(o Options, caller policyhook.Caller, goos string) (*Policy, erro
 	if share {
 		for _, t := range tempDirs {
 			all = append(all, t.path)
+			p.f.SharedTemps = append(p.f.SharedTemps, t.path)
 		}
 	} else {
 		p.f.PrivateTemps = privateTemps(tempDirs, userRoots, rule.homePaths(), c, agentdirs.State(getenv, goos), goos)

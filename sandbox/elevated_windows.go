@@ -130,7 +130,6 @@ func startElevatedCmd(c *Cmd) (process, error) {
 		spec.Env = winenv.ProxyEnforced(env, eg.env)
 		spec.ProxyPorts = eg.ports
 	}
-	gl := newGitlinkGuard(pol)
 	p, err := elevated.Start(context.Background(), spec)
 	if err != nil {
 		eg.close()
@@ -144,7 +143,7 @@ func startElevatedCmd(c *Cmd) (process, error) {
 	if !p.JobUI && p.Job != "" {
 		c.diag("%s", p.Job)
 	}
-	proc := withGitlinkGuard(&elevatedProcess{p: p}, gl, c)
+	proc := process(&elevatedProcess{p: p})
 	if eg == nil || eg.srv == nil {
 		return proc, nil
 	}

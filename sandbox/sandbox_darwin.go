@@ -85,8 +85,6 @@ func start(c *Cmd) (process, error) {
 		// Zero keeps darwin.Command's own bound rather than none.
 		cmd.WaitDelay = c.WaitDelay
 	}
-	// Before the command can write an index: the submodules it holds now.
-	gl := newGitlinkGuard(pol)
 	g, err := startGroup(cmd, c.Stdin, c.Stdout, c.Stderr, cmd.WaitDelay)
 	if err != nil {
 		if proxy != nil {
@@ -96,11 +94,10 @@ func start(c *Cmd) (process, error) {
 	}
 	// sandbox-exec runs the command in its own session, so the group
 	// kill after Wait reaches what it left behind (no pid namespace here).
-	p := withGitlinkGuard(g, gl, c)
 	if proxy != nil {
-		return &proxiedProcess{process: p, proxy: proxy}, nil
+		return &proxiedProcess{process: g, proxy: proxy}, nil
 	}
-	return p, nil
+	return g, nil
 }
 
 func doctor(pol *policy.Policy) *Report {

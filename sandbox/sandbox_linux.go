@@ -10,7 +10,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/agentbox/agentbox/internal/gitguard"
 	"github.com/agentbox/agentbox/internal/linux"
 	"github.com/agentbox/agentbox/internal/linux/apparmor"
 	"github.com/agentbox/agentbox/internal/linux/landlock"
@@ -42,8 +41,6 @@ func start(c *Cmd) (process, error) {
 		return nil, err
 	}
 	spec.Path, spec.Argv, spec.Cwd = c.Path, c.Args, c.workDir()
-	// Before the command can write an index: the submodules it holds now.
-	gl := newGitlinkGuard(pol)
 	base := *spec
 	base.Env = td.Env(pol, c.Env, false)
 	spec.Env = td.Env(pol, c.Env, true)
@@ -88,7 +85,7 @@ func start(c *Cmd) (process, error) {
 		ph.Release()
 		return nil, startError(err)
 	}
-	return &linuxProcess{p: p, ph: ph, proxy: proxy, cl: cl, td: td, git: git, gl: gl, diag: c.diag}, nil
+	return &linuxProcess{p: p, ph: ph, proxy: proxy, cl: cl, td: td, git: git}, nil
 }
 
 // degradedEgress starts the allow-list proxy on the host's loopback for a
@@ -234,8 +231,6 @@ type linuxProcess struct {
 	cl    *linux.CacheLayers
 	td    *linux.TempDirs
 	git   *linux.GitHeld
-	gl    *gitguard.Guard // nil without allow_git_writes
-	diag  func(format string, args ...any)
 }
 
 func (l *linuxProcess) Wait() (*Status, error) {
@@ -249,11 +244,6 @@ func (l *linuxProcess) Wait() (*Status, error) {
 	l.cl.Release()
 	l.td.Release()
 	l.git.Release()
-	// The command is gone: no submodule it planted is left for the
-	// user's next git to recurse into.
-	for _, m := range l.gl.Check() {
-		l.diag("%s", m)
-	}
 	if err != nil {
 		return nil, err
 	}

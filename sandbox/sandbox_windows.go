@@ -88,8 +88,6 @@ func start(c *Cmd) (process, error) {
 		closeProxy(proxy)
 		return nil, &StartError{Code: CodeSandboxFailure, Err: err}
 	}
-	// Before the command can write an index: the submodules it holds now.
-	gl := newGitlinkGuard(pol)
 	p, err := sb.Start(pol, unelevated.Spec{
 		Path: c.Path, Args: c.Args, Env: env, Dir: c.workDir(), ProxyEnv: proxyEnv,
 		Stdin: sio.handles[0], Stdout: sio.handles[1], Stderr: sio.handles[2],
@@ -104,7 +102,7 @@ func start(c *Cmd) (process, error) {
 		c.diag("%s", l)
 	}
 	sio.startCopies()
-	wp := withGitlinkGuard(&winProcess{p: p, io: sio, waitDelay: c.WaitDelay}, gl, c)
+	wp := &winProcess{p: p, io: sio, waitDelay: c.WaitDelay}
 	if proxy != nil {
 		return &proxiedProcess{process: wp, proxy: proxy}, nil
 	}

@@ -61,9 +61,10 @@ type Session struct {
 	pol  *policy.Policy
 	impl sessionImpl // nil: each command starts on its own
 
-	mu     sync.Mutex
-	closed bool
-	ended  chan struct{} // closed by Close
+	mu      sync.Mutex
+	closed  bool
+	ended   chan struct{} // closed by Close
+	unwatch func()        // ends the session's share of the roots' watchers
 }
 
 // sessionImpl is a backend's prepared sandbox.
@@ -95,7 +96,9 @@ func newSessionInit(pol *policy.Policy, init string) (*Session, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Session{pol: pol, impl: impl, ended: make(chan struct{})}, nil
+	// A watcher of the writable roots for the session's life, so that
+	// the check after each command looks only where something changed.
+	return &Session{pol: pol, impl: impl, ended: make(chan struct{}), unwatch: watchRoots(pol)}, nil
 }
 
 // Done is closed when the session can run no more commands: after Close,
@@ -152,6 +155,7 @@ func (s *Session) Close() error {
 	s.closed = true
 	close(s.ended)
 	s.mu.Unlock()
+	defer s.unwatch()
 	if s.impl == nil {
 		return nil
 	}

@@ -71,9 +71,6 @@ func newSession(pol *policy.Policy, init string) (sessionImpl, error) {
 }
 
 func (l *linuxSession) start(c *Cmd) (process, error) {
-	// Each command's git writes are checked when it ends (a lone run's
-	// are when the run does).
-	gl := newGitlinkGuard(l.pol)
 	p, err := l.z.Start(c.Path, c.Args, l.td.Env(l.pol, c.Env, true), c.workDir(), c.stdio())
 	if err != nil {
 		return nil, startError(err)
@@ -98,7 +95,7 @@ func (l *linuxSession) start(c *Cmd) (process, error) {
 		go sp.scope.ServeHTTPProxy(lns[0])
 		go sp.scope.ServeSOCKS(lns[1])
 	}
-	return withGitlinkGuard(sp, gl, c), nil
+	return sp, nil
 }
 
 func (l *linuxSession) done() <-chan struct{} { return l.z.Done() }

@@ -32,6 +32,7 @@ type Fields = struct {
 	ToolCaches       []policy.ToolCache
 	AllowGitWrites   bool
 	PrivateTemps     []policy.PrivateTemp
+	SharedTemps      []string
 }
 
 // New returns the policy made of f (its slices copied).
