@@ -2,8 +2,11 @@
 # Runs every check agentbox has, on a fresh Debian machine as root (CI) or a
 # developer's machine: formatting, vet for all three OSes, the Linux unit and
 # enforcement tests (as root and as an unprivileged user the tests create),
-# cross-compiled test binaries for darwin and windows, and the Windows
-# plumbing tests under Wine. Any failure fails the script.
+# cross-compiled test binaries for darwin and windows, the official MCP
+# inspector against `agentbox mcp` (node and npm are installed with apt-get
+# if missing; the tests install the inspector from the npm registry into a
+# cache), and the Windows plumbing tests under Wine. Any failure fails the
+# script.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -31,6 +34,14 @@ done
 step "compile the darwin and windows test binaries"
 GOOS=darwin GOARCH=arm64 go test -count=1 -exec=true ./... >/dev/null
 GOOS=windows GOARCH=amd64 go test -count=1 -exec=true ./... >/dev/null
+
+step "node and npm (the MCP inspector tests install the inspector from the npm registry)"
+if ! command -v npx >/dev/null; then
+	as_root() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
+	as_root env DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=300 update -q
+	as_root env DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=300 install -y -q --no-install-recommends nodejs npm
+fi
+echo "node $(node --version), npm $(npm --version)"
 
 step "Linux tests (unit, seccomp/landlock, enforcement as root and as an unprivileged user)"
 go test -count=1 -timeout 15m ./...

@@ -21,7 +21,9 @@ func newMCP(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 		Long: `agentbox mcp is an MCP server (JSON-RPC 2.0 over stdio) for agents that
 call tools: it prepares the sandbox once, from the same flags and config as
 'agentbox run', and offers one tool, "run", with input
-{"command": [argv...], "stdin"?: string, "timeout_seconds"?: number}.
+{"command": [argv...], "cwd"?: string, "stdin"?: string,
+"timeout_seconds"?: number}; cwd is a directory inside the workspace
+(relative to it, or absolute).
 Each call runs as isolated as one 'agentbox run'. --timeout is the default
 for calls that give none.`,
 		Args: cobra.NoArgs,
