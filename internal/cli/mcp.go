@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"os"
 	"os/signal"
 	"syscall"
 
@@ -48,6 +49,10 @@ for calls that give none.`,
 			// stdin; either way the session ends with every command.
 			ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 			defer stop()
+			// A client that closed our stdout is a failed write, said
+			// on stderr, not a SIGPIPE that kills us silently (caught,
+			// not ignored: the sandbox's commands get the default).
+			signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
 			if err := mcpserver.Serve(ctx, s, stdin, stdout, mcpserver.Options{Version: version(), DefaultTimeout: f.timeout}); err != nil {
 				return failure("mcp: %v", err)
 			}

@@ -34,6 +34,9 @@ import (
 // carries before the rest is cut off with a marker.
 const DefaultMaxOutput = 100 << 10
 
+// maxLine is the longest message the server reads, the SDK's own limit.
+const maxLine = mcp.DefaultMaxLineLength
+
 // Options adjust the server.
 type Options struct {
 	// Version is reported to clients.
@@ -173,41 +176,21 @@ func Serve(ctx context.Context, s *sandbox.Session, r io.Reader, w io.Writer, op
 		case <-ctx.Done():
 		}
 	}()
-	t := &mcp.IOTransport{Reader: &eofCancel{r: r, cancel: cancel}, Writer: nopWriteCloser{w}}
+	t := &lineTransport{r: r, w: w, onEnd: cancel}
 	err := New(s, opts).Run(ctx, t)
 	select {
 	case <-died:
 		return errors.New("the session's sandbox ended unexpectedly; start agentbox mcp again")
 	default:
 	}
+	if terr := t.err(); terr != nil {
+		return terr
+	}
 	if errors.Is(err, context.Canceled) || errors.Is(err, io.EOF) || errors.Is(err, mcp.ErrConnectionClosed) {
 		return nil
 	}
 	return err
 }
-
-// eofCancel calls cancel once its reader ends or fails.
-type eofCancel struct {
-	r      io.Reader
-	cancel context.CancelFunc
-}
-
-func (e *eofCancel) Read(p []byte) (int, error) {
-	n, err := e.r.Read(p)
-	if err != nil {
-		e.cancel()
-	}
-	return n, err
-}
-
-func (e *eofCancel) Close() error {
-	e.cancel()
-	return nil
-}
-
-type nopWriteCloser struct{ io.Writer }
-
-func (nopWriteCloser) Close() error { return nil }
 
 // describe tells the agent what the sandbox allows, from the session's
 // policy.
