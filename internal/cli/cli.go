@@ -406,12 +406,15 @@ func newSetup(stdout io.Writer) *cobra.Command {
 func newCleanup(stdout io.Writer) *cobra.Command {
 	return &cobra.Command{
 		Use:   "cleanup",
-		Short: "Remove everything agentbox ever left on this machine",
+		Short: "Remove what agentbox left on this machine, keeping (and naming) what is in use",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			// The resident helper first: it holds sessions whose
-			// placeholders cleanup would otherwise find in use.
-			if err := stopResident(); err != nil {
+			// placeholders cleanup would otherwise find in use. Only
+			// an idle one is stopped: what runs in it may be another
+			// agent's, or another user's (root's is every root
+			// session's).
+			if err := stopResident(stdout); err != nil {
 				return failure("cleanup: %v", err)
 			}
 			if err := sandbox.Cleanup(context.Background(), stdout); err != nil {
