@@ -28,21 +28,7 @@ import (
 // the SDK's own client connected to it over an in-memory pipe.
 func connect(t *testing.T, opts Options) (*mcp.ClientSession, string) {
 	t.Helper()
-	if runtime.GOOS != "linux" {
-		t.Skip("sandbox sessions are exercised on Linux")
-	}
-	ws, err := filepath.EvalSymlinks(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	pol, err := rawpolicy.Resolve(policy.Options{Cwd: ws}, func(string) string { return "" }, runtime.GOOS)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := sandbox.NewSession(pol)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, ws := newSession(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	st, ct := mcp.NewInMemoryTransports()
 	srv := New(s, opts)
@@ -59,9 +45,31 @@ func connect(t *testing.T, opts Options) (*mcp.ClientSession, string) {
 		cs.Close()
 		ss.Wait()
 		cancel()
-		s.Close()
 	})
 	return cs, ws
+}
+
+// newSession is a sandbox session for a fresh workspace, closed when the
+// test ends.
+func newSession(t *testing.T) (*sandbox.Session, string) {
+	t.Helper()
+	if runtime.GOOS != "linux" {
+		t.Skip("sandbox sessions are exercised on Linux")
+	}
+	ws, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	pol, err := rawpolicy.Resolve(policy.Options{Cwd: ws}, func(string) string { return "" }, runtime.GOOS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := sandbox.NewSession(pol)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s, ws
 }
 
 func call(t *testing.T, ctx context.Context, cs *mcp.ClientSession, args map[string]any) (*mcp.CallToolResult, RunOutput, error) {
@@ -209,19 +217,7 @@ func TestRunToolParallel(t *testing.T) {
 // TestServeClientHangsUp: when the client's side of the connection ends
 // with a call in flight, Serve returns at once and the command dies.
 func TestServeClientHangsUp(t *testing.T) {
-	if runtime.GOOS != "linux" {
-		t.Skip("sandbox sessions are exercised on Linux")
-	}
-	ws, _ := filepath.EvalSymlinks(t.TempDir())
-	pol, err := rawpolicy.Resolve(policy.Options{Cwd: ws}, func(string) string { return "" }, runtime.GOOS)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := sandbox.NewSession(pol)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s, ws := newSession(t)
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
 	served := make(chan error, 1)

@@ -1,59 +1,35 @@
 package mcpserver
 
 import (
-	"bufio"
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/agentbox/agentbox/internal/rawpolicy"
-	"github.com/agentbox/agentbox/policy"
-	"github.com/agentbox/agentbox/sandbox"
+	"github.com/agentbox/agentbox/internal/mcpserver/wiretest"
 )
 
 // wire is a raw JSON-RPC conversation with Serve: lines written to its
 // stdin, replies read from its stdout.
 type wire struct {
 	t      *testing.T
+	c      *wiretest.Conn
 	in     *io.PipeWriter
-	out    *bufio.Reader
 	served chan error
 }
 
-type reply struct {
-	ID     json.RawMessage `json:"id"`
-	Result json.RawMessage `json:"result"`
-	Error  *struct {
-		Code    int    `json:"code"`
-		Message string `json:"message"`
-	} `json:"error"`
-}
+type reply = wiretest.Reply
 
 // serveWire starts Serve on a session for a fresh workspace, reading r
-// (nil: a pipe the wire writes) and initialises the MCP session.
+// (nil: a pipe the wire writes, and the MCP session is opened).
 func serveWire(t *testing.T, r io.Reader) *wire {
 	t.Helper()
-	if runtime.GOOS != "linux" {
-		t.Skip("sandbox sessions are exercised on Linux")
-	}
-	ws, _ := filepath.EvalSymlinks(t.TempDir())
-	pol, err := rawpolicy.Resolve(policy.Options{Cwd: ws}, func(string) string { return "" }, runtime.GOOS)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := sandbox.NewSession(pol)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
+	s, _ := newSession(t)
 	w := &wire{t: t, served: make(chan error, 1)}
 	if r == nil {
 		pr, pw := io.Pipe()
@@ -62,71 +38,41 @@ func serveWire(t *testing.T, r io.Reader) *wire {
 	}
 	outR, outW := io.Pipe()
 	t.Cleanup(func() { outR.Close() })
-	w.out = bufio.NewReaderSize(outR, 1<<20)
+	w.c = wiretest.New(w.in, outR)
 	go func() { w.served <- Serve(context.Background(), s, r, outW, Options{}) }()
 	if w.in != nil {
-		w.send(`{"jsonrpc":"2.0","id":"init","method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"wire","version":"v0"}}}`)
-		if rep := w.read(); string(rep.ID) != `"init"` || rep.Error != nil {
-			t.Fatalf("initialize: %+v", rep)
+		if err := w.c.Open(20 * time.Second); err != nil {
+			t.Fatal(err)
 		}
-		w.send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
 	}
 	return w
 }
 
 func (w *wire) send(line string) {
 	w.t.Helper()
-	if _, err := io.WriteString(w.in, line+"\n"); err != nil {
+	if err := w.c.Send(line); err != nil {
 		w.t.Fatalf("writing to the server: %v", err)
 	}
 }
 
 func (w *wire) read() reply {
 	w.t.Helper()
-	type lineErr struct {
-		b   []byte
-		err error
+	r, err := w.c.Read(20 * time.Second)
+	if err != nil {
+		w.t.Fatal(err)
 	}
-	got := make(chan lineErr, 1)
-	go func() {
-		b, err := w.out.ReadBytes('\n')
-		got <- lineErr{b, err}
-	}()
-	select {
-	case l := <-got:
-		if l.err != nil {
-			w.t.Fatalf("reading the server's reply: %v (%q)", l.err, l.b)
-		}
-		var r reply
-		if err := json.Unmarshal(l.b, &r); err != nil {
-			w.t.Fatalf("reply %q: %v", l.b, err)
-		}
-		return r
-	case <-time.After(20 * time.Second):
-		w.t.Fatal("no reply from the server within 20 s")
-	}
-	return reply{}
+	return r
 }
 
-func runCall(id int, argv ...string) string {
-	b, _ := json.Marshal(argv)
-	return fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"run","arguments":{"command":%s}}}`, id, b)
-}
+var runCall = wiretest.RunCall
 
-// stdout of a tools/call reply.
-func (r reply) String() string {
-	return fmt.Sprintf("id %s result %.300s error %+v", r.ID, r.Result, r.Error)
-}
-
-func (r reply) stdout(t *testing.T) string {
+func stdoutOf(t *testing.T, r reply) string {
 	t.Helper()
-	var res struct {
-		StructuredContent RunOutput `json:"structuredContent"`
+	out, err := r.Stdout()
+	if err != nil {
+		t.Fatal(err)
 	}
-	if r.Error != nil || json.Unmarshal(r.Result, &res) != nil {
-		t.Fatalf("not a tool result: %+v %s", r, r.Result)
-	}
-	return res.StructuredContent.Stdout
+	return out
 }
 
 // TestServeBadFrames: a line that is not a JSON-RPC 2.0 message gets an
@@ -163,7 +109,7 @@ func TestServeBadFrames(t *testing.T) {
 			t.Errorf("%q: reply %+v, want code %d with id null", tc.line, r, tc.code)
 		}
 		w.send(runCall(100+i, "echo", "ok"))
-		if r := w.read(); string(r.ID) != fmt.Sprint(100+i) || r.stdout(t) != "ok\n" {
+		if r := w.read(); string(r.ID) != fmt.Sprint(100+i) || stdoutOf(t, r) != "ok\n" {
 			t.Errorf("after %q: %+v", tc.line, r)
 		}
 	}
@@ -176,9 +122,9 @@ func TestServeBadFrames(t *testing.T) {
 		r := w.read()
 		switch string(r.ID) {
 		case "1":
-			slow = r.stdout(t) == "slow\n"
+			slow = stdoutOf(t, r) == "slow\n"
 		case "2":
-			blanks = r.stdout(t) == "after blanks\n"
+			blanks = stdoutOf(t, r) == "after blanks\n"
 		default:
 			t.Fatalf("unexpected reply %+v", r)
 		}
@@ -222,7 +168,7 @@ func TestServeOversizedLine(t *testing.T) {
 	got := map[string]string{}
 	for len(got) < 2 {
 		r := w.read()
-		got[string(r.ID)] = r.stdout(t)
+		got[string(r.ID)] = stdoutOf(t, r)
 	}
 	if got["1"] != "slow\n" || got["2"] != "next\n" {
 		t.Errorf("replies: %q", got)
@@ -234,7 +180,7 @@ func TestServeOversizedLine(t *testing.T) {
 	// A line of exactly the limit is still a message.
 	line := runCall(3, "echo", "x")
 	w.send(line[:len(line)-1] + strings.Repeat(" ", maxLine-len(line)) + "}")
-	if r := w.read(); string(r.ID) != "3" || r.stdout(t) != "x\n" {
+	if r := w.read(); string(r.ID) != "3" || stdoutOf(t, r) != "x\n" {
 		t.Errorf("a line of %d bytes: %+v", maxLine, r)
 	}
 }
@@ -264,7 +210,7 @@ func TestServeTransportFailure(t *testing.T) {
 		want error // nil: Serve returns nil
 	}{{boom, boom}, {io.EOF, nil}} {
 		w := serveWire(t, &errReader{data: init, err: tc.err})
-		go io.Copy(io.Discard, w.out)
+		go io.Copy(io.Discard, w.c.R)
 		select {
 		case err := <-w.served:
 			if tc.want == nil && err != nil {

@@ -3,9 +3,7 @@
 package linux
 
 import (
-	"bufio"
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -13,29 +11,18 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/agentbox/agentbox/internal/mcpserver/wiretest"
 )
 
 // mcpWire is a raw JSON-RPC conversation with `agentbox mcp` as u.
 type mcpWire struct {
 	t      *testing.T
 	cmd    *exec.Cmd
+	c      *wiretest.Conn
 	in     io.WriteCloser
-	out    *bufio.Reader
 	stdout io.ReadCloser
 	stderr *bytes.Buffer
-}
-
-type wireReply struct {
-	ID     json.RawMessage `json:"id"`
-	Result json.RawMessage `json:"result"`
-	Error  *struct {
-		Code    int    `json:"code"`
-		Message string `json:"message"`
-	} `json:"error"`
-}
-
-func (r wireReply) String() string {
-	return fmt.Sprintf("id %s result %.300s error %+v", r.ID, r.Result, r.Error)
 }
 
 func startWire(t *testing.T, u *testUser, fx *fixture) *mcpWire {
@@ -51,7 +38,7 @@ func startWire(t *testing.T, u *testUser, fx *fixture) *mcpWire {
 	if w.stdout, err = w.cmd.StdoutPipe(); err != nil {
 		t.Fatal(err)
 	}
-	w.out = bufio.NewReader(w.stdout)
+	w.c = wiretest.New(w.in, w.stdout)
 	if err := w.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -62,46 +49,26 @@ func startWire(t *testing.T, u *testUser, fx *fixture) *mcpWire {
 			t.Logf("agentbox mcp stderr: %s", w.stderr)
 		}
 	})
-	w.send(`{"jsonrpc":"2.0","id":"init","method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"wire","version":"v0"}}}`)
-	if r := w.read(); string(r.ID) != `"init"` || r.Error != nil {
-		t.Fatalf("initialize: %v", r)
+	if err := w.c.Open(20 * time.Second); err != nil {
+		t.Fatal(err)
 	}
-	w.send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
 	return w
 }
 
 func (w *mcpWire) send(line string) {
 	w.t.Helper()
-	if _, err := io.WriteString(w.in, line+"\n"); err != nil {
+	if err := w.c.Send(line); err != nil {
 		w.t.Fatalf("writing to agentbox mcp: %v", err)
 	}
 }
 
-func (w *mcpWire) read() wireReply {
+func (w *mcpWire) read() wiretest.Reply {
 	w.t.Helper()
-	type lineErr struct {
-		b   []byte
-		err error
+	r, err := w.c.Read(20 * time.Second)
+	if err != nil {
+		w.t.Fatal(err)
 	}
-	got := make(chan lineErr, 1)
-	go func() {
-		b, err := w.out.ReadBytes('\n')
-		got <- lineErr{b, err}
-	}()
-	select {
-	case l := <-got:
-		if l.err != nil {
-			w.t.Fatalf("reading agentbox mcp's reply: %v (%q)", l.err, l.b)
-		}
-		var r wireReply
-		if err := json.Unmarshal(l.b, &r); err != nil {
-			w.t.Fatalf("reply %q: %v", l.b, err)
-		}
-		return r
-	case <-time.After(20 * time.Second):
-		w.t.Fatal("no reply from agentbox mcp within 20 s")
-	}
-	return wireReply{}
+	return r
 }
 
 // wait waits for the server to exit and returns its status.
@@ -118,20 +85,15 @@ func (w *mcpWire) wait(within time.Duration) int {
 	return -1
 }
 
-func wireCall(id int, script string) string {
-	b, _ := json.Marshal([]string{"/bin/sh", "-c", script})
-	return fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"run","arguments":{"command":%s}}}`, id, b)
-}
+func wireCall(id int, script string) string { return wiretest.RunCall(id, "/bin/sh", "-c", script) }
 
-func (r wireReply) stdout(t *testing.T) string {
+func wireStdout(t *testing.T, r wiretest.Reply) string {
 	t.Helper()
-	var res struct {
-		StructuredContent mcpResult `json:"structuredContent"`
+	out, err := r.Stdout()
+	if err != nil {
+		t.Fatal(err)
 	}
-	if r.Error != nil || json.Unmarshal(r.Result, &res) != nil {
-		t.Fatalf("not a tool result: %v", r)
-	}
-	return res.StructuredContent.Stdout
+	return out
 }
 
 // TestMCPBadLines: `agentbox mcp` answers each line that is not a
@@ -164,11 +126,11 @@ func TestMCPBadLines(t *testing.T) {
 				t.Errorf("%.40q: %v, want error %d with id null", tc.line, r, tc.code)
 			}
 			w.send(wireCall(10+i, "echo ok"))
-			if r := w.read(); string(r.ID) != fmt.Sprint(10+i) || r.stdout(t) != "ok\n" {
+			if r := w.read(); string(r.ID) != fmt.Sprint(10+i) || wireStdout(t, r) != "ok\n" {
 				t.Errorf("after %.40q: %v", tc.line, r)
 			}
 		}
-		if r := w.read(); string(r.ID) != "1" || r.stdout(t) != "slow\n" {
+		if r := w.read(); string(r.ID) != "1" || wireStdout(t, r) != "slow\n" {
 			t.Errorf("the call in flight: %v", r)
 		}
 		assertContent(t, fx.ws+"/slow.txt", "slow\n")
