@@ -53,7 +53,7 @@ func start(c *Cmd) (process, error) {
 	}
 	// Resolved with the command's own PATH so "not found" and "not
 	// executable" get 127 and 126 before sandbox-exec is involved.
-	if _, code, err := lookpath.Find(c.Path, lookpath.Env(c.Env)); err != nil {
+	if _, code, err := lookpath.FindIn(c.Path, lookpath.Env(c.Env), c.workDir()); err != nil {
 		return nil, &StartError{Code: code, Err: err}
 	}
 	env, err := privateCaches(pol, c.Env)

@@ -2,8 +2,11 @@
 # Runs every check agentbox has, on a fresh Debian machine as root (CI) or a
 # developer's machine: formatting, vet for all three OSes, the Linux unit and
 # enforcement tests (as root and as an unprivileged user the tests create),
-# cross-compiled test binaries for darwin and windows, and the Windows
-# plumbing tests under Wine. Any failure fails the script.
+# cross-compiled test binaries for darwin and windows, the official MCP
+# inspector against `agentbox mcp` (node and npm are installed with apt-get
+# if missing; the tests install the inspector from the npm registry into a
+# cache), and the Windows plumbing tests under Wine. Any failure fails the
+# script.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -32,7 +35,7 @@ step "compile the darwin and windows test binaries"
 GOOS=darwin GOARCH=arm64 go test -count=1 -exec=true ./... >/dev/null
 GOOS=windows GOARCH=amd64 go test -count=1 -exec=true ./... >/dev/null
 
-step "tools of the package-manager tests (Debian's python3-pip, python3-venv, cargo; pnpm and yarn 1 from the npm registry)"
+step "tools of the package-manager and MCP inspector tests (Debian's python3-pip, python3-venv, cargo, nodejs and npm; pnpm and yarn 1 from the npm registry)"
 # test/linux/pkgmgr_test.go installs packages with each from a local
 # registry; a tool that is absent makes its test skip, so CI must have them.
 as_root() {
@@ -59,6 +62,7 @@ for pin in "${pins[@]}"; do
 	fi
 done
 export AGENTBOX_TEST_TOOLS=$tools
+echo "node $(node --version), npm $(npm --version)"
 
 step "Linux tests (unit, seccomp/landlock, enforcement as root and as an unprivileged user)"
 go test -count=1 -timeout 15m ./...

@@ -11,10 +11,10 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"runtime/debug"
 	"slices"
-	"strings"
 	"syscall"
 	"time"
 
@@ -27,8 +27,14 @@ import (
 	"github.com/agentbox/agentbox/sandbox"
 )
 
-// Version is set at build time with -ldflags "-X ...cli.Version=v1.2.3".
-var Version = ""
+// Version is agentbox's release; `agentbox version` adds the commit and
+// the Go toolchain it was built from.
+const Version = "0.3.0"
+
+// commit may be stamped at build time (scripts/release.sh:
+// -ldflags "-X github.com/agentbox/agentbox/internal/cli.commit=..."),
+// for builds without VCS information; else the build's own stamp says.
+var commit = ""
 
 // exitError carries an exit status out of a cobra command.
 type exitError struct {
@@ -429,12 +435,15 @@ func newSetup(stdout io.Writer) *cobra.Command {
 func newCleanup(stdout io.Writer) *cobra.Command {
 	return &cobra.Command{
 		Use:   "cleanup",
-		Short: "Remove everything agentbox ever left on this machine",
+		Short: "Remove what agentbox left on this machine, keeping (and naming) what is in use",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			// The resident helper first: it holds sessions whose
-			// placeholders cleanup would otherwise find in use.
-			if err := stopResident(); err != nil {
+			// placeholders cleanup would otherwise find in use. Only
+			// an idle one is stopped: what runs in it may be another
+			// agent's, or another user's (root's is every root
+			// session's).
+			if err := stopResident(stdout); err != nil {
 				return failure("cleanup: %v", err)
 			}
 			if err := sandbox.Cleanup(context.Background(), stdout); err != nil {
@@ -451,25 +460,52 @@ func newVersion(stdout io.Writer) *cobra.Command {
 		Short: "Print the agentbox version",
 		Args:  cobra.NoArgs,
 		Run: func(cmd *cobra.Command, args []string) {
-			fmt.Fprintf(stdout, "agentbox %s %s/%s %s\n", version(), runtime.GOOS, runtime.GOARCH, runtime.Version())
+			c := commit
+			if c == "" {
+				bi, _ := debug.ReadBuildInfo()
+				c = commitOf(bi)
+			}
+			fmt.Fprintf(stdout, "agentbox %s (%s, %s %s/%s)\n", Version, c, runtime.Version(), runtime.GOOS, runtime.GOARCH)
 		},
 	}
 }
 
-func version() string {
-	if Version != "" {
-		return Version
+// version is what the MCP server reports to clients.
+func version() string { return Version }
+
+// pseudoRev is the revision at the end of a pseudo-version
+// (v0.0.0-20261201150642-154ea866b2b2, v0.3.1-0.20261201150642-...).
+var pseudoRev = regexp.MustCompile(`[-.][0-9]{14}-([0-9a-f]{12})$`)
+
+// commitOf is the commit a build is from: its VCS stamp (a checkout's
+// go build or go install), shortened, with "-dirty" when the tree had
+// changes; the revision of its pseudo-version (go install of a commit
+// from the module proxy, which stamps no VCS information); else
+// "unknown commit".
+func commitOf(bi *debug.BuildInfo) string {
+	if bi == nil {
+		return "unknown commit"
 	}
-	if bi, ok := debug.ReadBuildInfo(); ok {
-		v := bi.Main.Version
-		for _, s := range bi.Settings {
-			if s.Key == "vcs.revision" && len(s.Value) >= 12 {
-				v = strings.TrimSuffix(v, "(devel)") + "devel-" + s.Value[:12]
-			}
-		}
-		if v != "" {
-			return v
+	rev, dirty := "", false
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.modified":
+			dirty = s.Value == "true"
 		}
 	}
-	return "devel"
+	if rev != "" {
+		if len(rev) > 12 {
+			rev = rev[:12]
+		}
+		if dirty {
+			rev += "-dirty"
+		}
+		return rev
+	}
+	if m := pseudoRev.FindStringSubmatch(bi.Main.Version); m != nil {
+		return m[1]
+	}
+	return "unknown commit"
 }

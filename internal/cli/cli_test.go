@@ -5,6 +5,9 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"regexp"
+	"runtime"
+	"runtime/debug"
 	"strings"
 	"testing"
 )
@@ -90,8 +93,42 @@ func TestUsageErrors(t *testing.T) {
 func TestVersion(t *testing.T) {
 	isolate(t)
 	code, stdout, stderr := run(t, "version")
-	if code != 0 || stderr != "" || !strings.HasPrefix(stdout, "agentbox ") {
-		t.Fatalf("version: status %d, stdout %q, stderr %q", code, stdout, stderr)
+	// A test binary has no VCS stamp.
+	want := "agentbox " + Version + " (unknown commit, " + runtime.Version() + " " + runtime.GOOS + "/" + runtime.GOARCH + ")\n"
+	if code != 0 || stderr != "" || stdout != want {
+		t.Fatalf("version: status %d, stdout %q, stderr %q; want %q", code, stdout, stderr, want)
+	}
+	if !regexp.MustCompile(`^0\.[0-9]+\.[0-9]+$`).MatchString(Version) {
+		t.Errorf("Version %q is not 0.x.y", Version)
+	}
+}
+
+// TestVersionCommit: the commit is the VCS stamp's, shortened, "-dirty"
+// when the tree was modified; a module built from the proxy (go install
+// ...@version) has its pseudo-version's; else "unknown commit".
+func TestVersionCommit(t *testing.T) {
+	stamp := func(main string, kv ...string) *debug.BuildInfo {
+		bi := &debug.BuildInfo{Main: debug.Module{Path: "github.com/agentbox/agentbox", Version: main}}
+		for i := 0; i+1 < len(kv); i += 2 {
+			bi.Settings = append(bi.Settings, debug.BuildSetting{Key: kv[i], Value: kv[i+1]})
+		}
+		return bi
+	}
+	for _, tc := range []struct {
+		bi   *debug.BuildInfo
+		want string
+	}{
+		{stamp("(devel)", "vcs.revision", "154ea866b2b2c0ffee0123456789abcdef012345", "vcs.modified", "false"), "154ea866b2b2"},
+		{stamp("(devel)", "vcs.revision", "154ea866b2b2c0ffee0123456789abcdef012345", "vcs.modified", "true"), "154ea866b2b2-dirty"},
+		{stamp("v0.0.0-20261201150642-154ea866b2b2"), "154ea866b2b2"},
+		{stamp("v0.3.1-0.20261201150642-154ea866b2b2"), "154ea866b2b2"},
+		{stamp("v0.3.0"), "unknown commit"},
+		{stamp("(devel)"), "unknown commit"},
+		{nil, "unknown commit"},
+	} {
+		if got := commitOf(tc.bi); got != tc.want {
+			t.Errorf("commitOf(%+v) = %q, want %q", tc.bi, got, tc.want)
+		}
 	}
 }
 

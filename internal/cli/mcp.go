@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"os"
 	"os/signal"
 	"strings"
 	"syscall"
@@ -23,7 +24,9 @@ func newMCP(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 		Long: `agentbox mcp is an MCP server (JSON-RPC 2.0 over stdio) for agents that
 call tools: it prepares the sandbox once, from the same flags and config as
 'agentbox run', and offers one tool, "run", with input
-{"command": [argv...], "stdin"?: string, "timeout_seconds"?: number}.
+{"command": [argv...], "cwd"?: string, "stdin"?: string,
+"timeout_seconds"?: number}; cwd is a directory inside the workspace
+(relative to it, or absolute).
 Each call runs as isolated as one 'agentbox run'. --timeout is the default
 for calls that give none.`,
 		Args: cobra.NoArgs,
@@ -55,6 +58,10 @@ for calls that give none.`,
 			// stdin; either way the session ends with every command.
 			ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 			defer stop()
+			// A client that closed our stdout is a failed write, said
+			// on stderr, not a SIGPIPE that kills us silently (caught,
+			// not ignored: the sandbox's commands get the default).
+			signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
 			if err := mcpserver.Serve(ctx, s, stdin, stdout, mcpserver.Options{Version: version(), DefaultTimeout: f.timeout}); err != nil {
 				return failure("mcp: %v", err)
 			}

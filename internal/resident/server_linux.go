@@ -367,6 +367,10 @@ func (s *server) serve(fd int) {
 		sendJSON(fd, reply{Exited: true})
 		s.stop()
 		return
+	case "stop-idle":
+		closeAll(fds)
+		s.stopIdle(fd)
+		return
 	case "run":
 	default:
 		closeAll(fds)
@@ -380,6 +384,47 @@ func (s *server) serve(fd int) {
 	stdio := stdioFiles(fds)
 	defer closeStdio(&stdio)
 	s.start(fd, req, polBytes, stdio, jsonReplies{})
+}
+
+// stopIdle is `agentbox cleanup`'s request: the helper stops if it runs
+// nothing, and otherwise stays for the commands it runs (which may be
+// another agent's, or another user's with the same state directory, as
+// every root session has) and closes its idle sessions, so that cleanup
+// finds their placeholders and tool-cache layers free.
+func (s *server) stopIdle(fd int) {
+	s.mu.Lock()
+	busy := s.active - 1 // not this connection
+	var idle []*entry
+	if busy == 0 {
+		// Decided under the lock new connections are counted under:
+		// none is served from here on.
+		s.stopping = true
+	} else {
+		seen := map[*entry]bool{}
+		for _, e := range s.sessions {
+			if !seen[e] && e.active == 0 && isReady(e) {
+				seen[e] = true
+				idle = append(idle, e)
+			}
+		}
+		for _, e := range idle {
+			s.drop(e)
+		}
+	}
+	s.mu.Unlock()
+	if busy == 0 {
+		sendJSON(fd, reply{Exited: true})
+		s.stop()
+		return
+	}
+	for _, e := range idle {
+		if e.s != nil {
+			s.closing.Add(1)
+			e.s.Close()
+			s.closing.Done()
+		}
+	}
+	sendJSON(fd, reply{Busy: busy, Closed: len(idle)})
 }
 
 // start runs the request's command in the session for its key, if the

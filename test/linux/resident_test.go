@@ -826,3 +826,69 @@ func TestNonUTF8ArgvAndEnv(t *testing.T) {
 		}
 	})
 }
+
+// TestCleanupKeepsBusyHelper: `agentbox cleanup` stops an idle helper but
+// leaves one that runs a command (another agent's, or another user's: a
+// state directory, and so a helper, is shared by every session of a user,
+// root's by every root session), says that it did, and the command runs
+// to its end; the helper's idle sandboxes are closed meanwhile. Before,
+// cleanup stopped the helper and killed the command.
+func TestCleanupKeepsBusyHelper(t *testing.T) {
+	forEachUser(t, func(t *testing.T, u *testUser) {
+		fx := newFixture(t, u)
+		re := newResidentEnv(t, fx)
+		// Two prepared sandboxes: one that stays idle, one for the long
+		// command's policy.
+		re.warm(t, "-s", "read-only")
+		re.warm(t)
+		long := command(u, runOpts{env: re.env(), dir: fx.ws}, binPath, "run", "-C", fx.ws, "--", "/bin/sh", "-c",
+			servedProbe+`; echo started > "$WS/started.txt"; sleep 3; echo finished > "$WS/long.txt"`)
+		var stdout bytes.Buffer
+		long.Stdout = &stdout
+		if err := long.Start(); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() { done <- long.Wait() }()
+		defer func() {
+			long.Process.Kill()
+			<-done
+		}()
+		if !waitFor(10*time.Second, func() bool { return exists(filepath.Join(fx.ws, "started.txt")) }) {
+			t.Fatalf("the long command did not start (helpers %v)", re.helpers())
+		}
+		helpers := re.helpers()
+		r := host(t, u, runOpts{env: re.env()}, binPath, "cleanup")
+		if r.code != 0 || !strings.Contains(r.stdout, "kept the resident helper") || !strings.Contains(r.stdout, "1 command(s) running") {
+			t.Errorf("cleanup with a command running: %v", r)
+		}
+		if !strings.Contains(r.stdout, "closed its 1 idle sandbox") {
+			t.Errorf("cleanup did not close the idle sandbox: %v", r)
+		}
+		if got := re.helpers(); len(got) != 1 || len(helpers) != 1 || got[0] != helpers[0] {
+			t.Errorf("helpers before cleanup %v, after %v", helpers, got)
+		}
+		select {
+		case err := <-done:
+			done <- err
+			if err != nil {
+				t.Errorf("the long command: %v", err)
+			}
+		case <-time.After(15 * time.Second):
+			t.Fatal("the long command did not finish")
+		}
+		if first, _, _ := strings.Cut(stdout.String(), "\n"); first != "agentbox-resident-init" {
+			t.Errorf("the long command was not served by the helper: %q", stdout.String())
+		}
+		assertContent(t, filepath.Join(fx.ws, "long.txt"), "finished\n")
+
+		// Idle now: stopped.
+		r = host(t, u, runOpts{env: re.env()}, binPath, "cleanup")
+		if r.code != 0 || !strings.Contains(r.stdout, "stopped the idle resident helper") {
+			t.Errorf("cleanup of the idle helper: %v", r)
+		}
+		if pids := re.helpers(); len(pids) != 0 {
+			t.Errorf("helper running after cleanup: %v", pids)
+		}
+	})
+}
