@@ -94,14 +94,72 @@ func AcquirePlaceholders(dirs []HeldDir, stateDir string) (*Placeholders, error)
 		// policy may have found it inside another run's placeholder (root
 		// may create below a 0555 directory), which can be gone by now,
 		// and then an ancestor is what is missing.
-		h, err := p.acquireMissing(d)
+		h, held, err := p.acquireMissing(d)
 		if err != nil {
 			p.Release()
 			return nil, err
 		}
-		p.held = append(p.held, h)
+		if held {
+			p.held = append(p.held, h)
+		}
 	}
 	return p, nil
+}
+
+// PlaceholderError is a missing protected path that agentbox can neither
+// keep free with a placeholder nor prove the command unable to create.
+type PlaceholderError struct {
+	Path string // the protected path
+	Dir  string // the directory it would be made in
+	Err  error
+	// Fix says what the user can do, in words.
+	Fix string
+}
+
+func (e *PlaceholderError) Error() string {
+	msg := fmt.Sprintf("creating placeholder for protected path %s: %v", e.Path, e.Err)
+	if e.Fix != "" {
+		msg += "; " + e.Fix
+	}
+	return msg
+}
+
+func (e *PlaceholderError) Unwrap() error { return e.Err }
+
+// uncreatable reports whether the command can create no name in dir,
+// where agentbox was refused creating one: then the protected name there
+// needs no placeholder. The command runs as the caller's uid and groups
+// with no capabilities, so what the caller may not write it may not
+// either (faccessat with AT_EACCESS applies the mode, ACLs and groups as
+// the kernel would for it), unless it owns dir: the owner may chmod it
+// writable and then create the name, so a placeholder is needed and the
+// error says how to get one. A read-only filesystem is read-only in the
+// sandbox too. dir is opened without following symlinks, as the
+// placeholder's parent is.
+func uncreatable(path, dir string, refused error) (bool, error) {
+	fd, err := openParent(dir)
+	if err != nil {
+		return false, &PlaceholderError{Path: path, Dir: dir, Err: err}
+	}
+	defer unix.Close(fd)
+	aerr := unix.Faccessat2(fd, "", unix.W_OK, unix.AT_EACCESS|unix.AT_EMPTY_PATH)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return false, &PlaceholderError{Path: path, Dir: dir, Err: &os.PathError{Op: "fstat", Path: dir, Err: err}}
+	}
+	switch {
+	case aerr == nil:
+		// Writable now: its mode changed since our attempt.
+		return false, &PlaceholderError{Path: path, Dir: dir, Err: refused, Fix: "the directory's permissions changed while starting; run again"}
+	case errors.Is(aerr, unix.EROFS):
+		return true, nil
+	case int(st.Uid) == os.Geteuid():
+		return false, &PlaceholderError{Path: path, Dir: dir, Err: refused,
+			Fix: fmt.Sprintf("%s is yours but not writable, so a sandboxed command could make it writable (chmod) and create %s; make it writable (chmod u+w %s), or run read-only (Options.Mode read-only)", dir, filepath.Base(path), dir)}
+	case errors.Is(aerr, unix.EACCES), errors.Is(aerr, unix.EPERM):
+		return true, nil
+	}
+	return false, &PlaceholderError{Path: path, Dir: dir, Err: refused}
 }
 
 // Paths lists the directories held, for [Plan]: a missing protected path
@@ -123,28 +181,40 @@ func (p *Placeholders) Paths() []string {
 // with no write permission. Then the ancestor is what protects d.Path: a
 // placeholder where it is gone, or where it stands empty it is held and
 // bound read-only, so that nothing can be created below it.
-func (p *Placeholders) acquireMissing(d HeldDir) (heldPlaceholder, error) {
+//
+// It reports false, with no error, when no placeholder is needed: the
+// command can create no name where d.Path would be (see uncreatable).
+func (p *Placeholders) acquireMissing(d HeldDir) (heldPlaceholder, bool, error) {
 	path, file := d.Path, d.File
 	for ; ; file = false { // an ancestor is always a directory
 		h, err := p.acquire(path, file)
-		parent := filepath.Dir(path)
-		if err == nil || parent == d.Root || !fspath.Within(parent, d.Root) {
-			return h, err
+		if err == nil {
+			return h, true, nil
 		}
+		parent := filepath.Dir(path)
 		var pe *os.PathError
 		if !errors.As(err, &pe) || pe.Op != "mkdirat" && pe.Op != "create" && pe.Op != "openat2" {
-			return h, err
+			return h, false, err
 		}
+		refused := pe.Op != "openat2" && (errors.Is(pe.Err, unix.EACCES) || errors.Is(pe.Err, unix.EPERM) || errors.Is(pe.Err, unix.EROFS))
+		inRoot := parent != d.Root && fspath.Within(parent, d.Root)
 		switch {
-		case errors.Is(pe.Err, unix.ENOENT):
+		case errors.Is(pe.Err, unix.ENOENT) && inRoot:
 			path = parent // gone: what the policy would find missing now
-		case errors.Is(pe.Err, unix.EACCES) && (pe.Op == "mkdirat" || pe.Op == "create"):
-			if hh, ok := p.holdEmpty(parent); ok {
-				return hh, nil
+		case refused:
+			if inRoot && errors.Is(pe.Err, unix.EACCES) {
+				// Another run's placeholder for an ancestor, empty and
+				// read-only: held, it keeps everything below free.
+				if hh, ok := p.holdEmpty(parent); ok {
+					return hh, true, nil
+				}
 			}
-			return h, err
+			if ok, uerr := uncreatable(path, parent, pe.Err); !ok {
+				return h, false, uerr
+			}
+			return h, false, nil
 		default:
-			return h, err
+			return h, false, err
 		}
 	}
 }

@@ -124,8 +124,11 @@ type Mount struct {
 // held are the directories the caller holds for the run (see HeldDirs):
 // placeholders for missing protected paths, made as empty directories for
 // the duration of the run, are pinned read-only like existing ones. A
-// missing path with nothing held for it is left out: the caller must not
-// start the sandbox in that case.
+// missing path with nothing held for it gets no read-only step, only the
+// pins of the directories between it and its root, so that it cannot be
+// brought in by renaming one of them: the caller must have proved that
+// the command cannot create it (AcquirePlaceholders), or, in a session,
+// bind a placeholder for each command (MountPlaceholders).
 func Plan(p *policy.Policy, held []string) []Mount {
 	var out []Mount
 	for _, r := range p.WritableRoots() {
@@ -141,23 +144,26 @@ func Plan(p *policy.Policy, held []string) []Mount {
 		if pr.Root == "" {
 			continue // outside every writable root: read-only already
 		}
+		bind := true
 		if pr.Kind == policy.Missing {
 			// Held at its own path, or (when another run's placeholder
 			// stood in the way) at the empty ancestor that was held
 			// instead: read-only, nothing can be created below it.
-			cover := coverOf(pr, have)
-			if cover == "" {
-				continue
+			if cover := coverOf(pr, have); cover != "" {
+				pr.Path = cover
+			} else {
+				bind = false
 			}
-			pr.Path = cover
 		}
 		if seen[pr.Path] {
 			continue
 		}
 		seen[pr.Path] = true
-		if pr.Kind == policy.Symlink {
+		switch {
+		case !bind:
+		case pr.Kind == policy.Symlink:
 			links = append(links, pr.Path)
-		} else {
+		default:
 			ro = append(ro, pr.Path)
 		}
 		for a := filepath.Dir(pr.Path); a != pr.Root && fspath.Within(a, pr.Root); a = filepath.Dir(a) {
