@@ -36,7 +36,7 @@ func start(c *Cmd) (process, error) {
 	if pol.Mode() == policy.DangerFullAccess {
 		return startUnsandboxed(c)
 	}
-	ph, spec, git, err := prepareLinux(pol)
+	ph, spec, git, _, err := prepareLinux(pol)
 	if err != nil {
 		return nil, err
 	}
@@ -121,22 +121,22 @@ func serveEgress(pol *policy.Policy, p *linux.Process) (*netproxy.Server, error)
 
 // prepareLinux is what a lone run and a session share before their
 // commands: stale placeholders swept, this policy's held (the caller
-// releases them with ph.Release), and the sandbox's spec with git writes
-// applied.
-func prepareLinux(pol *policy.Policy) (ph *linux.Placeholders, spec *linux.Spec, git *linux.GitHeld, err error) {
+// releases them with ph.Release and git.Release), and the sandbox's spec
+// with git writes applied; gh says what git's placeholders were made for.
+func prepareLinux(pol *policy.Policy) (ph *linux.Placeholders, spec *linux.Spec, git *linux.GitHeld, gh gitHolds, err error) {
 	state := stateDir()
 	if state != "" {
 		linux.SweepPlaceholders(state)
 	}
 	if ph, err = linux.AcquirePlaceholders(linux.HeldDirs(pol), state); err != nil {
-		return nil, nil, nil, &StartError{Code: CodeSandboxFailure, Err: err}
+		return nil, nil, nil, gh, &StartError{Code: CodeSandboxFailure, Err: err}
 	}
 	spec = linuxSpec(pol, ph)
-	if git, err = applyGitWrites(pol, spec, state); err != nil {
+	if git, gh, err = applyGitWrites(pol, spec, state); err != nil {
 		ph.Release()
-		return nil, nil, nil, &StartError{Code: CodeSandboxFailure, Err: err}
+		return nil, nil, nil, gh, &StartError{Code: CodeSandboxFailure, Err: err}
 	}
-	return ph, spec, git, nil
+	return ph, spec, git, gh, nil
 }
 
 // linuxSpec is the sandbox for pol, without the command: a lone run adds

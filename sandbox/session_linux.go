@@ -13,38 +13,51 @@ import (
 )
 
 // linuxSession is a session's zygote and what it holds for the session's
-// whole life: placeholders, git-writes placeholders, the tool caches'
-// copy-on-write layers (one layer for all the session's commands) and,
-// with an allow-list, the proxy.
+// whole life: the tool caches' copy-on-write layers (one layer for all the
+// session's commands) and, with an allow-list, the proxy. Placeholders it
+// makes for each command, which the command's end removes (see
+// linux.Session.Start): one left on the host between commands would keep
+// the user from creating the name there, and one removed on the host is
+// unbound in the session too.
 type linuxSession struct {
 	z     *linux.Session
-	ph    *linux.Placeholders
-	git   *linux.GitHeld
 	cl    *linux.CacheLayers
 	pol   *policy.Policy
 	proxy *netproxy.Server // nil without an allow-list
+
+	state string
+	held  []linux.HeldDir // the policy's, as a lone run holds them
+	git   gitHolds
+	// writable are the held paths the sandbox keeps writable (a .git
+	// opened by allow_git_writes, pinned): not bound read-only.
+	writable map[string]bool
 }
 
 func newSession(pol *policy.Policy, init string) (sessionImpl, error) {
 	if pol.Mode() == policy.DangerFullAccess {
 		return nil, nil
 	}
-	ph, spec, git, err := prepareLinux(pol)
+	// Built as a lone run's sandbox, with its placeholders held while
+	// the zygote builds the root; released once it is ready (their binds
+	// there go with them) and made again for each command.
+	ph, spec, git, gh, err := prepareLinux(pol)
 	if err != nil {
 		return nil, err
 	}
-	cl, err := applyCaches(pol, spec, true)
-	if err != nil {
+	defer func() {
 		git.Release()
 		ph.Release()
+	}()
+	cl, err := applyCaches(pol, spec, true)
+	if err != nil {
 		return nil, &StartError{Code: CodeSandboxFailure, Err: err}
 	}
+	held := linux.HeldDirs(pol)
 	spec.Init = init
+	spec.BindPerCommand = len(held) > 0 || len(gh.dirs) > 0 || len(gh.files) > 0
 	z, err := linux.StartSession(spec)
 	if err != nil {
 		cl.Release()
-		git.Release()
-		ph.Release()
 		var nu *linux.NoUsernsError
 		if errors.As(err, &nu) {
 			// Degraded mode: each command starts (or is refused) on
@@ -55,7 +68,10 @@ func newSession(pol *policy.Policy, init string) (sessionImpl, error) {
 		}
 		return nil, startError(err)
 	}
-	l := &linuxSession{z: z, ph: ph, git: git, cl: cl, pol: pol}
+	l := &linuxSession{z: z, cl: cl, pol: pol, state: stateDir(), held: held, git: gh, writable: map[string]bool{}}
+	for _, m := range spec.Mounts {
+		l.writable[m.Path] = m.Kind == linux.Pin || m.Kind == linux.BindWritable
+	}
 	if rawpolicy.Egress(pol) != nil {
 		// One proxy for the session's whole life, serving each
 		// command on listeners of its own (see start).
@@ -71,11 +87,29 @@ func (l *linuxSession) start(c *Cmd) (process, error) {
 	// Each command's git writes are checked when it ends (a lone run's
 	// are when the run does).
 	gl := newGitlinkGuard(l.pol)
-	p, err := l.z.Start(c.Path, c.Args, c.Env, c.workDir(), c.stdio())
+	// What a lone run would hold, held for this command alone.
+	ph, err := linux.AcquirePlaceholders(l.held, l.state)
 	if err != nil {
+		return nil, &StartError{Code: CodeSandboxFailure, Err: err}
+	}
+	git, err := l.git.hold(l.state)
+	if err != nil {
+		ph.Release()
+		return nil, &StartError{Code: CodeSandboxFailure, Err: err}
+	}
+	var bind []linux.HeldPath
+	for _, h := range append(ph.Held(), git.Held()...) {
+		if !l.writable[h.Path] {
+			bind = append(bind, h)
+		}
+	}
+	p, err := l.z.Start(c.Path, c.Args, c.Env, c.workDir(), c.stdio(), bind)
+	if err != nil {
+		git.Release()
+		ph.Release()
 		return nil, startError(err)
 	}
-	sp := &sessionProcess{p: p}
+	sp := &sessionProcess{p: p, ph: ph, git: git}
 	if l.proxy != nil {
 		// The command's own listeners in the session's network
 		// namespace, which its proxy variables name, served in a
@@ -88,7 +122,7 @@ func (l *linuxSession) start(c *Cmd) (process, error) {
 				ln.Close()
 			}
 			p.Kill()
-			p.Wait()
+			sp.Wait()
 			return nil, startError(fmt.Errorf("the session's sandbox handed over %d proxy listeners for the command, want 2", len(lns)))
 		}
 		sp.scope = l.proxy.NewScope()
@@ -106,18 +140,23 @@ func (l *linuxSession) close() error {
 	// serve, and closing the proxy ends any still held.
 	closeProxy(l.proxy)
 	l.cl.Release()
-	l.git.Release()
-	l.ph.Release()
 	return err
 }
 
 type sessionProcess struct {
 	p     *linux.SessionProcess
 	scope *netproxy.Scope // the command's part of the session's proxy; nil without an allow-list
+	// What the command's start held; released once it has ended, with
+	// everything it started (its pid namespace is gone when Wait
+	// returns), so that nothing is left on the host.
+	ph  *linux.Placeholders
+	git *linux.GitHeld
 }
 
 func (s *sessionProcess) Wait() (*Status, error) {
 	code, sig, err := s.p.Wait()
+	s.git.Release()
+	s.ph.Release()
 	if s.scope != nil {
 		// The command's tree is gone: close its listeners and end its
 		// tunnels; once Close returns, its report is complete.

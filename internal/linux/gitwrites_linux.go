@@ -102,6 +102,19 @@ func (g *GitHeld) DirPaths() []string {
 	return g.dirs.Paths()
 }
 
+// Held lists the directory and file placeholders held, with
+// descriptors (see [Placeholders.Held]).
+func (g *GitHeld) Held() []HeldPath {
+	if g == nil {
+		return nil
+	}
+	out := g.dirs.Held()
+	for _, f := range g.files {
+		out = append(out, HeldPath{f.path, f.f})
+	}
+	return out
+}
+
 // Release drops this run's hold; the last holder removes what agentbox
 // made.
 func (g *GitHeld) Release() {

@@ -172,6 +172,25 @@ func (p *Placeholders) Paths() []string {
 	return out
 }
 
+// HeldPath is a path a run holds, with its descriptor of what is there.
+type HeldPath struct {
+	Path string
+	File *os.File
+}
+
+// Held lists what is held, as Paths does, with descriptors, for a
+// session's command ([Session.Start]). They stay valid until Release.
+func (p *Placeholders) Held() []HeldPath {
+	if p == nil {
+		return nil
+	}
+	var out []HeldPath
+	for _, h := range p.held {
+		out = append(out, HeldPath{h.path, h.f})
+	}
+	return out
+}
+
 // acquireMissing makes a placeholder for d.Path, which the policy found
 // missing (or holds it where it exists). Another run may have changed the
 // way there since: a placeholder
@@ -550,6 +569,9 @@ func (p *Placeholders) recorded(path string, f *os.File) bool {
 // Release drops this run's hold and removes every placeholder no other
 // run still uses.
 func (p *Placeholders) Release() {
+	if p == nil {
+		return
+	}
 	unlock, err := p.lockRecords(time.Now().Add(lockWait))
 	for _, h := range p.held {
 		if err != nil {

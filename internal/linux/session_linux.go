@@ -240,7 +240,7 @@ func (s *Session) send(r zreq, fds []int) error {
 			off += n
 		}
 		fds = append(fds, memfd)
-		b, _ = json.Marshal(zreq{Op: "big", ID: r.ID})
+		b, _ = json.Marshal(zreq{Op: "big", ID: r.ID, Held: r.Held})
 	}
 	s.sendMu.Lock()
 	defer s.sendMu.Unlock()
@@ -304,11 +304,27 @@ func (p *SessionProcess) answer() (zresp, error) {
 // is relayed through a pipe, so that the command never holds a host inode
 // it could chmod or touch through /proc/self/fd. A session gives no
 // pseudo-terminal: a terminal is relayed as a pipe.
-func (s *Session) Start(path string, argv, env []string, dir string, stdio Stdio) (*SessionProcess, error) {
+//
+// held are the protected paths the caller holds for this command (see
+// [Placeholders.Held]): the session binds each read-only, where it is not
+// already, before the command starts. The caller releases them once Wait
+// has returned.
+func (s *Session) Start(path string, argv, env []string, dir string, stdio Stdio, held []HeldPath) (*SessionProcess, error) {
 	for _, p := range []string{path, dir} {
 		if !utf8.ValidString(p) {
 			return nil, errNonUTF8(p)
 		}
+	}
+	if len(held) > maxHeld {
+		return nil, fmt.Errorf("the command's %d protected paths to hold are more than a session takes (%d); use fewer writable roots, or lone runs", len(held), maxHeld)
+	}
+	heldPaths := make([]string, len(held))
+	heldFds := make([]int, len(held))
+	for i, h := range held {
+		if !utf8.ValidString(h.Path) {
+			return nil, errNonUTF8(h.Path)
+		}
+		heldPaths[i], heldFds[i] = h.Path, int(h.File.Fd())
 	}
 	s.mu.Lock()
 	dead := false
@@ -340,7 +356,12 @@ func (s *Session) Start(path string, argv, env []string, dir string, stdio Stdio
 		return nil, os.NewSyscallError("fcntl", err)
 	}
 	p := &SessionProcess{s: s, id: id, reply: os.NewFile(uintptr(reply[0]), "session-reply"), stdio: rl}
-	err = s.send(zreqStart(id, path, argv, env, dir), append(rl.child[:], reply[1]))
+	req := zreqStart(id, path, argv, env, dir)
+	req.Held = heldPaths
+	err = s.send(req, append(append(rl.child[:], reply[1]), heldFds...))
+	for _, h := range held {
+		runtime.KeepAlive(h.File)
+	}
 	unix.Close(reply[1])
 	rl.closeChild()
 	if err != nil {

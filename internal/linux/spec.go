@@ -91,6 +91,11 @@ type Spec struct {
 	// namespace before the command is asked for (package pid1); empty,
 	// the command itself is that PID 1.
 	Init string `json:"init,omitempty"`
+	// BindPerCommand, in a session, starts the mounter that binds each
+	// command's placeholders read-only before it runs (see
+	// mounter_linux.go): the host makes them for each command and
+	// removes them when it ends, so none outlives the command.
+	BindPerCommand bool `json:"bind_per_command,omitempty"`
 }
 
 // MountKind is what one step of the plan does to a path.

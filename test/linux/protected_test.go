@@ -3,10 +3,12 @@
 package linux
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // agentNames are the protected names of the default list that agents and
@@ -116,5 +118,179 @@ func TestOwnedReadOnlyWorkspace(t *testing.T) {
 		for _, d := range diffSnapshots(before, snapshot(t, fx.dir), nil) {
 			t.Errorf("host after the run: %s", d)
 		}
+	})
+}
+
+// agentFilesAttack tries, in the workspace and the --add-dir root, every
+// way to plant what agents and editors run from: writing, renaming a
+// directory or file of its own into place, renaming the protected one
+// aside (and putting a symlink there), hard and symbolic links, removing
+// it, .mcp.json as a directory; and renaming the roots themselves. It
+// prints a line for each that worked, and writes ok.txt in each root (the
+// rest stays writable).
+const agentFilesAttack = `
+for R in "$WS" "$ADD"; do
+  S="$R/scratch"; mkdir -p "$S" || exit 1
+  for f in .claude/settings.json .vscode/tasks.json .vscode/settings.json .idea/x .cursor/x .gemini/x .zed/x .codex/config.toml .agents/x; do
+    d=${f%%/*}
+    mkdir -p "$R/$d" 2>/dev/null
+    (echo pwn > "$R/$f") 2>/dev/null && echo "WROTE $R/$f"
+    mkdir -p "$S/$d" && echo pwn > "$S/$d/${f#*/}" && mv "$S/$d" "$R/$d" 2>/dev/null && echo "RENAMED-INTO $R/$d"
+    mv "$R/$d" "$S/aside" 2>/dev/null && echo "RENAMED-ASIDE $R/$d"
+    ln -s "$S" "$R/$d" 2>/dev/null && echo "SYMLINKED $R/$d"
+    rm -rf "$R/$d" 2>/dev/null; [ -e "$R/$d" ] || echo "REMOVED $R/$d"
+  done
+  (echo pwn > "$R/.mcp.json") 2>/dev/null && echo "WROTE $R/.mcp.json"
+  echo pwn > "$S/m"
+  ln "$S/m" "$R/.mcp.json" 2>/dev/null && echo "LINKED $R/.mcp.json"
+  ln -sf "$S/m" "$R/.mcp.json" 2>/dev/null && echo "SYMLINKED $R/.mcp.json"
+  mv -f "$S/m" "$R/.mcp.json" 2>/dev/null && echo "RENAMED-INTO $R/.mcp.json"
+  rm -f "$R/.mcp.json" 2>/dev/null; [ -e "$R/.mcp.json" ] || echo "REMOVED $R/.mcp.json"
+  mkdir "$R/.mcp.json" 2>/dev/null && echo "MKDIR $R/.mcp.json"
+  mv "$R" "$R.moved" 2>/dev/null && echo "RENAMED-ROOT $R"
+  rm -rf "$S"
+  echo ok > "$R/ok.txt" || echo "NOT WRITABLE $R"
+done
+echo end`
+
+// agentFilesFixture is a fixture whose workspace has .claude/settings.json,
+// .vscode/tasks.json and .mcp.json (the --add-dir root has none).
+func agentFilesFixture(t *testing.T, u *testUser) *fixture {
+	t.Helper()
+	fx := newFixture(t, u, noCodex)
+	for p, content := range map[string]string{".claude/settings.json": `{"hooks":{}}`, ".vscode/tasks.json": `{"tasks":[]}`, ".mcp.json": `{"mcpServers":{}}`} {
+		p = filepath.Join(fx.ws, p)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	chownR(t, fx.dir, u)
+	return fx
+}
+
+// checkAgentFilesAttack checks the attack's output and the host after it.
+func checkAgentFilesAttack(t *testing.T, fx *fixture, how, stdout string, before map[string]string) {
+	t.Helper()
+	if !strings.HasSuffix(stdout, "end\n") {
+		t.Errorf("%s: the attack did not run to its end: %q", how, stdout)
+	}
+	for _, line := range strings.Split(strings.TrimSuffix(stdout, "end\n"), "\n") {
+		if line != "" {
+			t.Errorf("%s: BREACH: %s", how, line)
+		}
+	}
+	for _, root := range []string{fx.ws, fx.add} {
+		assertContent(t, filepath.Join(root, "ok.txt"), "ok\n")
+	}
+	allow := func(p string) bool {
+		return p == filepath.Join(fx.ws, "ok.txt") || p == filepath.Join(fx.add, "ok.txt")
+	}
+	for _, d := range diffSnapshots(before, snapshot(t, fx.dir), allow) {
+		t.Errorf("%s: host: %s", how, d)
+	}
+	for _, root := range []string{fx.ws, fx.add} {
+		os.Remove(filepath.Join(root, "ok.txt"))
+	}
+}
+
+// TestAgentFilesProtected (issue 21, finding 5): what agents and editors
+// run on the host from a workspace (.claude/settings.json, .mcp.json,
+// .vscode/tasks.json, .idea, .cursor, .gemini, .zed), existing or not, can
+// be neither created, changed, replaced nor moved aside in the workspace
+// or an --add-dir root, by a lone run, a run through the resident helper
+// or a command of an MCP session; nothing the command tried is on the
+// host afterwards (no placeholder either), and the rest stays writable.
+func TestAgentFilesProtected(t *testing.T) {
+	forEachUser(t, func(t *testing.T, u *testUser) {
+		t.Run("lone", func(t *testing.T) {
+			fx := agentFilesFixture(t, u)
+			before := snapshot(t, fx.dir)
+			r := runWith(t, u, runOpts{dir: fx.ws, env: append(fx.env(), "AGENTBOX_RESIDENT=0")},
+				"run", "-C", fx.ws, "--add-dir", fx.add, "--", "/bin/sh", "-c", agentFilesAttack)
+			checkAgentFilesAttack(t, fx, "lone run", r.stdout, before)
+		})
+		t.Run("resident", func(t *testing.T) {
+			fx := agentFilesFixture(t, u)
+			re := newResidentEnv(t, fx)
+			extra := []string{"--add-dir", fx.add}
+			re.warm(t, extra...)
+			before := snapshot(t, fx.dir)
+			ok, r := re.served(t, runOpts{}, extra, agentFilesAttack)
+			if !ok {
+				t.Errorf("not served by the helper: %v", r)
+			}
+			checkAgentFilesAttack(t, fx, "through the helper", r.stdout, before)
+		})
+		t.Run("mcp", func(t *testing.T) {
+			fx := agentFilesFixture(t, u)
+			cs, _, _ := mcpServer(t, u, fx, "--add-dir", fx.add)
+			before := snapshot(t, fx.dir)
+			for i := range 2 { // and again: the session's next command
+				r := mcpSh(t, cs, agentFilesAttack)
+				checkAgentFilesAttack(t, fx, fmt.Sprintf("MCP command %d", i), r.Stdout, before)
+			}
+		})
+	})
+}
+
+// TestSessionPlaceholdersPerCommand (issue 21, finding 7): a session (an
+// MCP server) holds nothing on the host between its commands, yet each
+// command finds every protected name held: missing ones made for it and
+// gone when it ends, whatever the user did on the host meanwhile (an
+// existing .claude removed, a .codex created, both keep being protected),
+// and commands running at the same time share them.
+func TestSessionPlaceholdersPerCommand(t *testing.T) {
+	forEachUser(t, func(t *testing.T, u *testUser) {
+		fx := agentFilesFixture(t, u)
+		cs, _, _ := mcpServer(t, u, fx)
+		missing := []string{".codex", ".agents", ".idea", ".cursor", ".gemini", ".zed"}
+		gone := func(when string) {
+			t.Helper()
+			for _, n := range missing {
+				if _, err := os.Lstat(filepath.Join(fx.ws, n)); err == nil {
+					t.Errorf("%s: %s is on the host between commands", when, n)
+				}
+			}
+		}
+		probe := `for n in .claude .codex .idea .zed; do test -d "$n" || echo "NO $n"; mkdir "$n/x" 2>/dev/null && echo "MADE $n/x"; done; echo end`
+		if r := mcpSh(t, cs, probe); r.Stdout != "end\n" {
+			t.Errorf("first command: %v", r)
+		}
+		gone("after the first command")
+
+		// The user, between commands: removes .claude, makes .codex.
+		if err := os.RemoveAll(filepath.Join(fx.ws, ".claude")); err != nil {
+			t.Fatal(err)
+		}
+		if r := host(t, u, runOpts{dir: fx.ws}, "/bin/mkdir", ".codex"); r.code != 0 {
+			t.Fatalf("the user cannot make .codex between commands: %v", r)
+		}
+		if r := mcpSh(t, cs, probe); r.Stdout != "end\n" {
+			t.Errorf("after the host changed: %v", r)
+		}
+		assertAbsent(t, filepath.Join(fx.ws, ".claude"))
+		assertAbsent(t, filepath.Join(fx.ws, ".codex", "x"))
+		if err := os.Remove(filepath.Join(fx.ws, ".codex")); err != nil {
+			t.Fatalf("the user's .codex: %v", err)
+		}
+
+		// Two at once: the second starts while the first holds them, the
+		// first ends while the second still runs.
+		first := make(chan mcpResult, 1)
+		go func() { first <- mcpSh(t, cs, `sleep 1; echo first`) }()
+		if !waitFor(5*time.Second, func() bool { return exists(filepath.Join(fx.ws, ".zed")) }) {
+			t.Fatal("the first command's placeholders never appeared")
+		}
+		r := mcpSh(t, cs, `sleep 2; `+probe)
+		if f := <-first; f.Stdout != "first\n" {
+			t.Errorf("first: %v", f)
+		}
+		if r.Stdout != "end\n" {
+			t.Errorf("a command outliving the one whose placeholders it joined: %v", r)
+		}
+		gone("after both")
 	})
 }
