@@ -49,6 +49,10 @@ import (
 type Placeholders struct {
 	dir  string // record directory, "" when none could be used
 	held []heldPlaceholder
+	// While AcquirePlaceholders runs: how to let go of the records lock
+	// it holds for the whole batch, and the parents opened so far.
+	unlock  func()
+	parents map[string]int
 }
 
 type heldPlaceholder struct {
@@ -82,13 +86,31 @@ const (
 // AcquirePlaceholders holds each directory: it creates (or joins) a
 // placeholder for each missing one, and holds each existing one.
 func AcquirePlaceholders(dirs []HeldDir, stateDir string) (*Placeholders, error) {
-	p := &Placeholders{}
+	p := &Placeholders{unlock: func() {}}
+	if len(dirs) == 0 {
+		return p, nil
+	}
 	if stateDir != "" {
 		d := filepath.Join(stateDir, "placeholders")
 		if err := os.MkdirAll(d, 0o700); err == nil {
 			p.dir = d
 		}
 	}
+	// One lock for the batch (acquireAt lets go of it while it waits
+	// for another run), and each parent opened once.
+	unlock, err := p.lockRecords(time.Now().Add(lockWait))
+	if err != nil {
+		return nil, err
+	}
+	p.unlock, p.parents = unlock, map[string]int{}
+	defer func() {
+		for _, fd := range p.parents {
+			unix.Close(fd)
+		}
+		p.parents = nil
+		p.unlock()
+		p.unlock = func() {}
+	}()
 	for _, d := range dirs {
 		// An existing directory goes the same way as a missing one: the
 		// policy may have found it inside another run's placeholder (root
@@ -96,7 +118,7 @@ func AcquirePlaceholders(dirs []HeldDir, stateDir string) (*Placeholders, error)
 		// and then an ancestor is what is missing.
 		h, held, err := p.acquireMissing(d)
 		if err != nil {
-			p.Release()
+			p.release(true)
 			return nil, err
 		}
 		if held {
@@ -275,7 +297,7 @@ func openDir(parent int, name string) (int, error) {
 
 func (p *Placeholders) acquire(path string, file bool) (heldPlaceholder, error) {
 	dir, name := filepath.Split(path)
-	parent, err := openParent(dir)
+	parent, err := p.openParent(dir)
 	if err != nil {
 		return heldPlaceholder{}, fmt.Errorf("creating placeholder for protected path %s: %w", path, err)
 	}
@@ -286,19 +308,45 @@ func (p *Placeholders) acquire(path string, file bool) (heldPlaceholder, error) 
 	return h, err
 }
 
+// openParent is the package's openParent, once for each directory of a
+// batch: each placeholder gets its own duplicate of the descriptor.
+func (p *Placeholders) openParent(dir string) (int, error) {
+	fd, ok := p.parents[dir]
+	if !ok {
+		var err error
+		if fd, err = openParent(dir); err != nil {
+			return -1, err
+		}
+		if p.parents != nil {
+			p.parents[dir] = fd
+		} else {
+			return fd, nil
+		}
+	}
+	dup, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		return -1, &os.PathError{Op: "dup", Path: dir, Err: err}
+	}
+	return dup, nil
+}
+
+// acquireAt holds name in parent, with the records locked (by
+// AcquirePlaceholders); while it waits for another run, the lock is let go.
 func (p *Placeholders) acquireAt(parent int, path, name string, file bool) (heldPlaceholder, error) {
 	start := time.Now()
 	for {
-		unlock, err := p.lockRecords(start.Add(lockWait))
-		if err != nil {
-			return heldPlaceholder{}, err
-		}
 		h, wait, err := p.tryAcquire(parent, path, name, file, time.Since(start))
-		unlock()
 		if err != nil || h.f != nil {
 			return h, err
 		}
+		p.unlock()
 		time.Sleep(wait)
+		unlock, err := p.lockRecords(start.Add(lockWait))
+		if err != nil {
+			p.unlock = func() {}
+			return heldPlaceholder{}, err
+		}
+		p.unlock = unlock
 	}
 }
 
@@ -513,9 +561,11 @@ func identityOf(f *os.File) (identity, bool) {
 }
 
 // encodeRecord is the record's file content: the identity on the first
-// line, the path (any bytes) after it.
+// line, the path (any bytes) after it. The numbers have a fixed width, so
+// that the next record of the same path (the same file) is as long and
+// overwrites this one in place (see record).
 func encodeRecord(path string, id identity) []byte {
-	return fmt.Appendf(nil, "%d %d %d %d\n%s", id.dev, id.ino, id.sec, id.nsec, path)
+	return fmt.Appendf(nil, "%020d %020d %020d %010d\n%s", id.dev, id.ino, id.sec, id.nsec, path)
 }
 
 func decodeRecord(b []byte) (string, identity, bool) {
@@ -543,12 +593,30 @@ func recordName(path string) string {
 	return hex.EncodeToString(sum[:16])
 }
 
+// record writes the record of the placeholder f at path. A released
+// placeholder's record stays (a later sweep drops it once nothing of that
+// identity is at the path), so the next one for the same path, a
+// session's next command's, rewrites that file in place rather than
+// creating and removing one each time.
 func (p *Placeholders) record(path string, f *os.File) {
 	id, ok := identityOf(f)
 	if p.dir == "" || !ok {
 		return
 	}
-	os.WriteFile(filepath.Join(p.dir, recordName(path)), encodeRecord(path, id), 0o600)
+	fd, err := unix.Open(filepath.Join(p.dir, recordName(path)), unix.O_WRONLY|unix.O_CREAT|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+	if err != nil {
+		return
+	}
+	defer unix.Close(fd)
+	b := encodeRecord(path, id)
+	if n, err := unix.Pwrite(fd, b, 0); err != nil || n != len(b) {
+		unix.Ftruncate(fd, 0) // no record rather than a torn one
+		return
+	}
+	var st unix.Stat_t
+	if unix.Fstat(fd, &st) == nil && st.Size > int64(len(b)) {
+		unix.Ftruncate(fd, int64(len(b))) // an older, longer format
+	}
 }
 
 // recorded reports whether the state directory says agentbox made the
@@ -572,29 +640,51 @@ func (p *Placeholders) Release() {
 	if p == nil {
 		return
 	}
-	unlock, err := p.lockRecords(time.Now().Add(lockWait))
+	p.release(false)
+}
+
+// release is Release, with the records lock already held or not.
+//
+// A removed placeholder's descriptor is closed in the background: with it
+// still open the rmdir only unlinks the name, and the inode's end (on
+// ext4, freeing its block, which can take longer than the whole
+// command) comes at the last close, which nothing has to wait for.
+func (p *Placeholders) release(locked bool) {
+	unlock, err := func() {}, error(nil)
+	if !locked {
+		unlock, err = p.lockRecords(time.Now().Add(lockWait))
+	}
+	var removed []*os.File
 	for _, h := range p.held {
-		if err != nil {
-			// Left for a later sweep.
-			unix.Close(h.parent)
-			h.f.Close()
+		if err == nil && p.removeIfUnused(h, false) {
+			removed = append(removed, h.f)
 			continue
 		}
-		p.removeIfUnused(h)
+		// Left for a later sweep, or not ours to remove.
+		h.f.Close()
 	}
 	if err == nil {
 		unlock()
 	}
 	p.held = nil
+	if len(removed) > 0 {
+		go func() {
+			for _, f := range removed {
+				f.Close()
+			}
+		}()
+	}
 }
 
 // removeIfUnused removes h's directory when it is ours and can be locked
 // exclusively (no other run holds it), and reports whether it did. Only
 // an empty directory, still at its name, is removed. The caller holds the
-// records lock.
-func (p *Placeholders) removeIfUnused(h heldPlaceholder) bool {
+// records lock, and closes h.f; h.parent is closed here. With drop, the
+// record goes too once nothing it describes is left at the path (a sweep
+// drops it; a run's release keeps the file for the path's next record,
+// see record).
+func (p *Placeholders) removeIfUnused(h heldPlaceholder, drop bool) bool {
 	defer unix.Close(h.parent)
-	defer h.f.Close()
 	if !h.ours {
 		return false // a real directory of the user's, never ours to remove
 	}
@@ -605,7 +695,7 @@ func (p *Placeholders) removeIfUnused(h heldPlaceholder) bool {
 	ok := sameEntry(h.parent, name, h.f)
 	// Judged before the rmdir, which changes the ctime (the stand-in for
 	// a birth time on filesystems without one).
-	recorded := p.recorded(h.path, h.f)
+	recorded := drop && p.recorded(h.path, h.f)
 	// rmdir refuses a directory that is not empty: something the user
 	// put there since is theirs, and stays. A file is removed only while
 	// empty, for the same reason.
@@ -616,9 +706,7 @@ func (p *Placeholders) removeIfUnused(h heldPlaceholder) bool {
 		}
 		if h.file && !isEmpty(h.f, true) {
 			// Written since: the user's file now, record and all.
-			if recorded {
-				p.drop(h.path)
-			}
+			p.drop(h.path)
 			return false
 		}
 		if err := unix.Unlinkat(h.parent, name, flags); err != nil {
@@ -679,9 +767,10 @@ func SweepPlaceholders(stateDir string) []string {
 			os.Remove(rec)
 			continue
 		}
-		if p.removeIfUnused(h) {
+		if p.removeIfUnused(h, true) {
 			removed = append(removed, path)
 		}
+		h.f.Close()
 	}
 	return removed
 }
@@ -709,7 +798,9 @@ func (p *Placeholders) reopen(path string) (heldPlaceholder, error) {
 }
 
 // RecordedPlaceholders lists the placeholders the state directory still
-// records: those another run held when `agentbox cleanup` swept.
+// records and that are still there: those another run held when `agentbox
+// cleanup` swept. (A released placeholder's record may stay until a
+// sweep, describing an inode that is gone.)
 func RecordedPlaceholders(stateDir string) []string {
 	d := filepath.Join(stateDir, "placeholders")
 	ents, _ := os.ReadDir(d)
@@ -719,7 +810,17 @@ func RecordedPlaceholders(stateDir string) []string {
 		if err != nil {
 			continue
 		}
-		if path, _, ok := decodeRecord(b); ok {
+		path, id, ok := decodeRecord(b)
+		if !ok {
+			continue
+		}
+		f, err := os.OpenFile(path, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if err != nil {
+			continue
+		}
+		at, ok := identityOf(f)
+		f.Close()
+		if ok && at == id {
 			out = append(out, path)
 		}
 	}
