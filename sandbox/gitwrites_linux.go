@@ -21,7 +21,7 @@ func applyGitWrites(pol *policy.Policy, spec *linux.Spec, state string) (*linux.
 	}
 	spec.Mounts = mounts
 	gh := gitHolds{dirs, files}
-	held, err := gh.hold(state)
+	held, err := gh.hold(state, nil)
 	if err != nil {
 		return nil, gitHolds{}, err
 	}
@@ -47,9 +47,10 @@ type gitHolds struct {
 	files []linux.GitFile
 }
 
-func (g gitHolds) hold(state string) (*linux.GitHeld, error) {
+// hold holds them, the directories from pool (nil: made and removed).
+func (g gitHolds) hold(state string, pool *linux.Pool) (*linux.GitHeld, error) {
 	if len(g.dirs) == 0 && len(g.files) == 0 {
 		return nil, nil
 	}
-	return linux.HoldGitPlaceholders(g.dirs, g.files, state)
+	return linux.HoldGitPlaceholders(g.dirs, g.files, state, pool)
 }

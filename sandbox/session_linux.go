@@ -28,6 +28,7 @@ type linuxSession struct {
 	state string
 	held  []linux.HeldDir // the policy's, as a lone run holds them
 	git   gitHolds
+	pool  *linux.Pool // the placeholders between commands, off the host
 	// writable are the held paths the sandbox keeps writable (a .git
 	// opened by allow_git_writes, pinned): not bound read-only.
 	writable map[string]bool
@@ -69,6 +70,9 @@ func newSession(pol *policy.Policy, init string) (sessionImpl, error) {
 		return nil, startError(err)
 	}
 	l := &linuxSession{z: z, cl: cl, pol: pol, state: stateDir(), held: held, git: gh, writable: map[string]bool{}}
+	if spec.BindPerCommand {
+		l.pool = linux.NewPool(l.state)
+	}
 	for _, m := range spec.Mounts {
 		l.writable[m.Path] = m.Kind == linux.Pin || m.Kind == linux.BindWritable
 	}
@@ -88,11 +92,11 @@ func (l *linuxSession) start(c *Cmd) (process, error) {
 	// are when the run does).
 	gl := newGitlinkGuard(l.pol)
 	// What a lone run would hold, held for this command alone.
-	ph, err := linux.AcquirePlaceholders(l.held, l.state)
+	ph, err := linux.AcquirePooled(l.held, l.state, l.pool)
 	if err != nil {
 		return nil, &StartError{Code: CodeSandboxFailure, Err: err}
 	}
-	git, err := l.git.hold(l.state)
+	git, err := l.git.hold(l.state, l.pool)
 	if err != nil {
 		ph.Release()
 		return nil, &StartError{Code: CodeSandboxFailure, Err: err}
@@ -140,6 +144,9 @@ func (l *linuxSession) close() error {
 	// serve, and closing the proxy ends any still held.
 	closeProxy(l.proxy)
 	l.cl.Release()
+	// After the zygote: with its mount namespace gone, removing the kept
+	// placeholders unbinds nothing.
+	l.pool.Close()
 	return err
 }
 

@@ -146,7 +146,7 @@ func bindHeld(path string, held int) error {
 	if err := unix.Fstat(held, &want); err != nil {
 		return &os.PathError{Op: "fstat", Path: path, Err: err}
 	}
-	fd, done, err := openHeld(path, &want)
+	fd, done, err := openHeld(path, &want, openStrict)
 	if err != nil || done {
 		return err
 	}
@@ -162,7 +162,7 @@ func bindHeld(path string, held int) error {
 	if err := unix.MoveMount(tree, "", fd, "", unix.MOVE_MOUNT_F_EMPTY_PATH|unix.MOVE_MOUNT_T_EMPTY_PATH); err != nil {
 		return &os.PathError{Op: "move_mount", Path: path, Err: err}
 	}
-	check, done, err := openHeld(path, &want)
+	check, done, err := openHeld(path, &want, openStrict)
 	if err != nil {
 		return err
 	}
@@ -173,12 +173,42 @@ func bindHeld(path string, held int) error {
 	return nil
 }
 
-// openHeld opens path (O_PATH, no symlinks on the way or at the end) and
-// checks it is the inode want describes. done reports that it is already
-// bound read-only here (the root of a read-only mount): then nothing is
-// left open.
-func openHeld(path string, want *unix.Stat_t) (fd int, done bool, err error) {
-	fd, err = openNoFollow("/", path, unix.O_NOFOLLOW)
+// openStrict opens path O_PATH with no symlink on the way or at the end.
+func openStrict(path string) (int, error) { return openNoFollow("/", path, unix.O_NOFOLLOW) }
+
+// openPlain opens path O_PATH with no symlink at the end, for a command's
+// thread, whose seccomp filter refuses openat2: a symlink on the way leads
+// the command where it leads this lookup, so finding the held inode bound
+// read-only there protects what the command reaches by the path.
+func openPlain(path string) (int, error) {
+	fd, err := unix.Openat(unix.AT_FDCWD, path, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, &os.PathError{Op: "openat", Path: path, Err: err}
+	}
+	return fd, nil
+}
+
+// boundAlready reports whether path is already held's inode, bound
+// read-only in this mount namespace (by this session's mounter for an
+// earlier command: a bind follows its directory through a rename, see
+// Pool), so that the mounter need not be asked.
+func boundAlready(path string, held int) bool {
+	var want unix.Stat_t
+	if unix.Fstat(held, &want) != nil {
+		return false
+	}
+	fd, done, err := openHeld(path, &want, openPlain)
+	if err == nil && !done {
+		unix.Close(fd)
+	}
+	return err == nil && done
+}
+
+// openHeld opens path with open and checks it is the inode want
+// describes. done reports that it is already bound read-only here (the
+// root of a read-only mount): then nothing is left open.
+func openHeld(path string, want *unix.Stat_t, open func(string) (int, error)) (fd int, done bool, err error) {
+	fd, err = open(path)
 	if err != nil {
 		return -1, false, fmt.Errorf("protected path %s changed while starting (run again): %w", path, err)
 	}

@@ -17,8 +17,8 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Placeholders make missing protected names (.git, .codex, .agents in a
-// root that has none) uncreatable. A mount needs an existing mount point,
+// Placeholders make missing protected names (.git, .codex, .claude and
+// the rest of the list, in a root that has none) uncreatable. A mount needs an existing mount point,
 // so an empty directory is created on the host for the run and bound
 // read-only over itself inside the sandbox, where it can be neither
 // written, removed nor renamed. A path git reads as a file (a missing
@@ -49,6 +49,7 @@ import (
 type Placeholders struct {
 	dir  string // record directory, "" when none could be used
 	held []heldPlaceholder
+	pool *Pool // where this run's placeholders are kept after it; nil: removed
 	// While AcquirePlaceholders runs: how to let go of the records lock
 	// it holds for the whole batch, and the parents opened so far.
 	unlock  func()
@@ -64,6 +65,9 @@ type heldPlaceholder struct {
 	// directory), so the last run out removes it; a real directory of the
 	// user's is only held.
 	ours bool
+	// spare: taken from the run's pool (and so already as the pool
+	// keeps it).
+	spare bool
 }
 
 // lockWait bounds how long a run waits for a placeholder that another run
@@ -86,7 +90,13 @@ const (
 // AcquirePlaceholders holds each directory: it creates (or joins) a
 // placeholder for each missing one, and holds each existing one.
 func AcquirePlaceholders(dirs []HeldDir, stateDir string) (*Placeholders, error) {
-	p := &Placeholders{unlock: func() {}}
+	return AcquirePooled(dirs, stateDir, nil)
+}
+
+// AcquirePooled is AcquirePlaceholders taking placeholders from pool, and
+// putting them back there on Release, where it can (see Pool).
+func AcquirePooled(dirs []HeldDir, stateDir string, pool *Pool) (*Placeholders, error) {
+	p := &Placeholders{unlock: func() {}, pool: pool}
 	if len(dirs) == 0 {
 		return p, nil
 	}
@@ -198,6 +208,9 @@ func (p *Placeholders) Paths() []string {
 type HeldPath struct {
 	Path string
 	File *os.File
+	// Parent is the device and inode of the directory holding it, where
+	// known.
+	Parent [2]uint64
 }
 
 // Held lists what is held, as Paths does, with descriptors, for a
@@ -208,9 +221,18 @@ func (p *Placeholders) Held() []HeldPath {
 	}
 	var out []HeldPath
 	for _, h := range p.held {
-		out = append(out, HeldPath{h.path, h.f})
+		out = append(out, HeldPath{Path: h.path, File: h.f, Parent: dirID(h.parent)})
 	}
 	return out
+}
+
+// dirID is the device and inode of the directory fd; zero when unknown.
+func dirID(fd int) [2]uint64 {
+	var st unix.Stat_t
+	if unix.Fstat(fd, &st) != nil {
+		return [2]uint64{}
+	}
+	return [2]uint64{st.Dev, st.Ino}
 }
 
 // acquireMissing makes a placeholder for d.Path, which the policy found
@@ -266,7 +288,7 @@ func (p *Placeholders) holdEmpty(path string) (heldPlaceholder, bool) {
 	if err != nil {
 		return heldPlaceholder{}, false
 	}
-	if names, err := h.f.Readdirnames(1); len(names) != 0 || !errors.Is(err, io.EOF) {
+	if !isEmpty(h.f, false) {
 		unix.Close(h.parent)
 		h.f.Close()
 		return heldPlaceholder{}, false
@@ -358,6 +380,22 @@ func (p *Placeholders) tryAcquire(parent int, path, name string, file bool, wait
 	mk, op, open := mkdirPlaceholder, "mkdirat", openDir
 	if file {
 		mk, op, open = createPlaceholder, "create", openFile
+	}
+	var st unix.Stat_t
+	if p.pool == nil || unix.Fstatat(parent, name, &st, unix.AT_SYMLINK_NOFOLLOW) == nil {
+		// There already (another run's placeholder, the user's own):
+		// joined below.
+	} else if f := p.pool.take(parent, name, file); f != nil {
+		// Moved into place from the pool: the inode agentbox made for an
+		// earlier command, empty when it went there (nothing but the
+		// user's own processes can reach the pool), unless a command
+		// able to write the parent moved it on at once.
+		if !sameEntry(parent, name, f) {
+			f.Close()
+			return heldPlaceholder{}, 0, fmt.Errorf("protected path %s was replaced while starting (by a command that can write %s?); run again", path, filepath.Dir(path))
+		}
+		p.record(path, f)
+		return heldPlaceholder{path: path, parent: parent, f: f, file: file, ours: true, spare: true}, 0, nil
 	}
 	switch err := mk(parent, name); {
 	case err == nil:
@@ -524,8 +562,33 @@ func isEmpty(f *os.File, file bool) bool {
 		var st unix.Stat_t
 		return unix.Fstat(int(f.Fd()), &st) == nil && st.Size == 0
 	}
-	names, err := f.Readdirnames(1)
-	return len(names) == 0 && errors.Is(err, io.EOF)
+	return dirEmpty(int(f.Fd()))
+}
+
+// dirEmpty reads the directory fd from its start (so that it can be asked
+// again of the same descriptor, which a Readdirnames at its end would
+// not) and reports whether it holds nothing but "." and "..".
+func dirEmpty(fd int) bool {
+	if _, err := unix.Seek(fd, 0, io.SeekStart); err != nil {
+		return false
+	}
+	var buf [512]byte
+	for {
+		n, err := unix.Getdents(fd, buf[:])
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil {
+			return false
+		}
+		if n == 0 {
+			return true
+		}
+		var names []string
+		if _, _, names = unix.ParseDirent(buf[:n], -1, names); len(names) > 0 {
+			return false // ParseDirent leaves out "." and ".."
+		}
+	}
 }
 
 func sameEntry(parent int, name string, f *os.File) bool {
@@ -603,20 +666,37 @@ func (p *Placeholders) record(path string, f *os.File) {
 	if p.dir == "" || !ok {
 		return
 	}
-	fd, err := unix.Open(filepath.Join(p.dir, recordName(path)), unix.O_WRONLY|unix.O_CREAT|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
-	if err != nil {
+	b := encodeRecord(path, id)
+	if p.pool.writeRecord(p.dir, path, b) {
 		return
 	}
-	defer unix.Close(fd)
-	b := encodeRecord(path, id)
-	if n, err := unix.Pwrite(fd, b, 0); err != nil || n != len(b) {
-		unix.Ftruncate(fd, 0) // no record rather than a torn one
-		return
+	if fd := openRecord(p.dir, path, len(b)); fd >= 0 {
+		writeRecord(fd, b)
+		unix.Close(fd)
+	}
+}
+
+// openRecord opens (or makes) the record file of path, cut to n bytes if
+// it is longer (an older, longer format); -1 when it cannot.
+func openRecord(dir, path string, n int) int {
+	fd, err := unix.Open(filepath.Join(dir, recordName(path)), unix.O_WRONLY|unix.O_CREAT|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+	if err != nil {
+		return -1
 	}
 	var st unix.Stat_t
-	if unix.Fstat(fd, &st) == nil && st.Size > int64(len(b)) {
-		unix.Ftruncate(fd, int64(len(b))) // an older, longer format
+	if unix.Fstat(fd, &st) == nil && st.Size > int64(n) {
+		unix.Ftruncate(fd, int64(n))
 	}
+	return fd
+}
+
+// writeRecord writes b over the record file fd.
+func writeRecord(fd int, b []byte) bool {
+	if n, err := unix.Pwrite(fd, b, 0); err != nil || n != len(b) {
+		unix.Ftruncate(fd, 0) // no record rather than a torn one
+		return false
+	}
+	return true
 }
 
 // recorded reports whether the state directory says agentbox made the
@@ -656,9 +736,14 @@ func (p *Placeholders) release(locked bool) {
 	}
 	var removed []*os.File
 	for _, h := range p.held {
-		if err == nil && p.removeIfUnused(h, false) {
-			removed = append(removed, h.f)
-			continue
+		if err == nil {
+			switch p.removeIfUnused(h, false) {
+			case removedIt:
+				removed = append(removed, h.f)
+				continue
+			case pooledIt:
+				continue // the pool holds it
+			}
 		}
 		// Left for a later sweep, or not ours to remove.
 		h.f.Close()
@@ -676,20 +761,29 @@ func (p *Placeholders) release(locked bool) {
 	}
 }
 
+// removal is what removeIfUnused did.
+type removal int
+
+const (
+	keptIt    removal = iota // still there: in use, not ours, or not empty
+	removedIt                // removed (the caller closes its descriptor)
+	pooledIt                 // moved into the pool, which now holds it
+)
+
 // removeIfUnused removes h's directory when it is ours and can be locked
-// exclusively (no other run holds it), and reports whether it did. Only
-// an empty directory, still at its name, is removed. The caller holds the
-// records lock, and closes h.f; h.parent is closed here. With drop, the
-// record goes too once nothing it describes is left at the path (a sweep
-// drops it; a run's release keeps the file for the path's next record,
-// see record).
-func (p *Placeholders) removeIfUnused(h heldPlaceholder, drop bool) bool {
+// exclusively (no other run holds it), or moves it into the run's pool.
+// Only an empty directory, still at its name, is removed. The caller
+// holds the records lock, and closes h.f unless it was pooled; h.parent
+// is closed here. With drop, the record goes too once nothing it
+// describes is left at the path (a sweep drops it; a run's release keeps
+// the file for the path's next record, see record).
+func (p *Placeholders) removeIfUnused(h heldPlaceholder, drop bool) removal {
 	defer unix.Close(h.parent)
 	if !h.ours {
-		return false // a real directory of the user's, never ours to remove
+		return keptIt // a real directory of the user's, never ours to remove
 	}
 	if unix.Flock(int(h.f.Fd()), unix.LOCK_EX|unix.LOCK_NB) != nil {
-		return false // still in use; the last run out removes it
+		return keptIt // still in use; the last run out removes it
 	}
 	name := filepath.Base(h.path)
 	ok := sameEntry(h.parent, name, h.f)
@@ -700,6 +794,15 @@ func (p *Placeholders) removeIfUnused(h heldPlaceholder, drop bool) bool {
 	// put there since is theirs, and stays. A file is removed only while
 	// empty, for the same reason.
 	if ok {
+		switch p.pool.put(h.parent, name, h.f, h.file, h.spare) {
+		case pooled:
+			return pooledIt
+		case usersNow:
+			if h.file {
+				p.drop(h.path) // the user's file now, record and all
+			}
+			return keptIt
+		}
 		flags := unix.AT_REMOVEDIR
 		if h.file {
 			flags = 0
@@ -707,13 +810,13 @@ func (p *Placeholders) removeIfUnused(h heldPlaceholder, drop bool) bool {
 		if h.file && !isEmpty(h.f, true) {
 			// Written since: the user's file now, record and all.
 			p.drop(h.path)
-			return false
+			return keptIt
 		}
 		if err := unix.Unlinkat(h.parent, name, flags); err != nil {
 			// Not empty (a root run may have made its own placeholder
 			// inside) or otherwise busy: the record stays, and a later
 			// sweep removes it once it is empty again.
-			return false
+			return keptIt
 		}
 	}
 	// Removed now, or no longer at its name (moved or removed by someone
@@ -721,7 +824,10 @@ func (p *Placeholders) removeIfUnused(h heldPlaceholder, drop bool) bool {
 	if recorded {
 		p.drop(h.path)
 	}
-	return ok
+	if !ok {
+		return keptIt
+	}
+	return removedIt
 }
 
 // drop removes the record of path.
@@ -732,6 +838,7 @@ func (p *Placeholders) drop(path string) {
 // SweepPlaceholders removes placeholders left by runs that were killed
 // before they could clean up. It returns the paths it removed.
 func SweepPlaceholders(stateDir string) []string {
+	sweepPools(stateDir)
 	p := &Placeholders{dir: filepath.Join(stateDir, "placeholders")}
 	unlock, err := p.lockRecords(time.Now().Add(lockWait))
 	if err != nil {
@@ -767,7 +874,7 @@ func SweepPlaceholders(stateDir string) []string {
 			os.Remove(rec)
 			continue
 		}
-		if p.removeIfUnused(h, true) {
+		if p.removeIfUnused(h, true) == removedIt {
 			removed = append(removed, path)
 		}
 		h.f.Close()

@@ -32,6 +32,10 @@ type Session struct {
 	sendMu sync.Mutex
 	mu     sync.Mutex
 	nextID uint64
+	// bound are the directories a start request carried, each with the
+	// directory it had its name in, that the session then bound
+	// read-only (see Start).
+	bound  map[boundDir]bool
 	err    error // why the session ended
 	closed bool
 	exited chan struct{}
@@ -318,13 +322,35 @@ func (s *Session) Start(path string, argv, env []string, dir string, stdio Stdio
 	if len(held) > maxHeld {
 		return nil, fmt.Errorf("the command's %d protected paths to hold are more than a session takes (%d); use fewer writable roots, or lone runs", len(held), maxHeld)
 	}
-	heldPaths := make([]string, len(held))
-	heldFds := make([]int, len(held))
-	for i, h := range held {
+	// A directory this session has bound before in the same directory
+	// is bound still, if it is the one the caller holds at the path (the
+	// caller checked the name leads to it): its bind goes only with its
+	// name (an rmdir, and a directory's inode never gets another name
+	// after that), follows it through renames within the mount it was
+	// made under (Pool; the directory holding it stands for that mount:
+	// nothing is bound over a placeholder's directory while the session
+	// lives), and nothing in the sandbox can unmount. A file can get its
+	// inode back under the name by a hard link after an unlink took its
+	// bind: files are always sent.
+	var heldPaths []string
+	var heldFds []int
+	var sent []boundDir
+	for _, h := range held {
 		if !utf8.ValidString(h.Path) {
 			return nil, errNonUTF8(h.Path)
 		}
-		heldPaths[i], heldFds[i] = h.Path, int(h.File.Fd())
+		did, dir := heldDirID(h.File)
+		id := boundDir{did, h.Parent}
+		if dir && h.Parent != [2]uint64{} {
+			s.mu.Lock()
+			known := s.bound[id]
+			s.mu.Unlock()
+			if known {
+				continue
+			}
+			sent = append(sent, id)
+		}
+		heldPaths, heldFds = append(heldPaths, h.Path), append(heldFds, int(h.File.Fd()))
 	}
 	s.mu.Lock()
 	dead := false
@@ -378,6 +404,18 @@ func (s *Session) Start(path string, argv, env []string, dir string, stdio Stdio
 		rl.abort()
 		return nil, err
 	}
+	if len(sent) > 0 {
+		s.mu.Lock()
+		if s.bound == nil || len(s.bound) > maxBound {
+			// Placeholders made anew for each command (no pool) would
+			// grow it for good: forgetting costs only a check.
+			s.bound = map[boundDir]bool{}
+		}
+		for _, id := range sent {
+			s.bound[id] = true
+		}
+		s.mu.Unlock()
+	}
 	if len(r.fds) > 0 {
 		if p.proxy, err = listenersOf(r.fds); err != nil {
 			p.Kill()
@@ -388,6 +426,26 @@ func (s *Session) Start(path string, argv, env []string, dir string, stdio Stdio
 	}
 	rl.run()
 	return p, nil
+}
+
+// maxBound bounds Session.bound.
+const maxBound = 4096
+
+// boundDir is a directory bound in a session, and the directory it was
+// bound in.
+type boundDir struct {
+	id     identity
+	parent [2]uint64
+}
+
+// heldDirID is f's identity, and whether f is a directory.
+func heldDirID(f *os.File) (identity, bool) {
+	var st unix.Stat_t
+	if unix.Fstat(int(f.Fd()), &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFDIR {
+		return identity{}, false
+	}
+	id, ok := identityOf(f)
+	return id, ok
 }
 
 // ProxyListeners are the command's own HTTP and SOCKS5 proxy listeners on

@@ -367,8 +367,15 @@ func (z *zygote) startJob(r zreq, fds []int) (job, bool) {
 	}
 	// The placeholders the host made for this command, read-only in
 	// the session before the command exists.
-	if len(r.Held) > 0 {
-		if err := z.bindHeldPaths(r.Held, held); err != nil {
+	var bind []string
+	var bindFds []int
+	for i, p := range r.Held {
+		if !boundAlready(p, held[i]) {
+			bind, bindFds = append(bind, p), append(bindFds, held[i])
+		}
+	}
+	if len(bind) > 0 {
+		if err := z.bindHeldPaths(bind, bindFds); err != nil {
 			return fail(fmt.Sprintf("session: keeping protected paths read-only: %v", err))
 		}
 	}

@@ -4,6 +4,7 @@ package linux
 
 import (
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -171,6 +172,18 @@ func agentFilesFixture(t *testing.T, u *testUser) *fixture {
 	return fx
 }
 
+// agentFilesSnapshot is what the attack must leave as it was: both roots
+// and the directory outside them (not agentbox's own state directory,
+// which a resident test keeps in the fixture).
+func agentFilesSnapshot(t *testing.T, fx *fixture) map[string]string {
+	t.Helper()
+	m := map[string]string{}
+	for _, d := range []string{fx.ws, fx.add, fx.out} {
+		maps.Copy(m, snapshot(t, d))
+	}
+	return m
+}
+
 // checkAgentFilesAttack checks the attack's output and the host after it.
 func checkAgentFilesAttack(t *testing.T, fx *fixture, how, stdout string, before map[string]string) {
 	t.Helper()
@@ -188,7 +201,7 @@ func checkAgentFilesAttack(t *testing.T, fx *fixture, how, stdout string, before
 	allow := func(p string) bool {
 		return p == filepath.Join(fx.ws, "ok.txt") || p == filepath.Join(fx.add, "ok.txt")
 	}
-	for _, d := range diffSnapshots(before, snapshot(t, fx.dir), allow) {
+	for _, d := range diffSnapshots(before, agentFilesSnapshot(t, fx), allow) {
 		t.Errorf("%s: host: %s", how, d)
 	}
 	for _, root := range []string{fx.ws, fx.add} {
@@ -207,7 +220,7 @@ func TestAgentFilesProtected(t *testing.T) {
 	forEachUser(t, func(t *testing.T, u *testUser) {
 		t.Run("lone", func(t *testing.T) {
 			fx := agentFilesFixture(t, u)
-			before := snapshot(t, fx.dir)
+			before := agentFilesSnapshot(t, fx)
 			r := runWith(t, u, runOpts{dir: fx.ws, env: append(fx.env(), "AGENTBOX_RESIDENT=0")},
 				"run", "-C", fx.ws, "--add-dir", fx.add, "--", "/bin/sh", "-c", agentFilesAttack)
 			checkAgentFilesAttack(t, fx, "lone run", r.stdout, before)
@@ -217,7 +230,7 @@ func TestAgentFilesProtected(t *testing.T) {
 			re := newResidentEnv(t, fx)
 			extra := []string{"--add-dir", fx.add}
 			re.warm(t, extra...)
-			before := snapshot(t, fx.dir)
+			before := agentFilesSnapshot(t, fx)
 			ok, r := re.served(t, runOpts{}, extra, agentFilesAttack)
 			if !ok {
 				t.Errorf("not served by the helper: %v", r)
@@ -227,7 +240,7 @@ func TestAgentFilesProtected(t *testing.T) {
 		t.Run("mcp", func(t *testing.T) {
 			fx := agentFilesFixture(t, u)
 			cs, _, _ := mcpServer(t, u, fx, "--add-dir", fx.add)
-			before := snapshot(t, fx.dir)
+			before := agentFilesSnapshot(t, fx)
 			for i := range 2 { // and again: the session's next command
 				r := mcpSh(t, cs, agentFilesAttack)
 				checkAgentFilesAttack(t, fx, fmt.Sprintf("MCP command %d", i), r.Stdout, before)
