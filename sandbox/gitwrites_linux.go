@@ -10,8 +10,9 @@ import (
 // another repository read-only (gitguard.ReadOnlyPaths). It returns the
 // placeholders to release when the run ends (nil when the option is off),
 // and what they were made for, which a session holds again for each
-// command (holdGitWrites).
-func applyGitWrites(pol *policy.Policy, spec *linux.Spec, state string) (*linux.GitHeld, gitHolds, error) {
+// command (gitHolds.hold). With a pool, placeholders come from it and go
+// back to it.
+func applyGitWrites(pol *policy.Policy, spec *linux.Spec, state string, pool *linux.Pool) (*linux.GitHeld, gitHolds, error) {
 	if !pol.AllowGitWrites() || pol.Mode() != policy.WorkspaceWrite {
 		return nil, gitHolds{}, nil
 	}
@@ -21,7 +22,7 @@ func applyGitWrites(pol *policy.Policy, spec *linux.Spec, state string) (*linux.
 	}
 	spec.Mounts = mounts
 	gh := gitHolds{dirs, files}
-	held, err := gh.hold(state, nil)
+	held, err := gh.hold(state, pool)
 	if err != nil {
 		return nil, gitHolds{}, err
 	}

@@ -36,7 +36,7 @@ func start(c *Cmd) (process, error) {
 	if pol.Mode() == policy.DangerFullAccess {
 		return startUnsandboxed(c)
 	}
-	ph, spec, git, _, err := prepareLinux(pol)
+	ph, spec, git, _, err := prepareLinux(pol, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -121,18 +121,19 @@ func serveEgress(pol *policy.Policy, p *linux.Process) (*netproxy.Server, error)
 
 // prepareLinux is what a lone run and a session share before their
 // commands: stale placeholders swept, this policy's held (the caller
-// releases them with ph.Release and git.Release), and the sandbox's spec
-// with git writes applied; gh says what git's placeholders were made for.
-func prepareLinux(pol *policy.Policy) (ph *linux.Placeholders, spec *linux.Spec, git *linux.GitHeld, gh gitHolds, err error) {
+// releases them with ph.Release and git.Release; with a pool, into it),
+// and the sandbox's spec with git writes applied; gh says what git's
+// placeholders were made for.
+func prepareLinux(pol *policy.Policy, pool *linux.Pool) (ph *linux.Placeholders, spec *linux.Spec, git *linux.GitHeld, gh gitHolds, err error) {
 	state := stateDir()
 	if state != "" {
 		linux.SweepPlaceholders(state)
 	}
-	if ph, err = linux.AcquirePlaceholders(linux.HeldDirs(pol), state); err != nil {
+	if ph, err = linux.AcquirePooled(linux.HeldDirs(pol), state, pool); err != nil {
 		return nil, nil, nil, gh, &StartError{Code: CodeSandboxFailure, Err: err}
 	}
 	spec = linuxSpec(pol, ph)
-	if git, gh, err = applyGitWrites(pol, spec, state); err != nil {
+	if git, gh, err = applyGitWrites(pol, spec, state, pool); err != nil {
 		ph.Release()
 		return nil, nil, nil, gh, &StartError{Code: CodeSandboxFailure, Err: err}
 	}

@@ -39,26 +39,36 @@ func newSession(pol *policy.Policy, init string) (sessionImpl, error) {
 		return nil, nil
 	}
 	// Built as a lone run's sandbox, with its placeholders held while
-	// the zygote builds the root; released once it is ready (their binds
-	// there go with them) and made again for each command.
-	ph, spec, git, gh, err := prepareLinux(pol)
+	// the zygote builds the root (which binds them), then let go of into
+	// the session's pool: the first command takes them back bound.
+	state := stateDir()
+	var pool *linux.Pool
+	if pol.Mode() == policy.WorkspaceWrite {
+		pool = linux.NewPool(state)
+	}
+	ph, spec, git, gh, err := prepareLinux(pol, pool)
 	if err != nil {
+		pool.Close()
 		return nil, err
 	}
-	defer func() {
+	held := linux.HeldDirs(pol)
+	release := func() {
 		git.Release()
 		ph.Release()
-	}()
+	}
 	cl, err := applyCaches(pol, spec, true)
 	if err != nil {
+		release()
+		pool.Close()
 		return nil, &StartError{Code: CodeSandboxFailure, Err: err}
 	}
-	held := linux.HeldDirs(pol)
 	spec.Init = init
 	spec.BindPerCommand = len(held) > 0 || len(gh.dirs) > 0 || len(gh.files) > 0
 	z, err := linux.StartSession(spec)
+	release()
 	if err != nil {
 		cl.Release()
+		pool.Close()
 		var nu *linux.NoUsernsError
 		if errors.As(err, &nu) {
 			// Degraded mode: each command starts (or is refused) on
@@ -69,10 +79,7 @@ func newSession(pol *policy.Policy, init string) (sessionImpl, error) {
 		}
 		return nil, startError(err)
 	}
-	l := &linuxSession{z: z, cl: cl, pol: pol, state: stateDir(), held: held, git: gh, writable: map[string]bool{}}
-	if spec.BindPerCommand {
-		l.pool = linux.NewPool(l.state)
-	}
+	l := &linuxSession{z: z, cl: cl, pol: pol, state: state, held: held, git: gh, writable: map[string]bool{}, pool: pool}
 	for _, m := range spec.Mounts {
 		l.writable[m.Path] = m.Kind == linux.Pin || m.Kind == linux.BindWritable
 	}
