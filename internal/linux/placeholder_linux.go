@@ -51,9 +51,14 @@ type Placeholders struct {
 	held []heldPlaceholder
 	pool *Pool // where this run's placeholders are kept after it; nil: removed
 	// While AcquirePlaceholders runs: how to let go of the records lock
-	// it holds for the whole batch, and the parents opened so far.
-	unlock  func()
-	parents map[string]int
+	// it holds for the whole batch, and the parents opened so far (with
+	// their device and inode).
+	unlock    func()
+	parents   map[string]int
+	parentIDs map[string][2]uint64
+	// The identity adopt last recorded.
+	recordedID identity
+	recordedOK bool
 }
 
 type heldPlaceholder struct {
@@ -68,6 +73,11 @@ type heldPlaceholder struct {
 	// spare: taken from the run's pool (and so already as the pool
 	// keeps it).
 	spare bool
+	// parentID is the device and inode of parent; id the identity of f
+	// as recorded (idOK false when none was read).
+	parentID [2]uint64
+	id       identity
+	idOK     bool
 }
 
 // lockWait bounds how long a run waits for a placeholder that another run
@@ -112,12 +122,12 @@ func AcquirePooled(dirs []HeldDir, stateDir string, pool *Pool) (*Placeholders, 
 	if err != nil {
 		return nil, err
 	}
-	p.unlock, p.parents = unlock, map[string]int{}
+	p.unlock, p.parents, p.parentIDs = unlock, map[string]int{}, map[string][2]uint64{}
 	defer func() {
 		for _, fd := range p.parents {
 			unix.Close(fd)
 		}
-		p.parents = nil
+		p.parents, p.parentIDs = nil, nil
 		p.unlock()
 		p.unlock = func() {}
 	}()
@@ -209,8 +219,12 @@ type HeldPath struct {
 	Path string
 	File *os.File
 	// Parent is the device and inode of the directory holding it, where
-	// known.
+	// known; Dir says File is a directory, and ID is its identity where
+	// IDOK.
 	Parent [2]uint64
+	Dir    bool
+	ID     identity
+	IDOK   bool
 }
 
 // Held lists what is held, as Paths does, with descriptors, for a
@@ -221,7 +235,7 @@ func (p *Placeholders) Held() []HeldPath {
 	}
 	var out []HeldPath
 	for _, h := range p.held {
-		out = append(out, HeldPath{Path: h.path, File: h.f, Parent: dirID(h.parent)})
+		out = append(out, HeldPath{Path: h.path, File: h.f, Parent: h.parentID, Dir: !h.file, ID: h.id, IDOK: h.idOK})
 	}
 	return out
 }
@@ -323,7 +337,14 @@ func (p *Placeholders) acquire(path string, file bool) (heldPlaceholder, error) 
 	if err != nil {
 		return heldPlaceholder{}, fmt.Errorf("creating placeholder for protected path %s: %w", path, err)
 	}
-	h, err := p.acquireAt(parent, path, name, file)
+	pid, ok := p.parentIDs[dir]
+	if !ok {
+		pid = dirID(parent)
+		if p.parentIDs != nil {
+			p.parentIDs[dir] = pid
+		}
+	}
+	h, err := p.acquireAt(parent, pid, path, name, file)
 	if err != nil {
 		unix.Close(parent)
 	}
@@ -354,10 +375,10 @@ func (p *Placeholders) openParent(dir string) (int, error) {
 
 // acquireAt holds name in parent, with the records locked (by
 // AcquirePlaceholders); while it waits for another run, the lock is let go.
-func (p *Placeholders) acquireAt(parent int, path, name string, file bool) (heldPlaceholder, error) {
+func (p *Placeholders) acquireAt(parent int, pid [2]uint64, path, name string, file bool) (heldPlaceholder, error) {
 	start := time.Now()
 	for {
-		h, wait, err := p.tryAcquire(parent, path, name, file, time.Since(start))
+		h, wait, err := p.tryAcquire(parent, pid, path, name, file, time.Since(start))
 		if err != nil || h.f != nil {
 			return h, err
 		}
@@ -374,7 +395,7 @@ func (p *Placeholders) acquireAt(parent int, path, name string, file bool) (held
 
 // tryAcquire makes one attempt, with the records locked: a held directory,
 // an error, or neither when the caller should try again after wait.
-func (p *Placeholders) tryAcquire(parent int, path, name string, file bool, waited time.Duration) (heldPlaceholder, time.Duration, error) {
+func (p *Placeholders) tryAcquire(parent int, pid [2]uint64, path, name string, file bool, waited time.Duration) (heldPlaceholder, time.Duration, error) {
 	created := false
 	made := time.Now()
 	mk, op, open := mkdirPlaceholder, "mkdirat", openDir
@@ -385,7 +406,7 @@ func (p *Placeholders) tryAcquire(parent int, path, name string, file bool, wait
 	if p.pool == nil || unix.Fstatat(parent, name, &st, unix.AT_SYMLINK_NOFOLLOW) == nil {
 		// There already (another run's placeholder, the user's own):
 		// joined below.
-	} else if f := p.pool.take(parent, name, file); f != nil {
+	} else if f := p.pool.take(parent, pid, name, file); f != nil {
 		// Moved into place from the pool: the inode agentbox made for an
 		// earlier command, empty when it went there (nothing but the
 		// user's own processes can reach the pool), unless a command
@@ -394,8 +415,8 @@ func (p *Placeholders) tryAcquire(parent int, path, name string, file bool, wait
 			f.Close()
 			return heldPlaceholder{}, 0, fmt.Errorf("protected path %s was replaced while starting (by a command that can write %s?); run again", path, filepath.Dir(path))
 		}
-		p.record(path, f)
-		return heldPlaceholder{path: path, parent: parent, f: f, file: file, ours: true, spare: true}, 0, nil
+		id, ok := p.record(path, f)
+		return heldPlaceholder{path: path, parent: parent, f: f, file: file, ours: true, spare: true, parentID: pid, id: id, idOK: ok}, 0, nil
 	}
 	switch err := mk(parent, name); {
 	case err == nil:
@@ -454,7 +475,14 @@ func (p *Placeholders) tryAcquire(parent int, path, name string, file bool, wait
 		f.Close()
 		return heldPlaceholder{}, 0, nil
 	}
-	return heldPlaceholder{path: path, parent: parent, f: f, file: file, ours: created || p.recorded(path, f)}, 0, nil
+	h := heldPlaceholder{path: path, parent: parent, f: f, file: file, parentID: pid}
+	if created {
+		h.ours, h.id, h.idOK = true, p.recordedID, p.recordedOK
+	} else {
+		h.ours = p.recorded(path, f)
+		h.id, h.idOK = identityOf(f)
+	}
+	return h, 0, nil
 }
 
 // lockRecords serialises, among the runs that share this state directory,
@@ -516,7 +544,7 @@ func (p *Placeholders) adopt(f *os.File, path string, made time.Time, file bool)
 			return false
 		}
 	}
-	p.record(path, f)
+	p.recordedID, p.recordedOK = p.record(path, f)
 	return true
 }
 
@@ -661,19 +689,21 @@ func recordName(path string) string {
 // identity is at the path), so the next one for the same path, a
 // session's next command's, rewrites that file in place rather than
 // creating and removing one each time.
-func (p *Placeholders) record(path string, f *os.File) {
+// It returns f's identity, as recorded.
+func (p *Placeholders) record(path string, f *os.File) (identity, bool) {
 	id, ok := identityOf(f)
 	if p.dir == "" || !ok {
-		return
+		return id, ok
 	}
 	b := encodeRecord(path, id)
 	if p.pool.writeRecord(p.dir, path, b) {
-		return
+		return id, ok
 	}
 	if fd := openRecord(p.dir, path, len(b)); fd >= 0 {
 		writeRecord(fd, b)
 		unix.Close(fd)
 	}
+	return id, ok
 }
 
 // openRecord opens (or makes) the record file of path, cut to n bytes if
@@ -794,7 +824,7 @@ func (p *Placeholders) removeIfUnused(h heldPlaceholder, drop bool) removal {
 	// put there since is theirs, and stays. A file is removed only while
 	// empty, for the same reason.
 	if ok {
-		switch p.pool.put(h.parent, name, h.f, h.file, h.spare) {
+		switch p.pool.put(h.parent, h.parentID, name, h.f, h.file, h.spare) {
 		case pooled:
 			return pooledIt
 		case usersNow:

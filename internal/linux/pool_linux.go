@@ -133,22 +133,17 @@ func removeSpare(dir int, name string, file bool) {
 	}
 }
 
-// sameDev reports whether parent (a descriptor) is on the pool's
-// filesystem, with parent's device and inode.
-func (pl *Pool) sameDev(parent int) (bool, [2]uint64) {
-	id := dirID(parent)
-	return id[0] == pl.dev && id != [2]uint64{}, id
+// sameDev reports whether the directory pid (device and inode) is on
+// the pool's filesystem.
+func (pl *Pool) sameDev(pid [2]uint64) bool {
+	return pid[0] == pl.dev && pid != [2]uint64{}
 }
 
 // take moves a kept placeholder of the kind asked for to name in parent
-// and returns its descriptor, share-locked; nil when there is none to
+// (whose device and inode are pid) and returns its descriptor, share-locked; nil when there is none to
 // move there (nothing kept, another filesystem, or the name is taken).
-func (pl *Pool) take(parent int, name string, file bool) *os.File {
-	if pl == nil {
-		return nil
-	}
-	same, pid := pl.sameDev(parent)
-	if !same {
+func (pl *Pool) take(parent int, pid [2]uint64, name string, file bool) *os.File {
+	if pl == nil || !pl.sameDev(pid) {
 		return nil
 	}
 	pl.mu.Lock()
@@ -193,12 +188,8 @@ const (
 // put moves the placeholder f, at name in parent and exclusively locked
 // by the caller (no run holds it), into the pool if it is empty. fromPool
 // says it came from the pool (and so has the pool's mode).
-func (pl *Pool) put(parent int, name string, f *os.File, file, fromPool bool) putResult {
-	if pl == nil {
-		return notPut
-	}
-	same, pid := pl.sameDev(parent)
-	if !same {
+func (pl *Pool) put(parent int, pid [2]uint64, name string, f *os.File, file, fromPool bool) putResult {
+	if pl == nil || !pl.sameDev(pid) {
 		return notPut
 	}
 	pl.mu.Lock()

@@ -100,7 +100,7 @@ func TestPoolSharedWrittenOtherFS(t *testing.T) {
 		t.Skip("no /dev/shm")
 	}
 	defer os.RemoveAll(shm)
-	if same, _ := pool.sameDev(mustOpen(t, shm)); same {
+	if pool.sameDev(dirID(mustOpen(t, shm))) {
 		t.Skip("/dev/shm is on the state directory's filesystem")
 	}
 	other := filepath.Join(shm, ".codex")

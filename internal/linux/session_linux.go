@@ -339,9 +339,8 @@ func (s *Session) Start(path string, argv, env []string, dir string, stdio Stdio
 		if !utf8.ValidString(h.Path) {
 			return nil, errNonUTF8(h.Path)
 		}
-		did, dir := heldDirID(h.File)
-		id := boundDir{did, h.Parent}
-		if dir && h.Parent != [2]uint64{} {
+		id := boundDir{h.ID, h.Parent}
+		if h.Dir && h.IDOK && h.Parent != [2]uint64{} {
 			s.mu.Lock()
 			known := s.bound[id]
 			s.mu.Unlock()
@@ -436,16 +435,6 @@ const maxBound = 4096
 type boundDir struct {
 	id     identity
 	parent [2]uint64
-}
-
-// heldDirID is f's identity, and whether f is a directory.
-func heldDirID(f *os.File) (identity, bool) {
-	var st unix.Stat_t
-	if unix.Fstat(int(f.Fd()), &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFDIR {
-		return identity{}, false
-	}
-	id, ok := identityOf(f)
-	return id, ok
 }
 
 // ProxyListeners are the command's own HTTP and SOCKS5 proxy listeners on
