@@ -121,6 +121,9 @@ func linuxDoctor(pol *policy.Policy) *Report {
 		r.Backend = "none"
 		r.Missing = append(r.Missing, "the sandbox could not be built: "+err.Error())
 	}
+	if pe == nil && pol.Mode() == policy.WorkspaceWrite {
+		add("protected paths", true, "kept read-only in every writable root, existing or not (protected_subpaths): %s", strings.Join(pol.ProtectedNames(), ", "))
+	}
 	if rawpolicy.Egress(pol) != nil {
 		r.Checks = append(r.Checks, allowListCheck(rawpolicy.Egress(pol)))
 	}

@@ -79,8 +79,10 @@ func TestUnwritableWorkspace(t *testing.T) {
 		for _, d := range diffSnapshots(before, snapshot(t, filepath.Dir(ws)), nil) {
 			t.Errorf("host after the runs: %s", d)
 		}
+		// Doctor there: a working sandbox, and the protected list.
 		r := runWith(t, u, runOpts{dir: ws}, "doctor")
-		if r.code != 0 || strings.Contains(r.stdout, "no sandbox is possible") || strings.Contains(r.stdout, "FAIL] sandbox probe") {
+		if r.code != 0 || strings.Contains(r.stdout, "no sandbox is possible") || strings.Contains(r.stdout, "FAIL] sandbox probe") ||
+			!strings.Contains(r.stdout, strings.Join(agentNames, ", ")) {
 			t.Errorf("doctor in %s: %v", ws, r)
 		}
 	})
