@@ -89,6 +89,7 @@ type fields = struct {
 	ToolCacheMode    ToolCacheMode
 	ToolCaches       []ToolCache
 	AllowGitWrites   bool
+	PrivateTemps     []PrivateTemp
 }
 
 // Mode is the sandbox mode.
@@ -163,7 +164,7 @@ func rawPatterns(ps []netpolicy.Pattern) []string {
 func (p *Policy) ToolCacheMode() ToolCacheMode { return p.f.ToolCacheMode }
 
 // ToolCaches are the known tool caches as resolved for this policy.
-func (p *Policy) ToolCaches() []ToolCache { return slices.Clone(p.f.ToolCaches) }
+func (p *Policy) ToolCaches() []ToolCache { return cloneCaches(p.f.ToolCaches) }
 
 // AllowGitWrites reports whether the backend may open .git directories
 // for writing but for the paths through which git runs programs or
@@ -337,8 +338,10 @@ func resolveFor(o Options, caller policyhook.Caller, goos string) (*Policy, erro
 		return p, nil
 	}
 
-	type root struct{ path, what string }
-	roots := []root{{c, "workspace"}}
+	rule := newConfineRule(getenv, goos)
+	type root struct{ path, what, fix, given string }
+	fixSub := "name a subdirectory instead, or run with Options.Mode read-only"
+	roots := []root{{c, "workspace (Options.Cwd)", "run from a subdirectory, name one with Options.Cwd DIR, or run with Options.Mode read-only", cwd}}
 	for _, d := range o.AddDirs {
 		if d == "" {
 			return nil, errors.New("Options.AddDirs: empty path (name a directory)")
@@ -351,46 +354,94 @@ func resolveFor(o Options, caller policyhook.Caller, goos string) (*Policy, erro
 			return nil, fmt.Errorf("Options.AddDirs %s: %w", d, err)
 		}
 		// Cleaned, as filepath.Abs would.
-		roots = append(roots, root{filepath.Clean(abs), "Options.AddDirs"})
+		roots = append(roots, root{filepath.Clean(abs), "Options.AddDirs", fixSub, d})
 	}
 	for _, d := range ww.WritableRoots {
 		what := "writable_roots"
 		if cfg.Path != "" {
 			what = fmt.Sprintf("writable_roots in %s", cfg.Path)
 		}
-		roots = append(roots, root{d, what})
+		roots = append(roots, root{d, what, fixSub, d})
 	}
+	var userRoots []string
+	for _, r := range roots {
+		abs, err := resolveDir(r.path, c, r.what)
+		if err != nil {
+			return nil, err
+		}
+		if why := rule.check(abs); why != "" {
+			fix := r.fix
+			if abs == slashTmpPath(goos) {
+				fix = "set [sandbox_workspace_write] share_slash_tmp = true to share the host's /tmp with the command"
+			}
+			return nil, refusal(r.what, r.given, abs, why, fix)
+		}
+		userRoots = append(userRoots, abs)
+	}
+
+	// The temporary directories agentbox adds itself: the host's, as
+	// writable roots, with share_slash_tmp; otherwise private ones.
 	excl := func(b *bool) bool { return b != nil && *b }
+	share := excl(ww.ShareSlashTmp)
+	var temps []root
 	if goos == "windows" {
 		if !excl(ww.ExcludeTmpdirEnvVar) {
 			for _, v := range []string{"TEMP", "TMP"} {
 				if d := getenv(v); d != "" {
-					roots = append(roots, root{d, "%" + v + "%"})
+					temps = append(temps, root{d, v, "point %" + v + "% at a directory of its own, or set [sandbox_workspace_write] exclude_tmpdir_env_var = true", d})
 				}
 			}
 		}
 	} else {
 		if !excl(ww.ExcludeSlashTmp) {
 			if _, err := os.Stat("/tmp"); err == nil {
-				roots = append(roots, root{"/tmp", "/tmp"})
+				temps = append(temps, root{"/tmp", "", "", "/tmp"})
 			}
 		}
 		if !excl(ww.ExcludeTmpdirEnvVar) {
 			if d := getenv("TMPDIR"); d != "" {
-				roots = append(roots, root{d, "$TMPDIR"})
+				temps = append(temps, root{d, "TMPDIR", "point $TMPDIR at a directory of its own, or set [sandbox_workspace_write] exclude_tmpdir_env_var = true", d})
 			}
 		}
 	}
-
-	seen := map[string]bool{}
-	for _, r := range roots {
-		abs, err := resolveDir(r.path, c, r.what)
+	var tempDirs []tempDir
+	for _, t := range temps {
+		what := "/tmp"
+		if t.what != "" {
+			what = "$" + t.what
+			if goos == "windows" {
+				what = "%" + t.what + "%"
+			}
+		}
+		abs, err := resolveDir(t.path, c, what)
 		if err != nil {
 			return nil, err
 		}
-		if !seen[abs] {
-			seen[abs] = true
-			p.f.WritableRoots = append(p.f.WritableRoots, abs)
+		// /tmp itself is the one system directory agentbox makes a
+		// writable root of (share_slash_tmp) or stands in for; a
+		// private one may also hold the home, which stays visible.
+		why := rule.check(abs)
+		if abs == slashTmpPath(goos) && (why == whySystem || !share) {
+			why = ""
+		}
+		if why != "" {
+			return nil, refusal(what, t.path, abs, why, t.fix)
+		}
+		tempDirs = append(tempDirs, tempDir{abs, t.what})
+	}
+	all := userRoots
+	if share {
+		for _, t := range tempDirs {
+			all = append(all, t.path)
+		}
+	} else {
+		p.f.PrivateTemps = privateTemps(tempDirs, userRoots, rule.homePaths(), c, agentdirs.State(getenv, goos), goos)
+	}
+	seen := map[string]bool{}
+	for _, r := range all {
+		if !seen[r] {
+			seen[r] = true
+			p.f.WritableRoots = append(p.f.WritableRoots, r)
 		}
 	}
 	slices.SortFunc(p.f.WritableRoots, comparePaths)
@@ -462,6 +513,18 @@ func invokedAs(c policyhook.Caller, path string, absolute func(string) (string, 
 		return ""
 	}
 	return joinRaw(abs, arg0)
+}
+
+// slashTmpPath is /tmp as symlinks resolve it on this machine (macOS's is
+// /private/tmp); "" on Windows.
+func slashTmpPath(goos string) string {
+	if goos == "windows" {
+		return ""
+	}
+	if real, err := filepath.EvalSymlinks("/tmp"); err == nil {
+		return real
+	}
+	return "/tmp"
 }
 
 // resolveDir makes dir absolute (relative to base), resolves symlinks and

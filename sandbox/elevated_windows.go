@@ -60,6 +60,9 @@ func startElevatedCmd(c *Cmd) (process, error) {
 		pol = unelevated.WithCaches(pol, cs)
 		cmdEnv = unelevated.CacheEnv(cmdEnv, cs)
 	}
+	if pol, cmdEnv, err = privateTemp(pol, cmdEnv); err != nil {
+		return nil, &StartError{Code: CodeSandboxFailure, Err: err}
+	}
 	// The command's token is the sandbox user's, write-restricted with the
 	// synthetic SID: a write must be allowed to both, so the writable
 	// roots are granted to the sandbox group as well (and the protected

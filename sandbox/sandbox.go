@@ -99,6 +99,7 @@ type Cmd struct {
 	ctx      context.Context
 	session  *Session // set by Session.Command
 	proc     process
+	programs programDirs // the private directories of programs, watched
 	done     chan struct{}
 	started  bool
 	finished bool
@@ -264,6 +265,10 @@ func (c *Cmd) Start() error {
 	if err := checkEgress(c.Policy); err != nil {
 		return &StartError{Code: CodeSandboxFailure, Err: err}
 	}
+	if err := checkPrivatePath(c.Policy, c.Env); err != nil {
+		return &StartError{Code: CodeSandboxFailure, Err: err}
+	}
+	c.programs = watchPrograms(c.Policy)
 	var p process
 	var err error
 	if c.session != nil {
@@ -340,6 +345,9 @@ func (c *Cmd) Wait() error {
 	c.finished = true
 	st, err := c.proc.Wait()
 	close(c.done)
+	for _, n := range c.programs.notes() {
+		c.diag("%s", n)
+	}
 	if err != nil {
 		return err
 	}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"runtime"
 
+	"github.com/agentbox/agentbox/internal/agentdirs"
 	"github.com/agentbox/agentbox/internal/cacheplan"
 	"github.com/agentbox/agentbox/internal/lookpath"
 	"github.com/agentbox/agentbox/internal/rawpolicy"
@@ -38,6 +39,9 @@ func darwinInput(pol *policy.Policy) darwin.Input {
 				in.CacheDirs = []string{cacheplan.PrivateRoot(d.Cache)}
 			}
 		}
+		for _, t := range pol.PrivateTemps() {
+			in.TempDirs = append(in.TempDirs, t.Dir)
+		}
 	}
 	return in
 }
@@ -56,7 +60,9 @@ func start(c *Cmd) (process, error) {
 	if err != nil {
 		return nil, &StartError{Code: CodeSandboxFailure, Err: err}
 	}
-	c.Env = env
+	if c.Env, err = privateTemps(pol, env); err != nil {
+		return nil, &StartError{Code: CodeSandboxFailure, Err: err}
+	}
 	argv := append([]string{c.Path}, c.Args[1:]...)
 	in, env := darwinInput(pol), c.Env
 	var proxy *netproxy.Server
@@ -115,6 +121,7 @@ func doctor(pol *policy.Policy) *Report {
 	}
 	r.Checks = append(r.Checks, Check{Name: "profile", OK: true, Detail: "generated profile accepted by sandbox-exec"})
 	r.Checks = append(r.Checks, cacheChecks(pol, false)...)
+	r.Checks = append(r.Checks, tmpChecks(pol, false)...)
 	r.Missing = append(r.Missing, "no pid namespace: a process that starts its own session escapes the kill at the end of a run")
 	r.CanSandbox = true
 	return r
@@ -126,10 +133,22 @@ func setup(ctx context.Context, pol *policy.Policy, out io.Writer) error {
 }
 
 func cleanup(ctx context.Context, out io.Writer) error {
-	if removed := removeCacheLayers(stateDir()); removed != "" {
-		fmt.Fprintf(out, "removed tool cache layers %s\n", removed)
+	state := stateDir()
+	if state == "" {
+		fmt.Fprintln(out, "agentbox: nothing to clean up on macOS")
 		return nil
 	}
-	fmt.Fprintln(out, "agentbox: nothing to clean up on macOS")
+	done := false
+	if removed := removeStateTree(agentdirs.ToolCacheRoot(state)); removed != "" {
+		fmt.Fprintf(out, "removed tool cache layers %s\n", removed)
+		done = true
+	}
+	if removed := removeStateTree(agentdirs.TempRoot(state)); removed != "" {
+		fmt.Fprintf(out, "removed private temporary directories %s\n", removed)
+		done = true
+	}
+	if !done {
+		fmt.Fprintln(out, "agentbox: nothing to clean up on macOS")
+	}
 	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/agentbox/agentbox/internal/gitguard"
@@ -36,16 +37,19 @@ func start(c *Cmd) (process, error) {
 	if pol.Mode() == policy.DangerFullAccess {
 		return startUnsandboxed(c)
 	}
-	ph, spec, git, _, err := prepareLinux(pol, nil)
+	ph, spec, git, td, _, err := prepareLinux(pol, nil)
 	if err != nil {
 		return nil, err
 	}
-	spec.Path, spec.Argv, spec.Env, spec.Cwd = c.Path, c.Args, c.Env, c.workDir()
+	spec.Path, spec.Argv, spec.Cwd = c.Path, c.Args, c.workDir()
 	// Before the command can write an index: the submodules it holds now.
 	gl := newGitlinkGuard(pol)
 	base := *spec
+	base.Env = td.Env(pol, c.Env, false)
+	spec.Env = td.Env(pol, c.Env, true)
 	cl, err := applyCaches(pol, spec, true)
 	if err != nil {
+		td.Release()
 		git.Release()
 		ph.Release()
 		return nil, &StartError{Code: CodeSandboxFailure, Err: err}
@@ -63,6 +67,11 @@ func start(c *Cmd) (process, error) {
 			proxy, err = degradedEgress(pol, &base)
 		}
 		if err == nil {
+			// Nothing is mounted: the private directories are written
+			// where they are on the host.
+			remapped := td.Roots(pol, true)
+			base.WritableRoots = append(slices.DeleteFunc(slices.Clone(base.WritableRoots), func(r string) bool { return slices.Contains(remapped, r) }),
+				td.Roots(pol, false)...)
 			p, err = startDegraded(c, &base, nu, &cl)
 		}
 		if err != nil && proxy != nil {
@@ -74,11 +83,12 @@ func start(c *Cmd) (process, error) {
 	}
 	if err != nil {
 		cl.Release()
+		td.Release()
 		git.Release()
 		ph.Release()
 		return nil, startError(err)
 	}
-	return &linuxProcess{p: p, ph: ph, proxy: proxy, cl: cl, git: git, gl: gl, diag: c.diag}, nil
+	return &linuxProcess{p: p, ph: ph, proxy: proxy, cl: cl, td: td, git: git, gl: gl, diag: c.diag}, nil
 }
 
 // degradedEgress starts the allow-list proxy on the host's loopback for a
@@ -122,22 +132,30 @@ func serveEgress(pol *policy.Policy, p *linux.Process) (*netproxy.Server, error)
 // prepareLinux is what a lone run and a session share before their
 // commands: stale placeholders swept, this policy's held (the caller
 // releases them with ph.Release and git.Release; with a pool, into it),
-// and the sandbox's spec with git writes applied; gh says what git's
-// placeholders were made for.
-func prepareLinux(pol *policy.Policy, pool *linux.Pool) (ph *linux.Placeholders, spec *linux.Spec, git *linux.GitHeld, gh gitHolds, err error) {
+// the private temporary directories made and held (td.Release), and the
+// sandbox's spec with git writes applied; gh says what git's placeholders
+// were made for. The spec's Env is the caller's to set (td.Env).
+func prepareLinux(pol *policy.Policy, pool *linux.Pool) (ph *linux.Placeholders, spec *linux.Spec, git *linux.GitHeld, td *linux.TempDirs, gh gitHolds, err error) {
 	state := stateDir()
 	if state != "" {
 		linux.SweepPlaceholders(state)
 	}
 	if ph, err = linux.AcquirePooled(linux.HeldDirs(pol), state, pool); err != nil {
-		return nil, nil, nil, gh, &StartError{Code: CodeSandboxFailure, Err: err}
+		return nil, nil, nil, nil, gh, &StartError{Code: CodeSandboxFailure, Err: err}
+	}
+	if td, err = linux.PrepareTemps(pol); err != nil {
+		ph.Release()
+		return nil, nil, nil, nil, gh, &StartError{Code: CodeSandboxFailure, Err: err}
 	}
 	spec = linuxSpec(pol, ph)
+	td.Apply(spec)
+	spec.WritableRoots = append(spec.WritableRoots, td.Roots(pol, true)...)
 	if git, gh, err = applyGitWrites(pol, spec, state, pool); err != nil {
+		td.Release()
 		ph.Release()
-		return nil, nil, nil, gh, &StartError{Code: CodeSandboxFailure, Err: err}
+		return nil, nil, nil, nil, gh, &StartError{Code: CodeSandboxFailure, Err: err}
 	}
-	return ph, spec, git, gh, nil
+	return ph, spec, git, td, gh, nil
 }
 
 // linuxSpec is the sandbox for pol, without the command: a lone run adds
@@ -215,6 +233,7 @@ type linuxProcess struct {
 	ph    *linux.Placeholders
 	proxy *netproxy.Server // nil without an allow-list
 	cl    *linux.CacheLayers
+	td    *linux.TempDirs
 	git   *linux.GitHeld
 	gl    *gitguard.Guard // nil without allow_git_writes
 	diag  func(format string, args ...any)
@@ -229,6 +248,7 @@ func (l *linuxProcess) Wait() (*Status, error) {
 	}
 	l.ph.Release()
 	l.cl.Release()
+	l.td.Release()
 	l.git.Release()
 	// The command is gone: no submodule it planted is left for the
 	// user's next git to recurse into.
@@ -247,7 +267,9 @@ func (l *linuxProcess) Kill() error              { return l.p.Kill() }
 
 func doctor(pol *policy.Policy) *Report {
 	r := linuxDoctor(pol)
-	r.Checks = append(r.Checks, cacheChecks(pol, strings.HasPrefix(r.Backend, "namespaces"))...)
+	ns := strings.HasPrefix(r.Backend, "namespaces")
+	r.Checks = append(r.Checks, cacheChecks(pol, ns)...)
+	r.Checks = append(r.Checks, tmpChecks(pol, ns)...)
 	return r
 }
 
@@ -293,6 +315,13 @@ func cleanup(ctx context.Context, out io.Writer) error {
 	for _, l := range busy {
 		fmt.Fprintf(out, "kept tool cache layer %s: a running sandbox uses it\n", l)
 	}
+	temps, busyTemps := linux.RemoveTemps(state)
+	for _, t := range temps {
+		fmt.Fprintf(out, "removed private /tmp %s\n", t)
+	}
+	for _, t := range busyTemps {
+		fmt.Fprintf(out, "kept private /tmp %s: a running sandbox uses it\n", t)
+	}
 	removed := linux.SweepPlaceholders(state)
 	for _, p := range removed {
 		fmt.Fprintf(out, "removed placeholder %s\n", p)
@@ -301,7 +330,7 @@ func cleanup(ctx context.Context, out io.Writer) error {
 	for _, p := range left {
 		fmt.Fprintf(out, "kept placeholder %s: a running sandbox still uses it, or it is no longer empty\n", p)
 	}
-	if len(removed) == 0 && len(left) == 0 && len(layers) == 0 && len(busy) == 0 {
+	if len(removed) == 0 && len(left) == 0 && len(layers) == 0 && len(busy) == 0 && len(temps) == 0 && len(busyTemps) == 0 {
 		fmt.Fprintln(out, "agentbox: nothing to clean up")
 	}
 	return nil

@@ -22,6 +22,7 @@ import (
 type linuxSession struct {
 	z     *linux.Session
 	cl    *linux.CacheLayers
+	td    *linux.TempDirs
 	pol   *policy.Policy
 	proxy *netproxy.Server // nil without an allow-list
 
@@ -46,7 +47,7 @@ func newSession(pol *policy.Policy, init string) (sessionImpl, error) {
 	if pol.Mode() == policy.WorkspaceWrite {
 		pool = linux.NewPool(state)
 	}
-	ph, spec, git, gh, err := prepareLinux(pol, pool)
+	ph, spec, git, td, gh, err := prepareLinux(pol, pool)
 	if err != nil {
 		pool.Close()
 		return nil, err
@@ -58,6 +59,7 @@ func newSession(pol *policy.Policy, init string) (sessionImpl, error) {
 	}
 	cl, err := applyCaches(pol, spec, true)
 	if err != nil {
+		td.Release()
 		release()
 		pool.Close()
 		return nil, &StartError{Code: CodeSandboxFailure, Err: err}
@@ -68,6 +70,7 @@ func newSession(pol *policy.Policy, init string) (sessionImpl, error) {
 	release()
 	if err != nil {
 		cl.Release()
+		td.Release()
 		pool.Close()
 		var nu *linux.NoUsernsError
 		if errors.As(err, &nu) {
@@ -79,7 +82,7 @@ func newSession(pol *policy.Policy, init string) (sessionImpl, error) {
 		}
 		return nil, startError(err)
 	}
-	l := &linuxSession{z: z, cl: cl, pol: pol, state: state, held: held, git: gh, writable: map[string]bool{}, pool: pool}
+	l := &linuxSession{z: z, cl: cl, td: td, pol: pol, state: state, held: held, git: gh, writable: map[string]bool{}, pool: pool}
 	for _, m := range spec.Mounts {
 		l.writable[m.Path] = m.Kind == linux.Pin || m.Kind == linux.BindWritable
 	}
@@ -114,7 +117,7 @@ func (l *linuxSession) start(c *Cmd) (process, error) {
 			bind = append(bind, h)
 		}
 	}
-	p, err := l.z.Start(c.Path, c.Args, c.Env, c.workDir(), c.stdio(), bind)
+	p, err := l.z.Start(c.Path, c.Args, l.td.Env(l.pol, c.Env, true), c.workDir(), c.stdio(), bind)
 	if err != nil {
 		git.Release()
 		ph.Release()
@@ -151,6 +154,7 @@ func (l *linuxSession) close() error {
 	// serve, and closing the proxy ends any still held.
 	closeProxy(l.proxy)
 	l.cl.Release()
+	l.td.Release()
 	// After the zygote: with its mount namespace gone, removing the kept
 	// placeholders unbinds nothing.
 	l.pool.Close()

@@ -36,6 +36,8 @@ type exitError struct {
 	err  error // printed when non-nil
 }
 
+func (e *exitError) Unwrap() error { return e.err }
+
 func (e *exitError) Error() string {
 	if e.err == nil {
 		return fmt.Sprintf("exit %d", e.code)
@@ -200,9 +202,24 @@ func (f *runFlags) resolveFor(cmd *cobra.Command, c rawpolicy.Caller) (*policy.P
 	}
 	pol, err := rawpolicy.ResolveFor(o, c)
 	if err != nil {
-		return nil, failure("%v", err)
+		return nil, failure("%w", err)
 	}
 	return pol, nil
+}
+
+// resolveMachine is resolve for doctor and setup, which are about the
+// machine: run where the workspace would be refused (the home directory,
+// /), they go on with the read-only policy of the same directory and
+// return the refusal.
+func (f *runFlags) resolveMachine(cmd *cobra.Command) (pol *policy.Policy, refused *policy.RootError, err error) {
+	pol, err = f.resolve(cmd)
+	if !errors.As(err, &refused) {
+		return pol, nil, err
+	}
+	ro := *f
+	ro.mode = string(policy.ReadOnly)
+	pol, err = ro.resolve(cmd)
+	return pol, refused, err
 }
 
 func newRun(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
@@ -317,11 +334,17 @@ func newDoctor(stdout io.Writer) *cobra.Command {
 		Short: "Report what this machine can enforce",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			pol, err := f.resolve(cmd)
+			pol, refused, err := f.resolveMachine(cmd)
 			if err != nil {
 				return err
 			}
-			rep := withFlagNames(sandbox.Doctor(pol))
+			rep := sandbox.Doctor(pol)
+			if refused != nil {
+				// What the machine can enforce is still worth saying;
+				// the run would be refused here, and why.
+				rep.Checks = append([]sandbox.Check{{Name: "workspace", Detail: refused.Error() + " (this report is for -s read-only)"}}, rep.Checks...)
+			}
+			rep = withFlagNames(rep)
 			if asJSON {
 				enc := json.NewEncoder(stdout)
 				enc.SetIndent("", "  ")
@@ -389,7 +412,7 @@ func newSetup(stdout io.Writer) *cobra.Command {
 		Short: "One-time machine setup (Windows elevated mode); elsewhere says what is needed",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			pol, err := f.resolve(cmd)
+			pol, _, err := f.resolveMachine(cmd)
 			if err != nil {
 				return err
 			}

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -23,7 +24,9 @@ func isolate(t *testing.T) string {
 	dir := t.TempDir()
 	t.Setenv("XDG_CONFIG_HOME", filepath.Join(dir, "config"))
 	t.Setenv("XDG_STATE_HOME", filepath.Join(dir, "state"))
-	t.Setenv("HOME", dir)
+	// Not dir itself: a workspace that is the home (or holds it)
+	// confines nothing and is refused.
+	t.Setenv("HOME", t.TempDir())
 	return dir
 }
 
@@ -127,5 +130,39 @@ func TestExitStatusContract(t *testing.T) {
 		if code, _, stderr := run(t, args...); code != tc.want {
 			t.Errorf("%q: status %d, want %d (stderr %q)", tc.args, code, tc.want, stderr)
 		}
+	}
+}
+
+// failingReader fails the test that reads it.
+type failingReader struct{ t *testing.T }
+
+func (r failingReader) Read([]byte) (int, error) {
+	r.t.Error("stdin was read")
+	return 0, io.EOF
+}
+
+// TestRefusesSlashWorkspace: started in / with no -C, `agentbox run` and
+// `agentbox mcp` exit 125 before anything runs (mcp before reading its
+// input), naming -C; read-only mode and danger-full-access still run.
+func TestRefusesSlashWorkspace(t *testing.T) {
+	isolate(t)
+	t.Chdir("/")
+	for _, args := range [][]string{{"run", "--", "true"}, {"mcp"}} {
+		var out, errb bytes.Buffer
+		code := Main(args, failingReader{t}, &out, &errb)
+		if code != 125 || out.Len() != 0 {
+			t.Errorf("%q: status %d, stdout %q, want 125 and nothing", args, code, out.String())
+		}
+		for _, w := range []string{"workspace (-C) /", "confines nothing", "-C DIR", "-s read-only"} {
+			if !strings.Contains(errb.String(), w) {
+				t.Errorf("%q: stderr %q does not contain %q", args, errb.String(), w)
+			}
+		}
+		if args[0] == "mcp" && !strings.Contains(errb.String(), "server's arguments") {
+			t.Errorf("mcp: stderr %q does not say where -C goes", errb.String())
+		}
+	}
+	if code, _, stderr := run(t, "run", "-s", "danger-full-access", "--", "true"); code != 0 {
+		t.Errorf("danger-full-access from /: status %d (%s)", code, stderr)
 	}
 }

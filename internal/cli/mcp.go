@@ -5,11 +5,13 @@ import (
 	"errors"
 	"io"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
 
 	"github.com/agentbox/agentbox/internal/mcpserver"
+	"github.com/agentbox/agentbox/policy"
 	"github.com/agentbox/agentbox/sandbox"
 )
 
@@ -29,7 +31,14 @@ for calls that give none.`,
 			if f.timeout < 0 {
 				return failure("--timeout %v is negative", f.timeout)
 			}
+			// Before anything reads stdin: an MCP client that started
+			// the server in a directory that confines nothing (Claude
+			// Desktop starts them in /) learns it from the exit.
 			pol, err := f.resolve(cmd)
+			var re *policy.RootError
+			if errors.As(err, &re) && !cmd.Flags().Changed("cd") && strings.HasPrefix(re.What, "workspace") {
+				return failure("%w; agentbox mcp runs in the directory its client starts it in: add -C DIR (the project) to the server's arguments in the client's configuration", err)
+			}
 			if err != nil {
 				return err
 			}

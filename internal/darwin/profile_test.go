@@ -23,10 +23,13 @@ var goldenCases = []struct {
 }{
 	{"read-only", Input{}},
 	{"read-only-network", Input{Network: NetworkOn}},
+	// share_slash_tmp = true: the host's temporary directories are roots.
 	{"workspace-write", Input{
 		WritableRoots:  []string{"/Users/dev/project", "/private/tmp", "/private/var/folders/xy/abc123/T"},
 		ProtectedNames: names,
 	}},
+	// The default: private temporary directories only.
+	{"workspace-write-private-tmp", privateTmpInput},
 	{"workspace-write-network", Input{
 		WritableRoots:  []string{"/Users/dev/project"},
 		ProtectedNames: names,
@@ -60,6 +63,51 @@ var goldenCases = []struct {
 	{"root-is-slash", Input{WritableRoots: []string{"/"}, ProtectedNames: []string{".git"}}},
 	{"pty", Input{WritableRoots: []string{"/Users/dev/project"}, AllowPTY: true}},
 	{"git-writes-and-caches", gitWritesInput},
+}
+
+// privateTmpInput is the default workspace-write policy's input: the
+// workspace's private temporary directories (for /tmp and $TMPDIR) in the
+// protected state directory, and neither /private/tmp nor the host's
+// $TMPDIR among the roots.
+var privateTmpInput = Input{
+	WritableRoots:  []string{"/Users/dev/project"},
+	ProtectedNames: names,
+	Protected:      []string{"/Users/dev/.local/state/agentbox"},
+	TempDirs: []string{"/Users/dev/.local/state/agentbox/tmp/0123456789abcdef/tmp",
+		"/Users/dev/.local/state/agentbox/tmp/0123456789abcdef/tmpdir"},
+}
+
+// TestPrivateTmpDecisions: by default the host's /tmp and $TMPDIR are not
+// writable (a server listening there would reach the user's programs),
+// the workspace's private temporary directories are, and the rest of
+// the state directory is not.
+func TestPrivateTmpDecisions(t *testing.T) {
+	profile, params, err := Profile(privateTmpInput)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := newModel(t, profile, params)
+	const priv = "/Users/dev/.local/state/agentbox/tmp/0123456789abcdef"
+	cases := []struct {
+		op, path string
+		allow    bool
+	}{
+		{"file-write-create", "/private/tmp/tmux-501/default", false},
+		{"file-write-create", "/private/tmp/x", false},
+		{"file-write-create", "/private/var/folders/xy/abc123/T/ssh-agent.sock", false},
+		{"file-write-create", priv + "/tmpdir/tmux-501/default", true},
+		{"file-write-create", priv + "/tmp/x", true},
+		{"file-write-unlink", priv + "/tmpdir/x", true},
+		{"file-write-create", priv + "/lock", false},
+		{"file-write-create", priv + "/other", false},
+		{"file-write-create", "/Users/dev/.local/state/agentbox/placeholders/x", false},
+		{"file-write-create", "/Users/dev/project/x", true},
+	}
+	for _, c := range cases {
+		if got := m.allowed(t, c.op, c.path); got != c.allow {
+			t.Errorf("%s %q: allowed=%v, want %v", c.op, c.path, got, c.allow)
+		}
+	}
 }
 
 // gitWritesInput has allow_git_writes and a private tool cache.

@@ -31,6 +31,7 @@ type Fields = struct {
 	ToolCacheMode    policy.ToolCacheMode
 	ToolCaches       []policy.ToolCache
 	AllowGitWrites   bool
+	PrivateTemps     []policy.PrivateTemp
 }
 
 // New returns the policy made of f (its slices copied).

@@ -335,11 +335,12 @@ func TestGitPlantedAboveNoDenial(t *testing.T) {
 	})
 }
 
-// TestGitMissingConfigFilesUsable: with the workspace at $HOME, a missing
-// ~/.gitconfig and a missing include.path target are protected by empty
-// read-only files, not directories: git inside works without a warning or
-// the fatal "bad config line" a directory gives, the command still cannot
-// create either file, and both are gone afterwards.
+// TestGitMissingConfigFilesUsable: with the global config in the
+// workspace (GIT_CONFIG_GLOBAL; a workspace at $HOME is refused), a
+// missing global config and a missing include.path target are protected
+// by empty read-only files, not directories: git inside works without a
+// warning or the fatal "bad config line" a directory gives, the command
+// still cannot create either file, and both are gone afterwards.
 func TestGitMissingConfigFilesUsable(t *testing.T) {
 	needGit(t)
 	forEachUser(t, func(t *testing.T, u *testUser) {
@@ -360,7 +361,7 @@ done; true`
 		// Lone runs: a resident helper warmed by an earlier test keeps
 		// its sandbox's placeholders until it drops the sandbox (its
 		// documented lifetime), and this test checks a run's own.
-		env := append(fx.env(), "HOME="+fx.ws, "TMPDIR="+fx.tmpdir, "GIT_CONFIG_NOSYSTEM=1", "AGENTBOX_RESIDENT=0")
+		env := append(fx.env(), "GIT_CONFIG_GLOBAL="+global, "TMPDIR="+fx.tmpdir, "GIT_CONFIG_NOSYSTEM=1", "AGENTBOX_RESIDENT=0")
 		args := []string{"run", "-C", fx.ws, "--add-dir", fx.tmpdir, "--", "/bin/sh", "-c", script}
 		for _, mode := range []string{"namespaces", "degraded"} {
 			var r result

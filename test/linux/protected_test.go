@@ -4,7 +4,6 @@ package linux
 
 import (
 	"fmt"
-	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -181,7 +180,9 @@ func agentFilesSnapshot(t *testing.T, fx *fixture) map[string]string {
 	t.Helper()
 	m := map[string]string{}
 	for _, d := range []string{fx.ws, fx.add, fx.out} {
-		maps.Copy(m, snapshot(t, d))
+		for p, v := range snapshot(t, d) {
+			m[p] = v
+		}
 	}
 	return m
 }

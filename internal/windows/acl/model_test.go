@@ -510,17 +510,6 @@ func TestRootSIDsIsolateWorkspaces(t *testing.T) {
 	}
 }
 
-func TestCheckLabelRoots(t *testing.T) {
-	if err := CheckLabelRoots([]string{proj, temp, wt}, profile); err != nil {
-		t.Errorf("project roots refused: %v", err)
-	}
-	for _, bad := range []string{profile, profile + `\`, `C:\Users`, `C:\`, `c:/`} {
-		if err := CheckLabelRoots([]string{proj, bad}, profile); err == nil {
-			t.Errorf("root %s accepted: its Low label would open the profile to every Low-integrity program", bad)
-		}
-	}
-}
-
 // A missing protected path read as a file (.mcp.json, which agents parse
 // as JSON) gets an empty placeholder file, never a directory, with a
 // file's deny and label; the command can neither write, delete, rename
