@@ -407,14 +407,10 @@ func (p *Placeholders) tryAcquire(parent int, pid [2]uint64, path, name string, 
 		// There already (another run's placeholder, the user's own):
 		// joined below.
 	} else if f := p.pool.take(parent, pid, name, file); f != nil {
-		// Moved into place from the pool: the inode agentbox made for an
-		// earlier command, empty when it went there (nothing but the
-		// user's own processes can reach the pool), unless a command
-		// able to write the parent moved it on at once.
-		if !sameEntry(parent, name, f) {
-			f.Close()
-			return heldPlaceholder{}, 0, fmt.Errorf("protected path %s was replaced while starting (by a command that can write %s?); run again", path, filepath.Dir(path))
-		}
+		// Moved into place from the pool by a rename that replaced
+		// nothing: the inode agentbox made for an earlier command, empty
+		// when it went there (nothing but the user's own processes can
+		// reach the pool).
 		id, ok := p.record(path, f)
 		return heldPlaceholder{path: path, parent: parent, f: f, file: file, ours: true, spare: true, parentID: pid, id: id, idOK: ok}, 0, nil
 	}
