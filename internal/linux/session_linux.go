@@ -324,7 +324,8 @@ func (s *Session) Start(path string, argv, env []string, dir string, stdio Stdio
 	}
 	// A directory this session has bound before in the same directory
 	// is bound still, if it is the one the caller holds at the path (the
-	// caller checked the name leads to it): its bind goes only with its
+	// caller checked the name leads to it, or put it there by a rename
+	// that replaced nothing): its bind goes only with its
 	// name (an rmdir, and a directory's inode never gets another name
 	// after that), follows it through renames within the mount it was
 	// made under (Pool; the directory holding it stands for that mount:
