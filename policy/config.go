@@ -35,7 +35,7 @@ type WorkspaceWriteSection struct {
 	// workspace private ones (see [PrivateTemp]).
 	ShareSlashTmp *bool `toml:"share_slash_tmp"`
 	// ProtectedSubpaths replaces the default list of names kept read-only
-	// inside every writable root (.git, .codex, .agents).
+	// inside every writable root ([DefaultProtectedNames]).
 	ProtectedSubpaths []string `toml:"protected_subpaths"`
 	// AllowUnixSockets are absolute paths of unix sockets outside the
 	// sandbox that the command may connect to all the same (a daemon the

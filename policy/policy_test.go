@@ -440,6 +440,64 @@ func TestProtectedSubpathsConfigurable(t *testing.T) {
 	}
 }
 
+// TestDefaultProtectedAgentFiles (issue 21, finding 5): by default the
+// files agents and editors run things from are protected in every root,
+// existing or not; a missing .mcp.json is kept free with a file (agents
+// parse it as JSON), a missing directory name with a directory, and an
+// existing one is protected as it is.
+func TestDefaultProtectedAgentFiles(t *testing.T) {
+	want := []string{".git", ".codex", ".agents", ".claude", ".mcp.json", ".vscode", ".idea", ".cursor", ".gemini", ".zed"}
+	if got := DefaultProtectedNames(); !slices.Equal(got, want) {
+		t.Fatalf("DefaultProtectedNames() = %q, want %q", got, want)
+	}
+	base := realTemp(t)
+	ws, add := filepath.Join(base, "ws"), filepath.Join(base, "add")
+	mkdirs(t, ws, add, filepath.Join(ws, ".vscode"))
+	os.WriteFile(filepath.Join(ws, ".mcp.json"), []byte(`{"mcpServers":{}}`), 0o644)
+	p, err := resolveEnv(Options{Cwd: ws, AddDirs: []string{add}, Config: &Config{SandboxWorkspaceWrite: WorkspaceWriteSection{ExcludeSlashTmp: ptr(true)}}}, noEnv, "linux")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, root := range []string{ws, add} {
+		for _, n := range want {
+			path := filepath.Join(root, n)
+			pr, ok := findProtected(p, path)
+			if !ok {
+				t.Errorf("%s not protected", path)
+				continue
+			}
+			wantKind := Missing
+			switch {
+			case root == ws && n == ".vscode":
+				wantKind = Dir
+			case root == ws && n == ".mcp.json":
+				wantKind = File
+			}
+			if pr.Kind != wantKind {
+				t.Errorf("%s kind = %v, want %v", path, pr.Kind, wantKind)
+			}
+			// Missing .mcp.json: an empty file keeps it; the user's own
+			// (not empty) is no placeholder to hold.
+			if wantFile := n == ".mcp.json" && wantKind == Missing; pr.FileWhenMissing != wantFile {
+				t.Errorf("%s FileWhenMissing = %v, want %v", path, pr.FileWhenMissing, wantFile)
+			}
+			if p.IsWritable(filepath.Join(path, "x")) || p.IsWritable(path) {
+				t.Errorf("%s writable", path)
+			}
+		}
+	}
+	for _, n := range []string{".mcp.json", "AGENTS.md", "x.toml"} {
+		if !IsFileName(n) {
+			t.Errorf("IsFileName(%q) = false", n)
+		}
+	}
+	for _, n := range []string{".git", ".claude", "x", "."} {
+		if IsFileName(n) {
+			t.Errorf("IsFileName(%q) = true", n)
+		}
+	}
+}
+
 func ptr[T any](v T) *T { return &v }
 
 func TestComparePathsParentFirst(t *testing.T) {

@@ -36,7 +36,7 @@ func start(c *Cmd) (process, error) {
 	if pol.Mode() == policy.DangerFullAccess {
 		return startUnsandboxed(c)
 	}
-	ph, spec, git, td, err := prepareLinux(pol)
+	ph, spec, git, td, _, err := prepareLinux(pol, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -128,30 +128,31 @@ func serveEgress(pol *policy.Policy, p *linux.Process) (*netproxy.Server, error)
 
 // prepareLinux is what a lone run and a session share before their
 // commands: stale placeholders swept, this policy's held (the caller
-// releases them with ph.Release), the private temporary directories
-// made and held (td.Release), and the sandbox's spec with git writes
-// applied. The spec's Env is the caller's to set (td.Env).
-func prepareLinux(pol *policy.Policy) (ph *linux.Placeholders, spec *linux.Spec, git *linux.GitHeld, td *linux.TempDirs, err error) {
+// releases them with ph.Release and git.Release; with a pool, into it),
+// the private temporary directories made and held (td.Release), and the
+// sandbox's spec with git writes applied; gh says what git's placeholders
+// were made for. The spec's Env is the caller's to set (td.Env).
+func prepareLinux(pol *policy.Policy, pool *linux.Pool) (ph *linux.Placeholders, spec *linux.Spec, git *linux.GitHeld, td *linux.TempDirs, gh gitHolds, err error) {
 	state := stateDir()
 	if state != "" {
 		linux.SweepPlaceholders(state)
 	}
-	if ph, err = linux.AcquirePlaceholders(linux.HeldDirs(pol), state); err != nil {
-		return nil, nil, nil, nil, &StartError{Code: CodeSandboxFailure, Err: err}
+	if ph, err = linux.AcquirePooled(linux.HeldDirs(pol), state, pool); err != nil {
+		return nil, nil, nil, nil, gh, &StartError{Code: CodeSandboxFailure, Err: err}
 	}
 	if td, err = linux.PrepareTemps(pol); err != nil {
 		ph.Release()
-		return nil, nil, nil, nil, &StartError{Code: CodeSandboxFailure, Err: err}
+		return nil, nil, nil, nil, gh, &StartError{Code: CodeSandboxFailure, Err: err}
 	}
 	spec = linuxSpec(pol, ph)
 	td.Apply(spec)
 	spec.WritableRoots = append(spec.WritableRoots, td.Roots(pol, true)...)
-	if git, err = applyGitWrites(pol, spec, state); err != nil {
+	if git, gh, err = applyGitWrites(pol, spec, state, pool); err != nil {
 		td.Release()
 		ph.Release()
-		return nil, nil, nil, nil, &StartError{Code: CodeSandboxFailure, Err: err}
+		return nil, nil, nil, nil, gh, &StartError{Code: CodeSandboxFailure, Err: err}
 	}
-	return ph, spec, git, td, nil
+	return ph, spec, git, td, gh, nil
 }
 
 // linuxSpec is the sandbox for pol, without the command: a lone run adds

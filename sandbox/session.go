@@ -10,11 +10,13 @@ import (
 
 // Session prepares a policy once and runs many commands under it, each as
 // isolated as a lone [Cmd]: on Linux the sandbox (policy resolution,
-// placeholders for missing protected paths, namespaces and the mount
-// tree) is built once, and each command is forked from it in a pid
-// namespace of its own with fresh capability, Landlock and seccomp state
-// and its own stdio. A command in a session costs a fraction of a lone
-// run; see the README for figures.
+// namespaces and the mount tree) is built once, and each command is forked
+// from it in a pid namespace of its own with fresh capability, Landlock
+// and seccomp state and its own stdio. The placeholders that keep missing
+// protected names free are each command's own, as a lone run's are: made
+// on the host before it starts and removed when it has ended, so none is
+// on the host between commands. A command in a session costs a fraction
+// of a lone run; see the README for figures.
 //
 // # What the commands of one session share
 //

@@ -13,41 +13,65 @@ import (
 )
 
 // linuxSession is a session's zygote and what it holds for the session's
-// whole life: placeholders, git-writes placeholders, the tool caches'
-// copy-on-write layers (one layer for all the session's commands) and,
-// with an allow-list, the proxy.
+// whole life: the tool caches' copy-on-write layers (one layer for all the
+// session's commands) and, with an allow-list, the proxy. Placeholders it
+// makes for each command, which the command's end removes (see
+// linux.Session.Start): one left on the host between commands would keep
+// the user from creating the name there, and one removed on the host is
+// unbound in the session too.
 type linuxSession struct {
 	z     *linux.Session
-	ph    *linux.Placeholders
-	git   *linux.GitHeld
 	cl    *linux.CacheLayers
 	td    *linux.TempDirs
 	pol   *policy.Policy
 	proxy *netproxy.Server // nil without an allow-list
+
+	state string
+	held  []linux.HeldDir // the policy's, as a lone run holds them
+	git   gitHolds
+	pool  *linux.Pool // the placeholders between commands, off the host
+	// writable are the held paths the sandbox keeps writable (a .git
+	// opened by allow_git_writes, pinned): not bound read-only.
+	writable map[string]bool
 }
 
 func newSession(pol *policy.Policy, init string) (sessionImpl, error) {
 	if pol.Mode() == policy.DangerFullAccess {
 		return nil, nil
 	}
-	ph, spec, git, td, err := prepareLinux(pol)
+	// Built as a lone run's sandbox, with its placeholders held while
+	// the zygote builds the root (which binds them), then let go of into
+	// the session's pool: the first command takes them back bound.
+	state := stateDir()
+	var pool *linux.Pool
+	if pol.Mode() == policy.WorkspaceWrite {
+		pool = linux.NewPool(state)
+	}
+	ph, spec, git, td, gh, err := prepareLinux(pol, pool)
 	if err != nil {
+		pool.Close()
 		return nil, err
+	}
+	held := linux.HeldDirs(pol)
+	release := func() {
+		git.Release()
+		ph.Release()
 	}
 	cl, err := applyCaches(pol, spec, true)
 	if err != nil {
 		td.Release()
-		git.Release()
-		ph.Release()
+		release()
+		pool.Close()
 		return nil, &StartError{Code: CodeSandboxFailure, Err: err}
 	}
 	spec.Init = init
+	spec.BindPerCommand = len(held) > 0 || len(gh.dirs) > 0 || len(gh.files) > 0
 	z, err := linux.StartSession(spec)
+	release()
 	if err != nil {
 		cl.Release()
 		td.Release()
-		git.Release()
-		ph.Release()
+		pool.Close()
 		var nu *linux.NoUsernsError
 		if errors.As(err, &nu) {
 			// Degraded mode: each command starts (or is refused) on
@@ -58,7 +82,10 @@ func newSession(pol *policy.Policy, init string) (sessionImpl, error) {
 		}
 		return nil, startError(err)
 	}
-	l := &linuxSession{z: z, ph: ph, git: git, cl: cl, td: td, pol: pol}
+	l := &linuxSession{z: z, cl: cl, td: td, pol: pol, state: state, held: held, git: gh, writable: map[string]bool{}, pool: pool}
+	for _, m := range spec.Mounts {
+		l.writable[m.Path] = m.Kind == linux.Pin || m.Kind == linux.BindWritable
+	}
 	if rawpolicy.Egress(pol) != nil {
 		// One proxy for the session's whole life, serving each
 		// command on listeners of its own (see start).
@@ -71,11 +98,29 @@ func newSession(pol *policy.Policy, init string) (sessionImpl, error) {
 }
 
 func (l *linuxSession) start(c *Cmd) (process, error) {
-	p, err := l.z.Start(c.Path, c.Args, l.td.Env(l.pol, c.Env, true), c.workDir(), c.stdio())
+	// What a lone run would hold, held for this command alone.
+	ph, err := linux.AcquirePooled(l.held, l.state, l.pool)
 	if err != nil {
+		return nil, &StartError{Code: CodeSandboxFailure, Err: err}
+	}
+	git, err := l.git.hold(l.state, l.pool)
+	if err != nil {
+		ph.Release()
+		return nil, &StartError{Code: CodeSandboxFailure, Err: err}
+	}
+	var bind []linux.HeldPath
+	for _, h := range append(ph.Held(), git.Held()...) {
+		if !l.writable[h.Path] {
+			bind = append(bind, h)
+		}
+	}
+	p, err := l.z.Start(c.Path, c.Args, l.td.Env(l.pol, c.Env, true), c.workDir(), c.stdio(), bind)
+	if err != nil {
+		git.Release()
+		ph.Release()
 		return nil, startError(err)
 	}
-	sp := &sessionProcess{p: p}
+	sp := &sessionProcess{p: p, ph: ph, git: git}
 	if l.proxy != nil {
 		// The command's own listeners in the session's network
 		// namespace, which its proxy variables name, served in a
@@ -88,7 +133,7 @@ func (l *linuxSession) start(c *Cmd) (process, error) {
 				ln.Close()
 			}
 			p.Kill()
-			p.Wait()
+			sp.Wait()
 			return nil, startError(fmt.Errorf("the session's sandbox handed over %d proxy listeners for the command, want 2", len(lns)))
 		}
 		sp.scope = l.proxy.NewScope()
@@ -107,18 +152,26 @@ func (l *linuxSession) close() error {
 	closeProxy(l.proxy)
 	l.cl.Release()
 	l.td.Release()
-	l.git.Release()
-	l.ph.Release()
+	// After the zygote: with its mount namespace gone, removing the kept
+	// placeholders unbinds nothing.
+	l.pool.Close()
 	return err
 }
 
 type sessionProcess struct {
 	p     *linux.SessionProcess
 	scope *netproxy.Scope // the command's part of the session's proxy; nil without an allow-list
+	// What the command's start held; released once it has ended, with
+	// everything it started (its pid namespace is gone when Wait
+	// returns), so that nothing is left on the host.
+	ph  *linux.Placeholders
+	git *linux.GitHeld
 }
 
 func (s *sessionProcess) Wait() (*Status, error) {
 	code, sig, err := s.p.Wait()
+	s.git.Release()
+	s.ph.Release()
 	if s.scope != nil {
 		// The command's tree is gone: close its listeners and end its
 		// tunnels; once Close returns, its report is complete.

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/agentbox/agentbox/policy"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden profiles in testdata")
@@ -513,4 +515,53 @@ func FuzzProfile(f *testing.F) {
 		}
 		newModel(t, got, params)
 	})
+}
+
+// TestDefaultNamesDecisions (issue 21, finding 5): with the policy's
+// default list, what agents and editors run on the host from a workspace
+// is unwritable in every spelling APFS folds together, existing or not
+// (macOS needs no placeholder: the profile denies creating the name), and
+// cannot be removed or moved aside; names that only look alike stay
+// writable.
+func TestDefaultNamesDecisions(t *testing.T) {
+	const ws = "/Users/dev/project"
+	profile, params, err := Profile(Input{WritableRoots: []string{ws, "/private/tmp"}, ProtectedNames: policy.DefaultProtectedNames()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := newModel(t, profile, params)
+	cases := []struct {
+		op, path string
+		allow    bool
+	}{
+		{"file-write-create", ws + "/.claude/settings.json", false},
+		{"file-write-data", ws + "/.claude/settings.json", false},
+		{"file-write-create", ws + "/.Claude/settings.json", false},
+		{"file-write-create", ws + "/.claude", false},
+		{"file-write-unlink", ws + "/.claude", false},
+		{"file-write-create", ws + "/.mcp.json", false},
+		{"file-write-data", ws + "/.mcp.json", false},
+		{"file-write-create", ws + "/.MCP.JSON", false},
+		{"file-write-unlink", ws + "/.mcp.json", false},
+		{"file-write-create", ws + "/.vscode/tasks.json", false},
+		{"file-write-create", ws + "/.VSCode/settings.json", false},
+		{"file-write-create", ws + "/.idea/workspace.xml", false},
+		{"file-write-create", ws + "/.cursor/mcp.json", false},
+		{"file-write-create", ws + "/.gemini/settings.json", false},
+		{"file-write-create", ws + "/.zed/settings.json", false},
+		{"file-write-create", ws + "/.ZED", false},
+		{"file-write-create", "/private/tmp/.claude", false},
+
+		{"file-write-create", ws + "/.mcpXjson", true},
+		{"file-write-create", ws + "/.mcp.json.bak", true},
+		{"file-write-create", ws + "/x.mcp.json", true},
+		{"file-write-create", ws + "/.claudex", true},
+		{"file-write-create", ws + "/sub/.vscode/settings.json", true}, // not a root's own
+		{"file-write-create", ws + "/main.go", true},
+	}
+	for _, c := range cases {
+		if got := m.allowed(t, c.op, c.path); got != c.allow {
+			t.Errorf("%s %q: allowed=%v, want %v", c.op, c.path, got, c.allow)
+		}
+	}
 }

@@ -91,6 +91,11 @@ type Spec struct {
 	// namespace before the command is asked for (package pid1); empty,
 	// the command itself is that PID 1.
 	Init string `json:"init,omitempty"`
+	// BindPerCommand, in a session, starts the mounter that binds each
+	// command's placeholders read-only before it runs (see
+	// mounter_linux.go): the host makes them for each command and
+	// removes them when it ends, so none outlives the command.
+	BindPerCommand bool `json:"bind_per_command,omitempty"`
 }
 
 // MountKind is what one step of the plan does to a path.
@@ -147,8 +152,11 @@ type Mount struct {
 // held are the directories the caller holds for the run (see HeldDirs):
 // placeholders for missing protected paths, made as empty directories for
 // the duration of the run, are pinned read-only like existing ones. A
-// missing path with nothing held for it is left out: the caller must not
-// start the sandbox in that case.
+// missing path with nothing held for it gets no read-only step, only the
+// pins of the directories between it and its root, so that it cannot be
+// brought in by renaming one of them: the caller must have proved that
+// the command cannot create it (AcquirePlaceholders), or, in a session,
+// bind a placeholder for each command (MountPlaceholders).
 func Plan(p *policy.Policy, held []string) []Mount {
 	out, mounted := tempPlan(p)
 	have := map[string]bool{}
@@ -161,23 +169,26 @@ func Plan(p *policy.Policy, held []string) []Mount {
 		if pr.Root == "" {
 			continue // outside every writable root: read-only already
 		}
+		bind := true
 		if pr.Kind == policy.Missing {
 			// Held at its own path, or (when another run's placeholder
 			// stood in the way) at the empty ancestor that was held
 			// instead: read-only, nothing can be created below it.
-			cover := coverOf(pr, have)
-			if cover == "" {
-				continue
+			if cover := coverOf(pr, have); cover != "" {
+				pr.Path = cover
+			} else {
+				bind = false
 			}
-			pr.Path = cover
 		}
 		if seen[pr.Path] {
 			continue
 		}
 		seen[pr.Path] = true
-		if pr.Kind == policy.Symlink {
+		switch {
+		case !bind:
+		case pr.Kind == policy.Symlink:
 			links = append(links, pr.Path)
-		} else {
+		default:
 			ro = append(ro, pr.Path)
 		}
 		for a := filepath.Dir(pr.Path); a != pr.Root && fspath.Within(a, pr.Root); a = filepath.Dir(a) {
@@ -366,7 +377,7 @@ func DegradedGaps(p *policy.Policy, landlockABI int) []string {
 		gaps = append(gaps, "Landlock ABI below 6: the command can signal the user's other processes, agentbox's reaper included (killing it outright lets what the command started outlive the run)")
 	}
 	if p.Mode() == policy.WorkspaceWrite && len(p.Protected()) > 0 {
-		gaps = append(gaps, "protected paths inside writable roots (.git, .codex, .agents and gitdirs) stay writable: Landlock can only add access, not carve read-only holes")
+		gaps = append(gaps, fmt.Sprintf("protected paths inside writable roots (%s, and gitdirs) stay writable: Landlock can only add access, not carve read-only holes", strings.Join(p.ProtectedNames(), ", ")))
 	}
 	switch {
 	case rawpolicy.Egress(p) != nil:

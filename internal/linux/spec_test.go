@@ -85,7 +85,9 @@ func TestHeldDirs(t *testing.T) {
 }
 
 // A missing protected path held through an empty ancestor (another run's
-// placeholder stood in the way) binds that ancestor read-only instead.
+// placeholder stood in the way) binds that ancestor read-only instead; one
+// with nothing held (no placeholder needed, or a session's, bound per
+// command) gets the pins of the directories on its way from the root.
 func TestPlanCoverAncestor(t *testing.T) {
 	p := rawpolicy.New(rawpolicy.Fields{
 		WritableRoots: []string{"/h"},
@@ -96,7 +98,7 @@ func TestPlanCoverAncestor(t *testing.T) {
 		},
 	})
 	got := Plan(p, []string{"/h/.config", "/h"})
-	want := []Mount{{Kind: BindWritable, Path: "/h"}, {Kind: BindReadOnly, Path: "/h/.config"}}
+	want := []Mount{{Kind: BindWritable, Path: "/h"}, {Kind: Pin, Path: "/h/x"}, {Kind: BindReadOnly, Path: "/h/.config"}}
 	if !slices.Equal(got, want) {
 		t.Errorf("Plan =\n%v\nwant\n%v", got, want)
 	}

@@ -555,12 +555,16 @@ func snapshot(t testing.TB, root string) map[string]string {
 // diffSnapshots lists what changed between two snapshots, ignoring paths
 // for which allow returns true.
 //
-// agentbox's own bookkeeping under $HOME/.local/state/agentbox (written by
-// agentbox on the host, outside the sandbox) is always ignored.
+// agentbox's own bookkeeping under $HOME/.local/state/agentbox or the
+// suite's $HOME/.state/agentbox (written by agentbox on the host, outside
+// the sandbox: a run's sweep drops the placeholder records earlier runs
+// left) is always ignored.
 func diffSnapshots(before, after map[string]string, allow func(string) bool) []string {
 	var d []string
 	own := func(p string) bool {
-		return strings.Contains(p+"/", "/.local/state/agentbox/") || strings.HasSuffix(p, "/.local/state") || strings.HasSuffix(p, "/.local")
+		// (baseEnv's XDG_STATE_HOME is $HOME/.state.)
+		return strings.Contains(p+"/", "/.local/state/agentbox/") || strings.HasSuffix(p, "/.local/state") || strings.HasSuffix(p, "/.local") ||
+			strings.Contains(p+"/", "/.state/agentbox/") || strings.HasSuffix(p, "/.state")
 	}
 	allow0 := allow
 	allow = func(p string) bool { return own(p) || allow0 != nil && allow0(p) }
