@@ -1,6 +1,6 @@
 module github.com/agentbox/agentbox
 
-go 1.26.8
+go 1.26.0
 
 require (
 	github.com/google/jsonschema-go v0.4.3
@@ -9,6 +9,7 @@ require (
 	github.com/pelletier/go-toml/v2 v2.4.3
 	github.com/spf13/cobra v1.10.2
 	github.com/spf13/pflag v1.0.9
+	golang.org/x/mod v0.43.0
 	golang.org/x/net v0.62.0
 	golang.org/x/sys v0.50.0
 	kernel.org/pub/linux/libs/security/libcap/psx v1.2.78

@@ -29,8 +29,12 @@ type WorkspaceWriteSection struct {
 	NetworkAccess       *bool    `toml:"network_access"`
 	ExcludeTmpdirEnvVar *bool    `toml:"exclude_tmpdir_env_var"`
 	ExcludeSlashTmp     *bool    `toml:"exclude_slash_tmp"`
+	// ShareSlashTmp makes the host's /tmp and $TMPDIR (%TEMP%) writable
+	// roots of the command, as they were before agentbox gave each
+	// workspace private ones (see [PrivateTemp]).
+	ShareSlashTmp *bool `toml:"share_slash_tmp"`
 	// ProtectedSubpaths replaces the default list of names kept read-only
-	// inside every writable root (.git, .codex, .agents).
+	// inside every writable root ([DefaultProtectedNames]).
 	ProtectedSubpaths []string `toml:"protected_subpaths"`
 	// AllowUnixSockets are absolute paths of unix sockets outside the
 	// sandbox that the command may connect to all the same (a daemon the

@@ -75,6 +75,20 @@ func resolveIn(t *testing.T, ws string, env map[string]string) (*Policy, error) 
 		Config: &Config{SandboxWorkspaceWrite: WorkspaceWriteSection{ExcludeSlashTmp: ptr(true)}}}, func(k string) string { return env[k] }, "linux")
 }
 
+// protectIn is the policy's protections for the single writable root
+// root, with the environment env: for a root Resolve now refuses (the
+// home directory), whose protections still matter wherever the
+// configuration git reads lies in a root ($XDG_CONFIG_HOME,
+// GIT_CONFIG_GLOBAL).
+func protectIn(t *testing.T, root string, env map[string]string) (*Policy, error) {
+	t.Helper()
+	prot, err := protectedPaths([]string{root}, DefaultProtectedNames(), nil, func(k string) string { return env[k] })
+	if err != nil {
+		return nil, err
+	}
+	return &Policy{f: fields{Mode: WorkspaceWrite, Cwd: root, WritableRoots: []string{root}, Protected: prot}}, nil
+}
+
 func wantProtected(t *testing.T, p *Policy, path string, kind ProtectedKind) {
 	t.Helper()
 	pr, ok := findProtected(p, path)
@@ -226,13 +240,14 @@ func TestGitConfigRareProgramKeys(t *testing.T) {
 	}
 }
 
-// With the workspace at $HOME, the global config itself (missing or not)
-// and git's XDG directory are protected.
+// With a writable root at $HOME (Resolve refuses one; see protectIn), the
+// global config itself (missing or not) and git's XDG directory are
+// protected.
 func TestGlobalGitConfigInRoot(t *testing.T) {
 	home := realTemp(t)
 	mkdirs(t, filepath.Join(home, ".config"))
 	write(t, filepath.Join(home, ".gitconfig"), "[include]\n\tpath = ~/.gitconfig.local\n[core]\n\thooksPath = ~/hooks\n")
-	p, err := resolveIn(t, home, map[string]string{"HOME": home})
+	p, err := protectIn(t, home, map[string]string{"HOME": home})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -249,7 +264,7 @@ func TestGitConfigMissingFiles(t *testing.T) {
 	home := realTemp(t)
 	write(t, filepath.Join(home, ".config", "git", "keep"), "")
 	write(t, filepath.Join(home, ".git", "config"), "[include]\n\tpath = ~/local.cfg\n[core]\n\texcludesFile = ignore\n\thooksPath = hooks\n\tpager = ./pager.sh\n")
-	p, err := resolveIn(t, home, map[string]string{"HOME": home})
+	p, err := protectIn(t, home, map[string]string{"HOME": home})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -274,7 +289,7 @@ func TestGitConfigMissingFiles(t *testing.T) {
 func TestGlobalGitConfigPlaceholder(t *testing.T) {
 	home := realTemp(t)
 	mkdirs(t, filepath.Join(home, ".gitconfig"))
-	p, err := resolveIn(t, home, map[string]string{"HOME": home})
+	p, err := protectIn(t, home, map[string]string{"HOME": home})
 	if err != nil {
 		t.Fatalf("a placeholder at ~/.gitconfig fails the run: %v", err)
 	}

@@ -27,6 +27,8 @@ func cloneFields(f fields) fields {
 	f.Protected = slices.Clone(f.Protected)
 	f.ProtectedNames = slices.Clone(f.ProtectedNames)
 	f.AllowUnixSockets = slices.Clone(f.AllowUnixSockets)
-	f.ToolCaches = slices.Clone(f.ToolCaches)
+	f.ToolCaches = cloneCaches(f.ToolCaches)
+	f.PrivateTemps = slices.Clone(f.PrivateTemps)
+	f.SharedTemps = slices.Clone(f.SharedTemps)
 	return f
 }

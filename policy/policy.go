@@ -18,10 +18,22 @@ import (
 )
 
 // DefaultProtectedNames returns the names kept read-only inside every
-// writable root unless the config's protected_subpaths replaces them.
+// writable root unless the config's protected_subpaths replaces them: git's
+// and the agents' own directories, and what agents and editors run on the
+// host from a workspace (Claude Code's hooks in .claude/settings.json, MCP
+// servers in .mcp.json, VS Code's tasks, the settings of JetBrains IDEs,
+// Cursor, Gemini CLI and Zed).
 func DefaultProtectedNames() []string { return slices.Clone(defaultProtectedNames) }
 
-var defaultProtectedNames = []string{".git", ".codex", ".agents"}
+var defaultProtectedNames = []string{".git", ".codex", ".agents", ".claude", ".mcp.json", ".vscode", ".idea", ".cursor", ".gemini", ".zed"}
+
+// IsFileName reports whether the protected name n, where it is missing,
+// stands for a file rather than a directory: a name with an extension (a
+// dot after its first character, as in .mcp.json or AGENTS.md). A missing
+// one is then kept free with an empty read-only file, which a program
+// reading it finds a file where it expects one; any other name with an
+// empty read-only directory.
+func IsFileName(n string) bool { return strings.Contains(n[min(1, len(n)):], ".") }
 
 // Options are the inputs a caller (usually the CLI) gives to [Resolve].
 // Zero values mean "not given": config and defaults apply. Errors name
@@ -80,6 +92,8 @@ type fields = struct {
 	ToolCacheMode    ToolCacheMode
 	ToolCaches       []ToolCache
 	AllowGitWrites   bool
+	PrivateTemps     []PrivateTemp
+	SharedTemps      []string
 }
 
 // Mode is the sandbox mode.
@@ -154,13 +168,18 @@ func rawPatterns(ps []netpolicy.Pattern) []string {
 func (p *Policy) ToolCacheMode() ToolCacheMode { return p.f.ToolCacheMode }
 
 // ToolCaches are the known tool caches as resolved for this policy.
-func (p *Policy) ToolCaches() []ToolCache { return slices.Clone(p.f.ToolCaches) }
+func (p *Policy) ToolCaches() []ToolCache { return cloneCaches(p.f.ToolCaches) }
 
 // AllowGitWrites reports whether the backend may open .git directories
 // for writing but for the paths through which git runs programs or
 // reads other repositories ([sandbox_workspace_write] allow_git_writes;
 // the README's "Git writes" lists them).
 func (p *Policy) AllowGitWrites() bool { return p.f.AllowGitWrites }
+
+// SharedTemps are the host's temporary directories (/tmp, $TMPDIR) that
+// are writable roots because [sandbox_workspace_write] share_slash_tmp is
+// set; empty otherwise.
+func (p *Policy) SharedTemps() []string { return slices.Clone(p.f.SharedTemps) }
 
 // ProtectedKind says what is on disk at a protected path.
 type ProtectedKind int
@@ -190,11 +209,13 @@ type Protected struct {
 	Root string
 	// Why explains the protection in messages: ".git in /w", "gitdir of /w/.git".
 	Why string
-	// FileWhenMissing: git reads this path as a file (a config file, an
-	// include, an ignore or attributes file). Where it is Missing and a
-	// backend must put something at its name, an empty read-only file
-	// keeps git working; a directory there is a fatal "bad config line"
-	// for an include. It is set on an existing empty regular File too, which
+	// FileWhenMissing: the path is read as a file: by git (a config
+	// file, an include, an ignore or attributes file), or it is a
+	// protected name with an extension ([IsFileName]: .mcp.json, which
+	// agents parse as JSON). Where it is Missing and a backend must put
+	// something at its name, an empty read-only file keeps the reader
+	// working; a directory there is a fatal "bad config line" for a git
+	// include. It is set on an existing empty regular File too, which
 	// may be another run's placeholder that the backend must hold.
 	FileWhenMissing bool
 }
@@ -329,8 +350,10 @@ func resolveFor(o Options, caller policyhook.Caller, goos string) (*Policy, erro
 		return p, nil
 	}
 
-	type root struct{ path, what string }
-	roots := []root{{c, "workspace"}}
+	rule := newConfineRule(getenv, goos)
+	type root struct{ path, what, fix, given string }
+	fixSub := "name a subdirectory instead, or run with Options.Mode read-only"
+	roots := []root{{c, "workspace (Options.Cwd)", "run from a subdirectory, name one with Options.Cwd DIR, or run with Options.Mode read-only", cwd}}
 	for _, d := range o.AddDirs {
 		if d == "" {
 			return nil, errors.New("Options.AddDirs: empty path (name a directory)")
@@ -343,46 +366,95 @@ func resolveFor(o Options, caller policyhook.Caller, goos string) (*Policy, erro
 			return nil, fmt.Errorf("Options.AddDirs %s: %w", d, err)
 		}
 		// Cleaned, as filepath.Abs would.
-		roots = append(roots, root{filepath.Clean(abs), "Options.AddDirs"})
+		roots = append(roots, root{filepath.Clean(abs), "Options.AddDirs", fixSub, d})
 	}
 	for _, d := range ww.WritableRoots {
 		what := "writable_roots"
 		if cfg.Path != "" {
 			what = fmt.Sprintf("writable_roots in %s", cfg.Path)
 		}
-		roots = append(roots, root{d, what})
+		roots = append(roots, root{d, what, fixSub, d})
 	}
+	var userRoots []string
+	for _, r := range roots {
+		abs, err := resolveDir(r.path, c, r.what)
+		if err != nil {
+			return nil, err
+		}
+		if why := rule.check(abs); why != "" {
+			fix := r.fix
+			if abs == slashTmpPath(goos) {
+				fix = "set [sandbox_workspace_write] share_slash_tmp = true to share the host's /tmp with the command"
+			}
+			return nil, refusal(r.what, r.given, abs, why, fix)
+		}
+		userRoots = append(userRoots, abs)
+	}
+
+	// The temporary directories agentbox adds itself: the host's, as
+	// writable roots, with share_slash_tmp; otherwise private ones.
 	excl := func(b *bool) bool { return b != nil && *b }
+	share := excl(ww.ShareSlashTmp)
+	var temps []root
 	if goos == "windows" {
 		if !excl(ww.ExcludeTmpdirEnvVar) {
 			for _, v := range []string{"TEMP", "TMP"} {
 				if d := getenv(v); d != "" {
-					roots = append(roots, root{d, "%" + v + "%"})
+					temps = append(temps, root{d, v, "point %" + v + "% at a directory of its own, or set [sandbox_workspace_write] exclude_tmpdir_env_var = true", d})
 				}
 			}
 		}
 	} else {
 		if !excl(ww.ExcludeSlashTmp) {
 			if _, err := os.Stat("/tmp"); err == nil {
-				roots = append(roots, root{"/tmp", "/tmp"})
+				temps = append(temps, root{"/tmp", "", "", "/tmp"})
 			}
 		}
 		if !excl(ww.ExcludeTmpdirEnvVar) {
 			if d := getenv("TMPDIR"); d != "" {
-				roots = append(roots, root{d, "$TMPDIR"})
+				temps = append(temps, root{d, "TMPDIR", "point $TMPDIR at a directory of its own, or set [sandbox_workspace_write] exclude_tmpdir_env_var = true", d})
 			}
 		}
 	}
-
-	seen := map[string]bool{}
-	for _, r := range roots {
-		abs, err := resolveDir(r.path, c, r.what)
+	var tempDirs []tempDir
+	for _, t := range temps {
+		what := "/tmp"
+		if t.what != "" {
+			what = "$" + t.what
+			if goos == "windows" {
+				what = "%" + t.what + "%"
+			}
+		}
+		abs, err := resolveDir(t.path, c, what)
 		if err != nil {
 			return nil, err
 		}
-		if !seen[abs] {
-			seen[abs] = true
-			p.f.WritableRoots = append(p.f.WritableRoots, abs)
+		// /tmp itself is the one system directory agentbox makes a
+		// writable root of (share_slash_tmp) or stands in for; a
+		// private one may also hold the home, which stays visible.
+		why := rule.check(abs)
+		if abs == slashTmpPath(goos) && (why == whySystem || !share) {
+			why = ""
+		}
+		if why != "" {
+			return nil, refusal(what, t.path, abs, why, t.fix)
+		}
+		tempDirs = append(tempDirs, tempDir{abs, t.what})
+	}
+	all := userRoots
+	if share {
+		for _, t := range tempDirs {
+			all = append(all, t.path)
+			p.f.SharedTemps = append(p.f.SharedTemps, t.path)
+		}
+	} else {
+		p.f.PrivateTemps = privateTemps(tempDirs, userRoots, rule.homePaths(), c, agentdirs.State(getenv, goos), goos)
+	}
+	seen := map[string]bool{}
+	for _, r := range all {
+		if !seen[r] {
+			seen[r] = true
+			p.f.WritableRoots = append(p.f.WritableRoots, r)
 		}
 	}
 	slices.SortFunc(p.f.WritableRoots, comparePaths)
@@ -454,6 +526,18 @@ func invokedAs(c policyhook.Caller, path string, absolute func(string) (string, 
 		return ""
 	}
 	return joinRaw(abs, arg0)
+}
+
+// slashTmpPath is /tmp as symlinks resolve it on this machine (macOS's is
+// /private/tmp); "" on Windows.
+func slashTmpPath(goos string) string {
+	if goos == "windows" {
+		return ""
+	}
+	if real, err := filepath.EvalSymlinks("/tmp"); err == nil {
+		return real
+	}
+	return "/tmp"
 }
 
 // resolveDir makes dir absolute (relative to base), resolves symlinks and

@@ -3,6 +3,7 @@ package policy
 import (
 	"os"
 	"path/filepath"
+	"reflect"
 	"runtime"
 	"slices"
 	"strings"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/agentbox/agentbox/internal/agentdirs"
+	"github.com/agentbox/agentbox/internal/fspath"
 )
 
 func mkdirs(t *testing.T, paths ...string) {
@@ -48,9 +50,10 @@ func TestConfigStrict(t *testing.T) {
 		name, toml string
 		want       []string // substrings of the error; nil = success
 	}{
-		{"ok", "sandbox_mode = \"read-only\"\n[sandbox_workspace_write]\nwritable_roots = [\"/x\"]\nnetwork_access = true\nexclude_tmpdir_env_var = true\nexclude_slash_tmp = true\n[windows]\nsandbox = \"elevated\"\n[linux]\nallow_degraded = true\n", nil},
+		{"ok", "sandbox_mode = \"read-only\"\n[sandbox_workspace_write]\nwritable_roots = [\"/x\"]\nnetwork_access = true\nexclude_tmpdir_env_var = true\nexclude_slash_tmp = true\nshare_slash_tmp = true\n[windows]\nsandbox = \"elevated\"\n[linux]\nallow_degraded = true\n", nil},
 		{"unknown top key", "sandbox = \"x\"\n", []string{"unknown key", "sandbox", "cfg.toml"}},
 		{"unknown nested key", "[sandbox_workspace_write]\nwritable_root = []\n", []string{"unknown key", "sandbox_workspace_write.writable_root", "cfg.toml"}},
+		{"misspelt share_slash_tmp", "[sandbox_workspace_write]\nshare_slash_temp = true\n", []string{"unknown key", "sandbox_workspace_write.share_slash_temp", "cfg.toml"}},
 		{"wrong type", "[sandbox_workspace_write]\nnetwork_access = \"yes\"\n", []string{"cfg.toml", "network_access"}},
 		{"bad mode", "sandbox_mode = \"full\"\n", []string{"cfg.toml", "sandbox_mode", `"full"`}},
 		{"bad windows sandbox", "[windows]\nsandbox = \"admin\"\n", []string{"cfg.toml", "windows.sandbox", `"admin"`}},
@@ -93,7 +96,8 @@ func TestResolveDefaultsAndFlags(t *testing.T) {
 		}
 		return ""
 	}
-	p, err := resolveEnv(Options{Cwd: ws, AddDirs: []string{extra}}, env, "linux")
+	share := &Config{SandboxWorkspaceWrite: WorkspaceWriteSection{ShareSlashTmp: ptr(true)}}
+	p, err := resolveEnv(Options{Cwd: ws, AddDirs: []string{extra}, Config: share}, env, "linux")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,12 +106,15 @@ func TestResolveDefaultsAndFlags(t *testing.T) {
 	}
 	for _, want := range []string{ws, extra, tmpdir, "/tmp"} {
 		if !slices.Contains(p.WritableRoots(), want) {
-			t.Errorf("writable roots %v lack %s", p.WritableRoots(), want)
+			t.Errorf("share_slash_tmp: writable roots %v lack %s", p.WritableRoots(), want)
 		}
+	}
+	if len(p.PrivateTemps()) != 0 {
+		t.Errorf("share_slash_tmp: private temps %+v, want none", p.PrivateTemps())
 	}
 
 	yes := true
-	cfg := &Config{SandboxWorkspaceWrite: WorkspaceWriteSection{ExcludeSlashTmp: &yes, ExcludeTmpdirEnvVar: &yes}}
+	cfg := &Config{SandboxWorkspaceWrite: WorkspaceWriteSection{ExcludeSlashTmp: &yes, ExcludeTmpdirEnvVar: &yes, ShareSlashTmp: &yes}}
 	p, err = resolveEnv(Options{Cwd: ws, Config: cfg}, env, "linux")
 	if err != nil {
 		t.Fatal(err)
@@ -120,7 +127,7 @@ func TestResolveDefaultsAndFlags(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(p.WritableRoots()) != 0 || !p.Network() {
+	if len(p.WritableRoots()) != 0 || !p.Network() || len(p.PrivateTemps()) != 0 {
 		t.Errorf("read-only with --network: %+v", p)
 	}
 
@@ -135,6 +142,113 @@ func TestResolveDefaultsAndFlags(t *testing.T) {
 	}
 }
 
+// TestPrivateTemps: by default /tmp and $TMPDIR are no writable roots but
+// private per-workspace directories in the state directory; a $TMPDIR
+// under /tmp lies inside /tmp's, one inside the workspace is the
+// workspace's own; without a state directory nothing is writable.
+func TestPrivateTemps(t *testing.T) {
+	ws, home, tmpdir := outsideTmp(t), outsideTmp(t), outsideTmp(t)
+	state := filepath.Join(home, ".local", "state", "agentbox")
+	base := filepath.Join(state, "tmp", agentdirs.WorkspaceKey(ws))
+	underTmp, err := os.MkdirTemp("/tmp", "abpolicy-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(underTmp) })
+	inWS := filepath.Join(ws, "tmp")
+	mkdirs(t, inWS)
+	cases := []struct {
+		name   string
+		tmpdir string
+		cfg    WorkspaceWriteSection
+		home   string
+		want   []PrivateTemp
+		dir    string // TempDirFor
+	}{
+		{"default", tmpdir, WorkspaceWriteSection{}, home,
+			[]PrivateTemp{{Path: "/tmp", Dir: filepath.Join(base, "tmp"), Env: ""}, {Path: tmpdir, Dir: filepath.Join(base, "tmpdir"), Env: "TMPDIR"}}, filepath.Join(base, "tmpdir")},
+		{"no TMPDIR", "", WorkspaceWriteSection{}, home,
+			[]PrivateTemp{{Path: "/tmp", Dir: filepath.Join(base, "tmp"), Env: ""}}, filepath.Join(base, "tmp")},
+		{"TMPDIR under /tmp", underTmp, WorkspaceWriteSection{}, home,
+			[]PrivateTemp{{Path: "/tmp", Dir: filepath.Join(base, "tmp"), Env: ""}, {Path: underTmp, Dir: filepath.Join(base, "tmp", filepath.Base(underTmp)), Env: "TMPDIR"}}, filepath.Join(base, "tmp", filepath.Base(underTmp))},
+		{"TMPDIR is /tmp", "/tmp", WorkspaceWriteSection{}, home,
+			[]PrivateTemp{{Path: "/tmp", Dir: filepath.Join(base, "tmp"), Env: ""}, {Path: "/tmp", Dir: filepath.Join(base, "tmp"), Env: "TMPDIR"}}, filepath.Join(base, "tmp")},
+		{"TMPDIR in the workspace", inWS, WorkspaceWriteSection{}, home,
+			[]PrivateTemp{{Path: "/tmp", Dir: filepath.Join(base, "tmp"), Env: ""}}, filepath.Join(base, "tmp")},
+		{"exclude_slash_tmp", underTmp, WorkspaceWriteSection{ExcludeSlashTmp: ptr(true)}, home,
+			[]PrivateTemp{{Path: underTmp, Dir: filepath.Join(base, "tmpdir"), Env: "TMPDIR"}}, filepath.Join(base, "tmpdir")},
+		{"both excluded", tmpdir, WorkspaceWriteSection{ExcludeSlashTmp: ptr(true), ExcludeTmpdirEnvVar: ptr(true)}, home, nil, ""},
+		{"no state directory", tmpdir, WorkspaceWriteSection{}, "", nil, ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			env := map[string]string{"TMPDIR": c.tmpdir, "HOME": c.home}
+			p, err := resolveEnv(Options{Cwd: ws, Config: &Config{SandboxWorkspaceWrite: c.cfg}}, func(k string) string { return env[k] }, "linux")
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := p.PrivateTemps()
+			for i := range got {
+				got[i].Keep = nil // the test binary's directory, in /tmp: TestPrivateTempsKeep
+			}
+			if !reflect.DeepEqual(got, c.want) {
+				t.Errorf("private temps = %+v\nwant %+v", got, c.want)
+			}
+			if got := p.TempDirFor(); got != c.dir {
+				t.Errorf("TempDirFor = %q, want %q", got, c.dir)
+			}
+			for _, r := range p.WritableRoots() {
+				if r == "/tmp" || r == c.tmpdir && r != inWS {
+					t.Errorf("writable roots %v hold the host's %s", p.WritableRoots(), r)
+				}
+			}
+			for _, pr := range p.Protected() {
+				if fspath.Within(pr.Path, "/tmp") && pr.Root == "/tmp" {
+					t.Errorf("protected %s in the host's /tmp (root %s): /tmp is no writable root", pr.Path, pr.Root)
+				}
+			}
+		})
+	}
+}
+
+// TestPrivateTempsKeep: a home inside /tmp stays visible in the private
+// /tmp; one outside it is not listed.
+func TestPrivateTempsKeep(t *testing.T) {
+	ws, inTmp, outside := outsideTmp(t), realTemp(t), outsideTmp(t)
+	for _, c := range []struct {
+		home string
+		keep bool
+	}{{inTmp, true}, {outside, false}} {
+		env := map[string]string{"HOME": c.home}
+		p, err := resolveEnv(Options{Cwd: ws}, func(k string) string { return env[k] }, "linux")
+		if err != nil {
+			t.Fatal(err)
+		}
+		pts := p.PrivateTemps()
+		if len(pts) == 0 || pts[0].Path != "/tmp" {
+			t.Fatalf("private temps %+v: want /tmp first", pts)
+		}
+		if got := slices.Contains(pts[0].Keep, c.home); got != c.keep {
+			t.Errorf("HOME=%s: kept %v in %v, want %v", c.home, got, pts[0].Keep, c.keep)
+		}
+	}
+}
+
+// outsideTmp is a fresh directory outside /tmp (symlinks resolved).
+func outsideTmp(t *testing.T) string {
+	t.Helper()
+	d, err := os.MkdirTemp("/var/tmp", "abpolicy-")
+	if err != nil {
+		t.Skipf("no directory outside /tmp to test with: %v", err)
+	}
+	t.Cleanup(func() { os.RemoveAll(d) })
+	real, err := filepath.EvalSymlinks(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return real
+}
+
 func TestResolveWindowsTemp(t *testing.T) {
 	ws, temp := realTemp(t), realTemp(t)
 	env := func(k string) string {
@@ -143,12 +257,30 @@ func TestResolveWindowsTemp(t *testing.T) {
 		}
 		return ""
 	}
-	p, err := resolveEnv(Options{Cwd: ws}, env, "windows")
+	p, err := resolveEnv(Options{Cwd: ws, Config: &Config{SandboxWorkspaceWrite: WorkspaceWriteSection{ShareSlashTmp: ptr(true)}}}, env, "windows")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !slices.Contains(p.WritableRoots(), temp) || slices.Contains(p.WritableRoots(), "/tmp") {
 		t.Errorf("windows roots = %v: want %%TEMP%%, not /tmp", p.WritableRoots())
+	}
+	// Private (the default): no root. A %LOCALAPPDATA% this OS cannot
+	// take for absolute means no state directory here: placement
+	// itself is tested with privateTemps.
+	p, err = resolveEnv(Options{Cwd: ws}, env, "windows")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if slices.Contains(p.WritableRoots(), temp) {
+		t.Errorf("windows roots = %v: %%TEMP%% is private by default", p.WritableRoots())
+	}
+	state := `C:\Users\u\AppData\Local\agentbox`
+	dir := state + `\tmp\` + agentdirs.WorkspaceKey(`C:\w`) + `\temp`
+	got := privateTemps([]tempDir{{`C:\Users\u\AppData\Local\Temp`, "TEMP"}, {`C:\Users\u\AppData\Local\Temp`, "TMP"}, {`C:\w\tmp`, "TMP"}},
+		[]string{`C:\w`}, nil, `C:\w`, state, "windows")
+	want := []PrivateTemp{{Path: `C:\Users\u\AppData\Local\Temp`, Dir: dir, Env: "TEMP"}, {Path: `C:\Users\u\AppData\Local\Temp`, Dir: dir, Env: "TMP"}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("windows private temps = %+v, want %+v", got, want)
 	}
 }
 
@@ -308,6 +440,64 @@ func TestProtectedSubpathsConfigurable(t *testing.T) {
 	}
 }
 
+// TestDefaultProtectedAgentFiles (issue 21, finding 5): by default the
+// files agents and editors run things from are protected in every root,
+// existing or not; a missing .mcp.json is kept free with a file (agents
+// parse it as JSON), a missing directory name with a directory, and an
+// existing one is protected as it is.
+func TestDefaultProtectedAgentFiles(t *testing.T) {
+	want := []string{".git", ".codex", ".agents", ".claude", ".mcp.json", ".vscode", ".idea", ".cursor", ".gemini", ".zed"}
+	if got := DefaultProtectedNames(); !slices.Equal(got, want) {
+		t.Fatalf("DefaultProtectedNames() = %q, want %q", got, want)
+	}
+	base := realTemp(t)
+	ws, add := filepath.Join(base, "ws"), filepath.Join(base, "add")
+	mkdirs(t, ws, add, filepath.Join(ws, ".vscode"))
+	os.WriteFile(filepath.Join(ws, ".mcp.json"), []byte(`{"mcpServers":{}}`), 0o644)
+	p, err := resolveEnv(Options{Cwd: ws, AddDirs: []string{add}, Config: &Config{SandboxWorkspaceWrite: WorkspaceWriteSection{ExcludeSlashTmp: ptr(true)}}}, noEnv, "linux")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, root := range []string{ws, add} {
+		for _, n := range want {
+			path := filepath.Join(root, n)
+			pr, ok := findProtected(p, path)
+			if !ok {
+				t.Errorf("%s not protected", path)
+				continue
+			}
+			wantKind := Missing
+			switch {
+			case root == ws && n == ".vscode":
+				wantKind = Dir
+			case root == ws && n == ".mcp.json":
+				wantKind = File
+			}
+			if pr.Kind != wantKind {
+				t.Errorf("%s kind = %v, want %v", path, pr.Kind, wantKind)
+			}
+			// Missing .mcp.json: an empty file keeps it; the user's own
+			// (not empty) is no placeholder to hold.
+			if wantFile := n == ".mcp.json" && wantKind == Missing; pr.FileWhenMissing != wantFile {
+				t.Errorf("%s FileWhenMissing = %v, want %v", path, pr.FileWhenMissing, wantFile)
+			}
+			if p.IsWritable(filepath.Join(path, "x")) || p.IsWritable(path) {
+				t.Errorf("%s writable", path)
+			}
+		}
+	}
+	for _, n := range []string{".mcp.json", "AGENTS.md", "x.toml"} {
+		if !IsFileName(n) {
+			t.Errorf("IsFileName(%q) = false", n)
+		}
+	}
+	for _, n := range []string{".git", ".claude", "x", "."} {
+		if IsFileName(n) {
+			t.Errorf("IsFileName(%q) = true", n)
+		}
+	}
+}
+
 func ptr[T any](v T) *T { return &v }
 
 func TestComparePathsParentFirst(t *testing.T) {
@@ -400,20 +590,17 @@ func TestCommondirFIFOIsNotRead(t *testing.T) {
 }
 
 func TestOwnConfigAndStateProtectedByDefault(t *testing.T) {
-	home := realTemp(t)
+	ws, home := realTemp(t), realTemp(t)
 	env := func(k string) string {
-		if k == "HOME" {
-			return home
-		}
-		return ""
+		return map[string]string{"HOME": home, "XDG_CONFIG_HOME": filepath.Join(ws, "cfg"), "XDG_STATE_HOME": filepath.Join(ws, "state")}[k]
 	}
-	// The workspace is $HOME, so agentbox's config and state lie in it.
-	p, err := resolveEnv(Options{Cwd: home,
+	// agentbox's config and state lie in the workspace.
+	p, err := resolveEnv(Options{Cwd: ws,
 		Config: &Config{SandboxWorkspaceWrite: WorkspaceWriteSection{ExcludeSlashTmp: ptr(true)}}}, env, "linux")
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{filepath.Join(home, ".config"), filepath.Join(home, ".local")} {
+	for _, want := range []string{filepath.Join(ws, "cfg"), filepath.Join(ws, "state")} {
 		if pr, ok := findProtected(p, want); !ok || pr.Kind != Missing {
 			t.Errorf("%s (first missing component of agentbox's own dirs) not protected: %+v", want, p.Protected())
 		}

@@ -102,8 +102,12 @@ func protectedPaths(roots, names []string, extra []string, getenv func(string) s
 	}
 	for _, r := range roots {
 		for _, n := range names {
-			if err := add(filepath.Join(r, n), n+" in "+r, 0); err != nil {
+			p := filepath.Join(r, n)
+			if err := add(p, n+" in "+r, 0); err != nil {
 				return nil, err
+			}
+			if IsFileName(n) {
+				files[p] = true
 			}
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 
 	"github.com/agentbox/agentbox/internal/agentdirs"
@@ -61,6 +62,30 @@ type cacheDef struct {
 	EnvValue func(dir, old string) string
 	// Path is the host location on goos; "" when it cannot be named.
 	Path func(e cacheEnv) string
+	// Programs marks a directory of programs (`go install`, `cargo
+	// install`) rather than a cache: it is on the user's PATH, so it is
+	// never overlaid; its variable always points at a private directory,
+	// and the user is told when a command installed something there. Bin
+	// is the subdirectory of that directory that holds the programs (""
+	// for the directory itself).
+	Programs bool
+	Bin      string
+	// PinEnv sets Env to the cache's own path when it is overlaid too,
+	// because another entry may move the directory the tool derives the
+	// default from (go-sumdb moves GOPATH, and GOMODCACHE defaults to
+	// $GOPATH/pkg/mod).
+	PinEnv bool
+	// Covers, for a tool's whole home (CARGO_HOME), names the table's
+	// entries inside it. A home is never overlaid (it holds the tool's
+	// configuration and programs); it is pointed at a private directory
+	// only when none of the entries it covers is overlaid and it holds
+	// none of Keeps, files the tool reads that a private home would lack.
+	Covers []string
+	Keeps  []string
+	// Settings are NAME=value pairs set whenever this cache is placed:
+	// they switch off the tool's writes that no cache can take (yarn 1
+	// records its daily update check in ~/.yarnrc, its configuration).
+	Settings []string
 }
 
 // cacheEnv is what a cache's default path depends on.
@@ -122,6 +147,20 @@ func (e cacheEnv) override(v string, def func() string) string {
 	return def()
 }
 
+// gopath is the first entry of $GOPATH, or ~/go: where the go command
+// keeps the checksum database's state (pkg/sumdb), installs programs
+// without GOBIN (bin) and, without GOMODCACHE, the module cache (pkg/mod).
+func (e cacheEnv) gopath() string {
+	sep := ":"
+	if e.goos == "windows" {
+		sep = ";"
+	}
+	if first, _, _ := strings.Cut(e.getenv("GOPATH"), sep); first != "" && isAbs(first, e.goos) {
+		return first
+	}
+	return e.under(e.home, "go")
+}
+
 // cargoHome is $CARGO_HOME or ~/.cargo (%USERPROFILE%\.cargo).
 func (e cacheEnv) cargoHome() string {
 	if d := e.abs("CARGO_HOME"); d != "" {
@@ -130,7 +169,8 @@ func (e cacheEnv) cargoHome() string {
 	return e.under(e.home, ".cargo")
 }
 
-// knownCaches is the table of tool caches agentbox knows. Each entry's
+// knownCaches is the table of tool caches agentbox knows, and of the
+// directories of programs the same tools install into. Each entry's
 // default path and variable follow the tool's own documentation:
 //
 //   - Go: `go help cache` (GOCACHE, default os.UserCacheDir()/go-build) and
@@ -138,27 +178,49 @@ func (e cacheEnv) cargoHome() string {
 //     $GOPATH[0]/pkg/mod, GOPATH default ~/go). The module cache's files
 //     and directories are read-only by design (`go clean -modcache` makes
 //     them writable first); the overlay copies them up on demand and a
-//     `go clean -modcache` inside removes only the sandbox's view.
-//     Settings made with `go env -w` (the go/env file) are not read: a
-//     cache moved that way stays read-only.
+//     `go clean -modcache` inside removes only the sandbox's view. Its
+//     download directory holds the lock files and the checksum
+//     database's tiles. The checksum database's signed tree head is in
+//     $GOPATH[0]/pkg/sumdb/<db>/latest (cmd/go's cfg.SumdbDir), which
+//     only GOPATH moves: a private go-sumdb is a private GOPATH, so
+//     GOMODCACHE is set explicitly where it is overlaid. `go install`
+//     writes $GOBIN, default $GOPATH[0]/bin, which is on the user's PATH:
+//     GOBIN is always a private directory. Settings made with `go env -w`
+//     (the go/env file) are not read: a cache moved that way stays
+//     read-only. Telemetry (~/.config/go/telemetry) stays read-only, as
+//     configuration does; the go command then records nothing.
 //   - npm: `npm help config` cache (npm_config_cache, default ~/.npm,
-//     %LocalAppData%\npm-cache on Windows).
+//     %LocalAppData%\npm-cache on Windows); its logs and update-check
+//     stamp are in it.
 //   - Yarn 1: `yarn cache dir` (YARN_CACHE_FOLDER; ~/.cache/yarn,
-//     ~/Library/Caches/Yarn, %LocalAppData%\Yarn\Cache).
+//     ~/Library/Caches/Yarn, %LocalAppData%\Yarn\Cache). Its daily
+//     update check (interactive runs only) records its time in ~/.yarnrc,
+//     its configuration, which stays read-only:
+//     YARN_DISABLE_SELF_UPDATE_CHECK switches the check off.
 //   - pnpm: store-dir ($XDG_DATA_HOME/pnpm/store or
 //     ~/.local/share/pnpm/store, ~/Library/pnpm/store,
-//     %LocalAppData%\pnpm\store). pnpm 11 reads pnpm_config_store_dir;
-//     pnpm 10 and older read npm_config_store_dir, which agentbox does not
-//     set because npm warns about it on every command. Hard links from a
-//     store on another file system fall back to copies.
+//     %LocalAppData%\pnpm\store), cache-dir ($XDG_CACHE_HOME/pnpm or
+//     ~/.cache/pnpm, ~/Library/Caches/pnpm, %LocalAppData%\pnpm-cache) and
+//     state-dir ($XDG_STATE_HOME/pnpm or ~/.local/state/pnpm,
+//     ~/.pnpm-state, %LocalAppData%\pnpm-state). pnpm 11 and later read
+//     pnpm_config_store_dir and its siblings; pnpm 10 and older read
+//     npm_config_store_dir, which agentbox does not set because npm warns
+//     about it on every command. Hard links from a store on another file
+//     system fall back to copies.
 //   - pip: `pip cache dir` (PIP_CACHE_DIR; ~/.cache/pip,
-//     ~/Library/Caches/pip, %LocalAppData%\pip\Cache).
+//     ~/Library/Caches/pip, %LocalAppData%\pip\Cache), which also holds
+//     its self-version-check state.
 //   - uv: docs.astral.sh/uv/reference/storage (UV_CACHE_DIR;
 //     $XDG_CACHE_HOME/uv or ~/.cache/uv on Linux and macOS,
 //     %LOCALAPPDATA%\uv\cache).
 //   - Cargo: $CARGO_HOME/registry and $CARGO_HOME/git (The Cargo Book,
-//     "Cargo Home"). Never $CARGO_HOME itself: it holds bin/ (on PATH)
-//     and config.toml. No variable moves these alone.
+//     "Cargo Home"); no variable moves these alone, and CARGO_HOME holds
+//     config.toml and bin/ (on PATH) too, so the home is never overlaid.
+//     Where neither cache is overlaid and the home holds no config.toml
+//     (no ~/.cargo at all, or rustup's bin/ and env only), CARGO_HOME is
+//     a private directory, its .package-cache lock included. `cargo
+//     install` writes CARGO_INSTALL_ROOT (default $CARGO_HOME): bin/,
+//     .crates.toml and .crates2.json; it is always a private directory.
 //   - Maven: ~/.m2/repository, moved with -Dmaven.repo.local in
 //     MAVEN_OPTS (read by the mvn launcher script).
 //   - Gradle: $GRADLE_USER_HOME/caches and .../wrapper (default
@@ -170,22 +232,21 @@ func (e cacheEnv) cargoHome() string {
 //     a legacy ~/.ccache is not detected.
 //   - sccache: SCCACHE_DIR (docs/Local.md: ~/.cache/sccache,
 //     ~/Library/Caches/Mozilla.sccache, %LOCALAPPDATA%\Mozilla\sccache).
+//
+// Order matters where an entry covers others (cargo-home after
+// cargo-registry and cargo-git): they are placed first.
 var knownCaches = []cacheDef{
 	{Name: "go-build", Desc: "Go build cache", Env: "GOCACHE", Path: func(e cacheEnv) string {
 		return e.override("GOCACHE", func() string { return e.under(e.userCache(), "go-build") })
 	}},
-	{Name: "go-mod", Desc: "Go module cache", Env: "GOMODCACHE", Path: func(e cacheEnv) string {
-		return e.override("GOMODCACHE", func() string {
-			gopath := e.getenv("GOPATH")
-			sep := ":"
-			if e.goos == "windows" {
-				sep = ";"
-			}
-			if first, _, _ := strings.Cut(gopath, sep); first != "" && isAbs(first, e.goos) {
-				return e.under(first, "pkg", "mod")
-			}
-			return e.under(e.home, "go", "pkg", "mod")
-		})
+	{Name: "go-mod", Desc: "Go module cache", Env: "GOMODCACHE", PinEnv: true, Path: func(e cacheEnv) string {
+		return e.override("GOMODCACHE", func() string { return e.under(e.gopath(), "pkg", "mod") })
+	}},
+	{Name: "go-sumdb", Desc: "Go checksum database state", Env: "GOPATH", Path: func(e cacheEnv) string {
+		return e.under(e.gopath(), "pkg", "sumdb")
+	}},
+	{Name: "go-bin", Desc: "programs from go install", Env: "GOBIN", Programs: true, Path: func(e cacheEnv) string {
+		return e.override("GOBIN", func() string { return e.under(e.gopath(), "bin") })
 	}},
 	{Name: "npm", Desc: "npm cache", Env: "npm_config_cache", Path: func(e cacheEnv) string {
 		return e.override("npm_config_cache", func() string {
@@ -195,7 +256,7 @@ var knownCaches = []cacheDef{
 			return e.under(e.home, ".npm")
 		})
 	}},
-	{Name: "yarn", Desc: "Yarn 1 cache", Env: "YARN_CACHE_FOLDER", Path: func(e cacheEnv) string {
+	{Name: "yarn", Desc: "Yarn 1 cache", Env: "YARN_CACHE_FOLDER", Settings: []string{"YARN_DISABLE_SELF_UPDATE_CHECK=true"}, Path: func(e cacheEnv) string {
 		return e.override("YARN_CACHE_FOLDER", func() string {
 			switch e.goos {
 			case "windows":
@@ -218,6 +279,31 @@ var knownCaches = []cacheDef{
 				return e.under(d, "pnpm", "store")
 			}
 			return e.under(e.home, ".local", "share", "pnpm", "store")
+		})
+	}},
+	{Name: "pnpm-cache", Desc: "pnpm metadata cache", Env: "pnpm_config_cache_dir", Path: func(e cacheEnv) string {
+		return e.override("pnpm_config_cache_dir", func() string {
+			switch e.goos {
+			case "windows":
+				return e.under(e.abs("LOCALAPPDATA"), "pnpm-cache")
+			case "darwin":
+				return e.under(e.home, "Library", "Caches", "pnpm")
+			}
+			return e.under(e.xdgCache(), "pnpm")
+		})
+	}},
+	{Name: "pnpm-state", Desc: "pnpm state (update checks)", Env: "pnpm_config_state_dir", Path: func(e cacheEnv) string {
+		return e.override("pnpm_config_state_dir", func() string {
+			switch e.goos {
+			case "windows":
+				return e.under(e.abs("LOCALAPPDATA"), "pnpm-state")
+			case "darwin":
+				return e.under(e.home, ".pnpm-state")
+			}
+			if d := e.abs("XDG_STATE_HOME"); d != "" {
+				return e.under(d, "pnpm")
+			}
+			return e.under(e.home, ".local", "state", "pnpm")
 		})
 	}},
 	{Name: "pip", Desc: "pip cache", Env: "PIP_CACHE_DIR", Path: func(e cacheEnv) string {
@@ -244,6 +330,12 @@ var knownCaches = []cacheDef{
 	}},
 	{Name: "cargo-git", Desc: "Cargo git checkouts", Path: func(e cacheEnv) string {
 		return e.under(e.cargoHome(), "git")
+	}},
+	{Name: "cargo-home", Desc: "Cargo home", Env: "CARGO_HOME",
+		Covers: []string{"cargo-registry", "cargo-git"}, Keeps: []string{"config.toml", "config"},
+		Path: func(e cacheEnv) string { return e.cargoHome() }},
+	{Name: "cargo-install", Desc: "programs from cargo install", Env: "CARGO_INSTALL_ROOT", Programs: true, Bin: "bin", Path: func(e cacheEnv) string {
+		return e.under(e.override("CARGO_INSTALL_ROOT", e.cargoHome), "bin")
 	}},
 	{Name: "maven", Desc: "Maven local repository", Env: "MAVEN_OPTS",
 		EnvValue: func(dir, old string) string {
@@ -305,6 +397,31 @@ type ToolCache struct {
 	// Skip, when set, says why agentbox leaves this cache alone (it lies
 	// in a protected path, say); the cache is then read-only as before.
 	Skip string
+	// Programs: a directory of programs, never overlaid, always private;
+	// they are in Bin under the private directory. See cacheDef.
+	Programs bool   `json:",omitempty"`
+	Bin      string `json:",omitempty"`
+	// PinEnv, Covers and Settings are the table's (see cacheDef).
+	PinEnv   bool     `json:",omitempty"`
+	Covers   []string `json:",omitempty"`
+	Settings []string `json:",omitempty"`
+	// Kept is the first of the table's Keeps present in Host: a file the
+	// tool reads there, so Host must not be relocated wholesale.
+	Kept string `json:",omitempty"`
+}
+
+// cloneCaches copies cs and the slices each holds.
+func cloneCaches(cs []ToolCache) []ToolCache {
+	if cs == nil {
+		return nil
+	}
+	out := make([]ToolCache, len(cs))
+	for i, c := range cs {
+		c.Covers = slices.Clone(c.Covers)
+		c.Settings = slices.Clone(c.Settings)
+		out[i] = c
+	}
+	return out
 }
 
 // cacheEnvValue is the value of the named cache's variable that points
@@ -337,10 +454,18 @@ func resolveToolCaches(p *Policy, getenv func(string) string, goos, stateDir str
 	base := filepath.Join(agentdirs.ToolCacheRoot(stateDir), agentdirs.WorkspaceKey(p.f.Cwd))
 	for _, d := range knownCaches {
 		c := ToolCache{Name: d.Name, Desc: d.Desc, Env: d.Env,
-			Layer: filepath.Join(base, d.Name), Host: d.Path(e)}
+			Layer: filepath.Join(base, d.Name), Host: d.Path(e),
+			Programs: d.Programs, Bin: d.Bin, PinEnv: d.PinEnv,
+			Covers: slices.Clone(d.Covers), Settings: slices.Clone(d.Settings)}
 		c.Named = c.Host
 		if c.Host != "" && goos == runtime.GOOS {
 			c.Host, c.HostExists = resolveCachePath(c.Host)
+			for _, k := range d.Keeps {
+				if _, err := os.Lstat(filepath.Join(c.Host, k)); c.HostExists && err == nil {
+					c.Kept = filepath.Join(c.Host, k)
+					break
+				}
+			}
 		}
 		switch {
 		case c.Host == "":

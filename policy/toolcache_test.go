@@ -3,6 +3,7 @@ package policy
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -29,21 +30,30 @@ func TestToolCacheDefaults(t *testing.T) {
 			"uv": "/h/.cache/uv", "cargo-registry": "/h/.cargo/registry", "cargo-git": "/h/.cargo/git",
 			"maven": "/h/.m2/repository", "gradle-caches": "/h/.gradle/caches", "gradle-wrapper": "/h/.gradle/wrapper",
 			"ccache": "/h/.cache/ccache", "sccache": "/h/.cache/sccache",
+			"go-sumdb": "/h/go/pkg/sumdb", "go-bin": "/h/go/bin", "pnpm-cache": "/h/.cache/pnpm",
+			"pnpm-state": "/h/.local/state/pnpm", "cargo-home": "/h/.cargo", "cargo-install": "/h/.cargo/bin",
 		}},
 		{"linux", env("HOME", "/h", "XDG_CACHE_HOME", "/c", "GOPATH", "/gp:/other", "CARGO_HOME", "/cg",
 			"GOCACHE", "/gc", "XDG_DATA_HOME", "/d", "GRADLE_USER_HOME", "/gr", "PIP_CACHE_DIR", "relative"), map[string]string{
 			"go-build": "/gc", "go-mod": "/gp/pkg/mod", "pip": "/c/pip", "uv": "/c/uv", "pnpm-store": "/d/pnpm/store",
 			"cargo-registry": "/cg/registry", "gradle-caches": "/gr/caches", "ccache": "/c/ccache",
+			"go-sumdb": "/gp/pkg/sumdb", "go-bin": "/gp/bin", "pnpm-cache": "/c/pnpm", "cargo-home": "/cg", "cargo-install": "/cg/bin",
+		}},
+		{"linux", env("HOME", "/h", "GOBIN", "/gb", "CARGO_INSTALL_ROOT", "/ci", "XDG_STATE_HOME", "/s", "GOMODCACHE", "/m"), map[string]string{
+			"go-bin": "/gb", "cargo-install": "/ci/bin", "pnpm-state": "/s/pnpm", "go-mod": "/m", "go-sumdb": "/h/go/pkg/sumdb",
 		}},
 		{"darwin", env("HOME", "/Users/u"), map[string]string{
 			"go-build": "/Users/u/Library/Caches/go-build", "pip": "/Users/u/Library/Caches/pip",
 			"uv": "/Users/u/.cache/uv", "yarn": "/Users/u/Library/Caches/Yarn", "pnpm-store": "/Users/u/Library/pnpm/store",
-			"sccache": "/Users/u/Library/Caches/Mozilla.sccache",
+			"sccache":    "/Users/u/Library/Caches/Mozilla.sccache",
+			"pnpm-cache": "/Users/u/Library/Caches/pnpm", "pnpm-state": "/Users/u/.pnpm-state",
 		}},
 		{"windows", env("USERPROFILE", `C:\Users\u`, "LOCALAPPDATA", `C:\Users\u\AppData\Local`), map[string]string{
 			"go-build": `C:\Users\u\AppData\Local\go-build`, "npm": `C:\Users\u\AppData\Local\npm-cache`,
 			"pip": `C:\Users\u\AppData\Local\pip\Cache`, "uv": `C:\Users\u\AppData\Local\uv\cache`,
 			"cargo-registry": `C:\Users\u\.cargo\registry`, "go-mod": `C:\Users\u\go\pkg\mod`,
+			"go-sumdb": `C:\Users\u\go\pkg\sumdb`, "go-bin": `C:\Users\u\go\bin`, "cargo-install": `C:\Users\u\.cargo\bin`,
+			"pnpm-cache": `C:\Users\u\AppData\Local\pnpm-cache`, "pnpm-state": `C:\Users\u\AppData\Local\pnpm-state`,
 		}},
 	}
 	for _, tt := range tests {
@@ -63,19 +73,44 @@ func TestToolCacheDefaults(t *testing.T) {
 	}
 }
 
-// No cache in the table may be, contain or relocate a directory of
-// programs (~/.cargo/bin, ~/go/bin, ~/.local/bin, npm's prefix).
+// No entry that may be overlaid is, contains or lies in a directory of
+// programs (~/.cargo/bin, ~/go/bin, ~/.local/bin, npm's prefix): those
+// are the programs entries, each exactly such a directory and always
+// private, and the tools' homes (CARGO_HOME), never overlaid. A variable
+// that also moves a tool's default directory of programs (GOPATH,
+// CARGO_HOME) is used only beside the tool's programs entry, which sets
+// that directory explicitly.
 func TestToolCacheNeverBin(t *testing.T) {
 	e := cacheEnv{getenv: func(string) string { return "" }, goos: "linux", home: "/h"}
+	bins := []string{"/h/.cargo/bin", "/h/go/bin", "/h/.local/bin", "/h/.npm-global/bin"}
+	programs := map[string]bool{}
 	for _, d := range knownCaches {
+		if d.Programs {
+			programs[d.Env] = true
+			if !slices.Contains(bins, d.Path(e)) {
+				t.Errorf("programs entry %s at %s is not a directory of programs", d.Name, d.Path(e))
+			}
+		}
+	}
+	movesBin := map[string]string{"GOPATH": "GOBIN", "CARGO_HOME": "CARGO_INSTALL_ROOT"}
+	for _, d := range knownCaches {
+		if d.Programs {
+			continue
+		}
+		if explicit, ok := movesBin[d.Env]; ok && !programs[explicit] {
+			t.Errorf("%s relocates with %s, which moves a bin directory too, and no programs entry sets %s", d.Name, d.Env, explicit)
+		}
+		if d.Env == "npm_config_prefix" {
+			t.Errorf("%s relocates npm's prefix", d.Name)
+		}
+		if len(d.Covers) > 0 {
+			continue // never overlaid
+		}
 		p := d.Path(e)
-		for _, bin := range []string{"/h/.cargo/bin", "/h/go/bin", "/h/.local/bin", "/h/.npm-global/bin"} {
+		for _, bin := range bins {
 			if fspath.Within(bin, p) || fspath.Within(p, bin) {
 				t.Errorf("%s at %s overlaps %s", d.Name, p, bin)
 			}
-		}
-		if d.Env == "CARGO_HOME" || d.Env == "GOPATH" || d.Env == "npm_config_prefix" {
-			t.Errorf("%s relocates with %s, which moves a bin directory too", d.Name, d.Env)
 		}
 	}
 }
@@ -128,7 +163,41 @@ func TestToolCacheResolve(t *testing.T) {
 		t.Errorf("go-build env %q", got)
 	}
 	if env := byName["cargo-registry"].Env; env != "" {
-		t.Errorf("cargo must not be relocated (CARGO_HOME holds bin/): %q", env)
+		t.Errorf("cargo's registry must not be relocated alone (only CARGO_HOME moves it): %q", env)
+	}
+	if c := byName["cargo-home"]; c.HostExists || c.Kept != "" || !slices.Equal(c.Covers, []string{"cargo-registry", "cargo-git"}) {
+		t.Errorf("cargo-home %+v", c)
+	}
+	if c := byName["go-bin"]; !c.Programs || c.Env != "GOBIN" || c.Host != filepath.Join(home, "go", "bin") {
+		t.Errorf("go-bin %+v", c)
+	}
+	if c := byName["yarn"]; !slices.Equal(c.Settings, []string{"YARN_DISABLE_SELF_UPDATE_CHECK=true"}) {
+		t.Errorf("yarn settings %v", c.Settings)
+	}
+	// A configuration file in the host's Cargo home is what a private one
+	// would lose: it is recorded.
+	os.MkdirAll(filepath.Join(home, ".cargo"), 0o755)
+	os.WriteFile(filepath.Join(home, ".cargo", "config.toml"), nil, 0o644)
+	p2, err := resolveEnv(Options{Cwd: ws, Config: &Config{}}, getenv, "linux")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range p2.ToolCaches() {
+		if c.Name == "cargo-home" && (!c.HostExists || c.Kept != filepath.Join(home, ".cargo", "config.toml")) {
+			t.Errorf("cargo-home with a config.toml: %+v", c)
+		}
+	}
+	// The policy's caches are its own: changing a copy changes nothing.
+	cs := p2.ToolCaches()
+	for i := range cs {
+		if len(cs[i].Settings) > 0 {
+			cs[i].Settings[0] = "X=1"
+		}
+	}
+	for _, c := range p2.ToolCaches() {
+		if c.Name == "yarn" && c.Settings[0] != "YARN_DISABLE_SELF_UPDATE_CHECK=true" {
+			t.Errorf("ToolCaches shares its slices: %v", c.Settings)
+		}
 	}
 
 	off := "off"

@@ -103,5 +103,8 @@ func Setup(ctx context.Context, pol *policy.Policy, out io.Writer) error {
 
 // Cleanup removes everything agentbox ever left on the machine (what
 // Setup installed, tool cache layers, Windows ACL grants and sandbox
-// users) and writes to out what it removed and what it could not.
+// users) and writes to out what it removed and what it could not. On
+// Linux what a running sandbox uses (a tool cache layer, a placeholder,
+// the AppArmor profile while agentbox processes run under it) is kept,
+// and named.
 func Cleanup(ctx context.Context, out io.Writer) error { return cleanup(ctx, out) }

@@ -3,6 +3,7 @@ package sandbox
 import (
 	"errors"
 	"fmt"
+	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -68,9 +69,24 @@ func linuxDoctor(pol *policy.Policy) *Report {
 	// The probe: a real sandbox running true, degraded mode refused so we
 	// learn whether namespaces work.
 	probe := rawpolicy.Edit(pol, func(f *rawpolicy.Fields) { f.AllowDegraded = false })
-	c := Command(probe, "true")
-	c.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin"}
-	err := c.Run()
+	run := func(p *policy.Policy) error {
+		c := Command(p, "true")
+		c.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin"}
+		return c.Run()
+	}
+	err := run(probe)
+	machine := pol // what the machine is probed with
+	var pe *linux.PlaceholderError
+	if errors.As(err, &pe) {
+		// The directory, not the machine: say which and why, and probe
+		// the machine with nothing to keep free.
+		add("protected paths", false, "%v", pe)
+		r.Missing = append(r.Missing, fmt.Sprintf("runs of this policy are refused here: %s cannot be kept free in %s (see the protected paths check)", filepath.Base(pe.Path), pe.Dir))
+		machine = rawpolicy.Edit(pol, func(f *rawpolicy.Fields) {
+			f.Mode, f.WritableRoots, f.Protected = policy.ReadOnly, nil, nil
+		})
+		err = run(rawpolicy.Edit(machine, func(f *rawpolicy.Fields) { f.AllowDegraded = false }))
+	}
 	var nu *linux.NoUsernsError
 	switch {
 	case err == nil:
@@ -105,6 +121,9 @@ func linuxDoctor(pol *policy.Policy) *Report {
 		r.Backend = "none"
 		r.Missing = append(r.Missing, "the sandbox could not be built: "+err.Error())
 	}
+	if pe == nil && pol.Mode() == policy.WorkspaceWrite {
+		add("protected paths", true, "kept read-only in every writable root, existing or not (protected_subpaths): %s", strings.Join(pol.ProtectedNames(), ", "))
+	}
 	if rawpolicy.Egress(pol) != nil {
 		r.Checks = append(r.Checks, allowListCheck(rawpolicy.Egress(pol)))
 	}
@@ -120,7 +139,7 @@ func linuxDoctor(pol *policy.Policy) *Report {
 	}
 	var egressErr error
 	if way == egressNetns || way == egressDegraded {
-		egressErr = probeEgress(pol, way == egressDegraded)
+		egressErr = probeEgress(machine, way == egressDegraded)
 	}
 	ec := egressCheck(pol, way, egressErr)
 	r.Checks = append(r.Checks, ec)

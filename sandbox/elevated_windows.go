@@ -60,6 +60,9 @@ func startElevatedCmd(c *Cmd) (process, error) {
 		pol = unelevated.WithCaches(pol, cs)
 		cmdEnv = unelevated.CacheEnv(cmdEnv, cs)
 	}
+	if pol, cmdEnv, err = privateTemp(pol, cmdEnv); err != nil {
+		return nil, &StartError{Code: CodeSandboxFailure, Err: err}
+	}
 	// The command's token is the sandbox user's, write-restricted with the
 	// synthetic SID: a write must be allowed to both, so the writable
 	// roots are granted to the sandbox group as well (and the protected
@@ -127,7 +130,6 @@ func startElevatedCmd(c *Cmd) (process, error) {
 		spec.Env = winenv.ProxyEnforced(env, eg.env)
 		spec.ProxyPorts = eg.ports
 	}
-	gl := newGitlinkGuard(pol)
 	p, err := elevated.Start(context.Background(), spec)
 	if err != nil {
 		eg.close()
@@ -141,7 +143,7 @@ func startElevatedCmd(c *Cmd) (process, error) {
 	if !p.JobUI && p.Job != "" {
 		c.diag("%s", p.Job)
 	}
-	proc := withGitlinkGuard(&elevatedProcess{p: p}, gl, c)
+	proc := process(&elevatedProcess{p: p})
 	if eg == nil || eg.srv == nil {
 		return proc, nil
 	}

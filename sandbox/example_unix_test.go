@@ -58,14 +58,19 @@ func ExampleCmd_Report() {
 	c := sandbox.Command(pol, "sh", "-c", "exit 3")
 	err = c.Run()
 	fmt.Println(err)
-	b, err := json.Marshal(c.Report)
+	b, err := json.Marshal(c.Report.Network)
 	if err != nil {
 		log.Fatal(err)
 	}
-	fmt.Println(string(b))
+	fmt.Println(c.Report.ExitCode, string(b))
+	// Where the command's /tmp is on the host (this workspace's own).
+	for _, t := range c.Report.Tmp {
+		fmt.Println(t.Path, filepath.Base(t.Host))
+	}
 	// Output:
 	// exit status 3
-	// {"exit_code":3,"network":{"mode":"off","allowed":[],"denied":[]}}
+	// 3 {"mode":"off","allowed":[],"denied":[]}
+	// /tmp tmp
 }
 
 // A session prepares the sandbox once; each command in it is as isolated

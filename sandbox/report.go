@@ -18,6 +18,18 @@ import (
 type RunReport struct {
 	ExitCode int            `json:"exit_code"`
 	Network  *NetworkReport `json:"network"`
+	// Tmp says where the command's private temporary directories are on
+	// the host (what it wrote to /tmp or $TMPDIR is there, not in the
+	// host's); absent when the policy has none.
+	Tmp []TmpDir `json:"tmp,omitempty"`
+}
+
+// TmpDir is one private temporary directory of the "tmp" section: the
+// path the command's programs used (/tmp, $TMPDIR's value) and the
+// directory on the host that stood in for it.
+type TmpDir struct {
+	Path string `json:"path"`
+	Host string `json:"host"`
 }
 
 // Network modes in [NetworkReport].Mode: no network, only the
@@ -66,7 +78,13 @@ func NewRunReport(pol *policy.Policy, exitCode int) *RunReport {
 	case pol != nil && pol.Network():
 		mode = NetworkOn
 	}
-	return &RunReport{ExitCode: exitCode, Network: &NetworkReport{Mode: mode, Allowed: []NetworkAllowed{}, Denied: []NetworkDenied{}}}
+	r := &RunReport{ExitCode: exitCode, Network: &NetworkReport{Mode: mode, Allowed: []NetworkAllowed{}, Denied: []NetworkDenied{}}}
+	if pol != nil {
+		for _, t := range pol.PrivateTemps() {
+			r.Tmp = append(r.Tmp, TmpDir{Path: t.Path, Host: t.Dir})
+		}
+	}
+	return r
 }
 
 func (r *RunReport) addNetwork(rep netpolicy.Report) {

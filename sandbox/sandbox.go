@@ -100,8 +100,10 @@ type Cmd struct {
 	Report *RunReport
 
 	ctx      context.Context
-	session  *Session // set by Session.Command
+	session  *Session  // set by Session.Command
+	guard    guardHold // this run's part in the post-run checks
 	proc     process
+	programs programDirs // the private directories of programs, watched
 	done     chan struct{}
 	started  bool
 	finished bool
@@ -151,6 +153,20 @@ type ExitError struct {
 
 // Error is the Status's description.
 func (e *ExitError) Error() string { return e.Status.String() }
+
+// CheckError reports a command that ran and left behind, in a writable
+// root, something the user's own programs would run or obey afterwards
+// (a git repository it made, say) that agentbox could not move out of
+// their way. The run counts as failed by agentbox ([CodeSandboxFailure]);
+// Err names the paths and what to check.
+type CheckError struct {
+	// Status is how the command itself ended.
+	Status *Status
+	Err    error
+}
+
+func (e *CheckError) Error() string { return e.Err.Error() }
+func (e *CheckError) Unwrap() error { return e.Err }
 
 // StartError is a failure to start the command inside the sandbox. Code is
 // the exit status the CLI reports for it: [CodeSandboxFailure] (agentbox
@@ -267,6 +283,15 @@ func (c *Cmd) Start() error {
 	if err := checkEgress(c.Policy); err != nil {
 		return &StartError{Code: CodeSandboxFailure, Err: err}
 	}
+	if err := checkPrivatePath(c.Policy, c.Env); err != nil {
+		return &StartError{Code: CodeSandboxFailure, Err: err}
+	}
+	c.programs = watchPrograms(c.Policy)
+	if c.Policy.Mode() != policy.DangerFullAccess {
+		if err := c.beginGuard(); err != nil {
+			return err
+		}
+	}
 	var p process
 	var err error
 	if c.session != nil {
@@ -275,6 +300,9 @@ func (c *Cmd) Start() error {
 		p, err = start(c)
 	}
 	if err != nil {
+		if gerr := c.endGuard(); gerr != nil {
+			return &StartError{Code: CodeSandboxFailure, Err: errors.Join(err, gerr)}
+		}
 		return err
 	}
 	c.proc = p
@@ -343,16 +371,29 @@ func (c *Cmd) Wait() error {
 	c.finished = true
 	st, err := c.proc.Wait()
 	close(c.done)
+	for _, n := range c.programs.notes() {
+		c.diag("%s", n)
+	}
+	// The command's tree is gone: whatever it left in the writable roots
+	// is checked now (by this run, or by the last one out of them).
+	gerr := c.endGuard()
 	if err != nil {
-		return err
+		return errors.Join(err, gerr)
 	}
 	if c.ctx != nil && errors.Is(c.ctx.Err(), context.DeadlineExceeded) {
 		st.TimedOut = true
 	}
 	c.ProcessState = st
-	c.Report = NewRunReport(c.Policy, st.ExitCode())
+	code := st.ExitCode()
+	if gerr != nil {
+		code = CodeSandboxFailure
+	}
+	c.Report = NewRunReport(c.Policy, code)
 	if r, ok := c.proc.(networkReporter); ok {
 		c.Report.addNetwork(r.networkReport())
+	}
+	if gerr != nil {
+		return &CheckError{Status: st, Err: gerr}
 	}
 	if !st.Success() {
 		return &ExitError{Status: st}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"runtime"
 
+	"github.com/agentbox/agentbox/internal/agentdirs"
 	"github.com/agentbox/agentbox/internal/cacheplan"
 	"github.com/agentbox/agentbox/internal/lookpath"
 	"github.com/agentbox/agentbox/internal/rawpolicy"
@@ -38,6 +39,9 @@ func darwinInput(pol *policy.Policy) darwin.Input {
 				in.CacheDirs = []string{cacheplan.PrivateRoot(d.Cache)}
 			}
 		}
+		for _, t := range pol.PrivateTemps() {
+			in.TempDirs = append(in.TempDirs, t.Dir)
+		}
 	}
 	return in
 }
@@ -49,14 +53,16 @@ func start(c *Cmd) (process, error) {
 	}
 	// Resolved with the command's own PATH so "not found" and "not
 	// executable" get 127 and 126 before sandbox-exec is involved.
-	if _, code, err := lookpath.Find(c.Path, lookpath.Env(c.Env)); err != nil {
+	if _, code, err := lookpath.FindIn(c.Path, lookpath.Env(c.Env), c.workDir()); err != nil {
 		return nil, &StartError{Code: code, Err: err}
 	}
 	env, err := privateCaches(pol, c.Env)
 	if err != nil {
 		return nil, &StartError{Code: CodeSandboxFailure, Err: err}
 	}
-	c.Env = env
+	if c.Env, err = privateTemps(pol, env); err != nil {
+		return nil, &StartError{Code: CodeSandboxFailure, Err: err}
+	}
 	argv := append([]string{c.Path}, c.Args[1:]...)
 	in, env := darwinInput(pol), c.Env
 	var proxy *netproxy.Server
@@ -79,8 +85,6 @@ func start(c *Cmd) (process, error) {
 		// Zero keeps darwin.Command's own bound rather than none.
 		cmd.WaitDelay = c.WaitDelay
 	}
-	// Before the command can write an index: the submodules it holds now.
-	gl := newGitlinkGuard(pol)
 	g, err := startGroup(cmd, c.Stdin, c.Stdout, c.Stderr, cmd.WaitDelay)
 	if err != nil {
 		if proxy != nil {
@@ -90,11 +94,10 @@ func start(c *Cmd) (process, error) {
 	}
 	// sandbox-exec runs the command in its own session, so the group
 	// kill after Wait reaches what it left behind (no pid namespace here).
-	p := withGitlinkGuard(g, gl, c)
 	if proxy != nil {
-		return &proxiedProcess{process: p, proxy: proxy}, nil
+		return &proxiedProcess{process: g, proxy: proxy}, nil
 	}
-	return p, nil
+	return g, nil
 }
 
 func doctor(pol *policy.Policy) *Report {
@@ -115,6 +118,7 @@ func doctor(pol *policy.Policy) *Report {
 	}
 	r.Checks = append(r.Checks, Check{Name: "profile", OK: true, Detail: "generated profile accepted by sandbox-exec"})
 	r.Checks = append(r.Checks, cacheChecks(pol, false)...)
+	r.Checks = append(r.Checks, tmpChecks(pol, false)...)
 	r.Missing = append(r.Missing, "no pid namespace: a process that starts its own session escapes the kill at the end of a run")
 	r.CanSandbox = true
 	return r
@@ -126,10 +130,22 @@ func setup(ctx context.Context, pol *policy.Policy, out io.Writer) error {
 }
 
 func cleanup(ctx context.Context, out io.Writer) error {
-	if removed := removeCacheLayers(stateDir()); removed != "" {
-		fmt.Fprintf(out, "removed tool cache layers %s\n", removed)
+	state := stateDir()
+	if state == "" {
+		fmt.Fprintln(out, "agentbox: nothing to clean up on macOS")
 		return nil
 	}
-	fmt.Fprintln(out, "agentbox: nothing to clean up on macOS")
+	done := false
+	if removed := removeStateTree(agentdirs.ToolCacheRoot(state)); removed != "" {
+		fmt.Fprintf(out, "removed tool cache layers %s\n", removed)
+		done = true
+	}
+	if removed := removeStateTree(agentdirs.TempRoot(state)); removed != "" {
+		fmt.Fprintf(out, "removed private temporary directories %s\n", removed)
+		done = true
+	}
+	if !done {
+		fmt.Fprintln(out, "agentbox: nothing to clean up on macOS")
+	}
 	return nil
 }

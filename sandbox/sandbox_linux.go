@@ -7,9 +7,9 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
-	"github.com/agentbox/agentbox/internal/gitguard"
 	"github.com/agentbox/agentbox/internal/linux"
 	"github.com/agentbox/agentbox/internal/linux/apparmor"
 	"github.com/agentbox/agentbox/internal/linux/landlock"
@@ -37,16 +37,17 @@ func start(c *Cmd) (process, error) {
 	if pol.Mode() == policy.DangerFullAccess {
 		return startUnsandboxed(c)
 	}
-	ph, spec, git, err := prepareLinux(pol)
+	ph, spec, git, td, _, err := prepareLinux(pol, nil)
 	if err != nil {
 		return nil, err
 	}
-	spec.Path, spec.Argv, spec.Env, spec.Cwd = c.Path, c.Args, c.Env, c.workDir()
-	// Before the command can write an index: the submodules it holds now.
-	gl := newGitlinkGuard(pol)
+	spec.Path, spec.Argv, spec.Cwd = c.Path, c.Args, c.workDir()
 	base := *spec
+	base.Env = td.Env(pol, c.Env, false)
+	spec.Env = td.Env(pol, c.Env, true)
 	cl, err := applyCaches(pol, spec, true)
 	if err != nil {
+		td.Release()
 		git.Release()
 		ph.Release()
 		return nil, &StartError{Code: CodeSandboxFailure, Err: err}
@@ -64,6 +65,11 @@ func start(c *Cmd) (process, error) {
 			proxy, err = degradedEgress(pol, &base)
 		}
 		if err == nil {
+			// Nothing is mounted: the private directories are written
+			// where they are on the host.
+			remapped := td.Roots(pol, true)
+			base.WritableRoots = append(slices.DeleteFunc(slices.Clone(base.WritableRoots), func(r string) bool { return slices.Contains(remapped, r) }),
+				td.Roots(pol, false)...)
 			p, err = startDegraded(c, &base, nu, &cl)
 		}
 		if err != nil && proxy != nil {
@@ -75,6 +81,7 @@ func start(c *Cmd) (process, error) {
 	}
 	if err != nil {
 		cl.Release()
+		td.Release()
 		git.Release()
 		ph.Release()
 		return nil, startError(err)
@@ -85,7 +92,7 @@ func start(c *Cmd) (process, error) {
 		rec := proxy.Recorder()
 		dns = serveResolver(p.Resolver(), spec, func(string, uint16) *netpolicy.Recorder { return rec })
 	}
-	return &linuxProcess{p: p, ph: ph, proxy: proxy, dns: dns, cl: cl, git: git, gl: gl, diag: c.diag}, nil
+	return &linuxProcess{p: p, ph: ph, proxy: proxy, dns: dns, cl: cl, td: td, git: git}, nil
 }
 
 // degradedEgress starts the allow-list proxy on the host's loopback for a
@@ -130,23 +137,32 @@ func serveEgress(pol *policy.Policy, p *linux.Process) (*netproxy.Server, error)
 
 // prepareLinux is what a lone run and a session share before their
 // commands: stale placeholders swept, this policy's held (the caller
-// releases them with ph.Release), and the sandbox's spec with git writes
-// applied.
-func prepareLinux(pol *policy.Policy) (ph *linux.Placeholders, spec *linux.Spec, git *linux.GitHeld, err error) {
+// releases them with ph.Release and git.Release; with a pool, into it),
+// the private temporary directories made and held (td.Release), and the
+// sandbox's spec with git writes applied; gh says what git's placeholders
+// were made for. The spec's Env is the caller's to set (td.Env).
+func prepareLinux(pol *policy.Policy, pool *linux.Pool) (ph *linux.Placeholders, spec *linux.Spec, git *linux.GitHeld, td *linux.TempDirs, gh gitHolds, err error) {
 	state := stateDir()
 	if state != "" {
 		linux.SweepPlaceholders(state)
 	}
-	if ph, err = linux.AcquirePlaceholders(linux.HeldDirs(pol), state); err != nil {
-		return nil, nil, nil, &StartError{Code: CodeSandboxFailure, Err: err}
+	if ph, err = linux.AcquirePooled(linux.HeldDirs(pol), state, pool); err != nil {
+		return nil, nil, nil, nil, gh, &StartError{Code: CodeSandboxFailure, Err: err}
+	}
+	if td, err = linux.PrepareTemps(pol); err != nil {
+		ph.Release()
+		return nil, nil, nil, nil, gh, &StartError{Code: CodeSandboxFailure, Err: err}
 	}
 	spec = linuxSpec(pol, ph)
 	applyNetworkOff(pol, spec)
-	if git, err = applyGitWrites(pol, spec, state); err != nil {
+	td.Apply(spec)
+	spec.WritableRoots = append(spec.WritableRoots, td.Roots(pol, true)...)
+	if git, gh, err = applyGitWrites(pol, spec, state, pool); err != nil {
+		td.Release()
 		ph.Release()
-		return nil, nil, nil, &StartError{Code: CodeSandboxFailure, Err: err}
+		return nil, nil, nil, nil, gh, &StartError{Code: CodeSandboxFailure, Err: err}
 	}
-	return ph, spec, git, nil
+	return ph, spec, git, td, gh, nil
 }
 
 // linuxSpec is the sandbox for pol, without the command: a lone run adds
@@ -226,9 +242,8 @@ type linuxProcess struct {
 	proxy *netproxy.Server   // nil without an allow-list or the network off
 	dns   *nameserver.Server // nil but with the network off
 	cl    *linux.CacheLayers
+	td    *linux.TempDirs
 	git   *linux.GitHeld
-	gl    *gitguard.Guard // nil without allow_git_writes
-	diag  func(format string, args ...any)
 }
 
 func (l *linuxProcess) Wait() (*Status, error) {
@@ -245,12 +260,8 @@ func (l *linuxProcess) Wait() (*Status, error) {
 	}
 	l.ph.Release()
 	l.cl.Release()
+	l.td.Release()
 	l.git.Release()
-	// The command is gone: no submodule it planted is left for the
-	// user's next git to recurse into.
-	for _, m := range l.gl.Check() {
-		l.diag("%s", m)
-	}
 	if err != nil {
 		return nil, err
 	}
@@ -263,7 +274,9 @@ func (l *linuxProcess) Kill() error              { return l.p.Kill() }
 
 func doctor(pol *policy.Policy) *Report {
 	r := linuxDoctor(pol)
-	r.Checks = append(r.Checks, cacheChecks(pol, strings.HasPrefix(r.Backend, "namespaces"))...)
+	ns := strings.HasPrefix(r.Backend, "namespaces")
+	r.Checks = append(r.Checks, cacheChecks(pol, ns)...)
+	r.Checks = append(r.Checks, tmpChecks(pol, ns)...)
 	return r
 }
 
@@ -309,6 +322,13 @@ func cleanup(ctx context.Context, out io.Writer) error {
 	for _, l := range busy {
 		fmt.Fprintf(out, "kept tool cache layer %s: a running sandbox uses it\n", l)
 	}
+	temps, busyTemps := linux.RemoveTemps(state)
+	for _, t := range temps {
+		fmt.Fprintf(out, "removed private /tmp %s\n", t)
+	}
+	for _, t := range busyTemps {
+		fmt.Fprintf(out, "kept private /tmp %s: a running sandbox uses it\n", t)
+	}
 	removed := linux.SweepPlaceholders(state)
 	for _, p := range removed {
 		fmt.Fprintf(out, "removed placeholder %s\n", p)
@@ -317,7 +337,7 @@ func cleanup(ctx context.Context, out io.Writer) error {
 	for _, p := range left {
 		fmt.Fprintf(out, "kept placeholder %s: a running sandbox still uses it, or it is no longer empty\n", p)
 	}
-	if len(removed) == 0 && len(left) == 0 && len(layers) == 0 && len(busy) == 0 {
+	if len(removed) == 0 && len(left) == 0 && len(layers) == 0 && len(busy) == 0 && len(temps) == 0 && len(busyTemps) == 0 {
 		fmt.Fprintln(out, "agentbox: nothing to clean up")
 	}
 	return nil

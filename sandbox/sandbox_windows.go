@@ -61,6 +61,9 @@ func start(c *Cmd) (process, error) {
 			pol = unelevated.WithCaches(pol, cs)
 			env = unelevated.CacheEnv(env, cs)
 		}
+		if pol, env, err = privateTemp(pol, env); err != nil {
+			return nil, &StartError{Code: CodeSandboxFailure, Err: err}
+		}
 		if sb, err = unelevated.Prepare(pol, dir); err != nil {
 			return nil, &StartError{Code: CodeSandboxFailure, Err: err}
 		}
@@ -85,8 +88,6 @@ func start(c *Cmd) (process, error) {
 		closeProxy(proxy)
 		return nil, &StartError{Code: CodeSandboxFailure, Err: err}
 	}
-	// Before the command can write an index: the submodules it holds now.
-	gl := newGitlinkGuard(pol)
 	p, err := sb.Start(pol, unelevated.Spec{
 		Path: c.Path, Args: c.Args, Env: env, Dir: c.workDir(), ProxyEnv: proxyEnv,
 		Stdin: sio.handles[0], Stdout: sio.handles[1], Stderr: sio.handles[2],
@@ -101,11 +102,26 @@ func start(c *Cmd) (process, error) {
 		c.diag("%s", l)
 	}
 	sio.startCopies()
-	wp := withGitlinkGuard(&winProcess{p: p, io: sio, waitDelay: c.WaitDelay}, gl, c)
+	wp := &winProcess{p: p, io: sio, waitDelay: c.WaitDelay}
 	if proxy != nil {
 		return &proxiedProcess{process: wp, proxy: proxy}, nil
 	}
 	return wp, nil
+}
+
+// privateTemp creates the workspace's private temporary directory, makes
+// it one more writable root of the run (its own SID, an allow for it and
+// a Low label, as the private tool caches) and points %TEMP% and %TMP%
+// at it; both modes use it.
+func privateTemp(pol *policy.Policy, env []string) (*policy.Policy, []string, error) {
+	tmp, err := unelevated.PlanTemp(pol, env)
+	if err != nil || tmp.Root == "" {
+		return pol, env, err
+	}
+	if err := os.MkdirAll(tmp.Root, 0o700); err != nil {
+		return nil, nil, fmt.Errorf("private temporary directory: %w", err)
+	}
+	return unelevated.WithTemp(pol, tmp), unelevated.TempEnv(env, tmp), nil
 }
 
 func startCode(err error) int {
@@ -372,7 +388,12 @@ func doctor(pol *policy.Policy) *Report {
 			add("tool caches", false, err.Error()+" (workspace-write runs refuse to start)")
 			r.CanSandbox = false
 		}
+		if _, err := unelevated.PlanTemp(pol, os.Environ()); err != nil {
+			add("temporary directory", false, err.Error()+" (workspace-write runs refuse to start)")
+			r.CanSandbox = false
+		}
 		r.Checks = append(r.Checks, cacheChecks(pol, false)...)
+		r.Checks = append(r.Checks, tmpChecks(pol, false)...)
 	}
 	switch {
 	case mode == policy.DangerFullAccess:

@@ -10,11 +10,13 @@ import (
 
 // Session prepares a policy once and runs many commands under it, each as
 // isolated as a lone [Cmd]: on Linux the sandbox (policy resolution,
-// placeholders for missing protected paths, namespaces and the mount
-// tree) is built once, and each command is forked from it in a pid
-// namespace of its own with fresh capability, Landlock and seccomp state
-// and its own stdio. A command in a session costs a fraction of a lone
-// run; see the README for figures.
+// namespaces and the mount tree) is built once, and each command is forked
+// from it in a pid namespace of its own with fresh capability, Landlock
+// and seccomp state and its own stdio. The placeholders that keep missing
+// protected names free are each command's own, as a lone run's are: made
+// on the host before it starts and removed when it has ended, so none is
+// on the host between commands. A command in a session costs a fraction
+// of a lone run; see the README for figures.
 //
 // # What the commands of one session share
 //
@@ -68,9 +70,10 @@ type Session struct {
 	pol  *policy.Policy
 	impl sessionImpl // nil: each command starts on its own
 
-	mu     sync.Mutex
-	closed bool
-	ended  chan struct{} // closed by Close
+	mu      sync.Mutex
+	closed  bool
+	ended   chan struct{} // closed by Close
+	unwatch func()        // ends the session's share of the roots' watchers
 }
 
 // sessionImpl is a backend's prepared sandbox.
@@ -102,7 +105,9 @@ func newSessionInit(pol *policy.Policy, init string) (*Session, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Session{pol: pol, impl: impl, ended: make(chan struct{})}, nil
+	// A watcher of the writable roots for the session's life, so that
+	// the check after each command looks only where something changed.
+	return &Session{pol: pol, impl: impl, ended: make(chan struct{}), unwatch: watchRoots(pol)}, nil
 }
 
 // Done is closed when the session can run no more commands: after Close,
@@ -159,6 +164,7 @@ func (s *Session) Close() error {
 	s.closed = true
 	close(s.ended)
 	s.mu.Unlock()
+	defer s.unwatch()
 	if s.impl == nil {
 		return nil
 	}

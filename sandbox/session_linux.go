@@ -15,14 +15,17 @@ import (
 )
 
 // linuxSession is a session's zygote and what it holds for the session's
-// whole life: placeholders, git-writes placeholders, the tool caches'
-// copy-on-write layers (one layer for all the session's commands) and,
-// with an allow-list or the network off, the proxy.
+// whole life: the tool caches' copy-on-write layers (one layer for all the
+// session's commands) and, with an allow-list or the network off, the
+// proxy (and with the network off the name server). Placeholders it
+// makes for each command, which the command's end removes (see
+// linux.Session.Start): one left on the host between commands would keep
+// the user from creating the name there, and one removed on the host is
+// unbound in the session too.
 type linuxSession struct {
 	z     *linux.Session
-	ph    *linux.Placeholders
-	git   *linux.GitHeld
 	cl    *linux.CacheLayers
+	td    *linux.TempDirs
 	pol   *policy.Policy
 	proxy *netproxy.Server // nil without an allow-list or the network off
 	// off: the network is off, and the proxy is the session's refusing
@@ -36,28 +39,53 @@ type linuxSession struct {
 
 	mu      sync.Mutex
 	running map[uint32]*netpolicy.Recorder // by linux.SessionProcess.ID
+
+	state string
+	held  []linux.HeldDir // the policy's, as a lone run holds them
+	git   gitHolds
+	pool  *linux.Pool // the placeholders between commands, off the host
+	// writable are the held paths the sandbox keeps writable (a .git
+	// opened by allow_git_writes, pinned): not bound read-only.
+	writable map[string]bool
 }
 
 func newSession(pol *policy.Policy, init string) (sessionImpl, error) {
 	if pol.Mode() == policy.DangerFullAccess {
 		return nil, nil
 	}
-	ph, spec, git, err := prepareLinux(pol)
+	// Built as a lone run's sandbox, with its placeholders held while
+	// the zygote builds the root (which binds them), then let go of into
+	// the session's pool: the first command takes them back bound.
+	state := stateDir()
+	var pool *linux.Pool
+	if pol.Mode() == policy.WorkspaceWrite {
+		pool = linux.NewPool(state)
+	}
+	ph, spec, git, td, gh, err := prepareLinux(pol, pool)
 	if err != nil {
+		pool.Close()
 		return nil, err
+	}
+	held := linux.HeldDirs(pol)
+	release := func() {
+		git.Release()
+		ph.Release()
 	}
 	cl, err := applyCaches(pol, spec, true)
 	if err != nil {
-		git.Release()
-		ph.Release()
+		td.Release()
+		release()
+		pool.Close()
 		return nil, &StartError{Code: CodeSandboxFailure, Err: err}
 	}
 	spec.Init = init
+	spec.BindPerCommand = len(held) > 0 || len(gh.dirs) > 0 || len(gh.files) > 0
 	z, err := linux.StartSession(spec)
+	release()
 	if err != nil {
 		cl.Release()
-		git.Release()
-		ph.Release()
+		td.Release()
+		pool.Close()
 		var nu *linux.NoUsernsError
 		if errors.As(err, &nu) {
 			// Degraded mode: each command starts (or is refused) on
@@ -68,7 +96,11 @@ func newSession(pol *policy.Policy, init string) (sessionImpl, error) {
 		}
 		return nil, startError(err)
 	}
-	l := &linuxSession{z: z, ph: ph, git: git, cl: cl, pol: pol, running: map[uint32]*netpolicy.Recorder{}}
+	l := &linuxSession{z: z, cl: cl, td: td, pol: pol, state: state, held: held, git: gh, writable: map[string]bool{}, pool: pool,
+		running: map[uint32]*netpolicy.Recorder{}}
+	for _, m := range spec.Mounts {
+		l.writable[m.Path] = m.Kind == linux.Pin || m.Kind == linux.BindWritable
+	}
 	switch {
 	case spec.Proxy && spec.ProxyOff:
 		// The session's refusing proxy, on its own two listeners: a
@@ -123,10 +155,23 @@ func (l *linuxSession) recorder(network string, port uint16) *netpolicy.Recorder
 }
 
 func (l *linuxSession) start(c *Cmd) (process, error) {
-	// Each command's git writes are checked when it ends (a lone run's
-	// are when the run does).
-	gl := newGitlinkGuard(l.pol)
-	sp := &sessionProcess{}
+	// What a lone run would hold, held for this command alone.
+	ph, err := linux.AcquirePooled(l.held, l.state, l.pool)
+	if err != nil {
+		return nil, &StartError{Code: CodeSandboxFailure, Err: err}
+	}
+	git, err := l.git.hold(l.state, l.pool)
+	if err != nil {
+		ph.Release()
+		return nil, &StartError{Code: CodeSandboxFailure, Err: err}
+	}
+	var bind []linux.HeldPath
+	for _, h := range append(ph.Held(), git.Held()...) {
+		if !l.writable[h.Path] {
+			bind = append(bind, h)
+		}
+	}
+	sp := &sessionProcess{ph: ph, git: git}
 	var onID func(uint32)
 	if l.off {
 		// Known by its id before it starts: what it asks at once is
@@ -139,9 +184,11 @@ func (l *linuxSession) start(c *Cmd) (process, error) {
 			l.mu.Unlock()
 		}
 	}
-	p, err := l.z.Start(c.Path, c.Args, c.Env, c.workDir(), c.stdio(), onID)
+	p, err := l.z.Start(c.Path, c.Args, l.td.Env(l.pol, c.Env, true), c.workDir(), c.stdio(), bind, onID)
 	if err != nil {
 		sp.forget()
+		git.Release()
+		ph.Release()
 		return nil, startError(err)
 	}
 	sp.p = p
@@ -157,14 +204,14 @@ func (l *linuxSession) start(c *Cmd) (process, error) {
 				ln.Close()
 			}
 			p.Kill()
-			p.Wait()
+			sp.Wait()
 			return nil, startError(fmt.Errorf("the session's sandbox handed over %d proxy listeners for the command, want 2", len(lns)))
 		}
 		sp.scope = l.proxy.NewScope()
 		go sp.scope.ServeHTTPProxy(lns[0])
 		go sp.scope.ServeSOCKS(lns[1])
 	}
-	return withGitlinkGuard(sp, gl, c), nil
+	return sp, nil
 }
 
 func (l *linuxSession) done() <-chan struct{} { return l.z.Done() }
@@ -181,17 +228,24 @@ func (l *linuxSession) close() error {
 	// serve, and closing the proxy ends any still held.
 	closeProxy(l.proxy)
 	l.cl.Release()
-	l.git.Release()
-	l.ph.Release()
+	l.td.Release()
+	// After the zygote: with its mount namespace gone, removing the kept
+	// placeholders unbinds nothing.
+	l.pool.Close()
 	return err
 }
 
 type sessionProcess struct {
 	p     *linux.SessionProcess
 	scope *netproxy.Scope // the command's part of the session's allow-list proxy; nil without one
+	// What the command's start held; released once it has ended, with
+	// everything it started (its pid namespace is gone when Wait
+	// returns), so that nothing is left on the host.
+	ph  *linux.Placeholders
+	git *linux.GitHeld
 	// With the network off, rec is the command's recorder, which the
-	// session's name server and refusing proxy find by id in session's
-	// running commands.
+	// session's name server and refusing proxy find by id among the
+	// session's running commands.
 	rec     *netpolicy.Recorder
 	session *linuxSession
 	id      uint32
@@ -211,6 +265,8 @@ func (s *sessionProcess) forget() {
 
 func (s *sessionProcess) Wait() (*Status, error) {
 	code, sig, err := s.p.Wait()
+	s.git.Release()
+	s.ph.Release()
 	// The command's tree is gone, and every answer it got was recorded
 	// before it was sent.
 	s.forget()

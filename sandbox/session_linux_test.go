@@ -363,6 +363,27 @@ func TestSessionClose(t *testing.T) {
 	}
 }
 
+// TestSessionPlaceholdersPerCommand (issue 21, finding 7): between a
+// session's commands nothing of its placeholders is on the host, while
+// each command finds every missing protected name there and read-only;
+// a placeholder the host removes between commands (as the end of each
+// command does) is no way in for the next one.
+func TestSessionPlaceholdersPerCommand(t *testing.T) {
+	s, ws := newTestSession(t)
+	names := policy.DefaultProtectedNames()
+	for i := range 3 {
+		out, err := sh(s, `for n in .codex .claude .vscode .git; do test -d "$n" || echo "no $n"; mkdir "$n/x" 2>/dev/null && echo "made $n/x"; done; test -f .mcp.json || echo "no .mcp.json"; (echo x > .mcp.json) 2>/dev/null && echo "wrote .mcp.json"; echo end`).Output()
+		if err != nil || string(out) != "end\n" {
+			t.Errorf("command %d: %q, %v", i, out, err)
+		}
+		for _, n := range names {
+			if _, err := os.Lstat(filepath.Join(ws, n)); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("after command %d: %s on the host (%v)", i, n, err)
+			}
+		}
+	}
+}
+
 func BenchmarkSessionTrue(b *testing.B) {
 	ws := b.TempDir()
 	pol, _ := testPolicyAt(b, ws)

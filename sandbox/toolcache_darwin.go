@@ -5,11 +5,10 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strings"
 
-	"github.com/agentbox/agentbox/internal/agentdirs"
 	"github.com/agentbox/agentbox/internal/cacheplan"
 	"github.com/agentbox/agentbox/internal/darwin"
+	"github.com/agentbox/agentbox/internal/fspath"
 	"github.com/agentbox/agentbox/internal/gitguard"
 	"github.com/agentbox/agentbox/policy"
 )
@@ -48,27 +47,18 @@ func privateCaches(pol *policy.Policy, env []string) ([]string, error) {
 		if err := os.MkdirAll(cacheplan.PrivateRoot(d.Cache), 0o700); err != nil {
 			return nil, fmt.Errorf("tool cache %s: %w", d.Cache.Name, err)
 		}
-		kv := cacheplan.PrivateEnv(d.Cache, env)
-		name, _, _ := strings.Cut(kv, "=")
-		out := env[:0:0]
-		for _, e := range env {
-			if k, _, _ := strings.Cut(e, "="); k != name {
-				out = append(out, e)
-			}
+		for _, kv := range cacheplan.Env(d, cacheplan.PrivateDir(d.Cache), env) {
+			env = setEnv(env, kv)
 		}
-		env = append(out, kv)
 	}
 	return env, nil
 }
 
-// removeCacheLayers deletes the per-workspace cache directories (Go's
-// module cache makes its directories read-only: make them writable
-// first) and returns what it removed, or "".
-func removeCacheLayers(state string) string {
-	if state == "" {
-		return ""
-	}
-	root := agentdirs.ToolCacheRoot(state)
+// removeStateTree deletes root, a tree of agentbox's state directory
+// that commands wrote (Go's module cache makes its directories read-only:
+// they are made writable first; WalkDir follows no symlink), and returns
+// it, or "" when there was nothing or it could not be removed.
+func removeStateTree(root string) string {
 	if _, err := os.Lstat(root); err != nil {
 		return ""
 	}
@@ -82,4 +72,43 @@ func removeCacheLayers(state string) string {
 		return ""
 	}
 	return root
+}
+
+// privateTemps creates the workspace's private temporary directories the
+// profile makes writable and points TMPDIR at the one standing for
+// $TMPDIR (or /tmp): Seatbelt cannot show it at the host's path. One
+// inside another (a $TMPDIR under /tmp) is made through an os.Root of the
+// outer one, which the command writes, so no link it planted is followed
+// out of it.
+func privateTemps(pol *policy.Policy, env []string) ([]string, error) {
+	var own []string
+	for _, t := range pol.PrivateTemps() {
+		outer := ""
+		for _, o := range own {
+			if fspath.Within(t.Dir, o) {
+				outer = o
+			}
+		}
+		if outer == "" {
+			if err := os.MkdirAll(t.Dir, 0o700); err != nil {
+				return nil, fmt.Errorf("private temporary directory for %s: %w", t.Path, err)
+			}
+			own = append(own, t.Dir)
+			continue
+		}
+		root, err := os.OpenRoot(outer)
+		if err != nil {
+			return nil, fmt.Errorf("private temporary directory for %s: %w", t.Path, err)
+		}
+		rel, _ := filepath.Rel(outer, t.Dir)
+		err = root.MkdirAll(rel, 0o700)
+		root.Close()
+		if err != nil {
+			return nil, fmt.Errorf("private temporary directory %s for $%s: %w (remove it, or run agentbox cleanup)", t.Dir, t.Env, err)
+		}
+	}
+	if dir := pol.TempDirFor(); dir != "" {
+		env = setEnv(env, "TMPDIR="+dir)
+	}
+	return env, nil
 }

@@ -1,8 +1,6 @@
 package sandbox
 
 import (
-	"strings"
-
 	"github.com/agentbox/agentbox/internal/cacheplan"
 	"github.com/agentbox/agentbox/internal/linux"
 	"github.com/agentbox/agentbox/policy"
@@ -40,26 +38,10 @@ func applyCaches(pol *policy.Policy, spec *linux.Spec, overlays bool) (*linux.Ca
 	spec.WritableRoots = append(append([]string{}, spec.WritableRoots...), writable...)
 	env := spec.Env
 	for _, d := range ds {
-		if d.How != cacheplan.Private {
-			continue
-		}
-		if kv := cacheplan.PrivateEnvAt(d.Cache, cl.Layers[d.Cache.Name].Private, env); kv != "" {
+		for _, kv := range cacheplan.Env(d, cl.Layers[d.Cache.Name].Private, env) {
 			env = setEnv(env, kv)
 		}
 	}
 	spec.Env = env
 	return cl, nil
-}
-
-// setEnv returns env with kv's variable replaced (or added).
-func setEnv(env []string, kv string) []string {
-	name, _, _ := strings.Cut(kv, "=")
-	out := make([]string, 0, len(env)+1)
-	for _, e := range env {
-		if k, _, ok := strings.Cut(e, "="); ok && k == name {
-			continue
-		}
-		out = append(out, e)
-	}
-	return append(out, kv)
 }

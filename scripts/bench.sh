@@ -260,6 +260,89 @@ if [ "$go_rounds" -gt 0 ] && command -v go >/dev/null 2>&1; then
 	}'
 fi
 
+# --- Workspace size: the check after each command of what it left in
+# the writable roots (planted repositories) must not grow with the tree.
+# `agentbox run -- true` through the warm helper and a library session's
+# command, in workspaces of 1,000, 10,000 and 100,000 directories, with
+# and without allow_git_writes, all alternating in one loop; the ratios
+# are to the smallest size's (target <= 1.2x). A session watches every
+# directory of its roots (inotify, one watch each): the helper and the
+# library sessions of all sizes need three times their directories, more
+# than the default fs.inotify.max_user_watches of a small machine, so as
+# root the limit is raised for the section (a watcher that does not fit
+# walks instead, which the ratios then show).
+#   AGENTBOX_BENCH_TREES="1000 10000 100000"   sizes ("" skips the section)
+trees=${AGENTBOX_BENCH_TREES-1000 10000 100000}
+if [ -n "$trees" ]; then
+	printf '[sandbox_workspace_write]\nallow_git_writes = true\n' >"$work/gw.toml"
+	watches=/proc/sys/fs/inotify/max_user_watches
+	old_watches=$(cat "$watches")
+	if [ "$(id -u)" -eq 0 ] && [ "$old_watches" -lt 1048576 ]; then
+		echo 1048576 >"$watches"
+		trap 'echo "$old_watches" >"$watches"; stop_helper; stop_helper "$work/state-base"; rm -rf "$work"' EXIT
+	fi
+	first=${trees%% *}
+	declare -A tree_med
+	tree_tools=()
+	fd=20
+	for n in $trees; do
+		tws="$work/tree-$n"
+		mkdir -p "$tws"
+		(cd "$tws" && git init -q . 2>/dev/null || mkdir -p .git)
+		# n directories, 10 per parent, 2 files in each.
+		python3 - "$tws" "$n" <<'PY'
+import os, sys
+root, n = sys.argv[1], int(sys.argv[2])
+dirs = [root]
+made = 0
+i = 0
+while made < n:
+    parent = dirs[i]; i += 1
+    for k in range(10):
+        if made >= n:
+            break
+        d = os.path.join(parent, "d%d" % k)
+        os.mkdir(d)
+        for f in ("a.go", "b.txt"):
+            open(os.path.join(d, f), "w").close()
+        dirs.append(d)
+        made += 1
+PY
+		for gw in off on; do
+			cfg=()
+			[ "$gw" = on ] && cfg=(--config "$work/gw.toml")
+			eval "tree_run_${n}_$gw() { \"\$work/agentbox\" run -C \"$tws\" ${cfg[*]} -- true </dev/null 2>/dev/null; }"
+			mkfifo "$work/t$n$gw.in" "$work/t$n$gw.out"
+			genv=()
+			[ "$gw" = on ] && genv=(BENCHSESSION_CONFIG="$work/gw.toml")
+			env "${genv[@]}" "$work/benchsession" "$tws" <"$work/t$n$gw.in" >"$work/t$n$gw.out" 2>"$work/t$n$gw.err" &
+			eval "exec $fd>\"$work/t$n$gw.in\" $((fd + 1))<\"$work/t$n$gw.out\""
+			eval "tree_ses_${n}_$gw() { echo >&$fd && read -r _ <&$((fd + 1)); }"
+			fd=$((fd + 2))
+			tree_tools+=("tree_run_${n}_$gw" "tree_ses_${n}_$gw")
+		done
+	done
+	for t in "${tree_tools[@]}"; do
+		# The first runs of a tree start its sandbox and watcher.
+		for _ in 1 2 3; do "$t" >/dev/null || true; done
+		times[$t]=""
+	done
+	echo "running $rounds rounds of: ${tree_tools[*]}" >&2
+	measure "$rounds" "${tree_tools[@]}"
+	for t in "${tree_tools[@]}"; do
+		read -r m _ _ < <(stat "$t")
+		tree_med[$t]=$m
+	done
+	for ((f = 20; f < fd; f += 2)); do eval "exec $f>&-"; done
+	wait
+	[ "$(id -u)" -eq 0 ] && echo "$old_watches" >"$watches"
+	printf '%-22s %10s %10s\n' "workspace" "median ms" "vs $first"
+	for t in "${tree_tools[@]}"; do
+		base=${t/_[0-9]*_/_${first}_}
+		awk -v t="$t" -v m="${tree_med[$t]}" -v b="${tree_med[$base]}" 'BEGIN { printf "%-22s %10.2f %9.2fx\n", t, m / 1000, m / b }'
+	done
+fi
+
 # --- A session's command with a network allow-list (two proxy listeners
 # made in the session's namespace, handed over and served for each command)
 # against one without, alternating in one loop; in-process times from

@@ -1,5 +1,6 @@
 // Package agentdirs names the directories agentbox keeps its own files in:
-// the config file, the state directory and the tool-cache layers under it.
+// the config file, the state directory and, under it, the tool-cache
+// layers and the private temporary directories.
 // Each takes the environment as a function, so that tests (and the
 // Windows backend's tests on Linux) can name another machine's.
 package agentdirs
@@ -67,7 +68,12 @@ func WindowsAbs(p string) bool {
 // directory.
 func ToolCacheRoot(stateDir string) string { return filepath.Join(stateDir, "toolcache") }
 
-// WorkspaceKey names a workspace's layers: a hash of its path, so the
+// TempRoot is where the per-workspace private temporary directories (the
+// sandbox's own /tmp and $TMPDIR, %TEMP% on Windows) live under the state
+// directory, each in a directory named by [WorkspaceKey].
+func TempRoot(stateDir string) string { return filepath.Join(stateDir, "tmp") }
+
+// WorkspaceKey names a workspace's layers and private temporary directories: a hash of its path, so the
 // directory name is fixed-length and reveals nothing odd to the file
 // system.
 func WorkspaceKey(workspace string) string {

@@ -5,7 +5,9 @@
 package cacheplan
 
 import (
+	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/agentbox/agentbox/internal/fspath"
@@ -52,9 +54,34 @@ func Decide(p *policy.Policy, overlays bool) []Decision {
 		switch {
 		case c.Skip != "":
 			d.Why = c.Skip
+		case c.Programs:
+			// A directory of programs is never overlaid: the tool
+			// installs into a private one, whether or not the host's
+			// exists, unless the user put it in a writable root.
+			if r := fspath.InnermostRoot(c.Host, roots); r != "" {
+				d.Why = "lies in the writable root " + r + ": programs go there"
+			} else {
+				private("")
+			}
 		case rootAtOrBelow(c.Host, roots) != "":
 			// An overlay would cover a root the user asked to write.
 			d.Why = "is or contains the writable root " + rootAtOrBelow(c.Host, roots) + ": left as it is"
+		case overlays && privateTempOf(c.Host, p) != "":
+			// GOCACHE=/tmp/go: the command's /tmp is the workspace's
+			// own already, and the host's is not there to overlay.
+			d.Why = "lies in the sandbox's private " + privateTempOf(c.Host, p) + ", the workspace's own: used there as it is"
+		case len(c.Covers) > 0:
+			// A tool's whole home: never overlaid (it holds the tool's
+			// configuration and programs), private where that loses
+			// nothing the tool reads and no cache in it is overlaid.
+			switch {
+			case c.Kept != "":
+				d.Why = "holds " + c.Kept + ", which a private " + c.Env + " would hide from the tool: left as it is (its caches are overlaid where they exist)"
+			case coversOverlay(out, c.Covers):
+				d.Why = "its caches are overlaid: left as it is"
+			default:
+				d.How = Private
+			}
 		case p.ToolCacheMode() == policy.CachesPrivate:
 			private("tool_caches is private")
 		case !overlays:
@@ -66,7 +93,46 @@ func Decide(p *policy.Policy, overlays bool) []Decision {
 		}
 		out = append(out, d)
 	}
+	// The caches a private home holds move with it.
+	for _, h := range out {
+		if h.How != Private || len(h.Cache.Covers) == 0 {
+			continue
+		}
+		for i, d := range out {
+			if d.How == Untouched && d.Cache.Skip == "" && slices.Contains(h.Cache.Covers, d.Cache.Name) {
+				out[i].Why = "moves with " + h.Cache.Name + " (" + h.Cache.Env + ")"
+			}
+		}
+	}
 	return out
+}
+
+// privateTempOf is the private temporary directory (as the command sees
+// it, in a mount namespace) that path lies in, but for the host
+// directories kept visible there (a home under /tmp); "" when none.
+func privateTempOf(path string, p *policy.Policy) string {
+	for _, t := range p.PrivateTemps() {
+		if !fspath.Within(path, t.Path) {
+			continue
+		}
+		for _, k := range t.Keep {
+			if fspath.Within(path, k) {
+				return ""
+			}
+		}
+		return t.Path
+	}
+	return ""
+}
+
+// coversOverlay reports whether one of the named caches is overlaid.
+func coversOverlay(ds []Decision, names []string) bool {
+	for _, d := range ds {
+		if d.How == Overlay && slices.Contains(names, d.Cache.Name) {
+			return true
+		}
+	}
+	return false
 }
 
 // rootAtOrBelow returns a writable root that is path or lies inside it.
@@ -113,4 +179,50 @@ func PrivateEnvAt(c policy.ToolCache, dir string, env []string) string {
 		}
 	}
 	return c.Env + "=" + policyhook.CacheEnvValue(c.Name, dir, old)
+}
+
+// ProgramsDir is where the programs of a directory-of-programs entry
+// (policy.ToolCache.Programs) land when it is private: PrivateDir, or
+// its Bin subdirectory.
+func ProgramsDir(c policy.ToolCache) string { return filepath.Join(PrivateDir(c), c.Bin) }
+
+// Env returns every NAME=value a decision sets for the command, the
+// private directory spelled as dir: the relocating variable of a
+// private cache, the cache's own path for an overlaid one whose default
+// another entry moves (policy.ToolCache.PinEnv), and the cache's
+// settings whenever it is placed. env is the command's environment (for
+// the variable's old value).
+func Env(d Decision, dir string, env []string) []string {
+	var out []string
+	switch d.How {
+	case Private:
+		if kv := PrivateEnvAt(d.Cache, dir, env); kv != "" {
+			out = append(out, kv)
+		}
+	case Overlay:
+		if d.Cache.PinEnv && d.Cache.Env != "" {
+			out = append(out, d.Cache.Env+"="+d.Cache.Host)
+		}
+	default:
+		return nil
+	}
+	return append(out, d.Cache.Settings...)
+}
+
+// CheckPath refuses (fails closed) when a directory on the command's
+// PATH lies in the workspace's private tool directory, which commands in
+// the sandbox write: the user's own shell would run what one planted
+// there (the private directories of programs are the likeliest to be
+// added). list is PATH's value, split by filepath.SplitList.
+func CheckPath(cs []policy.ToolCache, list string) error {
+	if len(cs) == 0 || list == "" {
+		return nil
+	}
+	root := PrivateRoot(cs[0])
+	for _, p := range filepath.SplitList(list) {
+		if p != "" && filepath.IsAbs(p) && fspath.Within(filepath.Clean(p), root) {
+			return fmt.Errorf(`tool caches: %s on PATH lies in the private tool directory %s, which commands in the sandbox write; remove it from PATH (copy the programs you trust elsewhere), or set [sandbox_workspace_write] tool_caches = "off"`, p, root)
+		}
+	}
+	return nil
 }

@@ -30,14 +30,22 @@ import (
 	"github.com/agentbox/agentbox/sandbox"
 )
 
-// Version is set at build time with -ldflags "-X ...cli.Version=v1.2.3".
-var Version = ""
+// Version is agentbox's release; `agentbox version` adds the commit and
+// the Go toolchain it was built from.
+const Version = "0.3.0"
+
+// commit may be stamped at build time (scripts/release.sh:
+// -ldflags "-X github.com/agentbox/agentbox/internal/cli.commit=..."),
+// for builds without VCS information; else the build's own stamp says.
+var commit = ""
 
 // exitError carries an exit status out of a cobra command.
 type exitError struct {
 	code int
 	err  error // printed when non-nil
 }
+
+func (e *exitError) Unwrap() error { return e.err }
 
 func (e *exitError) Error() string {
 	if e.err == nil {
@@ -243,9 +251,24 @@ func (f *runFlags) resolveFor(cmd *cobra.Command, c rawpolicy.Caller) (*policy.P
 	}
 	pol, err := rawpolicy.ResolveFor(o, c)
 	if err != nil {
-		return nil, failure("%v", err)
+		return nil, failure("%w", err)
 	}
 	return pol, nil
+}
+
+// resolveMachine is resolve for doctor and setup, which are about the
+// machine: run where the workspace would be refused (the home directory,
+// /), they go on with the read-only policy of the same directory and
+// return the refusal.
+func (f *runFlags) resolveMachine(cmd *cobra.Command) (pol *policy.Policy, refused *policy.RootError, err error) {
+	pol, err = f.resolve(cmd)
+	if !errors.As(err, &refused) {
+		return pol, nil, err
+	}
+	ro := *f
+	ro.mode = string(policy.ReadOnly)
+	pol, err = ro.resolve(cmd)
+	return pol, refused, err
 }
 
 func newRun(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
@@ -360,11 +383,17 @@ func newDoctor(stdout io.Writer) *cobra.Command {
 		Short: "Report what this machine can enforce",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			pol, err := f.resolve(cmd)
+			pol, refused, err := f.resolveMachine(cmd)
 			if err != nil {
 				return err
 			}
-			rep := withFlagNames(sandbox.Doctor(pol))
+			rep := sandbox.Doctor(pol)
+			if refused != nil {
+				// What the machine can enforce is still worth saying;
+				// the run would be refused here, and why.
+				rep.Checks = append([]sandbox.Check{{Name: "workspace", Detail: refused.Error() + " (this report is for -s read-only)"}}, rep.Checks...)
+			}
+			rep = withFlagNames(rep)
 			if asJSON {
 				enc := json.NewEncoder(stdout)
 				enc.SetIndent("", "  ")
@@ -440,7 +469,7 @@ func newSetup(stdout io.Writer) *cobra.Command {
 		Short: "One-time machine setup (Windows elevated mode); elsewhere says what is needed",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			pol, err := f.resolve(cmd)
+			pol, _, err := f.resolveMachine(cmd)
 			if err != nil {
 				return err
 			}
@@ -457,12 +486,15 @@ func newSetup(stdout io.Writer) *cobra.Command {
 func newCleanup(stdout io.Writer) *cobra.Command {
 	return &cobra.Command{
 		Use:   "cleanup",
-		Short: "Remove everything agentbox ever left on this machine",
+		Short: "Remove what agentbox left on this machine, keeping (and naming) what is in use",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			// The resident helper first: it holds sessions whose
-			// placeholders cleanup would otherwise find in use.
-			if err := stopResident(); err != nil {
+			// placeholders cleanup would otherwise find in use. Only
+			// an idle one is stopped: what runs in it may be another
+			// agent's, or another user's (root's is every root
+			// session's).
+			if err := stopResident(stdout); err != nil {
 				return failure("cleanup: %v", err)
 			}
 			if err := sandbox.Cleanup(context.Background(), stdout); err != nil {
@@ -479,25 +511,52 @@ func newVersion(stdout io.Writer) *cobra.Command {
 		Short: "Print the agentbox version",
 		Args:  cobra.NoArgs,
 		Run: func(cmd *cobra.Command, args []string) {
-			fmt.Fprintf(stdout, "agentbox %s %s/%s %s\n", version(), runtime.GOOS, runtime.GOARCH, runtime.Version())
+			c := commit
+			if c == "" {
+				bi, _ := debug.ReadBuildInfo()
+				c = commitOf(bi)
+			}
+			fmt.Fprintf(stdout, "agentbox %s (%s, %s %s/%s)\n", Version, c, runtime.Version(), runtime.GOOS, runtime.GOARCH)
 		},
 	}
 }
 
-func version() string {
-	if Version != "" {
-		return Version
+// version is what the MCP server reports to clients.
+func version() string { return Version }
+
+// pseudoRev is the revision at the end of a pseudo-version
+// (v0.0.0-20261201150642-154ea866b2b2, v0.3.1-0.20261201150642-...).
+var pseudoRev = regexp.MustCompile(`[-.][0-9]{14}-([0-9a-f]{12})$`)
+
+// commitOf is the commit a build is from: its VCS stamp (a checkout's
+// go build or go install), shortened, with "-dirty" when the tree had
+// changes; the revision of its pseudo-version (go install of a commit
+// from the module proxy, which stamps no VCS information); else
+// "unknown commit".
+func commitOf(bi *debug.BuildInfo) string {
+	if bi == nil {
+		return "unknown commit"
 	}
-	if bi, ok := debug.ReadBuildInfo(); ok {
-		v := bi.Main.Version
-		for _, s := range bi.Settings {
-			if s.Key == "vcs.revision" && len(s.Value) >= 12 {
-				v = strings.TrimSuffix(v, "(devel)") + "devel-" + s.Value[:12]
-			}
-		}
-		if v != "" {
-			return v
+	rev, dirty := "", false
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.modified":
+			dirty = s.Value == "true"
 		}
 	}
-	return "devel"
+	if rev != "" {
+		if len(rev) > 12 {
+			rev = rev[:12]
+		}
+		if dirty {
+			rev += "-dirty"
+		}
+		return rev
+	}
+	if m := pseudoRev.FindStringSubmatch(bi.Main.Version); m != nil {
+		return m[1]
+	}
+	return "unknown commit"
 }

@@ -3,8 +3,12 @@ package cli
 import (
 	"bytes"
 	"encoding/json"
+	"io"
 	"os"
 	"path/filepath"
+	"regexp"
+	"runtime"
+	"runtime/debug"
 	"strings"
 	"testing"
 )
@@ -24,7 +28,9 @@ func isolate(t *testing.T) string {
 	dir := t.TempDir()
 	t.Setenv("XDG_CONFIG_HOME", filepath.Join(dir, "config"))
 	t.Setenv("XDG_STATE_HOME", filepath.Join(dir, "state"))
-	t.Setenv("HOME", dir)
+	// Not dir itself: a workspace that is the home (or holds it)
+	// confines nothing and is refused.
+	t.Setenv("HOME", t.TempDir())
 	return dir
 }
 
@@ -111,8 +117,42 @@ func TestFlagSuggestions(t *testing.T) {
 func TestVersion(t *testing.T) {
 	isolate(t)
 	code, stdout, stderr := run(t, "version")
-	if code != 0 || stderr != "" || !strings.HasPrefix(stdout, "agentbox ") {
-		t.Fatalf("version: status %d, stdout %q, stderr %q", code, stdout, stderr)
+	// A test binary has no VCS stamp.
+	want := "agentbox " + Version + " (unknown commit, " + runtime.Version() + " " + runtime.GOOS + "/" + runtime.GOARCH + ")\n"
+	if code != 0 || stderr != "" || stdout != want {
+		t.Fatalf("version: status %d, stdout %q, stderr %q; want %q", code, stdout, stderr, want)
+	}
+	if !regexp.MustCompile(`^0\.[0-9]+\.[0-9]+$`).MatchString(Version) {
+		t.Errorf("Version %q is not 0.x.y", Version)
+	}
+}
+
+// TestVersionCommit: the commit is the VCS stamp's, shortened, "-dirty"
+// when the tree was modified; a module built from the proxy (go install
+// ...@version) has its pseudo-version's; else "unknown commit".
+func TestVersionCommit(t *testing.T) {
+	stamp := func(main string, kv ...string) *debug.BuildInfo {
+		bi := &debug.BuildInfo{Main: debug.Module{Path: "github.com/agentbox/agentbox", Version: main}}
+		for i := 0; i+1 < len(kv); i += 2 {
+			bi.Settings = append(bi.Settings, debug.BuildSetting{Key: kv[i], Value: kv[i+1]})
+		}
+		return bi
+	}
+	for _, tc := range []struct {
+		bi   *debug.BuildInfo
+		want string
+	}{
+		{stamp("(devel)", "vcs.revision", "154ea866b2b2c0ffee0123456789abcdef012345", "vcs.modified", "false"), "154ea866b2b2"},
+		{stamp("(devel)", "vcs.revision", "154ea866b2b2c0ffee0123456789abcdef012345", "vcs.modified", "true"), "154ea866b2b2-dirty"},
+		{stamp("v0.0.0-20261201150642-154ea866b2b2"), "154ea866b2b2"},
+		{stamp("v0.3.1-0.20261201150642-154ea866b2b2"), "154ea866b2b2"},
+		{stamp("v0.3.0"), "unknown commit"},
+		{stamp("(devel)"), "unknown commit"},
+		{nil, "unknown commit"},
+	} {
+		if got := commitOf(tc.bi); got != tc.want {
+			t.Errorf("commitOf(%+v) = %q, want %q", tc.bi, got, tc.want)
+		}
 	}
 }
 
@@ -198,5 +238,39 @@ func TestDoctorOneTruth(t *testing.T) {
 		if strings.Contains(l, "[FAIL]") && code == 0 {
 			t.Errorf("doctor: a failed check with status 0: %q", l)
 		}
+	}
+}
+
+// failingReader fails the test that reads it.
+type failingReader struct{ t *testing.T }
+
+func (r failingReader) Read([]byte) (int, error) {
+	r.t.Error("stdin was read")
+	return 0, io.EOF
+}
+
+// TestRefusesSlashWorkspace: started in / with no -C, `agentbox run` and
+// `agentbox mcp` exit 125 before anything runs (mcp before reading its
+// input), naming -C; read-only mode and danger-full-access still run.
+func TestRefusesSlashWorkspace(t *testing.T) {
+	isolate(t)
+	t.Chdir("/")
+	for _, args := range [][]string{{"run", "--", "true"}, {"mcp"}} {
+		var out, errb bytes.Buffer
+		code := Main(args, failingReader{t}, &out, &errb)
+		if code != 125 || out.Len() != 0 {
+			t.Errorf("%q: status %d, stdout %q, want 125 and nothing", args, code, out.String())
+		}
+		for _, w := range []string{"workspace (-C) /", "confines nothing", "-C DIR", "-s read-only"} {
+			if !strings.Contains(errb.String(), w) {
+				t.Errorf("%q: stderr %q does not contain %q", args, errb.String(), w)
+			}
+		}
+		if args[0] == "mcp" && !strings.Contains(errb.String(), "server's arguments") {
+			t.Errorf("mcp: stderr %q does not say where -C goes", errb.String())
+		}
+	}
+	if code, _, stderr := run(t, "run", "-s", "danger-full-access", "--", "true"); code != 0 {
+		t.Errorf("danger-full-access from /: status %d (%s)", code, stderr)
 	}
 }

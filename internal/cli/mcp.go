@@ -4,12 +4,15 @@ import (
 	"context"
 	"errors"
 	"io"
+	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
 
 	"github.com/agentbox/agentbox/internal/mcpserver"
+	"github.com/agentbox/agentbox/policy"
 	"github.com/agentbox/agentbox/sandbox"
 )
 
@@ -21,7 +24,9 @@ func newMCP(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 		Long: `agentbox mcp is an MCP server (JSON-RPC 2.0 over stdio) for agents that
 call tools: it prepares the sandbox once, from the same flags and config as
 'agentbox run', and offers one tool, "run", with input
-{"command": [argv...], "stdin"?: string, "timeout_seconds"?: number}.
+{"command": [argv...], "cwd"?: string, "stdin"?: string,
+"timeout_seconds"?: number}; cwd is a directory inside the workspace
+(relative to it, or absolute).
 Each call runs as isolated as one 'agentbox run'. --timeout is the default
 for calls that give none.`,
 		Args: cobra.NoArgs,
@@ -29,7 +34,14 @@ for calls that give none.`,
 			if f.timeout < 0 {
 				return failure("--timeout %v is negative", f.timeout)
 			}
+			// Before anything reads stdin: an MCP client that started
+			// the server in a directory that confines nothing (Claude
+			// Desktop starts them in /) learns it from the exit.
 			pol, err := f.resolve(cmd)
+			var re *policy.RootError
+			if errors.As(err, &re) && !cmd.Flags().Changed("cd") && strings.HasPrefix(re.What, "workspace") {
+				return failure("%w; agentbox mcp runs in the directory its client starts it in: add -C DIR (the project) to the server's arguments in the client's configuration", err)
+			}
 			if err != nil {
 				return err
 			}
@@ -46,6 +58,10 @@ for calls that give none.`,
 			// stdin; either way the session ends with every command.
 			ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 			defer stop()
+			// A client that closed our stdout is a failed write, said
+			// on stderr, not a SIGPIPE that kills us silently (caught,
+			// not ignored: the sandbox's commands get the default).
+			signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
 			if err := mcpserver.Serve(ctx, s, stdin, stdout, mcpserver.Options{Version: version(), DefaultTimeout: f.timeout}); err != nil {
 				return failure("mcp: %v", err)
 			}

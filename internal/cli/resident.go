@@ -140,13 +140,31 @@ func resolveForClient(args []string, c rawpolicy.Caller) (*resident.Resolved, st
 	}}, ""
 }
 
-// stopResident stops the resident helper, if one runs.
-func stopResident() error {
+// stopResident stops the resident helper if it is idle, and says on out
+// what it did or why it left it running.
+func stopResident(out io.Writer) error {
 	state := agentdirs.State(os.Getenv, runtime.GOOS)
 	if state == "" {
 		return nil
 	}
-	return resident.Stop(state)
+	o, err := resident.StopIdle(state)
+	if err != nil {
+		return err
+	}
+	switch {
+	case o.Pid == 0 && !o.Stopped:
+	case o.Stopped:
+		fmt.Fprintf(out, "stopped the idle resident helper (pid %d)\n", o.Pid)
+	case o.Why != "":
+		fmt.Fprintf(out, "kept the resident helper (pid %d): %s; it exits on its own once idle (kill %d stops it and what it runs)\n", o.Pid, o.Why, o.Pid)
+	default:
+		closed := ""
+		if o.Closed > 0 {
+			closed = fmt.Sprintf("; closed its %d idle sandbox(es)", o.Closed)
+		}
+		fmt.Fprintf(out, "kept the resident helper (pid %d): %d command(s) running in it%s; it exits on its own once they end (kill %d stops it and them)\n", o.Pid, o.Busy, closed, o.Pid)
+	}
+	return nil
 }
 
 // newResident is the helper itself, started by `agentbox run` (hidden:

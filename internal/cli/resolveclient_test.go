@@ -119,10 +119,10 @@ func TestResolveForClientAsTheCLI(t *testing.T) {
 
 // What the full CLI must handle itself is declined, before anything runs.
 func TestResolveForClientDeclines(t *testing.T) {
-	ws := t.TempDir()
+	ws, home := t.TempDir(), t.TempDir()
 	getenv := func(k string) string {
 		if k == "HOME" {
-			return ws
+			return home
 		}
 		return ""
 	}

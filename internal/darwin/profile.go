@@ -24,9 +24,11 @@
 //     sandbox, read sysctls, and look up a short fixed list of system
 //     services (user and group lookup, notifications, logging, preferences).
 //   - Reads are allowed everywhere, as every agentbox mode allows.
-//   - Writes are allowed beneath [Input.WritableRoots] (temp directories are
-//     roots like any other: the policy decides whether they are writable),
-//     and to /dev/null, /dev/zero, /dev/stdout, /dev/stderr and /dev/fd/N.
+//   - Writes are allowed beneath [Input.WritableRoots] (the host's temp
+//     directories are roots like any other when the policy shares them),
+//     beneath [Input.TempDirs] (the workspace's private ones, which the
+//     command's TMPDIR names), and to /dev/null, /dev/zero, /dev/stdout,
+//     /dev/stderr and /dev/fd/N.
 //     New pseudo-terminals only when [Input.AllowPTY] is set.
 //   - Protected paths are denied every kind of write, whether or not they
 //     exist yet, and so is unlinking or renaming any directory on the way
@@ -198,6 +200,12 @@ type Input struct {
 	// CacheDirs are private per-workspace tool cache directories, writable
 	// although they lie in agentbox's (protected) state directory.
 	CacheDirs []string
+	// TempDirs are the workspace's private temporary directories
+	// (policy.PrivateTemp), writable although they lie in agentbox's
+	// state directory: the command's TMPDIR names one, and /tmp itself
+	// is not among WritableRoots (Seatbelt cannot show another
+	// directory there).
+	TempDirs []string
 }
 
 // Param is one profile parameter, passed to sandbox-exec as -D Key=Value
@@ -292,7 +300,7 @@ func (g *gen) validate(in Input) error {
 			return err
 		}
 	}
-	for _, list := range [][]string{in.GitWritable, in.GitReadOnly, in.CacheDirs} {
+	for _, list := range [][]string{in.GitWritable, in.GitReadOnly, in.CacheDirs, in.TempDirs} {
 		for _, p := range list {
 			if err := checkPath("path", p); err != nil {
 				return err
@@ -497,6 +505,13 @@ func (g *gen) profile(in Input) (string, []Param, error) {
 		b.WriteString("\n; Private tool caches of this workspace, inside agentbox's state directory.\n(allow file-write*")
 		for _, d := range dirs {
 			b.WriteString("\n  (subpath " + g.param("CACHE", d) + ")")
+		}
+		b.WriteString(")\n")
+	}
+	if dirs := dedupe(in.TempDirs); len(dirs) > 0 {
+		b.WriteString("\n; Private temporary directories of this workspace (TMPDIR), inside agentbox's\n; state directory.\n(allow file-write*")
+		for _, d := range dirs {
+			b.WriteString("\n  (subpath " + g.param("TMP", d) + ")")
 		}
 		b.WriteString(")\n")
 	}

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/agentbox/agentbox/policy"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden profiles in testdata")
@@ -21,10 +23,13 @@ var goldenCases = []struct {
 }{
 	{"read-only", Input{}},
 	{"read-only-network", Input{Network: NetworkOn}},
+	// share_slash_tmp = true: the host's temporary directories are roots.
 	{"workspace-write", Input{
 		WritableRoots:  []string{"/Users/dev/project", "/private/tmp", "/private/var/folders/xy/abc123/T"},
 		ProtectedNames: names,
 	}},
+	// The default: private temporary directories only.
+	{"workspace-write-private-tmp", privateTmpInput},
 	{"workspace-write-network", Input{
 		WritableRoots:  []string{"/Users/dev/project"},
 		ProtectedNames: names,
@@ -58,6 +63,51 @@ var goldenCases = []struct {
 	{"root-is-slash", Input{WritableRoots: []string{"/"}, ProtectedNames: []string{".git"}}},
 	{"pty", Input{WritableRoots: []string{"/Users/dev/project"}, AllowPTY: true}},
 	{"git-writes-and-caches", gitWritesInput},
+}
+
+// privateTmpInput is the default workspace-write policy's input: the
+// workspace's private temporary directories (for /tmp and $TMPDIR) in the
+// protected state directory, and neither /private/tmp nor the host's
+// $TMPDIR among the roots.
+var privateTmpInput = Input{
+	WritableRoots:  []string{"/Users/dev/project"},
+	ProtectedNames: names,
+	Protected:      []string{"/Users/dev/.local/state/agentbox"},
+	TempDirs: []string{"/Users/dev/.local/state/agentbox/tmp/0123456789abcdef/tmp",
+		"/Users/dev/.local/state/agentbox/tmp/0123456789abcdef/tmpdir"},
+}
+
+// TestPrivateTmpDecisions: by default the host's /tmp and $TMPDIR are not
+// writable (a server listening there would reach the user's programs),
+// the workspace's private temporary directories are, and the rest of
+// the state directory is not.
+func TestPrivateTmpDecisions(t *testing.T) {
+	profile, params, err := Profile(privateTmpInput)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := newModel(t, profile, params)
+	const priv = "/Users/dev/.local/state/agentbox/tmp/0123456789abcdef"
+	cases := []struct {
+		op, path string
+		allow    bool
+	}{
+		{"file-write-create", "/private/tmp/tmux-501/default", false},
+		{"file-write-create", "/private/tmp/x", false},
+		{"file-write-create", "/private/var/folders/xy/abc123/T/ssh-agent.sock", false},
+		{"file-write-create", priv + "/tmpdir/tmux-501/default", true},
+		{"file-write-create", priv + "/tmp/x", true},
+		{"file-write-unlink", priv + "/tmpdir/x", true},
+		{"file-write-create", priv + "/lock", false},
+		{"file-write-create", priv + "/other", false},
+		{"file-write-create", "/Users/dev/.local/state/agentbox/placeholders/x", false},
+		{"file-write-create", "/Users/dev/project/x", true},
+	}
+	for _, c := range cases {
+		if got := m.allowed(t, c.op, c.path); got != c.allow {
+			t.Errorf("%s %q: allowed=%v, want %v", c.op, c.path, got, c.allow)
+		}
+	}
 }
 
 // gitWritesInput has allow_git_writes and a private tool cache.
@@ -465,4 +515,53 @@ func FuzzProfile(f *testing.F) {
 		}
 		newModel(t, got, params)
 	})
+}
+
+// TestDefaultNamesDecisions (issue 21, finding 5): with the policy's
+// default list, what agents and editors run on the host from a workspace
+// is unwritable in every spelling APFS folds together, existing or not
+// (macOS needs no placeholder: the profile denies creating the name), and
+// cannot be removed or moved aside; names that only look alike stay
+// writable.
+func TestDefaultNamesDecisions(t *testing.T) {
+	const ws = "/Users/dev/project"
+	profile, params, err := Profile(Input{WritableRoots: []string{ws, "/private/tmp"}, ProtectedNames: policy.DefaultProtectedNames()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := newModel(t, profile, params)
+	cases := []struct {
+		op, path string
+		allow    bool
+	}{
+		{"file-write-create", ws + "/.claude/settings.json", false},
+		{"file-write-data", ws + "/.claude/settings.json", false},
+		{"file-write-create", ws + "/.Claude/settings.json", false},
+		{"file-write-create", ws + "/.claude", false},
+		{"file-write-unlink", ws + "/.claude", false},
+		{"file-write-create", ws + "/.mcp.json", false},
+		{"file-write-data", ws + "/.mcp.json", false},
+		{"file-write-create", ws + "/.MCP.JSON", false},
+		{"file-write-unlink", ws + "/.mcp.json", false},
+		{"file-write-create", ws + "/.vscode/tasks.json", false},
+		{"file-write-create", ws + "/.VSCode/settings.json", false},
+		{"file-write-create", ws + "/.idea/workspace.xml", false},
+		{"file-write-create", ws + "/.cursor/mcp.json", false},
+		{"file-write-create", ws + "/.gemini/settings.json", false},
+		{"file-write-create", ws + "/.zed/settings.json", false},
+		{"file-write-create", ws + "/.ZED", false},
+		{"file-write-create", "/private/tmp/.claude", false},
+
+		{"file-write-create", ws + "/.mcpXjson", true},
+		{"file-write-create", ws + "/.mcp.json.bak", true},
+		{"file-write-create", ws + "/x.mcp.json", true},
+		{"file-write-create", ws + "/.claudex", true},
+		{"file-write-create", ws + "/sub/.vscode/settings.json", true}, // not a root's own
+		{"file-write-create", ws + "/main.go", true},
+	}
+	for _, c := range cases {
+		if got := m.allowed(t, c.op, c.path); got != c.allow {
+			t.Errorf("%s %q: allowed=%v, want %v", c.op, c.path, got, c.allow)
+		}
+	}
 }

@@ -74,7 +74,7 @@ func canonicalInput(in Input) (Input, error) {
 	if out.Protected, err = canonicalPaths(in.Protected, false); err != nil {
 		return Input{}, err
 	}
-	for _, l := range []*[]string{&out.GitWritable, &out.GitReadOnly, &out.CacheDirs} {
+	for _, l := range []*[]string{&out.GitWritable, &out.GitReadOnly, &out.CacheDirs, &out.TempDirs} {
 		if *l, err = canonicalPaths(*l, false); err != nil {
 			return Input{}, err
 		}

@@ -395,3 +395,21 @@ func TestDarwinCheck(t *testing.T) {
 		}
 	}
 }
+
+// TestDarwinPrivateTmp: with a private temporary directory and /tmp not a
+// root (the default policy), a socket-like file planted in /tmp is refused
+// and one in the private directory is written.
+func TestDarwinPrivateTmp(t *testing.T) {
+	requireSandboxExec(t)
+	ctx := context.Background()
+	ws, priv := workspace(t)
+	in := wsInput(ws)
+	in.TempDirs = []string{priv}
+	name := fmt.Sprintf("agentbox-test-%d", os.Getpid())
+	mustFail(t, sh(t, ctx, in, ws, "mkdir /tmp/"+name), "mkdir in the host's /tmp")
+	absent(t, filepath.Join("/private/tmp", name))
+	mustSucceed(t, sh(t, ctx, in, ws, "mkdir "+priv+"/tmux-501 && echo x > "+priv+"/tmux-501/default"), "writing the private temporary directory")
+	if _, err := os.Stat(filepath.Join(priv, "tmux-501", "default")); err != nil {
+		t.Error(err)
+	}
+}

@@ -70,6 +70,13 @@ func ReadIndexGitlinks(path string, hashLen int, strict bool, each func(IndexEnt
 	return links, nil
 }
 
+// ParseIndex reads an index from r as [ReadIndexGitlinks] reads one from
+// a file, for a caller that opened it itself (through a directory
+// descriptor, say).
+func ParseIndex(r io.Reader, hashLen int, strict bool, each func(IndexEntry)) ([]string, error) {
+	return parseIndex(bufio.NewReaderSize(r, 16<<10), hashLen, strict, each)
+}
+
 var errIndexTruncated = errors.New("truncated")
 
 func parseIndexGitlinks(r *bufio.Reader, hashLen int) ([]string, error) {

@@ -31,14 +31,17 @@ type heldGitFile struct {
 // asked for. gitdir bounds the directory placeholders: one that another
 // run's placeholder forces up to an ancestor stops at the git directory.
 // DirPaths then says where each directory placeholder is held.
-func HoldGitPlaceholders(dirs []GitDir, files []GitFile, stateDir string) (*GitHeld, error) {
+//
+// Directory placeholders come from pool and go back there (see Pool);
+// nil makes and removes them.
+func HoldGitPlaceholders(dirs []GitDir, files []GitFile, stateDir string, pool *Pool) (*GitHeld, error) {
 	g := &GitHeld{}
 	if len(dirs) > 0 {
 		var held []HeldDir
 		for _, d := range dirs {
 			held = append(held, HeldDir{Path: d.Path, Root: d.GitDir, Missing: true})
 		}
-		ph, err := AcquirePlaceholders(held, stateDir)
+		ph, err := AcquirePooled(held, stateDir, pool)
 		if err != nil {
 			return nil, err
 		}
@@ -100,6 +103,19 @@ func (g *GitHeld) DirPaths() []string {
 		return nil
 	}
 	return g.dirs.Paths()
+}
+
+// Held lists the directory and file placeholders held, with
+// descriptors (see [Placeholders.Held]).
+func (g *GitHeld) Held() []HeldPath {
+	if g == nil {
+		return nil
+	}
+	out := g.dirs.Held()
+	for _, f := range g.files {
+		out = append(out, HeldPath{Path: f.path, File: f.f})
+	}
+	return out
 }
 
 // Release drops this run's hold; the last holder removes what agentbox

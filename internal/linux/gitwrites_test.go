@@ -25,7 +25,7 @@ func TestGitWritesPlan(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	has := func(k MountKind, path string) bool { return slices.Contains(mounts, Mount{k, path}) }
+	has := func(k MountKind, path string) bool { return slices.Contains(mounts, Mount{Kind: k, Path: path}) }
 	if has(BindReadOnly, gd) || !has(Pin, gd) {
 		t.Errorf(".git must be pinned, not read-only: %v", mounts)
 	}
@@ -41,7 +41,7 @@ func TestGitWritesPlan(t *testing.T) {
 		t.Errorf("objects (above objects/info) not pinned: %v", mounts)
 	}
 	// The pins and read-only binds come after the .git pin.
-	if slices.Index(mounts, Mount{Pin, gd}) > slices.Index(mounts, Mount{BindReadOnly, filepath.Join(gd, "hooks")}) {
+	if slices.Index(mounts, Mount{Kind: Pin, Path: gd}) > slices.Index(mounts, Mount{Kind: BindReadOnly, Path: filepath.Join(gd, "hooks")}) {
 		t.Errorf("order: %v", mounts)
 	}
 	if !slices.Contains(dirs, GitDir{filepath.Join(gd, "modules"), gd}) || slices.Contains(dirs, GitDir{filepath.Join(gd, "hooks"), gd}) {

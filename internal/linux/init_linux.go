@@ -372,4 +372,10 @@ func init() {
 		// Go runtime orders before it) have run their init functions.
 		RunInit() // never returns
 	}
+	if isMounter() {
+		// A session's mounter (mounter_linux.go): its mounts are made
+		// with the capability it keeps on this thread alone.
+		runtime.LockOSThread()
+		runMounter() // never returns
+	}
 }

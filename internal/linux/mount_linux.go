@@ -79,6 +79,59 @@ func cloneOnto(srcDir, src, dst string, recursive, link bool) (int, error) {
 	return tree, nil
 }
 
+// makeDirBeneath creates path (absolute) beneath dir, and each missing
+// directory above it, one component at a time through descriptors,
+// following no symlink: the directories lie in a private temporary
+// directory that the workspace's other sandboxes may be writing. An
+// existing directory is left as it is; anything else on the way fails.
+func makeDirBeneath(dir, path string) error {
+	fd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return &os.PathError{Op: "open", Path: dir, Err: err}
+	}
+	defer func() { unix.Close(fd) }()
+	for _, name := range strings.Split(strings.Trim(path, "/"), "/") {
+		if name == "" {
+			continue
+		}
+		how := &unix.OpenHow{Flags: unix.O_PATH | unix.O_DIRECTORY | unix.O_NOFOLLOW | unix.O_CLOEXEC,
+			Resolve: unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS | unix.RESOLVE_BENEATH}
+		next, err := unix.Openat2(fd, name, how)
+		if errors.Is(err, unix.ENOENT) {
+			if err := unix.Mkdirat(fd, name, 0o700); err != nil && !errors.Is(err, unix.EEXIST) {
+				return &os.PathError{Op: "mkdirat", Path: path, Err: err}
+			}
+			next, err = unix.Openat2(fd, name, how)
+		}
+		if err != nil {
+			return &os.PathError{Op: "openat2", Path: path, Err: err}
+		}
+		unix.Close(fd)
+		fd = next
+	}
+	return nil
+}
+
+// makeFileBeneath creates an empty file at path beneath dir, its
+// directory made already, unless something is there: a mount point for a
+// file. It follows no symlink.
+func makeFileBeneath(dir, path string) error {
+	parent := filepath.Dir(path)
+	pfd, err := openNoFollow(dir, parent, unix.O_DIRECTORY)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(pfd)
+	fd, err := unix.Openat(pfd, filepath.Base(path), unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_WRONLY|unix.O_CLOEXEC, 0o400)
+	if errors.Is(err, unix.EEXIST) {
+		return nil
+	}
+	if err != nil {
+		return &os.PathError{Op: "openat", Path: path, Err: err}
+	}
+	return unix.Close(fd)
+}
+
 func setAttr(fd int, path string, set uint64, recursive bool) error {
 	flags := uint(unix.AT_EMPTY_PATH)
 	if recursive {
@@ -149,6 +202,26 @@ func buildRoot(spec *Spec) (cacheEnv []string, err error) {
 			}
 		case PinLink:
 			fd, err = cloneOnto(newRoot, m.Path, m.Path, false, true)
+		case BindPrivate:
+			// Not recursive: the private directory is agentbox's own,
+			// and nothing mounted on the host below it belongs there.
+			fd, err = cloneOnto(oldRoot, m.Source, m.Path, false, false)
+			if err == nil {
+				err = setAttr(fd, m.Path, unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV, false)
+			}
+		case MakeDir:
+			err = makeDirBeneath(newRoot, m.Path)
+		case MakeFile:
+			err = makeFileBeneath(newRoot, m.Path)
+		case BindHost:
+			fd, err = cloneOnto(oldRoot, m.Path, m.Path, true, false)
+			if err == nil {
+				err = setAttr(fd, m.Path, unix.MOUNT_ATTR_RDONLY|unix.MOUNT_ATTR_NOSUID, true)
+			} else if errors.Is(err, unix.ENOENT) {
+				// Gone from the host (a listed socket whose daemon is
+				// not running): nothing of the host's to show there.
+				err = nil
+			}
 		default:
 			err = fmt.Errorf("unknown mount kind %q", m.Kind)
 		}

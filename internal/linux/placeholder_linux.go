@@ -17,8 +17,8 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Placeholders make missing protected names (.git, .codex, .agents in a
-// root that has none) uncreatable. A mount needs an existing mount point,
+// Placeholders make missing protected names (.git, .codex, .claude and
+// the rest of the list, in a root that has none) uncreatable. A mount needs an existing mount point,
 // so an empty directory is created on the host for the run and bound
 // read-only over itself inside the sandbox, where it can be neither
 // written, removed nor renamed. A path git reads as a file (a missing
@@ -49,6 +49,16 @@ import (
 type Placeholders struct {
 	dir  string // record directory, "" when none could be used
 	held []heldPlaceholder
+	pool *Pool // where this run's placeholders are kept after it; nil: removed
+	// While AcquirePlaceholders runs: how to let go of the records lock
+	// it holds for the whole batch, and the parents opened so far (with
+	// their device and inode).
+	unlock    func()
+	parents   map[string]int
+	parentIDs map[string][2]uint64
+	// The identity adopt last recorded.
+	recordedID identity
+	recordedOK bool
 }
 
 type heldPlaceholder struct {
@@ -60,6 +70,14 @@ type heldPlaceholder struct {
 	// directory), so the last run out removes it; a real directory of the
 	// user's is only held.
 	ours bool
+	// spare: taken from the run's pool (and so already as the pool
+	// keeps it).
+	spare bool
+	// parentID is the device and inode of parent; id the identity of f
+	// as recorded (idOK false when none was read).
+	parentID [2]uint64
+	id       identity
+	idOK     bool
 }
 
 // lockWait bounds how long a run waits for a placeholder that another run
@@ -82,26 +100,108 @@ const (
 // AcquirePlaceholders holds each directory: it creates (or joins) a
 // placeholder for each missing one, and holds each existing one.
 func AcquirePlaceholders(dirs []HeldDir, stateDir string) (*Placeholders, error) {
-	p := &Placeholders{}
+	return AcquirePooled(dirs, stateDir, nil)
+}
+
+// AcquirePooled is AcquirePlaceholders taking placeholders from pool, and
+// putting them back there on Release, where it can (see Pool).
+func AcquirePooled(dirs []HeldDir, stateDir string, pool *Pool) (*Placeholders, error) {
+	p := &Placeholders{unlock: func() {}, pool: pool}
+	if len(dirs) == 0 {
+		return p, nil
+	}
 	if stateDir != "" {
 		d := filepath.Join(stateDir, "placeholders")
 		if err := os.MkdirAll(d, 0o700); err == nil {
 			p.dir = d
 		}
 	}
+	// One lock for the batch (acquireAt lets go of it while it waits
+	// for another run), and each parent opened once.
+	unlock, err := p.lockRecords(time.Now().Add(lockWait))
+	if err != nil {
+		return nil, err
+	}
+	p.unlock, p.parents, p.parentIDs = unlock, map[string]int{}, map[string][2]uint64{}
+	defer func() {
+		for _, fd := range p.parents {
+			unix.Close(fd)
+		}
+		p.parents, p.parentIDs = nil, nil
+		p.unlock()
+		p.unlock = func() {}
+	}()
 	for _, d := range dirs {
 		// An existing directory goes the same way as a missing one: the
 		// policy may have found it inside another run's placeholder (root
 		// may create below a 0555 directory), which can be gone by now,
 		// and then an ancestor is what is missing.
-		h, err := p.acquireMissing(d)
+		h, held, err := p.acquireMissing(d)
 		if err != nil {
-			p.Release()
+			p.release(true)
 			return nil, err
 		}
-		p.held = append(p.held, h)
+		if held {
+			p.held = append(p.held, h)
+		}
 	}
 	return p, nil
+}
+
+// PlaceholderError is a missing protected path that agentbox can neither
+// keep free with a placeholder nor prove the command unable to create.
+type PlaceholderError struct {
+	Path string // the protected path
+	Dir  string // the directory it would be made in
+	Err  error
+	// Fix says what the user can do, in words.
+	Fix string
+}
+
+func (e *PlaceholderError) Error() string {
+	msg := fmt.Sprintf("creating placeholder for protected path %s: %v", e.Path, e.Err)
+	if e.Fix != "" {
+		msg += "; " + e.Fix
+	}
+	return msg
+}
+
+func (e *PlaceholderError) Unwrap() error { return e.Err }
+
+// uncreatable reports whether the command can create no name in dir,
+// where agentbox was refused creating one: then the protected name there
+// needs no placeholder. The command runs as the caller's uid and groups
+// with no capabilities, so what the caller may not write it may not
+// either (faccessat with AT_EACCESS applies the mode, ACLs and groups as
+// the kernel would for it), unless it owns dir: the owner may chmod it
+// writable and then create the name, so a placeholder is needed and the
+// error says how to get one. A read-only filesystem is read-only in the
+// sandbox too. dir is opened without following symlinks, as the
+// placeholder's parent is.
+func uncreatable(path, dir string, refused error) (bool, error) {
+	fd, err := openParent(dir)
+	if err != nil {
+		return false, &PlaceholderError{Path: path, Dir: dir, Err: err}
+	}
+	defer unix.Close(fd)
+	aerr := unix.Faccessat2(fd, "", unix.W_OK, unix.AT_EACCESS|unix.AT_EMPTY_PATH)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return false, &PlaceholderError{Path: path, Dir: dir, Err: &os.PathError{Op: "fstat", Path: dir, Err: err}}
+	}
+	switch {
+	case aerr == nil:
+		// Writable now: its mode changed since our attempt.
+		return false, &PlaceholderError{Path: path, Dir: dir, Err: refused, Fix: "the directory's permissions changed while starting; run again"}
+	case errors.Is(aerr, unix.EROFS):
+		return true, nil
+	case int(st.Uid) == os.Geteuid():
+		return false, &PlaceholderError{Path: path, Dir: dir, Err: refused,
+			Fix: fmt.Sprintf("%s is yours but not writable, so a sandboxed command could make it writable (chmod) and create %s; make it writable (chmod u+w %s), or run read-only (Options.Mode read-only)", dir, filepath.Base(path), dir)}
+	case errors.Is(aerr, unix.EACCES), errors.Is(aerr, unix.EPERM):
+		return true, nil
+	}
+	return false, &PlaceholderError{Path: path, Dir: dir, Err: refused}
 }
 
 // Paths lists the directories held, for [Plan]: a missing protected path
@@ -114,6 +214,41 @@ func (p *Placeholders) Paths() []string {
 	return out
 }
 
+// HeldPath is a path a run holds, with its descriptor of what is there.
+type HeldPath struct {
+	Path string
+	File *os.File
+	// Parent is the device and inode of the directory holding it, where
+	// known; Dir says File is a directory, and ID is its identity where
+	// IDOK.
+	Parent [2]uint64
+	Dir    bool
+	ID     identity
+	IDOK   bool
+}
+
+// Held lists what is held, as Paths does, with descriptors, for a
+// session's command ([Session.Start]). They stay valid until Release.
+func (p *Placeholders) Held() []HeldPath {
+	if p == nil {
+		return nil
+	}
+	var out []HeldPath
+	for _, h := range p.held {
+		out = append(out, HeldPath{Path: h.path, File: h.f, Parent: h.parentID, Dir: !h.file, ID: h.id, IDOK: h.idOK})
+	}
+	return out
+}
+
+// dirID is the device and inode of the directory fd; zero when unknown.
+func dirID(fd int) [2]uint64 {
+	var st unix.Stat_t
+	if unix.Fstat(fd, &st) != nil {
+		return [2]uint64{}
+	}
+	return [2]uint64{st.Dev, st.Ino}
+}
+
 // acquireMissing makes a placeholder for d.Path, which the policy found
 // missing (or holds it where it exists). Another run may have changed the
 // way there since: a placeholder
@@ -123,28 +258,40 @@ func (p *Placeholders) Paths() []string {
 // with no write permission. Then the ancestor is what protects d.Path: a
 // placeholder where it is gone, or where it stands empty it is held and
 // bound read-only, so that nothing can be created below it.
-func (p *Placeholders) acquireMissing(d HeldDir) (heldPlaceholder, error) {
+//
+// It reports false, with no error, when no placeholder is needed: the
+// command can create no name where d.Path would be (see uncreatable).
+func (p *Placeholders) acquireMissing(d HeldDir) (heldPlaceholder, bool, error) {
 	path, file := d.Path, d.File
 	for ; ; file = false { // an ancestor is always a directory
 		h, err := p.acquire(path, file)
-		parent := filepath.Dir(path)
-		if err == nil || parent == d.Root || !fspath.Within(parent, d.Root) {
-			return h, err
+		if err == nil {
+			return h, true, nil
 		}
+		parent := filepath.Dir(path)
 		var pe *os.PathError
 		if !errors.As(err, &pe) || pe.Op != "mkdirat" && pe.Op != "create" && pe.Op != "openat2" {
-			return h, err
+			return h, false, err
 		}
+		refused := pe.Op != "openat2" && (errors.Is(pe.Err, unix.EACCES) || errors.Is(pe.Err, unix.EPERM) || errors.Is(pe.Err, unix.EROFS))
+		inRoot := parent != d.Root && fspath.Within(parent, d.Root)
 		switch {
-		case errors.Is(pe.Err, unix.ENOENT):
+		case errors.Is(pe.Err, unix.ENOENT) && inRoot:
 			path = parent // gone: what the policy would find missing now
-		case errors.Is(pe.Err, unix.EACCES) && (pe.Op == "mkdirat" || pe.Op == "create"):
-			if hh, ok := p.holdEmpty(parent); ok {
-				return hh, nil
+		case refused:
+			if inRoot && errors.Is(pe.Err, unix.EACCES) {
+				// Another run's placeholder for an ancestor, empty and
+				// read-only: held, it keeps everything below free.
+				if hh, ok := p.holdEmpty(parent); ok {
+					return hh, true, nil
+				}
 			}
-			return h, err
+			if ok, uerr := uncreatable(path, parent, pe.Err); !ok {
+				return h, false, uerr
+			}
+			return h, false, nil
 		default:
-			return h, err
+			return h, false, err
 		}
 	}
 }
@@ -155,7 +302,7 @@ func (p *Placeholders) holdEmpty(path string) (heldPlaceholder, bool) {
 	if err != nil {
 		return heldPlaceholder{}, false
 	}
-	if names, err := h.f.Readdirnames(1); len(names) != 0 || !errors.Is(err, io.EOF) {
+	if !isEmpty(h.f, false) {
 		unix.Close(h.parent)
 		h.f.Close()
 		return heldPlaceholder{}, false
@@ -186,41 +333,86 @@ func openDir(parent int, name string) (int, error) {
 
 func (p *Placeholders) acquire(path string, file bool) (heldPlaceholder, error) {
 	dir, name := filepath.Split(path)
-	parent, err := openParent(dir)
+	parent, err := p.openParent(dir)
 	if err != nil {
 		return heldPlaceholder{}, fmt.Errorf("creating placeholder for protected path %s: %w", path, err)
 	}
-	h, err := p.acquireAt(parent, path, name, file)
+	pid, ok := p.parentIDs[dir]
+	if !ok {
+		pid = dirID(parent)
+		if p.parentIDs != nil {
+			p.parentIDs[dir] = pid
+		}
+	}
+	h, err := p.acquireAt(parent, pid, path, name, file)
 	if err != nil {
 		unix.Close(parent)
 	}
 	return h, err
 }
 
-func (p *Placeholders) acquireAt(parent int, path, name string, file bool) (heldPlaceholder, error) {
+// openParent is the package's openParent, once for each directory of a
+// batch: each placeholder gets its own duplicate of the descriptor.
+func (p *Placeholders) openParent(dir string) (int, error) {
+	fd, ok := p.parents[dir]
+	if !ok {
+		var err error
+		if fd, err = openParent(dir); err != nil {
+			return -1, err
+		}
+		if p.parents != nil {
+			p.parents[dir] = fd
+		} else {
+			return fd, nil
+		}
+	}
+	dup, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		return -1, &os.PathError{Op: "dup", Path: dir, Err: err}
+	}
+	return dup, nil
+}
+
+// acquireAt holds name in parent, with the records locked (by
+// AcquirePlaceholders); while it waits for another run, the lock is let go.
+func (p *Placeholders) acquireAt(parent int, pid [2]uint64, path, name string, file bool) (heldPlaceholder, error) {
 	start := time.Now()
 	for {
-		unlock, err := p.lockRecords(start.Add(lockWait))
-		if err != nil {
-			return heldPlaceholder{}, err
-		}
-		h, wait, err := p.tryAcquire(parent, path, name, file, time.Since(start))
-		unlock()
+		h, wait, err := p.tryAcquire(parent, pid, path, name, file, time.Since(start))
 		if err != nil || h.f != nil {
 			return h, err
 		}
+		p.unlock()
 		time.Sleep(wait)
+		unlock, err := p.lockRecords(start.Add(lockWait))
+		if err != nil {
+			p.unlock = func() {}
+			return heldPlaceholder{}, err
+		}
+		p.unlock = unlock
 	}
 }
 
 // tryAcquire makes one attempt, with the records locked: a held directory,
 // an error, or neither when the caller should try again after wait.
-func (p *Placeholders) tryAcquire(parent int, path, name string, file bool, waited time.Duration) (heldPlaceholder, time.Duration, error) {
+func (p *Placeholders) tryAcquire(parent int, pid [2]uint64, path, name string, file bool, waited time.Duration) (heldPlaceholder, time.Duration, error) {
 	created := false
 	made := time.Now()
 	mk, op, open := mkdirPlaceholder, "mkdirat", openDir
 	if file {
 		mk, op, open = createPlaceholder, "create", openFile
+	}
+	var st unix.Stat_t
+	if p.pool == nil || unix.Fstatat(parent, name, &st, unix.AT_SYMLINK_NOFOLLOW) == nil {
+		// There already (another run's placeholder, the user's own):
+		// joined below.
+	} else if f := p.pool.take(parent, pid, name, file); f != nil {
+		// Moved into place from the pool by a rename that replaced
+		// nothing: the inode agentbox made for an earlier command, empty
+		// when it went there (nothing but the user's own processes can
+		// reach the pool).
+		id, ok := p.record(path, f)
+		return heldPlaceholder{path: path, parent: parent, f: f, file: file, ours: true, spare: true, parentID: pid, id: id, idOK: ok}, 0, nil
 	}
 	switch err := mk(parent, name); {
 	case err == nil:
@@ -279,7 +471,14 @@ func (p *Placeholders) tryAcquire(parent int, path, name string, file bool, wait
 		f.Close()
 		return heldPlaceholder{}, 0, nil
 	}
-	return heldPlaceholder{path: path, parent: parent, f: f, file: file, ours: created || p.recorded(path, f)}, 0, nil
+	h := heldPlaceholder{path: path, parent: parent, f: f, file: file, parentID: pid}
+	if created {
+		h.ours, h.id, h.idOK = true, p.recordedID, p.recordedOK
+	} else {
+		h.ours = p.recorded(path, f)
+		h.id, h.idOK = identityOf(f)
+	}
+	return h, 0, nil
 }
 
 // lockRecords serialises, among the runs that share this state directory,
@@ -341,7 +540,7 @@ func (p *Placeholders) adopt(f *os.File, path string, made time.Time, file bool)
 			return false
 		}
 	}
-	p.record(path, f)
+	p.recordedID, p.recordedOK = p.record(path, f)
 	return true
 }
 
@@ -387,8 +586,33 @@ func isEmpty(f *os.File, file bool) bool {
 		var st unix.Stat_t
 		return unix.Fstat(int(f.Fd()), &st) == nil && st.Size == 0
 	}
-	names, err := f.Readdirnames(1)
-	return len(names) == 0 && errors.Is(err, io.EOF)
+	return dirEmpty(int(f.Fd()))
+}
+
+// dirEmpty reads the directory fd from its start (so that it can be asked
+// again of the same descriptor, which a Readdirnames at its end would
+// not) and reports whether it holds nothing but "." and "..".
+func dirEmpty(fd int) bool {
+	if _, err := unix.Seek(fd, 0, io.SeekStart); err != nil {
+		return false
+	}
+	var buf [512]byte
+	for {
+		n, err := unix.Getdents(fd, buf[:])
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil {
+			return false
+		}
+		if n == 0 {
+			return true
+		}
+		var names []string
+		if _, _, names = unix.ParseDirent(buf[:n], -1, names); len(names) > 0 {
+			return false // ParseDirent leaves out "." and ".."
+		}
+	}
 }
 
 func sameEntry(parent int, name string, f *os.File) bool {
@@ -424,9 +648,11 @@ func identityOf(f *os.File) (identity, bool) {
 }
 
 // encodeRecord is the record's file content: the identity on the first
-// line, the path (any bytes) after it.
+// line, the path (any bytes) after it. The numbers have a fixed width, so
+// that the next record of the same path (the same file) is as long and
+// overwrites this one in place (see record).
 func encodeRecord(path string, id identity) []byte {
-	return fmt.Appendf(nil, "%d %d %d %d\n%s", id.dev, id.ino, id.sec, id.nsec, path)
+	return fmt.Appendf(nil, "%020d %020d %020d %010d\n%s", id.dev, id.ino, id.sec, id.nsec, path)
 }
 
 func decodeRecord(b []byte) (string, identity, bool) {
@@ -454,12 +680,49 @@ func recordName(path string) string {
 	return hex.EncodeToString(sum[:16])
 }
 
-func (p *Placeholders) record(path string, f *os.File) {
+// record writes the record of the placeholder f at path. A released
+// placeholder's record stays (a later sweep drops it once nothing of that
+// identity is at the path), so the next one for the same path, a
+// session's next command's, rewrites that file in place rather than
+// creating and removing one each time.
+// It returns f's identity, as recorded.
+func (p *Placeholders) record(path string, f *os.File) (identity, bool) {
 	id, ok := identityOf(f)
 	if p.dir == "" || !ok {
-		return
+		return id, ok
 	}
-	os.WriteFile(filepath.Join(p.dir, recordName(path)), encodeRecord(path, id), 0o600)
+	b := encodeRecord(path, id)
+	if p.pool.writeRecord(p.dir, path, b) {
+		return id, ok
+	}
+	if fd := openRecord(p.dir, path, len(b)); fd >= 0 {
+		writeRecord(fd, b)
+		unix.Close(fd)
+	}
+	return id, ok
+}
+
+// openRecord opens (or makes) the record file of path, cut to n bytes if
+// it is longer (an older, longer format); -1 when it cannot.
+func openRecord(dir, path string, n int) int {
+	fd, err := unix.Open(filepath.Join(dir, recordName(path)), unix.O_WRONLY|unix.O_CREAT|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+	if err != nil {
+		return -1
+	}
+	var st unix.Stat_t
+	if unix.Fstat(fd, &st) == nil && st.Size > int64(n) {
+		unix.Ftruncate(fd, int64(n))
+	}
+	return fd
+}
+
+// writeRecord writes b over the record file fd.
+func writeRecord(fd int, b []byte) bool {
+	if n, err := unix.Pwrite(fd, b, 0); err != nil || n != len(b) {
+		unix.Ftruncate(fd, 0) // no record rather than a torn one
+		return false
+	}
+	return true
 }
 
 // recorded reports whether the state directory says agentbox made the
@@ -480,60 +743,106 @@ func (p *Placeholders) recorded(path string, f *os.File) bool {
 // Release drops this run's hold and removes every placeholder no other
 // run still uses.
 func (p *Placeholders) Release() {
-	unlock, err := p.lockRecords(time.Now().Add(lockWait))
+	if p == nil {
+		return
+	}
+	p.release(false)
+}
+
+// release is Release, with the records lock already held or not.
+//
+// A removed placeholder's descriptor is closed in the background: with it
+// still open the rmdir only unlinks the name, and the inode's end (on
+// ext4, freeing its block, which can take longer than the whole
+// command) comes at the last close, which nothing has to wait for.
+func (p *Placeholders) release(locked bool) {
+	unlock, err := func() {}, error(nil)
+	if !locked {
+		unlock, err = p.lockRecords(time.Now().Add(lockWait))
+	}
+	var removed []*os.File
 	for _, h := range p.held {
-		if err != nil {
-			// Left for a later sweep.
-			unix.Close(h.parent)
-			h.f.Close()
-			continue
+		if err == nil {
+			switch p.removeIfUnused(h, false) {
+			case removedIt:
+				removed = append(removed, h.f)
+				continue
+			case pooledIt:
+				continue // the pool holds it
+			}
 		}
-		p.removeIfUnused(h)
+		// Left for a later sweep, or not ours to remove.
+		h.f.Close()
 	}
 	if err == nil {
 		unlock()
 	}
 	p.held = nil
+	if len(removed) > 0 {
+		go func() {
+			for _, f := range removed {
+				f.Close()
+			}
+		}()
+	}
 }
 
+// removal is what removeIfUnused did.
+type removal int
+
+const (
+	keptIt    removal = iota // still there: in use, not ours, or not empty
+	removedIt                // removed (the caller closes its descriptor)
+	pooledIt                 // moved into the pool, which now holds it
+)
+
 // removeIfUnused removes h's directory when it is ours and can be locked
-// exclusively (no other run holds it), and reports whether it did. Only
-// an empty directory, still at its name, is removed. The caller holds the
-// records lock.
-func (p *Placeholders) removeIfUnused(h heldPlaceholder) bool {
+// exclusively (no other run holds it), or moves it into the run's pool.
+// Only an empty directory, still at its name, is removed. The caller
+// holds the records lock, and closes h.f unless it was pooled; h.parent
+// is closed here. With drop, the record goes too once nothing it
+// describes is left at the path (a sweep drops it; a run's release keeps
+// the file for the path's next record, see record).
+func (p *Placeholders) removeIfUnused(h heldPlaceholder, drop bool) removal {
 	defer unix.Close(h.parent)
-	defer h.f.Close()
 	if !h.ours {
-		return false // a real directory of the user's, never ours to remove
+		return keptIt // a real directory of the user's, never ours to remove
 	}
 	if unix.Flock(int(h.f.Fd()), unix.LOCK_EX|unix.LOCK_NB) != nil {
-		return false // still in use; the last run out removes it
+		return keptIt // still in use; the last run out removes it
 	}
 	name := filepath.Base(h.path)
 	ok := sameEntry(h.parent, name, h.f)
 	// Judged before the rmdir, which changes the ctime (the stand-in for
 	// a birth time on filesystems without one).
-	recorded := p.recorded(h.path, h.f)
+	recorded := drop && p.recorded(h.path, h.f)
 	// rmdir refuses a directory that is not empty: something the user
 	// put there since is theirs, and stays. A file is removed only while
 	// empty, for the same reason.
 	if ok {
+		switch p.pool.put(h.parent, h.parentID, name, h.f, h.file, h.spare) {
+		case pooled:
+			return pooledIt
+		case usersNow:
+			if h.file {
+				p.drop(h.path) // the user's file now, record and all
+			}
+			return keptIt
+		}
 		flags := unix.AT_REMOVEDIR
 		if h.file {
 			flags = 0
 		}
 		if h.file && !isEmpty(h.f, true) {
 			// Written since: the user's file now, record and all.
-			if recorded {
-				p.drop(h.path)
-			}
-			return false
+			p.drop(h.path)
+			return keptIt
 		}
 		if err := unix.Unlinkat(h.parent, name, flags); err != nil {
 			// Not empty (a root run may have made its own placeholder
 			// inside) or otherwise busy: the record stays, and a later
 			// sweep removes it once it is empty again.
-			return false
+			return keptIt
 		}
 	}
 	// Removed now, or no longer at its name (moved or removed by someone
@@ -541,7 +850,10 @@ func (p *Placeholders) removeIfUnused(h heldPlaceholder) bool {
 	if recorded {
 		p.drop(h.path)
 	}
-	return ok
+	if !ok {
+		return keptIt
+	}
+	return removedIt
 }
 
 // drop removes the record of path.
@@ -552,6 +864,7 @@ func (p *Placeholders) drop(path string) {
 // SweepPlaceholders removes placeholders left by runs that were killed
 // before they could clean up. It returns the paths it removed.
 func SweepPlaceholders(stateDir string) []string {
+	sweepPools(stateDir)
 	p := &Placeholders{dir: filepath.Join(stateDir, "placeholders")}
 	unlock, err := p.lockRecords(time.Now().Add(lockWait))
 	if err != nil {
@@ -587,9 +900,10 @@ func SweepPlaceholders(stateDir string) []string {
 			os.Remove(rec)
 			continue
 		}
-		if p.removeIfUnused(h) {
+		if p.removeIfUnused(h, true) == removedIt {
 			removed = append(removed, path)
 		}
+		h.f.Close()
 	}
 	return removed
 }
@@ -617,7 +931,9 @@ func (p *Placeholders) reopen(path string) (heldPlaceholder, error) {
 }
 
 // RecordedPlaceholders lists the placeholders the state directory still
-// records: those another run held when `agentbox cleanup` swept.
+// records and that are still there: those another run held when `agentbox
+// cleanup` swept. (A released placeholder's record may stay until a
+// sweep, describing an inode that is gone.)
 func RecordedPlaceholders(stateDir string) []string {
 	d := filepath.Join(stateDir, "placeholders")
 	ents, _ := os.ReadDir(d)
@@ -627,7 +943,17 @@ func RecordedPlaceholders(stateDir string) []string {
 		if err != nil {
 			continue
 		}
-		if path, _, ok := decodeRecord(b); ok {
+		path, id, ok := decodeRecord(b)
+		if !ok {
+			continue
+		}
+		f, err := os.OpenFile(path, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if err != nil {
+			continue
+		}
+		at, ok := identityOf(f)
+		f.Close()
+		if ok && at == id {
 			out = append(out, path)
 		}
 	}

@@ -40,6 +40,10 @@ type Session struct {
 	sendMu sync.Mutex
 	mu     sync.Mutex
 	nextID uint64
+	// bound are the directories a start request carried, each with the
+	// directory it had its name in, that the session then bound
+	// read-only (see Start).
+	bound  map[boundDir]bool
 	err    error // why the session ended
 	closed bool
 	exited chan struct{}
@@ -299,7 +303,7 @@ func (s *Session) send(r zreq, fds []int) error {
 			off += n
 		}
 		fds = append(fds, memfd)
-		b, _ = json.Marshal(zreq{Op: "big", ID: r.ID})
+		b, _ = json.Marshal(zreq{Op: "big", ID: r.ID, Held: r.Held})
 	}
 	s.sendMu.Lock()
 	defer s.sendMu.Unlock()
@@ -367,15 +371,53 @@ func (p *SessionProcess) answer() (zresp, error) {
 // it could chmod or touch through /proc/self/fd. A session gives no
 // pseudo-terminal: a terminal is relayed as a pipe.
 //
+// held are the protected paths the caller holds for this command (see
+// [Placeholders.Held]): the session binds each read-only, where it is not
+// already, before the command starts. The caller releases them once Wait
+// has returned.
+//
 // onID, when set, is called with the command's id (as [SessionProcess.ID]
 // gives it) before the command can start: whatever agentbox attributes
 // to the command by that id ([Session.PortOwner]) can be in place before
 // the command acts.
-func (s *Session) Start(path string, argv, env []string, dir string, stdio Stdio, onID func(uint32)) (*SessionProcess, error) {
+func (s *Session) Start(path string, argv, env []string, dir string, stdio Stdio, held []HeldPath, onID func(uint32)) (*SessionProcess, error) {
 	for _, p := range []string{path, dir} {
 		if !utf8.ValidString(p) {
 			return nil, errNonUTF8(p)
 		}
+	}
+	if len(held) > maxHeld {
+		return nil, fmt.Errorf("the command's %d protected paths to hold are more than a session takes (%d); use fewer writable roots, or lone runs", len(held), maxHeld)
+	}
+	// A directory this session has bound before in the same directory
+	// is bound still, if it is the one the caller holds at the path (the
+	// caller checked the name leads to it, or put it there by a rename
+	// that replaced nothing): its bind goes only with its
+	// name (an rmdir, and a directory's inode never gets another name
+	// after that), follows it through renames within the mount it was
+	// made under (Pool; the directory holding it stands for that mount:
+	// nothing is bound over a placeholder's directory while the session
+	// lives), and nothing in the sandbox can unmount. A file can get its
+	// inode back under the name by a hard link after an unlink took its
+	// bind: files are always sent.
+	var heldPaths []string
+	var heldFds []int
+	var sent []boundDir
+	for _, h := range held {
+		if !utf8.ValidString(h.Path) {
+			return nil, errNonUTF8(h.Path)
+		}
+		id := boundDir{h.ID, h.Parent}
+		if h.Dir && h.IDOK && h.Parent != [2]uint64{} {
+			s.mu.Lock()
+			known := s.bound[id]
+			s.mu.Unlock()
+			if known {
+				continue
+			}
+			sent = append(sent, id)
+		}
+		heldPaths, heldFds = append(heldPaths, h.Path), append(heldFds, int(h.File.Fd()))
 	}
 	s.mu.Lock()
 	dead := false
@@ -410,7 +452,12 @@ func (s *Session) Start(path string, argv, env []string, dir string, stdio Stdio
 		return nil, os.NewSyscallError("fcntl", err)
 	}
 	p := &SessionProcess{s: s, id: id, reply: os.NewFile(uintptr(reply[0]), "session-reply"), stdio: rl}
-	err = s.send(zreqStart(id, path, argv, env, dir), append(rl.child[:], reply[1]))
+	req := zreqStart(id, path, argv, env, dir)
+	req.Held = heldPaths
+	err = s.send(req, append(append(rl.child[:], reply[1]), heldFds...))
+	for _, h := range held {
+		runtime.KeepAlive(h.File)
+	}
 	unix.Close(reply[1])
 	rl.closeChild()
 	if err != nil {
@@ -426,6 +473,18 @@ func (s *Session) Start(path string, argv, env []string, dir string, stdio Stdio
 		p.reply.Close()
 		rl.abort()
 		return nil, err
+	}
+	if len(sent) > 0 {
+		s.mu.Lock()
+		if s.bound == nil || len(s.bound) > maxBound {
+			// Placeholders made anew for each command (no pool) would
+			// grow it for good: forgetting costs only a check.
+			s.bound = map[boundDir]bool{}
+		}
+		for _, id := range sent {
+			s.bound[id] = true
+		}
+		s.mu.Unlock()
 	}
 	if len(r.fds) > 0 {
 		if p.proxy, err = listenersOf(r.fds); err != nil {
@@ -445,6 +504,16 @@ func (p *SessionProcess) Unreachable() []Unreachable { return p.unreachable }
 
 // ID is the command's id in its session, as [Session.PortOwner] gives it.
 func (p *SessionProcess) ID() uint32 { return uint32(p.id) }
+
+// maxBound bounds Session.bound.
+const maxBound = 4096
+
+// boundDir is a directory bound in a session, and the directory it was
+// bound in.
+type boundDir struct {
+	id     identity
+	parent [2]uint64
+}
 
 // ProxyListeners are the command's own HTTP and SOCKS5 proxy listeners on
 // the session's loopback (nil without an allow-list). The caller serves

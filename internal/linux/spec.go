@@ -125,6 +125,11 @@ type Spec struct {
 	// namespace before the command is asked for (package pid1); empty,
 	// the command itself is that PID 1.
 	Init string `json:"init,omitempty"`
+	// BindPerCommand, in a session, starts the mounter that binds each
+	// command's placeholders read-only before it runs (see
+	// mounter_linux.go): the host makes them for each command and
+	// removes them when it ends, so none outlives the command.
+	BindPerCommand bool `json:"bind_per_command,omitempty"`
 }
 
 // MountKind is what one step of the plan does to a path.
@@ -142,29 +147,52 @@ const (
 	// PinLink binds a protected symlink onto itself: the link keeps working
 	// (its target has its own read-only step) but cannot be replaced.
 	PinLink MountKind = "pin-link"
+	// BindPrivate shows the host directory Source (a private temporary
+	// directory in agentbox's state directory, policy.PrivateTemp)
+	// read-write at Path, in place of the host's /tmp or $TMPDIR.
+	BindPrivate MountKind = "private"
+	// MakeDir creates Path, and any missing directory above it, inside a
+	// private temporary directory shown above it, so that a writable
+	// root, a kept host directory or $TMPDIR under the private /tmp has
+	// a directory to be bound on (or to be). It follows no symlink.
+	MakeDir MountKind = "mkdir"
+	// MakeFile creates an empty file at Path inside a private temporary
+	// directory, unless something is there, for a BindHost of a file.
+	MakeFile MountKind = "mkfile"
+	// BindHost shows the host's directory or file at Path read-only again
+	// inside a private temporary directory: a home there, a protected
+	// path outside every root (a worktree's gitdir, agentbox's binary), a
+	// listed unix socket.
+	BindHost MountKind = "ro-host"
 )
 
 // Mount is one step of the plan.
 type Mount struct {
 	Kind MountKind `json:"kind"`
 	Path string    `json:"path"`
+	// Source, for BindPrivate, is the host directory shown at Path.
+	Source string `json:"source,omitempty"`
 }
 
-// Plan orders the mounts for a policy. Writable roots go first, parents
-// before children, so a nested root keeps its own bind; then the pins; then
-// the read-only carve-outs last, so no later bind can cover them whatever
-// the nesting of roots.
+// Plan orders the mounts for a policy. Writable roots and the private
+// temporary directories go first, parents before children, so a nested
+// root keeps its own bind (a workspace under the private /tmp is the
+// host's, on a directory made for it there); then the pins; then the
+// read-only carve-outs last, so no later bind can cover them whatever the
+// nesting of roots. agentbox's state directory, where the private
+// temporary directories live, is one of those carve-outs (or outside
+// every root): a private directory is writable at its mount point only.
 //
 // held are the directories the caller holds for the run (see HeldDirs):
 // placeholders for missing protected paths, made as empty directories for
 // the duration of the run, are pinned read-only like existing ones. A
-// missing path with nothing held for it is left out: the caller must not
-// start the sandbox in that case.
+// missing path with nothing held for it gets no read-only step, only the
+// pins of the directories between it and its root, so that it cannot be
+// brought in by renaming one of them: the caller must have proved that
+// the command cannot create it (AcquirePlaceholders), or, in a session,
+// bind a placeholder for each command (MountPlaceholders).
 func Plan(p *policy.Policy, held []string) []Mount {
-	var out []Mount
-	for _, r := range p.WritableRoots() {
-		out = append(out, Mount{BindWritable, r})
-	}
+	out, mounted := tempPlan(p)
 	have := map[string]bool{}
 	for _, h := range held {
 		have[h] = true
@@ -175,23 +203,26 @@ func Plan(p *policy.Policy, held []string) []Mount {
 		if pr.Root == "" {
 			continue // outside every writable root: read-only already
 		}
+		bind := true
 		if pr.Kind == policy.Missing {
 			// Held at its own path, or (when another run's placeholder
 			// stood in the way) at the empty ancestor that was held
 			// instead: read-only, nothing can be created below it.
-			cover := coverOf(pr, have)
-			if cover == "" {
-				continue
+			if cover := coverOf(pr, have); cover != "" {
+				pr.Path = cover
+			} else {
+				bind = false
 			}
-			pr.Path = cover
 		}
 		if seen[pr.Path] {
 			continue
 		}
 		seen[pr.Path] = true
-		if pr.Kind == policy.Symlink {
+		switch {
+		case !bind:
+		case pr.Kind == policy.Symlink:
 			links = append(links, pr.Path)
-		} else {
+		default:
 			ro = append(ro, pr.Path)
 		}
 		for a := filepath.Dir(pr.Path); a != pr.Root && fspath.Within(a, pr.Root); a = filepath.Dir(a) {
@@ -202,18 +233,24 @@ func Plan(p *policy.Policy, held []string) []Mount {
 	for _, r := range p.WritableRoots() {
 		roots[r] = true
 	}
-	// A writable root nested in another (a checkout under /tmp) is a mount
-	// point and cannot be renamed itself, but the directories between it
-	// and the outer root could be, taking the root's protected paths away
-	// and letting the command recreate them empty: pin that chain too.
-	for _, r := range p.WritableRoots() {
-		outer := fspath.InnermostRoot(filepath.Dir(r), p.WritableRoots())
+	// A writable root nested in another (a checkout under a shared
+	// /tmp) is a mount point and cannot be renamed itself, but the
+	// directories between it and the outer root could be, taking the
+	// root's protected paths away and letting the command recreate them
+	// empty: pin that chain too. Inside a private /tmp the same keeps the
+	// command's later commands (a session's) from finding a directory of
+	// its making at the root's path.
+	for _, r := range mounted {
+		outer := fspath.InnermostRoot(filepath.Dir(r), mounted)
 		if outer == "" || outer == r {
 			continue
 		}
 		for a := filepath.Dir(r); a != outer && fspath.Within(a, outer); a = filepath.Dir(a) {
 			pins[a] = true
 		}
+	}
+	for _, m := range mounted {
+		roots[m] = true
 	}
 	var pinList []string
 	for a := range pins {
@@ -225,6 +262,85 @@ func Plan(p *policy.Policy, held []string) []Mount {
 	out = appendByDepth(out, BindReadOnly, ro)
 	out = appendByDepth(out, PinLink, links)
 	return out
+}
+
+// tempPlan is the first part of the plan: the writable roots and the
+// private temporary directories, parents first, with a directory made
+// in a private one for each root, kept host directory and $TMPDIR inside
+// it. It returns the steps and every path they mount on.
+func tempPlan(p *policy.Policy) (steps []Mount, mounted []string) {
+	type step struct {
+		Mount
+		made bool // a MakeDir goes first
+	}
+	var all []step
+	var private []string
+	type kept struct {
+		path string
+		file bool
+	}
+	var keep []kept
+	for _, t := range p.PrivateTemps() {
+		if fspath.InnermostRoot(t.Path, private) != "" {
+			// $TMPDIR inside the private /tmp: a directory there.
+			all = append(all, step{Mount{Kind: MakeDir, Path: t.Path}, true})
+			continue
+		}
+		private = append(private, t.Path)
+		all = append(all, step{Mount: Mount{Kind: BindPrivate, Path: t.Path, Source: t.Dir}})
+		for _, k := range t.Keep {
+			keep = append(keep, kept{k, false})
+		}
+	}
+	// What the host shows read-only elsewhere stays visible inside a
+	// private /tmp: protected paths outside every root, and listed
+	// sockets (the user's deliberate hand-over).
+	for _, pr := range p.Protected() {
+		if pr.Root == "" && (pr.Kind == policy.Dir || pr.Kind == policy.File) {
+			keep = append(keep, kept{pr.Path, pr.Kind == policy.File})
+		}
+	}
+	for _, sock := range p.AllowUnixSockets() {
+		keep = append(keep, kept{sock, true})
+	}
+	slices.SortFunc(keep, func(a, b kept) int { return byDepth(a.path, b.path) })
+	var keptDirs []string
+	for _, k := range keep {
+		if fspath.InnermostRoot(k.path, private) == "" || fspath.InnermostRoot(k.path, p.WritableRoots()) != "" ||
+			fspath.InnermostRoot(k.path, keptDirs) != "" || slices.Contains(private, k.path) {
+			continue
+		}
+		if k.file {
+			all = append(all, step{Mount{Kind: MakeDir, Path: filepath.Dir(k.path)}, true}, step{Mount{Kind: MakeFile, Path: k.path}, true})
+		} else {
+			all = append(all, step{Mount{Kind: MakeDir, Path: k.path}, true})
+			keptDirs = append(keptDirs, k.path)
+		}
+		all = append(all, step{Mount: Mount{Kind: BindHost, Path: k.path}})
+		mounted = append(mounted, k.path)
+	}
+	for _, r := range p.WritableRoots() {
+		if fspath.InnermostRoot(r, private) != "" {
+			all = append(all, step{Mount{Kind: MakeDir, Path: r}, true})
+		}
+		all = append(all, step{Mount: Mount{Kind: BindWritable, Path: r}})
+	}
+	slices.SortStableFunc(all, func(a, b step) int {
+		if c := byDepth(a.Path, b.Path); c != 0 {
+			return c
+		}
+		switch {
+		case a.made && !b.made:
+			return -1
+		case b.made && !a.made:
+			return 1
+		}
+		return 0
+	})
+	for _, s := range all {
+		steps = append(steps, s.Mount)
+	}
+	return steps, append(append(private, p.WritableRoots()...), mounted...)
 }
 
 // coverOf is the held path that protects the missing pr: pr.Path itself,
@@ -252,7 +368,7 @@ func byDepth(a, b string) int {
 func appendByDepth(out []Mount, kind MountKind, paths []string) []Mount {
 	slices.SortFunc(paths, byDepth)
 	for _, p := range paths {
-		out = append(out, Mount{kind, p})
+		out = append(out, Mount{Kind: kind, Path: p})
 	}
 	return out
 }
@@ -295,7 +411,7 @@ func DegradedGaps(p *policy.Policy, landlockABI int) []string {
 		gaps = append(gaps, "Landlock ABI below 6: the command can signal the user's other processes, agentbox's reaper included (killing it outright lets what the command started outlive the run)")
 	}
 	if p.Mode() == policy.WorkspaceWrite && len(p.Protected()) > 0 {
-		gaps = append(gaps, "protected paths inside writable roots (.git, .codex, .agents and gitdirs) stay writable: Landlock can only add access, not carve read-only holes")
+		gaps = append(gaps, fmt.Sprintf("protected paths inside writable roots (%s, and gitdirs) stay writable: Landlock can only add access, not carve read-only holes", strings.Join(p.ProtectedNames(), ", ")))
 	}
 	switch {
 	case rawpolicy.Egress(p) != nil:
@@ -303,10 +419,13 @@ func DegradedGaps(p *policy.Policy, landlockABI int) []string {
 	case !p.Network():
 		gaps = append(gaps, "no network namespace: all non-unix sockets are refused by seccomp, so servers on 127.0.0.1 inside the command do not work either")
 	}
+	if len(p.PrivateTemps()) > 0 {
+		gaps = append(gaps, "no mount namespace to give the command a private /tmp: the host's /tmp (and $TMPDIR) stay read-only, and TMPDIR points at the workspace's private temporary directory instead; a program that writes to /tmp by name fails (set share_slash_tmp = true to let it write the host's /tmp, where what it leaves can reach your own programs)")
+	}
 	gaps = append(gaps,
 		"no private /dev: the host's terminals and input devices are kept out of reach by Landlock, and so are new pseudo-terminals opened by their /dev/pts path (script, expect, openpty fail; the command's own terminal works)",
 		"no pid namespace: the command sees every process of the host in /proc (Landlock scoping keeps it from signalling them where the kernel supports it)",
-		"no IPC namespace or private /dev/shm and /tmp: the host's are used, limited by Landlock (the host's /dev/shm is not writable, so POSIX shared memory and semaphores fail); SysV IPC and POSIX message queues are refused by seccomp, and so are abstract unix sockets, the command's own included (network on or off)")
+		"no IPC namespace or private /dev/shm: the host's is used, limited by Landlock (the host's /dev/shm is not writable, so POSIX shared memory and semaphores fail); SysV IPC and POSIX message queues are refused by seccomp, and so are abstract unix sockets, the command's own included (network on or off)")
 	return gaps
 }
 

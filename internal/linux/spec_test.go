@@ -23,12 +23,12 @@ func TestPlanOrder(t *testing.T) {
 	})
 	got := Plan(p, []string{"/tmp/.git"})
 	want := []Mount{
-		{BindWritable, "/tmp"}, {BindWritable, "/tmp/ws"}, {BindWritable, "/home/u/extra"},
+		{Kind: BindWritable, Path: "/tmp"}, {Kind: BindWritable, Path: "/tmp/ws"}, {Kind: BindWritable, Path: "/home/u/extra"},
 		// Ancestors between a carve-out and its root become mount points.
-		{Pin, "/tmp/main"}, {Pin, "/tmp/main/.git"}, {Pin, "/tmp/main/.git/worktrees"},
-		{BindReadOnly, "/tmp/.git"}, {BindReadOnly, "/tmp/main/.git"}, {BindReadOnly, "/tmp/ws/.git"},
-		{BindReadOnly, "/tmp/main/.git/worktrees/wt"},
-		{PinLink, "/tmp/ws/.agents"},
+		{Kind: Pin, Path: "/tmp/main"}, {Kind: Pin, Path: "/tmp/main/.git"}, {Kind: Pin, Path: "/tmp/main/.git/worktrees"},
+		{Kind: BindReadOnly, Path: "/tmp/.git"}, {Kind: BindReadOnly, Path: "/tmp/main/.git"}, {Kind: BindReadOnly, Path: "/tmp/ws/.git"},
+		{Kind: BindReadOnly, Path: "/tmp/main/.git/worktrees/wt"},
+		{Kind: PinLink, Path: "/tmp/ws/.agents"},
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("Plan =\n%v\nwant\n%v", got, want)
@@ -51,7 +51,7 @@ func TestPlanReadOnlyAfterEveryWritableRoot(t *testing.T) {
 	})
 	got := Plan(p, nil)
 	last := got[len(got)-1]
-	if last != (Mount{BindReadOnly, "/w/.git"}) {
+	if last != (Mount{Kind: BindReadOnly, Path: "/w/.git"}) {
 		t.Errorf("carve-out not last: %v", got)
 	}
 }
@@ -63,9 +63,9 @@ func TestPlanPinsChainToNestedRoot(t *testing.T) {
 	})
 	got := Plan(p, nil)
 	want := []Mount{
-		{BindWritable, "/tmp"}, {BindWritable, "/tmp/p/q/ws"},
-		{Pin, "/tmp/p"}, {Pin, "/tmp/p/q"},
-		{BindReadOnly, "/tmp/p/q/ws/.git"},
+		{Kind: BindWritable, Path: "/tmp"}, {Kind: BindWritable, Path: "/tmp/p/q/ws"},
+		{Kind: Pin, Path: "/tmp/p"}, {Kind: Pin, Path: "/tmp/p/q"},
+		{Kind: BindReadOnly, Path: "/tmp/p/q/ws/.git"},
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("Plan =\n%v\nwant\n%v", got, want)
@@ -85,7 +85,9 @@ func TestHeldDirs(t *testing.T) {
 }
 
 // A missing protected path held through an empty ancestor (another run's
-// placeholder stood in the way) binds that ancestor read-only instead.
+// placeholder stood in the way) binds that ancestor read-only instead; one
+// with nothing held (no placeholder needed, or a session's, bound per
+// command) gets the pins of the directories on its way from the root.
 func TestPlanCoverAncestor(t *testing.T) {
 	p := rawpolicy.New(rawpolicy.Fields{
 		WritableRoots: []string{"/h"},
@@ -96,7 +98,58 @@ func TestPlanCoverAncestor(t *testing.T) {
 		},
 	})
 	got := Plan(p, []string{"/h/.config", "/h"})
-	want := []Mount{{BindWritable, "/h"}, {BindReadOnly, "/h/.config"}}
+	want := []Mount{{Kind: BindWritable, Path: "/h"}, {Kind: Pin, Path: "/h/x"}, {Kind: BindReadOnly, Path: "/h/.config"}}
+	if !slices.Equal(got, want) {
+		t.Errorf("Plan =\n%v\nwant\n%v", got, want)
+	}
+}
+
+// TestPlanPrivateTmp: the private /tmp is bound where the host's was,
+// before the roots inside it, each on a directory made for it; a $TMPDIR
+// under it is a directory there, one elsewhere a second private bind; the
+// home, a protected path outside every root and a listed socket inside it
+// stay the host's, read-only; the chain up to a nested root is pinned;
+// carve-outs come last.
+func TestPlanPrivateTmp(t *testing.T) {
+	p := rawpolicy.New(rawpolicy.Fields{
+		Mode:             policy.WorkspaceWrite,
+		WritableRoots:    []string{"/home/u/ws", "/tmp/a/ws"},
+		AllowUnixSockets: []string{"/tmp/.X11-unix/X0", "/run/docker.sock"},
+		Protected: []policy.Protected{
+			{Path: "/tmp/a/ws/.git", Kind: policy.File, Root: "/tmp/a/ws"},
+			{Path: "/tmp/main/.git/worktrees/ws", Kind: policy.Dir},
+			{Path: "/tmp/main/.git", Kind: policy.Dir},
+			{Path: "/tmp/bin/agentbox", Kind: policy.File},
+			{Path: "/tmp/gone/.git", Kind: policy.Missing},
+			{Path: "/home/u/.local/state/agentbox", Kind: policy.Dir},
+		},
+		PrivateTemps: []policy.PrivateTemp{
+			{Path: "/tmp", Dir: "/s/tmp/k/tmp", Keep: []string{"/tmp/h"}},
+			{Path: "/tmp/t", Dir: "/s/tmp/k/tmp/t", Env: "TMPDIR"},
+			{Path: "/var/tmp/td", Dir: "/s/tmp/k/tmpdir", Env: "TMPDIR"},
+		},
+	})
+	got := Plan(p, nil)
+	want := []Mount{
+		{Kind: BindPrivate, Path: "/tmp", Source: "/s/tmp/k/tmp"},
+		{Kind: MakeDir, Path: "/tmp/.X11-unix"},
+		{Kind: MakeDir, Path: "/tmp/bin"},
+		{Kind: MakeDir, Path: "/tmp/h"},
+		{Kind: BindHost, Path: "/tmp/h"},
+		{Kind: MakeDir, Path: "/tmp/t"},
+		{Kind: BindWritable, Path: "/home/u/ws"},
+		{Kind: MakeFile, Path: "/tmp/.X11-unix/X0"},
+		{Kind: BindHost, Path: "/tmp/.X11-unix/X0"},
+		{Kind: MakeDir, Path: "/tmp/a/ws"},
+		{Kind: BindWritable, Path: "/tmp/a/ws"},
+		{Kind: MakeFile, Path: "/tmp/bin/agentbox"},
+		{Kind: BindHost, Path: "/tmp/bin/agentbox"},
+		{Kind: MakeDir, Path: "/tmp/main/.git"},
+		{Kind: BindHost, Path: "/tmp/main/.git"},
+		{Kind: BindPrivate, Path: "/var/tmp/td", Source: "/s/tmp/k/tmpdir"},
+		{Kind: Pin, Path: "/tmp/.X11-unix"}, {Kind: Pin, Path: "/tmp/a"}, {Kind: Pin, Path: "/tmp/bin"}, {Kind: Pin, Path: "/tmp/main"},
+		{Kind: BindReadOnly, Path: "/tmp/a/ws/.git"},
+	}
 	if !slices.Equal(got, want) {
 		t.Errorf("Plan =\n%v\nwant\n%v", got, want)
 	}

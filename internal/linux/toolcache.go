@@ -86,7 +86,7 @@ func CachePlan(p *policy.Policy, ds []cacheplan.Decision, layers map[string]Cach
 				if fi, err := os.Lstat(a); err == nil && fi.Mode()&fs.ModeSymlink != 0 {
 					kind = PinLink
 				}
-				pins = append(pins, Mount{kind, a})
+				pins = append(pins, Mount{Kind: kind, Path: a})
 			}
 		}
 	}

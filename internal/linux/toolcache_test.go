@@ -53,7 +53,7 @@ func TestDecideAndPlanCaches(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantPins := []Mount{{Pin, filepath.Join(ws, "home")}, {PinLink, filepath.Join(ws, "home", ".cache")}}
+	wantPins := []Mount{{Kind: Pin, Path: filepath.Join(ws, "home")}, {Kind: PinLink, Path: filepath.Join(ws, "home", ".cache")}}
 	if !slices.Equal(pins, wantPins) {
 		t.Errorf("pins %v, want %v", pins, wantPins)
 	}

@@ -115,6 +115,24 @@ func stickyRoots(roots []string) map[string]bool {
 	return sticky
 }
 
+// privateMounts are the private temporary directories spec mounts, and
+// every path mounted in the writable-roots phase (a workspace, a kept
+// host directory or a listed socket inside a private /tmp is the host's
+// again).
+func privateMounts(spec *Spec) (private, mounted []string) {
+	for _, m := range spec.Mounts {
+		switch m.Kind {
+		case BindPrivate:
+			private = append(private, m.Path)
+		case BindWritable, BindHost:
+		default:
+			continue
+		}
+		mounted = append(mounted, m.Path)
+	}
+	return private, mounted
+}
+
 // unixMediation is the rule of the connect supervisor (package unixsock)
 // for spec: which pathname sockets a command may reach, and what happens
 // to abstract names. A lone run's init and a session's zygote (for each
@@ -159,6 +177,11 @@ func unixMediation(spec *Spec) (func(string, *unix.Stat_t) bool, unixsock.Option
 				}
 			}
 			return false
+		}
+	}
+	if private, mounted := privateMounts(spec); len(private) > 0 {
+		opts.Stale = func(p string) bool {
+			return slices.Contains(private, fspath.InnermostRoot(p, mounted))
 		}
 	}
 	if opts.Metadata == nil && spec.GuardStickyRoots {

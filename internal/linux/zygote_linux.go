@@ -55,8 +55,9 @@ const controlFD = 5
 // SCM_RIGHTS, the command's stdin, stdout and stderr, then the command's
 // reply socket (a SOCK_SEQPACKET end on which the zygote answers that
 // request alone, so that the caller's goroutine waiting for the answer
-// reads it itself), and, when the request would not fit in one packet, a
-// fifth fd: a memfd holding it.
+// reads it itself), then a descriptor of what is at each of Held (see
+// mounter_linux.go), and, when the request would not fit in one packet,
+// last, a memfd holding it.
 type zreq struct {
 	Op   string   `json:"op"` // "start", "signal", "kill", "big"
 	ID   uint64   `json:"id"`
@@ -69,6 +70,11 @@ type zreq struct {
 	Raw *rawArgs `json:"raw,omitempty"`
 	Dir string   `json:"dir,omitempty"` // "" means the session's workspace
 	Sig int      `json:"sig,omitempty"`
+	// Held are the protected paths the host holds for this command
+	// (placeholders it made for it, and existing protected directories),
+	// to be bound read-only before the command starts where they are not
+	// already. Also set in a "big" request's own packet.
+	Held []string `json:"held,omitempty"`
 }
 
 // rawArgs are a start request's argv and environment, byte for byte.
@@ -147,6 +153,12 @@ type zygote struct {
 	// control socket at a time (the next command's, see worker), and it
 	// is done with them before the following one starts reading.
 	buf, oob []byte
+
+	// mounter is the zygote's end of the socket to the session's
+	// mounter (-1 without one), which one command's thread at a time
+	// uses, holding mountMu.
+	mounter int
+	mountMu sync.Mutex
 }
 
 // listeners are a command's proxy listeners and their ports.
@@ -199,6 +211,14 @@ func runZygote(spec *Spec, report func(message)) {
 	if err := unix.Fstat(controlFD, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFSOCK {
 		fail(fmt.Errorf("session control socket missing (fd %d): %v", controlFD, err))
 	}
+	// Before Landlock, which would refuse it every mount: the process
+	// that binds each command's placeholders (mounter_linux.go).
+	mounter := -1
+	if spec.BindPerCommand {
+		if mounter, err = startMounter(); err != nil {
+			fail(err)
+		}
+	}
 	if spec.Landlock {
 		// Every thread of the zygote first, with the commands'
 		// filesystem rules and no scoping, as a lone run's init does
@@ -231,7 +251,8 @@ func runZygote(spec *Spec, report func(message)) {
 	z := &zygote{
 		spec: spec, prog: prog, rules: rules, cmds: map[uint64]*zcmd{},
 		ctl: make(chan zreq), end: make(chan struct{}), listen: make(chan chan listeners),
-		buf: make([]byte, maxPacket), oob: make([]byte, unix.CmsgSpace(5*4)),
+		buf: make([]byte, maxPacket), oob: make([]byte, unix.CmsgSpace((5+maxHeld)*4)),
+		mounter: mounter,
 	}
 	if spec.PortOwnersFD > 0 {
 		if z.owners, err = mapPortOwners(spec.PortOwnersFD); err != nil {
@@ -287,7 +308,7 @@ func seccompOptions(spec *Spec) seccomp.Options {
 // cannot be served is answered on its reply socket, if it has one.
 func (z *zygote) next() (job, bool) {
 	for {
-		n, oobn, _, _, err := unix.Recvmsg(controlFD, z.buf, z.oob, unix.MSG_CMSG_CLOEXEC)
+		n, oobn, flags, _, err := unix.Recvmsg(controlFD, z.buf, z.oob, unix.MSG_CMSG_CLOEXEC)
 		if errors.Is(err, unix.EINTR) {
 			continue
 		}
@@ -297,7 +318,11 @@ func (z *zygote) next() (job, bool) {
 		}
 		fds := parseRights(z.oob[:oobn])
 		var r zreq
-		if err := json.Unmarshal(z.buf[:n], &r); err != nil {
+		if flags&(unix.MSG_TRUNC|unix.MSG_CTRUNC) != 0 || json.Unmarshal(z.buf[:n], &r) != nil {
+			// A truncated request lost descriptors (a placeholder's
+			// among them): never served, and without its reply
+			// socket never answered; the client's wait ends with
+			// the session.
 			closeAll(fds)
 			continue
 		}
@@ -318,15 +343,17 @@ func (z *zygote) next() (job, bool) {
 // startJob checks a start request and its fds; a request it cannot serve
 // is answered (when it has a reply socket) and its fds closed.
 func (z *zygote) startJob(r zreq, fds []int) (job, bool) {
-	want := 4
+	want := 4 + len(r.Held)
 	if r.Op == "big" {
-		want = 5
+		want++
 	}
-	if len(fds) != want {
+	if len(fds) != want || len(fds) < 4 {
 		closeAll(fds)
 		return job{}, false // no reply socket to answer on
 	}
 	j := job{stdio: [3]int{fds[0], fds[1], fds[2]}, reply: fds[3]}
+	held := fds[4 : 4+len(r.Held)]
+	defer closeAll(held)
 	fail := func(msg string) (job, bool) {
 		sendReply(j.reply, zresp{ID: r.ID, Error: msg, Code: exitcode.SandboxFailure})
 		closeAll(j.stdio[:])
@@ -334,14 +361,17 @@ func (z *zygote) startJob(r zreq, fds []int) (job, bool) {
 		return job{}, false
 	}
 	if r.Op == "big" {
-		big, err := readMemfd(fds[4])
-		unix.Close(fds[4])
+		memfd := fds[len(fds)-1]
+		heldPaths := r.Held
+		big, err := readMemfd(memfd)
+		unix.Close(memfd)
 		if err == nil {
 			err = json.Unmarshal(big, &r)
 		}
 		if err != nil {
 			return fail(fmt.Sprintf("session: reading request: %v", err))
 		}
+		r.Held = heldPaths
 	}
 	if r.Raw != nil {
 		r.Argv, r.Env = r.Raw.Argv, r.Raw.Env
@@ -351,6 +381,20 @@ func (z *zygote) startJob(r zreq, fds []int) (job, bool) {
 	}
 	if err := reopenDevices(&j.stdio); err != nil {
 		return fail(fmt.Sprintf("session: %v", err))
+	}
+	// The placeholders the host made for this command, read-only in
+	// the session before the command exists.
+	var bind []string
+	var bindFds []int
+	for i, p := range r.Held {
+		if !boundAlready(p, held[i]) {
+			bind, bindFds = append(bind, p), append(bindFds, held[i])
+		}
+	}
+	if len(bind) > 0 {
+		if err := z.bindHeldPaths(bind, bindFds); err != nil {
+			return fail(fmt.Sprintf("session: keeping protected paths read-only: %v", err))
+		}
 	}
 	if z.spec.Proxy && !z.spec.ProxyOff {
 		// On the zygote's main goroutine, as the rest of its own

@@ -47,7 +47,13 @@ func FindIn(name, path, dir string) (string, int, error) {
 		return name, 0, nil
 	}
 	// A file found but not executable is remembered, as the shell does:
-	// 126 only when no later entry has an executable one.
+	// 126 only when no later entry has an executable one. An entry that
+	// cannot be searched (EACCES from stat, as a PATH that `sudo -u`
+	// left with root's /root/bin in it gives) holds nothing this process
+	// could run: it is skipped, as bash skips it, and a name found
+	// nowhere else is "command not found", 127. (execvp(3) remembers
+	// that EACCES too and reports 126; the shells users compare with do
+	// not.)
 	var denied error
 	for _, entry := range filepath.SplitList(path) {
 		if entry == "" {
@@ -61,7 +67,7 @@ func FindIn(name, path, dir string) (string, int, error) {
 		if err == nil {
 			return p, 0, nil
 		}
-		if denied == nil && errors.Is(err, fs.ErrPermission) {
+		if denied == nil && errors.Is(err, errNotExecutable) {
 			denied = err
 		}
 	}
@@ -79,16 +85,25 @@ func in(dir, p string) string {
 	return filepath.Join(dir, p)
 }
 
+// errNotExecutable is a file that exists but this process may not
+// execute (a directory included); it wraps fs.ErrPermission.
+var errNotExecutable = fmt.Errorf("not executable: %w", fs.ErrPermission)
+
+// stat is os.Stat; tests replace it to see a directory they cannot make
+// unsearchable for root.
+var stat = os.Stat
+
 // executable reports nil for a regular file this process may execute,
-// wrapping fs.ErrPermission for one it may not or for a directory, and the
-// stat error otherwise.
+// errNotExecutable for one it may not or for a directory, and the stat
+// error otherwise (fs.ErrPermission when a directory on the way cannot
+// be searched).
 func executable(p string) error {
-	fi, err := os.Stat(p)
+	fi, err := stat(p)
 	if err != nil {
 		return err
 	}
 	if fi.IsDir() || fi.Mode()&0o111 == 0 || !mayExecute(p) {
-		return fmt.Errorf("not executable: %w", fs.ErrPermission)
+		return errNotExecutable
 	}
 	return nil
 }

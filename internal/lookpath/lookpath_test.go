@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/agentbox/agentbox/internal/exitcode"
@@ -46,6 +47,54 @@ func TestFind(t *testing.T) {
 		got, status, err := Find(tc.name, tc.path)
 		if got != tc.want || status != tc.status {
 			t.Errorf("Find(%q, %q) = %q, %d, %v; want %q, %d", tc.name, tc.path, got, status, err, tc.want, tc.status)
+		}
+		if tc.msg != "" && (err == nil || !strings.Contains(err.Error(), tc.msg)) {
+			t.Errorf("Find(%q): error %v, want %q", tc.name, err, tc.msg)
+		}
+	}
+}
+
+// TestFindSkipsUnsearchable: a PATH entry that cannot be searched (stat
+// fails with EACCES) is skipped as the shell skips it: a later match
+// runs, and no match anywhere is 127, not 126. A file found but not
+// executable is still 126, and so is a name with a slash through such a
+// directory (the shell's execve says "Permission denied" too).
+func TestFindSkipsUnsearchable(t *testing.T) {
+	dir := t.TempDir()
+	locked, b := filepath.Join(dir, "locked"), filepath.Join(dir, "b")
+	for _, d := range []string{locked, b} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(b, "tool"), []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(b, "plain"), []byte("#!/bin/sh\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// Root searches every directory: the kernel's EACCES is simulated.
+	stat = func(p string) (os.FileInfo, error) {
+		if strings.HasPrefix(p, locked+string(filepath.Separator)) {
+			return nil, &os.PathError{Op: "stat", Path: p, Err: syscall.EACCES}
+		}
+		return os.Stat(p)
+	}
+	t.Cleanup(func() { stat = os.Stat })
+	path := locked + ":" + b
+	for _, tc := range []struct {
+		name, want string
+		status     int
+		msg        string
+	}{
+		{"tool", filepath.Join(b, "tool"), 0, ""},
+		{"nosuch", "", exitcode.NotFound, "nosuch: command not found"},
+		{"plain", "", exitcode.NotExecutable, "plain: permission denied"},
+		{filepath.Join(locked, "tool"), "", exitcode.NotExecutable, "permission denied"},
+	} {
+		got, status, err := Find(tc.name, path)
+		if got != tc.want || status != tc.status {
+			t.Errorf("Find(%q) = %q, %d, %v; want %q, %d", tc.name, got, status, err, tc.want, tc.status)
 		}
 		if tc.msg != "" && (err == nil || !strings.Contains(err.Error(), tc.msg)) {
 			t.Errorf("Find(%q): error %v, want %q", tc.name, err, tc.msg)

@@ -12,7 +12,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"math"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -22,6 +25,7 @@ import (
 
 	"github.com/agentbox/agentbox/internal/cli/flagnames"
 	"github.com/agentbox/agentbox/internal/cli/refusals"
+	"github.com/agentbox/agentbox/internal/fspath"
 	"github.com/agentbox/agentbox/policy"
 	"github.com/agentbox/agentbox/sandbox"
 )
@@ -29,6 +33,9 @@ import (
 // DefaultMaxOutput is how much of each of stdout and stderr a result
 // carries before the rest is cut off with a marker.
 const DefaultMaxOutput = 100 << 10
+
+// maxLine is the longest message the server reads, the SDK's own limit.
+const maxLine = mcp.DefaultMaxLineLength
 
 // Options adjust the server.
 type Options struct {
@@ -48,9 +55,20 @@ type Options struct {
 // RunInput is the run tool's input.
 type RunInput struct {
 	Command        []string `json:"command" jsonschema:"the program and its arguments, run directly without a shell (use [\"sh\", \"-c\", \"...\"] for pipes and redirections)"`
+	Cwd            string   `json:"cwd,omitempty" jsonschema:"the directory to run in: inside the workspace, relative to it or absolute (default: the workspace)"`
 	Stdin          *string  `json:"stdin,omitempty" jsonschema:"text given to the command on its standard input (default: none)"`
 	TimeoutSeconds *float64 `json:"timeout_seconds,omitempty" jsonschema:"kill the command and everything it started after this many seconds"`
+
+	// RequestPermissions is reserved for DESIGN.md's request_permissions
+	// (more directories or hosts for one call, granted by the human
+	// through elicitation). It is decoded so that a client asking for it
+	// is told it is not supported, rather than of an unknown field, and
+	// it is kept out of the advertised schema until it is.
+	RequestPermissions json.RawMessage `json:"request_permissions,omitempty"`
 }
+
+// reserved are RunInput's fields the schema does not advertise yet.
+var reserved = []string{"request_permissions"}
 
 // RunOutput is the run tool's structured result.
 type RunOutput struct {
@@ -92,10 +110,21 @@ func New(s *sandbox.Session, opts Options) *mcp.Server {
 	if err != nil {
 		panic(fmt.Sprintf("mcpserver: input schema: %v", err)) // a fixed type: fails every test if ever
 	}
+	for _, name := range reserved {
+		delete(in.Properties, name)
+	}
 	out, err := jsonschema.For[RunOutput](nil)
 	if err != nil {
 		panic(fmt.Sprintf("mcpserver: output schema: %v", err))
 	}
+	// Plain types: clients that build arguments from the schema (the
+	// MCP inspector's CLI parses `command=[...]` as JSON only for a
+	// property whose type is "array") and single-type dialects do not
+	// understand ["null", "array"], which the SDK's inference gives
+	// every slice and pointer. The decoder takes a null as absent; the
+	// output never holds one.
+	plain(in)
+	plain(out)
 	srv.AddTool(&mcp.Tool{
 		Name:         "run",
 		Title:        "Run a command in the sandbox",
@@ -108,6 +137,24 @@ func New(s *sandbox.Session, opts Options) *mcp.Server {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// plain rewrites every ["null", T] type in s, at any depth, as T.
+func plain(s *jsonschema.Schema) {
+	if s == nil {
+		return
+	}
+	if len(s.Types) == 2 && (s.Types[0] == "null" || s.Types[1] == "null") {
+		s.Type = s.Types[0]
+		if s.Type == "null" {
+			s.Type = s.Types[1]
+		}
+		s.Types = nil
+	}
+	plain(s.Items)
+	for _, p := range s.Properties {
+		plain(p)
+	}
+}
 
 // Serve runs the server on r and w (newline-delimited JSON-RPC, as on an
 // MCP stdio connection) until the client disconnects or ctx ends.
@@ -129,41 +176,21 @@ func Serve(ctx context.Context, s *sandbox.Session, r io.Reader, w io.Writer, op
 		case <-ctx.Done():
 		}
 	}()
-	t := &mcp.IOTransport{Reader: &eofCancel{r: r, cancel: cancel}, Writer: nopWriteCloser{w}}
+	t := &lineTransport{r: r, w: w, onEnd: cancel}
 	err := New(s, opts).Run(ctx, t)
 	select {
 	case <-died:
 		return errors.New("the session's sandbox ended unexpectedly; start agentbox mcp again")
 	default:
 	}
+	if terr := t.err(); terr != nil {
+		return terr
+	}
 	if errors.Is(err, context.Canceled) || errors.Is(err, io.EOF) || errors.Is(err, mcp.ErrConnectionClosed) {
 		return nil
 	}
 	return err
 }
-
-// eofCancel calls cancel once its reader ends or fails.
-type eofCancel struct {
-	r      io.Reader
-	cancel context.CancelFunc
-}
-
-func (e *eofCancel) Read(p []byte) (int, error) {
-	n, err := e.r.Read(p)
-	if err != nil {
-		e.cancel()
-	}
-	return n, err
-}
-
-func (e *eofCancel) Close() error {
-	e.cancel()
-	return nil
-}
-
-type nopWriteCloser struct{ io.Writer }
-
-func (nopWriteCloser) Close() error { return nil }
 
 // describe tells the agent what the sandbox allows, from the session's
 // policy.
@@ -258,6 +285,13 @@ func (h *handler) run(ctx context.Context, req *mcp.CallToolRequest, in RunInput
 	if len(in.Command) == 0 || in.Command[0] == "" {
 		return nil, RunOutput{}, errors.New(`"command" must hold the program and its arguments, e.g. ["ls", "-la"]`)
 	}
+	if in.RequestPermissions != nil {
+		return nil, RunOutput{}, errors.New(`"request_permissions" is not supported by this agentbox yet: ask the user to start agentbox mcp with the directories (--add-dir) or hosts (--allow-domain) the command needs`)
+	}
+	dir, err := workDir(h.s.Policy().Cwd(), in.Cwd)
+	if err != nil {
+		return nil, RunOutput{}, err
+	}
 	timeout := h.opts.DefaultTimeout
 	if in.TimeoutSeconds != nil {
 		t := *in.TimeoutSeconds
@@ -281,6 +315,7 @@ func (h *handler) run(ctx context.Context, req *mcp.CallToolRequest, in RunInput
 		defer cancel()
 	}
 	c := h.s.Command(ctx, in.Command[0], in.Command[1:]...)
+	c.Dir = dir
 	if in.Stdin != nil {
 		c.Stdin = strings.NewReader(*in.Stdin)
 	}
@@ -291,7 +326,7 @@ func (h *handler) run(ctx context.Context, req *mcp.CallToolRequest, in RunInput
 	c.WaitDelay = 2 * time.Second
 
 	out := RunOutput{}
-	err := c.Run()
+	err = c.Run()
 	var se *sandbox.StartError
 	var ee *sandbox.ExitError
 	isErr := false
@@ -323,6 +358,48 @@ func (h *handler) run(ctx context.Context, req *mcp.CallToolRequest, in RunInput
 		Content: []mcp.Content{&mcp.TextContent{Text: text(out)}},
 		IsError: isErr,
 	}, out, nil
+}
+
+// workDir resolves the call's cwd against the workspace ws: "" is the
+// workspace; anything else must be a directory inside it once every
+// symlink is resolved (a link in the workspace pointing out is outside).
+// The command gets the resolved path. The check is the contract of the
+// tool, not a wall: the sandbox's roots are what confine the command,
+// wherever it starts.
+func workDir(ws, cwd string) (string, error) {
+	if cwd == "" {
+		return "", nil
+	}
+	p := cwd
+	if !filepath.IsAbs(p) {
+		p = filepath.Join(ws, p)
+	}
+	real, err := filepath.EvalSymlinks(p)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return "", fmt.Errorf(`"cwd" %q does not exist`, cwd)
+		}
+		return "", fmt.Errorf(`"cwd" %q: %w`, cwd, err)
+	}
+	root, err := filepath.EvalSymlinks(ws)
+	if err != nil {
+		return "", fmt.Errorf("the workspace %s: %w", ws, err)
+	}
+	if !fspath.Within(real, root) {
+		how := ""
+		if real != filepath.Clean(p) {
+			how = " (it resolves to " + real + ")"
+		}
+		return "", fmt.Errorf(`"cwd" %q is outside the workspace %s%s: give a directory inside it`, cwd, ws, how)
+	}
+	fi, err := os.Stat(real)
+	if err != nil {
+		return "", fmt.Errorf(`"cwd" %q: %w`, cwd, err)
+	}
+	if !fi.IsDir() {
+		return "", fmt.Errorf(`"cwd" %q is not a directory`, cwd)
+	}
+	return real, nil
 }
 
 // text is the result for clients that read only the text content.

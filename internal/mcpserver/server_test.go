@@ -28,21 +28,7 @@ import (
 // the SDK's own client connected to it over an in-memory pipe.
 func connect(t *testing.T, opts Options) (*mcp.ClientSession, string) {
 	t.Helper()
-	if runtime.GOOS != "linux" {
-		t.Skip("sandbox sessions are exercised on Linux")
-	}
-	ws, err := filepath.EvalSymlinks(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	pol, err := rawpolicy.Resolve(policy.Options{Cwd: ws}, func(string) string { return "" }, runtime.GOOS)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := sandbox.NewSession(pol)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, ws := newSession(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	st, ct := mcp.NewInMemoryTransports()
 	srv := New(s, opts)
@@ -59,9 +45,31 @@ func connect(t *testing.T, opts Options) (*mcp.ClientSession, string) {
 		cs.Close()
 		ss.Wait()
 		cancel()
-		s.Close()
 	})
 	return cs, ws
+}
+
+// newSession is a sandbox session for a fresh workspace, closed when the
+// test ends.
+func newSession(t *testing.T) (*sandbox.Session, string) {
+	t.Helper()
+	if runtime.GOOS != "linux" {
+		t.Skip("sandbox sessions are exercised on Linux")
+	}
+	ws, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	pol, err := rawpolicy.Resolve(policy.Options{Cwd: ws}, func(string) string { return "" }, runtime.GOOS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := sandbox.NewSession(pol)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s, ws
 }
 
 func call(t *testing.T, ctx context.Context, cs *mcp.ClientSession, args map[string]any) (*mcp.CallToolResult, RunOutput, error) {
@@ -209,19 +217,7 @@ func TestRunToolParallel(t *testing.T) {
 // TestServeClientHangsUp: when the client's side of the connection ends
 // with a call in flight, Serve returns at once and the command dies.
 func TestServeClientHangsUp(t *testing.T) {
-	if runtime.GOOS != "linux" {
-		t.Skip("sandbox sessions are exercised on Linux")
-	}
-	ws, _ := filepath.EvalSymlinks(t.TempDir())
-	pol, err := rawpolicy.Resolve(policy.Options{Cwd: ws}, func(string) string { return "" }, runtime.GOOS)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := sandbox.NewSession(pol)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s, ws := newSession(t)
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
 	served := make(chan error, 1)
@@ -300,5 +296,151 @@ func TestDescribeNetwork(t *testing.T) {
 	}
 	if got := describePolicy(rawpolicy.New(rawpolicy.Fields{Mode: policy.WorkspaceWrite, Cwd: "/ws"})); !strings.Contains(got, "the network is off") {
 		t.Errorf("network off: %s", got)
+	}
+}
+
+// TestRunToolSchema: the input schema is plain JSON Schema, one `type`
+// per property, as clients that build arguments from it (the MCP
+// inspector's CLI turns `command=["a"]` into an array only when the type
+// says "array") and single-type dialects need; so is the output schema,
+// whose values are never null.
+func TestRunToolSchema(t *testing.T) {
+	cs, _ := connect(t, Options{})
+	tools, err := cs.ListTools(context.Background(), nil)
+	if err != nil || len(tools.Tools) != 1 {
+		t.Fatalf("tools: %+v, %v", tools, err)
+	}
+	var in struct {
+		Type                 string                     `json:"type"`
+		Properties           map[string]json.RawMessage `json:"properties"`
+		Required             []string                   `json:"required"`
+		AdditionalProperties *bool                      `json:"additionalProperties"`
+	}
+	b, _ := json.Marshal(tools.Tools[0].InputSchema)
+	if err := json.Unmarshal(b, &in); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{
+		"command":         `{"type":"array","items":{"type":"string"}}`,
+		"stdin":           `{"type":"string"}`,
+		"timeout_seconds": `{"type":"number"}`,
+		"cwd":             `{"type":"string"}`,
+	}
+	if in.Type != "object" || len(in.Required) != 1 || in.Required[0] != "command" || in.AdditionalProperties == nil || *in.AdditionalProperties {
+		t.Errorf("input schema: %s", b)
+	}
+	if len(in.Properties) != len(want) {
+		t.Errorf("input properties: %s", b)
+	}
+	for name, w := range want {
+		var got map[string]any
+		if err := json.Unmarshal(in.Properties[name], &got); err != nil {
+			t.Errorf("%s: %s: %v", name, in.Properties[name], err)
+			continue
+		}
+		if d, _ := got["description"].(string); d == "" {
+			t.Errorf("%s has no description", name)
+		}
+		delete(got, "description")
+		g, _ := json.Marshal(got)
+		var wm map[string]any
+		json.Unmarshal([]byte(w), &wm)
+		ws, _ := json.Marshal(wm)
+		if string(g) != string(ws) {
+			t.Errorf("%s: schema %s, want %s", name, g, ws)
+		}
+	}
+	out, _ := json.Marshal(tools.Tools[0].OutputSchema)
+	for _, s := range []string{string(b), string(out)} {
+		if strings.Contains(s, `"null"`) || strings.Contains(s, `"type":[`) {
+			t.Errorf("a nullable or multi-type property: %s", s)
+		}
+	}
+}
+
+// TestRunToolCwd: cwd is a directory inside the workspace, relative to it
+// or absolute; one outside it (a symlink in the workspace pointing out
+// included), one that does not exist and a file are tool errors, and
+// nothing runs.
+func TestRunToolCwd(t *testing.T) {
+	cs, ws := connect(t, Options{})
+	ctx := context.Background()
+	outside, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{"sub/deeper", "other"} {
+		if err := os.MkdirAll(filepath.Join(ws, p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(ws, "file"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for link, target := range map[string]string{"out": outside, "in": "sub/deeper", "up": ".."} {
+		if err := os.Symlink(target, filepath.Join(ws, link)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct{ cwd, want string }{
+		{"sub", ws + "/sub"},
+		{"sub/deeper/", ws + "/sub/deeper"},
+		{".", ws},
+		{"", ws},
+		{ws, ws},
+		{ws + "/other", ws + "/other"},
+		{"in", ws + "/sub/deeper"},
+		{"sub/../other", ws + "/other"},
+	} {
+		res, out, err := call(t, ctx, cs, map[string]any{"command": []string{"pwd", "-P"}, "cwd": tc.cwd})
+		if err != nil || res.IsError || out.ExitCode != 0 || out.Stdout != tc.want+"\n" {
+			t.Errorf("cwd %q: %+v, %v", tc.cwd, out, err)
+		}
+	}
+	marker := filepath.Join(ws, "ran")
+	for _, tc := range []struct{ cwd, msg string }{
+		{outside, "outside the workspace"},
+		{"..", "outside the workspace"},
+		{"/", "outside the workspace"},
+		{"out", "outside the workspace"},
+		{"up", "outside the workspace"},
+		{"nonexistent", "does not exist"},
+		{outside + "/nonexistent", "does not exist"},
+		{"file", "not a directory"},
+	} {
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "run", Arguments: map[string]any{
+			"command": []string{"touch", marker}, "cwd": tc.cwd}})
+		if err != nil {
+			t.Fatalf("cwd %q: %v", tc.cwd, err)
+		}
+		msg := ""
+		if len(res.Content) > 0 {
+			msg = res.Content[0].(*mcp.TextContent).Text
+		}
+		if !res.IsError || !strings.Contains(msg, tc.msg) || !strings.Contains(msg, "cwd") {
+			t.Errorf("cwd %q: %v %q, want a tool error saying %q", tc.cwd, res.IsError, msg, tc.msg)
+		}
+		if _, err := os.Stat(marker); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("cwd %q: the command ran", tc.cwd)
+			os.Remove(marker)
+		}
+	}
+}
+
+// TestRunToolRequestPermissions: request_permissions is not offered yet;
+// a call that asks is told so by name, and nothing runs.
+func TestRunToolRequestPermissions(t *testing.T) {
+	cs, ws := connect(t, Options{})
+	marker := filepath.Join(ws, "ran")
+	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "run", Arguments: map[string]any{
+		"command": []string{"touch", marker}, "request_permissions": map[string]any{"add_dirs": []string{"/x"}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if msg := res.Content[0].(*mcp.TextContent).Text; !res.IsError || !strings.Contains(msg, "request_permissions") || !strings.Contains(msg, "not supported") {
+		t.Errorf("request_permissions: %v %q", res.IsError, msg)
+	}
+	if _, err := os.Stat(marker); !errors.Is(err, os.ErrNotExist) {
+		t.Error("the command ran")
 	}
 }

@@ -31,6 +31,8 @@ type Fields = struct {
 	ToolCacheMode    policy.ToolCacheMode
 	ToolCaches       []policy.ToolCache
 	AllowGitWrites   bool
+	PrivateTemps     []policy.PrivateTemp
+	SharedTemps      []string
 }
 
 // New returns the policy made of f (its slices copied).

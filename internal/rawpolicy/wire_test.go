@@ -4,7 +4,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
-	"slices"
+	"reflect"
 	"testing"
 
 	"github.com/agentbox/agentbox/internal/rawpolicy"
@@ -35,7 +35,7 @@ func TestEncodeDecodeRoundTrip(t *testing.T) {
 	}
 	// A cache's relocation rule is found by its name (policyhook.CacheEnvValue), so
 	// equal caches relocate alike.
-	if !slices.Equal(p.ToolCaches(), q.ToolCaches()) {
+	if !reflect.DeepEqual(p.ToolCaches(), q.ToolCaches()) {
 		t.Errorf("decoded tool caches %+v, want %+v", q.ToolCaches(), p.ToolCaches())
 	}
 	b2, _ := rawpolicy.Encode(q)

@@ -237,86 +237,90 @@ func helperAlive(dir string) bool {
 	return false
 }
 
-// Stop asks the helper for stateDir to exit (killing what runs in it) and
-// waits until it has. A helper that does not pass the peer check (one
-// started inside a user namespace, say, which serves nobody outside it)
-// or does not answer is sent SIGTERM: it is this user's process holding
-// the lock in this user's 0700 directory.
-func Stop(stateDir string) error {
+// StopIdle stops the helper for stateDir if it runs no command, and waits
+// until it has exited; a helper running commands is left to them (it
+// exits once idle) after closing its idle sessions. A helper that cannot
+// be asked (one that fails the peer check, started in another user
+// namespace, or of another build, which no longer listens) is left too:
+// it exits on its own when idle, and only the user knows whether what it
+// runs may be killed.
+func StopIdle(stateDir string) (StopOutcome, error) {
 	dir := Dir(stateDir)
 	if checkDir(dir) != nil || !helperAlive(dir) {
-		return nil
+		return StopOutcome{}, nil
 	}
-	if !askStop(filepath.Join(dir, "sock")) {
-		terminate(filepath.Join(dir, "lock"))
-	}
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		if !helperAlive(dir) {
-			return nil
+	out := StopOutcome{Pid: lockPid(filepath.Join(dir, "lock"))}
+	r, ok := ask(filepath.Join(dir, "sock"), "stop-idle")
+	switch {
+	case !ok:
+		// It may be exiting on its own (a replaced binary, idle).
+		if waitGone(dir, 2*time.Second) {
+			out.Stopped = true
+			return out, nil
 		}
+		out.Why = "it does not answer (another build of agentbox, or started in another user namespace)"
+		return out, nil
+	case !r.Exited:
+		out.Busy, out.Closed = r.Busy, r.Closed
+		return out, nil
 	}
-	return fmt.Errorf("the resident helper (lock %s) did not exit", filepath.Join(dir, "lock"))
+	if !waitGone(dir, 10*time.Second) {
+		return out, fmt.Errorf("the idle resident helper (lock %s) did not exit", filepath.Join(dir, "lock"))
+	}
+	out.Stopped = true
+	return out, nil
 }
 
-// askStop sends a stop request to the helper at sock; false when the
-// listener is not one we can trust with it (then it was sent SIGTERM)
-// or there is none.
-func askStop(sock string) bool {
+// ask sends op to the helper at sock and returns its reply; false when
+// there is no listener, it fails the peer check or it does not answer.
+func ask(sock, op string) (reply, bool) {
 	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
-		return false
+		return reply{}, false
 	}
 	defer unix.Close(fd)
 	if err := unix.Connect(fd, &unix.SockaddrUnix{Name: sock}); err != nil {
-		return false
+		return reply{}, false
 	}
 	if _, err := checkPeer(fd, false); err != nil {
-		cred, err1 := unix.GetsockoptUcred(fd, unix.SOL_SOCKET, unix.SO_PEERCRED)
-		pidfd, err2 := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_PEERPIDFD)
-		if err1 == nil && err2 == nil {
-			if int(cred.Uid) == os.Geteuid() {
-				unix.PidfdSendSignal(pidfd, unix.SIGTERM, nil, 0)
-			}
-			unix.Close(pidfd)
-		}
-		return true
+		return reply{}, false
 	}
-	b, _ := encodeRequest(&runRequest{Op: "stop"}, nil)
-	return sendMsg(fd, b, nil) == nil
+	b, _ := encodeRequest(&runRequest{Op: op}, nil)
+	if sendMsg(fd, b, nil) != nil {
+		return reply{}, false
+	}
+	// Closing idle sessions takes a moment each; a helper that says
+	// nothing in this long is not one that answers.
+	tv := unix.NsecToTimeval(int64(30 * time.Second))
+	unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv)
+	buf := make([]byte, 4096)
+	n, rfds, err := recvMsg(fd, buf, nil)
+	closeAll(rfds)
+	var r reply
+	if err != nil || n == 0 || json.Unmarshal(buf[:n], &r) != nil {
+		return reply{}, false
+	}
+	return r, true
 }
 
-// terminate sends SIGTERM to the helper whose pid the lock file names, if
-// that process is ours and still holds the lock (a helper whose binary
-// changed no longer listens, but may still be waiting for commands).
-func terminate(lockPath string) {
+func waitGone(dir string, within time.Duration) bool {
+	for deadline := time.Now().Add(within); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if !helperAlive(dir) {
+			return true
+		}
+	}
+	return false
+}
+
+// lockPid is the pid the helper wrote in its lock file, 0 if none.
+func lockPid(lockPath string) int {
 	b, err := os.ReadFile(lockPath)
 	if err != nil {
-		return
+		return 0
 	}
 	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
 	if err != nil || pid <= 1 {
-		return
+		return 0
 	}
-	pidfd, err := unix.PidfdOpen(pid, 0)
-	if err != nil {
-		return
-	}
-	defer unix.Close(pidfd)
-	// The pid is this helper's only if it holds the lock file open now
-	// (checked after the pidfd pins the process) and runs as us.
-	var st, lst unix.Stat_t
-	if unix.Stat(lockPath, &lst) != nil || unix.Stat("/proc/"+strconv.Itoa(pid), &st) != nil || int(st.Uid) != os.Geteuid() {
-		return
-	}
-	fds, err := os.ReadDir("/proc/" + strconv.Itoa(pid) + "/fd")
-	if err != nil {
-		return
-	}
-	for _, e := range fds {
-		var fst unix.Stat_t
-		if unix.Stat("/proc/"+strconv.Itoa(pid)+"/fd/"+e.Name(), &fst) == nil && fst.Dev == lst.Dev && fst.Ino == lst.Ino {
-			unix.PidfdSendSignal(pidfd, unix.SIGTERM, nil, 0)
-			return
-		}
-	}
+	return pid
 }

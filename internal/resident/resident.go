@@ -98,7 +98,7 @@ func capDenied(ds []netpolicy.Denied) []netpolicy.Denied {
 // runRequest is the CLI's request for one command. The policy's canonical
 // bytes travel after it in the same message (see encodeRequest).
 type runRequest struct {
-	Op string `json:"op"` // "run" or "stop"
+	Op string `json:"op"` // "run", "stop" or "stop-idle"
 	// Key fields: together with the policy's bytes, the exact key of the
 	// prepared sandbox that may serve the request.
 	Binary   string      `json:"binary"` // identity of the CLI's executable
@@ -135,6 +135,25 @@ type reply struct {
 	Diag     string `json:"diag,omitempty"`   // the run's notes for stderr
 	// Denied is the run report's network.denied (see Result.Denied).
 	Denied []netpolicy.Denied `json:"denied,omitempty"`
+	// Busy answers a stop-idle request the helper did not stop for: the
+	// connections it serves (commands running, or being prepared).
+	Busy int `json:"busy,omitempty"`
+	// Closed is how many idle sessions it closed meanwhile.
+	Closed int `json:"closed,omitempty"`
+}
+
+// StopOutcome is what [StopIdle] did.
+type StopOutcome struct {
+	// Pid is the helper's, 0 when none was running.
+	Pid int
+	// Stopped: the helper was idle and has exited.
+	Stopped bool
+	// Busy is, for a helper left running, the commands it was running
+	// (or preparing a sandbox for), and Closed the idle sessions it
+	// closed; 0 with Why set when it could not be asked.
+	Busy, Closed int
+	// Why says why a helper was left running.
+	Why string
 }
 
 // control is a message from the CLI while the command runs.

@@ -20,8 +20,8 @@ func Serve(stateDir string, resolve Resolver) error {
 	return errors.New("agentbox: the resident helper exists on Linux only")
 }
 
-// Stop has nothing to stop here.
-func Stop(stateDir string) error { return nil }
+// StopIdle has nothing to stop here.
+func StopIdle(stateDir string) (StopOutcome, error) { return StopOutcome{}, nil }
 
 // Detach fails: only Linux has a resident helper.
 func Detach(stateDir string) error { return Serve(stateDir, nil) }

@@ -66,12 +66,10 @@ type entry struct {
 	refuse string // why this key is never served (degraded mode, say)
 	active int
 	last   time.Time
-	// What the session was prepared for: the policy, the roots' identity,
-	// and the placeholders it made for the policy's missing protected
-	// paths (see alias).
-	pol          *policy.Policy
-	roots        []rootID
-	placeholders map[string]rootID
+	// What the session was prepared for: the policy and the roots'
+	// identity (see alias).
+	pol   *policy.Policy
+	roots []rootID
 }
 
 // Serve runs the helper for the state directory stateDir; it returns when
@@ -368,6 +366,10 @@ func (s *server) serve(fd int) {
 		sendJSON(fd, reply{Exited: true})
 		s.stop()
 		return
+	case "stop-idle":
+		closeAll(fds)
+		s.stopIdle(fd)
+		return
 	case "run":
 	default:
 		closeAll(fds)
@@ -381,6 +383,47 @@ func (s *server) serve(fd int) {
 	stdio := stdioFiles(fds)
 	defer closeStdio(&stdio)
 	s.start(fd, req, polBytes, stdio, jsonReplies{})
+}
+
+// stopIdle is `agentbox cleanup`'s request: the helper stops if it runs
+// nothing, and otherwise stays for the commands it runs (which may be
+// another agent's, or another user's with the same state directory, as
+// every root session has) and closes its idle sessions, so that cleanup
+// finds their placeholders and tool-cache layers free.
+func (s *server) stopIdle(fd int) {
+	s.mu.Lock()
+	busy := s.active - 1 // not this connection
+	var idle []*entry
+	if busy == 0 {
+		// Decided under the lock new connections are counted under:
+		// none is served from here on.
+		s.stopping = true
+	} else {
+		seen := map[*entry]bool{}
+		for _, e := range s.sessions {
+			if !seen[e] && e.active == 0 && isReady(e) {
+				seen[e] = true
+				idle = append(idle, e)
+			}
+		}
+		for _, e := range idle {
+			s.drop(e)
+		}
+	}
+	s.mu.Unlock()
+	if busy == 0 {
+		sendJSON(fd, reply{Exited: true})
+		s.stop()
+		return
+	}
+	for _, e := range idle {
+		if e.s != nil {
+			s.closing.Add(1)
+			e.s.Close()
+			s.closing.Done()
+		}
+	}
+	sendJSON(fd, reply{Busy: busy, Closed: len(idle)})
 }
 
 // start runs the request's command in the session for its key, if the
@@ -548,31 +591,24 @@ func (s *server) prepare(e *entry, r *runRequest, polBytes []byte) {
 		return
 	}
 	e.pol, e.roots = pol, r.Roots
-	e.placeholders = map[string]rootID{}
-	for _, pr := range pol.Protected() {
-		if pr.Kind != policy.Missing || pr.Root == "" {
-			continue
-		}
-		// The placeholder the session made (or joined) for it, now
-		// bound read-only in the sandbox.
-		var st unix.Stat_t
-		if unix.Lstat(pr.Path, &st) == nil && (st.Mode&unix.S_IFMT == unix.S_IFDIR || st.Mode&unix.S_IFMT == unix.S_IFREG) {
-			e.placeholders[pr.Path] = rootID{Path: pr.Path, Exists: true, Dev: st.Dev, Ino: st.Ino}
-		}
-	}
 	e.s = sess
 }
 
 // alias finds the session that already serves this request's policy
 // under another key, and files it under this one too. The one case: a
-// session prepared while a protected path was missing made a placeholder
-// for it, which the next CLI's policy resolution sees as an existing
-// directory or file (same path, Kind Dir or File instead of Missing, the
-// placeholder's inode). That sandbox binds exactly that inode read-only, as one
-// prepared for the new policy would: everything else must be equal, byte
-// for byte and inode for inode. Without this, every workspace with a
-// missing protected name would get two sessions, and the second a
-// throwaway tool-cache layer (the first holds the workspace's).
+// run of the same workspace was running when the CLI resolved this
+// policy, and the placeholders it held for the workspace's missing
+// protected names were on disk: this policy sees them as an empty
+// directory (or, for a name read as a file, an empty file) where the
+// session's has them missing. A session holds and binds every protected
+// path of its roots for each command, as a lone run does, whatever was
+// on disk when it was prepared (sandbox.Session): a missing name gets a
+// placeholder, an existing directory is held and bound read-only as it
+// is. So that session confines this run exactly as one prepared for its
+// policy would, provided everything else is equal, byte for byte and
+// inode for inode. Without this, every run that overlaps another of the
+// same workspace would get a sandbox of its own (the placeholders'
+// inodes are new each time), and with it a throwaway tool-cache layer.
 func (s *server) alias(key string, r *runRequest, polBytes []byte) *entry {
 	reqPol, err := rawpolicy.Decode(polBytes)
 	if err != nil {
@@ -582,7 +618,7 @@ func (s *server) alias(key string, r *runRequest, polBytes []byte) *entry {
 	defer s.mu.Unlock()
 	for _, e := range s.sessions {
 		// Ready first: e.pol is set (and safe to read) only then.
-		if !isReady(e) || e.s == nil || len(e.placeholders) == 0 || len(e.roots) != len(r.Roots) {
+		if !isReady(e) || e.s == nil || len(e.roots) != len(r.Roots) {
 			continue
 		}
 		have := e.pol.Protected()
@@ -590,19 +626,19 @@ func (s *server) alias(key string, r *runRequest, polBytes []byte) *entry {
 		if len(have) != len(norm.Protected) {
 			continue
 		}
-		ok := true
+		held := map[string]bool{}
 		for i, pr := range norm.Protected {
-			// A directory placeholder, or a file one (for a path git
-			// reads as a file).
-			if have[i].Kind == policy.Missing && (pr.Kind == policy.Dir || pr.Kind == policy.File) {
-				if _, held := e.placeholders[pr.Path]; !held {
-					ok = false
-					break
-				}
+			if have[i].Kind != policy.Missing || have[i].Root == "" || have[i].Path != pr.Path {
+				continue
+			}
+			// What a held placeholder of the same kind is found as.
+			if pr.Kind == policy.Dir && !have[i].FileWhenMissing || pr.Kind == policy.File && have[i].FileWhenMissing {
 				norm.Protected[i].Kind = policy.Missing
+				norm.Protected[i].FileWhenMissing = have[i].FileWhenMissing
+				held[pr.Path] = true
 			}
 		}
-		if !ok {
+		if len(held) == 0 {
 			continue
 		}
 		a, err1 := rawpolicy.Encode(rawpolicy.New(norm))
@@ -610,15 +646,12 @@ func (s *server) alias(key string, r *runRequest, polBytes []byte) *entry {
 		if err1 != nil || err2 != nil || !bytes.Equal(a, b) {
 			continue
 		}
+		ok := true
 		for j, id := range r.Roots {
-			if id == e.roots[j] {
-				continue
+			if id != e.roots[j] && !(held[id.Path] && !e.roots[j].Exists && e.roots[j].Path == id.Path) {
+				ok = false
+				break
 			}
-			if ph, held := e.placeholders[id.Path]; held && !e.roots[j].Exists && id == ph {
-				continue
-			}
-			ok = false
-			break
 		}
 		if !ok {
 			continue

@@ -92,9 +92,14 @@ func sendJSON(fd int, v any) error {
 // placeholder removed and replaced by a real directory, or a .git moved
 // aside for another, is another inode at the same path, which the
 // prepared mount tree does not cover) and the tool caches' host
-// directories. Paths are lstat'ed: a symlink is itself what is protected.
+// directories, and the private temporary directories (one removed by
+// hand would leave the prepared sandbox writing a deleted directory).
+// Paths are lstat'ed: a symlink is itself what is protected.
 func rootIDs(pol *policy.Policy) []rootID {
 	paths := append([]string{pol.Cwd()}, pol.WritableRoots()...)
+	for _, t := range pol.PrivateTemps() {
+		paths = append(paths, t.Dir)
+	}
 	for _, pr := range pol.Protected() {
 		paths = append(paths, pr.Path)
 	}

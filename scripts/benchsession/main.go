@@ -8,7 +8,8 @@
 //
 // BENCHSESSION_ALLOW=PATTERN[,PATTERN...] gives the library session's
 // policy a network allow-list (as --allow-domain would), so that each
-// command gets its proxy listeners.
+// command gets its proxy listeners; BENCHSESSION_CONFIG=FILE resolves
+// the library session's policy with that config file.
 //
 // At the end it prints on stderr the median, p10 and p90 of the time each
 // command took as seen by the caller (Run, or CallTool: the client round
@@ -50,7 +51,14 @@ func run(args []string) error {
 		if v := os.Getenv("BENCHSESSION_ALLOW"); v != "" {
 			allow = strings.Split(v, ",")
 		}
-		pol, err := policy.Resolve(policy.Options{Cwd: args[0], AllowDomains: allow})
+		var cfg *policy.Config
+		if path := os.Getenv("BENCHSESSION_CONFIG"); path != "" {
+			var err error
+			if cfg, err = policy.LoadConfig(path); err != nil {
+				return err
+			}
+		}
+		pol, err := policy.Resolve(policy.Options{Cwd: args[0], AllowDomains: allow, Config: cfg})
 		if err != nil {
 			return err
 		}

@@ -12,14 +12,26 @@ import (
 )
 
 // TestWritesAllowed: the workspace, an --add-dir root, /tmp and $TMPDIR are
-// writable, and the writes are visible on the host.
+// writable; the workspace's and the root's writes are visible on the host,
+// those to /tmp and $TMPDIR land in the workspace's private directories
+// and never in the host's. With share_slash_tmp = true, they reach the
+// host's /tmp and $TMPDIR as before.
 func TestWritesAllowed(t *testing.T) {
 	forEachUser(t, func(t *testing.T, u *testUser) {
-		fx := newFixture(t, u)
-		tmpFile := filepath.Join("/tmp", randName("abtest-w-"))
-		t.Cleanup(func() { os.Remove(tmpFile) })
-		r := runWith(t, u, runOpts{dir: fx.ws, env: append(fx.env(), "TMPDIR="+fx.tmpdir, "TMPF="+tmpFile)},
-			"run", "-C", fx.ws, "--add-dir", fx.add, "--", "/bin/sh", "-c", `set -e
+		for _, share := range []bool{false, true} {
+			fx := newFixture(t, u)
+			tmpFile := filepath.Join("/tmp", randName("abtest-w-"))
+			t.Cleanup(func() { os.Remove(tmpFile) })
+			args := []string{"run", "-C", fx.ws, "--add-dir", fx.add}
+			if share {
+				cfg := filepath.Join(fx.dir, "share.toml")
+				if err := os.WriteFile(cfg, []byte("[sandbox_workspace_write]\nshare_slash_tmp = true\n"), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				args = append(args, "--config", cfg)
+			}
+			r := runWith(t, u, runOpts{dir: fx.ws, env: append(fx.env(), "TMPDIR="+fx.tmpdir, "TMPF="+tmpFile)},
+				append(args, "--", "/bin/sh", "-c", `set -e
 echo ws > "$WS/new.txt"
 mkdir -p "$WS/sub/deep/er" && echo deep > "$WS/sub/deep/er/f"
 echo add > "$ADD/new.txt"
@@ -27,17 +39,25 @@ echo tmp > "$TMPF"
 echo tmpdir > "$TMPDIR/new.txt"
 mv "$WS/file.txt" "$WS/renamed.txt"
 rm "$WS/renamed.txt"
-echo done`)
-		if r.code != 0 || strings.TrimSpace(r.stdout) != "done" {
-			t.Fatalf("writes inside writable roots failed: %v", r)
+echo done`)...)
+			if r.code != 0 || strings.TrimSpace(r.stdout) != "done" {
+				t.Fatalf("share_slash_tmp=%v: writes inside writable roots failed: %v", share, r)
+			}
+			assertContent(t, filepath.Join(fx.ws, "new.txt"), "ws\n")
+			assertContent(t, filepath.Join(fx.ws, "sub/deep/er/f"), "deep\n")
+			assertContent(t, filepath.Join(fx.add, "new.txt"), "add\n")
+			assertAbsent(t, filepath.Join(fx.ws, "file.txt"))
+			assertAbsent(t, filepath.Join(fx.ws, "renamed.txt"))
+			if share {
+				assertContent(t, tmpFile, "tmp\n")
+				assertContent(t, filepath.Join(fx.tmpdir, "new.txt"), "tmpdir\n")
+				continue
+			}
+			assertAbsent(t, tmpFile)
+			assertAbsent(t, filepath.Join(fx.tmpdir, "new.txt"))
+			assertContent(t, filepath.Join(privateTmp(u, fx.ws, "tmp"), filepath.Base(tmpFile)), "tmp\n")
+			assertContent(t, filepath.Join(privateTmp(u, fx.ws, "tmpdir"), "new.txt"), "tmpdir\n")
 		}
-		assertContent(t, filepath.Join(fx.ws, "new.txt"), "ws\n")
-		assertContent(t, filepath.Join(fx.ws, "sub/deep/er/f"), "deep\n")
-		assertContent(t, filepath.Join(fx.add, "new.txt"), "add\n")
-		assertContent(t, tmpFile, "tmp\n")
-		assertContent(t, filepath.Join(fx.tmpdir, "new.txt"), "tmpdir\n")
-		assertAbsent(t, filepath.Join(fx.ws, "file.txt"))
-		assertAbsent(t, filepath.Join(fx.ws, "renamed.txt"))
 	})
 }
 
@@ -196,7 +216,8 @@ var escapeCases = []escapeCase{
 	// The parent chain of a protected directory up to its writable root
 	// cannot be renamed aside either (then a fresh .git could be made).
 	{name: "ancestor/mv-workspace-in-add-dir", script: `cd / && mv "$WS" "$WS.moved" && mkdir -p "$WS/.git/hooks" && echo x > "$WS/.git/hooks/pre-commit"`,
-		breached: created("$WS.moved", "$WS/.git/hooks/pre-commit"), extra: func(fx *fixture) []string { return []string{"--add-dir", fx.dir} }},
+		breached: created("$WS.moved", "$WS/.git/hooks/pre-commit"), extra: func(fx *fixture) []string { return []string{"--add-dir", fx.dir} },
+		opts: []fixtureOpt{homeOutside}},
 	{name: "ancestor/mv-workspace-in-tmp", script: `cd / && mv "$WS" "$WS.moved" && mkdir -p "$WS/.git/hooks" && echo x > "$WS/.git/hooks/pre-commit"`,
 		breached: created("$WS.moved", "$WS/.git/hooks/pre-commit"), opts: []fixtureOpt{inTmp}},
 	{name: "ancestor/mv-parent-in-tmp", script: `cd / && mv "$DIR" "$DIR.moved" && mkdir -p "$WS/.git/hooks" && echo x > "$WS/.git/hooks/pre-commit"`,
@@ -267,8 +288,9 @@ func TestProtectedLeftovers(t *testing.T) {
 	})
 }
 
-// TestWorkspaceInTmp: a workspace below /tmp (itself a writable root)
-// still has its .git read-only.
+// TestWorkspaceInTmp: a workspace below the host's /tmp is the host's
+// directory inside the sandbox's private /tmp, and still has its .git
+// read-only.
 func TestWorkspaceInTmp(t *testing.T) {
 	forEachUser(t, func(t *testing.T, u *testUser) {
 		fx := newFixture(t, u, inTmp)
@@ -287,8 +309,9 @@ func TestWorkspaceInTmp(t *testing.T) {
 }
 
 // TestWorktree: the workspace is a linked worktree whose main repository is
-// elsewhere (outside, or under /tmp which is writable): the worktree's
-// gitdir and the main .git stay read-only.
+// elsewhere (outside, or under the host's /tmp, which the sandbox's
+// private /tmp replaces): the worktree's gitdir and the main .git stay
+// visible and read-only.
 func TestWorktree(t *testing.T) {
 	if _, err := os.Stat("/usr/bin/git"); err != nil {
 		t.Skip("git not installed")
@@ -349,11 +372,14 @@ echo done`)
 					t.Errorf("git log inside the worktree failed (reads of the gitdir must work): %v", r)
 				}
 				if where == "tmp" {
-					// The rest of /tmp stays writable: the repo's work tree too.
+					// The rest of /tmp is the sandbox's own: a write to the
+					// main work tree's path lands in the private /tmp, not
+					// in the host's repository.
 					r2 := runWith(t, u, runOpts{dir: wt, env: []string{"MAIN=" + main}}, "run", "-C", wt, "--", "/bin/sh", "-c", `echo ok > "$MAIN/tmpwrite"`)
-					assertContent(t, filepath.Join(main, "tmpwrite"), "ok\n")
+					assertAbsent(t, filepath.Join(main, "tmpwrite"))
+					assertContent(t, filepath.Join(privateTmp(u, wt, "tmp"), strings.TrimPrefix(main, "/tmp/"), "tmpwrite"), "ok\n")
 					if r2.code != 0 {
-						t.Errorf("write to main work tree under /tmp: %v", r2)
+						t.Errorf("write to main work tree's path under /tmp: %v", r2)
 					}
 				}
 				if t.Failed() {
@@ -385,7 +411,7 @@ func TestMountAttacks(t *testing.T) {
 	forEachUser(t, func(t *testing.T, u *testUser) {
 		// Safety: these scripts mount and unmount. If agentbox ran them in
 		// the host's mount namespace (as root) they would change the host.
-		probe := runWith(t, u, runOpts{}, "run", "-C", u.home, "--", "readlink", "/proc/self/ns/mnt")
+		probe := runWith(t, u, runOpts{}, "run", "-C", newFixture(t, u).ws, "--", "readlink", "/proc/self/ns/mnt")
 		if ns := strings.TrimSpace(probe.stdout); ns == "" || ns == hostNS {
 			t.Fatalf("the sandbox does not have its own mount namespace (%q, host %q); not running mount attacks: %v", ns, hostNS, probe)
 		}

@@ -171,10 +171,12 @@ func TestGitHooksPathAttack(t *testing.T) {
 // of its own (a subdirectory of a repository) and in a subdirectory of
 // it, the command creates HEAD, objects/, refs/ and a config with
 // core.pager and core.fsmonitor; `git log` there on the host runs them.
-// agentbox cannot stop a directory from holding files named so; git's own
-// defence is safe.bareRepository=explicit: doctor reports whether the
-// user's git has it, setup recommends it, and with it the planted
-// repository is refused.
+// At the workspace root agentbox keeps HEAD from being planted; deeper,
+// the check after the run finds the directory laid out as a bare
+// repository and moves its HEAD aside. git's own defence,
+// safe.bareRepository=explicit, is reported by doctor and recommended by
+// setup. The control plants the same repository on the host, where git
+// runs its pager unless safe.bareRepository says otherwise.
 func TestGitPlantedBareRepoAttack(t *testing.T) {
 	needGit(t)
 	forEachUser(t, func(t *testing.T, u *testUser) {
@@ -212,7 +214,14 @@ plant "$PWD" "$EVIL_ROOT"; plant "$PWD/deeper" "$EVIL_DEEP"; echo planted`
 			if !strings.Contains(r.stdout, "planted") {
 				t.Fatalf("plant: %v", r)
 			}
-			for _, d := range []string{ws, filepath.Join(ws, "deeper")} {
+			ctl := filepath.Join(fx.dir, "control")
+			os.MkdirAll(ctl, 0o755)
+			chownR(t, fx.dir, u)
+			if c := host(t, u, runOpts{env: append(fx.env(), "EVIL_ROOT="+hookScript(fx, "bare-control"), "EVIL_DEEP="+hookScript(fx, "bare-control")), dir: ctl},
+				"/bin/sh", "-c", plant); !strings.Contains(c.stdout, "planted") {
+				t.Fatalf("control plant: %v", c)
+			}
+			for _, d := range []string{ws, filepath.Join(ws, "deeper"), ctl} {
 				// On a terminal (script(1) gives git one), git log starts
 				// the pager the repository's config names.
 				env := append(fx.env(), "GIT_CONFIG_NOSYSTEM=1", "TERM=dumb")
@@ -225,12 +234,17 @@ plant "$PWD" "$EVIL_ROOT"; plant "$PWD/deeper" "$EVIL_DEEP"; echo planted`
 			if exists(marker(fx, "bare-root")) {
 				t.Errorf("safe.bareRepository %v: the user's git log in the workspace ran the pager of a repository the sandbox planted there", safe)
 			}
-			if got := exists(marker(fx, "bare-deeper")); got == safe {
-				if safe {
-					t.Errorf("with safe.bareRepository=explicit the user's git ran a program the sandbox planted")
-				} else {
-					t.Fatal("control: without safe.bareRepository the planted repository did not run; the test no longer sees the attack")
-				}
+			if got := exists(marker(fx, "bare-control")); got == safe {
+				t.Fatalf("control (safe.bareRepository %v): git on the host ran the planted pager: %v; the test no longer sees the attack or git's defence", safe, got)
+			}
+			// Deeper, the check after the run moves the planted
+			// repository's HEAD aside, whatever git's setting.
+			assertAbsent(t, filepath.Join(ws, "deeper", "HEAD"))
+			if exists(marker(fx, "bare-deeper")) {
+				t.Errorf("safe.bareRepository %v: the user's git ran a program the sandbox planted in a subdirectory", safe)
+			}
+			if !strings.Contains(r.stderr, "laid out as a bare git repository") {
+				t.Errorf("no note says the planted bare repository was disarmed: %v", r)
 			}
 		}
 	})
@@ -335,11 +349,12 @@ func TestGitPlantedAboveNoDenial(t *testing.T) {
 	})
 }
 
-// TestGitMissingConfigFilesUsable: with the workspace at $HOME, a missing
-// ~/.gitconfig and a missing include.path target are protected by empty
-// read-only files, not directories: git inside works without a warning or
-// the fatal "bad config line" a directory gives, the command still cannot
-// create either file, and both are gone afterwards.
+// TestGitMissingConfigFilesUsable: with the global config in the
+// workspace (GIT_CONFIG_GLOBAL; a workspace at $HOME is refused), a
+// missing global config and a missing include.path target are protected
+// by empty read-only files, not directories: git inside works without a
+// warning or the fatal "bad config line" a directory gives, the command
+// still cannot create either file, and both are gone afterwards.
 func TestGitMissingConfigFilesUsable(t *testing.T) {
 	needGit(t)
 	forEachUser(t, func(t *testing.T, u *testUser) {
@@ -360,7 +375,7 @@ done; true`
 		// Lone runs: a resident helper warmed by an earlier test keeps
 		// its sandbox's placeholders until it drops the sandbox (its
 		// documented lifetime), and this test checks a run's own.
-		env := append(fx.env(), "HOME="+fx.ws, "TMPDIR="+fx.tmpdir, "GIT_CONFIG_NOSYSTEM=1", "AGENTBOX_RESIDENT=0")
+		env := append(fx.env(), "GIT_CONFIG_GLOBAL="+global, "TMPDIR="+fx.tmpdir, "GIT_CONFIG_NOSYSTEM=1", "AGENTBOX_RESIDENT=0")
 		args := []string{"run", "-C", fx.ws, "--add-dir", fx.tmpdir, "--", "/bin/sh", "-c", script}
 		for _, mode := range []string{"namespaces", "degraded"} {
 			var r result

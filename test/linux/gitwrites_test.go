@@ -200,7 +200,7 @@ git update-index --add --cacheinfo 160000,$(git -C ` + sub + ` rev-parse HEAD),`
 			if !strings.Contains(r.stdout, "PLANTED") {
 				t.Fatalf("%s: the plant did not run (the attack needs a writable index): %v", variant, r)
 			}
-			if !strings.Contains(r.stderr, sub) || !strings.Contains(r.stderr, "agentbox-quarantine") {
+			if !strings.Contains(r.stderr, sub) || !strings.Contains(r.stderr, "moved the git repository") {
 				t.Errorf("%s: no message names the planted submodule moved aside: %v", variant, r)
 			}
 			steps := [][]string{{"status"}, {"diff", "HEAD"}, {"commit", "-qam", "x", "--allow-empty"}}
@@ -259,10 +259,16 @@ func TestGitWritesSymlinksOut(t *testing.T) {
 		for _, name := range []string{"logs/HEAD", "COMMIT_EDITMSG", "FETCH_HEAD", "logs/refs/heads/main"} {
 			script += "ln -sf " + outside[name] + " .git/" + name + "\n"
 		}
+		// Directories the command makes read-only, so that removing
+		// the links needs write permission the guard must restore.
+		script += "chmod 0555 .git/logs/refs/heads .git/logs .git/refs\n"
 		script += "echo PLANTED\n"
 		r := runWith(t, u, o, "run", "-C", repo, "--config", cfg, "--", "/bin/sh", "-c", script)
 		if !strings.Contains(r.stdout, "PLANTED") {
 			t.Fatalf("the plant did not run: %v", r)
+		}
+		if r.code != 0 {
+			t.Errorf("the run failed: %v", r)
 		}
 		// The user carries on: back to main, a commit, a fetch.
 		for _, args := range [][]string{{"checkout", "-q", "main"}, {"commit", "-q", "--allow-empty", "-m", "next"}, {"fetch", "-q", ".", "main"}, {"tag", "v1"}} {
@@ -344,7 +350,7 @@ echo PLANTED`
 		if exists(marker) {
 			t.Fatalf("host git rebase --continue ran the command's exec line")
 		}
-		if !strings.Contains(r.stderr, "rebase-merge.agentbox-quarantine") {
+		if !strings.Contains(r.stderr, "/.git/rebase-merge; moved it to ") || !strings.Contains(r.stderr, "/quarantine/") {
 			t.Errorf("no message names the moved rebase state: %v", r)
 		}
 	})
@@ -429,7 +435,9 @@ open(".git/index", "wb").write(body + hashlib.sha1(body).digest())
 			default:
 				script += "git update-index --" + variant + " f.txt\n"
 			}
-			script += "test -z \"$(git status --porcelain)\"\necho PLANTED\n"
+			// Tracked files only: the run's placeholder for a missing
+			// .mcp.json (an empty file) is untracked.
+			script += "test -z \"$(git status --porcelain --untracked-files=no)\"\necho PLANTED\n"
 			r := runWith(t, u, o, "run", "-C", repo, "--config", cfg, "--", "/bin/sh", "-c", script)
 			if !strings.Contains(r.stdout, "PLANTED") {
 				t.Fatalf("%s: the plant did not run (git status inside must show nothing): %v", variant, r)

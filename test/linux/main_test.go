@@ -33,6 +33,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/agentbox/agentbox/internal/agentdirs"
 )
 
 const testUserName = "agentbox-test"
@@ -382,7 +384,8 @@ func sandboxed(t testing.TB, fx *fixture, extra []string, script string) result 
 //	dir/outside/       not writable in the sandbox: file.txt, hl-target
 //	dir/add/           an --add-dir root with its own .git/
 //	dir/tmpdir/        for $TMPDIR tests
-//	dir/home/          $HOME of the commands (outside every writable root)
+//	dir/home/          $HOME of the commands (outside every writable root;
+//	                   beside dir with homeOutside)
 type fixture struct {
 	u                               *testUser
 	dir, ws, out, add, tmpdir, home string
@@ -392,12 +395,20 @@ type fixture struct {
 type fixtureOpt func(*fixtureConf)
 
 type fixtureConf struct {
-	parent  string
-	noCodex bool
+	parent      string
+	noCodex     bool
+	homeOutside bool
 }
 
-// inTmp puts the fixture under /tmp, itself a writable root.
+// inTmp puts the fixture under the host's /tmp: the sandbox has a private
+// /tmp of its own, but the fixture's workspace and --add-dir root stay the
+// host's directories.
 func inTmp(c *fixtureConf) { c.parent = "/tmp" }
+
+// homeOutside puts the fixture's $HOME beside dir instead of in it, for a
+// writable root that holds the workspace's parent (one holding the home
+// would be refused: it confines nothing).
+func homeOutside(c *fixtureConf) { c.homeOutside = true }
 
 // noCodex leaves .codex (and .agents) missing from the workspace.
 func noCodex(c *fixtureConf) { c.noCodex = true }
@@ -417,13 +428,18 @@ func newFixture(t testing.TB, u *testUser, opts ...fixtureOpt) *fixture {
 			os.RemoveAll(dir)
 		}
 	})
+	home := filepath.Join(dir, "home")
+	if c.homeOutside {
+		home = dir + "-home"
+		t.Cleanup(func() { os.RemoveAll(home) })
+	}
 	fx := &fixture{
 		u: u, dir: dir,
 		ws:          filepath.Join(dir, "ws"),
 		out:         filepath.Join(dir, "outside"),
 		add:         filepath.Join(dir, "add"),
 		tmpdir:      filepath.Join(dir, "tmpdir"),
-		home:        filepath.Join(dir, "home"),
+		home:        home,
 		gitConfig:   "[core]\n\trepositoryformatversion = 0\n\tbare = false\n",
 		codexConfig: "model = \"orig\"\n",
 		txt:         "orig\n",
@@ -462,7 +478,25 @@ func newFixture(t testing.TB, u *testUser, opts ...fixtureOpt) *fixture {
 		t.Fatal(err)
 	}
 	chownR(t, dir, u)
+	if c.homeOutside {
+		chownR(t, home, u)
+	}
 	return fx
+}
+
+// privateTmp is the host directory that stands in for the sandbox's /tmp
+// (and, with dir "tmpdir", for a $TMPDIR outside /tmp) in u's runs of the
+// workspace ws: in the state directory baseEnv names.
+func privateTmp(u *testUser, ws, dir string) string {
+	return privateTmpIn(filepath.Join(u.home, ".state"), ws, dir)
+}
+
+// privateTmpIn is privateTmp for runs with XDG_STATE_HOME=stateHome.
+func privateTmpIn(stateHome, ws, dir string) string {
+	if real, err := filepath.EvalSymlinks(ws); err == nil {
+		ws = real
+	}
+	return filepath.Join(agentdirs.TempRoot(filepath.Join(stateHome, "agentbox")), agentdirs.WorkspaceKey(ws), dir)
 }
 
 func (fx *fixture) env() []string {
@@ -521,12 +555,16 @@ func snapshot(t testing.TB, root string) map[string]string {
 // diffSnapshots lists what changed between two snapshots, ignoring paths
 // for which allow returns true.
 //
-// agentbox's own bookkeeping under $HOME/.local/state/agentbox (written by
-// agentbox on the host, outside the sandbox) is always ignored.
+// agentbox's own bookkeeping under $HOME/.local/state/agentbox or the
+// suite's $HOME/.state/agentbox (written by agentbox on the host, outside
+// the sandbox: a run's sweep drops the placeholder records earlier runs
+// left) is always ignored.
 func diffSnapshots(before, after map[string]string, allow func(string) bool) []string {
 	var d []string
 	own := func(p string) bool {
-		return strings.Contains(p+"/", "/.local/state/agentbox/") || strings.HasSuffix(p, "/.local/state") || strings.HasSuffix(p, "/.local")
+		// (baseEnv's XDG_STATE_HOME is $HOME/.state.)
+		return strings.Contains(p+"/", "/.local/state/agentbox/") || strings.HasSuffix(p, "/.local/state") || strings.HasSuffix(p, "/.local") ||
+			strings.Contains(p+"/", "/.state/agentbox/") || strings.HasSuffix(p, "/.state")
 	}
 	allow0 := allow
 	allow = func(p string) bool { return own(p) || allow0 != nil && allow0(p) }

@@ -310,17 +310,14 @@ func TestResidentExactPolicy(t *testing.T) {
 			}
 		}
 
-		// .codex is missing: the helper's sandbox holds a read-only
-		// placeholder for it. The user replaces it on the host with a
-		// real .codex (rmdir succeeds: the placeholder is a plain empty
-		// directory on the host); the next run must protect that one.
+		// .codex is missing: the helper's sandbox has no placeholder
+		// for it between runs (TestResidentNoPlaceholdersBetweenRuns).
+		// The user makes a real .codex on the host; the next run must
+		// protect that one.
 		codex := filepath.Join(fx.ws, ".codex")
 		re.warm(t)
-		if fi, err := os.Lstat(codex); err != nil || !fi.IsDir() {
-			t.Fatalf("no placeholder at %s while the helper holds the sandbox: %v", codex, err)
-		}
-		if err := os.Remove(codex); err != nil {
-			t.Fatal(err)
+		if _, err := os.Lstat(codex); err == nil {
+			t.Fatalf("a placeholder at %s outlived the run", codex)
 		}
 		if err := os.Mkdir(codex, 0o755); err != nil {
 			t.Fatal(err)
@@ -504,81 +501,85 @@ func TestResidentLifecycle(t *testing.T) {
 	})
 }
 
-// TestResidentBinaryChanged: a helper whose binary changes on disk stops
-// serving and exits; the next runs (of the new binary) get a new one.
-func TestResidentBinaryChanged(t *testing.T) {
-	forEachUser(t, func(t *testing.T, u *testUser) {
-		needBin(t)
-		fx := newFixture(t, u)
-		re := newResidentEnv(t, fx)
-		bin := filepath.Join(fx.dir, "agentbox")
-		b, err := os.ReadFile(binPath)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(bin, b, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		served := func() bool {
-			r := execute(t, u, runOpts{env: re.env(), dir: fx.ws}, bin, "run", "-C", fx.ws, "--", "/bin/sh", "-c", servedProbe)
-			return r.code == 0 && r.stdout == "agentbox-resident-init\n"
-		}
-		if !waitFor(10*time.Second, served) {
-			t.Fatal("the copied binary's helper never served")
-		}
-		old := re.helpers()
-		// A new build over the old path: write a new file and rename it
-		// in place, as installers do.
-		if err := os.WriteFile(bin+".new", append(b, 0), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Rename(bin+".new", bin); err != nil {
-			t.Fatal(err)
-		}
-		if !waitFor(10*time.Second, func() bool {
-			for _, p := range old {
-				if exists("/proc/" + strconv.Itoa(p)) {
-					return false
-				}
-			}
-			return true
-		}) {
-			t.Errorf("the helper of the replaced binary is still running: %v", old)
-		}
-		if !waitFor(10*time.Second, served) {
-			t.Error("the new binary's runs are not served by a new helper")
-		}
-	})
-}
-
-// TestResidentPlaceholderSameSession: the run after the one that prepared
-// a sandbox for a workspace with missing protected names sees their
-// placeholders as directories (its policy differs only there); the helper
-// serves it from the same sandbox (one /dev/shm: a file one run leaves
-// there is there for the next), which keeps the workspace's tool-cache
-// layer. A .codex the user then puts in the placeholder's place is not
-// that inode: a new sandbox serves it (TestResidentExactPolicy checks its
-// confinement).
-func TestResidentPlaceholderSameSession(t *testing.T) {
+// TestResidentNoPlaceholdersBetweenRuns (issue 21, finding 7): a served
+// run's placeholders for the workspace's missing protected names exist
+// while its command runs, and are gone when the run returns, though the
+// helper keeps the sandbox: the user can create those names on the host
+// between runs. The next run is served by the same sandbox (one
+// /dev/shm: a file one run leaves there is there for the next), which
+// keeps the workspace's tool-cache layer, and so is a run that starts
+// while another one's placeholders are on disk.
+func TestResidentNoPlaceholdersBetweenRuns(t *testing.T) {
 	forEachUser(t, func(t *testing.T, u *testUser) {
 		fx := newFixture(t, u, noCodex)
 		re := newResidentEnv(t, fx)
+		missing := []string{".codex", ".agents", ".claude", ".mcp.json", ".vscode", ".idea", ".cursor", ".gemini", ".zed"}
+		gone := func(when string) {
+			t.Helper()
+			for _, n := range missing {
+				if _, err := os.Lstat(filepath.Join(fx.ws, n)); err == nil {
+					t.Errorf("%s: %s is on the host", when, n)
+				}
+			}
+		}
 		// Until one run is served: the helper starts on the first.
+		inside := `echo mark > /dev/shm/resident-mark; test -d .codex && test -f .mcp.json && ! mkdir .codex/x 2>/dev/null && ! (: > .mcp.json) 2>/dev/null && echo held`
 		var ok bool
 		var r result
 		for i := 0; i < 8 && !ok; i++ {
-			ok, r = re.served(t, runOpts{}, nil, `echo mark > /dev/shm/resident-mark`)
+			ok, r = re.served(t, runOpts{}, nil, inside)
 			time.Sleep(50 * time.Millisecond)
 		}
-		if !ok {
-			t.Fatalf("never served: %v", r)
+		if !ok || r.stdout != "held\n" {
+			t.Fatalf("never served, or the placeholders were not there and read-only while the command ran: %v", r)
 		}
-		if !exists(filepath.Join(fx.ws, ".codex")) {
-			t.Fatal("no placeholder for .codex while the helper holds the sandbox: the test shows nothing")
-		}
+		gone("after a served run")
 		ok, r = re.served(t, runOpts{}, nil, `cat /dev/shm/resident-mark`)
 		if !ok || r.stdout != "mark\n" {
-			t.Errorf("the next run (placeholders now on disk) was not served from the same sandbox: %v", r)
+			t.Errorf("the next run was not served from the same sandbox: %v", r)
+		}
+		gone("after the next run")
+
+		// A run that starts while another one's placeholders are on disk.
+		long := make(chan result, 1)
+		go func() { _, r := re.served(t, runOpts{}, nil, `sleep 2`); long <- r }()
+		if !waitFor(5*time.Second, func() bool { return exists(filepath.Join(fx.ws, ".codex")) }) {
+			t.Fatal("the long run's placeholders never appeared")
+		}
+		ok, r = re.served(t, runOpts{}, nil, `cat /dev/shm/resident-mark; mkdir .codex/x 2>/dev/null && echo MADE; true`)
+		if !ok || r.stdout != "mark\n" {
+			t.Errorf("a run overlapping another was not served from the same sandbox, or could write .codex: %v", r)
+		}
+		if lr := <-long; lr.code != 0 {
+			t.Errorf("the long run: %v", lr)
+		}
+		gone("after overlapping runs")
+
+		// The user's own between runs.
+		if r := host(t, u, runOpts{dir: fx.ws}, "/bin/mkdir", ".claude", ".codex"); r.code != 0 {
+			t.Errorf("the user cannot create .claude and .codex on the host between runs: %v", r)
+		}
+		if r := re.run(t, runOpts{}, nil, `echo '{}' > .claude/settings.json; touch .codex/x; true`); r.code != 0 {
+			t.Errorf("run: %v", r)
+		}
+		assertAbsent(t, filepath.Join(fx.ws, ".claude", "settings.json"))
+		assertAbsent(t, filepath.Join(fx.ws, ".codex", "x"))
+
+		// allow_git_writes' placeholders in .git (config.worktree,
+		// modules, worktrees) likewise.
+		cfg := filepath.Join(fx.dir, "git.toml")
+		writeFile(t, cfg, "[sandbox_workspace_write]\nallow_git_writes = true\n")
+		chownR(t, cfg, u)
+		extra := []string{"--config", cfg}
+		re.warm(t, extra...)
+		for i := range 2 {
+			ok, r := re.served(t, runOpts{}, extra, `test -f .git/config.worktree && test -d .git/modules && ! (echo x > .git/config.worktree) 2>/dev/null && ! mkdir .git/modules/x 2>/dev/null && echo held`)
+			if !ok || r.stdout != "held\n" {
+				t.Errorf("git-writes run %d: not served, or its placeholders were not there and read-only: %v", i, r)
+			}
+			for _, p := range []string{"config.worktree", "modules", "worktrees"} {
+				assertAbsent(t, filepath.Join(fx.ws, ".git", p))
+			}
 		}
 	})
 }
@@ -823,6 +824,72 @@ func TestNonUTF8ArgvAndEnv(t *testing.T) {
 			if r.code != 0 || r.stdout != want {
 				t.Errorf("%s: the command got %q, want %q: %v", c.name, r.stdout, want, r)
 			}
+		}
+	})
+}
+
+// TestCleanupKeepsBusyHelper: `agentbox cleanup` stops an idle helper but
+// leaves one that runs a command (another agent's, or another user's: a
+// state directory, and so a helper, is shared by every session of a user,
+// root's by every root session), says that it did, and the command runs
+// to its end; the helper's idle sandboxes are closed meanwhile. Before,
+// cleanup stopped the helper and killed the command.
+func TestCleanupKeepsBusyHelper(t *testing.T) {
+	forEachUser(t, func(t *testing.T, u *testUser) {
+		fx := newFixture(t, u)
+		re := newResidentEnv(t, fx)
+		// Two prepared sandboxes: one that stays idle, one for the long
+		// command's policy.
+		re.warm(t, "-s", "read-only")
+		re.warm(t)
+		long := command(u, runOpts{env: re.env(), dir: fx.ws}, binPath, "run", "-C", fx.ws, "--", "/bin/sh", "-c",
+			servedProbe+`; echo started > "$WS/started.txt"; sleep 3; echo finished > "$WS/long.txt"`)
+		var stdout bytes.Buffer
+		long.Stdout = &stdout
+		if err := long.Start(); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() { done <- long.Wait() }()
+		defer func() {
+			long.Process.Kill()
+			<-done
+		}()
+		if !waitFor(10*time.Second, func() bool { return exists(filepath.Join(fx.ws, "started.txt")) }) {
+			t.Fatalf("the long command did not start (helpers %v)", re.helpers())
+		}
+		helpers := re.helpers()
+		r := host(t, u, runOpts{env: re.env()}, binPath, "cleanup")
+		if r.code != 0 || !strings.Contains(r.stdout, "kept the resident helper") || !strings.Contains(r.stdout, "1 command(s) running") {
+			t.Errorf("cleanup with a command running: %v", r)
+		}
+		if !strings.Contains(r.stdout, "closed its 1 idle sandbox") {
+			t.Errorf("cleanup did not close the idle sandbox: %v", r)
+		}
+		if got := re.helpers(); len(got) != 1 || len(helpers) != 1 || got[0] != helpers[0] {
+			t.Errorf("helpers before cleanup %v, after %v", helpers, got)
+		}
+		select {
+		case err := <-done:
+			done <- err
+			if err != nil {
+				t.Errorf("the long command: %v", err)
+			}
+		case <-time.After(15 * time.Second):
+			t.Fatal("the long command did not finish")
+		}
+		if first, _, _ := strings.Cut(stdout.String(), "\n"); first != "agentbox-resident-init" {
+			t.Errorf("the long command was not served by the helper: %q", stdout.String())
+		}
+		assertContent(t, filepath.Join(fx.ws, "long.txt"), "finished\n")
+
+		// Idle now: stopped.
+		r = host(t, u, runOpts{env: re.env()}, binPath, "cleanup")
+		if r.code != 0 || !strings.Contains(r.stdout, "stopped the idle resident helper") {
+			t.Errorf("cleanup of the idle helper: %v", r)
+		}
+		if pids := re.helpers(); len(pids) != 0 {
+			t.Errorf("helper running after cleanup: %v", pids)
 		}
 	})
 }

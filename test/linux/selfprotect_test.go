@@ -11,16 +11,17 @@ import (
 	"time"
 )
 
-// TestConfigAndStateProtected: with the workspace at $HOME, agentbox's own
+// TestConfigAndStateProtected: with $XDG_CONFIG_HOME and $XDG_STATE_HOME
+// in the workspace (a workspace at $HOME is refused), agentbox's own
 // config and state are inside a writable root; a command that could write
 // them would decide how the next command is sandboxed (a planted
 // `sandbox_mode = "danger-full-access"`, forged placeholder records).
 func TestConfigAndStateProtected(t *testing.T) {
 	forEachUser(t, func(t *testing.T, u *testUser) {
 		fx := newFixture(t, u)
-		env := []string{"HOME=" + fx.ws, "XDG_CONFIG_HOME=", "XDG_STATE_HOME="}
-		script := `mkdir -p "$HOME/.config/agentbox" && echo 'sandbox_mode = "danger-full-access"' > "$HOME/.config/agentbox/config.toml"
-mkdir -p "$HOME/.local/state/agentbox/placeholders" && echo "$OUT" > "$HOME/.local/state/agentbox/placeholders/x"
+		env := []string{"XDG_CONFIG_HOME=" + filepath.Join(fx.ws, ".config"), "XDG_STATE_HOME=" + filepath.Join(fx.ws, ".local", "state")}
+		script := `mkdir -p "$XDG_CONFIG_HOME/agentbox" && echo 'sandbox_mode = "danger-full-access"' > "$XDG_CONFIG_HOME/agentbox/config.toml"
+mkdir -p "$XDG_STATE_HOME/agentbox/placeholders" && echo "$OUT" > "$XDG_STATE_HOME/agentbox/placeholders/x"
 echo ok`
 		r := runWith(t, u, runOpts{env: append(fx.env(), env...), dir: fx.ws}, "run", "-C", fx.ws, "--", "/bin/sh", "-c", script)
 		if r.code == 125 {

@@ -3,10 +3,8 @@
 package linux
 
 import (
-	"archive/tar"
 	"archive/zip"
 	"bytes"
-	"compress/gzip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -158,9 +156,10 @@ go clean -modcache 2>/dev/null || true # empties the view; the mount point itsel
 	})
 }
 
-// TestToolCacheAttacks: a cache inside a writable root (the workspace holds
-// $HOME) reached through a symlink on the host, with agentbox's state
-// directory inside the workspace too. Writes land in the overlay only;
+// TestToolCacheAttacks: caches inside a writable root (XDG_CACHE_HOME and
+// npm_config_cache in the workspace; a workspace holding $HOME is
+// refused), one reached through a symlink on the host, with agentbox's
+// state directory inside the workspace too. Writes land in the overlay only;
 // symlinks inside the host cache lead nowhere writable; the directories and
 // links on the way cannot be renamed or replaced; the upper layer cannot be
 // written at its own path.
@@ -189,21 +188,21 @@ func TestToolCacheAttacks(t *testing.T) {
 			t.Fatal(err)
 		}
 		chownR(t, fx.dir, u)
-		env := append(fx.env(), "HOME="+home, "XDG_STATE_HOME="+state)
+		env := append(fx.env(), "C="+home, "XDG_CACHE_HOME="+filepath.Join(home, ".cache"), "npm_config_cache="+filepath.Join(home, ".npm"), "XDG_STATE_HOME="+state)
 		script := `cd /
-echo new > "$HOME/.cache/go-build/entry" && echo COW-OK
-echo new > "$HOME/.npm/entry" && echo COW2-OK
-echo x > "$HOME/.cache/go-build/link" && echo LINK-WROTE
-echo x > "$HOME/.cache/go-build/planted"
-mv "$HOME/.npm" "$HOME/npm2" && echo MOVED-NPM
-mv "$HOME" "$WS/home2" && echo MOVED-HOME
-rm "$HOME/.cache" && echo RM-LINK
-ln -sfn /tmp "$HOME/.cache" && echo RELINK
+echo new > "$C/.cache/go-build/entry" && echo COW-OK
+echo new > "$C/.npm/entry" && echo COW2-OK
+echo x > "$C/.cache/go-build/link" && echo LINK-WROTE
+echo x > "$C/.cache/go-build/planted"
+mv "$C/.npm" "$C/npm2" && echo MOVED-NPM
+mv "$C" "$WS/home2" && echo MOVED-HOME
+rm "$C/.cache" && echo RM-LINK
+ln -sfn /tmp "$C/.cache" && echo RELINK
 for d in "$XDG_STATE_HOME"/agentbox/toolcache/*/*/upper; do
 	echo x > "$d/direct" && echo UPPER-WROTE
 	rm -rf "$d"/* && echo UPPER-EMPTIED
 done
-cat "$HOME/.cache/go-build/entry"
+cat "$C/.cache/go-build/entry"
 true`
 		before := snapshot(t, fx.dir)
 		r := runWith(t, u, runOpts{dir: fx.ws, env: env}, "run", "-C", fx.ws, "--", "/bin/sh", "-c", script)
@@ -287,18 +286,7 @@ func writeFile(t *testing.T, p, s string) {
 
 func writeTarGz(t *testing.T, p string, files map[string]string) {
 	t.Helper()
-	var buf bytes.Buffer
-	gz := gzip.NewWriter(&buf)
-	tw := tar.NewWriter(gz)
-	for name, body := range files {
-		if err := tw.WriteHeader(&tar.Header{Name: name, Mode: 0o644, Size: int64(len(body)), Typeflag: tar.TypeReg}); err != nil {
-			t.Fatal(err)
-		}
-		tw.Write([]byte(body))
-	}
-	tw.Close()
-	gz.Close()
-	writeFile(t, p, buf.String())
+	writeFile(t, p, string(tarGz(t, files)))
 }
 
 func writeZip(t *testing.T, p string, files map[string]string) {

@@ -11,7 +11,8 @@ import (
 )
 
 // TestNetworkHostUnixSockets: --network opens the network, not the host's
-// daemons. A host listener under /tmp (a writable root), under $HOME and
+// daemons. A host listener under the host's /tmp (which the sandbox's
+// private /tmp hides), under $HOME and
 // in the abstract namespace stays unreachable with --network, while the
 // command's own pathname and abstract sockets work; a socket named in
 // [sandbox_workspace_write] allow_unix_sockets is reachable, and only it.

@@ -27,6 +27,9 @@ type Host struct {
 	Parser   string // apparmor_parser; "" looks it up
 	// Prove checks the loaded profile for the user behind sudo.
 	Prove func(ctx context.Context, out io.Writer, exe string) error
+	// Confined lists the processes running under the profile; nil
+	// reads /proc.
+	Confined func() []int
 }
 
 // DefaultHost is the real machine.
@@ -110,7 +113,18 @@ func (h *Host) Remove(ctx context.Context, out io.Writer) error {
 	if !st.Root {
 		return fmt.Errorf("%w: run `sudo agentbox cleanup` to remove the AppArmor profile %s", ErrNotRoot, st.File)
 	}
+	// Processes running under the profile are agentbox's, maybe other
+	// users': unloading it would leave their next sandboxes (a session's
+	// or the resident helper's) without user namespaces.
+	confined := h.Confined
+	if confined == nil {
+		confined = confinedProcs
+	}
 	if st.Loaded {
+		if pids := confined(); len(pids) > 0 {
+			fmt.Fprintf(out, "agentbox: kept AppArmor profile %s: %d running agentbox process(es) use it (pid %s); run cleanup again once they end\n", st.File, len(pids), joinPids(pids))
+			return nil
+		}
 		parser, err := h.parser()
 		if err != nil {
 			return err
@@ -132,6 +146,39 @@ func (h *Host) Remove(ctx context.Context, out io.Writer) error {
 		}
 	}
 	return nil
+}
+
+// confinedProcs lists the processes whose AppArmor label is the
+// profile's ("agentbox (unconfined)").
+func confinedProcs() []int {
+	ents, _ := os.ReadDir("/proc")
+	var pids []int
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/attr/apparmor/current")
+		if err != nil {
+			b, err = os.ReadFile("/proc/" + e.Name() + "/attr/current")
+		}
+		label := strings.TrimRight(string(b), "\x00\n")
+		if err == nil && (label == ProfileName || strings.HasPrefix(label, ProfileName+" (")) {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+func joinPids(pids []int) string {
+	s := make([]string, 0, min(len(pids), 5))
+	for _, p := range pids[:min(len(pids), 5)] {
+		s = append(s, strconv.Itoa(p))
+	}
+	if len(pids) > 5 {
+		s = append(s, "...")
+	}
+	return strings.Join(s, ", ")
 }
 
 func (h *Host) parser() (string, error) {

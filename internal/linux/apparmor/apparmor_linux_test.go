@@ -93,7 +93,8 @@ func fakeHost(t *testing.T, euid *int, restrict string) (h *Host, dir string, pr
 	os.WriteFile(filepath.Join(dir, "profiles"), []byte("other (enforce)\n"), 0o644)
 	proofs = new(int)
 	h = &Host{System: sys, CacheDir: filepath.Join(dir, "cache"), Parser: parser,
-		Prove: func(context.Context, io.Writer, string) error { *proofs++; return nil }}
+		Prove:    func(context.Context, io.Writer, string) error { *proofs++; return nil },
+		Confined: func() []int { return nil }}
 	return h, dir, proofs
 }
 
@@ -173,6 +174,17 @@ func TestSetupFlow(t *testing.T) {
 	os.WriteFile(filepath.Join(cache, "agentbox"), nil, 0o644)
 	os.WriteFile(filepath.Join(cache, "other"), nil, 0o644)
 	os.Truncate(filepath.Join(dir, "parser.log"), 0)
+	// In use by a running agentbox (another user's, maybe): kept, and
+	// said so.
+	h.Confined = func() []int { return []int{4321} }
+	out.Reset()
+	if err := h.Remove(ctx, &out); err != nil {
+		t.Fatal(err)
+	}
+	if !fileExists(profile) || parserLog(t, dir) != "" || !strings.Contains(out.String(), "kept AppArmor profile") || !strings.Contains(out.String(), "4321") {
+		t.Errorf("cleanup with the profile in use: profile %v, parser %q, out %q", fileExists(profile), parserLog(t, dir), out.String())
+	}
+	h.Confined = func() []int { return nil }
 	if err := h.Remove(ctx, &out); err != nil {
 		t.Fatal(err)
 	}

@@ -137,6 +137,14 @@ type Options struct {
 	// command without a mount namespace, whose writable roots are
 	// Landlock's only, which does not cover metadata.
 	Metadata func(realPath string) bool
+	// Stale, when set, is asked about the real path of a socket the
+	// policy refuses: true makes the refusal ECONNREFUSED, what connect
+	// says when nobody listens, instead of EACCES. For the sandbox's
+	// private temporary directories, where no host daemon can listen:
+	// a socket the command cannot reach there is one an earlier run
+	// left, and tools (tmux, emacs, ssh's ControlMaster) replace a stale
+	// socket only on ECONNREFUSED.
+	Stale func(realPath string) bool
 }
 
 // Start installs the filter on the calling thread ([Install]) and starts
@@ -494,7 +502,13 @@ func (s *Supervisor) decide(path int) unix.Errno {
 		return unix.ECONNREFUSED // what connect(2) says for a non-socket
 	}
 	real, err := os.Readlink("/proc/self/fd/" + strconv.Itoa(path))
-	if err != nil || !filepath.IsAbs(real) || strings.HasSuffix(real, " (deleted)") || !s.allow(real, &st) {
+	if err != nil || !filepath.IsAbs(real) || strings.HasSuffix(real, " (deleted)") {
+		return unix.EACCES
+	}
+	if !s.allow(real, &st) {
+		if s.opts.Stale != nil && s.opts.Stale(real) {
+			return unix.ECONNREFUSED
+		}
 		return unix.EACCES
 	}
 	return 0

@@ -188,20 +188,3 @@ func mandatoryAllowed(tokenIL uint32, l Label) uint32 {
 	}
 	return allowed
 }
-
-// CheckLabelRoots refuses writable roots that must not carry RootLabel: a
-// drive root, and the user's profile or any directory containing it. A
-// Low label there would let every Low-integrity program of the user (not
-// only the sandbox) write to the whole profile, its Startup folder
-// included, long after the run.
-func CheckLabelRoots(roots []string, profile string) error {
-	for _, r := range roots {
-		switch {
-		case SamePath(Parent(r), r):
-			return fmt.Errorf("writable root %s is a drive root: unelevated mode labels writable roots Low integrity, which would let every Low-integrity program write anywhere on it; use a project directory", r)
-		case profile != "" && Within(profile, r):
-			return fmt.Errorf("writable root %s contains your profile %s: unelevated mode labels writable roots Low integrity, which would let every Low-integrity program write all over the profile (its Startup folder included); run from a project directory, or with Options.Mode read-only", r, profile)
-		}
-	}
-	return nil
-}

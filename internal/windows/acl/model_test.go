@@ -510,13 +510,47 @@ func TestRootSIDsIsolateWorkspaces(t *testing.T) {
 	}
 }
 
-func TestCheckLabelRoots(t *testing.T) {
-	if err := CheckLabelRoots([]string{proj, temp, wt}, profile); err != nil {
-		t.Errorf("project roots refused: %v", err)
+// A missing protected path read as a file (.mcp.json, which agents parse
+// as JSON) gets an empty placeholder file, never a directory, with a
+// file's deny and label; the command can neither write, delete, rename
+// nor replace it.
+func TestMissingFilePlaceholder(t *testing.T) {
+	mcp := proj + `\.mcp.json`
+	pol := rawpolicy.Edit(scenePolicy(), func(f *rawpolicy.Fields) {
+		f.Protected = append(f.Protected, policy.Protected{Path: mcp, Kind: policy.Missing, Root: proj, FileWhenMissing: true})
+	})
+	for name, pl := range map[string]Plan{"PlanFor": PlanFor(pol, wsSID), "IntegrityPlan": IntegrityPlan(pol, userSID)} {
+		if slices.ContainsFunc(pl.Mkdirs, func(p string) bool { return SamePath(p, mcp) }) {
+			t.Errorf("%s: %s is a directory placeholder", name, mcp)
+		}
+		if !slices.ContainsFunc(pl.Files, func(f FilePlaceholder) bool { return SamePath(f.Path, mcp) && f.Content == "" }) {
+			t.Errorf("%s: no empty placeholder file for %s: %+v", name, mcp, pl.Files)
+		}
+		for _, e := range pl.Entries {
+			if SamePath(e.Path, mcp) && (!e.ACE.Deny || e.ACE.Flags != 0) {
+				t.Errorf("%s: %s gets %+v, want a deny without inheritance flags", name, mcp, e.ACE)
+			}
+		}
+		for _, l := range pl.Labels {
+			if SamePath(l.Path, mcp) && l.Label != ProtectedFileLabel {
+				t.Errorf("%s: %s labelled %v, want the file label", name, mcp, l.Label)
+			}
+		}
 	}
-	for _, bad := range []string{profile, profile + `\`, `C:\Users`, `C:\`, `c:/`} {
-		if err := CheckLabelRoots([]string{proj, bad}, profile); err == nil {
-			t.Errorf("root %s accepted: its Low label would open the profile to every Low-integrity program", bad)
+	m := scene()
+	m.ApplyPlan(PlanFor(pol, wsSID))
+	if o := m.Get(mcp); o == nil || o.Dir {
+		t.Fatalf("after the plan, %s is %+v, want a file", mcp, o)
+	}
+	for _, r := range []row{
+		{"write the .mcp.json placeholder", write(mcp), false},
+		{"delete the .mcp.json placeholder", del(mcp), false},
+		{"rename the .mcp.json placeholder aside", rename(mcp, proj+`\m.json`), false},
+		{"replace the .mcp.json placeholder by rename", rename(proj+`\src\main.go`, mcp), false},
+		{"write in workspace", write(proj + `\src\main.go`), true},
+	} {
+		if got := r.can(m, sandboxToken); got != r.want {
+			t.Errorf("sandbox token: %s = %v, want %v", r.name, got, r.want)
 		}
 	}
 }

@@ -1,6 +1,10 @@
 package acl
 
-import "strings"
+import (
+	"strings"
+
+	"github.com/agentbox/agentbox/internal/fspath"
+)
 
 // Windows paths are compared here as Windows compares them: separators '\'
 // or '/', case-insensitive. The functions work the same on every GOOS so the
@@ -8,49 +12,19 @@ import "strings"
 
 // Clean normalises separators to '\' and drops a trailing one (except in a
 // drive root such as "C:\").
-func Clean(p string) string {
-	p = strings.ReplaceAll(p, "/", `\`)
-	for len(p) > 3 && strings.HasSuffix(p, `\`) {
-		p = p[:len(p)-1]
-	}
-	return p
-}
+func Clean(p string) string { return fspath.WinClean(p) }
 
 // Key is the form used to compare paths: cleaned and upper-cased.
-func Key(p string) string { return strings.ToUpper(Clean(p)) }
+func Key(p string) string { return fspath.WinKey(p) }
 
 // SamePath reports whether a and b name the same path.
 func SamePath(a, b string) bool { return Key(a) == Key(b) }
 
 // Within reports whether p is root or lies beneath it.
-func Within(p, root string) bool {
-	p, root = Key(p), Key(root)
-	if p == root {
-		return true
-	}
-	if !strings.HasSuffix(root, `\`) {
-		root += `\`
-	}
-	return strings.HasPrefix(p, root)
-}
+func Within(p, root string) bool { return fspath.WinWithin(p, root) }
 
 // Parent returns the directory containing p, or p itself for a root.
-func Parent(p string) string {
-	p = Clean(p)
-	i := strings.LastIndex(p, `\`)
-	switch {
-	case i < 0:
-		return p
-	case i == 2 && len(p) > 1 && p[1] == ':': // C:\x -> C:\
-		if len(p) == 3 {
-			return p
-		}
-		return p[:3]
-	case i == 0:
-		return p[:1]
-	}
-	return p[:i]
-}
+func Parent(p string) string { return fspath.WinParent(p) }
 
 // Join joins a directory and a name with '\'.
 func Join(dir, name string) string {

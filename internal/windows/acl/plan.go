@@ -23,13 +23,15 @@ type Plan struct {
 	// Mkdirs are protected paths that do not exist yet. Windows cannot deny
 	// creating a name, so agentbox creates them as empty directories and
 	// denies writes inside them; the command then cannot create, replace or
-	// link anything at that name.
+	// link anything at that name. A missing path read as a file
+	// (policy.Protected.FileWhenMissing) is an empty file in Files instead.
 	Mkdirs []string
 	// Entries in application order: allows on roots first, then denies.
 	Entries []Entry
 	// Labels are the mandatory labels to set (see IntegrityPlan).
 	Labels []LabelEntry
-	// Files are placeholder files to create when missing (see GitPlan).
+	// Files are placeholder files to create when missing (see GitPlan,
+	// and Mkdirs).
 	Files []FilePlaceholder
 	// Remove are ACEs to take off before Entries are added: what an
 	// earlier run put on a path this policy no longer protects.
@@ -104,13 +106,19 @@ func PlanForRoots(pol *policy.Policy, sidOf func(root string) string) Plan {
 		if !withinAny(p, pol.WritableRoots()) {
 			continue // outside every root: nothing grants a write there
 		}
-		if pr.Kind == policy.Missing {
+		file := missingFile(pr)
+		switch {
+		case file:
+			pl.addFile(p)
+		case pr.Kind == policy.Missing:
 			pl.Mkdirs = append(pl.Mkdirs, p)
 		}
 		for _, sid := range sidsFor(p) {
 			e := Entry{Path: p, Why: "protected: " + pr.Why, OnLink: true}
-			switch pr.Kind {
-			case policy.Missing, policy.Dir:
+			switch {
+			case file:
+				e.ACE = ACE{Deny: true, Mask: DenyWrite, SID: sid}
+			case pr.Kind == policy.Missing, pr.Kind == policy.Dir:
 				e.ACE = ACE{Deny: true, Flags: ObjectInherit | ContainerInherit, Mask: DenyWrite, SID: sid}
 			default: // a file or a link: inheritance flags mean nothing there
 				e.ACE = ACE{Deny: true, Mask: DenyWrite, SID: sid}
@@ -137,6 +145,18 @@ func PlanForRoots(pol *policy.Policy, sidOf func(root string) string) Plan {
 	slices.SortStableFunc(guards, func(a, b Entry) int { return compareKeys(a.Path, b.Path) })
 	pl.Entries = append(pl.Entries, guards...)
 	return pl
+}
+
+// missingFile reports whether pr is missing and read as a file (a git
+// config file, .mcp.json): its placeholder is an empty file, not a
+// directory, so that what reads it finds a file.
+func missingFile(pr policy.Protected) bool { return pr.Kind == policy.Missing && pr.FileWhenMissing }
+
+// addFile adds an empty placeholder file for p, once.
+func (pl *Plan) addFile(p string) {
+	if !slices.ContainsFunc(pl.Files, func(x FilePlaceholder) bool { return SamePath(x.Path, p) }) {
+		pl.Files = append(pl.Files, FilePlaceholder{Path: p})
+	}
 }
 
 // guardChain is every directory from p's parent up to the outermost
@@ -190,10 +210,13 @@ func IntegrityPlan(pol *policy.Policy, userSID string) Plan {
 			continue
 		}
 		l := ProtectedLabel
-		switch pr.Kind {
-		case policy.Missing:
+		switch {
+		case missingFile(pr):
+			pl.addFile(p)
+			l = ProtectedFileLabel
+		case pr.Kind == policy.Missing:
 			pl.Mkdirs = append(pl.Mkdirs, p)
-		case policy.Dir:
+		case pr.Kind == policy.Dir:
 		default:
 			l = ProtectedFileLabel
 		}

@@ -187,9 +187,7 @@ func PlanCaches(pol *policy.Policy, env []string) (Caches, error) {
 		// Windows variable names are case-insensitive: the old value
 		// (MAVEN_OPTS) may be spelled any way.
 		old, _ := winenv.Get(env, c.Env)
-		if kv := cacheplan.PrivateEnvAt(c, acl.Join(root, c.Name), []string{c.Env + "=" + old}); kv != "" {
-			cs.Env = append(cs.Env, kv)
-		}
+		cs.Env = append(cs.Env, cacheplan.Env(d, acl.Join(root, c.Name), []string{c.Env + "=" + old})...)
 	}
 	if cs.Root == "" {
 		return cs, nil
@@ -213,17 +211,65 @@ func PlanCaches(pol *policy.Policy, env []string) (Caches, error) {
 // WithCaches returns pol with cs.Root among its writable roots (a copy;
 // pol itself is unchanged), so that Prepare grants it and RunSIDs carries
 // its SID exactly as for any other writable root.
-func WithCaches(pol *policy.Policy, cs Caches) *policy.Policy {
-	if cs.Root == "" {
+func WithCaches(pol *policy.Policy, cs Caches) *policy.Policy { return withRoot(pol, cs.Root) }
+
+// WithTemp is WithCaches for the private temporary directory.
+func WithTemp(pol *policy.Policy, tmp Temp) *policy.Policy { return withRoot(pol, tmp.Root) }
+
+func withRoot(pol *policy.Policy, root string) *policy.Policy {
+	if root == "" {
 		return pol
 	}
-	return rawpolicy.Edit(pol, func(f *rawpolicy.Fields) { f.WritableRoots = append(f.WritableRoots, cs.Root) })
+	return rawpolicy.Edit(pol, func(f *rawpolicy.Fields) { f.WritableRoots = append(f.WritableRoots, root) })
+}
+
+// Temp is the workspace's private temporary directory on this backend
+// (policy.PrivateTemp): Windows cannot show it at %TEMP%'s path, so
+// %TEMP% and %TMP% are pointed at it, and it is granted exactly as a
+// writable root is (an allow for a synthetic SID of its own, which the
+// run carries, and a Low label), like the private tool caches.
+type Temp struct {
+	Root string
+	// Env is NAME=value for %TEMP% and %TMP%.
+	Env []string
+}
+
+// PlanTemp places pol's private temporary directory. It refuses (fails
+// closed) when a directory on the command's PATH lies in it: the command
+// could plant programs the user runs.
+func PlanTemp(pol *policy.Policy, env []string) (Temp, error) {
+	var tmp Temp
+	if pol == nil || pol.Mode() != policy.WorkspaceWrite {
+		return tmp, nil
+	}
+	for _, t := range pol.PrivateTemps() {
+		if tmp.Root != "" && !acl.SamePath(tmp.Root, t.Dir) {
+			return Temp{}, fmt.Errorf("private temporary directories %s and %s: want one", tmp.Root, t.Dir)
+		}
+		tmp.Root = acl.Clean(t.Dir)
+	}
+	if tmp.Root == "" {
+		return tmp, nil
+	}
+	tmp.Env = []string{"TEMP=" + tmp.Root, "TMP=" + tmp.Root}
+	path, _ := winenv.Get(env, "PATH")
+	for _, p := range strings.Split(path, ";") {
+		if p = strings.Trim(p, `" `); p != "" && acl.Within(p, tmp.Root) {
+			return Temp{}, fmt.Errorf("%s on PATH lies in the private temporary directory %s, which the sandbox may write; remove it from PATH or set [sandbox_workspace_write] share_slash_tmp = true", p, tmp.Root)
+		}
+	}
+	return tmp, nil
 }
 
 // CacheEnv returns env with cs's variables set, replacing every other
 // spelling of their names.
-func CacheEnv(env []string, cs Caches) []string {
-	for _, kv := range cs.Env {
+func CacheEnv(env []string, cs Caches) []string { return setAll(env, cs.Env) }
+
+// TempEnv is CacheEnv for the private temporary directory.
+func TempEnv(env []string, tmp Temp) []string { return setAll(env, tmp.Env) }
+
+func setAll(env, kvs []string) []string {
+	for _, kv := range kvs {
 		k, v, _ := strings.Cut(kv, "=")
 		env = winenv.Set(env, k, v)
 	}
@@ -231,14 +277,24 @@ func CacheEnv(env []string, cs Caches) []string {
 }
 
 // RemoveCaches deletes the state directory's toolcache tree and returns
-// it, or "" when there is none. Go's module cache makes its files
-// read-only, which on Windows blocks deletion, so every directory and
-// regular file is made writable first. Removal is os.Remove, deepest
-// first (os.RemoveAll fails under Wine): a link or junction the command
-// made is removed itself, never followed (WalkDir does not descend into
-// it).
+// it, or "" when there is none (see removeTree).
 func RemoveCaches(stateDir string) (string, error) {
-	root := agentdirs.ToolCacheRoot(stateDir)
+	return removeTree(agentdirs.ToolCacheRoot(stateDir), "tool caches")
+}
+
+// RemoveTemps deletes the state directory's tree of private temporary
+// directories and returns it, or "" when there is none (see removeTree).
+func RemoveTemps(stateDir string) (string, error) {
+	return removeTree(agentdirs.TempRoot(stateDir), "private temporary directories")
+}
+
+// removeTree deletes root, a tree commands wrote, and returns it, or ""
+// when there is none. Go's module cache makes its files read-only, which
+// on Windows blocks deletion, so every directory and regular file is made
+// writable first. Removal is os.Remove, deepest first (os.RemoveAll fails
+// under Wine): a link or junction the command made is removed itself,
+// never followed (WalkDir does not descend into it).
+func removeTree(root, what string) (string, error) {
 	if _, err := os.Lstat(root); err != nil {
 		return "", nil
 	}
@@ -262,7 +318,7 @@ func RemoveCaches(stateDir string) (string, error) {
 		}
 	}
 	if err := errors.Join(errs...); err != nil {
-		return "", fmt.Errorf("removing tool caches in %s: %w", root, err)
+		return "", fmt.Errorf("removing %s in %s: %w", what, root, err)
 	}
 	return root, nil
 }

@@ -130,6 +130,29 @@ func TestPlanCaches(t *testing.T) {
 	}
 }
 
+// Programs (go install) go to a private GOBIN even where the host has
+// its own; yarn's cache brings the setting that stops its update check
+// writing ~/.yarnrc.
+func TestPlanCachesProgramsAndSettings(t *testing.T) {
+	pol := rawpolicy.Edit(cachePolicy(policy.CachesOverlay), func(f *rawpolicy.Fields) {
+		layer := filepath.Dir(f.ToolCaches[0].Layer)
+		f.ToolCaches = append(f.ToolCaches[:1],
+			policy.ToolCache{Name: "go-bin", Desc: "programs from go install", Env: "GOBIN", Programs: true, Host: `C:\Users\u\go\bin`,
+				Named: `C:\Users\u\go\bin`, HostExists: true, Layer: layer + "/go-bin"},
+			policy.ToolCache{Name: "yarn", Desc: "Yarn 1 cache", Env: "YARN_CACHE_FOLDER", Host: `C:\Users\u\AppData\Local\Yarn\Cache`,
+				Named: `C:\Users\u\AppData\Local\Yarn\Cache`, Layer: layer + "/yarn", Settings: []string{"YARN_DISABLE_SELF_UPDATE_CHECK=true"}})
+	})
+	cs, err := PlanCaches(pol, []string{`PATH=C:\Windows`})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{`GOCACHE=` + cacheRoot + `\go-build`, `GOBIN=` + cacheRoot + `\go-bin`,
+		`YARN_CACHE_FOLDER=` + cacheRoot + `\yarn`, "YARN_DISABLE_SELF_UPDATE_CHECK=true"}
+	if !slices.Equal(cs.Env, want) {
+		t.Errorf("PlanCaches env %q, want %q", cs.Env, want)
+	}
+}
+
 func TestPlanCachesRefuses(t *testing.T) {
 	// A host cache (even an untouched one) containing the private root,
 	// or inside it, would become writable.
@@ -230,5 +253,82 @@ func TestRemoveCaches(t *testing.T) {
 	}
 	if _, err := os.Stat(outside); err != nil {
 		t.Errorf("removed more than the caches: %v", err)
+	}
+}
+
+// tempPolicy is cachePolicy with the private temporary directory policy
+// gives %TEMP% and %TMP% by default.
+func tempPolicy() *policy.Policy {
+	return rawpolicy.Edit(cachePolicy(policy.CachesOff), func(f *rawpolicy.Fields) {
+		f.PrivateTemps = []policy.PrivateTemp{
+			{Path: `C:\Users\u\AppData\Local\Temp`, Dir: tempRoot, Env: "TEMP"},
+			{Path: `C:\Users\u\AppData\Local\Temp`, Dir: tempRoot, Env: "TMP"},
+		}
+	})
+}
+
+const tempRoot = `C:\Users\u\AppData\Local\agentbox\tmp\0123456789abcdef\temp`
+
+// TestPlanTemp: %TEMP% and %TMP% point at the workspace's private
+// directory, which is granted as one more writable root with a SID of its
+// own; the host's %TEMP% is no root; a PATH entry inside it is refused.
+func TestPlanTemp(t *testing.T) {
+	pol := tempPolicy()
+	tmp, err := PlanTemp(pol, []string{`Path=C:\Windows`})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tmp.Root != tempRoot || !slices.Equal(tmp.Env, []string{"TEMP=" + tempRoot, "TMP=" + tempRoot}) {
+		t.Fatalf("PlanTemp = %+v", tmp)
+	}
+	env := TempEnv([]string{`temp=C:\Users\u\AppData\Local\Temp`, `Tmp=C:\Users\u\AppData\Local\Temp`, "A=1"}, tmp)
+	for _, v := range []string{"TEMP", "TMP"} {
+		if got, _ := winenv.Get(env, v); got != tempRoot {
+			t.Errorf("%%%s%% = %q, want %q (env %q)", v, got, tempRoot, env)
+		}
+	}
+	if len(env) != 3 {
+		t.Errorf("TempEnv kept another spelling: %q", env)
+	}
+	run := WithTemp(pol, tmp)
+	if !slices.Equal(run.WritableRoots(), []string{`C:\w`, tempRoot}) || slices.Contains(run.WritableRoots(), `C:\Users\u\AppData\Local\Temp`) {
+		t.Errorf("run roots = %q", run.WritableRoots())
+	}
+	st := &sid.State{ReadOnly: "S-1-9-1"}
+	for _, r := range run.WritableRoots() {
+		if _, _, err := st.RootSID(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wsSID, _ := st.LookupRoot(`C:\w`)
+	tmpSID, _ := st.LookupRoot(tempRoot)
+	if sids, err := (&Sandbox{State: st}).RunSIDs(run); err != nil || !slices.Equal(sids, []string{wsSID, tmpSID}) || tmpSID == wsSID {
+		t.Errorf("RunSIDs = %q, %v (workspace %q, temp %q)", sids, err, wsSID, tmpSID)
+	}
+	if _, err := PlanTemp(pol, []string{`PATH=C:\Windows;` + tempRoot + `\bin`}); err == nil || !strings.Contains(err.Error(), "on PATH") {
+		t.Errorf("PATH inside the private temp: err = %v", err)
+	}
+	for _, p := range []*policy.Policy{cachePolicy(policy.CachesOff), rawpolicy.New(rawpolicy.Fields{Mode: policy.ReadOnly}), nil} {
+		if tmp, err := PlanTemp(p, nil); err != nil || tmp.Root != "" {
+			t.Errorf("no private temp expected: %+v, %v", tmp, err)
+		}
+	}
+}
+
+func TestRemoveTemps(t *testing.T) {
+	state := tempDir(t)
+	d := filepath.Join(agentdirs.TempRoot(state), "0123456789abcdef", "temp", "sub")
+	if err := os.MkdirAll(d, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(d, "f"), []byte("x"), 0o400)
+	if removed, err := RemoveTemps(state); err != nil || removed != agentdirs.TempRoot(state) {
+		t.Fatalf("RemoveTemps = %q, %v", removed, err)
+	}
+	if _, err := os.Lstat(agentdirs.TempRoot(state)); !os.IsNotExist(err) {
+		t.Errorf("tree left: %v", err)
+	}
+	if removed, err := RemoveTemps(state); err != nil || removed != "" {
+		t.Errorf("second RemoveTemps = %q, %v", removed, err)
 	}
 }

@@ -31,15 +31,9 @@ func Prepare(pol *policy.Policy, stateDir string) (*Sandbox, error) {
 	if err != nil {
 		return nil, err
 	}
-	if pol.Mode() == policy.WorkspaceWrite {
-		profile, err := windows.GetCurrentProcessToken().GetUserProfileDirectory()
-		if err != nil {
-			profile = os.Getenv("USERPROFILE")
-		}
-		if err := acl.CheckLabelRoots(pol.WritableRoots(), profile); err != nil {
-			return nil, err
-		}
-	}
+	// A drive root or a directory holding the profile, whose Low label
+	// would open it to every Low-integrity program of the user, is
+	// refused by policy.Resolve (a writable root that confines nothing).
 	g, err := resolveGitWrites(pol)
 	if err != nil {
 		return nil, err
@@ -367,6 +361,12 @@ func Cleanup(stateDir string, out io.Writer) error {
 	}
 	if removed != "" {
 		fmt.Fprintf(out, "agentbox: removed tool cache layers %s\n", removed)
+	}
+	if removed, err = RemoveTemps(stateDir); err != nil {
+		return fmt.Errorf("cleanup: %w", err)
+	}
+	if removed != "" {
+		fmt.Fprintf(out, "agentbox: removed private temporary directories %s\n", removed)
 	}
 	if err := os.Remove(stateDir + `\` + sid.FileName); err != nil {
 		return fmt.Errorf("cleanup: %w", err)

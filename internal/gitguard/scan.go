@@ -1,0 +1,447 @@
+package gitguard
+
+import (
+	"bytes"
+	"fmt"
+	"io/fs"
+	"path"
+	"strings"
+	"time"
+
+	"github.com/agentbox/agentbox/internal/fspath"
+	"github.com/agentbox/agentbox/internal/gitfile"
+)
+
+// A scan looks at one writable root after a window closed, for what git
+// run on the host would find there and trust although a sandboxed command
+// made or changed it during the window: a .git at any depth (a directory,
+// a "gitdir:" file or a symlink), a directory shaped like a bare
+// repository, and in a repository that was there before, the files
+// through which git runs programs. What it finds is moved aside
+// (quarantine.go); what it cannot look at or move is an error, and the run
+// fails.
+//
+// Nothing is taken on trust from the tree itself: whether an inode is new
+// comes from its birth and change times, which the kernel sets and no
+// unprivileged process can set back (info.go).
+type scan struct {
+	since time.Time
+	// skip are absolute paths not entered: read-only carve-outs no
+	// command of the window could write, agentbox's own directories, and
+	// the roots of other windows still open inside this root (checked
+	// when those close, from a start no later than this one's).
+	skip map[string]bool
+	// own are the git directories [rootGit] checks: a root's own .git,
+	// which the command may write under allow_git_writes and which is
+	// not moved aside but repaired.
+	own map[string]bool
+	// sparse: a watcher saw which directories changed (dirty), so the
+	// walk goes only down to them (through anc, their ancestors) and
+	// into directories made during the window. needFull is set when
+	// what it finds means the watcher may have missed a change.
+	sparse   bool
+	dirty    map[string]bool
+	anc      map[string]bool
+	needFull bool
+
+	q     *quarantine
+	notes []string
+	errs  []error
+	dirs  int // directories looked at, against maxDirs
+}
+
+// Bounds on what one scan reads; beyond them it fails closed.
+const (
+	maxDepth = 256
+	maxDirs  = 4 << 20
+	// maxGitFile bounds the git files the guard reads (an index, a
+	// packed-refs); a larger one counts as changed.
+	maxGitFile = 256 << 20
+)
+
+func (s *scan) fail(err error) { s.errs = append(s.errs, err) }
+
+func (s *scan) note(format string, args ...any) {
+	s.notes = append(s.notes, fmt.Sprintf(format, args...))
+}
+
+// root scans the tree at top.
+func (s *scan) root(top string) {
+	d, err := openTop(top)
+	if err != nil {
+		if !isNotExist(err) {
+			s.fail(fmt.Errorf("checking %s for git repositories the command made: %w", top, err))
+		}
+		return
+	}
+	defer d.close()
+	// A root that holds no repository of its own could itself be made
+	// to look like a bare one.
+	if bare, err := bareShape(d); err != nil {
+		s.fail(err)
+	} else if bare {
+		s.bare(d, nil, "")
+	}
+	s.walk(d, 0, s.sparse)
+}
+
+// walk looks at the entries of d and below it: all of them, or in a
+// sparse scan those the watcher marked and what is new beneath them.
+func (s *scan) walk(d *dir, depth int, sparse bool) {
+	if s.dirs++; s.dirs > maxDirs || depth > maxDepth {
+		s.fail(fmt.Errorf("%s: more directories than agentbox checks (%d deep, %d in all): it cannot tell whether the command planted a git repository there", d.path, depth, s.dirs))
+		return
+	}
+	ents, err := d.entries()
+	if err != nil {
+		s.fail(fmt.Errorf("listing %s to check for git repositories the command made: %w", d.path, err))
+		return
+	}
+	examine := !sparse || s.dirty[d.path]
+	for _, e := range ents {
+		p := d.child(e.name)
+		if s.skip[p] {
+			continue
+		}
+		marked := s.dirty[p] || s.anc[p]
+		if isDotGit(e.name) {
+			if !s.own[p] && (examine || marked) {
+				s.dotGit(d, e.name)
+			}
+			continue
+		}
+		if e.typ != fs.ModeDir {
+			if examine && sparse && (e.typ == 0 || e.typ == fs.ModeIrregular) {
+				// A file written through another link is a change the
+				// watcher reported elsewhere (or not at all).
+				if st, err := d.stat(e.name); err == nil && st.mode.IsRegular() && st.nlink > 1 && st.changed(s.since) {
+					s.needFull = true
+				}
+			}
+			continue
+		}
+		subSparse := sparse
+		if sparse {
+			switch {
+			case marked:
+			case examine:
+				st, err := d.stat(e.name)
+				if err != nil || !st.born(s.since) {
+					continue
+				}
+				subSparse = false // made during the window: all of it is new
+			default:
+				continue
+			}
+		}
+		if len(s.q.known) > 0 {
+			if done := s.remembered(d, e.name); done {
+				continue
+			}
+		}
+		sub, restore, err := d.open(e.name)
+		if err != nil {
+			if !isNotExist(err) {
+				s.fail(fmt.Errorf("checking %s for git repositories the command made: %w", p, err))
+			}
+			continue
+		}
+		bare, err := bareShape(sub)
+		if err != nil {
+			s.fail(err)
+		} else if bare {
+			// A git directory: checked as one, not walked as a
+			// worktree (git does not look for .git inside it).
+			s.bare(sub, d, e.name)
+		} else {
+			s.walk(sub, depth+1, subSparse)
+		}
+		sub.close()
+		restore()
+	}
+}
+
+// remembered handles a directory agentbox moved aside in place before:
+// where it put it, it stays (unreadable); anywhere else, under any name, a
+// command moved it, and it is moved aside again. It reports whether the
+// entry was dealt with.
+func (s *scan) remembered(d *dir, name string) bool {
+	st, err := d.stat(name)
+	if err != nil || !s.q.remembers(st) {
+		return false
+	}
+	p := d.child(name)
+	if s.q.atHome(st, p) {
+		if st.mode.Perm() != 0 {
+			if err := d.chmodEntry(name, 0); err != nil {
+				s.fail(fmt.Errorf("making %s, which agentbox moved aside, unreadable again: %w", p, err))
+			}
+		}
+		return true
+	}
+	to, err := s.q.move(d, name)
+	if err != nil {
+		s.fail(fmt.Errorf("%s is a git repository agentbox moved aside before, and moving it aside again failed: %w; do not run git in it", p, err))
+		return true
+	}
+	s.note("%s is a git repository agentbox moved aside before, and it was moved back; moved it to %s", p, to)
+	return true
+}
+
+// isDotGit: git finds .git by that name; on a case-insensitive file system
+// .GIT is the same entry.
+func isDotGit(name string) bool { return strings.EqualFold(name, ".git") }
+
+// dotGit decides about the .git entry name of d, and moves it aside when
+// the command made or changed what git would run through it.
+func (s *scan) dotGit(d *dir, name string) {
+	p := d.child(name)
+	st, err := d.stat(name)
+	if err != nil {
+		if !isNotExist(err) {
+			s.fail(err)
+		}
+		return
+	}
+	why := ""
+	switch {
+	case s.q.remembers(st):
+		why = "agentbox moved it aside before, and it was put back"
+	case !st.mode.IsDir():
+		// A "gitdir:" file or a symlink names a git directory elsewhere:
+		// a new or rewritten one is the command's choice of repository.
+		if st.changed(s.since) {
+			why = "the command made or changed it"
+		}
+	case st.born(s.since):
+		why = "the command made it"
+	default:
+		g, restore, err := d.open(name)
+		if err != nil {
+			s.fail(fmt.Errorf("checking the git repository at %s: %w", p, err))
+			return
+		}
+		why, err = s.gitDirChange(g)
+		g.close()
+		restore()
+		if err != nil {
+			s.fail(err)
+			return
+		}
+	}
+	if why == "" {
+		return
+	}
+	to, err := s.q.move(d, name)
+	if err != nil {
+		s.fail(fmt.Errorf("the git repository at %s cannot be trusted (%s), and moving it aside failed: %w; do not run git in %s before you remove it", p, why, err, d.path))
+		return
+	}
+	s.note("moved the git repository at %s to %s: %s, and git run there on the host would use its configuration and hooks (inspect it; move it back only if you trust it)", p, to, why)
+}
+
+// bare decides about g, a directory shaped like a bare repository (HEAD,
+// objects/, refs/), in parent as name (nil for a writable root itself),
+// which git uses as a repository when run anywhere beneath it unless
+// safe.bareRepository is "explicit". The HEAD is what makes it one: that
+// is what is moved aside, and whatever else the directory holds (it may
+// be the user's own) stays.
+func (s *scan) bare(g *dir, parent *dir, name string) {
+	head, err := g.stat("HEAD")
+	if err != nil {
+		if !isNotExist(err) {
+			s.fail(err)
+		}
+		return
+	}
+	why := ""
+	if head.changed(s.since) {
+		why = "the command made it one"
+	} else if why, err = s.gitDirChange(g); err != nil {
+		s.fail(err)
+		return
+	}
+	if why == "" {
+		return
+	}
+	to, err := s.q.move(g, "HEAD")
+	if err != nil {
+		s.fail(fmt.Errorf("%s is laid out as a bare git repository that cannot be trusted (%s), and moving its HEAD aside failed: %w; do not run git in it before you remove it", g.path, why, err))
+		return
+	}
+	s.note("%s was laid out as a bare git repository (%s): git run there on the host would use its configuration; moved its HEAD to %s, so git no longer takes it for one (inspect it; move it back only if you trust it)", g.path, why, to)
+}
+
+// bareShape reports whether d holds what git's is_git_directory looks
+// for: a HEAD that reads as a symbolic ref or an object id, objects/ and
+// refs/ (a directory, or with the reftable format a file).
+func bareShape(d *dir) (bool, error) {
+	for _, n := range []string{"objects", "refs"} {
+		st, err := d.stat(n)
+		if isNotExist(err) {
+			return false, nil
+		}
+		if err != nil {
+			return false, err
+		}
+		if n == "objects" && !st.mode.IsDir() {
+			return false, nil
+		}
+	}
+	data, ok, err := d.readFile("HEAD", 4096)
+	if isNotExist(err) {
+		return false, nil
+	}
+	if err != nil || !ok {
+		// A HEAD that is a symlink, FIFO or too large: git may still
+		// follow or read it; count it as a HEAD.
+		return true, nil
+	}
+	data = bytes.TrimSpace(data)
+	return bytes.HasPrefix(data, []byte("ref:")) || isHex(data), nil
+}
+
+func isHex(b []byte) bool {
+	if len(b) != 40 && len(b) != 64 {
+		return false
+	}
+	for _, c := range b {
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// sensitive are the paths of a git directory, relative to it, through
+// which git runs programs, reads another repository or continues an
+// operation a command prepared. In a repository that was there before
+// the window, a change to any of them during it moves the repository
+// aside. The list is ReadOnlyPaths plus what allow_git_writes leaves
+// writable but checks after the run (sequencer state, replace refs).
+var sensitive = []string{
+	"config", "config.worktree", "commondir", "gitdir",
+	"hooks", "info", "objects/info", "modules", "worktrees", "remotes", "branches",
+	"rebase-merge", "rebase-apply", "sequencer", "refs/replace",
+}
+
+func isSensitive(rel string) bool {
+	for _, s := range sensitive {
+		if rel == s || strings.HasPrefix(rel, s+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+// gitDirChange looks through the git directory g, which existed before
+// the window, and says what the command changed there that git would
+// act on ("" for nothing): a sensitive path, a symlink or other odd
+// file (git writes through those: logs/HEAD pointing at ~/.bashrc), an
+// index git would write files outside the worktree from, or packed
+// replace refs.
+func (s *scan) gitDirChange(g *dir) (string, error) {
+	why := ""
+	var visit func(d *dir, rel string, depth int) error
+	visit = func(d *dir, rel string, depth int) error {
+		if s.dirs++; s.dirs > maxDirs || depth > maxDepth {
+			return fmt.Errorf("%s: more directories than agentbox checks: it cannot tell what the command changed there", d.path)
+		}
+		ents, err := d.entries()
+		if err != nil {
+			return fmt.Errorf("checking the git directory %s: %w", d.path, err)
+		}
+		for _, e := range ents {
+			r := path.Join(rel, e.name)
+			st, err := d.stat(e.name)
+			if err != nil {
+				if isNotExist(err) {
+					continue
+				}
+				return err
+			}
+			changed := st.changed(s.since)
+			switch {
+			case changed && st.odd():
+				why = fmt.Sprintf("the command left %s (%s) in it, which git would write through", r, st.mode.Type())
+			case changed && isSensitive(r):
+				why = fmt.Sprintf("the command changed %s in it", r)
+			case changed && r == "packed-refs":
+				if data, ok, err := d.readFile(e.name, maxGitFile); err != nil || !ok || bytes.Contains(data, []byte("refs/replace/")) {
+					why = "the command packed replace refs into it"
+				}
+			case changed && isIndex(r):
+				if err := s.indexSafe(d, e.name); err != nil {
+					why = fmt.Sprintf("the command left an index git would act on wrongly (%v)", err)
+				}
+			}
+			if why != "" {
+				return nil
+			}
+			if st.mode.IsDir() {
+				sub, restore, err := d.open(e.name)
+				if err != nil {
+					if isNotExist(err) {
+						continue
+					}
+					return err
+				}
+				err = visit(sub, r, depth+1)
+				sub.close()
+				restore()
+				if err != nil || why != "" {
+					return err
+				}
+			}
+		}
+		return nil
+	}
+	err := visit(g, "", 0)
+	return why, err
+}
+
+func isIndex(rel string) bool {
+	return rel == "index" || strings.HasPrefix(rel, "sharedindex.") && !strings.Contains(rel, "/")
+}
+
+// indexSafe checks an index as git would use it for the worktree: its
+// paths (an empty, ".", ".." or ".git" component makes checkout write
+// outside the worktree or into a git directory).
+func (s *scan) indexSafe(d *dir, name string) error {
+	f, err := d.openFile(name)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	_, err = gitfile.ParseIndex(f, hashLenOf(d), true, nil)
+	return err
+}
+
+// hashLenOf is the object id length of the repository whose git
+// directory is d (SHA-256 repositories say so in their config).
+func hashLenOf(d *dir) int {
+	data, ok, err := d.readFile("config", 1<<20)
+	if err != nil || !ok {
+		return 20
+	}
+	es, err := gitfile.ParseConfig(data)
+	if err != nil {
+		return 20
+	}
+	for _, e := range es {
+		if e.Name == "extensions.objectformat" && strings.EqualFold(e.Value, "sha256") {
+			return 32
+		}
+	}
+	return 20
+}
+
+// within reports whether p is one of set or beneath one.
+func within(p string, set map[string]bool) bool {
+	for q := range set {
+		if fspath.Within(p, q) {
+			return true
+		}
+	}
+	return false
+}

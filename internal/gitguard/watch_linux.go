@@ -1,0 +1,301 @@
+package gitguard
+
+import (
+	"errors"
+	"io/fs"
+	"path/filepath"
+	"sync"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// A watcher is a kernel notification (inotify) on every directory of a
+// writable root, held by a process that runs many commands under one
+// policy (a session, the resident helper): it records which directories
+// had entries made, removed, renamed, written or changed, so that the
+// check after each command looks only there instead of walking the whole
+// root. The kernel queues an event synchronously with the change, so once
+// a command's tree is gone every event it caused is in the queue; the
+// check drains it first.
+//
+// What it cannot see makes the check walk everything, as a lone run does:
+// a lost event (queue overflow), a directory it could not watch (the
+// user's inotify limit), a renamed directory (its subtree's paths moved),
+// and a file with more than one link that changed (written through
+// another name, in a directory the watcher would not mark).
+type watcher struct {
+	root string
+	fd   int
+	stop [2]int // a pipe that wakes the reader to end it
+
+	mu     sync.Mutex
+	byWD   map[int32]string
+	byPath map[string]int32
+	dirty  map[string]int64 // directory -> when an event there was read (UnixNano)
+	ready  int64            // every directory watched since this time
+	// blind is when a directory last moved (its subtree's events until
+	// then may name old paths): checks of windows that began earlier walk
+	// the whole root.
+	blind int64
+	// broken: an event was lost or a directory could not be watched;
+	// from then on every check walks.
+	broken  bool
+	refs    int
+	reading bool
+	done    chan struct{}
+}
+
+const watchMask = unix.IN_CREATE | unix.IN_DELETE | unix.IN_MOVED_FROM | unix.IN_MOVED_TO |
+	unix.IN_CLOSE_WRITE | unix.IN_ATTRIB | unix.IN_DELETE_SELF | unix.IN_MOVE_SELF |
+	unix.IN_ONLYDIR | unix.IN_DONT_FOLLOW | unix.IN_EXCL_UNLINK
+
+var watchers = struct {
+	sync.Mutex
+	m map[string]*watcher
+}{m: map[string]*watcher{}}
+
+// Watch starts watching each root (or shares a watcher this process
+// already has); release ends this holder's share. A root that cannot be
+// watched is left to full walks.
+func Watch(roots []string) (release func()) {
+	var held []*watcher
+	watchers.Lock()
+	for _, r := range roots {
+		w := watchers.m[r]
+		if w == nil {
+			var err error
+			if w, err = newWatcher(r); err != nil {
+				continue
+			}
+			watchers.m[r] = w
+		}
+		w.refs++
+		held = append(held, w)
+	}
+	watchers.Unlock()
+	return func() {
+		watchers.Lock()
+		defer watchers.Unlock()
+		for _, w := range held {
+			if w.refs--; w.refs == 0 {
+				delete(watchers.m, w.root)
+				w.close()
+			}
+		}
+	}
+}
+
+func newWatcher(root string) (*watcher, error) {
+	fd, err := unix.InotifyInit1(unix.IN_NONBLOCK | unix.IN_CLOEXEC)
+	if err != nil {
+		return nil, err
+	}
+	w := &watcher{root: root, fd: fd, byWD: map[int32]string{}, byPath: map[string]int32{}, dirty: map[string]int64{}, done: make(chan struct{})}
+	if err := unix.Pipe2(w.stop[:], unix.O_CLOEXEC|unix.O_NONBLOCK); err != nil {
+		unix.Close(fd)
+		return nil, err
+	}
+	w.mu.Lock()
+	err = w.addTree(root, 0, 0)
+	w.ready = time.Now().UnixNano()
+	w.mu.Unlock()
+	if err != nil {
+		w.close()
+		return nil, err
+	}
+	w.reading = true
+	go w.read()
+	return w, nil
+}
+
+// addTree watches dir and every directory below it, without following
+// symlinks, marking each dirty at mark (0: not). Watching before listing
+// means nothing made in a directory is missed: it is either listed or
+// reported.
+func (w *watcher) addTree(dir string, depth int, mark int64) error {
+	if depth > maxDepth {
+		return errors.New("too deep")
+	}
+	wd, err := unix.InotifyAddWatch(w.fd, dir, watchMask)
+	if err != nil {
+		if isNotExist(err) || errors.Is(err, unix.ENOTDIR) {
+			return nil // gone, or a symlink (IN_DONT_FOLLOW|IN_ONLYDIR)
+		}
+		return err
+	}
+	if old, ok := w.byPath[dir]; ok && old != int32(wd) {
+		delete(w.byWD, old)
+	}
+	w.byWD[int32(wd)] = dir
+	w.byPath[dir] = int32(wd)
+	if mark != 0 {
+		w.dirty[dir] = mark
+	}
+	d, err := openTop(dir)
+	if err != nil {
+		if isNotExist(err) {
+			return nil
+		}
+		return err
+	}
+	ents, err := d.entries()
+	d.close()
+	if err != nil {
+		return err
+	}
+	for _, e := range ents {
+		if e.typ == fs.ModeDir {
+			if err := w.addTree(filepath.Join(dir, e.name), depth+1, mark); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// read drains events as they come, so the queue does not overflow
+// during a long build.
+func (w *watcher) read() {
+	defer close(w.done)
+	fds := []unix.PollFd{{Fd: int32(w.fd), Events: unix.POLLIN}, {Fd: int32(w.stop[0]), Events: unix.POLLIN}}
+	for {
+		if _, err := unix.Poll(fds, -1); err != nil && !errors.Is(err, unix.EINTR) {
+			w.mu.Lock()
+			w.broken = true
+			w.mu.Unlock()
+			return
+		}
+		if fds[1].Revents != 0 {
+			return
+		}
+		w.mu.Lock()
+		w.drainLocked()
+		w.mu.Unlock()
+	}
+}
+
+// drainLocked reads every queued event.
+func (w *watcher) drainLocked() {
+	var buf [64 << 10]byte
+	for {
+		n, err := unix.Read(w.fd, buf[:])
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil || n <= 0 {
+			return
+		}
+		now := time.Now().UnixNano()
+		for off := 0; off+unix.SizeofInotifyEvent <= n; {
+			ev := (*unix.InotifyEvent)(unsafe.Pointer(&buf[off]))
+			name := ""
+			if ev.Len > 0 {
+				raw := buf[off+unix.SizeofInotifyEvent : off+unix.SizeofInotifyEvent+int(ev.Len)]
+				for i, c := range raw {
+					if c == 0 {
+						raw = raw[:i]
+						break
+					}
+				}
+				name = string(raw)
+			}
+			off += unix.SizeofInotifyEvent + int(ev.Len)
+			w.event(ev.Wd, ev.Mask, name, now)
+		}
+	}
+}
+
+func (w *watcher) event(wd int32, mask uint32, name string, now int64) {
+	if mask&unix.IN_Q_OVERFLOW != 0 {
+		w.broken = true
+		return
+	}
+	dir, ok := w.byWD[wd]
+	if !ok {
+		return
+	}
+	if mask&unix.IN_IGNORED != 0 {
+		delete(w.byWD, wd)
+		if w.byPath[dir] == wd {
+			delete(w.byPath, dir)
+		}
+		return
+	}
+	w.dirty[dir] = now
+	if mask&(unix.IN_DELETE_SELF|unix.IN_MOVE_SELF) != 0 && dir == w.root {
+		w.broken = true
+	}
+	if mask&unix.IN_ISDIR == 0 || name == "" {
+		return
+	}
+	child := filepath.Join(dir, name)
+	switch {
+	case mask&(unix.IN_MOVED_FROM|unix.IN_MOVED_TO) != 0:
+		// The subtree's paths moved: checks of windows open now walk
+		// everything, and its watches are found again under the new
+		// name (and marked: the check must look there).
+		w.blind = now
+		if mask&unix.IN_MOVED_TO != 0 && w.addTree(child, 0, now) != nil {
+			w.broken = true
+		}
+	case mask&unix.IN_CREATE != 0:
+		// What was made in it before its watch is in its listing:
+		// every directory of the new subtree is marked.
+		if w.addTree(child, 0, now) != nil {
+			w.broken = true
+		}
+	}
+}
+
+// dirtySince returns the directories that changed since t, after
+// draining the queue; ok is false when the watcher cannot answer for the
+// whole time since t.
+func (w *watcher) dirtySince(t int64) (dirty map[string]bool, ok bool) {
+	if w == nil {
+		return nil, false
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.drainLocked()
+	if w.broken || w.ready > t || w.blind >= t {
+		return nil, false
+	}
+	out := map[string]bool{}
+	for d, at := range w.dirty {
+		if at >= t {
+			out[d] = true
+		}
+	}
+	return out, true
+}
+
+// forget drops what the watcher recorded before t: no window that is
+// still open began earlier.
+func (w *watcher) forget(t int64) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for d, at := range w.dirty {
+		if at < t {
+			delete(w.dirty, d)
+		}
+	}
+}
+
+func (w *watcher) close() {
+	if w.reading {
+		unix.Write(w.stop[1], []byte{0})
+		<-w.done
+	}
+	unix.Close(w.fd)
+	unix.Close(w.stop[0])
+	unix.Close(w.stop[1])
+}
+
+// watcherFor returns this process's watcher of root, if any.
+func watcherFor(root string) *watcher {
+	watchers.Lock()
+	defer watchers.Unlock()
+	return watchers.m[root]
+}

@@ -1,0 +1,108 @@
+// Package wiretest speaks raw JSON-RPC to an MCP server over its line
+// stream, for tests that send what no SDK client would: bad lines,
+// oversized ones, messages after a failure.
+package wiretest
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+)
+
+// Initialize and Initialized open an MCP session.
+const (
+	Initialize  = `{"jsonrpc":"2.0","id":"init","method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"wiretest","version":"v0"}}}`
+	Initialized = `{"jsonrpc":"2.0","method":"notifications/initialized"}`
+)
+
+// Conn is the client's end: lines written to W, replies read from R.
+type Conn struct {
+	W io.Writer
+	R *bufio.Reader
+}
+
+// New is a Conn over w and r.
+func New(w io.Writer, r io.Reader) *Conn { return &Conn{W: w, R: bufio.NewReaderSize(r, 1<<20)} }
+
+// Reply is a JSON-RPC response.
+type Reply struct {
+	ID     json.RawMessage `json:"id"`
+	Result json.RawMessage `json:"result"`
+	Error  *struct {
+		Code    int    `json:"code"`
+		Message string `json:"message"`
+	} `json:"error"`
+}
+
+func (r Reply) String() string {
+	return fmt.Sprintf("id %s result %.300s error %+v", r.ID, r.Result, r.Error)
+}
+
+// Stdout is a run tool result's stdout.
+func (r Reply) Stdout() (string, error) {
+	var res struct {
+		StructuredContent struct {
+			Stdout string `json:"stdout"`
+		} `json:"structuredContent"`
+	}
+	if r.Error != nil || json.Unmarshal(r.Result, &res) != nil {
+		return "", fmt.Errorf("not a tool result: %v", r)
+	}
+	return res.StructuredContent.Stdout, nil
+}
+
+// Send writes line and its newline.
+func (c *Conn) Send(line string) error {
+	_, err := io.WriteString(c.W, line+"\n")
+	return err
+}
+
+// Open sends Initialize, checks its reply and sends Initialized.
+func (c *Conn) Open(within time.Duration) error {
+	if err := c.Send(Initialize); err != nil {
+		return err
+	}
+	r, err := c.Read(within)
+	if err != nil {
+		return err
+	}
+	if string(r.ID) != `"init"` || r.Error != nil {
+		return fmt.Errorf("initialize: %v", r)
+	}
+	return c.Send(Initialized)
+}
+
+// Read reads the next reply, waiting at most within.
+func (c *Conn) Read(within time.Duration) (Reply, error) {
+	type lineErr struct {
+		b   []byte
+		err error
+	}
+	got := make(chan lineErr, 1)
+	go func() {
+		b, err := c.R.ReadBytes('\n')
+		got <- lineErr{b, err}
+	}()
+	select {
+	case l := <-got:
+		if l.err != nil {
+			return Reply{}, fmt.Errorf("reading the server's reply: %w (%q)", l.err, l.b)
+		}
+		var r Reply
+		if err := json.Unmarshal(l.b, &r); err != nil {
+			return Reply{}, fmt.Errorf("reply %q: %w", l.b, err)
+		}
+		return r, nil
+	case <-time.After(within):
+		return Reply{}, errors.New("no reply from the server within " + within.String())
+	}
+}
+
+// RunCall is a tools/call of the run tool with argv.
+func RunCall(id int, argv ...string) string {
+	b, _ := json.Marshal(argv)
+	return fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"run","arguments":{"command":%s}}}`, id, b)
+}
