@@ -523,7 +523,7 @@ func TestResidentNoPlaceholdersBetweenRuns(t *testing.T) {
 			}
 		}
 		// Until one run is served: the helper starts on the first.
-		inside := `echo mark > /dev/shm/resident-mark; test -d .codex && test -f .mcp.json && ! mkdir .codex/x 2>/dev/null && ! (: > .mcp.json) 2>/dev/null && echo held`
+		inside := `echo mark > /dev/shm/resident-mark; test -d .codex && test -d .mcp.json && ! mkdir .codex/x 2>/dev/null && ! (: > .mcp.json) 2>/dev/null && echo held`
 		var ok bool
 		var r result
 		for i := 0; i < 8 && !ok; i++ {
