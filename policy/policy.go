@@ -27,14 +27,6 @@ func DefaultProtectedNames() []string { return slices.Clone(defaultProtectedName
 
 var defaultProtectedNames = []string{".git", ".codex", ".agents", ".claude", ".mcp.json", ".vscode", ".idea", ".cursor", ".gemini", ".zed"}
 
-// IsFileName reports whether the protected name n, where it is missing,
-// stands for a file rather than a directory: a name with an extension (a
-// dot after its first character, as in .mcp.json or AGENTS.md). A missing
-// one is then kept free with an empty read-only file, which a program
-// reading it finds a file where it expects one; any other name with an
-// empty read-only directory.
-func IsFileName(n string) bool { return strings.Contains(n[min(1, len(n)):], ".") }
-
 // Options are the inputs a caller (usually the CLI) gives to [Resolve].
 // Zero values mean "not given": config and defaults apply. Errors name
 // an option as Options.Field (Options.AddDirs, Options.Cwd, ...), so that
@@ -209,10 +201,8 @@ type Protected struct {
 	Root string
 	// Why explains the protection in messages: ".git in /w", "gitdir of /w/.git".
 	Why string
-	// FileWhenMissing: the path is read as a file: by git (a config
-	// file, an include, an ignore or attributes file), or it is a
-	// protected name with an extension ([IsFileName]: .mcp.json, which
-	// agents parse as JSON). Where it is Missing and a backend must put
+	// FileWhenMissing: git reads the path as a file (a config file, an
+	// include, an ignore or attributes file). Where it is Missing and a backend must put
 	// something at its name, an empty read-only file keeps the reader
 	// working; a directory there is a fatal "bad config line" for a git
 	// include. It is set on an existing empty regular File too, which

@@ -106,9 +106,6 @@ func protectedPaths(roots, names []string, extra []string, getenv func(string) s
 			if err := add(p, n+" in "+r, 0); err != nil {
 				return nil, err
 			}
-			if IsFileName(n) {
-				files[p] = true
-			}
 		}
 	}
 	// What git run on the host afterwards would execute or trust: paths

@@ -372,7 +372,7 @@ func TestSessionPlaceholdersPerCommand(t *testing.T) {
 	s, ws := newTestSession(t)
 	names := policy.DefaultProtectedNames()
 	for i := range 3 {
-		out, err := sh(s, `for n in .codex .claude .vscode .git; do test -d "$n" || echo "no $n"; mkdir "$n/x" 2>/dev/null && echo "made $n/x"; done; test -f .mcp.json || echo "no .mcp.json"; (echo x > .mcp.json) 2>/dev/null && echo "wrote .mcp.json"; echo end`).Output()
+		out, err := sh(s, `for n in .codex .claude .vscode .git; do test -d "$n" || echo "no $n"; mkdir "$n/x" 2>/dev/null && echo "made $n/x"; done; test -d .mcp.json || echo "no .mcp.json"; (echo x > .mcp.json) 2>/dev/null && echo "wrote .mcp.json"; echo end`).Output()
 		if err != nil || string(out) != "end\n" {
 			t.Errorf("command %d: %q, %v", i, out, err)
 		}

@@ -435,9 +435,9 @@ open(".git/index", "wb").write(body + hashlib.sha1(body).digest())
 			default:
 				script += "git update-index --" + variant + " f.txt\n"
 			}
-			// Tracked files only: the run's placeholder for a missing
-			// .mcp.json (an empty file) is untracked.
-			script += "test -z \"$(git status --porcelain --untracked-files=no)\"\necho PLANTED\n"
+			// Placeholders are empty directories, which git does not
+			// list.
+			script += "test -z \"$(git status --porcelain)\"\necho PLANTED\n"
 			r := runWith(t, u, o, "run", "-C", repo, "--config", cfg, "--", "/bin/sh", "-c", script)
 			if !strings.Contains(r.stdout, "PLANTED") {
 				t.Fatalf("%s: the plant did not run (git status inside must show nothing): %v", variant, r)

@@ -50,9 +50,12 @@ func (r *pkgRegistry) pkgRun(t *testing.T, fx *fixture, env []string, script str
 // fixtureTmp gives the tools the fixture's own temporary directory:
 // they leave things there (yarn's compile cache, pnpm's store locks,
 // which it keeps in $XDG_RUNTIME_DIR or else /tmp), which the machine's
-// /tmp and other tests' checks of the suite's TMPDIR must not see.
+// /tmp and other tests' checks of the suite's TMPDIR must not see. In the
+// sandbox /tmp is private anyway, and a $TMPDIR that is $XDG_RUNTIME_DIR
+// is refused; on the host (onHost) the runtime directory is the
+// fixture's too.
 func fixtureTmp(fx *fixture) []string {
-	return []string{"TMPDIR=" + fx.tmpdir, "XDG_RUNTIME_DIR=" + fx.tmpdir}
+	return []string{"TMPDIR=" + fx.tmpdir}
 }
 
 // onHost runs script (under set -e) on the host as fx's user, outside any
@@ -61,7 +64,7 @@ func fixtureTmp(fx *fixture) []string {
 func (r *pkgRegistry) onHost(t *testing.T, fx *fixture, env []string, script string) {
 	t.Helper()
 	proxy := fmt.Sprintf("http://127.0.0.1:%d", r.port)
-	env = append(append(append(fx.env(), fixtureTmp(fx)...), "http_proxy="+proxy, "https_proxy="+proxy, "HTTP_PROXY="+proxy, "HTTPS_PROXY="+proxy,
+	env = append(append(append(fx.env(), fixtureTmp(fx)...), "XDG_RUNTIME_DIR="+fx.tmpdir, "http_proxy="+proxy, "https_proxy="+proxy, "HTTP_PROXY="+proxy, "HTTPS_PROXY="+proxy,
 		"npm_config_proxy="+proxy, "npm_config_https_proxy="+proxy), env...)
 	h := host(t, fx.u, runOpts{dir: fx.dir, env: env, timeout: 120 * time.Second}, "/bin/sh", "-c", "set -e\n"+script)
 	if h.code != 0 {
