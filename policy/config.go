@@ -2,7 +2,6 @@ package policy
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -101,27 +100,6 @@ func ParseConfig(path string, data []byte) (*Config, error) {
 		return nil, err
 	}
 	return &c, nil
-}
-
-func configError(path string, err error) error {
-	var strict *toml.StrictMissingError
-	if errors.As(err, &strict) {
-		var keys []string
-		for _, e := range strict.Errors {
-			keys = append(keys, strings.Join(e.Key(), "."))
-		}
-		return fmt.Errorf("config %s: unknown key %s (remove it or check the spelling)", path, strings.Join(keys, ", "))
-	}
-	var de *toml.DecodeError
-	if errors.As(err, &de) {
-		row, col := de.Position()
-		key := strings.Join(de.Key(), ".")
-		if key != "" {
-			return fmt.Errorf("config %s:%d:%d: key %s: %s", path, row, col, key, de.Error())
-		}
-		return fmt.Errorf("config %s:%d:%d: %s", path, row, col, de.Error())
-	}
-	return fmt.Errorf("config %s: %w", path, err)
 }
 
 func (c *Config) validate() error {

@@ -45,7 +45,10 @@ type Options struct {
 	AllowDomains []string
 	// AllowDegraded overrides [linux] allow_degraded; nil = config.
 	AllowDegraded *bool
-	Config        *Config // nil = no config file
+	// AllowGitWrites overrides [sandbox_workspace_write]
+	// allow_git_writes; nil = config.
+	AllowGitWrites *bool
+	Config         *Config // nil = no config file
 	// ExtraProtected are further paths to keep read-only wherever they
 	// are, such as the config file given. agentbox's default config
 	// directory, its state directory and the running executable are
@@ -264,6 +267,9 @@ func resolveFor(o Options, caller policyhook.Caller, goos string) (*Policy, erro
 	}
 	if ww.AllowGitWrites != nil {
 		p.f.AllowGitWrites = *ww.AllowGitWrites
+	}
+	if o.AllowGitWrites != nil {
+		p.f.AllowGitWrites = *o.AllowGitWrites
 	}
 	p.f.ToolCacheMode = CachesOverlay
 	if ww.ToolCaches != nil {

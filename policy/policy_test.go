@@ -657,3 +657,24 @@ func TestAllowUnixSockets(t *testing.T) {
 		t.Errorf("AllowUnixSockets = %q, want %q", p.AllowUnixSockets(), want)
 	}
 }
+
+// TestAllowGitWritesOption: Options.AllowGitWrites (--allow-git-writes)
+// sets allow_git_writes, and overrides the config either way.
+func TestAllowGitWritesOption(t *testing.T) {
+	ws := realTemp(t)
+	yes, no := true, false
+	for _, c := range []struct {
+		opt, cfg *bool
+		want     bool
+	}{
+		{nil, nil, false}, {&yes, nil, true}, {nil, &yes, true}, {&no, &yes, false}, {&yes, &no, true},
+	} {
+		p, err := resolveEnv(Options{Cwd: ws, AllowGitWrites: c.opt, Config: &Config{SandboxWorkspaceWrite: WorkspaceWriteSection{AllowGitWrites: c.cfg}}}, noEnv, "linux")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.AllowGitWrites() != c.want {
+			t.Errorf("option %v, config %v: AllowGitWrites %v, want %v", c.opt, c.cfg, p.AllowGitWrites(), c.want)
+		}
+	}
+}

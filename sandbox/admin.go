@@ -16,6 +16,10 @@ type Check struct {
 	Name   string `json:"name"`
 	OK     bool   `json:"ok"`
 	Detail string `json:"detail"`
+	// Warning marks a check that is OK, every guarantee holding, but
+	// whose Detail recommends a change (defence in depth agentbox cannot
+	// make itself).
+	Warning bool `json:"warning,omitempty"`
 }
 
 // Report is what [Doctor] found this machine can enforce for a policy.
@@ -40,6 +44,9 @@ type Report struct {
 func Doctor(pol *policy.Policy) *Report {
 	r := doctor(pol)
 	r.Checks = append(r.Checks, gitBareCheck())
+	if r.Missing == nil {
+		r.Missing = []string{} // JSON: [], not null
+	}
 	return r
 }
 
@@ -47,21 +54,26 @@ func Doctor(pol *policy.Policy) *Report {
 // without a .git (safe.bareRepository=explicit). A sandboxed command may
 // write HEAD, objects/, refs/ and a config naming a core.pager in any
 // directory it can write; without the setting, the user's next `git log`
-// there runs that pager on the host. Only git can refuse it.
+// there runs that pager on the host. What a command leaves behind is for
+// agentbox's own post-run checks to refuse (what cannot be undone fails
+// the run), not for the user's git config, so the setting is a
+// recommendation, defence in depth only git can give: a warning, never a
+// failed guarantee.
 func gitBareCheck() Check {
-	c := Check{Name: "git safe.bareRepository"}
+	c := Check{Name: "git safe.bareRepository", OK: true}
 	v, file, err := gitguard.SafeBareRepository(os.Getenv)
 	switch {
 	case err != nil:
+		c.Warning = true
 		c.Detail = fmt.Sprintf("cannot read your git config: %v", err)
 	case v == "explicit":
-		c.OK = true
 		c.Detail = "explicit (" + file + "): git refuses repositories a command plants without a .git"
 	default:
 		if v == "" {
 			v = "unset (git's default: all)"
 		}
-		c.Detail = v + ": a repository skeleton a sandboxed command plants (HEAD, objects/, refs/, config) runs its core.pager or fsmonitor when you run git there; fix: git config --global safe.bareRepository explicit (git 2.38 or later)"
+		c.Warning = true
+		c.Detail = v + ": recommended: git config --global safe.bareRepository explicit (git 2.38 or later), so that git itself refuses a repository skeleton a sandboxed command plants (HEAD, objects/, refs/, config), whose core.pager or fsmonitor would run when you run git there"
 	}
 	return c
 }
@@ -81,7 +93,7 @@ func Setup(ctx context.Context, pol *policy.Policy, out io.Writer) error {
 	}
 	// agentbox does not edit the user's git config itself; it says the
 	// one command that closes the planted-repository vector.
-	if c := gitBareCheck(); !c.OK {
+	if c := gitBareCheck(); c.Warning {
 		fmt.Fprintln(out, "agentbox: recommended: git config --global safe.bareRepository explicit\n"+
 			"  (otherwise a repository a sandboxed command plants, HEAD, objects/, refs/ and a config,\n"+
 			"  runs its core.pager when you run git in that directory; git 2.38 or later)")

@@ -56,10 +56,12 @@ type NetworkAllowed struct {
 	Count int    `json:"count"`
 }
 
-// NetworkDenied is a destination the proxy refused, why, and how often.
+// NetworkDenied is a destination the proxy refused, why, and how often;
+// with the network off, also a name the sandbox's name server was asked
+// for (Port 0, left out of the JSON), and an address a connect named.
 type NetworkDenied struct {
 	Host   string `json:"host"`
-	Port   uint16 `json:"port"`
+	Port   uint16 `json:"port,omitempty"`
 	Reason string `json:"reason"`
 	Count  int    `json:"count"`
 }

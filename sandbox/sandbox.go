@@ -93,7 +93,10 @@ type Cmd struct {
 	// ProcessState is set by Wait.
 	ProcessState *Status
 	// Report is set by Wait: the exit code and, with an allow-list,
-	// every destination the command asked agentbox's proxy for.
+	// every destination the command asked agentbox's proxy for; with
+	// the network off (Linux, with a network namespace), what the
+	// command tried: the names it looked up, the hosts it asked the
+	// refusing proxy for, the addresses it could not connect to.
 	Report *RunReport
 
 	ctx      context.Context

@@ -13,6 +13,7 @@ import (
 	"github.com/agentbox/agentbox/internal/linux"
 	"github.com/agentbox/agentbox/internal/linux/apparmor"
 	"github.com/agentbox/agentbox/internal/linux/landlock"
+	"github.com/agentbox/agentbox/internal/nameserver"
 	"github.com/agentbox/agentbox/internal/netpolicy"
 	"github.com/agentbox/agentbox/internal/netproxy"
 	"github.com/agentbox/agentbox/internal/rawpolicy"
@@ -75,7 +76,7 @@ func start(c *Cmd) (process, error) {
 			proxy.Close()
 			proxy = nil
 		}
-	} else if err == nil && rawpolicy.Egress(pol) != nil {
+	} else if err == nil && spec.Proxy {
 		proxy, err = serveEgress(pol, p)
 	}
 	if err != nil {
@@ -85,7 +86,13 @@ func start(c *Cmd) (process, error) {
 		ph.Release()
 		return nil, startError(err)
 	}
-	return &linuxProcess{p: p, ph: ph, proxy: proxy, cl: cl, td: td, git: git}, nil
+	var dns *nameserver.Server
+	if spec.Resolver && nu == nil {
+		// One run, one recorder: the proxy's.
+		rec := proxy.Recorder()
+		dns = serveResolver(p.Resolver(), spec, func(string, uint16) *netpolicy.Recorder { return rec })
+	}
+	return &linuxProcess{p: p, ph: ph, proxy: proxy, dns: dns, cl: cl, td: td, git: git}, nil
 }
 
 // degradedEgress starts the allow-list proxy on the host's loopback for a
@@ -105,15 +112,17 @@ func degradedEgress(pol *policy.Policy, spec *linux.Spec) (*netproxy.Server, err
 	return srv, nil
 }
 
-// serveEgress serves the allow-list proxy on the listeners the sandbox
+// serveEgress serves the sandbox's proxy (the allow-list's, or the
+// refusing one of a sandbox without network) on the listeners the sandbox
 // handed over, for as long as the process runs.
 func serveEgress(pol *policy.Policy, p *linux.Process) (*netproxy.Server, error) {
 	lns := p.ProxyListeners()
-	srv, err := newEgressProxy(pol)
+	srv, err := newProxy(pol)
 	if err != nil || len(lns) != 2 {
 		for _, ln := range lns {
 			ln.Close()
 		}
+		p.Resolver().Close()
 		p.Kill()
 		p.Wait()
 		if err == nil {
@@ -145,6 +154,7 @@ func prepareLinux(pol *policy.Policy, pool *linux.Pool) (ph *linux.Placeholders,
 		return nil, nil, nil, nil, gh, &StartError{Code: CodeSandboxFailure, Err: err}
 	}
 	spec = linuxSpec(pol, ph)
+	applyNetworkOff(pol, spec)
 	td.Apply(spec)
 	spec.WritableRoots = append(spec.WritableRoots, td.Roots(pol, true)...)
 	if git, gh, err = applyGitWrites(pol, spec, state, pool); err != nil {
@@ -196,6 +206,7 @@ func startDegraded(c *Cmd, spec *linux.Spec, cause *linux.NoUsernsError, cl **li
 	d := *spec
 	d.Degraded = true
 	d.Mounts = nil
+	withoutNetworkOff(&d)
 	d.Landlock = true
 	d.DenyInetSockets = !pol.Network()
 	// No overlays without a user namespace: caches go private.
@@ -228,7 +239,8 @@ func landlockUsable() bool {
 type linuxProcess struct {
 	p     *linux.Process
 	ph    *linux.Placeholders
-	proxy *netproxy.Server // nil without an allow-list
+	proxy *netproxy.Server   // nil without an allow-list or the network off
+	dns   *nameserver.Server // nil but with the network off
 	cl    *linux.CacheLayers
 	td    *linux.TempDirs
 	git   *linux.GitHeld
@@ -240,6 +252,11 @@ func (l *linuxProcess) Wait() (*Status, error) {
 		// The sandbox is gone: end its tunnels, and close the
 		// listeners, the last hold on its network namespace.
 		l.proxy.Close()
+	}
+	// Every name the command was answered is recorded once this returns.
+	closeResolver(l.dns)
+	if l.proxy != nil {
+		recordUnreachable(l.proxy.Recorder(), l.p.Unreachable())
 	}
 	l.ph.Release()
 	l.cl.Release()

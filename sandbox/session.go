@@ -50,6 +50,13 @@ import (
 // commands that use their own proxy variables, and nothing is reachable
 // that the policy refuses.
 //
+// With the network off, the same holds for the refusing proxy of a
+// sandbox without network, and the session's one name server counts
+// each look-up for the command whose socket asked (by the socket's
+// port, which that command's connect supervisor recorded); a resolver
+// that sends without connecting its socket is counted for the one
+// command running, or for none while several run.
+//
 // Where the kernel refuses user namespaces (the degraded mode), when the
 // policy is danger-full-access, and on Windows and macOS, a Session still
 // works but starts each command exactly as a lone [Cmd] would (with an

@@ -3,18 +3,21 @@ package sandbox
 import (
 	"errors"
 	"fmt"
+	"net"
 	"os"
+	"sync"
 
 	"github.com/agentbox/agentbox/internal/linux"
+	"github.com/agentbox/agentbox/internal/nameserver"
 	"github.com/agentbox/agentbox/internal/netpolicy"
 	"github.com/agentbox/agentbox/internal/netproxy"
-	"github.com/agentbox/agentbox/internal/rawpolicy"
 	"github.com/agentbox/agentbox/policy"
 )
 
 // linuxSession is a session's zygote and what it holds for the session's
 // whole life: the tool caches' copy-on-write layers (one layer for all the
-// session's commands) and, with an allow-list, the proxy. Placeholders it
+// session's commands) and, with an allow-list or the network off, the
+// proxy (and with the network off the name server). Placeholders it
 // makes for each command, which the command's end removes (see
 // linux.Session.Start): one left on the host between commands would keep
 // the user from creating the name there, and one removed on the host is
@@ -24,7 +27,18 @@ type linuxSession struct {
 	cl    *linux.CacheLayers
 	td    *linux.TempDirs
 	pol   *policy.Policy
-	proxy *netproxy.Server // nil without an allow-list
+	proxy *netproxy.Server // nil without an allow-list or the network off
+	// off: the network is off, and the proxy is the session's refusing
+	// one, served on the session's own two listeners.
+	off bool
+	// dns is the session's name server (with the network off). It and
+	// the refusing proxy are one for all the commands, each look-up and
+	// request recorded for the command whose socket asked (see
+	// recorder).
+	dns *nameserver.Server
+
+	mu      sync.Mutex
+	running map[uint32]*netpolicy.Recorder // by linux.SessionProcess.ID
 
 	state string
 	held  []linux.HeldDir // the policy's, as a lone run holds them
@@ -82,19 +96,62 @@ func newSession(pol *policy.Policy, init string) (sessionImpl, error) {
 		}
 		return nil, startError(err)
 	}
-	l := &linuxSession{z: z, cl: cl, td: td, pol: pol, state: state, held: held, git: gh, writable: map[string]bool{}, pool: pool}
+	l := &linuxSession{z: z, cl: cl, td: td, pol: pol, state: state, held: held, git: gh, writable: map[string]bool{}, pool: pool,
+		running: map[uint32]*netpolicy.Recorder{}}
 	for _, m := range spec.Mounts {
 		l.writable[m.Path] = m.Kind == linux.Pin || m.Kind == linux.BindWritable
 	}
-	if rawpolicy.Egress(pol) != nil {
+	switch {
+	case spec.Proxy && spec.ProxyOff:
+		// The session's refusing proxy, on its own two listeners: a
+		// command costs it nothing, and its requests are recorded for
+		// the command whose socket made them.
+		lns := z.ProxyListeners()
+		if len(lns) != 2 {
+			l.close()
+			return nil, &StartError{Code: CodeSandboxFailure, Err: fmt.Errorf("the session's sandbox handed over %d proxy listeners, want 2", len(lns))}
+		}
+		l.off = true
+		l.proxy = netproxy.New(netproxy.Config{Rules: &netpolicy.Rules{Off: true}, RecorderFor: func(a net.Addr) *netpolicy.Recorder {
+			if t, ok := a.(*net.TCPAddr); ok {
+				return l.recorder("tcp", uint16(t.Port))
+			}
+			return nil
+		}})
+		go l.proxy.ServeHTTPProxy(lns[0])
+		go l.proxy.ServeSOCKS(lns[1])
+	case spec.Proxy:
 		// One proxy for the session's whole life, serving each
 		// command on listeners of its own (see start).
-		if l.proxy, err = newEgressProxy(pol); err != nil {
+		if l.proxy, err = newProxy(pol); err != nil {
 			l.close()
 			return nil, &StartError{Code: CodeSandboxFailure, Err: err}
 		}
 	}
+	l.dns = serveResolver(z.Resolver(), spec, l.recorder)
 	return l, nil
+}
+
+// recorder is where the session's name server and refusing proxy record
+// what came from port: in the recorder of the command whose socket
+// connected to them from there (glibc's, Go's and c-ares's resolvers
+// connect their sockets, as every TCP client does), or, for a socket that
+// sent without connecting (musl's resolver), of the one command running
+// if only one is; while several run, such a look-up is answered but
+// recorded nowhere.
+func (l *linuxSession) recorder(network string, port uint16) *netpolicy.Recorder {
+	id := l.z.PortOwner(network, port)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if r := l.running[id]; r != nil {
+		return r
+	}
+	if len(l.running) == 1 {
+		for _, r := range l.running {
+			return r
+		}
+	}
+	return nil
 }
 
 func (l *linuxSession) start(c *Cmd) (process, error) {
@@ -114,14 +171,28 @@ func (l *linuxSession) start(c *Cmd) (process, error) {
 			bind = append(bind, h)
 		}
 	}
-	p, err := l.z.Start(c.Path, c.Args, l.td.Env(l.pol, c.Env, true), c.workDir(), c.stdio(), bind)
+	sp := &sessionProcess{ph: ph, git: git}
+	var onID func(uint32)
+	if l.off {
+		// Known by its id before it starts: what it asks at once is
+		// its own.
+		sp.session, sp.rec = l, netpolicy.NewRecorder()
+		onID = func(id uint32) {
+			sp.id = id
+			l.mu.Lock()
+			l.running[id] = sp.rec
+			l.mu.Unlock()
+		}
+	}
+	p, err := l.z.Start(c.Path, c.Args, l.td.Env(l.pol, c.Env, true), c.workDir(), c.stdio(), bind, onID)
 	if err != nil {
+		sp.forget()
 		git.Release()
 		ph.Release()
 		return nil, startError(err)
 	}
-	sp := &sessionProcess{p: p, ph: ph, git: git}
-	if l.proxy != nil {
+	sp.p = p
+	if l.proxy != nil && !l.off {
 		// The command's own listeners in the session's network
 		// namespace, which its proxy variables name, served in a
 		// scope of the session's proxy: its report holds its own
@@ -146,6 +217,12 @@ func (l *linuxSession) start(c *Cmd) (process, error) {
 func (l *linuxSession) done() <-chan struct{} { return l.z.Done() }
 
 func (l *linuxSession) close() error {
+	// Before the zygote's end: the name server and the refusing proxy
+	// read the session's port owners table, which goes with it.
+	closeResolver(l.dns)
+	if l.off {
+		closeProxy(l.proxy)
+	}
 	err := l.z.Close()
 	// The zygote is gone, and with it every command: no scope is left to
 	// serve, and closing the proxy ends any still held.
@@ -160,18 +237,42 @@ func (l *linuxSession) close() error {
 
 type sessionProcess struct {
 	p     *linux.SessionProcess
-	scope *netproxy.Scope // the command's part of the session's proxy; nil without an allow-list
+	scope *netproxy.Scope // the command's part of the session's allow-list proxy; nil without one
 	// What the command's start held; released once it has ended, with
 	// everything it started (its pid namespace is gone when Wait
 	// returns), so that nothing is left on the host.
 	ph  *linux.Placeholders
 	git *linux.GitHeld
+	// With the network off, rec is the command's recorder, which the
+	// session's name server and refusing proxy find by id among the
+	// session's running commands.
+	rec     *netpolicy.Recorder
+	session *linuxSession
+	id      uint32
+}
+
+// forget takes the command out of its session's running ones.
+func (s *sessionProcess) forget() {
+	if s.session == nil {
+		return
+	}
+	s.session.mu.Lock()
+	if s.session.running[s.id] == s.rec {
+		delete(s.session.running, s.id)
+	}
+	s.session.mu.Unlock()
 }
 
 func (s *sessionProcess) Wait() (*Status, error) {
 	code, sig, err := s.p.Wait()
 	s.git.Release()
 	s.ph.Release()
+	// The command's tree is gone, and every answer it got was recorded
+	// before it was sent.
+	s.forget()
+	if s.rec != nil {
+		recordUnreachable(s.rec, s.p.Unreachable())
+	}
 	if s.scope != nil {
 		// The command's tree is gone: close its listeners and end its
 		// tunnels; once Close returns, its report is complete.
@@ -184,10 +285,13 @@ func (s *sessionProcess) Wait() (*Status, error) {
 }
 
 func (s *sessionProcess) networkReport() netpolicy.Report {
-	if s.scope == nil {
-		return netpolicy.Report{}
+	switch {
+	case s.rec != nil:
+		return s.rec.Report()
+	case s.scope != nil:
+		return s.scope.Recorder().Report()
 	}
-	return s.scope.Recorder().Report()
+	return netpolicy.Report{}
 }
 
 func (s *sessionProcess) Signal(sig os.Signal) error { return s.p.Signal(sig) }

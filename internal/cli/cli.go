@@ -15,14 +15,17 @@ import (
 	"runtime"
 	"runtime/debug"
 	"slices"
+	"strings"
 	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/agentbox/agentbox/internal/agentdirs"
 	"github.com/agentbox/agentbox/internal/cli/flagnames"
 	"github.com/agentbox/agentbox/internal/rawpolicy"
+	"github.com/agentbox/agentbox/internal/spelling"
 	"github.com/agentbox/agentbox/policy"
 	"github.com/agentbox/agentbox/sandbox"
 )
@@ -105,7 +108,42 @@ allowed.`,
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.AddCommand(newRun(stdin, stdout, stderr), newMCP(stdin, stdout, stderr), newDoctor(stdout), newSetup(stdout), newCleanup(stdout), newVersion(stdout), newResident())
+	// Subcommands without a function of their own use their parent's.
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return flagError(root, c, err) })
 	return root
+}
+
+// unknownFlagRe matches pflag's message for an unknown long flag.
+var unknownFlagRe = regexp.MustCompile(`^unknown flag: --([^\s=]+)$`)
+
+// flagError adds to pflag's "unknown flag: --x" the flag of c it is near
+// ("did you mean --network?"), or else the subcommands that have it;
+// cobra suggests commands, not flags.
+func flagError(root, c *cobra.Command, err error) error {
+	m := unknownFlagRe.FindStringSubmatch(err.Error())
+	if m == nil {
+		return err
+	}
+	name := m[1]
+	var names []string
+	c.Flags().VisitAll(func(f *pflag.Flag) {
+		if !f.Hidden {
+			names = append(names, f.Name)
+		}
+	})
+	if near := spelling.Nearest(name, names); near != "" {
+		return fmt.Errorf("%w (did you mean --%s?)", err, near)
+	}
+	var others []string
+	for _, o := range root.Commands() {
+		if o != c && !o.Hidden && o.Flags().Lookup(name) != nil {
+			others = append(others, "agentbox "+o.Name())
+		}
+	}
+	if len(others) > 0 {
+		return fmt.Errorf("%w (a flag of %s)", err, strings.Join(others, ", "))
+	}
+	return err
 }
 
 type runFlags struct {
@@ -116,6 +154,7 @@ type runFlags struct {
 	config        string
 	timeout       time.Duration
 	allowDegraded bool
+	allowGit      bool
 	allowDomains  []string
 	report        string
 	// cfg is the config file resolve read (nil: none).
@@ -131,6 +170,7 @@ func (f *runFlags) register(cmd *cobra.Command, withRunOnly bool) {
 	fs.StringArrayVar(&f.allowDomains, "allow-domain", nil, "allow egress to PATTERN only, through agentbox's proxy (repeatable: name, *.suffix, name:port, IP, CIDR)")
 	fs.StringVar(&f.config, "config", "", "config file (default: $XDG_CONFIG_HOME/agentbox/config.toml)")
 	fs.BoolVar(&f.allowDegraded, "allow-degraded", false, "Linux: run with the guarantees this machine can give when user namespaces are unavailable")
+	fs.BoolVar(&f.allowGit, "allow-git-writes", false, "let git write .git (commit, branch, stash), except what makes git run a program ([sandbox_workspace_write] allow_git_writes)")
 	if withRunOnly {
 		fs.DurationVar(&f.timeout, "timeout", 0, "kill the command and everything it started after this long (e.g. 30s, 5m)")
 		fs.StringVar(&f.report, "report", "", "write a JSON run report (exit code, network destinations allowed and refused) to FILE")
@@ -205,6 +245,9 @@ func (f *runFlags) resolveFor(cmd *cobra.Command, c rawpolicy.Caller) (*policy.P
 	}
 	if cmd.Flags().Changed("allow-degraded") {
 		o.AllowDegraded = &f.allowDegraded
+	}
+	if cmd.Flags().Changed("allow-git-writes") {
+		o.AllowGitWrites = &f.allowGit
 	}
 	pol, err := rawpolicy.ResolveFor(o, c)
 	if err != nil {
@@ -380,7 +423,7 @@ func withFlagNames(r *sandbox.Report) *sandbox.Report {
 	for i := range c.Checks {
 		c.Checks[i].Detail = flagnames.In(c.Checks[i].Detail)
 	}
-	c.Missing = slices.Clone(r.Missing)
+	c.Missing = append([]string{}, r.Missing...) // [] rather than null
 	for i := range c.Missing {
 		c.Missing[i] = flagnames.In(c.Missing[i])
 	}
@@ -391,16 +434,24 @@ func printReport(w io.Writer, r *sandbox.Report) {
 	fmt.Fprintf(w, "os:       %s\n", r.OS)
 	fmt.Fprintf(w, "backend:  %s\n", r.Backend)
 	fmt.Fprintf(w, "mode:     %s\n", r.Mode)
+	warnings := 0
 	for _, c := range r.Checks {
 		mark := "ok  "
-		if !c.OK {
+		switch {
+		case !c.OK:
 			mark = "FAIL"
+		case c.Warning:
+			mark = "warn"
+			warnings++
 		}
 		fmt.Fprintf(w, "  [%s] %-22s %s\n", mark, c.Name, c.Detail)
 	}
-	if len(r.Missing) == 0 {
+	switch {
+	case len(r.Missing) == 0 && warnings > 0:
+		fmt.Fprintln(w, "every guarantee of the policy can be enforced (see the recommendations marked warn)")
+	case len(r.Missing) == 0:
 		fmt.Fprintln(w, "every guarantee of the policy can be enforced")
-	} else {
+	default:
 		fmt.Fprintln(w, "not enforced here:")
 		for _, m := range r.Missing {
 			fmt.Fprintf(w, "  - %s\n", m)

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"encoding/json"
 	"io"
 	"os"
 	"path/filepath"
@@ -90,6 +91,29 @@ func TestUsageErrors(t *testing.T) {
 	}
 }
 
+// TestFlagSuggestions: an unknown flag of any subcommand gets the flag it
+// is near, or the subcommand it belongs to, and still status 125.
+func TestFlagSuggestions(t *testing.T) {
+	isolate(t)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"run", "--netwrok", "--", "true"}, "unknown flag: --netwrok (did you mean --network?)"},
+		{[]string{"run", "--allow-git-write", "--", "true"}, "unknown flag: --allow-git-write (did you mean --allow-git-writes?)"},
+		{[]string{"mcp", "--allow-domian", "x"}, "unknown flag: --allow-domian (did you mean --allow-domain?)"},
+		{[]string{"doctor", "--jsn"}, "unknown flag: --jsn (did you mean --json?)"},
+		{[]string{"doctor", "--report", "x"}, "unknown flag: --report (a flag of agentbox mcp, agentbox run)"},
+		{[]string{"run", "--frobnicate", "--", "true"}, "unknown flag: --frobnicate\n"},
+		{[]string{"run", "--netwrok=false", "--", "true"}, "unknown flag: --netwrok (did you mean --network?)"},
+	} {
+		code, _, stderr := run(t, tc.args...)
+		if code != 125 || !strings.Contains(stderr, tc.want) {
+			t.Errorf("%q: status %d, stderr %q, want 125 and %q", tc.args, code, stderr, tc.want)
+		}
+	}
+}
+
 func TestVersion(t *testing.T) {
 	isolate(t)
 	code, stdout, stderr := run(t, "version")
@@ -166,6 +190,53 @@ func TestExitStatusContract(t *testing.T) {
 		args := append([]string{"run", "-s", "danger-full-access", "-C", dir, "--"}, tc.args...)
 		if code, _, stderr := run(t, args...); code != tc.want {
 			t.Errorf("%q: status %d, want %d (stderr %q)", tc.args, code, tc.want, stderr)
+		}
+	}
+}
+
+// TestDoctorOneTruth: doctor's lists are JSON arrays, never null, and a
+// recommendation (git's safe.bareRepository, which agentbox does not
+// enforce and does not need for its guarantees) is a warning line, not a
+// failure next to "every guarantee of the policy can be enforced".
+func TestDoctorOneTruth(t *testing.T) {
+	dir := isolate(t) // an empty home: safe.bareRepository is unset
+	t.Setenv("GIT_CONFIG_NOSYSTEM", "1")
+	code, stdout, stderr := run(t, "doctor", "--json", "-C", dir)
+	var rep map[string]any
+	if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
+		t.Fatalf("doctor --json: %v\n%s%s", err, stdout, stderr)
+	}
+	for _, k := range []string{"checks", "missing"} {
+		if _, ok := rep[k].([]any); !ok {
+			t.Errorf("doctor --json: %q is %v, want an array", k, rep[k])
+		}
+	}
+	var bare map[string]any
+	for _, c := range rep["checks"].([]any) {
+		if c := c.(map[string]any); c["name"] == "git safe.bareRepository" {
+			bare = c
+		}
+	}
+	if bare == nil || bare["ok"] != true || bare["warning"] != true {
+		t.Errorf("safe.bareRepository unset: %v, want ok with a warning", bare)
+	}
+	wantCode := 0
+	if rep["can_sandbox"] != true {
+		wantCode = 1
+	}
+	if code != wantCode {
+		t.Errorf("doctor --json: status %d, want %d", code, wantCode)
+	}
+	code, stdout, _ = run(t, "doctor", "-C", dir)
+	if !strings.Contains(stdout, "[warn] git safe.bareRepository") || strings.Contains(stdout, "[FAIL] git safe.bareRepository") {
+		t.Errorf("doctor: the recommendation is not a warning line:\n%s", stdout)
+	}
+	if code == 0 && !strings.Contains(stdout, "every guarantee of the policy can be enforced") {
+		t.Errorf("doctor: status 0 without saying so:\n%s", stdout)
+	}
+	for _, l := range strings.Split(stdout, "\n") {
+		if strings.Contains(l, "[FAIL]") && code == 0 {
+			t.Errorf("doctor: a failed check with status 0: %q", l)
 		}
 	}
 }

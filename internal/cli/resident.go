@@ -60,6 +60,9 @@ func residentOutcome(pol *policy.Policy, timeout time.Duration, res *resident.Re
 		code = 128 + res.Signal
 	}
 	r := sandbox.NewRunReport(pol, code)
+	for _, d := range res.Denied {
+		r.Network.Denied = append(r.Network.Denied, sandbox.NetworkDenied(d))
+	}
 	refusals.Write(stderr, r)
 	if werr := rep.write(r); werr != nil {
 		fmt.Fprintf(stderr, "agentbox: --report %s: %v\n", rep.path, werr)

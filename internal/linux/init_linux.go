@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/netip"
 	"os"
 	"os/signal"
 	"runtime"
@@ -45,6 +46,9 @@ type message struct {
 	Exited bool `json:"exited,omitempty"`
 	Status int  `json:"status,omitempty"`
 	Signal int  `json:"signal,omitempty"`
+	// Unreachable, with Exited, is what the command's connects could
+	// not reach with the network off.
+	Unreachable []Unreachable `json:"unreachable,omitempty"`
 	// NoUserns marks an Error caused by a user namespace without the
 	// capabilities it should have (AppArmor's restriction on Ubuntu).
 	NoUserns bool `json:"no_userns,omitempty"`
@@ -136,7 +140,12 @@ func RunInit() {
 	if err != nil {
 		fail(exitcode.SandboxFailure, fmt.Errorf("setting up the allow-list proxy: %w", err))
 	}
-	env = withProxyEnv(env, proxyAddrs)
+	env = withProxyEnv(env, proxyAddrs, spec)
+	for _, a := range proxyAddrs {
+		if ap, err := netip.ParseAddrPort(a); err == nil && spec.Session {
+			spec.sessionProxy = append(spec.sessionProxy, ap)
+		}
+	}
 	if err := unix.Chdir(spec.Cwd); err != nil {
 		fail(exitcode.SandboxFailure, fmt.Errorf("entering %s inside the sandbox: %w", spec.Cwd, err))
 	}
@@ -185,7 +194,8 @@ func RunInit() {
 		restrict(installSeccomp(spec))
 	}
 	// 9. The unix socket supervisor's filter, on this thread only.
-	wait4, err := superviseConnects(spec)
+	var unreach unreachables
+	wait4, err := superviseConnects(spec, &unreach)
 	restrict(err)
 
 	// 10. The command, forked from this thread: it inherits exactly what
@@ -214,7 +224,7 @@ func RunInit() {
 	if err != nil {
 		fail(exitcode.SandboxFailure, fmt.Errorf("waiting for the command: %w", err))
 	}
-	m := message{Exited: true}
+	m := message{Exited: true, Unreachable: unreach.list()}
 	if ws.Signaled() {
 		m.Signal = int(ws.Signal())
 		report(m)

@@ -34,6 +34,11 @@ type Process struct {
 	file   *os.File
 	// proxy holds the listeners of Spec.Proxy, on the sandbox's loopback.
 	proxy []net.Listener
+	// resolver holds the name server's sockets of Spec.Resolver.
+	resolver *Resolver
+	// unreachable is what the command's connects could not reach, from
+	// the init's last report.
+	unreachable []Unreachable
 	// relay copies the streams agentbox relays (stdio_linux.go).
 	relay     *stdioRelay
 	waitDelay time.Duration
@@ -168,8 +173,8 @@ func Start(spec *Spec, stdio Stdio) (*Process, error) {
 		specW.Close()
 	}()
 	m, err := p.next()
-	if err == nil && m.Started && spec.Proxy {
-		if p.proxy, err = proxySock.receive(); err != nil {
+	if err == nil && m.Started && (spec.Proxy || spec.Resolver) {
+		if p.proxy, p.resolver, err = proxySock.receive(spec.Proxy, spec.Resolver); err != nil {
 			err = fmt.Errorf("receiving the proxy listeners from the sandbox: %w", err)
 			cmd.Process.Kill()
 			cmd.Wait()
@@ -222,6 +227,7 @@ func (p *Process) Wait() (code, signal int, err error) {
 		p.killOnce.Do(func() { p.lifeline.Close() })
 	}
 	if merr == nil && m.Exited {
+		p.unreachable = m.Unreachable
 		return m.Status, m.Signal, nil
 	}
 	// No report: the init stage itself was killed (timeout, cancel, or
@@ -328,6 +334,10 @@ func initSysProcAttr(spec *Spec) *syscall.SysProcAttr {
 		// exactly those the init stage needs, as ambient capabilities,
 		// until it drops them all before the command starts.
 		attr.AmbientCaps = []uintptr{unix.CAP_SYS_ADMIN, unix.CAP_NET_ADMIN, unix.CAP_SETPCAP}
+		if spec.Resolver {
+			// The name server's port 53 (listenResolver).
+			attr.AmbientCaps = append(attr.AmbientCaps, unix.CAP_NET_BIND_SERVICE)
+		}
 		if len(spec.Caches) > 0 {
 			// overlayfs works in its mode-000 work directory with the
 			// mounter's credentials; the namespace's DAC override

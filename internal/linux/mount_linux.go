@@ -236,6 +236,11 @@ func buildRoot(spec *Spec) (cacheEnv []string, err error) {
 	if cacheEnv, err = mountCaches(spec); err != nil {
 		return nil, err
 	}
+	// The sandbox's own resolver files, over whatever the plan and the
+	// caches left at their paths.
+	if err := bindEtc(spec.Etc); err != nil {
+		return nil, err
+	}
 
 	// /sys stays read-only even under a writable root that covers it
 	// (`-C /`): it holds host-wide kernel knobs, like /proc/sys.

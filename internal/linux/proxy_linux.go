@@ -22,8 +22,11 @@ import (
 // socketpair; agentbox accepts on them from the host side. No filesystem
 // socket is bound anywhere, and nothing listens on the host's loopback.
 
+// The name server's sockets (Spec.Resolver) travel the same way, after
+// the proxy's listeners.
+
 // proxySocket is agentbox's end of the socketpair the listeners arrive on
-// (nil when the spec has no proxy).
+// (nil when the spec has neither proxy nor name server).
 type proxySocket struct {
 	parent, child *os.File
 }
@@ -31,11 +34,16 @@ type proxySocket struct {
 // prepareProxy adds the child end of a fresh socketpair to cmd's inherited
 // files and names its fd in the spec.
 func prepareProxy(spec *Spec, cmd *exec.Cmd) (*proxySocket, error) {
-	if !spec.Proxy {
+	if !spec.Proxy && !spec.Resolver {
 		return nil, nil
 	}
+	return prepareHandover(spec, cmd)
+}
+
+// prepareHandover is prepareProxy's socketpair, made whatever the spec.
+func prepareHandover(spec *Spec, cmd *exec.Cmd) (*proxySocket, error) {
 	if spec.Degraded || spec.Network {
-		return nil, errors.New("the allow-list proxy needs the sandbox's own network namespace")
+		return nil, errors.New("the sandbox's proxy and name server need the sandbox's own network namespace")
 	}
 	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
@@ -66,26 +74,55 @@ func (s *proxySocket) Close() {
 	}
 }
 
-// receive reads the two listening sockets the init stage sent: the HTTP
-// proxy's, then the SOCKS5 proxy's.
-func (s *proxySocket) receive() ([]net.Listener, error) {
+// receive reads the sockets the init stage (or a session's zygote) sent:
+// with proxy, the HTTP proxy's and the SOCKS5 proxy's listeners; with
+// resolver, then the name server's UDP socket and TCP listener.
+func (s *proxySocket) receive(proxy, resolver bool) ([]net.Listener, *Resolver, error) {
 	c, err := net.FileConn(s.parent)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer c.Close()
 	uc, ok := c.(*net.UnixConn)
 	if !ok {
-		return nil, fmt.Errorf("proxy socket is a %T", c)
+		return nil, nil, fmt.Errorf("proxy socket is a %T", c)
 	}
 	uc.SetReadDeadline(time.Now().Add(10 * time.Second))
 	buf := make([]byte, 1)
-	oob := make([]byte, unix.CmsgSpace(2*4))
+	oob := make([]byte, unix.CmsgSpace(4*4))
 	_, oobn, _, _, err := uc.ReadMsgUnix(buf, oob)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return listenersOf(parseRights(oob[:oobn]))
+	fds := parseRights(oob[:oobn])
+	want := 0
+	if proxy {
+		want += 2
+	}
+	if resolver {
+		want += 2
+	}
+	if len(fds) != want {
+		closeAll(fds)
+		return nil, nil, fmt.Errorf("got %d descriptors, want %d", len(fds), want)
+	}
+	var r *Resolver
+	if resolver {
+		if r, err = resolverOf(fds[len(fds)-2:]); err != nil {
+			closeAll(fds[:len(fds)-2])
+			return nil, nil, err
+		}
+		fds = fds[:len(fds)-2]
+	}
+	if !proxy {
+		return nil, r, nil
+	}
+	lns, err := listenersOf(fds)
+	if err != nil {
+		r.Close()
+		return nil, nil, err
+	}
+	return lns, r, nil
 }
 
 // ProxyListeners returns the HTTP and SOCKS5 proxy listeners on the
@@ -93,19 +130,26 @@ func (s *proxySocket) receive() ([]net.Listener, error) {
 // closes them when the process is gone.
 func (p *Process) ProxyListeners() []net.Listener { return p.proxy }
 
+// Resolver returns the name server's sockets on the sandbox's loopback
+// (nil without Spec.Resolver). The caller serves them and closes them
+// when the process is gone.
+func (p *Process) Resolver() *Resolver { return p.resolver }
+
 // setupProxy runs in the init stage: with a network namespace it makes
-// the listeners ([proxyListeners]); in degraded mode the host-loopback
-// proxy is already listening. It returns the addresses (HTTP, then SOCKS5)
-// the command's proxy variables must point at, nil without a proxy.
+// the listeners and the name server's sockets and hands them over
+// ([proxyListeners]); in degraded mode the host-loopback proxy is already
+// listening. It returns the addresses (HTTP, then SOCKS5) the command's
+// proxy variables must point at, nil without a proxy.
 func setupProxy(spec *Spec) ([]string, error) {
 	switch {
-	case spec.Proxy && spec.Session:
-		// A session's zygote makes listeners for each command instead
-		// (commandListeners), so that each command's decisions are its
-		// own.
-		return nil, nil
-	case spec.Proxy:
-		addrs, err := proxyListeners(spec)
+	case spec.Resolver || spec.Proxy && !spec.Session:
+		// A session's zygote makes an allow-list's proxy listeners
+		// for each command instead (commandListeners), so that each
+		// command's decisions are its own. The refusing proxy of a
+		// session without network, like its name server, is the
+		// session's: agentbox tells the commands apart by their
+		// sockets' ports (PortOwners), which costs a command nothing.
+		addrs, err := proxyListeners(spec, spec.Proxy && (!spec.Session || spec.ProxyOff))
 		if err != nil {
 			return nil, fmt.Errorf("listeners on the sandbox's loopback: %w", err)
 		}
@@ -119,10 +163,15 @@ func setupProxy(spec *Spec) ([]string, error) {
 	return nil, nil
 }
 
-// withProxyEnv points env's proxy variables at addrs (from setupProxy).
-func withProxyEnv(env, addrs []string) []string {
+// withProxyEnv points env's proxy variables at addrs (from setupProxy):
+// all of them for an allow-list's proxy, the conventional ones for the
+// refusing proxy of a sandbox without network.
+func withProxyEnv(env, addrs []string, spec *Spec) []string {
 	if len(addrs) != 2 {
 		return env
+	}
+	if spec.ProxyOff {
+		return netproxy.MergeEnv(env, netproxy.OffEnv(addrs[0], addrs[1], spec.LocalNames))
 	}
 	return netproxy.MergeEnv(env, netproxy.Env(addrs[0], addrs[1], netproxy.Lookup(env, "JAVA_TOOL_OPTIONS")))
 }
@@ -146,10 +195,11 @@ func proxyOnly(addrs []string) func(netip.AddrPort) bool {
 }
 
 // proxyListeners runs in the init stage, inside the network namespace
-// with loopback up: it listens on 127.0.0.1 twice, sends both sockets to
+// with loopback up: with proxy it listens on 127.0.0.1 twice, with
+// Spec.Resolver it binds the name server's sockets; it sends them all to
 // agentbox and closes its own copies (the command must not accept on
-// them), and returns their addresses (HTTP, then SOCKS5).
-func proxyListeners(spec *Spec) ([]string, error) {
+// them), and returns the proxy's addresses (HTTP, then SOCKS5).
+func proxyListeners(spec *Spec, proxy bool) ([]string, error) {
 	sock := os.NewFile(uintptr(spec.ProxyFD), "proxy")
 	if sock == nil {
 		return nil, fmt.Errorf("no proxy socket at fd %d", spec.ProxyFD)
@@ -162,6 +212,9 @@ func proxyListeners(spec *Spec) ([]string, error) {
 		}
 	}()
 	for range 2 {
+		if !proxy {
+			break
+		}
 		fd, port, err := listenLoopback()
 		if err != nil {
 			return nil, err
@@ -169,8 +222,18 @@ func proxyListeners(spec *Spec) ([]string, error) {
 		fds = append(fds, fd)
 		ports = append(ports, port)
 	}
+	if spec.Resolver {
+		udp, tcp, err := listenResolver()
+		if err != nil {
+			return nil, fmt.Errorf("the name server's sockets on 127.0.0.1:53: %w", err)
+		}
+		fds = append(fds, udp, tcp)
+	}
 	if err := unix.Sendmsg(int(sock.Fd()), []byte{1}, unix.UnixRights(fds...), nil, 0); err != nil {
 		return nil, &os.SyscallError{Syscall: "sendmsg(SCM_RIGHTS)", Err: err}
+	}
+	if !proxy {
+		return nil, nil
 	}
 	return loopbackAddrs(ports), nil
 }

@@ -29,6 +29,14 @@ type Session struct {
 	stop chan struct{} // closed by Close: ends the thread that forked the zygote
 	dead chan struct{} // closed when the control socket ends
 
+	// resolver is the session's name server sockets, owners the table
+	// that tells whose look-up a query is (with Spec.Resolver).
+	resolver *Resolver
+	owners   *PortOwners
+	// proxy is the session's refusing proxy listeners (with
+	// Spec.ProxyOff), made once for all its commands.
+	proxy []net.Listener
+
 	sendMu sync.Mutex
 	mu     sync.Mutex
 	nextID uint64
@@ -61,6 +69,13 @@ func StartSession(spec *Spec) (*Session, error) {
 	}
 	s := &Session{ctl: fds[0], stop: make(chan struct{}), dead: make(chan struct{}), exited: make(chan struct{})}
 	child := os.NewFile(uintptr(fds[1]), "session-control")
+	if sp.Resolver {
+		if s.owners, err = NewPortOwners(); err != nil {
+			unix.Close(s.ctl)
+			child.Close()
+			return nil, err
+		}
+	}
 	// The zygote's parent-death signal fires when the thread that forked
 	// it exits, not the process: fork it from a thread of its own that
 	// lives until Close, so a caller's locked goroutine ending elsewhere
@@ -80,6 +95,7 @@ func StartSession(spec *Spec) (*Session, error) {
 	}()
 	if r := <-ready; r.err != nil {
 		unix.Close(s.ctl)
+		s.owners.Close()
 		return nil, r.err
 	}
 	go s.read()
@@ -116,9 +132,25 @@ func (s *Session) launch(spec *Spec, control *os.File) error {
 		ExtraFiles:  []*os.File{specR, statusW, control},
 		SysProcAttr: attr,
 	}
+	var hand *proxySocket
+	sessionProxy := spec.Proxy && spec.ProxyOff
+	if spec.Resolver || sessionProxy {
+		// The name server's sockets, made once by the zygote, come
+		// over a socketpair as a lone run's do; the port owners table
+		// goes with the zygote.
+		if hand, err = prepareHandover(spec, cmd); err != nil {
+			specR.Close()
+			specW.Close()
+			return err
+		}
+		defer hand.Close()
+		cmd.ExtraFiles = append(cmd.ExtraFiles, s.owners.file)
+		spec.PortOwnersFD = 3 + len(cmd.ExtraFiles) - 1
+	}
 	err = cmd.Start()
 	specR.Close()
 	statusW.Close()
+	hand.closeChildEnd()
 	if err != nil {
 		specW.Close()
 		if isUsernsRefusal(err) {
@@ -135,6 +167,13 @@ func (s *Session) launch(spec *Spec, control *os.File) error {
 	if err == nil {
 		err = json.Unmarshal(line, &m)
 	}
+	if err == nil && m.Started && hand != nil {
+		if s.proxy, s.resolver, err = hand.receive(sessionProxy, spec.Resolver); err != nil {
+			cmd.Process.Kill()
+			cmd.Wait()
+			return fmt.Errorf("receiving the name server's sockets from the session's sandbox: %w", err)
+		}
+	}
 	if err != nil || !m.Started {
 		cmd.Process.Kill()
 		werr := cmd.Wait()
@@ -149,6 +188,23 @@ func (s *Session) launch(spec *Spec, control *os.File) error {
 	}
 	s.zyg = cmd
 	return nil
+}
+
+// ProxyListeners are the session's refusing proxy listeners, HTTP then
+// SOCKS5 (nil without Spec.ProxyOff): the caller serves them for the
+// session's life, and closes them before Close.
+func (s *Session) ProxyListeners() []net.Listener { return s.proxy }
+
+// Resolver is the session's name server sockets (nil without
+// Spec.Resolver): the caller serves them for the session's life, and
+// closes them before Close.
+func (s *Session) Resolver() *Resolver { return s.resolver }
+
+// PortOwner is the id of the command whose socket at the session's local
+// port, over network ("udp" or "tcp"), last connected to the name server
+// (its low 32 bits, as [SessionProcess.ID] gives it); 0 when none did.
+func (s *Session) PortOwner(network string, port uint16) uint32 {
+	return s.owners.Owner(network, port)
 }
 
 // read waits for the control socket to end: the zygote sends nothing on
@@ -211,6 +267,9 @@ func (s *Session) Close() error {
 	<-s.dead
 	unix.Close(s.ctl)
 	close(s.stop)
+	// The caller stopped serving the name server before Close: nobody
+	// reads the table any more.
+	s.owners.Close()
 	return nil
 }
 
@@ -265,6 +324,9 @@ type SessionProcess struct {
 	reply *os.File
 	stdio *relay
 	proxy []net.Listener
+	// unreachable is what the command's connects could not reach, from
+	// the zygote's last answer.
+	unreachable []Unreachable
 }
 
 // answer reads the zygote's next answer for this command; the zygote
@@ -313,7 +375,12 @@ func (p *SessionProcess) answer() (zresp, error) {
 // [Placeholders.Held]): the session binds each read-only, where it is not
 // already, before the command starts. The caller releases them once Wait
 // has returned.
-func (s *Session) Start(path string, argv, env []string, dir string, stdio Stdio, held []HeldPath) (*SessionProcess, error) {
+//
+// onID, when set, is called with the command's id (as [SessionProcess.ID]
+// gives it) before the command can start: whatever agentbox attributes
+// to the command by that id ([Session.PortOwner]) can be in place before
+// the command acts.
+func (s *Session) Start(path string, argv, env []string, dir string, stdio Stdio, held []HeldPath, onID func(uint32)) (*SessionProcess, error) {
 	for _, p := range []string{path, dir} {
 		if !utf8.ValidString(p) {
 			return nil, errNonUTF8(p)
@@ -366,6 +433,9 @@ func (s *Session) Start(path string, argv, env []string, dir string, stdio Stdio
 	s.nextID++
 	id := s.nextID
 	s.mu.Unlock()
+	if onID != nil {
+		onID(uint32(id))
+	}
 	rl, err := newRelay(stdio)
 	if err != nil {
 		return nil, err
@@ -428,6 +498,13 @@ func (s *Session) Start(path string, argv, env []string, dir string, stdio Stdio
 	return p, nil
 }
 
+// Unreachable is what the command's connects could not reach (with
+// Spec.Resolver); set by Wait.
+func (p *SessionProcess) Unreachable() []Unreachable { return p.unreachable }
+
+// ID is the command's id in its session, as [Session.PortOwner] gives it.
+func (p *SessionProcess) ID() uint32 { return uint32(p.id) }
+
 // maxBound bounds Session.bound.
 const maxBound = 4096
 
@@ -455,6 +532,7 @@ func (p *SessionProcess) Wait() (code, signal int, err error) {
 	case r.Error != "":
 		return 0, 0, errors.New(r.Error)
 	}
+	p.unreachable = r.Unreachable
 	return r.Status, r.Signal, nil
 }
 

@@ -11,6 +11,7 @@ package linux
 
 import (
 	"fmt"
+	"net/netip"
 	"path/filepath"
 	"reflect"
 	"slices"
@@ -70,6 +71,39 @@ type Spec struct {
 	// command's proxy variables at them. Needs the network namespace.
 	Proxy   bool `json:"proxy,omitempty"`
 	ProxyFD int  `json:"proxy_fd,omitempty"`
+	// ProxyOff: the proxy is that of a sandbox whose network is off. It
+	// refuses every request, so that the tools that honour proxy
+	// variables fail at once with a reason rather than retry (npm waits
+	// 10 and 60 s before its two retries of a failed look-up or
+	// connect, and gives up at once on the proxy's 403). Only the
+	// conventional variables name it (see [netproxy.OffEnv]), with
+	// LocalNames left direct.
+	ProxyOff bool `json:"proxy_off,omitempty"`
+	// Resolver gives the sandbox agentbox's name server (package
+	// nameserver): the init stage (a session's zygote, once) binds a UDP
+	// and a TCP socket to 127.0.0.1:53 of the sandbox's network
+	// namespace and hands them to agentbox on the socket at ProxyFD,
+	// after the proxy's listeners if there are any. Etc then names that
+	// address in the sandbox's /etc/resolv.conf. Needs the network
+	// namespace.
+	Resolver bool `json:"resolver,omitempty"`
+	// Etc are files of the sandbox's own, bound read-only over the
+	// host's after the mount plan and the tool caches (see
+	// [ResolverFiles]).
+	Etc []EtcFile `json:"etc,omitempty"`
+	// LocalNames are the names the sandbox's /etc/hosts gives loopback
+	// addresses: NO_PROXY lists them next to localhost.
+	LocalNames []string `json:"local_names,omitempty"`
+	// sessionProxy, in a session's zygote with ProxyOff, are the
+	// addresses of the session's refusing proxy (HTTP, then SOCKS5):
+	// made once for every command, whose connects to them are recorded
+	// in the port owners table like those to the name server.
+	sessionProxy []netip.AddrPort
+	// PortOwnersFD, in a session with Resolver, is a shared table
+	// ([PortOwners]) in which each command's connect supervisor records
+	// the local port of every socket the command connects to the name
+	// server, so that agentbox can tell whose look-up a query is.
+	PortOwnersFD int `json:"port_owners_fd,omitempty"`
 	// ProxyAddrs, in degraded mode, are the host-loopback addresses of
 	// the allow-list proxy (HTTP, then SOCKS5): the command's proxy
 	// variables point at them, and they are the only TCP destinations

@@ -84,11 +84,18 @@ func installSeccomp(spec *Spec) error {
 // for a decision. It must come after installSeccomp, whose TSYNC would
 // otherwise copy this thread-only filter onto the supervisor's threads. It
 // returns how to wait for the command.
-func superviseConnects(spec *Spec) (waitFunc, error) {
+//
+// With the network off it records in unreach the destinations the
+// command could not reach.
+func superviseConnects(spec *Spec, unreach *unreachables) (waitFunc, error) {
 	if !spec.MediateUnixConnect {
 		return unix.Wait4, nil
 	}
-	sup, err := unixsock.Start(unixMediation(spec))
+	allow, opts := unixMediation(spec)
+	if recordsUnreachable(spec) {
+		opts.Connected = unreach.record
+	}
+	sup, err := unixsock.Start(allow, opts)
 	if err != nil {
 		return nil, fmt.Errorf("unix socket mediation: %w", err)
 	}

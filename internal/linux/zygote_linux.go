@@ -4,11 +4,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/netip"
 	"os"
 	"runtime"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"unsafe"
 
@@ -104,6 +106,9 @@ type zresp struct {
 	Signal  int    `json:"signal,omitempty"`
 	Error   string `json:"error,omitempty"`
 	Code    int    `json:"code,omitempty"`
+	// Unreachable, with Exited, is what the command's connects could
+	// not reach with the network off.
+	Unreachable []Unreachable `json:"unreachable,omitempty"`
 
 	fds []int // received with the answer (the client's side only)
 }
@@ -138,6 +143,11 @@ type zygote struct {
 	// listen asks the main goroutine for a command's proxy listeners
 	// (with an allow-list).
 	listen chan chan listeners
+
+	// owners is the table of the name server's clients (with
+	// Spec.Resolver), in which each command's supervisor records its
+	// sockets.
+	owners *PortOwners
 
 	// buf and oob receive requests. Exactly one thread reads the
 	// control socket at a time (the next command's, see worker), and it
@@ -243,6 +253,13 @@ func runZygote(spec *Spec, report func(message)) {
 		ctl: make(chan zreq), end: make(chan struct{}), listen: make(chan chan listeners),
 		buf: make([]byte, maxPacket), oob: make([]byte, unix.CmsgSpace((5+maxHeld)*4)),
 		mounter: mounter,
+	}
+	if spec.PortOwnersFD > 0 {
+		if z.owners, err = mapPortOwners(spec.PortOwnersFD); err != nil {
+			fail(err)
+		}
+		z.owners.watched = append([]netip.AddrPort{resolverAddr}, spec.sessionProxy...)
+		unix.Close(spec.PortOwnersFD)
 	}
 	go z.worker()
 	// The status pipe stays open: it belongs to the *os.File in
@@ -379,7 +396,7 @@ func (z *zygote) startJob(r zreq, fds []int) (job, bool) {
 			return fail(fmt.Sprintf("session: keeping protected paths read-only: %v", err))
 		}
 	}
-	if z.spec.Proxy {
+	if z.spec.Proxy && !z.spec.ProxyOff {
 		// On the zygote's main goroutine, as the rest of its own
 		// sockets: this thread is already the command's.
 		ch := make(chan listeners)
@@ -430,7 +447,11 @@ func sendMsg(fd int, b []byte, fds []int) error {
 // the CPU with this start).
 func (z *zygote) worker() {
 	runtime.LockOSThread()
-	sup, perr := z.prepare()
+	// The command's id, once its request is read: its supervisor, started
+	// before, records its name server sockets under it.
+	var id atomic.Uint32
+	var unreach unreachables
+	sup, perr := z.prepare(&id, &unreach)
 	var in *waitingInit
 	if perr == nil && z.spec.Init != "" {
 		in, perr = z.startInit()
@@ -441,6 +462,7 @@ func (z *zygote) worker() {
 		return
 	}
 	r, stdio := j.r, j.stdio
+	id.Store(uint32(r.ID))
 	defer unix.Close(j.reply)
 	pid, pidfd, code, err := 0, -1, exitcode.SandboxFailure, perr
 	if err == nil {
@@ -481,7 +503,7 @@ func (z *zygote) worker() {
 	as := c.as
 	unix.Close(c.pidfd)
 	z.mu.Unlock()
-	m := zresp{ID: r.ID, Exited: true}
+	m := zresp{ID: r.ID, Exited: true, Unreachable: unreach.list()}
 	switch {
 	case reported >= 0:
 		m.Status = reported
@@ -518,7 +540,7 @@ func wait4(pid int, ws *unix.WaitStatus) error {
 // seccomp last but one (its filter is what the command inherits); the unix
 // socket supervisor's filter goes after the main one, which must not be
 // installed with TSYNC on top of it.
-func (z *zygote) prepare() (*unixsock.Supervisor, error) {
+func (z *zygote) prepare(id *atomic.Uint32, unreach *unreachables) (*unixsock.Supervisor, error) {
 	spec := z.spec
 	if err := thisThread(unix.PR_SET_NO_NEW_PRIVS, 1, 0); err != nil {
 		return nil, &os.SyscallError{Syscall: "prctl(PR_SET_NO_NEW_PRIVS)", Err: err}
@@ -537,7 +559,16 @@ func (z *zygote) prepare() (*unixsock.Supervisor, error) {
 		}
 	}
 	if spec.MediateUnixConnect {
-		sup, err := unixsock.Start(unixMediation(spec))
+		allow, opts := unixMediation(spec)
+		if z.owners != nil || recordsUnreachable(spec) {
+			opts.Connected = func(sock int, dst netip.AddrPort, errno unix.Errno) {
+				z.owners.own(id.Load(), sock, dst, errno)
+				if recordsUnreachable(spec) {
+					unreach.record(sock, dst, errno)
+				}
+			}
+		}
+		sup, err := unixsock.Start(allow, opts)
 		if err != nil {
 			return nil, fmt.Errorf("unix socket mediation: %w", err)
 		}
@@ -565,7 +596,7 @@ func (z *zygote) fork(r zreq, stdio [3]int, ports []int, in *waitingInit) (pid, 
 	}
 	if len(ports) == 2 {
 		// As in a lone run, the proxy variables win over the caller's.
-		env = withProxyEnv(env, loopbackAddrs(ports))
+		env = withProxyEnv(env, loopbackAddrs(ports), spec)
 	}
 	dir := spec.Cwd
 	if r.Dir != "" {

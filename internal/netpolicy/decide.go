@@ -14,12 +14,20 @@ type Rules struct {
 	// AllowLocal admits names that resolve to loopback, private and other
 	// local addresses ([network] allow_local_binding).
 	AllowLocal bool
+	// Off refuses every request as [ReasonNetworkOff]: the rules of the
+	// proxy of a sandbox whose network is off, whose only task is to
+	// make the tools that use it fail at once, with a reason, rather
+	// than retry a network that is not there.
+	Off bool
 }
 
 // Reasons for refusals, as printed in the run report and on stderr.
 const (
 	ReasonNotAllowed = "not in allowed_domains"
 	ReasonDenied     = "in denied_domains"
+	// ReasonNetworkOff is every refusal of a sandbox without network:
+	// its proxy's, its name server's, its connects'.
+	ReasonNetworkOff = "network off"
 )
 
 // Decision is the policy's answer about one requested destination.
@@ -45,6 +53,14 @@ func (d Decision) Resolve() bool { return d.Allow && !d.Addr.IsValid() }
 // allowed), or a numeric form a resolver would read as IPv4. A denied name
 // is never resolved, so a refused request leaks nothing through DNS.
 func (r *Rules) Decide(host string, port uint16) Decision {
+	d := r.decide(host, port)
+	if r.Off && (d.Allow || d.Reason == ReasonNotAllowed || d.Reason == ReasonDenied) {
+		d.Allow, d.Reason = false, ReasonNetworkOff
+	}
+	return d
+}
+
+func (r *Rules) decide(host string, port uint16) Decision {
 	shown := displayHost(host)
 	deny := func(reason string) Decision { return Decision{Host: shown, Reason: reason} }
 	if port == 0 {

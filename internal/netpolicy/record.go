@@ -13,10 +13,11 @@ type Allowed struct {
 	Count int    `json:"count"`
 }
 
-// Denied is one refused destination and why, in the run report.
+// Denied is one refused destination and why, in the run report. Port is
+// 0 (and left out) for a refused name look-up.
 type Denied struct {
 	Host   string `json:"host"`
-	Port   uint16 `json:"port"`
+	Port   uint16 `json:"port,omitempty"`
 	Reason string `json:"reason"`
 	Count  int    `json:"count"`
 }
@@ -59,14 +60,17 @@ func (r *Recorder) Allow(host string, port uint16) {
 }
 
 // Deny records a refused request for host:port.
-func (r *Recorder) Deny(host string, port uint16, reason string) {
+func (r *Recorder) Deny(host string, port uint16, reason string) { r.DenyN(host, port, reason, 1) }
+
+// DenyN records n refused requests for host:port.
+func (r *Recorder) DenyN(host string, port uint16, reason string, n int) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	k := Denied{Host: host, Port: port, Reason: reason}
 	if _, ok := r.denied[k]; !ok && len(r.denied) >= maxEntries {
 		k = Denied{Host: overflowHost, Reason: "too many distinct refusals to list"}
 	}
-	r.denied[k]++
+	r.denied[k] += n
 }
 
 // Report returns what was recorded, sorted by host, port and reason.

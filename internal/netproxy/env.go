@@ -47,6 +47,38 @@ func Env(httpAddr, socksAddr string, oldJavaToolOptions string) []string {
 	return env
 }
 
+// OffEnv returns the variables that point a command's tools at the
+// refusing proxy of a sandbox without network (see [netpolicy.Rules].Off):
+// the conventional ones only, which the tools that honour them read
+// unless the user's own configuration names another proxy. No
+// tool-specific configuration (npm's, yarn's, the JVM's) is touched:
+// the proxy only makes a failure quick and explained, and a tool that
+// does not use it fails at once anyway (agentbox's name server knows no
+// name). local are names left direct, beside localhost: those the
+// sandbox's /etc/hosts gives loopback addresses.
+func OffEnv(httpAddr, socksAddr string, local []string) []string {
+	hp := "http://" + httpAddr
+	// All of loopback stays direct, as it does without a proxy: a
+	// server a test starts on 127.0.0.2 must keep working. Tools that
+	// read no CIDR in NO_PROXY (curl before 7.86) skip the entry.
+	noProxy := NoProxy + ",127.0.0.0/8"
+	for _, n := range local {
+		if n != "localhost" {
+			noProxy += "," + n
+		}
+	}
+	env := []string{
+		"http_proxy=" + hp, "https_proxy=" + hp,
+		"HTTP_PROXY=" + hp, "HTTPS_PROXY=" + hp,
+		"NO_PROXY=" + noProxy, "no_proxy=" + noProxy,
+	}
+	if socksAddr != "" {
+		sp := "socks5h://" + socksAddr
+		env = append(env, "ALL_PROXY="+sp, "all_proxy="+sp)
+	}
+	return env
+}
+
 // MergeEnv returns env with every variable in set replacing any existing
 // one of the same name (set wins; order otherwise kept).
 func MergeEnv(env, set []string) []string {

@@ -78,7 +78,7 @@ func (s *Server) newHTTPServer() *http.Server {
 	return &http.Server{
 		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
 			if nc, ok := c.(*notifyConn); ok {
-				return context.WithValue(ctx, scopeKey{}, nc.scope)
+				return nc.scope.withRecorder(context.WithValue(ctx, scopeKey{}, nc.scope), nc.Conn)
 			}
 			return ctx
 		},

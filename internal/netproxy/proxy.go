@@ -48,6 +48,15 @@ type Config struct {
 	// HandshakeTimeout bounds reading a request head (HTTP) or the
 	// greeting and request (SOCKS5); 0 means 30s.
 	HandshakeTimeout time.Duration
+	// RecorderFor, when set, chooses the recorder of each request by
+	// the address of the client connection it came on: a session whose
+	// commands share one listener tells them apart by their sockets'
+	// ports. It is asked when the request has arrived, not when the
+	// connection was accepted (a TCP handshake completes before the
+	// client's connect(2) returns, and so before whoever watches that
+	// connect knows the port). A nil result (or no RecorderFor) records
+	// in the scope's recorder.
+	RecorderFor func(client net.Addr) *netpolicy.Recorder
 	// MaxConns bounds the client connections served at once, by the
 	// server's own listeners and by each Scope apart (so that one
 	// command of a session cannot take its siblings' share); 0 means
@@ -221,6 +230,19 @@ func (s *Server) Close() error {
 	return nil
 }
 
+// clientKey is the context key of a request's client address, for
+// Config.RecorderFor.
+type clientKey struct{}
+
+// withRecorder is ctx carrying the client address of connection c, whose
+// recorder Config.RecorderFor chooses.
+func (sc *Scope) withRecorder(ctx context.Context, c net.Conn) context.Context {
+	if sc.srv.cfg.RecorderFor == nil {
+		return ctx
+	}
+	return context.WithValue(ctx, clientKey{}, c.RemoteAddr())
+}
+
 // serve accepts on ln and runs handle for each connection, within the
 // scope's connection limit.
 func (sc *Scope) serve(ln net.Listener, handle func(net.Conn)) error {
@@ -275,6 +297,11 @@ func (sc *Scope) serve(ln net.Listener, handle func(net.Conn)) error {
 func (sc *Scope) connect(ctx context.Context, host string, port uint16) (net.Conn, error) {
 	s := sc.srv
 	rules, rec := s.cfg.Rules, sc.rec
+	if a, ok := ctx.Value(clientKey{}).(net.Addr); ok && s.cfg.RecorderFor != nil {
+		if r := s.cfg.RecorderFor(a); r != nil {
+			rec = r
+		}
+	}
 	d := rules.Decide(host, port)
 	if !d.Allow {
 		rec.Deny(d.Host, port, d.Reason)

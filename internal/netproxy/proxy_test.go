@@ -12,6 +12,7 @@ import (
 	"net/netip"
 	"net/url"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -631,5 +632,78 @@ func TestScopeConnLimit(t *testing.T) {
 	}
 	if code, err := get(bl); err != nil || code != 200 {
 		t.Errorf("scope B starved by scope A's connection: %d, %v", code, err)
+	}
+}
+
+// TestRecorderFor: with Config.RecorderFor, each client connection's
+// decisions go to the recorder its address picks (HTTP, CONNECT and
+// SOCKS5 alike), and to the server's own when it picks none; with
+// Rules.Off everything is refused as "network off".
+func TestRecorderFor(t *testing.T) {
+	mine := netpolicy.NewRecorder()
+	var mu sync.Mutex
+	var ports []int
+	s := New(Config{Rules: &netpolicy.Rules{Off: true}, HandshakeTimeout: 2 * time.Second,
+		RecorderFor: func(a net.Addr) *netpolicy.Recorder {
+			mu.Lock()
+			defer mu.Unlock()
+			ports = append(ports, a.(*net.TCPAddr).Port)
+			if len(ports)%2 == 1 {
+				return mine
+			}
+			return nil
+		}})
+	hl, sl := newListener(t), newListener(t)
+	go s.ServeHTTPProxy(hl)
+	go s.ServeSOCKS(sl)
+	t.Cleanup(func() { s.Close() })
+	f := &fixture{srv: s, httpAddr: hl.Addr().String(), socks: sl.Addr().String()}
+	if _, code := f.viaHTTP(t, "a.example:80", false); code != http.StatusForbidden {
+		t.Errorf("plain request with the network off: %d", code)
+	}
+	if _, code := f.viaHTTP(t, "b.example:80", true); code != http.StatusForbidden && code != 0 {
+		t.Errorf("CONNECT with the network off: %d", code)
+	}
+	if _, err := f.viaSOCKS(t, "c.example:443"); err == nil {
+		t.Errorf("SOCKS with the network off: connected")
+	}
+	hosts := func(r *netpolicy.Recorder) map[string]string {
+		m := map[string]string{}
+		for _, d := range r.Report().Denied {
+			m[d.Host] = d.Reason
+		}
+		return m
+	}
+	got, other := hosts(mine), hosts(s.Recorder())
+	if len(got) != 2 || got["a.example"] != netpolicy.ReasonNetworkOff || got["c.example"] != netpolicy.ReasonNetworkOff {
+		t.Errorf("the picked recorder holds %v, want a.example and c.example refused as network off", got)
+	}
+	if len(other) != 1 || other["b.example"] != netpolicy.ReasonNetworkOff {
+		t.Errorf("the server's recorder holds %v, want b.example alone", other)
+	}
+}
+
+// TestOffEnv: the refusing proxy of a sandbox without network is named by
+// the conventional variables only, with loopback and the local names
+// direct; no tool's own configuration is set.
+func TestOffEnv(t *testing.T) {
+	env := OffEnv("127.0.0.1:1", "127.0.0.1:2", []string{"localhost", "vm"})
+	got := map[string]string{}
+	for _, kv := range env {
+		k, v, _ := strings.Cut(kv, "=")
+		got[k] = v
+	}
+	for _, k := range []string{"http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY"} {
+		if got[k] != "http://127.0.0.1:1" {
+			t.Errorf("%s = %q", k, got[k])
+		}
+	}
+	if got["ALL_PROXY"] != "socks5h://127.0.0.1:2" || got["NO_PROXY"] != "localhost,127.0.0.1,::1,127.0.0.0/8,vm" || got["no_proxy"] != got["NO_PROXY"] {
+		t.Errorf("env %q", env)
+	}
+	for k := range got {
+		if strings.HasPrefix(k, "npm_") || strings.HasPrefix(k, "YARN") || k == "JAVA_TOOL_OPTIONS" || k == "NODE_USE_ENV_PROXY" {
+			t.Errorf("OffEnv sets %s", k)
+		}
 	}
 }

@@ -164,7 +164,7 @@ func (sc *Scope) handleSOCKS(c net.Conn) {
 		}
 		return
 	}
-	up, err := sc.connect(sc.ctx, req.Host, req.Port)
+	up, err := sc.connect(sc.withRecorder(sc.ctx, c), req.Host, req.Port)
 	if err != nil {
 		rep := byte(repHostUnreach)
 		var ref *Refusal

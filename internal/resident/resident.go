@@ -20,6 +20,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentbox/agentbox/internal/netpolicy"
 	"github.com/agentbox/agentbox/internal/rawpolicy"
 	"github.com/agentbox/agentbox/internal/wirestr"
 	"github.com/agentbox/agentbox/policy"
@@ -71,6 +72,27 @@ type Result struct {
 	Failed string
 	// Diag is the run's notes for stderr (git-writes checks).
 	Diag string
+	// Denied is what the network refused the command (with the network
+	// off: the names it looked up, the hosts it asked the proxy for), at
+	// most maxDenied entries and the rest counted in one more.
+	Denied []netpolicy.Denied
+}
+
+// maxDenied bounds the refusals a reply carries, so that it fits in one
+// message of the client's buffer.
+const maxDenied = 128
+
+// capDenied is ds, the entries beyond maxDenied counted in one.
+func capDenied(ds []netpolicy.Denied) []netpolicy.Denied {
+	if len(ds) <= maxDenied {
+		return ds
+	}
+	out := append([]netpolicy.Denied{}, ds[:maxDenied]...)
+	rest := netpolicy.Denied{Host: "(other destinations)", Reason: "not carried by the resident helper"}
+	for _, d := range ds[maxDenied:] {
+		rest.Count += d.Count
+	}
+	return append(out, rest)
 }
 
 // runRequest is the CLI's request for one command. The policy's canonical
@@ -111,6 +133,8 @@ type reply struct {
 	TimedOut bool   `json:"timed_out,omitempty"`
 	Failed   string `json:"failed,omitempty"` // Wait failed: agentbox's own failure (125)
 	Diag     string `json:"diag,omitempty"`   // the run's notes for stderr
+	// Denied is the run report's network.denied (see Result.Denied).
+	Denied []netpolicy.Denied `json:"denied,omitempty"`
 	// Busy answers a stop-idle request the helper did not stop for: the
 	// connections it serves (commands running, or being prepared).
 	Busy int `json:"busy,omitempty"`

@@ -19,6 +19,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/agentbox/agentbox/internal/agentdirs"
+	"github.com/agentbox/agentbox/internal/netpolicy"
 	"github.com/agentbox/agentbox/internal/rawpolicy"
 	"github.com/agentbox/agentbox/internal/resident/fastpath"
 	"github.com/agentbox/agentbox/internal/resident/ident"
@@ -748,6 +749,12 @@ func (s *server) run(fd int, sess *sandbox.Session, r *runRequest, stdio [3]*os.
 		rep.Failed = err.Error()
 	}
 	rep.Diag = diag.String()
+	if c.Report != nil && c.Report.Network != nil {
+		for _, d := range c.Report.Network.Denied {
+			rep.Denied = append(rep.Denied, netpolicy.Denied(d))
+		}
+		rep.Denied = capDenied(rep.Denied)
+	}
 	out.exited(fd, rep)
 	// The CLI closes its end on this reply; the lifeline then ends.
 	unix.Shutdown(fd, unix.SHUT_RD)

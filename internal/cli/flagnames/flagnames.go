@@ -14,6 +14,7 @@ var replacer = strings.NewReplacer(
 	"Options.Network", "--network",
 	"Options.AllowDomains", "--allow-domain",
 	"Options.AllowDegraded", "--allow-degraded",
+	"Options.AllowGitWrites", "--allow-git-writes",
 )
 
 // In returns s with policy.Options field names replaced by flags.

@@ -123,6 +123,13 @@ type Options struct {
 	// refuses the connect with EACCES. For a command that shares the
 	// host's network namespace but has a pid namespace of its own.
 	Abstract func(sunPath []byte) bool
+	// Connected, when set, is told about every AF_INET and AF_INET6
+	// connect the supervisor made for the command, after it: the
+	// command's socket (open until Connected returns), the destination
+	// (IPv4-mapped addresses unmapped) and connect's result. It records,
+	// and decides nothing: which command a local port is (a session's
+	// name server asks), which destinations were unreachable.
+	Connected func(sock int, dst netip.AddrPort, errno unix.Errno)
 	// Metadata, when set, makes chmod, chown, utimes and the xattr calls
 	// (and their f*, l* and *at forms) go through the supervisor too
 	// (metadata.go): the change is made only when Metadata says yes to
@@ -334,6 +341,11 @@ func (s *Supervisor) handle(n *notif) {
 	errno := g.errno
 	if errno == 0 {
 		errno = s.connect(&g)
+		if s.opts.Connected != nil && len(g.addr) >= 2 {
+			if ap, ok := inetAddr(g.addr, binary.NativeEndian.Uint16(g.addr)); ok {
+				s.opts.Connected(g.sock, ap, errno)
+			}
+		}
 	}
 	g.close()
 	resp := &notifResp{ID: n.ID, Error: -int32(errno)}

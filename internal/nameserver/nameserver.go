@@ -1,0 +1,379 @@
+// Package nameserver is the name server of a sandbox whose network is off.
+// agentbox serves it from outside the sandbox, on the UDP and TCP sockets
+// the sandbox made on its own 127.0.0.1:53 and handed over (the sandbox's
+// /etc/resolv.conf names that address and nothing else), and answers
+// every question at once with "no such name" (NXDOMAIN), recording the
+// name for the run report.
+//
+// # Why NXDOMAIN
+//
+// glibc, musl, Go's resolver and Node (through getaddrinfo) all take
+// NXDOMAIN as final: the look-up fails at once with EAI_NONAME, ENOTFOUND
+// or "no such host", and nothing retries the name server. REFUSED and
+// SERVFAIL make glibc try every server again and report EAI_AGAIN ("try
+// again"), which tools such as npm treat as a transient failure; a name
+// server that does not answer costs each look-up its full timeout.
+//
+// # Limits
+//
+// A command may send anything to its name server. A query is read into a
+// fixed buffer, parsed with [dnsmessage.Parser], and dropped when it is
+// not a well-formed single-question query (nothing is ever answered to a
+// response, so two name servers cannot be made to talk to each other).
+// Each socket is served by one goroutine at no more than [MaxRate]
+// queries a second (a flood waits in the kernel's socket buffer, where
+// the excess is dropped); TCP takes at most [MaxConns] connections at
+// once, each for [ConnTimeout] and [MaxQueriesPerConn] queries. The
+// names recorded are bounded by the recorder (see package netpolicy).
+package nameserver
+
+import (
+	"errors"
+	"io"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/net/dns/dnsmessage"
+
+	"github.com/agentbox/agentbox/internal/netpolicy"
+)
+
+// Limits of a [Server].
+const (
+	// MaxRate is the most queries a second one socket is answered.
+	MaxRate = 5000
+	// MaxConns is the most TCP connections served at once.
+	MaxConns = 16
+	// ConnTimeout is how long a TCP connection is served.
+	ConnTimeout = 5 * time.Second
+	// MaxQueriesPerConn is the most queries one TCP connection is
+	// answered before it is closed.
+	MaxQueriesPerConn = 64
+	// maxMessage is the largest query read (EDNS(0) clients offer up to
+	// 4096 bytes for answers; questions are far smaller).
+	maxMessage = 4096
+)
+
+// Config configures a [Server].
+type Config struct {
+	// Recorder returns where a refused look-up that came from the
+	// sandbox's port over network ("udp" or "tcp") is recorded: the run's
+	// recorder, or in a session the recorder of the command whose socket
+	// that port is. nil, or a nil result, records nothing.
+	Recorder func(network string, port uint16) *netpolicy.Recorder
+	// Local are the names the sandbox's /etc/hosts holds: they exist,
+	// with no record of another type (a resolver that found a name's
+	// IPv4 address there may still ask for its IPv6 one), and are not
+	// refusals.
+	Local []string
+}
+
+// Server answers the sandbox's questions on any number of sockets until
+// Close.
+type Server struct {
+	cfg   Config
+	local map[string]bool
+
+	mu     sync.Mutex
+	closed bool
+	socks  []interface{ Close() error }
+	conns  map[net.Conn]struct{}
+	wg     sync.WaitGroup
+	slots  chan struct{} // MaxConns
+}
+
+// New returns a server for cfg.
+func New(cfg Config) *Server {
+	s := &Server{cfg: cfg, local: map[string]bool{}, conns: map[net.Conn]struct{}{}, slots: make(chan struct{}, MaxConns)}
+	for _, n := range cfg.Local {
+		s.local[strings.ToLower(strings.TrimSuffix(n, "."))] = true
+	}
+	return s
+}
+
+// ErrClosed is returned by the Serve methods once Close was called.
+var ErrClosed = errors.New("nameserver: closed")
+
+func (s *Server) track(c interface{ Close() error }) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		c.Close()
+		return false
+	}
+	s.socks = append(s.socks, c)
+	s.wg.Add(1)
+	return true
+}
+
+// ServeUDP answers the queries that arrive on pc until Close (or pc
+// fails), and closes pc.
+func (s *Server) ServeUDP(pc net.PacketConn) error {
+	if !s.track(pc) {
+		return ErrClosed
+	}
+	defer s.wg.Done()
+	defer pc.Close()
+	buf := make([]byte, maxMessage)
+	out := make([]byte, 0, 512)
+	var lim limiter
+	for {
+		n, from, err := pc.ReadFrom(buf)
+		if err != nil {
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				continue
+			}
+			return s.closedOr(err)
+		}
+		lim.wait()
+		reply, name, refused := s.Respond(buf[:n], out[:0])
+		if reply == nil {
+			continue
+		}
+		if refused {
+			s.record("udp", from, name)
+		}
+		pc.WriteTo(reply, from)
+	}
+}
+
+// ServeTCP answers queries on the connections ln accepts until Close (or
+// ln fails), and closes ln.
+func (s *Server) ServeTCP(ln net.Listener) error {
+	if !s.track(ln) {
+		return ErrClosed
+	}
+	defer s.wg.Done()
+	defer ln.Close()
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				continue
+			}
+			return s.closedOr(err)
+		}
+		select {
+		case s.slots <- struct{}{}:
+		default:
+			c.Close() // too many at once: the client falls back or fails
+			continue
+		}
+		s.mu.Lock()
+		if s.closed {
+			s.mu.Unlock()
+			c.Close()
+			<-s.slots
+			continue
+		}
+		s.conns[c] = struct{}{}
+		s.wg.Add(1)
+		s.mu.Unlock()
+		go s.serveConn(c)
+	}
+}
+
+// serveConn answers the length-prefixed queries of one TCP connection.
+func (s *Server) serveConn(c net.Conn) {
+	defer func() {
+		c.Close()
+		s.mu.Lock()
+		delete(s.conns, c)
+		s.mu.Unlock()
+		<-s.slots
+		s.wg.Done()
+	}()
+	c.SetDeadline(time.Now().Add(ConnTimeout))
+	buf := make([]byte, 2+maxMessage)
+	out := make([]byte, 2, 2+512)
+	var lim limiter
+	for range MaxQueriesPerConn {
+		if _, err := io.ReadFull(c, buf[:2]); err != nil {
+			return
+		}
+		n := int(buf[0])<<8 | int(buf[1])
+		if n == 0 || n > maxMessage {
+			return
+		}
+		if _, err := io.ReadFull(c, buf[2:2+n]); err != nil {
+			return
+		}
+		lim.wait()
+		reply, name, refused := s.Respond(buf[2:2+n], out[2:2])
+		if reply == nil {
+			return
+		}
+		if refused {
+			s.record("tcp", c.RemoteAddr(), name)
+		}
+		out = out[:2+len(reply)]
+		out[0], out[1] = byte(len(reply)>>8), byte(len(reply))
+		if _, err := c.Write(out); err != nil {
+			return
+		}
+	}
+}
+
+func (s *Server) record(network string, from net.Addr, name string) {
+	if s.cfg.Recorder == nil || name == "" {
+		return
+	}
+	var port uint16
+	switch a := from.(type) {
+	case *net.UDPAddr:
+		port = uint16(a.Port)
+	case *net.TCPAddr:
+		port = uint16(a.Port)
+	}
+	if r := s.cfg.Recorder(network, port); r != nil {
+		r.Deny(name, 0, netpolicy.ReasonNetworkOff)
+	}
+}
+
+func (s *Server) closedOr(err error) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return ErrClosed
+	}
+	return err
+}
+
+// Close closes every socket and connection and waits for the handlers:
+// after it, every look-up is recorded.
+func (s *Server) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	for _, c := range s.socks {
+		c.Close()
+	}
+	for c := range s.conns {
+		c.Close()
+	}
+	s.mu.Unlock()
+	s.wg.Wait()
+	return nil
+}
+
+// limiter spaces the queries one goroutine answers to MaxRate a second,
+// in windows of a tenth of a second.
+type limiter struct {
+	start time.Time
+	n     int
+}
+
+func (l *limiter) wait() {
+	const window = 100 * time.Millisecond
+	const perWindow = MaxRate / 10
+	now := time.Now()
+	if now.Sub(l.start) >= window {
+		l.start, l.n = now, 0
+	}
+	l.n++
+	if l.n > perWindow {
+		time.Sleep(window - now.Sub(l.start))
+		l.start, l.n = time.Now(), 1
+	}
+}
+
+// Respond builds the answer to one query into out and returns it, with the
+// name asked for (in presentation form, lower case, without the final dot)
+// and whether it counts as a refused look-up. A message that must not be
+// answered (not a query, or not one agentbox can parse) gets a nil reply.
+func (s *Server) Respond(query, out []byte) (reply []byte, name string, refused bool) {
+	var p dnsmessage.Parser
+	h, err := p.Start(query)
+	if err != nil || h.Response {
+		return nil, "", false
+	}
+	rh := dnsmessage.Header{
+		ID: h.ID, Response: true, OpCode: h.OpCode, Authoritative: true,
+		RecursionDesired: h.RecursionDesired, RecursionAvailable: true,
+	}
+	qs, err := p.AllQuestions()
+	switch {
+	case err != nil:
+		rh.RCode = dnsmessage.RCodeFormatError
+		qs = nil
+	case h.OpCode != 0: // only QUERY
+		rh.RCode = dnsmessage.RCodeNotImplemented
+	case len(qs) != 1:
+		rh.RCode = dnsmessage.RCodeFormatError
+	default:
+		rh.RCode, refused = s.decide(qs[0])
+		name = presentation(qs[0].Name)
+	}
+	b := dnsmessage.NewBuilder(out, rh)
+	b.EnableCompression()
+	if len(qs) == 1 {
+		if err := b.StartQuestions(); err != nil {
+			return nil, "", false
+		}
+		if err := b.Question(qs[0]); err != nil {
+			return nil, "", false
+		}
+	}
+	reply, err = b.Finish()
+	if err != nil {
+		return nil, "", false
+	}
+	return reply, name, refused
+}
+
+// decide is the answer to one question, and whether the name counts as a
+// refused look-up in the run report. It is the one place that knows which
+// names exist inside the sandbox: with the network off, only those of the
+// sandbox's /etc/hosts (Config.Local), which have no record a resolver
+// would ask a name server for (NOERROR, no answer); every other name is
+// unknown. A resolver for an allow-list would answer the names its rules
+// admit here.
+//
+// Reverse look-ups (in-addr.arpa, ip6.arpa) and the localhost names
+// (RFC 6761) are answered the same, but are not hosts the command tried
+// to reach: they are not recorded.
+func (s *Server) decide(q dnsmessage.Question) (dnsmessage.RCode, bool) {
+	n := strings.ToLower(strings.TrimSuffix(q.Name.String(), "."))
+	if s.local[n] {
+		return dnsmessage.RCodeSuccess, false
+	}
+	local := n == "" || n == "localhost" || strings.HasSuffix(n, ".localhost") ||
+		strings.HasSuffix(n, ".in-addr.arpa") || strings.HasSuffix(n, ".ip6.arpa") ||
+		n == "in-addr.arpa" || n == "ip6.arpa"
+	return dnsmessage.RCodeNameError, !local
+}
+
+// presentation is a name as it may be shown on a terminal and in the
+// report: lower case, without the final dot, every byte but letters,
+// digits, '-', '_', '*' and the dots between labels as \DDD (the master
+// file escape of RFC 1035), so that a name cannot carry control bytes to
+// the user's terminal.
+func presentation(n dnsmessage.Name) string {
+	var b strings.Builder
+	data := n.Data[:n.Length]
+	// The wire form is gone: Name holds the dotted text, in which a dot
+	// inside a label cannot be told from one between labels; both show
+	// as dots.
+	for i, c := range data {
+		switch {
+		case c == '.' && i == len(data)-1:
+		case c >= 'A' && c <= 'Z':
+			b.WriteByte(c + 'a' - 'A')
+		case c >= 'a' && c <= 'z', c >= '0' && c <= '9', c == '-', c == '_', c == '*', c == '.':
+			b.WriteByte(c)
+		default:
+			b.WriteByte('\\')
+			s := strconv.Itoa(int(c))
+			b.WriteString(strings.Repeat("0", 3-len(s)) + s)
+		}
+	}
+	return b.String()
+}

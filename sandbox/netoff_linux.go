@@ -1,0 +1,101 @@
+package sandbox
+
+import (
+	"io"
+	"os"
+
+	"github.com/agentbox/agentbox/internal/linux"
+	"github.com/agentbox/agentbox/internal/nameserver"
+	"github.com/agentbox/agentbox/internal/netpolicy"
+	"github.com/agentbox/agentbox/internal/netproxy"
+	"github.com/agentbox/agentbox/internal/rawpolicy"
+	"github.com/agentbox/agentbox/policy"
+)
+
+// With the network off, a sandbox with a network namespace of its own
+// gets two servers of agentbox's on its loopback, so that a command that
+// tries the network fails at once, and the run can say which host it
+// wanted (its report's network.denied, and one line on stderr):
+//
+//   - a name server (package nameserver), which its own /etc/resolv.conf
+//     names, answering every name "no such name";
+//   - a proxy that refuses every request, which the conventional proxy
+//     variables name. npm, for one, retries a failed look-up or connect
+//     twice, 10 and 60 s apart, but gives up at once on the proxy's 403.
+//
+// Neither opens anything: the namespace still has nothing but loopback.
+
+// networkOff reports whether pol's commands get the servers of a sandbox
+// without network (a namespace of their own is checked by the caller).
+func networkOff(pol *policy.Policy) bool {
+	return pol.Mode() != policy.DangerFullAccess && !pol.Network() && rawpolicy.Egress(pol) == nil
+}
+
+// applyNetworkOff asks spec for the name server, the refusing proxy and
+// the sandbox's own resolver files when pol's network is off.
+func applyNetworkOff(pol *policy.Policy, spec *linux.Spec) {
+	if !networkOff(pol) {
+		return
+	}
+	hosts, _ := readSmall("/etc/hosts", 1<<20)
+	name, _ := os.Hostname()
+	spec.Etc, spec.LocalNames = linux.ResolverFiles(hosts, name)
+	spec.Resolver, spec.Proxy, spec.ProxyOff = true, true, true
+}
+
+// withoutNetworkOff is spec for a sandbox without a network namespace
+// (degraded mode), where neither server can be reached: seccomp refuses
+// every inet socket, which makes look-ups fail at once, unrecorded.
+func withoutNetworkOff(spec *linux.Spec) {
+	if spec.ProxyOff {
+		spec.Proxy, spec.ProxyOff = false, false
+	}
+	spec.Resolver, spec.Etc, spec.LocalNames = false, nil, nil
+}
+
+// readSmall reads at most max bytes of path.
+func readSmall(path string, max int64) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return io.ReadAll(io.LimitReader(f, max))
+}
+
+// newProxy is the proxy a sandbox with a network namespace of its own
+// serves on its loopback: the allow-list's, or with the network off one
+// that refuses everything.
+func newProxy(pol *policy.Policy) (*netproxy.Server, error) {
+	if networkOff(pol) {
+		return netproxy.New(netproxy.Config{Rules: &netpolicy.Rules{Off: true}}), nil
+	}
+	return newEgressProxy(pol)
+}
+
+// serveResolver serves the sandbox's name server on r, recording the
+// names asked for where recorder says (spec's local names are not
+// refusals); nil without r.
+func serveResolver(r *linux.Resolver, spec *linux.Spec, recorder func(network string, port uint16) *netpolicy.Recorder) *nameserver.Server {
+	if r == nil {
+		return nil
+	}
+	s := nameserver.New(nameserver.Config{Recorder: recorder, Local: spec.LocalNames})
+	go s.ServeUDP(r.UDP)
+	go s.ServeTCP(r.TCP)
+	return s
+}
+
+// recordUnreachable adds to rec the destinations the command's connects
+// could not reach with the network off.
+func recordUnreachable(rec *netpolicy.Recorder, us []linux.Unreachable) {
+	for _, u := range us {
+		rec.DenyN(u.Addr, u.Port, netpolicy.ReasonNetworkOff, u.Count)
+	}
+}
+
+func closeResolver(s *nameserver.Server) {
+	if s != nil {
+		s.Close()
+	}
+}
