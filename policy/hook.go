@@ -30,5 +30,7 @@ func cloneFields(f fields) fields {
 	f.ToolCaches = cloneCaches(f.ToolCaches)
 	f.PrivateTemps = slices.Clone(f.PrivateTemps)
 	f.SharedTemps = slices.Clone(f.SharedTemps)
+	f.Publish = slices.Clone(f.Publish)
+	f.HostPorts = slices.Clone(f.HostPorts)
 	return f
 }

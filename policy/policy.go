@@ -48,7 +48,14 @@ type Options struct {
 	// AllowGitWrites overrides [sandbox_workspace_write]
 	// allow_git_writes; nil = config.
 	AllowGitWrites *bool
-	Config         *Config // nil = no config file
+	// Publish are ports of the command to offer on the host's
+	// 127.0.0.1, as "PORT" or "PORT:INNER" (added to [network] publish;
+	// see [PortMap]).
+	Publish []string
+	// HostPorts are host loopback ports the command may connect to
+	// (added to [network] host_ports).
+	HostPorts []string
+	Config    *Config // nil = no config file
 	// ExtraProtected are further paths to keep read-only wherever they
 	// are, such as the config file given. agentbox's default config
 	// directory, its state directory and the running executable are
@@ -86,6 +93,8 @@ type fields = struct {
 	AllowGitWrites   bool
 	PrivateTemps     []PrivateTemp
 	SharedTemps      []string
+	Publish          []PortMap
+	HostPorts        []uint16
 }
 
 // Mode is the sandbox mode.
@@ -257,6 +266,9 @@ func resolveFor(o Options, caller policyhook.Caller, goos string) (*Policy, erro
 		p.f.Network = true
 	}
 	if err := p.resolveEgress(o, cfg); err != nil {
+		return nil, err
+	}
+	if err := p.resolvePorts(o, cfg); err != nil {
 		return nil, err
 	}
 	if cfg.Linux.AllowDegraded != nil {

@@ -156,6 +156,8 @@ type runFlags struct {
 	allowDegraded bool
 	allowGit      bool
 	allowDomains  []string
+	publish       []string
+	hostPorts     []string
 	report        string
 	// cfg is the config file resolve read (nil: none).
 	cfg *policy.Config
@@ -168,6 +170,8 @@ func (f *runFlags) register(cmd *cobra.Command, withRunOnly bool) {
 	fs.StringArrayVar(&f.addDirs, "add-dir", nil, "another writable root (repeatable)")
 	fs.BoolVar(&f.network, "network", false, "allow network access")
 	fs.StringArrayVar(&f.allowDomains, "allow-domain", nil, "allow egress to PATTERN only, through agentbox's proxy (repeatable: name, *.suffix, name:port, IP, CIDR)")
+	fs.StringArrayVar(&f.publish, "publish", nil, "Linux: offer the command's listener on the sandbox's 127.0.0.1:INNER at the host's 127.0.0.1:PORT while it runs (PORT[:INNER], repeatable; [network] publish)")
+	fs.StringArrayVar(&f.hostPorts, "host-port", nil, "Linux: let the command connect to the host's 127.0.0.1:PORT and [::1]:PORT, and no other host port (repeatable; [network] host_ports)")
 	fs.StringVar(&f.config, "config", "", "config file (default: $XDG_CONFIG_HOME/agentbox/config.toml)")
 	fs.BoolVar(&f.allowDegraded, "allow-degraded", false, "Linux: run with the guarantees this machine can give when user namespaces are unavailable")
 	fs.BoolVar(&f.allowGit, "allow-git-writes", false, "let git write .git (commit, branch, stash), except what makes git run a program ([sandbox_workspace_write] allow_git_writes)")
@@ -234,7 +238,8 @@ func (f *runFlags) resolveFor(cmd *cobra.Command, c rawpolicy.Caller) (*policy.P
 		}
 	}
 	f.cfg = cfg
-	o := policy.Options{Mode: policy.Mode(f.mode), Cwd: f.cwd, AddDirs: f.addDirs, Config: cfg, AllowDomains: f.allowDomains}
+	o := policy.Options{Mode: policy.Mode(f.mode), Cwd: f.cwd, AddDirs: f.addDirs, Config: cfg, AllowDomains: f.allowDomains,
+		Publish: f.publish, HostPorts: f.hostPorts}
 	// A --config file decides how the next command is sandboxed too; the
 	// default config and state directories are protected by Resolve.
 	if configPath != "" {

@@ -33,6 +33,8 @@ type Fields = struct {
 	AllowGitWrites   bool
 	PrivateTemps     []policy.PrivateTemp
 	SharedTemps      []string
+	Publish          []policy.PortMap
+	HostPorts        []uint16
 }
 
 // New returns the policy made of f (its slices copied).

@@ -15,6 +15,8 @@ var replacer = strings.NewReplacer(
 	"Options.AllowDomains", "--allow-domain",
 	"Options.AllowDegraded", "--allow-degraded",
 	"Options.AllowGitWrites", "--allow-git-writes",
+	"Options.Publish", "--publish",
+	"Options.HostPorts", "--host-port",
 )
 
 // In returns s with policy.Options field names replaced by flags.
