@@ -39,6 +39,12 @@ type linuxSession struct {
 
 	mu      sync.Mutex
 	running map[uint32]*netpolicy.Recorder // by linux.SessionProcess.ID
+	// ports carries the session's published ports and host ports (nil
+	// without them) for its whole life; active are its running
+	// commands, to one of which a connection is counted (see
+	// portCounters).
+	ports  *portRelay
+	active map[*sessionProcess]bool
 
 	state string
 	held  []linux.HeldDir // the policy's, as a lone run holds them
@@ -80,9 +86,18 @@ func newSession(pol *policy.Policy, init string) (sessionImpl, error) {
 	}
 	spec.Init = init
 	spec.BindPerCommand = len(held) > 0 || len(gh.dirs) > 0 || len(gh.files) > 0
+	relay, err := listenPublished(pol)
+	if err != nil {
+		cl.Release()
+		td.Release()
+		release()
+		pool.Close()
+		return nil, err
+	}
 	z, err := linux.StartSession(spec)
 	release()
 	if err != nil {
+		relay.Close()
 		cl.Release()
 		td.Release()
 		pool.Close()
@@ -91,13 +106,13 @@ func newSession(pol *policy.Policy, init string) (sessionImpl, error) {
 			// Degraded mode: each command starts (or is refused) on
 			// its own, exactly as a lone run, an allow-list's proxy
 			// on the host's loopback and the connect supervisor
-			// included.
+			// included, published ports and host ports refused.
 			return nil, nil
 		}
 		return nil, startError(err)
 	}
 	l := &linuxSession{z: z, cl: cl, td: td, pol: pol, state: state, held: held, git: gh, writable: map[string]bool{}, pool: pool,
-		running: map[uint32]*netpolicy.Recorder{}}
+		running: map[uint32]*netpolicy.Recorder{}, active: map[*sessionProcess]bool{}}
 	for _, m := range spec.Mounts {
 		l.writable[m.Path] = m.Kind == linux.Pin || m.Kind == linux.BindWritable
 	}
@@ -129,7 +144,30 @@ func newSession(pol *policy.Policy, init string) (sessionImpl, error) {
 		}
 	}
 	l.dns = serveResolver(z.Resolver(), spec, l.recorder)
+	if err := relay.serve(z.Ports(), l.portCounters); err != nil {
+		relay.Close()
+		l.close()
+		return nil, &StartError{Code: CodeSandboxFailure, Err: err}
+	}
+	l.ports = relay
 	return l, nil
+}
+
+// portCounters is where the session's published ports and host ports
+// count a connection: in the report of the one command running, if only
+// one is; a connection while none or several run is carried but
+// counted nowhere (a listener's connections cannot be told apart by
+// command).
+func (l *linuxSession) portCounters() (*netpolicy.Recorder, *publishCounter) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.active) != 1 {
+		return nil, nil
+	}
+	for sp := range l.active {
+		return sp.recorder(), sp.published
+	}
+	return nil, nil
 }
 
 // recorder is where the session's name server and refusing proxy record
@@ -211,12 +249,20 @@ func (l *linuxSession) start(c *Cmd) (process, error) {
 		go sp.scope.ServeHTTPProxy(lns[0])
 		go sp.scope.ServeSOCKS(lns[1])
 	}
+	if l.ports != nil {
+		sp.session, sp.published = l, &publishCounter{}
+		l.mu.Lock()
+		l.active[sp] = true
+		l.mu.Unlock()
+	}
 	return sp, nil
 }
 
 func (l *linuxSession) done() <-chan struct{} { return l.z.Done() }
 
 func (l *linuxSession) close() error {
+	// The published ports close on the host with the session.
+	l.ports.Close()
 	// Before the zygote's end: the name server and the refusing proxy
 	// read the session's port owners table, which goes with it.
 	closeResolver(l.dns)
@@ -249,7 +295,23 @@ type sessionProcess struct {
 	rec     *netpolicy.Recorder
 	session *linuxSession
 	id      uint32
+	// published counts the session's published ports' connections
+	// while the command runs alone (see portCounters).
+	published *publishCounter
 }
+
+// recorder is the command's own network recorder.
+func (s *sessionProcess) recorder() *netpolicy.Recorder {
+	switch {
+	case s.rec != nil:
+		return s.rec
+	case s.scope != nil:
+		return s.scope.Recorder()
+	}
+	return nil
+}
+
+func (s *sessionProcess) publishedReport() []NetworkPublished { return s.published.report() }
 
 // forget takes the command out of its session's running ones.
 func (s *sessionProcess) forget() {
@@ -257,9 +319,10 @@ func (s *sessionProcess) forget() {
 		return
 	}
 	s.session.mu.Lock()
-	if s.session.running[s.id] == s.rec {
+	if s.rec != nil && s.session.running[s.id] == s.rec {
 		delete(s.session.running, s.id)
 	}
+	delete(s.session.active, s)
 	s.session.mu.Unlock()
 }
 
@@ -285,11 +348,8 @@ func (s *sessionProcess) Wait() (*Status, error) {
 }
 
 func (s *sessionProcess) networkReport() netpolicy.Report {
-	switch {
-	case s.rec != nil:
-		return s.rec.Report()
-	case s.scope != nil:
-		return s.scope.Recorder().Report()
+	if r := s.recorder(); r != nil {
+		return r.Report()
 	}
 	return netpolicy.Report{}
 }
