@@ -1,3 +1,5 @@
+//go:build linux
+
 package linux
 
 import (
@@ -149,7 +151,9 @@ func TestPublish(t *testing.T) {
 				}
 			}
 			hangUp.Close()
-			if !waitFor(10*time.Second, func() bool { return srv.ProcessState != nil || procState(srv.Process.Pid) == "" || procState(srv.Process.Pid) == "Z" }) {
+			if !waitFor(10*time.Second, func() bool {
+				return srv.ProcessState != nil || procState(srv.Process.Pid) == "" || procState(srv.Process.Pid) == "Z"
+			}) {
 				t.Fatal("agentbox mcp did not end")
 			}
 			assertClosed(t, port)
