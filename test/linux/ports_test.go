@@ -224,7 +224,7 @@ func newCountingServer(t *testing.T, tag string) *countingServer {
 func hostPortProbe(a, b int) string {
 	return fmt.Sprintf(`exec %s -c '
 import socket
-for host, port in (("127.0.0.1", %[2]d), ("127.0.0.1", %[3]d), ("::1", %[3]d), ("127.0.0.1", 0)):
+for host, port in (("127.0.0.1", %[2]d), ("127.0.0.1", %[3]d), ("::1", %[3]d), ("::ffff:127.0.0.1", %[3]d), ("127.0.0.2", %[3]d), ("127.0.0.1", 0)):
     try:
         s = socket.create_connection((host, port), timeout=3)
         print(host, port, "got", repr(s.recv(16)))
@@ -293,7 +293,7 @@ func TestHostPort(t *testing.T) {
 						allowed = append(allowed, fmt.Sprintf("%s:%d=%d", al.Host, al.Port, al.Count))
 					}
 				}
-				want := fmt.Sprintf("127.0.0.1 %d got b'A'\n127.0.0.1 %d refused\n::1 %d refused\n127.0.0.1 0 refused\n", a.port, b.port, b.port)
+				want := fmt.Sprintf("127.0.0.1 %[1]d got b'A'\n127.0.0.1 %[2]d refused\n::1 %[2]d refused\n::ffff:127.0.0.1 %[2]d refused\n127.0.0.2 %[2]d refused\n127.0.0.1 0 refused\n", a.port, b.port)
 				if out != want {
 					t.Errorf("sandbox: got\n%s\nwant\n%s", out, want)
 				}
@@ -328,6 +328,31 @@ func TestPortsDegraded(t *testing.T) {
 			}
 			if exists(mark) {
 				t.Errorf("%v: the command ran degraded", flag)
+			}
+		}
+	})
+}
+
+// TestPortsBadInput: what --publish and --host-port cannot be turned
+// into (port 0, a range, an address, a name, IPv6 forms), and the
+// network fully on, fail with 125 naming the flag before anything runs.
+func TestPortsBadInput(t *testing.T) {
+	needBin(t)
+	forEachUser(t, func(t *testing.T, u *testUser) {
+		fx := newFixture(t, u)
+		mark := filepath.Join(fx.ws, "ran")
+		for _, c := range [][]string{
+			{"--host-port", "0"}, {"--host-port", "1-65535"}, {"--host-port", "localhost:5432"}, {"--host-port", "[::1]:5432"},
+			{"--host-port", "::1"}, {"--host-port", "65536"}, {"--host-port", "postgres"}, {"--host-port", "5432", "--host-port", "5432"},
+			{"--publish", "0"}, {"--publish", "0.0.0.0:8080:3000"}, {"--publish", "[::]:8080"}, {"--publish", "8080:"}, {"--publish", "3000-3010"},
+			{"--publish", "3000", "--publish", "3000:4000"}, {"--publish", "3000", "--network"}, {"--host-port", "5432", "--network"},
+		} {
+			r := sandboxed(t, fx, c, `touch "$0" `+mark)
+			if r.code != 125 || !strings.Contains(r.stderr, c[0]) {
+				t.Errorf("%q: want 125 naming %s: %v", c, c[0], r)
+			}
+			if exists(mark) {
+				t.Fatalf("%q: the command ran", c)
 			}
 		}
 	})
