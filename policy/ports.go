@@ -93,31 +93,22 @@ func (n *NetworkSection) validatePorts(path string) error {
 }
 
 func (n *NetworkSection) publish(path string) ([]sourced[PortMap], error) {
-	var out []sourced[PortMap]
-	key := n.key(path, "publish")
-	for _, v := range n.Publish {
-		s, err := configPort(v)
-		if err == nil {
-			var m PortMap
-			if m, err = ParsePublish(s); err == nil {
-				out = append(out, sourced[PortMap]{m, key})
-				continue
-			}
-		}
-		return nil, fmt.Errorf("%s: %w", key, err)
-	}
-	return out, nil
+	return configPorts(n.Publish, n.key(path, "publish"), ParsePublish)
 }
 
 func (n *NetworkSection) hostPorts(path string) ([]sourced[uint16], error) {
-	var out []sourced[uint16]
-	key := n.key(path, "host_ports")
-	for _, v := range n.HostPorts {
+	return configPorts(n.HostPorts, n.key(path, "host_ports"), ParsePort)
+}
+
+// configPorts parses the entries of the config's key with parse.
+func configPorts[T any](vs []any, key string, parse func(string) (T, error)) ([]sourced[T], error) {
+	var out []sourced[T]
+	for _, v := range vs {
 		s, err := configPort(v)
 		if err == nil {
-			var p uint16
-			if p, err = ParsePort(s); err == nil {
-				out = append(out, sourced[uint16]{p, key})
+			var p T
+			if p, err = parse(s); err == nil {
+				out = append(out, sourced[T]{p, key})
 				continue
 			}
 		}

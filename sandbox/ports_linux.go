@@ -119,7 +119,9 @@ func accept(ln net.Listener) (net.Conn, bool) {
 	}
 }
 
-func (r *portRelay) acceptPublished(ln net.Listener, m policy.PortMap) {
+// serveEach accepts on ln until it is closed, and handles each
+// connection in a goroutine of its own.
+func (r *portRelay) serveEach(ln net.Listener, handle func(net.Conn)) {
 	defer r.wg.Done()
 	for {
 		c, ok := accept(ln)
@@ -129,25 +131,31 @@ func (r *portRelay) acceptPublished(ln net.Listener, m policy.PortMap) {
 		r.wg.Add(1)
 		go func() {
 			defer r.wg.Done()
-			in, err := r.ports.DialInner(m.Inner)
-			if err != nil {
-				// Nothing listens inside (yet): the host's client
-				// sees its connection closed, as with no server.
-				c.Close()
-				return
-			}
-			if _, pc := r.counters(); pc != nil {
-				pc.add(m)
-			}
-			r.pipe(c, in)
+			handle(c)
 		}()
 	}
 }
 
+func (r *portRelay) acceptPublished(ln net.Listener, m policy.PortMap) {
+	r.serveEach(ln, func(c net.Conn) {
+		in, err := r.ports.DialInner(m.Inner)
+		if err != nil {
+			// Nothing listens inside (yet): the host's client sees
+			// its connection closed, as with no server.
+			c.Close()
+			return
+		}
+		if _, pc := r.counters(); pc != nil {
+			pc.add(m)
+		}
+		r.pipe(c, in)
+	})
+}
+
 func (r *portRelay) acceptHostPort(ln net.Listener) {
-	defer r.wg.Done()
 	a, _ := ln.Addr().(*net.TCPAddr)
 	if a == nil {
+		r.wg.Done()
 		return
 	}
 	// The host's address is the listener's own: 127.0.0.1 or ::1, at a
@@ -155,6 +163,7 @@ func (r *portRelay) acceptHostPort(ln net.Listener) {
 	// listener).
 	dst := netip.AddrPortFrom(a.AddrPort().Addr().Unmap(), a.AddrPort().Port())
 	if !dst.Addr().IsLoopback() || !slices.Contains(r.hostPorts, dst.Port()) {
+		r.wg.Done()
 		return
 	}
 	d := net.Dialer{Timeout: 10 * time.Second, Control: func(network, address string, _ syscall.RawConn) error {
@@ -164,25 +173,17 @@ func (r *portRelay) acceptHostPort(ln net.Listener) {
 		}
 		return nil
 	}}
-	for {
-		c, ok := accept(ln)
-		if !ok {
+	r.serveEach(ln, func(c net.Conn) {
+		out, err := d.DialContext(context.Background(), "tcp", dst.String())
+		if err != nil {
+			c.Close()
 			return
 		}
-		r.wg.Add(1)
-		go func() {
-			defer r.wg.Done()
-			out, err := d.DialContext(context.Background(), "tcp", dst.String())
-			if err != nil {
-				c.Close()
-				return
-			}
-			if rec, _ := r.counters(); rec != nil {
-				rec.Allow(dst.Addr().String(), dst.Port())
-			}
-			r.pipe(c, out)
-		}()
-	}
+		if rec, _ := r.counters(); rec != nil {
+			rec.Allow(dst.Addr().String(), dst.Port())
+		}
+		r.pipe(c, out)
+	})
 }
 
 func (r *portRelay) counters() (*netpolicy.Recorder, *publishCounter) {

@@ -128,21 +128,13 @@ func Start(spec *Spec, stdio Stdio) (*Process, error) {
 		SysProcAttr: attr,
 	}
 	proxySock, err := prepareProxy(spec, cmd)
-	if err != nil {
-		rel.abort()
-		specR.Close()
-		specW.Close()
-		statusR.Close()
-		statusW.Close()
-		if lifeR != nil {
-			lifeR.Close()
-			lifeW.Close()
+	var portsSock *proxySocket
+	if err == nil {
+		if portsSock, err = preparePorts(spec, cmd); err != nil {
+			proxySock.Close()
 		}
-		return nil, err
 	}
-	portsSock, err := preparePorts(spec, cmd)
 	if err != nil {
-		proxySock.Close()
 		rel.abort()
 		specR.Close()
 		specW.Close()
@@ -202,7 +194,7 @@ func Start(spec *Spec, stdio Stdio) (*Process, error) {
 	}
 	proxySock.Close()
 	if err == nil && m.Started && portsSock != nil {
-		if p.ports, err = portsSock.receive(spec); err != nil {
+		if p.ports, err = receivePorts(portsSock, spec); err != nil {
 			err = fmt.Errorf("receiving the host ports' listeners from the sandbox: %w", err)
 			p.proxy, p.resolver = closeHandover(p.proxy, p.resolver)
 			cmd.Process.Kill()

@@ -35,15 +35,11 @@ import (
 //     else: it connects nowhere, and what a socket reaches is decided
 //     outside the sandbox.
 
-// portsSocket is agentbox's end of the socketpair of Spec.PortsFD.
-type portsSocket struct {
-	parent, child *os.File
-}
-
 // preparePorts adds the child end of a fresh socketpair to cmd's
 // inherited files and names its fd in spec, when spec has host ports or
-// published ports; nil otherwise.
-func preparePorts(spec *Spec, cmd *exec.Cmd) (*portsSocket, error) {
+// published ports; nil otherwise. A socketpair of its own, apart from
+// the proxy's: it outlives the handover as the socket factory's.
+func preparePorts(spec *Spec, cmd *exec.Cmd) (*proxySocket, error) {
 	if len(spec.HostPorts) == 0 && !spec.Publish {
 		return nil, nil
 	}
@@ -54,34 +50,16 @@ func preparePorts(spec *Spec, cmd *exec.Cmd) (*portsSocket, error) {
 	if err != nil {
 		return nil, &os.SyscallError{Syscall: "socketpair", Err: err}
 	}
-	s := &portsSocket{parent: os.NewFile(uintptr(fds[0]), "ports-parent"), child: os.NewFile(uintptr(fds[1]), "ports-child")}
+	s := &proxySocket{parent: os.NewFile(uintptr(fds[0]), "ports-parent"), child: os.NewFile(uintptr(fds[1]), "ports-child")}
 	cmd.ExtraFiles = append(cmd.ExtraFiles, s.child)
 	spec.PortsFD = 3 + len(cmd.ExtraFiles) - 1
 	return s, nil
 }
 
-func (s *portsSocket) closeChildEnd() {
-	if s != nil && s.child != nil {
-		s.child.Close()
-		s.child = nil
-	}
-}
-
-// Close closes agentbox's end, unless receive took it over.
-func (s *portsSocket) Close() {
-	if s == nil {
-		return
-	}
-	s.closeChildEnd()
-	if s.parent != nil {
-		s.parent.Close()
-		s.parent = nil
-	}
-}
-
-// receive reads the host ports' listeners the sandbox sent, and with
-// publish keeps agentbox's end as the way to the socket factory.
-func (s *portsSocket) receive(spec *Spec) (*Ports, error) {
+// receivePorts reads the host ports' listeners the sandbox sent on s
+// (from preparePorts), and with publish keeps agentbox's end as the way
+// to the socket factory.
+func receivePorts(s *proxySocket, spec *Spec) (*Ports, error) {
 	if s == nil {
 		return nil, nil
 	}

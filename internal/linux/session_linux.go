@@ -186,7 +186,7 @@ func (s *Session) launch(spec *Spec, control *os.File) error {
 		}
 	}
 	if err == nil && m.Started && ports != nil {
-		if s.ports, err = ports.receive(spec); err != nil {
+		if s.ports, err = receivePorts(ports, spec); err != nil {
 			s.proxy, s.resolver = closeHandover(s.proxy, s.resolver)
 			cmd.Process.Kill()
 			cmd.Wait()
