@@ -149,6 +149,11 @@ func TestPublish(t *testing.T) {
 				if r.ExitCode != 0 {
 					t.Fatalf("call %d: %v", i, r)
 				}
+				if c, err := net.DialTimeout("tcp4", fmt.Sprintf("127.0.0.1:%d", port), 2*time.Second); err != nil {
+					t.Errorf("after call %d: the session's port is closed: %v", i, err)
+				} else {
+					c.Close()
+				}
 			}
 			hangUp.Close()
 			if !waitFor(10*time.Second, func() bool {

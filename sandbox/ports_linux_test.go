@@ -1,0 +1,130 @@
+package sandbox
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/agentbox/agentbox/internal/rawpolicy"
+	"github.com/agentbox/agentbox/policy"
+)
+
+// oneRequest is a python3 program serving one GET on 127.0.0.1:port.
+const oneRequest = `
+import http.server, sys
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(200); self.send_header("Content-Length", "2"); self.end_headers(); self.wfile.write(b"ok")
+    def log_message(self, *a): pass
+http.server.HTTPServer(("127.0.0.1", int(sys.argv[1])), H).handle_request()
+`
+
+func publishPolicy(t *testing.T) (*policy.Policy, int) {
+	t.Helper()
+	if _, err := os.Stat("/usr/bin/python3"); err != nil {
+		t.Skip("no /usr/bin/python3")
+	}
+	ln, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	ws, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	pol, err := rawpolicy.Resolve(policy.Options{Cwd: ws, Publish: []string{fmt.Sprintf("%d:8000", port)}}, func(string) string { return "" }, "linux")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pol, port
+}
+
+func getUntil(t *testing.T, port int) string {
+	t.Helper()
+	c := http.Client{Timeout: 2 * time.Second}
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		resp, err := c.Get(fmt.Sprintf("http://127.0.0.1:%d/", port))
+		if err != nil {
+			continue
+		}
+		b, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err == nil {
+			return string(b)
+		}
+	}
+	t.Fatalf("127.0.0.1:%d never answered", port)
+	return ""
+}
+
+func listening(port int) bool {
+	c, err := net.DialTimeout("tcp4", fmt.Sprintf("127.0.0.1:%d", port), time.Second)
+	if err == nil {
+		c.Close()
+	}
+	return err == nil
+}
+
+// TestPublishClosedAfterWait: a published port is open on the host while
+// the command runs and closed once Wait returns, with this process (the
+// library's caller) still alive.
+func TestPublishClosedAfterWait(t *testing.T) {
+	pol, port := publishPolicy(t)
+	cmd := Command(pol, "/usr/bin/python3", "-c", oneRequest, "8000")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if got := getUntil(t, port); got != "ok" {
+		t.Errorf("GET = %q", got)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if listening(port) {
+		t.Errorf("127.0.0.1:%d still open after Wait", port)
+	}
+	if p := cmd.Report.Network.Published; len(p) != 1 || p[0] != (NetworkPublished{HostPort: uint16(port), Port: 8000, Count: 1}) {
+		t.Errorf("report: published %+v", p)
+	}
+}
+
+// TestPublishSession: a session's published port is open for the
+// session's life, between commands too, and closed by Close.
+func TestPublishSession(t *testing.T) {
+	pol, port := publishPolicy(t)
+	s, err := NewSession(pol)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for i := range 2 {
+		cmd := s.Command(context.Background(), "/usr/bin/python3", "-c", oneRequest, "8000")
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		if got := getUntil(t, port); got != "ok" {
+			t.Errorf("command %d: GET = %q", i, got)
+		}
+		if err := cmd.Wait(); err != nil {
+			t.Fatal(err)
+		}
+		if p := cmd.Report.Network.Published; len(p) != 1 || p[0].Count != 1 {
+			t.Errorf("command %d: report: published %+v", i, p)
+		}
+		if !listening(port) {
+			t.Errorf("command %d: the session's port closed with the command", i)
+		}
+	}
+	s.Close()
+	if listening(port) {
+		t.Errorf("127.0.0.1:%d still open after the session's Close", port)
+	}
+}
