@@ -37,7 +37,17 @@ type portRelay struct {
 	conns  map[net.Conn]struct{}
 	closed bool
 	wg     sync.WaitGroup
+	// slots bounds the connections carried at once (maxCarried), each
+	// two descriptors of agentbox's: a command (or a local user, on a
+	// published port) that floods them is refused the excess, and
+	// cannot exhaust the descriptors of agentbox, or of a resident
+	// helper serving other runs.
+	slots chan struct{}
 }
+
+// maxCarried is how many connections a sandbox's published ports and
+// host ports carry at once; more are closed as soon as accepted.
+const maxCarried = 256
 
 // listenPublished opens the host's listeners of pol's published ports,
 // before the sandbox is built, so that a port in use fails the run at
@@ -46,7 +56,7 @@ func listenPublished(pol *policy.Policy) (*portRelay, error) {
 	if len(pol.Publish()) == 0 && len(pol.HostPorts()) == 0 {
 		return nil, nil
 	}
-	r := &portRelay{pub: pol.Publish(), hostPorts: pol.HostPorts(), conns: map[net.Conn]struct{}{}}
+	r := &portRelay{pub: pol.Publish(), hostPorts: pol.HostPorts(), conns: map[net.Conn]struct{}{}, slots: make(chan struct{}, maxCarried)}
 	for _, m := range r.pub {
 		// 127.0.0.1 only: the published port is the user's, on this
 		// machine, and nobody else's on the network.
@@ -128,9 +138,18 @@ func (r *portRelay) serveEach(ln net.Listener, handle func(net.Conn)) {
 		if !ok {
 			return
 		}
+		select {
+		case r.slots <- struct{}{}:
+		default:
+			c.Close()
+			continue
+		}
 		r.wg.Add(1)
 		go func() {
-			defer r.wg.Done()
+			defer func() {
+				<-r.slots
+				r.wg.Done()
+			}()
 			handle(c)
 		}()
 	}

@@ -8,6 +8,9 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -126,5 +129,72 @@ func TestPublishSession(t *testing.T) {
 	s.Close()
 	if listening(port) {
 		t.Errorf("127.0.0.1:%d still open after the session's Close", port)
+	}
+}
+
+// TestHostPortFlood: a command that opens more connections to a host
+// port than agentbox carries at once gets the excess closed; the host's
+// server never sees more than maxCarried, and the run ends normally.
+func TestHostPortFlood(t *testing.T) {
+	if _, err := os.Stat("/usr/bin/python3"); err != nil {
+		t.Skip("no /usr/bin/python3")
+	}
+	ln, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	var mu sync.Mutex
+	var held []net.Conn
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			held = append(held, c)
+			mu.Unlock()
+			c.Write([]byte("x"))
+		}
+	}()
+	defer func() {
+		mu.Lock()
+		for _, c := range held {
+			c.Close()
+		}
+		mu.Unlock()
+	}()
+	port := ln.Addr().(*net.TCPAddr).Port
+	ws, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	pol, err := rawpolicy.Resolve(policy.Options{Cwd: ws, HostPorts: []string{strconv.Itoa(port)}}, func(string) string { return "" }, "linux")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = maxCarried + 100
+	out, err := Command(pol, "/usr/bin/python3", "-c", fmt.Sprintf(`
+import socket
+socks, got = [], 0
+for _ in range(%d):
+    s = socket.create_connection(("127.0.0.1", %d), timeout=5); socks.append(s)
+for s in socks:
+    try:
+        got += len(s.recv(1))
+    except OSError:
+        pass
+print(got)
+`, n, port)).Output()
+	if err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	got, _ := strconv.Atoi(strings.TrimSpace(string(out)))
+	mu.Lock()
+	arrived := len(held)
+	mu.Unlock()
+	if got != maxCarried || arrived > maxCarried {
+		t.Errorf("%d connections: %d answered inside, %d arrived on the host; want %d and at most %d", n, got, arrived, maxCarried, maxCarried)
 	}
 }
