@@ -117,6 +117,9 @@ func configPorts[T any](vs []any, key string, parse func(string) (T, error)) ([]
 	return out, nil
 }
 
+// maxPorts bounds the published ports and the host ports of a policy.
+const maxPorts = 64
+
 // sourced is a value and the key or option it came from, for messages.
 type sourced[T any] struct {
 	v      T
@@ -154,6 +157,11 @@ func (p *Policy) resolvePorts(o Options, cfg *Config) error {
 	}
 	if len(pub) == 0 && len(hp) == 0 {
 		return nil
+	}
+	// A host port's two listeners travel in one message of at most 253
+	// descriptors (the kernel's SCM_MAX_FD); nobody needs more.
+	if len(pub) > maxPorts || len(hp) > maxPorts {
+		return fmt.Errorf("%d published ports and %d host ports: at most %d of each", len(pub), len(hp), maxPorts)
 	}
 	if p.f.Network {
 		src := "Options.Publish"

@@ -3,6 +3,7 @@ package policy
 import (
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -81,6 +82,7 @@ func TestResolvePorts(t *testing.T) {
 		{"bad flag", Options{HostPorts: []string{"0"}}, []string{"Options.HostPorts", "out of range"}},
 		{"name flag", Options{HostPorts: []string{"localhost:5432"}}, []string{"Options.HostPorts", "not a port number"}},
 		{"bad publish", Options{Publish: []string{"127.0.0.1:80:80"}}, []string{"Options.Publish", "no address"}},
+		{"too many", Options{HostPorts: manyPorts(maxPorts + 1)}, []string{"at most 64"}},
 	} {
 		c.o.Cwd = dir
 		_, err := resolveEnv(c.o, noEnv, runtime.GOOS)
@@ -113,4 +115,12 @@ func TestConfigPorts(t *testing.T) {
 			t.Errorf("%q: %v; want an error naming cfg.toml and %q", c.toml, err, c.want)
 		}
 	}
+}
+
+func manyPorts(n int) []string {
+	var out []string
+	for i := range n {
+		out = append(out, strconv.Itoa(1000+i))
+	}
+	return out
 }
