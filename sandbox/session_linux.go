@@ -116,6 +116,12 @@ func newSession(pol *policy.Policy, init string) (sessionImpl, error) {
 	for _, m := range spec.Mounts {
 		l.writable[m.Path] = m.Kind == linux.Pin || m.Kind == linux.BindWritable
 	}
+	// The published ports and host ports, for the session's life.
+	l.ports = relay
+	if err := relay.serve(z.Ports(), l.portCounters); err != nil {
+		l.close()
+		return nil, &StartError{Code: CodeSandboxFailure, Err: err}
+	}
 	switch {
 	case spec.Proxy && spec.ProxyOff:
 		// The session's refusing proxy, on its own two listeners: a
@@ -144,12 +150,6 @@ func newSession(pol *policy.Policy, init string) (sessionImpl, error) {
 		}
 	}
 	l.dns = serveResolver(z.Resolver(), spec, l.recorder)
-	if err := relay.serve(z.Ports(), l.portCounters); err != nil {
-		relay.Close()
-		l.close()
-		return nil, &StartError{Code: CodeSandboxFailure, Err: err}
-	}
-	l.ports = relay
 	return l, nil
 }
 
