@@ -90,7 +90,7 @@ func TestPublish(t *testing.T) {
 	needPython(t)
 	forEachUser(t, func(t *testing.T, u *testUser) {
 		const inner = 8000
-		for _, path := range []string{"lone", "resident"} {
+		for _, path := range []string{"lone", "allow-list", "resident"} {
 			t.Run(path, func(t *testing.T) {
 				fx := newFixture(t, u)
 				port := freePort(t)
@@ -103,8 +103,11 @@ func TestPublish(t *testing.T) {
 					env = re.env()
 				}
 				args := []string{"run", "-C", fx.ws, "--publish", fmt.Sprintf("%d:%d", port, inner)}
-				if path == "lone" {
+				if path != "resident" {
 					args = append(args, "--report", rep)
+				}
+				if path == "allow-list" {
+					args = append(args, "--allow-domain", "agentbox.invalid")
 				}
 				args = append(args, "--", "/bin/sh", "-c", oneRequestServer(inner))
 				done := make(chan result, 1)
@@ -119,7 +122,7 @@ func TestPublish(t *testing.T) {
 				assertClosed(t, port)
 				// The sandbox's other listener was never the host's.
 				assertClosed(t, inner+1)
-				if path == "lone" {
+				if path != "resident" {
 					b, err := os.ReadFile(rep)
 					if err != nil {
 						t.Fatal(err)
@@ -245,7 +248,7 @@ func TestHostPort(t *testing.T) {
 	needBin(t)
 	needPython(t)
 	forEachUser(t, func(t *testing.T, u *testUser) {
-		for _, path := range []string{"lone", "resident", "session"} {
+		for _, path := range []string{"lone", "allow-list", "resident", "session"} {
 			t.Run(path, func(t *testing.T) {
 				fx := newFixture(t, u)
 				a, b := newCountingServer(t, "A"), newCountingServer(t, "B")
@@ -267,10 +270,14 @@ func TestHostPort(t *testing.T) {
 				var out string
 				var allowed []string
 				switch path {
-				case "lone":
+				case "lone", "allow-list":
 					rep := filepath.Join(fx.dir, "report.json")
+					args := []string{"run", "-C", fx.ws, "--report", rep}
+					if path == "allow-list" {
+						args = append(args, "--allow-domain", "agentbox.invalid")
+					}
 					r := runWith(t, u, runOpts{env: append(fx.env(), "AGENTBOX_RESIDENT=0"), dir: fx.ws},
-						append([]string{"run", "-C", fx.ws, "--report", rep}, append(flag, "--", "/bin/sh", "-c", script)...)...)
+						append(args, append(flag, "--", "/bin/sh", "-c", script)...)...)
 					if r.code != 0 {
 						t.Fatalf("run: %v", r)
 					}
