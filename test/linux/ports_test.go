@@ -47,12 +47,16 @@ s.handle_request()
 }
 
 // getPublished GETs the host's 127.0.0.1:port until the sandbox's server
-// answers (it may not listen yet), and returns the body.
-func getPublished(t *testing.T, port int) string {
+// answers (it may not listen yet), and returns the body; ended says why,
+// should the run end first.
+func getPublished(t *testing.T, port int, ended func() (string, bool)) string {
 	t.Helper()
 	c := http.Client{Timeout: 3 * time.Second}
 	var last error
 	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		if why, over := ended(); over {
+			t.Fatalf("the run ended before 127.0.0.1:%d answered (%v): %s", port, last, why)
+		}
 		resp, err := c.Get(fmt.Sprintf("http://127.0.0.1:%d/", port))
 		if err != nil {
 			last = err
@@ -112,10 +116,20 @@ func TestPublish(t *testing.T) {
 				args = append(args, "--", "/bin/sh", "-c", oneRequestServer(inner))
 				done := make(chan result, 1)
 				go func() { done <- runWith(t, u, runOpts{env: env, dir: fx.ws, timeout: 30 * time.Second}, args...) }()
-				if got := getPublished(t, port); got != "from the sandbox" {
+				var r result
+				ended := func() (string, bool) {
+					select {
+					case r = <-done:
+						done <- r
+						return r.String(), true
+					default:
+						return "", false
+					}
+				}
+				if got := getPublished(t, port, ended); got != "from the sandbox" {
 					t.Errorf("host: GET 127.0.0.1:%d = %q, want the sandbox's page", port, got)
 				}
-				r := <-done
+				r = <-done
 				if r.code != 0 {
 					t.Fatalf("run: %v", r)
 				}
@@ -145,7 +159,16 @@ func TestPublish(t *testing.T) {
 			for i := range 2 {
 				done := make(chan mcpResult, 1)
 				go func() { done <- mcpSh(t, cs, oneRequestServer(inner)) }()
-				if got := getPublished(t, port); got != "from the sandbox" {
+				ended := func() (string, bool) {
+					select {
+					case r := <-done:
+						done <- r
+						return r.String(), true
+					default:
+						return "", false
+					}
+				}
+				if got := getPublished(t, port, ended); got != "from the sandbox" {
 					t.Errorf("call %d: host: GET 127.0.0.1:%d = %q", i, port, got)
 				}
 				r := <-done
