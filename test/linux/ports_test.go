@@ -5,6 +5,7 @@ package linux
 import (
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -17,16 +18,21 @@ import (
 	"time"
 )
 
-// freePort is a port of the host's 127.0.0.1 that nothing listened on a
-// moment ago.
+// freePort is a port of the host's 127.0.0.1 that nothing used a moment
+// ago, below the kernel's ephemeral range: a port the kernel chose for
+// another process's outgoing connection (other agentbox runs share the
+// machine) would make the run's listen fail.
 func freePort(t *testing.T) int {
 	t.Helper()
-	ln, err := net.Listen("tcp4", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	for range 100 {
+		port := 20000 + rand.IntN(12000)
+		if ln, err := net.Listen("tcp4", fmt.Sprintf("127.0.0.1:%d", port)); err == nil {
+			ln.Close()
+			return port
+		}
 	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
+	t.Fatal("no free port found")
+	return 0
 }
 
 // oneRequestServer is a command that serves one HTTP request on the
