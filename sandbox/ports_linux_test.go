@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -33,12 +34,20 @@ func publishPolicy(t *testing.T) (*policy.Policy, int) {
 	if _, err := os.Stat("/usr/bin/python3"); err != nil {
 		t.Skip("no /usr/bin/python3")
 	}
-	ln, err := net.Listen("tcp4", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	// Below the ephemeral range, where no other process's outgoing
+	// connection can hold the port when the run listens on it.
+	port := 0
+	for range 100 {
+		p := 20000 + rand.IntN(12000)
+		if ln, err := net.Listen("tcp4", fmt.Sprintf("127.0.0.1:%d", p)); err == nil {
+			ln.Close()
+			port = p
+			break
+		}
 	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
+	if port == 0 {
+		t.Fatal("no free port")
+	}
 	ws, err := filepath.EvalSymlinks(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
