@@ -27,10 +27,10 @@ func cloneFields(f fields) fields {
 	f.Protected = slices.Clone(f.Protected)
 	f.ProtectedNames = slices.Clone(f.ProtectedNames)
 	f.AllowUnixSockets = slices.Clone(f.AllowUnixSockets)
+	f.Publish = slices.Clone(f.Publish)
+	f.HostPorts = slices.Clone(f.HostPorts)
 	f.ToolCaches = cloneCaches(f.ToolCaches)
 	f.PrivateTemps = slices.Clone(f.PrivateTemps)
 	f.SharedTemps = slices.Clone(f.SharedTemps)
-	f.Publish = slices.Clone(f.Publish)
-	f.HostPorts = slices.Clone(f.HostPorts)
 	return f
 }

@@ -43,11 +43,6 @@ type Options struct {
 	// AllowDomains are egress patterns added to [network]
 	// allowed_domains (see [NetworkSection]).
 	AllowDomains []string
-	// AllowDegraded overrides [linux] allow_degraded; nil = config.
-	AllowDegraded *bool
-	// AllowGitWrites overrides [sandbox_workspace_write]
-	// allow_git_writes; nil = config.
-	AllowGitWrites *bool
 	// Publish are ports of the command to offer on the host's
 	// 127.0.0.1, as "PORT" or "PORT:INNER" (added to [network] publish;
 	// see [PortMap]).
@@ -55,7 +50,12 @@ type Options struct {
 	// HostPorts are host loopback ports the command may connect to
 	// (added to [network] host_ports).
 	HostPorts []string
-	Config    *Config // nil = no config file
+	// AllowDegraded overrides [linux] allow_degraded; nil = config.
+	AllowDegraded *bool
+	// AllowGitWrites overrides [sandbox_workspace_write]
+	// allow_git_writes; nil = config.
+	AllowGitWrites *bool
+	Config         *Config // nil = no config file
 	// ExtraProtected are further paths to keep read-only wherever they
 	// are, such as the config file given. agentbox's default config
 	// directory, its state directory and the running executable are
@@ -88,13 +88,13 @@ type fields = struct {
 	AllowDegraded    bool
 	AllowUnixSockets []string
 	Egress           *netpolicy.Rules
+	Publish          []PortMap
+	HostPorts        []uint16
 	ToolCacheMode    ToolCacheMode
 	ToolCaches       []ToolCache
 	AllowGitWrites   bool
 	PrivateTemps     []PrivateTemp
 	SharedTemps      []string
-	Publish          []PortMap
-	HostPorts        []uint16
 }
 
 // Mode is the sandbox mode.

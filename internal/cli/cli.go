@@ -150,14 +150,14 @@ type runFlags struct {
 	mode          string
 	cwd           string
 	addDirs       []string
+	publish       []string
+	hostPorts     []string
 	network       bool
 	config        string
 	timeout       time.Duration
 	allowDegraded bool
 	allowGit      bool
 	allowDomains  []string
-	publish       []string
-	hostPorts     []string
 	report        string
 	// cfg is the config file resolve read (nil: none).
 	cfg *policy.Config
@@ -238,8 +238,7 @@ func (f *runFlags) resolveFor(cmd *cobra.Command, c rawpolicy.Caller) (*policy.P
 		}
 	}
 	f.cfg = cfg
-	o := policy.Options{Mode: policy.Mode(f.mode), Cwd: f.cwd, AddDirs: f.addDirs, Config: cfg, AllowDomains: f.allowDomains,
-		Publish: f.publish, HostPorts: f.hostPorts}
+	o := policy.Options{Mode: policy.Mode(f.mode), Cwd: f.cwd, AddDirs: f.addDirs, Config: cfg, AllowDomains: f.allowDomains}
 	// A --config file decides how the next command is sandboxed too; the
 	// default config and state directories are protected by Resolve.
 	if configPath != "" {
@@ -248,6 +247,7 @@ func (f *runFlags) resolveFor(cmd *cobra.Command, c rawpolicy.Caller) (*policy.P
 	if cmd.Flags().Changed("network") {
 		o.Network = &f.network
 	}
+	o.Publish, o.HostPorts = f.publish, f.hostPorts
 	if cmd.Flags().Changed("allow-degraded") {
 		o.AllowDegraded = &f.allowDegraded
 	}

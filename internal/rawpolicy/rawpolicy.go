@@ -28,13 +28,13 @@ type Fields = struct {
 	AllowDegraded    bool
 	AllowUnixSockets []string
 	Egress           *netpolicy.Rules
+	Publish          []policy.PortMap
+	HostPorts        []uint16
 	ToolCacheMode    policy.ToolCacheMode
 	ToolCaches       []policy.ToolCache
 	AllowGitWrites   bool
 	PrivateTemps     []policy.PrivateTemp
 	SharedTemps      []string
-	Publish          []policy.PortMap
-	HostPorts        []uint16
 }
 
 // New returns the policy made of f (its slices copied).

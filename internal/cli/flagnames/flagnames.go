@@ -13,10 +13,10 @@ var replacer = strings.NewReplacer(
 	"Options.AddDirs", "--add-dir",
 	"Options.Network", "--network",
 	"Options.AllowDomains", "--allow-domain",
-	"Options.AllowDegraded", "--allow-degraded",
-	"Options.AllowGitWrites", "--allow-git-writes",
 	"Options.Publish", "--publish",
 	"Options.HostPorts", "--host-port",
+	"Options.AllowDegraded", "--allow-degraded",
+	"Options.AllowGitWrites", "--allow-git-writes",
 )
 
 // In returns s with policy.Options field names replaced by flags.
