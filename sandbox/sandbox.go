@@ -392,11 +392,11 @@ func (c *Cmd) Wait() error {
 		code = CodeSandboxFailure
 	}
 	c.Report = NewRunReport(c.Policy, code)
-	if r, ok := c.proc.(networkReporter); ok {
-		c.Report.addNetwork(r.networkReport())
-	}
 	if r, ok := c.proc.(publishedReporter); ok {
 		c.Report.Network.Published = r.publishedReport()
+	}
+	if r, ok := c.proc.(networkReporter); ok {
+		c.Report.addNetwork(r.networkReport())
 	}
 	if gerr != nil {
 		return &CheckError{Status: st, Err: gerr}

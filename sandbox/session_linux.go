@@ -77,8 +77,18 @@ func newSession(pol *policy.Policy, init string) (sessionImpl, error) {
 		git.Release()
 		ph.Release()
 	}
+	// The published ports' listeners on the host, before the sandbox:
+	// a port in use fails the session at once.
+	relay, err := listenPublished(pol)
+	if err != nil {
+		td.Release()
+		release()
+		pool.Close()
+		return nil, err
+	}
 	cl, err := applyCaches(pol, spec, true)
 	if err != nil {
+		relay.Close()
 		td.Release()
 		release()
 		pool.Close()
@@ -86,14 +96,6 @@ func newSession(pol *policy.Policy, init string) (sessionImpl, error) {
 	}
 	spec.Init = init
 	spec.BindPerCommand = len(held) > 0 || len(gh.dirs) > 0 || len(gh.files) > 0
-	relay, err := listenPublished(pol)
-	if err != nil {
-		cl.Release()
-		td.Release()
-		release()
-		pool.Close()
-		return nil, err
-	}
 	z, err := linux.StartSession(spec)
 	release()
 	if err != nil {
