@@ -392,11 +392,11 @@ func (c *Cmd) Wait() error {
 		code = CodeSandboxFailure
 	}
 	c.Report = NewRunReport(c.Policy, code)
-	if r, ok := c.proc.(publishedReporter); ok {
-		c.Report.Network.Published = r.publishedReport()
-	}
 	if r, ok := c.proc.(networkReporter); ok {
 		c.Report.addNetwork(r.networkReport())
+		if p, ok := r.(publishedReporter); ok {
+			c.Report.Network.Published = p.publishedReport()
+		}
 	}
 	if gerr != nil {
 		return &CheckError{Status: st, Err: gerr}
