@@ -108,7 +108,11 @@ func newSession(pol *policy.Policy, init string) (sessionImpl, error) {
 			// Degraded mode: each command starts (or is refused) on
 			// its own, exactly as a lone run, an allow-list's proxy
 			// on the host's loopback and the connect supervisor
-			// included, published ports and host ports refused.
+			// included. Published ports and host ports are refused
+			// now rather than at each command.
+			if err := refuseDegradedPorts(pol); err != nil {
+				return nil, &StartError{Code: CodeSandboxFailure, Err: fmt.Errorf("%w (%v)", err, nu)}
+			}
 			return nil, nil
 		}
 		return nil, startError(err)

@@ -370,6 +370,12 @@ func TestPortsDegraded(t *testing.T) {
 			if exists(mark) {
 				t.Errorf("%v: the command ran degraded", flag)
 			}
+			// agentbox mcp refuses at once, rather than at each call.
+			args = append([]string{"mcp", "-C", fx.ws, "--allow-degraded"}, flag...)
+			r = noUserns(t, u, runOpts{stdin: strings.NewReader(""), env: fx.env(), dir: fx.ws}, binPath, args...)
+			if r.code != 125 || !strings.Contains(r.stderr, flag[0]) || !strings.Contains(r.stderr, "network namespace") {
+				t.Errorf("agentbox mcp %v degraded: want 125 naming %s: %v", flag, flag[0], r)
+			}
 		}
 	})
 }
