@@ -91,6 +91,7 @@ func start(c *Cmd) (process, error) {
 	if err == nil && nu == nil {
 		if err = relay.serve(p.Ports(), func() (*netpolicy.Recorder, *publishCounter) { return recorderOf(proxy), published }); err != nil {
 			closeProxy(proxy)
+			p.Resolver().Close()
 			p.Kill()
 			p.Wait()
 		}
