@@ -43,6 +43,13 @@ type Options struct {
 	// AllowDomains are egress patterns added to [network]
 	// allowed_domains (see [NetworkSection]).
 	AllowDomains []string
+	// Publish are ports of the command to offer on the host's
+	// 127.0.0.1, as "PORT" or "PORT:INNER" (added to [network] publish;
+	// see [PortMap]).
+	Publish []string
+	// HostPorts are host loopback ports the command may connect to
+	// (added to [network] host_ports).
+	HostPorts []string
 	// AllowDegraded overrides [linux] allow_degraded; nil = config.
 	AllowDegraded *bool
 	// AllowGitWrites overrides [sandbox_workspace_write]
@@ -81,6 +88,8 @@ type fields = struct {
 	AllowDegraded    bool
 	AllowUnixSockets []string
 	Egress           *netpolicy.Rules
+	Publish          []PortMap
+	HostPorts        []uint16
 	ToolCacheMode    ToolCacheMode
 	ToolCaches       []ToolCache
 	AllowGitWrites   bool
@@ -257,6 +266,9 @@ func resolveFor(o Options, caller policyhook.Caller, goos string) (*Policy, erro
 		p.f.Network = true
 	}
 	if err := p.resolveEgress(o, cfg); err != nil {
+		return nil, err
+	}
+	if err := p.resolvePorts(o, cfg); err != nil {
 		return nil, err
 	}
 	if cfg.Linux.AllowDegraded != nil {

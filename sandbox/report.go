@@ -47,6 +47,9 @@ type NetworkReport struct {
 	Mode    string           `json:"mode"`
 	Allowed []NetworkAllowed `json:"allowed"`
 	Denied  []NetworkDenied  `json:"denied"`
+	// Published counts the connections carried to each published
+	// port (absent without any).
+	Published []NetworkPublished `json:"published,omitempty"`
 }
 
 // NetworkAllowed is a destination the proxy connected to, and how often.

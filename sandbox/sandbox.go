@@ -283,6 +283,9 @@ func (c *Cmd) Start() error {
 	if err := checkEgress(c.Policy); err != nil {
 		return &StartError{Code: CodeSandboxFailure, Err: err}
 	}
+	if err := checkPorts(c.Policy); err != nil {
+		return &StartError{Code: CodeSandboxFailure, Err: err}
+	}
 	if err := checkPrivatePath(c.Policy, c.Env); err != nil {
 		return &StartError{Code: CodeSandboxFailure, Err: err}
 	}
@@ -394,6 +397,9 @@ func (c *Cmd) Wait() error {
 	c.Report = NewRunReport(c.Policy, code)
 	if r, ok := c.proc.(networkReporter); ok {
 		c.Report.addNetwork(r.networkReport())
+		if p, ok := r.(publishedReporter); ok {
+			c.Report.Network.Published = p.publishedReport()
+		}
 	}
 	if gerr != nil {
 		return &CheckError{Status: st, Err: gerr}

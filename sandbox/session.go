@@ -101,6 +101,9 @@ func NewSession(pol *policy.Policy) (*Session, error) {
 // newSessionInit is NewSession; with init, each prepared command runs
 // under that executable as its PID 1 (see internal/sessionhook).
 func newSessionInit(pol *policy.Policy, init string) (*Session, error) {
+	if err := checkPorts(pol); err != nil {
+		return nil, &StartError{Code: CodeSandboxFailure, Err: err}
+	}
 	impl, err := newSession(pol, init)
 	if err != nil {
 		return nil, err

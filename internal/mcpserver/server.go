@@ -221,8 +221,28 @@ func describePolicy(p *policy.Policy) string {
 			b.WriteString("; the network is off (loopback works).")
 		}
 	}
+	describePorts(&b, p)
 	b.WriteString(" The command runs directly, without a shell; its background processes end with it. Returns exit_code, stdout and stderr.")
 	return b.String()
+}
+
+// describePorts tells the agent which of the command's ports the user
+// reaches, and which of the host's the command does.
+func describePorts(b *strings.Builder, p *policy.Policy) {
+	if pub := p.Publish(); len(pub) > 0 {
+		var ms []string
+		for _, m := range pub {
+			ms = append(ms, fmt.Sprintf("127.0.0.1:%d at the host's 127.0.0.1:%d", m.Inner, m.Host))
+		}
+		fmt.Fprintf(b, " A server the command runs on the sandbox's %s is reachable from the user's machine while the command runs (published ports).", strings.Join(ms, ", "))
+	}
+	if hp := p.HostPorts(); len(hp) > 0 {
+		var ps []string
+		for _, port := range hp {
+			ps = append(ps, fmt.Sprint(port))
+		}
+		fmt.Fprintf(b, " The command may connect to the host's 127.0.0.1 and [::1] on port %s, and no other host port.", strings.Join(ps, ", "))
+	}
 }
 
 // allowed lists an allow-list's patterns for the tool's description.

@@ -294,8 +294,15 @@ func TestDescribeNetwork(t *testing.T) {
 	if strings.Contains(got, "network is off") {
 		t.Errorf("an allow-list described as the network off: %s", got)
 	}
-	if got := describePolicy(rawpolicy.New(rawpolicy.Fields{Mode: policy.WorkspaceWrite, Cwd: "/ws"})); !strings.Contains(got, "the network is off") {
+	if got := describePolicy(rawpolicy.New(rawpolicy.Fields{Mode: policy.WorkspaceWrite, Cwd: "/ws"})); !strings.Contains(got, "the network is off") || strings.Contains(got, "port") {
 		t.Errorf("network off: %s", got)
+	}
+	got = describePolicy(rawpolicy.New(rawpolicy.Fields{Mode: policy.WorkspaceWrite, Cwd: "/ws",
+		Publish: []policy.PortMap{{Host: 8080, Inner: 3000}}, HostPorts: []uint16{5432, 6379}}))
+	for _, w := range []string{"sandbox's 127.0.0.1:3000 at the host's 127.0.0.1:8080", "host's 127.0.0.1 and [::1] on port 5432, 6379"} {
+		if !strings.Contains(got, w) {
+			t.Errorf("description lacks %q: %s", w, got)
+		}
 	}
 }
 

@@ -565,7 +565,9 @@ func (s *server) prepare(e *entry, r *runRequest, polBytes []byte) {
 		e.refuse = err.Error()
 		return
 	}
-	if pol.Mode() == policy.DangerFullAccess || rawpolicy.Egress(pol) != nil {
+	// Published ports, as in Eligible: a kept session would keep them
+	// open on the host between runs.
+	if pol.Mode() == policy.DangerFullAccess || rawpolicy.Egress(pol) != nil || len(pol.Publish()) > 0 {
 		e.refuse = "not a policy the helper serves"
 		return
 	}
