@@ -99,8 +99,17 @@ type Cmd struct {
 	// refusing proxy for, the addresses it could not connect to.
 	Report *RunReport
 
-	ctx      context.Context
-	session  *Session  // set by Session.Command
+	// Request, for a command of a [Session], asks for more than the
+	// session's policy allows, for this command: Start asks the
+	// session's Approve hook, and the command runs under the policy
+	// widened by exactly the request, or not at all (a *StartError
+	// whose Err is a *RefusedError). Nothing the command does can widen
+	// it further.
+	Request *Request
+
+	ctx        context.Context
+	session    *Session       // set by Session.Command
+	sessionPol *policy.Policy // the Policy Session.Command set
 	guard    guardHold // this run's part in the post-run checks
 	proc     process
 	programs programDirs // the private directories of programs, watched
@@ -276,6 +285,18 @@ func (c *Cmd) Start() error {
 		if err := c.ctx.Err(); err != nil {
 			return err
 		}
+	}
+	if c.session != nil {
+		if c.Policy != c.sessionPol {
+			return &StartError{Code: CodeSandboxFailure, Err: errors.New("sandbox: a session's command must keep the session's policy")}
+		}
+		pol, err := c.session.policyFor(c.ctx, c.Request)
+		if err != nil {
+			return err
+		}
+		c.Policy = pol
+	} else if c.Request != nil {
+		return &StartError{Code: CodeSandboxFailure, Err: &RefusedError{Request: *c.Request, Err: errors.New("only a Session's commands can ask for more (Cmd.Request)")}}
 	}
 	if c.Env == nil {
 		c.Env = os.Environ()
