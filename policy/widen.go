@@ -76,9 +76,14 @@ func (p *Policy) Widen(w Widening) (*Policy, error) {
 	}
 	domains := !p.f.Network // with the network on, every domain is reachable already
 	if domains {
+		// From the config, not the rules: without an allow-list the
+		// policy keeps no rules, and the deny list must still hold for
+		// the allow-list a grant makes.
 		var denied []netpolicy.Pattern
-		if p.f.Egress != nil {
-			denied = p.f.Egress.Denied
+		if cfg := p.src.o.Config; cfg != nil {
+			if r, err := netpolicy.ParseRules(nil, "", cfg.Network.DeniedDomains, "denied_domains", false); err == nil {
+				denied = r.Denied
+			}
 		}
 		for _, d := range w.AllowDomains {
 			pat, err := netpolicy.ParsePattern(d)

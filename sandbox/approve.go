@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/agentbox/agentbox/policy"
@@ -25,6 +26,9 @@ type Request struct {
 	// Reason is why the command needs it, in the asker's words, for
 	// whoever approves.
 	Reason string
+	// Command is the command line that asks (Cmd.Args), set by Start for
+	// the Approve hook; what a caller puts here is replaced.
+	Command []string
 }
 
 // Scope is how long an approved [Request] lasts.
@@ -102,11 +106,16 @@ func (r *Request) widening() policy.Widening {
 // with a request, that widened once the request is approved. A request
 // the current policy already covers needs no approval; one it cannot
 // honour is refused without asking.
-func (s *Session) policyFor(ctx context.Context, req *Request) (*policy.Policy, error) {
+func (s *Session) policyFor(ctx context.Context, req *Request, args []string) (*policy.Policy, error) {
 	cur := s.Policy()
 	if req == nil {
 		return cur, nil
 	}
+	r := *req
+	r.AddDirs = slices.Clone(r.AddDirs)
+	r.AllowDomains = slices.Clone(r.AllowDomains)
+	r.Command = slices.Clone(args)
+	req = &r
 	w := req.widening()
 	if w.Empty() || cur.Covers(w) {
 		return cur, nil
@@ -124,7 +133,10 @@ func (s *Session) policyFor(ctx context.Context, req *Request) (*policy.Policy, 
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	g, err := s.Approve(ctx, *req)
+	// A copy: what the hook does with its argument changes nothing.
+	ask := *req
+	ask.AddDirs, ask.AllowDomains, ask.Command = slices.Clone(req.AddDirs), slices.Clone(req.AllowDomains), slices.Clone(req.Command)
+	g, err := s.Approve(ctx, ask)
 	if err != nil {
 		return nil, refuse(false, err)
 	}

@@ -110,13 +110,13 @@ type Cmd struct {
 	ctx        context.Context
 	session    *Session       // set by Session.Command
 	sessionPol *policy.Policy // the Policy Session.Command set
-	guard    guardHold // this run's part in the post-run checks
-	proc     process
-	programs programDirs // the private directories of programs, watched
-	done     chan struct{}
-	started  bool
-	finished bool
-	mu       sync.Mutex
+	guard      guardHold      // this run's part in the post-run checks
+	proc       process
+	programs   programDirs // the private directories of programs, watched
+	done       chan struct{}
+	started    bool
+	finished   bool
+	mu         sync.Mutex
 }
 
 // Status is how a sandboxed command ended.
@@ -290,7 +290,7 @@ func (c *Cmd) Start() error {
 		if c.Policy != c.sessionPol {
 			return &StartError{Code: CodeSandboxFailure, Err: errors.New("sandbox: a session's command must keep the session's policy")}
 		}
-		pol, err := c.session.policyFor(c.ctx, c.Request)
+		pol, err := c.session.policyFor(c.ctx, c.Request, c.Args)
 		if err != nil {
 			return err
 		}
@@ -413,6 +413,7 @@ func (c *Cmd) Wait() error {
 	if r, ok := c.proc.(networkReporter); ok {
 		c.Report.addNetwork(r.networkReport())
 	}
+	c.Report.SetSuggest()
 	if gerr != nil {
 		return &CheckError{Status: st, Err: gerr}
 	}
