@@ -7,14 +7,20 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
+	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/agentbox/agentbox/internal/mcpserver/wiretest"
+	"github.com/agentbox/agentbox/policy"
 )
 
 // elicitCaps declares the elicitation capability, as a client that can
@@ -58,7 +64,13 @@ func (r recorder) Write(b []byte) (int, error) {
 // the MCP session declaring caps.
 func serveElicit(t *testing.T, caps string) *ewire {
 	t.Helper()
-	s, ws := newSession(t)
+	return serveElicitWith(t, caps, policy.Options{})
+}
+
+// serveElicitWith is serveElicit for a session resolved from o.
+func serveElicitWith(t *testing.T, caps string, o policy.Options) *ewire {
+	t.Helper()
+	s, ws := newSessionWith(t, o)
 	w := &ewire{t: t, ws: ws}
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
@@ -390,4 +402,64 @@ func TestElicitConcurrent(t *testing.T) {
 	mustExist(t, b+"/two")
 	mustBeAbsent(t, b+"/one")
 	mustBeAbsent(t, a+"/two")
+}
+
+// TestElicitDomains: with the network off, an accepted allow_domains
+// reaches the host it names through agentbox's proxy for that call; the
+// next call is refused it, and its report suggests the request. A domain
+// denied_domains refuses is refused without asking.
+func TestElicitDomains(t *testing.T) {
+	curl, err := exec.LookPath("curl")
+	if err != nil {
+		t.Skip("no curl on this machine")
+	}
+	ln, err := net.Listen("tcp4", "127.0.0.2:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var hits atomic.Int64
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		fmt.Fprint(w, "hello")
+	})}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	port := ln.Addr().(*net.TCPAddr).Port
+	hosts := filepath.Join(t.TempDir(), "hosts")
+	os.WriteFile(hosts, []byte("127.0.0.2 good.test evil.test\n"), 0o644)
+	t.Setenv("AGENTBOX_TEST_HOSTS", hosts)
+
+	w := serveElicitWith(t, elicitCaps, policy.Options{Config: &policy.Config{Network: policy.NetworkSection{DeniedDomains: []string{"evil.test"}}}})
+	get := []string{curl, "-fsS", fmt.Sprintf("http://good.test:%d/", port)}
+	// The name resolves to a local address: the agent lists it too, as
+	// an allow-list must.
+	w.send(wiretest.Call(1, map[string]any{"command": get,
+		"request_permissions": map[string]any{"allow_domains": []string{"good.test", "127.0.0.2"}, "reason": "fetch the test page"}}))
+	w.send(wiretest.Answer(w.elicitation("good.test", "127.0.0.2", "fetch the test page"), accept("once")))
+	if r := w.result(1); r.ExitCode != 0 || r.Stdout != "hello" {
+		t.Errorf("granted domain: %+v", r)
+	}
+	if hits.Load() != 1 {
+		t.Errorf("the server saw %d requests, want 1", hits.Load())
+	}
+	w.send(wiretest.Call(2, map[string]any{"command": get}))
+	r := w.result(2)
+	var rep struct {
+		Suggest struct {
+			AllowDomains []string `json:"allow_domains"`
+		} `json:"suggest"`
+	}
+	json.Unmarshal(r.Report, &rep)
+	if r.ExitCode == 0 || hits.Load() != 1 {
+		t.Errorf("the next call reached the server: %+v", r)
+	}
+	if want := fmt.Sprintf("good.test:%d", port); !slices.Contains(rep.Suggest.AllowDomains, want) {
+		t.Errorf("report %s: want suggest.allow_domains with %s", r.Report, want)
+	}
+	for i, d := range []string{"evil.test", "*.test", "EVIL.test:80"} {
+		w.send(wiretest.Call(10+i, map[string]any{"command": get, "request_permissions": map[string]any{"allow_domains": []string{d}}}))
+		if r := w.result(10 + i); r.ExitCode != 125 || !strings.Contains(r.Stderr, "denied_domains") {
+			t.Errorf("%s: %+v, want 125 naming denied_domains", d, r)
+		}
+	}
 }

@@ -53,6 +53,12 @@ func connect(t *testing.T, opts Options) (*mcp.ClientSession, string) {
 // test ends.
 func newSession(t *testing.T) (*sandbox.Session, string) {
 	t.Helper()
+	return newSessionWith(t, policy.Options{})
+}
+
+// newSessionWith is newSession with o (its Cwd the fresh workspace).
+func newSessionWith(t *testing.T, o policy.Options) (*sandbox.Session, string) {
+	t.Helper()
 	if runtime.GOOS != "linux" {
 		t.Skip("sandbox sessions are exercised on Linux")
 	}
@@ -60,7 +66,8 @@ func newSession(t *testing.T) (*sandbox.Session, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pol, err := rawpolicy.Resolve(policy.Options{Cwd: ws}, func(string) string { return "" }, runtime.GOOS)
+	o.Cwd = ws
+	pol, err := rawpolicy.Resolve(o, func(string) string { return "" }, runtime.GOOS)
 	if err != nil {
 		t.Fatal(err)
 	}
