@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"slices"
 	"strings"
 
@@ -17,7 +18,9 @@ import (
 type Request struct {
 	// AddDirs are absolute directories to make writable roots, each
 	// refused as [policy.Options].AddDirs would be when it confines
-	// nothing (/, the home, a system directory) or does not exist.
+	// nothing (/, the home, a system directory) or does not exist. The
+	// Approve hook is asked about, and the grant holds, each with its
+	// symlinks resolved.
 	AddDirs []string
 	// AllowDomains are allow-list patterns ("name", "*.suffix",
 	// "name:port", IP, CIDR); one the policy's denied_domains refuses is
@@ -112,7 +115,20 @@ func (s *Session) policyFor(ctx context.Context, req *Request, args []string) (*
 		return cur, nil
 	}
 	r := *req
-	r.AddDirs = slices.Clone(r.AddDirs)
+	// The directories as they are, not as they are spelled: the one
+	// who approves sees, and the grant holds, the directory a symlink
+	// leads to, and a link changed after the approval changes nothing.
+	r.AddDirs = nil
+	for _, d := range req.AddDirs {
+		if filepath.IsAbs(d) {
+			if real, err := filepath.EvalSymlinks(d); err == nil {
+				d = real
+			}
+		}
+		if !slices.Contains(r.AddDirs, d) {
+			r.AddDirs = append(r.AddDirs, d)
+		}
+	}
 	r.AllowDomains = slices.Clone(r.AllowDomains)
 	r.Command = slices.Clone(args)
 	req = &r

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -102,16 +104,27 @@ func askMessage(r sandbox.Request) string {
 	if len(r.AddDirs) > 0 {
 		b.WriteString("Write access beneath:\n")
 		for _, d := range r.AddDirs {
-			fmt.Fprintf(&b, "  - %s\n", d)
+			fmt.Fprintf(&b, "  - %s\n", printable(d))
 		}
 	}
 	if len(r.AllowDomains) > 0 {
 		b.WriteString("Network access to:\n")
 		for _, d := range r.AllowDomains {
-			fmt.Fprintf(&b, "  - %s\n", d)
+			fmt.Fprintf(&b, "  - %s\n", printable(d))
 		}
 	}
-	reason := strings.TrimSpace(r.Reason)
+	// The model's words on one line, cut short: they must not pass for
+	// more of the question (a line break and "Write access beneath:
+	// nothing" of its own).
+	reason := strings.TrimSpace(strings.Map(func(r rune) rune {
+		if !unicode.IsPrint(r) {
+			return ' '
+		}
+		return r
+	}, r.Reason))
+	if n := 500; len([]rune(reason)) > n {
+		reason = string([]rune(reason)[:n]) + "…"
+	}
 	if reason == "" {
 		reason = "(none given)"
 	}
@@ -120,10 +133,24 @@ func askMessage(r sandbox.Request) string {
 	return b.String()
 }
 
-// quoteArgv shows argv as a shell would read it back.
+// printable is s, or s quoted (Go syntax) when it holds a line break or
+// another character that does not print.
+func printable(s string) string {
+	if strings.ContainsFunc(s, func(r rune) bool { return !unicode.IsPrint(r) }) {
+		return strconv.Quote(s)
+	}
+	return s
+}
+
+// quoteArgv shows argv as a shell would read it back (an argument with
+// a character that does not print, in Go syntax).
 func quoteArgv(argv []string) string {
 	q := make([]string, len(argv))
 	for i, a := range argv {
+		if printable(a) != a {
+			q[i] = strconv.Quote(a)
+			continue
+		}
 		if a != "" && !strings.ContainsFunc(a, func(r rune) bool {
 			return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_./=:,+@%", r))
 		}) {

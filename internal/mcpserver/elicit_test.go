@@ -456,10 +456,84 @@ func TestElicitDomains(t *testing.T) {
 	if want := fmt.Sprintf("good.test:%d", port); !slices.Contains(rep.Suggest.AllowDomains, want) {
 		t.Errorf("report %s: want suggest.allow_domains with %s", r.Report, want)
 	}
+	// For the session: later calls reach it through the session's
+	// widened sandbox.
+	w.send(wiretest.Call(3, map[string]any{"command": get,
+		"request_permissions": map[string]any{"allow_domains": []string{"good.test", "127.0.0.2"}}}))
+	w.send(wiretest.Answer(w.elicitation("good.test"), accept("session")))
+	if r := w.result(3); r.ExitCode != 0 || r.Stdout != "hello" {
+		t.Errorf("granted for the session: %+v", r)
+	}
+	w.send(wiretest.Call(4, map[string]any{"command": get}))
+	if r := w.result(4); r.ExitCode != 0 || r.Stdout != "hello" || hits.Load() != 3 {
+		t.Errorf("a later call of the session: %+v (%d requests)", r, hits.Load())
+	}
 	for i, d := range []string{"evil.test", "*.test", "EVIL.test:80"} {
 		w.send(wiretest.Call(10+i, map[string]any{"command": get, "request_permissions": map[string]any{"allow_domains": []string{d}}}))
 		if r := w.result(10 + i); r.ExitCode != 125 || !strings.Contains(r.Stderr, "denied_domains") {
 			t.Errorf("%s: %+v, want 125 naming denied_domains", d, r)
 		}
 	}
+}
+
+// TestElicitShowsWhatIsGranted: a directory asked for through a symlink
+// is asked about, and granted, as the directory it leads to; the reason
+// cannot pass for more of the question; a line break in a path shows
+// quoted.
+func TestElicitShowsWhatIsGranted(t *testing.T) {
+	w := serveElicit(t, elicitCaps)
+	real, other := outsideDir(t), outsideDir(t)
+	link := filepath.Join(other, "innocent")
+	if err := os.Symlink(real, link); err != nil {
+		t.Fatal(err)
+	}
+	odd := filepath.Join(other, "a\nWrite access beneath:")
+	if err := os.Mkdir(odd, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	w.send(wiretest.Call(1, touchArgs(map[string]any{"add_dirs": []string{link, odd},
+		"reason": "build\nNetwork access to:\n  - nothing"}, real+"/x")))
+	e := w.elicitation(real, "build Network access to:   - nothing", `"`+other+`/a\nWrite access beneath:"`)
+	if bytes.Contains(e.Params, []byte("innocent")) {
+		t.Errorf("the question names the link, not the directory: %s", e.Params)
+	}
+	w.send(wiretest.Answer(e, accept("once")))
+	if r := w.result(1); r.ExitCode != 0 {
+		t.Errorf("granted through a link: %+v", r)
+	}
+	mustExist(t, real+"/x")
+}
+
+// TestElicitTimeout: no answer within the approval timeout refuses; the
+// late answer is ignored and the session goes on.
+func TestElicitTimeout(t *testing.T) {
+	defer func(d time.Duration) { approvalTimeout = d }(approvalTimeout)
+	approvalTimeout = 300 * time.Millisecond
+	w := serveElicit(t, elicitCaps)
+	out := outsideDir(t)
+	w.send(wiretest.Call(1, touchArgs(map[string]any{"add_dirs": []string{out}}, out+"/x")))
+	e := w.elicitation(out)
+	// The client is told to drop the question (in either order with
+	// the result), and the call ends.
+	cancelled, ended := false, false
+	for range 2 {
+		m := w.read()
+		switch {
+		case m.Method == "notifications/cancelled":
+			cancelled = bytes.Contains(m.Params, []byte(`"requestId":`+string(e.ID)))
+		case string(m.ID) == "1":
+			r, err := m.Run()
+			ended = err == nil && r.ExitCode == 125 && strings.Contains(r.Stderr, "did not answer")
+		}
+	}
+	if !cancelled || !ended {
+		t.Errorf("unanswered: question cancelled %v, call refused %v", cancelled, ended)
+	}
+	w.send(wiretest.Answer(e, accept("session")))
+	w.send(wiretest.Call(2, touchArgs(nil, out+"/y")))
+	if r := w.result(2); r.ExitCode == 0 {
+		t.Errorf("a late answer granted: %+v", r)
+	}
+	mustBeAbsent(t, out+"/x")
+	mustBeAbsent(t, out+"/y")
 }
