@@ -70,6 +70,13 @@ func serveElicit(t *testing.T, caps string) *ewire {
 // serveElicitWith is serveElicit for a session resolved from o.
 func serveElicitWith(t *testing.T, caps string, o policy.Options) *ewire {
 	t.Helper()
+	return serveElicitAt(t, "", caps, o)
+}
+
+// serveElicitAt is serveElicitWith opening the MCP session at protocol
+// version.
+func serveElicitAt(t *testing.T, version, caps string, o policy.Options) *ewire {
+	t.Helper()
 	s, ws := newSessionWith(t, o)
 	w := &ewire{t: t, ws: ws}
 	inR, inW := io.Pipe()
@@ -88,7 +95,7 @@ func serveElicitWith(t *testing.T, caps string, o policy.Options) *ewire {
 			t.Error("the server did not end with its input")
 		}
 	})
-	if err := w.c.OpenWith(caps, 20*time.Second); err != nil {
+	if err := w.c.OpenAt(version, caps, 20*time.Second); err != nil {
 		t.Fatal(err)
 	}
 	return w
@@ -209,13 +216,17 @@ func mustBeAbsent(t *testing.T, p string) {
 // asked, and the next call without a request may not; the write is
 // checked on the host.
 func TestElicitOnce(t *testing.T) {
-	w := serveElicit(t, elicitCaps)
+	// At protocol 2025-06-18, whose elicitation has no "mode".
+	w := serveElicitAt(t, "2025-06-18", elicitCaps, policy.Options{})
 	out := outsideDir(t)
 	req := map[string]any{"add_dirs": []string{out}, "reason": "write the build output"}
-	w.send(wiretest.Call(1, touchArgs(req, out+"/granted")))
+	w.send(wiretest.Call(11, touchArgs(req, out+"/granted")))
 	e := w.elicitation(out, "write the build output", "touch")
+	if bytes.Contains(e.Params, []byte(`"mode"`)) {
+		t.Errorf("a 2025-06-18 elicitation with a mode: %s", e.Params)
+	}
 	w.send(wiretest.Answer(e, accept("once")))
-	if r := w.result(1); r.ExitCode != 0 || r.IsError {
+	if r := w.result(11); r.ExitCode != 0 || r.IsError {
 		t.Errorf("accepted once: %+v", r)
 	}
 	mustExist(t, out+"/granted")
@@ -227,16 +238,16 @@ func TestElicitOnce(t *testing.T) {
 	}
 
 	// The next call, without a request, is refused the write.
-	w.send(wiretest.Call(2, touchArgs(nil, out+"/later")))
-	if r := w.result(2); r.ExitCode == 0 {
+	w.send(wiretest.Call(12, touchArgs(nil, out+"/later")))
+	if r := w.result(12); r.ExitCode == 0 {
 		t.Errorf("a call after a once grant: %+v", r)
 	}
 	mustBeAbsent(t, out+"/later")
 	// Asking again asks again.
-	w.send(wiretest.Call(3, touchArgs(req, out+"/again")))
+	w.send(wiretest.Call(13, touchArgs(req, out+"/again")))
 	e = w.elicitation(out)
 	w.send(wiretest.Answer(e, accept("once")))
-	if r := w.result(3); r.ExitCode != 0 {
+	if r := w.result(13); r.ExitCode != 0 {
 		t.Errorf("accepted once again: %+v", r)
 	}
 	mustExist(t, out+"/again")
@@ -248,7 +259,11 @@ func TestElicitSession(t *testing.T) {
 	w := serveElicit(t, elicitCaps)
 	out, other := outsideDir(t), outsideDir(t)
 	w.send(wiretest.Call(1, touchArgs(map[string]any{"add_dirs": []string{out}}, out+"/a")))
-	w.send(wiretest.Answer(w.elicitation(out), accept("session")))
+	e := w.elicitation(out)
+	if !bytes.Contains(e.Params, []byte(`"mode":"form"`)) {
+		t.Errorf("a 2025-11-25 elicitation without its mode: %s", e.Params)
+	}
+	w.send(wiretest.Answer(e, accept("session")))
 	if r := w.result(1); r.ExitCode != 0 {
 		t.Errorf("accepted for the session: %+v", r)
 	}

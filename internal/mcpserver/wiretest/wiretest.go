@@ -80,7 +80,16 @@ func InitializeWith(caps string) string {
 
 // OpenWith is Open declaring the client capabilities caps.
 func (c *Conn) OpenWith(caps string, within time.Duration) error {
-	if err := c.Send(InitializeWith(caps)); err != nil {
+	return c.OpenAt("", caps, within)
+}
+
+// OpenAt is OpenWith asking for protocol version (Initialize's when "").
+func (c *Conn) OpenAt(version, caps string, within time.Duration) error {
+	line := InitializeWith(caps)
+	if version != "" {
+		line = strings.Replace(line, `"protocolVersion":"2025-11-25"`, `"protocolVersion":"`+version+`"`, 1)
+	}
+	if err := c.Send(line); err != nil {
 		return err
 	}
 	r, err := c.Read(within)
