@@ -230,12 +230,6 @@ func TestElicitOnce(t *testing.T) {
 		t.Errorf("accepted once: %+v", r)
 	}
 	mustExist(t, out+"/granted")
-	if b := os.Getenv("AGENTBOX_ELICIT_TRANSCRIPT"); b != "" {
-		// The README's transcript, captured from this conversation.
-		w.mu.Lock()
-		os.WriteFile(b, w.log.Bytes(), 0o644)
-		w.mu.Unlock()
-	}
 
 	// The next call, without a request, is refused the write.
 	w.send(wiretest.Call(12, touchArgs(nil, out+"/later")))
@@ -243,6 +237,12 @@ func TestElicitOnce(t *testing.T) {
 		t.Errorf("a call after a once grant: %+v", r)
 	}
 	mustBeAbsent(t, out+"/later")
+	if b := os.Getenv("AGENTBOX_ELICIT_TRANSCRIPT"); b != "" {
+		// The README's transcript, captured from this conversation.
+		w.mu.Lock()
+		os.WriteFile(b, w.log.Bytes(), 0o644)
+		w.mu.Unlock()
+	}
 	// Asking again asks again.
 	w.send(wiretest.Call(13, touchArgs(req, out+"/again")))
 	e = w.elicitation(out)
