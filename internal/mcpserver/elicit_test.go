@@ -373,11 +373,20 @@ func TestElicitUnhonourable(t *testing.T) {
 	} {
 		w.send(wiretest.Call(10+i, touchArgs(tc.req, marker)))
 		r := w.result(10 + i)
-		if r.ExitCode != 125 || !strings.Contains(r.Stderr, tc.why) || !strings.Contains(r.Stderr, "cannot grant") {
+		if r.ExitCode != 125 || !strings.Contains(r.Stderr, tc.why) || !strings.Contains(r.Stderr, "cannot grant") || !strings.Contains(r.Stderr, "No one was asked") {
 			t.Errorf("%v: %+v, want 125 saying %q", tc.req, r, tc.why)
 		}
 		mustBeAbsent(t, marker)
 	}
+	many := make([]string, 33)
+	for i := range many {
+		many[i] = fmt.Sprintf("h%d.test", i)
+	}
+	w.send(wiretest.Call(99, touchArgs(map[string]any{"allow_domains": many}, marker)))
+	if r := w.read(); !bytes.Contains(r.Result, []byte("ask for fewer")) || !bytes.Contains(r.Result, []byte(`"isError":true`)) {
+		t.Errorf("33 domains: %v", r)
+	}
+	mustBeAbsent(t, marker)
 }
 
 // TestElicitConcurrent: two calls ask at once for different directories;

@@ -34,6 +34,10 @@ import (
 // carries before the rest is cut off with a marker.
 const DefaultMaxOutput = 100 << 10
 
+// maxAsk is the most directories, and the most domains, one
+// request_permissions may ask for.
+const maxAsk = 32
+
 // maxLine is the longest message the server reads, the SDK's own limit.
 const maxLine = mcp.DefaultMaxLineLength
 
@@ -320,6 +324,10 @@ func (h *handler) run(ctx context.Context, req *mcp.CallToolRequest, in RunInput
 	c := h.s.Command(ctx, in.Command[0], in.Command[1:]...)
 	c.Dir = dir
 	if rp := in.RequestPermissions; rp != nil {
+		// A question the user can read.
+		if len(rp.AddDirs) > maxAsk || len(rp.AllowDomains) > maxAsk {
+			return nil, RunOutput{}, fmt.Errorf(`"request_permissions" asks for more than %d directories or domains: ask for fewer`, maxAsk)
+		}
 		c.Request = &sandbox.Request{AddDirs: rp.AddDirs, AllowDomains: rp.AllowDomains, Reason: rp.Reason}
 	}
 	if in.Stdin != nil {
@@ -349,7 +357,11 @@ func (h *handler) run(ctx context.Context, req *mcp.CallToolRequest, in RunInput
 		fmt.Fprintf(stderr, "agentbox: %s\n", flagnames.In(se.Err.Error()))
 		var re *sandbox.RefusedError
 		if errors.As(se.Err, &re) {
-			fmt.Fprintf(stderr, "agentbox: the command did not run. %s\n", restartHint(re.Request))
+			hint := restartHint(re.Request)
+			if re.Unhonourable {
+				hint = "No one was asked: the sandbox can grant only existing absolute directories that are not /, the home, a directory above it or a system directory, and domains [network] denied_domains does not refuse."
+			}
+			fmt.Fprintf(stderr, "agentbox: the command did not run. %s\n", hint)
 		}
 		isErr = true
 	default:
