@@ -63,6 +63,18 @@ import (
 // allow-list: a proxy of its own on the host's loopback for each
 // command).
 //
+// # Asking for more
+//
+// A command may ask for more than the session's policy allows
+// ([Cmd.Request]: directories to write beneath, domains to reach). The
+// session's [Session.Approve] hook decides; a nil hook refuses, and so
+// does the policy itself for what it could never grant (a root that
+// confines nothing, a denied domain), without asking. A grant [Once]
+// runs that command alone under the widened policy, as a lone [Cmd];
+// one [ForSession] widens the session's policy for every later command,
+// with a prepared sandbox of its own (the earlier one is kept for the
+// commands still running in it until Close).
+//
 // A Session is safe for concurrent use. Close ends every command still
 // running and releases what the session holds; if the calling process
 // dies, the session's sandbox dies with it.
