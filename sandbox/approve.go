@@ -170,9 +170,9 @@ func (s *Session) policyFor(ctx context.Context, req *Request, args []string) (*
 }
 
 // grow widens the session's policy by w for its later commands: a
-// prepared sandbox of its own is made for the widened policy (the one of
-// the session's start stays, for the commands still running in it, until
-// Close).
+// prepared sandbox of its own is made for the widened policy; the one
+// before stays for the commands still running in it, and is closed when
+// the last of them is gone.
 func (s *Session) grow(w policy.Widening) (*policy.Policy, error) {
 	s.growMu.Lock()
 	defer s.growMu.Unlock()
@@ -196,10 +196,16 @@ func (s *Session) grow(w policy.Widening) (*policy.Policy, error) {
 		}
 		return nil, ErrSessionClosed
 	}
+	old := s.impl
 	s.cur, s.impl = wide, impl
 	s.impls[wide] = impl
 	s.unwatch = append(s.unwatch, unwatch)
+	// The earlier prepared sandbox goes once no command runs in it.
+	retire := old != nil && s.retire(old)
 	s.mu.Unlock()
+	if retire {
+		old.close()
+	}
 	s.watch(impl)
 	return wide, nil
 }

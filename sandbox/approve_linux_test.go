@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/agentbox/agentbox/internal/rawpolicy"
 	"github.com/agentbox/agentbox/policy"
@@ -111,9 +112,37 @@ func TestSessionApprove(t *testing.T) {
 	refused(t, touch(s, req, out+"/hook-error"), false)
 	absent(t, out+"/hook-error")
 
+	// A command still running in the first prepared sandbox when the
+	// session grant comes keeps it, and its end closes it.
+	old := s.impl
+	slow := s.Command(context.Background(), "sh", "-c", "sleep 1; touch ran-on")
+	if err := slow.Start(); err != nil {
+		t.Fatal(err)
+	}
 	s.Approve = func(context.Context, Request) (Grant, error) { return Grant{Scope: ForSession}, nil }
 	if err := touch(s, req, out+"/session"); err != nil {
 		t.Fatalf("session: %v", err)
+	}
+	select {
+	case <-old.done():
+		t.Error("the first prepared sandbox closed under a running command")
+	default:
+	}
+	if err := slow.Wait(); err != nil {
+		t.Errorf("the command in the first prepared sandbox: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(s.Policy().Cwd(), "ran-on")); err != nil {
+		t.Error(err)
+	}
+	select {
+	case <-old.done():
+	case <-time.After(10 * time.Second):
+		t.Error("the first prepared sandbox outlived its last command")
+	}
+	select {
+	case <-s.Done():
+		t.Error("the session ended with its earlier prepared sandbox")
+	default:
 	}
 	if !s.Policy().IsWritable(out) || !s.Prepared() {
 		t.Errorf("after a session grant: writable %v, prepared %v", s.Policy().IsWritable(out), s.Prepared())

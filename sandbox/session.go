@@ -5,6 +5,7 @@ import (
 	"errors"
 	"sync"
 
+	"github.com/agentbox/agentbox/internal/netpolicy"
 	"github.com/agentbox/agentbox/policy"
 )
 
@@ -73,7 +74,7 @@ import (
 // runs that command alone under the widened policy, as a lone [Cmd];
 // one [ForSession] widens the session's policy for every later command,
 // with a prepared sandbox of its own (the earlier one is kept for the
-// commands still running in it until Close).
+// commands still running in it, and closed when the last has ended).
 //
 // A Session is safe for concurrent use. Close ends every command still
 // running and releases what the session holds; if the calling process
@@ -97,9 +98,11 @@ type Session struct {
 	closed bool
 	cur    *policy.Policy // the session's policy, widened by the grants for the session
 	impl   sessionImpl    // cur's prepared sandbox; nil: each command starts on its own
-	// impls are the prepared sandboxes of every policy the session has
-	// had, kept until Close for the commands still running in them.
+	// impls are the prepared sandboxes of the policies the session has
+	// had: the current one, and earlier ones while commands still run in
+	// them (the last one out closes it); running counts those commands.
 	impls   map[*policy.Policy]sessionImpl
+	running map[sessionImpl]int
 	ended   chan struct{} // closed by Close
 	died    chan struct{} // see Done
 	dieOnce sync.Once
@@ -137,7 +140,7 @@ func newSessionInit(pol *policy.Policy, init string) (*Session, error) {
 	}
 	// A watcher of the writable roots for the session's life, so that
 	// the check after each command looks only where something changed.
-	s := &Session{init: init, cur: pol, impl: impl, impls: map[*policy.Policy]sessionImpl{pol: impl},
+	s := &Session{init: init, cur: pol, impl: impl, impls: map[*policy.Policy]sessionImpl{pol: impl}, running: map[sessionImpl]int{},
 		ended: make(chan struct{}), died: make(chan struct{}), unwatch: []func(){watchRoots(pol)}}
 	s.watch(impl)
 	return s, nil
@@ -199,6 +202,9 @@ func (s *Session) start(c *Cmd) (process, error) {
 	// this command alone has none, and the command starts as a lone one
 	// would under it.
 	impl := s.impls[c.Policy]
+	if !closed && impl != nil {
+		s.running[impl]++
+	}
 	s.mu.Unlock()
 	if closed {
 		return nil, &StartError{Code: CodeSandboxFailure, Err: ErrSessionClosed}
@@ -206,7 +212,61 @@ func (s *Session) start(c *Cmd) (process, error) {
 	if impl == nil {
 		return start(c)
 	}
-	return impl.start(c)
+	p, err := impl.start(c)
+	if err != nil {
+		s.left(impl)
+		return nil, err
+	}
+	return &sessionCmd{process: p, end: func() { s.left(impl) }}, nil
+}
+
+// left is a command of impl gone (or never started): an earlier prepared
+// sandbox that no command runs in any more is closed.
+func (s *Session) left(impl sessionImpl) {
+	s.mu.Lock()
+	s.running[impl]--
+	retire := s.retire(impl)
+	s.mu.Unlock()
+	if retire {
+		impl.close()
+	}
+}
+
+// retire reports whether impl is an earlier prepared sandbox no command
+// runs in, and if so forgets it for the caller to close. s.mu is held.
+func (s *Session) retire(impl sessionImpl) bool {
+	if s.closed || impl == s.impl || s.running[impl] > 0 {
+		return false
+	}
+	for p, i := range s.impls {
+		if i == impl {
+			delete(s.impls, p)
+			delete(s.running, impl)
+			return true
+		}
+	}
+	return false
+}
+
+// sessionCmd is a command of a prepared sandbox of the session, which
+// tells the session when it is gone.
+type sessionCmd struct {
+	process
+	once sync.Once
+	end  func()
+}
+
+func (p *sessionCmd) Wait() (*Status, error) {
+	st, err := p.process.Wait()
+	p.once.Do(p.end)
+	return st, err
+}
+
+func (p *sessionCmd) networkReport() netpolicy.Report {
+	if r, ok := p.process.(networkReporter); ok {
+		return r.networkReport()
+	}
+	return netpolicy.Report{}
 }
 
 // Close ends the session: commands still running are killed with their
