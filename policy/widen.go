@@ -57,6 +57,7 @@ func (p *Policy) Widen(w Widening) (*Policy, error) {
 		errs = append(errs, &WidenError{Item: strings.Join(w.AddDirs, ", "), Why: "cannot be made writable: the sandbox is read-only (restart it in workspace-write mode)"})
 	}
 	rule := newConfineRule(p.src.caller.Env(), p.src.goos)
+	var reals []string
 	for _, d := range w.AddDirs {
 		if !filepath.IsAbs(d) {
 			errs = append(errs, &WidenError{Item: d, Why: "is not an absolute path (name the directory from /)"})
@@ -72,7 +73,9 @@ func (p *Policy) Widen(w Widening) (*Policy, error) {
 				why = fmt.Sprintf("(%s) %s", real, why)
 			}
 			errs = append(errs, &WidenError{Item: d, Why: why + ": a writable root there confines nothing"})
+			continue
 		}
+		reals = append(reals, real)
 	}
 	domains := !p.f.Network // with the network on, every domain is reachable already
 	if domains {
@@ -104,7 +107,21 @@ func (p *Policy) Widen(w Widening) (*Policy, error) {
 	if domains {
 		o.AllowDomains = append(slices.Clone(o.AllowDomains), w.AllowDomains...)
 	}
-	return resolveFor(o, p.src.caller, p.src.goos)
+	q, err := resolveFor(o, p.src.caller, p.src.goos)
+	if err != nil {
+		return nil, err
+	}
+	// A protected path stays read-only in any root: granting it would
+	// grant nothing, and the one who approves would think otherwise.
+	for _, real := range reals {
+		if q.f.Mode == WorkspaceWrite && !q.IsWritable(real) {
+			errs = append(errs, &WidenError{Item: real, Why: "stays read-only in any writable root: it is a protected path (git's and the agents' directories, agentbox's own files)"})
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return q, nil
 }
 
 // deniedPattern reports whether a deny pattern refuses what pat allows,

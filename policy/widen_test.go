@@ -20,7 +20,7 @@ func TestWiden(t *testing.T) {
 	dir := t.TempDir()
 	ws, add := filepath.Join(dir, "ws"), filepath.Join(dir, "add")
 	home := filepath.Join(dir, "home")
-	for _, d := range []string{ws, add, home, filepath.Join(add, ".git")} {
+	for _, d := range []string{ws, add, home, filepath.Join(add, ".git"), filepath.Join(ws, ".git")} {
 		os.MkdirAll(d, 0o755)
 	}
 	os.WriteFile(filepath.Join(dir, "file"), nil, 0o644)
@@ -37,6 +37,7 @@ func TestWiden(t *testing.T) {
 		t.Fatal(err)
 	}
 	add, _ = filepath.EvalSymlinks(add)
+	ws, _ = filepath.EvalSymlinks(ws)
 	w := Widening{AddDirs: []string{add}, AllowDomains: []string{"good.test"}}
 	if p.Covers(w) {
 		t.Error("p covers what it does not allow")
@@ -72,6 +73,8 @@ func TestWiden(t *testing.T) {
 		{Widening{AllowDomains: []string{"x.bad.test"}}, "denied_domains"},
 		{Widening{AllowDomains: []string{"*.test"}}, "denied_domains"},
 		{Widening{AllowDomains: []string{"*"}}, "not a domain pattern"},
+		// Protected by the workspace's root whatever roots are added.
+		{Widening{AddDirs: []string{filepath.Join(ws, ".git")}}, "protected path"},
 	} {
 		if _, err := p.Widen(tc.w); err == nil || !strings.Contains(err.Error(), tc.why) {
 			t.Errorf("%+v: %v, want %q", tc.w, err, tc.why)
