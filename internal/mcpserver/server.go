@@ -359,7 +359,7 @@ func (h *handler) run(ctx context.Context, req *mcp.CallToolRequest, in RunInput
 		if errors.As(se.Err, &re) {
 			hint := restartHint(re.Request)
 			if re.Unhonourable {
-				hint = "No one was asked: the sandbox can grant only existing absolute directories that are not /, the home, a directory above it or a system directory, and domains [network] denied_domains does not refuse."
+				hint = "No one was asked: the sandbox can grant only existing absolute directories that are not /, the home, a directory above it, a system directory or a protected path, and domains [network] denied_domains does not refuse."
 			}
 			fmt.Fprintf(stderr, "agentbox: the command did not run. %s\n", hint)
 		}
