@@ -5,6 +5,10 @@ package linux
 import (
 	"encoding/json"
 	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -116,5 +120,46 @@ func TestMCPElicit(t *testing.T) {
 		}
 		assertAbsent(t, fx.ws+"/nocap")
 		assertAbsent(t, fx.add+"/nocap")
+	})
+}
+
+// TestMCPElicitDomain: through the real `agentbox mcp`, with the network
+// off, a refused fetch's report suggests the host; asked for and accepted
+// once, the next call reaches it through agentbox's proxy, and the one
+// after is refused again; the server on the host counts the requests.
+func TestMCPElicitDomain(t *testing.T) {
+	curl, err := exec.LookPath("curl")
+	if err != nil {
+		t.Skip("no curl on this machine")
+	}
+	forEachUser(t, func(t *testing.T, u *testUser) {
+		fx := newFixture(t, u, noCodex)
+		web := listenWeb(t, "127.0.0.2", "granted")
+		hosts := filepath.Join(fx.dir, "hosts")
+		if err := os.WriteFile(hosts, []byte("127.0.0.2 granted.test\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		w := startWireWith(t, u, fx, `{"elicitation":{}}`, "AGENTBOX_TEST_HOSTS="+hosts)
+		get := curl + " -fsS --max-time 20 " + web.at("granted.test")
+		w.send(askCall(1, get, nil))
+		r := w.result(1)
+		var rep runReport
+		json.Unmarshal(r.Report, &rep)
+		want := fmt.Sprintf("granted.test:%d", web.port)
+		if r.ExitCode == 0 || rep.Suggest == nil || !slices.Contains(rep.Suggest.AllowDomains, want) {
+			t.Errorf("refused fetch: %+v, want a report suggesting %s", r, want)
+		}
+		w.send(askCall(2, get, map[string]any{"allow_domains": []string{want, "127.0.0.2"}, "reason": "fetch the page"}))
+		w.send(wiretest.Answer(w.elicitation(want, "127.0.0.2", "fetch the page"), map[string]any{"action": "accept", "content": map[string]any{"scope": "once"}}))
+		if r := w.result(2); r.ExitCode != 0 || r.Stdout != "granted-ok\n" {
+			t.Errorf("granted fetch: %+v", r)
+		}
+		w.send(askCall(3, get, nil))
+		if r := w.result(3); r.ExitCode == 0 {
+			t.Errorf("the fetch after a once grant: %+v", r)
+		}
+		if n := web.hits.Load(); n != 1 {
+			t.Errorf("the host's server saw %d requests, want 1", n)
+		}
 	})
 }

@@ -32,11 +32,11 @@ func startWire(t *testing.T, u *testUser, fx *fixture) *mcpWire {
 
 // startWireWith is startWire with the client declaring the capabilities
 // caps (a JSON object).
-func startWireWith(t *testing.T, u *testUser, fx *fixture, caps string) *mcpWire {
+func startWireWith(t *testing.T, u *testUser, fx *fixture, caps string, env ...string) *mcpWire {
 	t.Helper()
 	needBin(t)
 	w := &mcpWire{t: t, stderr: &bytes.Buffer{}}
-	w.cmd = command(u, runOpts{env: fx.env(), dir: fx.ws}, binPath, "mcp", "-C", fx.ws)
+	w.cmd = command(u, runOpts{env: append(fx.env(), env...), dir: fx.ws}, binPath, "mcp", "-C", fx.ws)
 	w.cmd.Stderr = w.stderr
 	var err error
 	if w.in, err = w.cmd.StdinPipe(); err != nil {
