@@ -71,6 +71,9 @@ type Options struct {
 // resolving changed [Options]. Slices the methods return are copies.
 type Policy struct {
 	f fields
+	// src is what Resolve made the policy of, for [Policy.Widen]; nil
+	// for a policy built field by field (internal/rawpolicy).
+	src *source
 }
 
 // fields is the state of a Policy. It is an alias of an unnamed struct so
@@ -347,6 +350,18 @@ func resolveFor(o Options, caller policyhook.Caller, goos string) (*Policy, erro
 		return nil, err
 	}
 	p.f.Cwd = c
+	// Kept for Widen, with every path absolute: a later resolution must
+	// not depend on the current directory then.
+	src := &source{o: o, caller: caller, goos: goos}
+	src.o.Cwd = c
+	src.o.AddDirs = nil
+	for _, d := range o.AddDirs {
+		if abs, err := absolute(d); err == nil {
+			d = abs
+		}
+		src.o.AddDirs = append(src.o.AddDirs, d)
+	}
+	p.src = src
 
 	if p.f.Mode != WorkspaceWrite {
 		return p, nil

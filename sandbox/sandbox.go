@@ -99,15 +99,24 @@ type Cmd struct {
 	// refusing proxy for, the addresses it could not connect to.
 	Report *RunReport
 
-	ctx      context.Context
-	session  *Session  // set by Session.Command
-	guard    guardHold // this run's part in the post-run checks
-	proc     process
-	programs programDirs // the private directories of programs, watched
-	done     chan struct{}
-	started  bool
-	finished bool
-	mu       sync.Mutex
+	// Request, for a command of a [Session], asks for more than the
+	// session's policy allows, for this command: Start asks the
+	// session's Approve hook, and the command runs under the policy
+	// widened by exactly the request, or not at all (a *StartError
+	// whose Err is a *RefusedError). Nothing the command does can widen
+	// it further.
+	Request *Request
+
+	ctx        context.Context
+	session    *Session       // set by Session.Command
+	sessionPol *policy.Policy // the Policy Session.Command set
+	guard      guardHold      // this run's part in the post-run checks
+	proc       process
+	programs   programDirs // the private directories of programs, watched
+	done       chan struct{}
+	started    bool
+	finished   bool
+	mu         sync.Mutex
 }
 
 // Status is how a sandboxed command ended.
@@ -277,6 +286,18 @@ func (c *Cmd) Start() error {
 			return err
 		}
 	}
+	if c.session != nil {
+		if c.Policy != c.sessionPol {
+			return &StartError{Code: CodeSandboxFailure, Err: errors.New("sandbox: a session's command must keep the session's policy")}
+		}
+		pol, err := c.session.policyFor(c.ctx, c.Request, c.Args)
+		if err != nil {
+			return err
+		}
+		c.Policy = pol
+	} else if c.Request != nil {
+		return &StartError{Code: CodeSandboxFailure, Err: &RefusedError{Request: *c.Request, Err: errors.New("only a Session's commands can ask for more (Cmd.Request)")}}
+	}
 	if c.Env == nil {
 		c.Env = os.Environ()
 	}
@@ -401,6 +422,7 @@ func (c *Cmd) Wait() error {
 			c.Report.Network.Published = p.publishedReport()
 		}
 	}
+	c.Report.SetSuggest()
 	if gerr != nil {
 		return &CheckError{Status: st, Err: gerr}
 	}

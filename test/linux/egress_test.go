@@ -61,6 +61,10 @@ type runReport struct {
 			Count  int    `json:"count"`
 		} `json:"denied"`
 	} `json:"network"`
+	Suggest *struct {
+		AddDirs      []string `json:"add_dirs"`
+		AllowDomains []string `json:"allow_domains"`
+	} `json:"suggest"`
 }
 
 func readReport(t *testing.T, path string) runReport {
