@@ -272,6 +272,13 @@ func (p *sessionCmd) networkReport() netpolicy.Report {
 	return netpolicy.Report{}
 }
 
+func (p *sessionCmd) publishedReport() []NetworkPublished {
+	if r, ok := p.process.(publishedReporter); ok {
+		return r.publishedReport()
+	}
+	return nil
+}
+
 // Close ends the session: commands still running are killed with their
 // whole trees, and everything the session holds is released. It is safe
 // to call more than once.
