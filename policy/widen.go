@@ -75,6 +75,14 @@ func (p *Policy) Widen(w Widening) (*Policy, error) {
 			errs = append(errs, &WidenError{Item: d, Why: why + ": a writable root there confines nothing"})
 			continue
 		}
+		if name := protectedComponent(real, p.f.ProtectedNames); name != "" {
+			hint := "grants cannot open it; the user can change protected_subpaths in the config"
+			if strings.EqualFold(name, ".git") {
+				hint = "grants cannot open it; the user can restart with --allow-git-writes"
+			}
+			errs = append(errs, &WidenError{Item: d, Why: fmt.Sprintf("lies in %s, which programs on the host trust and every run keeps read-only: %s", name, hint)})
+			continue
+		}
 		reals = append(reals, real)
 	}
 	domains := !p.f.Network // with the network on, every domain is reachable already
@@ -172,4 +180,19 @@ func (p *Policy) Covers(w Widening) bool {
 		}
 	}
 	return true
+}
+
+// protectedComponent returns the protected name among p's components
+// (compared as the case-insensitive file systems of macOS and Windows
+// would), or "": a grant of such a directory would make writable what
+// --add-dir of its parent keeps read-only.
+func protectedComponent(p string, names []string) string {
+	for _, c := range strings.FieldsFunc(p, func(r rune) bool { return r == '/' || r == filepath.Separator }) {
+		for _, n := range names {
+			if strings.EqualFold(c, n) {
+				return n
+			}
+		}
+	}
+	return ""
 }

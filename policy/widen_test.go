@@ -20,7 +20,7 @@ func TestWiden(t *testing.T) {
 	dir := t.TempDir()
 	ws, add := filepath.Join(dir, "ws"), filepath.Join(dir, "add")
 	home := filepath.Join(dir, "home")
-	for _, d := range []string{ws, add, home, filepath.Join(add, ".git"), filepath.Join(ws, ".git")} {
+	for _, d := range []string{ws, add, home, filepath.Join(add, ".git"), filepath.Join(add, ".GIT"), filepath.Join(add, ".claude"), filepath.Join(ws, ".git")} {
 		os.MkdirAll(d, 0o755)
 	}
 	os.WriteFile(filepath.Join(dir, "file"), nil, 0o644)
@@ -74,7 +74,13 @@ func TestWiden(t *testing.T) {
 		{Widening{AllowDomains: []string{"*.test"}}, "denied_domains"},
 		{Widening{AllowDomains: []string{"*"}}, "not a domain pattern"},
 		// Protected by the workspace's root whatever roots are added.
-		{Widening{AddDirs: []string{filepath.Join(ws, ".git")}}, "protected path"},
+		{Widening{AddDirs: []string{filepath.Join(ws, ".git")}}, "lies in .git"},
+		// And by the grant itself when no root protects it (add is no
+		// writable root of p): --add-dir add keeps add/.git read-only,
+		// so a grant of add/.git must not open it.
+		{Widening{AddDirs: []string{filepath.Join(add, ".git")}}, "--allow-git-writes"},
+		{Widening{AddDirs: []string{filepath.Join(add, ".GIT")}}, "lies in .git"},
+		{Widening{AddDirs: []string{filepath.Join(add, ".claude")}}, "protected_subpaths"},
 	} {
 		if _, err := p.Widen(tc.w); err == nil || !strings.Contains(err.Error(), tc.why) {
 			t.Errorf("%+v: %v, want %q", tc.w, err, tc.why)
