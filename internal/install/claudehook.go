@@ -132,7 +132,7 @@ func claudePreToolUse(input []byte, env HookEnv) ([]byte, error) {
 	b, err := marshal(hookOutput{hookDecision{
 		HookEventName:            "PreToolUse",
 		PermissionDecision:       decision,
-		PermissionDecisionReason: "agentbox: runs in the sandbox (writes only in " + ws + ")",
+		PermissionDecisionReason: "agentbox: runs in the sandbox, workspace " + ws,
 		UpdatedInput:             updated,
 	}})
 	if err != nil {

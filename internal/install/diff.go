@@ -64,12 +64,12 @@ func unified(fromName, toName, a, b string) string {
 				ops = append(ops, op{' ', ma[i]})
 				i++
 				j++
-			case j < len(mb) && (i == len(ma) || lcs[i][j+1] >= lcs[i+1][j]):
-				ops = append(ops, op{'+', mb[j]})
-				j++
-			default:
+			case i < len(ma) && (j == len(mb) || lcs[i+1][j] >= lcs[i][j+1]):
 				ops = append(ops, op{'-', ma[i]})
 				i++
+			default:
+				ops = append(ops, op{'+', mb[j]})
+				j++
 			}
 		}
 	} else {

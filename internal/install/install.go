@@ -196,17 +196,13 @@ func jsonEdit(path string, comments bool, ops ...jsonOp) fileEdit {
 			if err != nil {
 				return nil, "", fmt.Errorf("cannot read it as JSON (%v): fix the file, or remove agentbox by hand", err)
 			}
-			var before *jnode
+			var before *jdoc
 			if backup != nil {
-				before, _ = parseJSON(backup, comments)
+				before, _ = newJDoc(backup, comments)
 			}
-			// An object that was there before install stays, empty
-			// or not; without a backup, install made every empty
-			// one on its paths.
-			keep := func(path []string) bool { return before != nil && before.lookup(path...) != nil }
 			var notes []string
 			for _, op := range ops {
-				if op.remove(d, keep) {
+				if op.remove(d, before) {
 					notes = append(notes, op.what)
 				}
 			}
@@ -235,41 +231,74 @@ func jsonEdit(path string, comments bool, ops ...jsonOp) fileEdit {
 
 // jsonOp is one entry in a JSON file.
 type jsonOp struct {
-	what    string
-	add     func(d *jdoc) (bool, error)
-	remove  func(d *jdoc, keep func([]string) bool) bool
+	what string
+	add  func(d *jdoc) (bool, error)
+	// remove takes the entry out of d; before is the file before
+	// install (its backup), nil when unknown.
+	remove  func(d, before *jdoc) bool
 	present func(src []byte, root *jnode) bool
 }
 
-// memberOp sets path to v (install) and deletes it (uninstall).
+// keeper says which containers uninstall leaves even when empty: those
+// that were there before install. Without a backup, install made every
+// empty one on agentbox's paths.
+func keeper(before *jdoc) func(path []string) bool {
+	return func(path []string) bool { return before != nil && before.root.lookup(path...) != nil }
+}
+
+// memberOp sets path to v (install) and deletes it (uninstall), or puts
+// back the value it had before install.
 func memberOp(what string, v any, path ...string) jsonOp {
 	return jsonOp{
-		what:    what,
-		add:     func(d *jdoc) (bool, error) { return d.setMember(path, v) },
-		remove:  func(d *jdoc, keep func([]string) bool) bool { return d.removeMember(path, keep) },
+		what: what,
+		add:  func(d *jdoc) (bool, error) { return d.setMember(path, v) },
+		remove: func(d, before *jdoc) bool {
+			if before != nil {
+				if was := before.root.lookup(path...); was != nil {
+					// The user's own entry of that name, which
+					// install replaced: back as it was, byte for
+					// byte.
+					raw := before.src[was.start:was.end]
+					cur := d.root.lookup(path...)
+					if cur == nil || bytes.Equal(d.src[cur.start:cur.end], raw) {
+						return false
+					}
+					d.splice(cur.start, cur.end, string(raw))
+					return true
+				}
+			}
+			return d.removeMember(path, keeper(before))
+		},
 		present: func(_ []byte, root *jnode) bool { return root.lookup(path...) != nil },
 	}
 }
 
 // elemOp puts v in the array at path (install) and deletes the elements
-// match says are agentbox's (uninstall).
+// match says are agentbox's (uninstall), unless such an element was there
+// before install: then it is the user's.
 func elemOp(what string, v any, match func(raw []byte) bool, path ...string) jsonOp {
+	present := func(src []byte, root *jnode) bool {
+		n := root.lookup(path...)
+		if n == nil {
+			return false
+		}
+		for _, e := range n.elems {
+			if match(src[e.start:e.end]) {
+				return true
+			}
+		}
+		return false
+	}
 	return jsonOp{
-		what:   what,
-		add:    func(d *jdoc) (bool, error) { return d.appendElem(path, v, match) },
-		remove: func(d *jdoc, keep func([]string) bool) bool { return d.removeElems(path, match, keep) },
-		present: func(src []byte, root *jnode) bool {
-			n := root.lookup(path...)
-			if n == nil {
+		what: what,
+		add:  func(d *jdoc) (bool, error) { return d.appendElem(path, v, match) },
+		remove: func(d, before *jdoc) bool {
+			if before != nil && present(before.src, before.root) {
 				return false
 			}
-			for _, e := range n.elems {
-				if match(src[e.start:e.end]) {
-					return true
-				}
-			}
-			return false
+			return d.removeElems(path, match, keeper(before))
 		},
+		present: present,
 	}
 }
 
