@@ -42,7 +42,9 @@ codex:  [mcp_servers.agentbox] and features.shell_tool = false,
         .codex/config.toml).
 gemini: the MCP server and run_shell_command in tools.exclude in
         ~/.gemini/settings.json (or .gemini/settings.json).
-cursor: the MCP server in ~/.cursor/mcp.json (or .cursor/mcp.json).
+cursor: the MCP server in ~/.cursor/mcp.json (or .cursor/mcp.json) and a
+        beforeShellExecution hook in hooks.json beside it that refuses
+        Cursor's own shell, pointing the model at agentbox's run tool.
 
 Files are merged: the rest stays as it was, the previous file is kept
 beside it as FILE` + install.BackupSuffix + `, and uninstall removes exactly
@@ -178,6 +180,18 @@ func newHook(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 		},
 	}
 	pre.Flags().BoolVar(&ask, "ask", false, "answer \"ask\" (Claude Code prompts, showing the rewritten command) instead of \"allow\"")
-	hook.AddCommand(pre)
+	cursor := &cobra.Command{
+		Use:   "cursor-beforeshell",
+		Short: "Cursor beforeShellExecution hook: refuse Cursor's own shell, pointing at agentbox's run tool",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			in, _ := io.ReadAll(io.LimitReader(stdin, 16<<20))
+			if _, err := stdout.Write(install.CursorBeforeShell(in)); err != nil {
+				return &exitError{code: 2, err: fmt.Errorf("hook: writing the answer: %w", err)}
+			}
+			return nil
+		},
+	}
+	hook.AddCommand(pre, cursor)
 	return hook
 }

@@ -140,3 +140,37 @@ func claudePreToolUse(input []byte, env HookEnv) ([]byte, error) {
 	}
 	return append(b, '\n'), nil
 }
+
+// cursorAnswer is Cursor's beforeShellExecution output. Cursor has
+// spelled the message keys both ways (user_message, userMessage); both
+// are written, so either reader finds them.
+type cursorAnswer struct {
+	Permission    string `json:"permission"`
+	UserMessage   string `json:"user_message"`
+	AgentMessage  string `json:"agent_message"`
+	UserMessage1  string `json:"userMessage"`
+	AgentMessage1 string `json:"agentMessage"`
+}
+
+// CursorBeforeShell answers Cursor's beforeShellExecution hook: always
+// "deny", whatever the input (Cursor's own shell would run the command
+// outside the sandbox), telling the model to use agentbox's run tool.
+func CursorBeforeShell(input []byte) []byte {
+	var in struct {
+		Command string `json:"command"`
+	}
+	agent := "agentbox: the shell tool is off here; run the command with the agentbox MCP server's \"run\" tool (its input: {\"command\": [argv...]}), which runs it in the sandbox"
+	user := "agentbox: refused a shell command outside the sandbox (the agent is told to use agentbox's run tool)"
+	if json.Unmarshal(input, &in) == nil && in.Command != "" {
+		agent += "; for this one: {\"command\": [\"bash\", \"-c\", " + string(must(marshal(in.Command))) + "]}"
+	}
+	b, _ := marshal(cursorAnswer{"deny", user, agent, user, agent})
+	return append(b, '\n')
+}
+
+func must(b []byte, err error) []byte {
+	if err != nil {
+		return []byte(`""`)
+	}
+	return b
+}

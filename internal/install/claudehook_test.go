@@ -181,3 +181,25 @@ func TestClaudeHookQuoting(t *testing.T) {
 		t.Errorf("cd line: %q, %v", out, err)
 	}
 }
+
+// TestCursorHook: Cursor's beforeShellExecution hook refuses every
+// command, good input or bad, and tells the model what to use instead.
+func TestCursorHook(t *testing.T) {
+	for _, in := range []string{
+		`{"hook_event_name": "beforeShellExecution", "conversation_id": "c", "generation_id": "g", "workspace_roots": ["/p"], "command": "npm install \"x\"", "cwd": "/p"}`,
+		"", "garbage", `{"command": 5}`,
+	} {
+		var a struct {
+			Permission   string `json:"permission"`
+			UserMessage  string `json:"user_message"`
+			AgentMessage string `json:"agent_message"`
+		}
+		out := CursorBeforeShell([]byte(in))
+		if err := json.Unmarshal(out, &a); err != nil || a.Permission != "deny" || !strings.Contains(a.AgentMessage, `"run" tool`) || a.UserMessage == "" {
+			t.Errorf("%q: %s (%v)", in, out, err)
+		}
+		if strings.Contains(in, "npm") && !strings.Contains(a.AgentMessage, `["bash", "-c", "npm install \"x\""]`) {
+			t.Errorf("the message does not show the call to make: %s", a.AgentMessage)
+		}
+	}
+}

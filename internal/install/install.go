@@ -326,7 +326,13 @@ func claudeEdits(o Options) []fileEdit {
 	}
 	return []fileEdit{
 		jsonEdit(mcpFile, false, memberOp("the agentbox MCP server", server, "mcpServers", "agentbox")),
-		jsonEdit(settings, false, elemOp("a PreToolUse hook that runs every Bash command under agentbox", hook, isClaudeHook, "hooks", "PreToolUse")),
+		jsonEdit(settings, false, refuseOp(func(d *jdoc) error {
+			// The hook would be written and never run.
+			if n := d.root.lookup("disableAllHooks"); n != nil && string(d.src[n.start:n.end]) == "true" {
+				return errors.New(`it sets "disableAllHooks": true, which would keep the agentbox hook from running: remove that line and run again`)
+			}
+			return nil
+		}), elemOp("a PreToolUse hook that runs every Bash command under agentbox", hook, isClaudeHook, "hooks", "PreToolUse")),
 	}
 }
 
@@ -428,7 +434,57 @@ func cursorEdits(o Options) []fileEdit {
 	// Cursor starts a global server outside the project; it expands
 	// ${workspaceFolder} to the open folder.
 	server := mcpServer(o.Command, "-C", "${workspaceFolder}")
-	return []fileEdit{jsonEdit(path, true, memberOp("the agentbox MCP server", server, "mcpServers", "agentbox"))}
+	hooks := filepath.Join(filepath.Dir(path), "hooks.json")
+	// Cursor's agent shell has no off switch in its settings; its
+	// beforeShellExecution hook can refuse every command, pointing the
+	// model at agentbox's run tool. Failures block too (|| exit 2).
+	hook := ordered{{"command", shellQuote(o.Command) + " " + strings.Join(CursorHookArgs, " ") + " || exit 2"}}
+	return []fileEdit{
+		jsonEdit(path, true, memberOp("the agentbox MCP server", server, "mcpServers", "agentbox")),
+		jsonEdit(hooks, true,
+			ensureOp("version", 1, "version"),
+			elemOp("a beforeShellExecution hook that refuses Cursor's own shell", hook, isHook(CursorHookArgs), "hooks", "beforeShellExecution")),
+	}
+}
+
+// CursorHookArgs are the arguments, after the program, of the Cursor hook
+// install writes.
+var CursorHookArgs = []string{"hook", "cursor-beforeshell"}
+
+// isHook reports whether a hook entry (one with a command, as Cursor
+// writes them) runs agentbox's hook subcommand args.
+func isHook(args []string) func(raw []byte) bool {
+	return func(raw []byte) bool {
+		var h struct {
+			Command string `json:"command"`
+		}
+		return json.Unmarshal(raw, &h) == nil && strings.Contains(h.Command, " "+strings.Join(args, " "))
+	}
+}
+
+// refuseOp changes nothing; its check fails the install when the file
+// says something that would undo it.
+func refuseOp(check func(d *jdoc) error) jsonOp {
+	return jsonOp{
+		add:     func(d *jdoc) (bool, error) { return false, check(d) },
+		remove:  func(d, before *jdoc) bool { return false },
+		present: func([]byte, *jnode) bool { return false },
+	}
+}
+
+// ensureOp sets path to v when it is missing (install), and deletes it
+// when install added it (uninstall).
+func ensureOp(what string, v any, path ...string) jsonOp {
+	op := memberOp(what, v, path...)
+	op.add = func(d *jdoc) (bool, error) {
+		if d.root.lookup(path...) != nil {
+			return false, nil
+		}
+		return d.setMember(path, v)
+	}
+	// Only agentbox's own entries say the file holds agentbox.
+	op.present = func([]byte, *jnode) bool { return false }
+	return op
 }
 
 // shellQuote quotes s for a POSIX shell: as is when it is plainly safe,

@@ -94,7 +94,8 @@ func TestRoundTrip(t *testing.T) {
 		{"gemini user, v1 settings", "gemini", User, map[string]string{"home/.gemini/settings.json": "gemini/settings-v1.json"}, checkGemini(".gemini/settings.json", true, "excludeTools")},
 		{"gemini user, shell already excluded", "gemini", User, map[string]string{"home/.gemini/settings.json": "gemini/settings-exclude.json"}, checkGemini(".gemini/settings.json", true, "tools", "exclude")},
 		{"gemini project, no file", "gemini", Project, nil, checkGemini(".gemini/settings.json", false, "tools", "exclude")},
-		{"cursor user", "cursor", User, map[string]string{"home/.cursor/mcp.json": "cursor/mcp.json"}, checkCursor(".cursor/mcp.json", true)},
+		{"cursor user", "cursor", User, map[string]string{"home/.cursor/mcp.json": "cursor/mcp.json", "home/.cursor/hooks.json": "cursor/hooks.json"}, checkCursor(".cursor/mcp.json", true)},
+		{"cursor user, no hooks.json", "cursor", User, map[string]string{"home/.cursor/mcp.json": "cursor/mcp.json"}, checkCursor(".cursor/mcp.json", true)},
 		{"cursor project, no file", "cursor", Project, nil, checkCursor(".cursor/mcp.json", false)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -306,6 +307,20 @@ func checkGemini(file string, user bool, exclude ...string) func(t *testing.T, h
 func checkCursor(file string, user bool) func(t *testing.T, home, proj string) {
 	return func(t *testing.T, home, proj string) {
 		wantServer(t, readJSON(t, filepath.Join(base(user, home, proj), file)), "-C", "${workspaceFolder}")
+		h := readJSON(t, filepath.Join(base(user, home, proj), filepath.Dir(file), "hooks.json"))
+		if h["version"] != float64(1) {
+			t.Errorf("hooks.json version %v", h["version"])
+		}
+		pre, _ := dig(h, "hooks", "beforeShellExecution").([]any)
+		n := 0
+		for _, e := range pre {
+			if dig(e, "command") == "'"+testCommand+"' hook cursor-beforeshell || exit 2" {
+				n++
+			}
+		}
+		if n != 1 {
+			t.Errorf("beforeShellExecution %v: want the agentbox hook once", pre)
+		}
 	}
 }
 
@@ -321,6 +336,7 @@ func TestRefuse(t *testing.T) {
 		{"claude hooks not an object", "claude", "home/.claude/settings.json", `{"hooks": []}`, "hooks is not an object"},
 		{"claude PreToolUse not an array", "claude", "home/.claude/settings.json", `{"hooks": {"PreToolUse": {}}}`, "hooks.PreToolUse is not an array"},
 		{"claude array document", "claude", "home/.claude.json", `[]`, "not a JSON object"},
+		{"claude hooks disabled", "claude", "home/.claude/settings.json", `{"disableAllHooks": true}`, `"disableAllHooks": true`},
 		{"gemini unterminated comment", "gemini", "home/.gemini/settings.json", "{/* x\n}", "unterminated /* comment"},
 		{"codex bad TOML", "codex", "home/.codex/config.toml", "model = \n", "not valid TOML"},
 		{"codex shell on", "codex", "home/.codex/config.toml", "@codex/config-shell-on.toml", "features.shell_tool = true"},
@@ -427,7 +443,7 @@ func TestSymlinkedConfig(t *testing.T) {
 func TestDiff(t *testing.T) {
 	home, _ := setupFiles(t, map[string]string{"home/.cursor/mcp.json": "cursor/mcp.json"})
 	c := plan(t, Options{Agent: "cursor", Scope: User, Home: home, Command: testCommand}, false)
-	if len(c) != 1 {
+	if len(c) != 2 {
 		t.Fatalf("%d changes", len(c))
 	}
 	d := Diff(c[0])
