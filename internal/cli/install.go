@@ -78,6 +78,11 @@ what install added.`,
 			if err != nil {
 				return failure("%s %s: %v", use, o.Agent, err)
 			}
+			if o.Scope == install.Project {
+				if err := install.Confined(o.Project, changes); err != nil {
+					return failure("%s %s: %v (nothing was changed)", use, o.Agent, err)
+				}
+			}
 			if len(changes) == 0 {
 				if remove {
 					fmt.Fprintf(stdout, "agentbox: nothing of agentbox's in %s's %s configuration\n", o.Agent, o.Scope)

@@ -517,7 +517,10 @@ func apply(c Change) error {
 		mode = fi.Mode().Perm()
 	}
 	if c.Backup != "" && c.Old != nil {
-		if err := writeAtomic(c.Backup, c.Old, mode); err != nil {
+		// The backup's name is replaced, never followed: a symlink
+		// planted there (a checkout's FILE.agentbox-backup pointing at
+		// ~/.bashrc) must not get the old file written through it.
+		if err := writeAtomic(c.Backup, c.Old, mode, false); err != nil {
 			return fmt.Errorf("backup of %s: %w", c.Path, err)
 		}
 	}
@@ -538,15 +541,14 @@ func apply(c Change) error {
 			return err
 		}
 	}
-	return writeAtomic(c.Path, c.New, mode)
+	return writeAtomic(c.Path, c.New, mode, true)
 }
 
 // writeAtomic replaces path with data: readers see the old file or the new
-// one, never a part.
-func writeAtomic(path string, data []byte, mode fs.FileMode) error {
-	// Through a symlink (dotfiles kept in a repository), the file it
-	// points to is the one to replace.
-	if real, err := filepath.EvalSymlinks(path); err == nil {
+// one, never a part. With follow, a symlink at path (dotfiles kept in a
+// repository) has the file it points to replaced.
+func writeAtomic(path string, data []byte, mode fs.FileMode, follow bool) error {
+	if real, err := filepath.EvalSymlinks(path); err == nil && follow {
 		path = real
 	}
 	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".agentbox-*")
@@ -571,4 +573,60 @@ func writeAtomic(path string, data []byte, mode fs.FileMode) error {
 		return err
 	}
 	return os.Rename(tmp, path)
+}
+
+// Confined checks that every file of changes is inside root once symlinks
+// are resolved: a project's configuration (--scope project) is the
+// project's, and a checkout whose .mcp.json is a symlink to a file of the
+// user's must not get that file edited.
+func Confined(root string, changes []Change) error {
+	realRoot, err := filepath.EvalSymlinks(root)
+	if err != nil {
+		return err
+	}
+	for _, c := range changes {
+		for _, p := range []string{c.Path, c.Backup} {
+			if p == "" {
+				continue
+			}
+			real, err := resolveExisting(p)
+			if err != nil {
+				return err
+			}
+			rel, err := filepath.Rel(realRoot, real)
+			if err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) || filepath.IsAbs(rel) {
+				return fmt.Errorf("%s resolves to %s, outside the project %s: remove the symlink, or install with --scope user", p, real, root)
+			}
+		}
+	}
+	return nil
+}
+
+// resolveExisting is path with symlinks resolved as far as it exists: the
+// deepest existing ancestor resolved, the rest appended.
+func resolveExisting(path string) (string, error) {
+	rest := ""
+	p := path
+	for {
+		real, err := filepath.EvalSymlinks(p)
+		if err == nil {
+			return filepath.Join(real, rest), nil
+		}
+		if !errors.Is(err, fs.ErrNotExist) {
+			return "", err
+		}
+		// A dangling symlink counts as where it points.
+		if target, lerr := os.Readlink(p); lerr == nil {
+			if !filepath.IsAbs(target) {
+				target = filepath.Join(filepath.Dir(p), target)
+			}
+			return resolveExisting(filepath.Join(target, rest))
+		}
+		parent := filepath.Dir(p)
+		if parent == p {
+			return path, nil
+		}
+		rest = filepath.Join(filepath.Base(p), rest)
+		p = parent
+	}
 }

@@ -476,3 +476,47 @@ func TestPlanErrors(t *testing.T) {
 		t.Errorf("Plan over a directory: %v", err)
 	}
 }
+
+// TestProjectSymlinks: a checkout cannot use install to write outside it:
+// a symlinked configuration file that leads out is refused, and a symlink
+// planted as the backup is replaced, not written through.
+func TestProjectSymlinks(t *testing.T) {
+	home, proj := setupFiles(t, map[string]string{"proj/.mcp.json": "claude/mcp.json", "home/victim.json": "claude/mcp-empty.json"})
+	victim := filepath.Join(home, "victim.json")
+	orig, _ := os.ReadFile(victim)
+	o := Options{Agent: "claude", Scope: Project, Home: home, Project: proj, Command: testCommand}
+
+	// The backup name is a symlink to the victim.
+	if err := os.Symlink(victim, filepath.Join(proj, ".mcp.json"+BackupSuffix)); err != nil {
+		t.Fatal(err)
+	}
+	changes := plan(t, o, false)
+	if err := Confined(proj, changes); err == nil || !strings.Contains(err.Error(), "outside the project") {
+		t.Fatalf("Confined: %v", err)
+	}
+	// Even written, the symlink is replaced, not followed.
+	if err := Apply(changes); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(victim); !bytes.Equal(b, orig) {
+		t.Errorf("the backup was written through the symlink into %s:\n%s", victim, b)
+	}
+	if fi, err := os.Lstat(filepath.Join(proj, ".mcp.json"+BackupSuffix)); err != nil || !fi.Mode().IsRegular() {
+		t.Errorf("backup: %v %v", fi, err)
+	}
+
+	// .claude is a symlink out of the project.
+	os.RemoveAll(filepath.Join(proj, ".claude"))
+	if err := os.Symlink(home, filepath.Join(proj, ".claude")); err != nil {
+		t.Fatal(err)
+	}
+	if err := Confined(proj, plan(t, o, false)); err == nil || !strings.Contains(err.Error(), "outside the project") {
+		t.Errorf("Confined with .claude -> home: %v", err)
+	}
+	// A dangling symlink leading out counts as out.
+	os.Remove(filepath.Join(proj, ".claude"))
+	os.Symlink(filepath.Join(home, "nowhere"), filepath.Join(proj, ".claude"))
+	if err := Confined(proj, plan(t, o, false)); err == nil {
+		t.Errorf("Confined with a dangling .claude: nil")
+	}
+}
