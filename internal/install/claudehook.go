@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
+	"unicode/utf8"
 )
 
 // HookEnv is what the Claude Code hook knows besides its input.
@@ -66,6 +67,11 @@ func deny(reason string) []byte {
 }
 
 func claudePreToolUse(input []byte, env HookEnv) ([]byte, error) {
+	// The decoder would turn bad UTF-8 into U+FFFD: another command
+	// than the one in the input.
+	if !utf8.Valid(input) {
+		return nil, fmt.Errorf("the hook input is not UTF-8, so the command does not run")
+	}
 	var in hookInput
 	dec := json.NewDecoder(bytes.NewReader(input))
 	if err := dec.Decode(&in); err != nil {
@@ -73,6 +79,9 @@ func claudePreToolUse(input []byte, env HookEnv) ([]byte, error) {
 	}
 	if in.HookEventName != "" && in.HookEventName != "PreToolUse" {
 		return nil, fmt.Errorf("hook event %q is not PreToolUse: install the hook as PreToolUse", in.HookEventName)
+	}
+	if in.ToolName == "" {
+		return nil, fmt.Errorf("the hook input names no tool, so the command does not run")
 	}
 	if in.ToolName != "Bash" {
 		return []byte("{}\n"), nil

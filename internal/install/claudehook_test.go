@@ -108,6 +108,8 @@ func TestClaudeHookDenies(t *testing.T) {
 		"NUL":             withNUL,
 		"relative cwd":    hookIn("ls", "w"),
 		"no cwd":          []byte(`{"tool_name": "Bash", "tool_input": {"command": "ls"}}`),
+		"no tool_name":    []byte(`{"tool_input": {"command": "ls"}, "cwd": "/w"}`),
+		"bad UTF-8":       bytes.Replace(hookIn("echo aXb", "/w"), []byte("X"), []byte{0xff}, 1),
 		"other event":     []byte(`{"hook_event_name": "PostToolUse", "tool_name": "Bash", "tool_input": {"command": "ls"}, "cwd": "/w"}`),
 	} {
 		t.Run(name, func(t *testing.T) {
