@@ -316,6 +316,15 @@ func (d *jdoc) splice(start, end int, text string) {
 	d.src, d.root = src, root
 }
 
+// eol writes text's line ends as the document does: a file with CRLF
+// line ends (written on Windows) keeps them.
+func (d *jdoc) eol(text string) string {
+	if !bytes.Contains(d.src, []byte("\r\n")) {
+		return text
+	}
+	return strings.ReplaceAll(text, "\n", "\r\n")
+}
+
 // lineIndent is the whitespace that starts the line holding pos.
 func lineIndent(src []byte, pos int) string {
 	ls := bytes.LastIndexByte(src[:pos], '\n') + 1
@@ -346,6 +355,9 @@ func encode(v any, indent, unit string) string {
 		panic(fmt.Sprintf("BUG(install): encode %T: %v", v, err))
 	}
 	var out bytes.Buffer
+	if indent == "--" {
+		return string(raw)
+	}
 	if indent == "-" {
 		if err := json.Compact(&out, raw); err != nil {
 			panic(err)
@@ -407,6 +419,10 @@ func (d *jdoc) layout(n *jnode) (sep, indent, unit string, multi bool) {
 		return "\n" + outer + unit, outer + unit, unit, true
 	}
 	if !bytes.Contains(d.src[n.start+1:first], []byte("\n")) {
+		if d.colon(n) == ":" {
+			// Written compact: so is what goes in.
+			return "", "--", unit, false
+		}
 		return " ", "-", unit, false
 	}
 	in := lineIndent(d.src, first)
@@ -425,7 +441,7 @@ func (d *jdoc) insert(n *jnode, item func(indent, unit string) string) {
 		// An empty container: its inside becomes the item. Removing
 		// the item gives back "{}" or "[]".
 		outer := lineIndent(d.src, n.start)
-		d.splice(n.start+1, n.end-1, sep+text+"\n"+outer)
+		d.splice(n.start+1, n.end-1, d.eol(sep+text+"\n"+outer))
 		return
 	}
 	_ = multi
@@ -435,7 +451,7 @@ func (d *jdoc) insert(n *jnode, item func(indent, unit string) string) {
 	} else {
 		last = n.elems[len(n.elems)-1].end
 	}
-	d.splice(last, last, ","+sep+text)
+	d.splice(last, last, d.eol(","+sep+text))
 }
 
 // colon is how the document writes ": " between a key and its value.
@@ -485,7 +501,7 @@ func (d *jdoc) setMember(path []string, v any) (bool, error) {
 			}
 			colon := d.colon(n)
 			d.insert(n, func(indent, unit string) string {
-				return encode(k, "-", "") + colon + encode(val, indent, unit)
+				return encode(k, "--", "") + colon + encode(val, indent, unit)
 			})
 			return true, nil
 		}
@@ -494,11 +510,11 @@ func (d *jdoc) setMember(path []string, v any) (bool, error) {
 				return false, nil
 			}
 			indent := lineIndent(d.src, n.members[idx].keyStart)
-			_, _, unit, multi := d.layout(n)
+			_, in, unit, multi := d.layout(n)
 			if !multi {
-				indent = "-"
+				indent = in
 			}
-			d.splice(child.start, child.end, encode(v, indent, unit))
+			d.splice(child.start, child.end, d.eol(encode(v, indent, unit)))
 			return true, nil
 		}
 		if child.kind != '{' {
@@ -529,7 +545,7 @@ func (d *jdoc) appendElem(path []string, v any, match func(raw []byte) bool) (bo
 			return false, nil
 		}
 		_, indent, unit, _ := d.layout(arr)
-		d.splice(e.start, e.end, encode(v, indent, unit))
+		d.splice(e.start, e.end, d.eol(encode(v, indent, unit)))
 		return true, nil
 	}
 	d.insert(arr, func(indent, unit string) string { return encode(v, indent, unit) })
