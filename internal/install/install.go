@@ -418,12 +418,48 @@ func geminiEdits(o Options) []fileEdit {
 		}
 		return modern
 	}
+	// tools.exclude is deprecated (Gemini CLI 0.61 says so at start)
+	// in favour of the policy engine: a deny rule in a policy file of
+	// agentbox's own does the same, for versions that drop exclude.
+	policy := ownedFile(filepath.Join(filepath.Dir(path), "policies", "agentbox.toml"), "gemini", geminiPolicy)
 	return []fileEdit{{
 		path:   path,
 		add:    func(old []byte) ([]byte, string, error) { return pick(old).add(old) },
 		remove: func(old, backup []byte) ([]byte, string, error) { return pick(old).remove(old, backup) },
 		ours:   func(old []byte) bool { return pick(old).ours(old) },
-	}}
+	}, policy}
+}
+
+const geminiPolicy = `# Gemini CLI's own shell tool is off: commands go through agentbox's MCP
+# "run" tool, which runs them in the sandbox.
+[[rule]]
+toolName = "run_shell_command"
+decision = "deny"
+priority = 999
+`
+
+// ownedFile is a fileEdit for a file agentbox writes whole (its first line
+// says so): install writes it, uninstall removes it, and a file of that
+// name that is not agentbox's is refused, never overwritten.
+func ownedFile(path, agent, content string) fileEdit {
+	marker := "# Written by `agentbox install " + agent + "`; `agentbox uninstall " + agent + "` removes this file.\n"
+	ours := func(old []byte) bool { return bytes.HasPrefix(old, []byte(marker)) }
+	return fileEdit{
+		path: path,
+		add: func(old []byte) ([]byte, string, error) {
+			if old != nil && !ours(old) {
+				return nil, "", errors.New("it exists and was not written by agentbox install: remove or rename it and run again")
+			}
+			return []byte(marker + content), "write agentbox's file", nil
+		},
+		remove: func(old, _ []byte) ([]byte, string, error) {
+			if !ours(old) {
+				return old, "", nil
+			}
+			return nil, "remove agentbox's file", nil
+		},
+		ours: ours,
+	}
 }
 
 func cursorEdits(o Options) []fileEdit {

@@ -292,6 +292,17 @@ func checkGemini(file string, user bool, exclude ...string) func(t *testing.T, h
 	return func(t *testing.T, home, proj string) {
 		m := readJSON(t, filepath.Join(base(user, home, proj), file))
 		wantServer(t, m)
+		policy, err := os.ReadFile(filepath.Join(base(user, home, proj), filepath.Dir(file), "policies", "agentbox.toml"))
+		var rules struct {
+			Rule []struct {
+				ToolName string
+				Decision string
+				Priority int
+			}
+		}
+		if err != nil || toml.Unmarshal(policy, &rules) != nil || len(rules.Rule) != 1 || rules.Rule[0].ToolName != "run_shell_command" || rules.Rule[0].Decision != "deny" {
+			t.Errorf("policies/agentbox.toml: %v\n%s", err, policy)
+		}
 		ex, _ := dig(m, exclude...).([]any)
 		n := 0
 		for _, e := range ex {
@@ -339,6 +350,7 @@ func TestRefuse(t *testing.T) {
 		{"claude array document", "claude", "home/.claude.json", `[]`, "not a JSON object"},
 		{"claude hooks disabled", "claude", "home/.claude/settings.json", `{"disableAllHooks": true}`, `"disableAllHooks": true`},
 		{"gemini unterminated comment", "gemini", "home/.gemini/settings.json", "{/* x\n}", "unterminated /* comment"},
+		{"gemini policy of the user's", "gemini", "home/.gemini/policies/agentbox.toml", "[[rule]]\ntoolName = \"x\"\n", "not written by agentbox install"},
 		{"codex bad TOML", "codex", "home/.codex/config.toml", "model = \n", "not valid TOML"},
 		{"codex shell on", "codex", "home/.codex/config.toml", "@codex/config-shell-on.toml", "features.shell_tool = true"},
 		{"codex user's own agentbox", "codex", "home/.codex/config.toml", "@codex/config-mine.toml", "already has [mcp_servers.agentbox]"},
