@@ -41,7 +41,8 @@ codex:  [mcp_servers.agentbox] and features.shell_tool = false,
         features.unified_exec = false in ~/.codex/config.toml (or
         .codex/config.toml).
 gemini: the MCP server and run_shell_command in tools.exclude in
-        ~/.gemini/settings.json (or .gemini/settings.json).
+        ~/.gemini/settings.json (or .gemini/settings.json), and a policy
+        file denying run_shell_command (policies/agentbox.toml beside it).
 cursor: the MCP server in ~/.cursor/mcp.json (or .cursor/mcp.json) and a
         beforeShellExecution hook in hooks.json beside it that refuses
         Cursor's own shell, pointing the model at agentbox's run tool.
