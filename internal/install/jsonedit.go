@@ -435,7 +435,7 @@ func (d *jdoc) layout(n *jnode) (sep, indent, unit string, multi bool) {
 // insert adds text (a member "key": value, or an element) as the last
 // item of container n, laid out like the items already there.
 func (d *jdoc) insert(n *jnode, item func(indent, unit string) string) {
-	sep, indent, unit, multi := d.layout(n)
+	sep, indent, unit, _ := d.layout(n)
 	text := item(indent, unit)
 	if len(n.members) == 0 && len(n.elems) == 0 {
 		// An empty container: its inside becomes the item. Removing
@@ -444,8 +444,7 @@ func (d *jdoc) insert(n *jnode, item func(indent, unit string) string) {
 		d.splice(n.start+1, n.end-1, d.eol(sep+text+"\n"+outer))
 		return
 	}
-	_ = multi
-	last := n.end - 1
+	var last int
 	if len(n.members) > 0 {
 		last = n.members[len(n.members)-1].val.end
 	} else {
