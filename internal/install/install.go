@@ -136,8 +136,10 @@ func Plan(o Options, remove bool, read ReadFunc) ([]Change, error) {
 			continue
 		}
 		c := Change{Path: e.path, New: nu, Note: note}
-		if exists && nu != nil {
+		if exists {
 			c.Old = old
+		}
+		if exists && nu != nil {
 			c.Backup = e.path + BackupSuffix
 			// A reinstall keeps the backup of the file as it was
 			// before agentbox first went in, which uninstall reads.

@@ -465,6 +465,19 @@ func TestDiff(t *testing.T) {
 			t.Errorf("diff lacks %q:\n%s", want, d)
 		}
 	}
+	// Uninstall of a file install created: the diff removes all of it.
+	home2, _ := setupFiles(t, nil)
+	o := Options{Agent: "cursor", Scope: User, Home: home2, Command: testCommand}
+	if err := Apply(plan(t, o, false)); err != nil {
+		t.Fatal(err)
+	}
+	rm := plan(t, o, true)
+	if len(rm) != 2 || rm[0].New != nil {
+		t.Fatalf("uninstall plan: %+v", rm)
+	}
+	if d := Diff(rm[0]); !strings.Contains(d, "+++ /dev/null\n@@ -1,") || !strings.Contains(d, "-    \"agentbox\": {\n") {
+		t.Errorf("uninstall diff:\n%s", d)
+	}
 	if got := unified("a", "b", "x\ny", "x\nz\n"); got != "--- a\n+++ b\n@@ -1,2 +1,2 @@\n x\n-y\n\\ No newline at end of file\n+z\n" {
 		t.Errorf("no final newline: %q", got)
 	}
