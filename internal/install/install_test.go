@@ -188,11 +188,11 @@ func stripComments(b []byte) []byte {
 		case in && c == '\\':
 			out = append(out, c, b[i+1])
 			i++
-			continue
 		case c == '"':
 			in = !in
+			out = append(out, c)
 		case !in && c == '/' && i+1 < len(b) && b[i+1] == '/':
-			for i < len(b) && b[i] != '\n' {
+			for i+1 < len(b) && b[i+1] != '\n' {
 				i++
 			}
 		case !in && c == '/' && i+1 < len(b) && b[i+1] == '*':
@@ -200,15 +200,9 @@ func stripComments(b []byte) []byte {
 			for i+1 < len(b) && !(b[i] == '*' && b[i+1] == '/') {
 				i++
 			}
-			i += 2
-			if i < len(b) {
-				c = b[i]
-			} else {
-				continue
-			}
-		}
-		if i < len(b) {
-			out = append(out, b[i])
+			i++ // the '/'
+		default:
+			out = append(out, c)
 		}
 	}
 	return out
