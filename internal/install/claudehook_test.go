@@ -211,3 +211,43 @@ func TestCursorHook(t *testing.T) {
 		}
 	}
 }
+
+// TestHookLineFailsClosed: the hook line install writes exits 2 (Claude
+// Code's "block") when the hook cannot run at all or fails, and passes
+// the hook's answer through when it works.
+func TestHookLineFailsClosed(t *testing.T) {
+	if runtime.GOOS == "windows" {
+		t.Skip("needs a POSIX shell")
+	}
+	sh, err := exec.LookPath("sh")
+	if err != nil {
+		t.Skip("no sh")
+	}
+	dir := t.TempDir()
+	ok := filepath.Join(dir, "ok")
+	bad := filepath.Join(dir, "bad")
+	os.WriteFile(ok, []byte("#!/bin/sh\necho '{}'\n"), 0o755)
+	os.WriteFile(bad, []byte("#!/bin/sh\nexit 125\n"), 0o755)
+	for prog, want := range map[string]int{ok: 0, bad: 2, filepath.Join(dir, "moved"): 2} {
+		home, _ := setupFiles(t, nil)
+		changes, err := Plan(Options{Agent: "claude", Scope: User, Home: home, Command: prog}, false, os.ReadFile)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var s struct {
+			Hooks map[string][]struct{ Hooks []struct{ Command string } }
+		}
+		json.Unmarshal(changes[1].New, &s)
+		line := s.Hooks["PreToolUse"][0].Hooks[0].Command
+		err = exec.Command(sh, "-c", line).Run()
+		code := 0
+		if ee, isExit := err.(*exec.ExitError); isExit {
+			code = ee.ExitCode()
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		if code != want {
+			t.Errorf("%q: exit %d, want %d", line, code, want)
+		}
+	}
+}
