@@ -534,9 +534,6 @@ func shellQuote(s string) string {
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
-// ShellQuote is shellQuote for the hook.
-func ShellQuote(s string) string { return shellQuote(s) }
-
 // Apply makes the changes: for each, the backup first, then the new file
 // through a temporary file renamed over the old one (keeping its mode), or
 // the file's removal.
