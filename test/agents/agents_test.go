@@ -278,8 +278,20 @@ func (c *capture) tools(t *testing.T) []string {
 // the shell is back (the control).
 func TestCodex(t *testing.T) {
 	codex := agent(t, "codex")
+	for _, scope := range []string{"user", "project"} {
+		t.Run(scope, func(t *testing.T) { testCodex(t, codex, scope) })
+	}
+}
+
+func testCodex(t *testing.T, codex, scope string) {
 	e := newEnv(t)
-	e.install(t, "codex")
+	if scope == "project" {
+		// Codex reads a project's .codex/config.toml only in a
+		// project it trusts.
+		os.MkdirAll(filepath.Join(e.home, ".codex"), 0o755)
+		os.WriteFile(filepath.Join(e.home, ".codex", "config.toml"), []byte(fmt.Sprintf("[projects.%q]\ntrust_level = \"trusted\"\n", e.proj)), 0o644)
+	}
+	e.install(t, "codex", "--scope", scope)
 	tools := func(t *testing.T, extra ...string) []string {
 		api := newCapture(t, refuse)
 		args := append([]string{"exec", "--skip-git-repo-check",
@@ -303,22 +315,24 @@ func TestCodex(t *testing.T) {
 // tool back); a home without the install has the shell (the control).
 func TestGemini(t *testing.T) {
 	gemini := agent(t, "gemini")
-	tools := func(t *testing.T, install bool) []string {
+	tools := func(t *testing.T, install bool, scope string) []string {
 		e := newEnv(t)
 		os.MkdirAll(filepath.Join(e.home, ".gemini"), 0o755)
 		os.WriteFile(filepath.Join(e.home, ".gemini", "trustedFolders.json"), []byte(`{"`+e.proj+`": "TRUST_FOLDER"}`), 0o644)
 		os.WriteFile(filepath.Join(e.home, ".gemini", "settings.json"), []byte("{\n  // the user's own\n  \"security\": {\"auth\": {\"selectedType\": \"gemini-api-key\"}}\n}\n"), 0o644)
 		if install {
-			e.install(t, "gemini")
+			e.install(t, "gemini", "--scope", scope)
 		}
 		api := newCapture(t, refuse)
 		e.run(t, []string{"GEMINI_API_KEY=x", "GOOGLE_GEMINI_BASE_URL=" + api.srv.URL}, gemini, "--approval-mode", "yolo", "-p", "go")
 		return api.tools(t)
 	}
-	if got := tools(t, true); !slices.Contains(got, "mcp_agentbox_run") || slices.Contains(got, "run_shell_command") {
-		t.Errorf("tools after install: %v; want mcp_agentbox_run and no run_shell_command", got)
+	for _, scope := range []string{"user", "project"} {
+		if got := tools(t, true, scope); !slices.Contains(got, "mcp_agentbox_run") || slices.Contains(got, "run_shell_command") {
+			t.Errorf("tools after install --scope %s: %v; want mcp_agentbox_run and no run_shell_command", scope, got)
+		}
 	}
-	if ctl := tools(t, false); !slices.Contains(ctl, "run_shell_command") {
+	if ctl := tools(t, false, ""); !slices.Contains(ctl, "run_shell_command") {
 		t.Errorf("control: without install, tools %v have no run_shell_command", ctl)
 	}
 }
