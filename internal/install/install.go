@@ -469,8 +469,8 @@ func cursorEdits(o Options) []fileEdit {
 	if o.Scope == Project {
 		path = filepath.Join(o.Project, ".cursor", "mcp.json")
 	}
-	// Cursor starts a global server outside the project; it expands
-	// ${workspaceFolder} to the open folder.
+	// A global server is not necessarily started in the project;
+	// ${workspaceFolder} is Cursor's variable for the open folder.
 	server := mcpServer(o.Command, "-C", "${workspaceFolder}")
 	hooks := filepath.Join(filepath.Dir(path), "hooks.json")
 	// Cursor's agent shell has no off switch in its settings; its
