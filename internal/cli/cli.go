@@ -1,5 +1,5 @@
-// Package cli implements the agentbox command line: run, doctor, setup,
-// cleanup and version, with the exit-status contract of DESIGN.md.
+// Package cli implements the agentbox command line: run, mcp, doctor,
+// setup, cleanup, install, uninstall and version, with the exit-status contract of DESIGN.md.
 package cli
 
 import (
@@ -107,7 +107,7 @@ allowed.`,
 	root.SetIn(stdin)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	root.AddCommand(newRun(stdin, stdout, stderr), newMCP(stdin, stdout, stderr), newDoctor(stdout), newSetup(stdout), newCleanup(stdout), newVersion(stdout), newResident())
+	root.AddCommand(newRun(stdin, stdout, stderr), newMCP(stdin, stdout, stderr), newDoctor(stdout), newSetup(stdout), newCleanup(stdout), newVersion(stdout), newResident(), newInstall(stdout, false), newInstall(stdout, true), newHook(stdin, stdout, stderr))
 	// Subcommands without a function of their own use their parent's.
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return flagError(root, c, err) })
 	return root
