@@ -76,8 +76,10 @@ func (s *proxySocket) Close() {
 
 // receive reads the sockets the init stage (or a session's zygote) sent:
 // with proxy, the HTTP proxy's and the SOCKS5 proxy's listeners; with
-// resolver, then the name server's UDP socket and TCP listener.
-func (s *proxySocket) receive(proxy, resolver bool) ([]net.Listener, *Resolver, error) {
+// resolver, then the name server's UDP socket and TCP listener; with
+// transparent (and resolver), then the transparent listener, which
+// becomes the Resolver's Transparent.
+func (s *proxySocket) receive(proxy, resolver, transparent bool) ([]net.Listener, *Resolver, error) {
 	c, err := net.FileConn(s.parent)
 	if err != nil {
 		return nil, nil, err
@@ -89,7 +91,7 @@ func (s *proxySocket) receive(proxy, resolver bool) ([]net.Listener, *Resolver, 
 	}
 	uc.SetReadDeadline(time.Now().Add(10 * time.Second))
 	buf := make([]byte, 1)
-	oob := make([]byte, unix.CmsgSpace(4*4))
+	oob := make([]byte, unix.CmsgSpace(5*4))
 	_, oobn, _, _, err := uc.ReadMsgUnix(buf, oob)
 	if err != nil {
 		return nil, nil, err
@@ -102,16 +104,35 @@ func (s *proxySocket) receive(proxy, resolver bool) ([]net.Listener, *Resolver, 
 	if resolver {
 		want += 2
 	}
+	transparent = transparent && resolver
+	if transparent {
+		want++
+	}
 	if len(fds) != want {
 		closeAll(fds)
 		return nil, nil, fmt.Errorf("got %d descriptors, want %d", len(fds), want)
+	}
+	var tl net.Listener
+	if transparent {
+		f := os.NewFile(uintptr(fds[len(fds)-1]), "transparent-listener")
+		tl, err = net.FileListener(f)
+		f.Close()
+		fds = fds[:len(fds)-1]
+		if err != nil {
+			closeAll(fds)
+			return nil, nil, err
+		}
 	}
 	var r *Resolver
 	if resolver {
 		if r, err = resolverOf(fds[len(fds)-2:]); err != nil {
 			closeAll(fds[:len(fds)-2])
+			if tl != nil {
+				tl.Close()
+			}
 			return nil, nil, err
 		}
+		r.Transparent = tl
 		fds = fds[:len(fds)-2]
 	}
 	if !proxy {
@@ -228,6 +249,16 @@ func proxyListeners(spec *Spec, proxy bool) ([]string, error) {
 			return nil, fmt.Errorf("the name server's sockets on 127.0.0.1:53: %w", err)
 		}
 		fds = append(fds, udp, tcp)
+		if spec.Transparent {
+			fd, port, err := listenLoopback()
+			if err != nil {
+				return nil, err
+			}
+			fds = append(fds, fd)
+			if err := transparentUp(port); err != nil {
+				return nil, err
+			}
+		}
 	}
 	if err := unix.Sendmsg(int(sock.Fd()), []byte{1}, unix.UnixRights(fds...), nil, 0); err != nil {
 		return nil, &os.SyscallError{Syscall: "sendmsg(SCM_RIGHTS)", Err: err}

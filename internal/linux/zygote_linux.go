@@ -259,6 +259,7 @@ func runZygote(spec *Spec, report func(message)) {
 			fail(err)
 		}
 		z.owners.watched = append([]netip.AddrPort{resolverAddr}, spec.sessionProxy...)
+		z.owners.transparent = spec.Transparent
 		unix.Close(spec.PortOwnersFD)
 	}
 	go z.worker()
@@ -567,6 +568,9 @@ func (z *zygote) prepare(id *atomic.Uint32, unreach *unreachables) (*unixsock.Su
 					unreach.record(sock, dst, errno)
 				}
 			}
+		}
+		if g := transparentGate(spec, unreach); g != nil {
+			opts.AllowInet = g
 		}
 		sup, err := unixsock.Start(allow, opts)
 		if err != nil {

@@ -297,7 +297,9 @@ func (sc *Scope) serve(ln net.Listener, handle func(net.Conn)) error {
 func (sc *Scope) connect(ctx context.Context, host string, port uint16) (net.Conn, error) {
 	s := sc.srv
 	rules, rec := s.cfg.Rules, sc.rec
-	if a, ok := ctx.Value(clientKey{}).(net.Addr); ok && s.cfg.RecorderFor != nil {
+	if r, ok := ctx.Value(recorderKey{}).(*netpolicy.Recorder); ok && r != nil {
+		rec = r
+	} else if a, ok := ctx.Value(clientKey{}).(net.Addr); ok && s.cfg.RecorderFor != nil {
 		if r := s.cfg.RecorderFor(a); r != nil {
 			rec = r
 		}

@@ -1,0 +1,197 @@
+package linux
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+
+	"github.com/google/nftables"
+	"github.com/google/nftables/binaryutil"
+	"github.com/google/nftables/expr"
+	"golang.org/x/sys/unix"
+
+	"github.com/agentbox/agentbox/internal/netpolicy"
+)
+
+// Transparent networking (Spec.Transparent), for a sandbox with an
+// allow-list and a network namespace of its own: a command that ignores
+// the proxy variables still reaches the names the allow-list admits.
+//
+//   - The name server (Spec.Resolver) answers an allowed name with a fake
+//     address of netpolicy.FakePrefix (package nameserver).
+//   - The init stage (a session's zygote, once) gives the namespace a
+//     default route over loopback, and nftables rules of the namespace's
+//     own (no capability on the host: the init holds CAP_NET_ADMIN in its
+//     user namespace, over its network namespace only) that redirect
+//     every TCP connection to a non-loopback address to one more listener
+//     on the sandbox's 127.0.0.1, and every UDP datagram to port 53 to
+//     the name server; every other packet to a non-loopback address is
+//     dropped (sendto fails with EPERM: UDP other than DNS, ICMP).
+//   - That listener is handed to agentbox with the others; agentbox
+//     reads each connection's original destination (SO_ORIGINAL_DST,
+//     from the namespace's own connection tracking), turns a fake
+//     address back into its name, and carries the connection through
+//     the proxy's one path (decide, resolve on the host, admit, dial).
+//   - The connect supervisor refuses (EACCES, recorded for the report) a
+//     connect to an address that is neither loopback, nor fake, nor in
+//     an address pattern of the allow-list, nor port 53: such a
+//     connection never starts, instead of being accepted and closed.
+//
+// The command cannot change the rules: it holds no capability, and its
+// seccomp filter leaves it netlink only for what a process without
+// CAP_NET_ADMIN may do.
+
+// transparentUp installs the route and the rules, redirecting TCP to the
+// listener at port of the namespace's 127.0.0.1.
+func transparentUp(port int) error {
+	if err := defaultRouteOverLoopback(); err != nil {
+		return fmt.Errorf("a default route over loopback: %w", err)
+	}
+	if err := redirectRules(uint16(port)); err != nil {
+		return fmt.Errorf("the nftables rules of the sandbox's network namespace: %w", err)
+	}
+	return nil
+}
+
+// notLoopback are the expressions "the IPv4 destination is not in
+// 127.0.0.0/8" (its first byte is not 127).
+func notLoopback() []expr.Any {
+	return []expr.Any{
+		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: 16, Len: 1},
+		&expr.Cmp{Op: expr.CmpOpNeq, Register: 1, Data: []byte{127}},
+	}
+}
+
+func redirectRules(port uint16) error {
+	c, err := nftables.New()
+	if err != nil {
+		return err
+	}
+	t := c.AddTable(&nftables.Table{Family: nftables.TableFamilyIPv4, Name: "agentbox"})
+	accept := nftables.ChainPolicyAccept
+	nat := c.AddChain(&nftables.Chain{Name: "redirect", Table: t, Type: nftables.ChainTypeNAT,
+		Hooknum: nftables.ChainHookOutput, Priority: nftables.ChainPriorityNATDest, Policy: &accept})
+	c.AddRule(&nftables.Rule{Table: t, Chain: nat, Exprs: append(notLoopback(),
+		&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 1},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{unix.IPPROTO_TCP}},
+		&expr.Immediate{Register: 1, Data: binaryutil.BigEndian.PutUint16(port)},
+		&expr.Redir{RegisterProtoMin: 1},
+	)})
+	c.AddRule(&nftables.Rule{Table: t, Chain: nat, Exprs: append(notLoopback(),
+		&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 1},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{unix.IPPROTO_UDP}},
+		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseTransportHeader, Offset: 2, Len: 2},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: binaryutil.BigEndian.PutUint16(53)},
+		&expr.Immediate{Register: 1, Data: binaryutil.BigEndian.PutUint16(resolverAddr.Port())},
+		&expr.Redir{RegisterProtoMin: 1},
+	)})
+	// After the redirection (a later priority): what still goes to a
+	// non-loopback address was not redirected.
+	filter := c.AddChain(&nftables.Chain{Name: "drop", Table: t, Type: nftables.ChainTypeFilter,
+		Hooknum: nftables.ChainHookOutput, Priority: nftables.ChainPriorityFilter, Policy: &accept})
+	c.AddRule(&nftables.Rule{Table: t, Chain: filter, Exprs: append(notLoopback(),
+		&expr.Verdict{Kind: expr.VerdictDrop},
+	)})
+	return c.Flush()
+}
+
+// defaultRouteOverLoopback adds "default dev lo src 127.0.0.1" to the
+// namespace's main table, so that a connect to any IPv4 address leaves
+// (to be redirected) instead of failing with ENETUNREACH; the source is
+// loopback's, which the redirected connection's peer (the listener on
+// 127.0.0.1) answers.
+func defaultRouteOverLoopback() error {
+	lo, err := net.InterfaceByName("lo")
+	if err != nil {
+		return err
+	}
+	fd, err := unix.Socket(unix.AF_NETLINK, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.NETLINK_ROUTE)
+	if err != nil {
+		return os.NewSyscallError("socket(AF_NETLINK)", err)
+	}
+	defer unix.Close(fd)
+	if err := unix.Bind(fd, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
+		return os.NewSyscallError("bind(AF_NETLINK)", err)
+	}
+	attr := func(typ uint16, data []byte) []byte {
+		// struct rtattr (4 bytes), then the data, padded to 4.
+		b := make([]byte, (4+len(data)+3)&^3)
+		binary.NativeEndian.PutUint16(b[0:], uint16(4+len(data)))
+		binary.NativeEndian.PutUint16(b[2:], typ)
+		copy(b[4:], data)
+		return b
+	}
+	oif := make([]byte, 4)
+	binary.NativeEndian.PutUint32(oif, uint32(lo.Index))
+	src := []byte{127, 0, 0, 1}
+	rt := []byte{
+		unix.AF_INET, 0, 0, 0, // family, dst_len, src_len, tos
+		unix.RT_TABLE_MAIN, unix.RTPROT_BOOT, unix.RT_SCOPE_LINK, unix.RTN_UNICAST,
+		0, 0, 0, 0, // flags
+	}
+	body := append(append(rt, attr(unix.RTA_OIF, oif)...), attr(unix.RTA_PREFSRC, src)...)
+	msg := make([]byte, unix.NLMSG_HDRLEN, unix.NLMSG_HDRLEN+len(body))
+	binary.NativeEndian.PutUint32(msg[0:], uint32(unix.NLMSG_HDRLEN+len(body)))
+	binary.NativeEndian.PutUint16(msg[4:], unix.RTM_NEWROUTE)
+	binary.NativeEndian.PutUint16(msg[6:], unix.NLM_F_REQUEST|unix.NLM_F_ACK|unix.NLM_F_CREATE|unix.NLM_F_EXCL)
+	binary.NativeEndian.PutUint32(msg[8:], 1)
+	msg = append(msg, body...)
+	if err := unix.Sendto(fd, msg, 0, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
+		return os.NewSyscallError("sendto(RTM_NEWROUTE)", err)
+	}
+	buf := make([]byte, 4096)
+	n, _, err := unix.Recvfrom(fd, buf, 0)
+	if err != nil {
+		return os.NewSyscallError("recvfrom(netlink)", err)
+	}
+	if n < unix.NLMSG_HDRLEN+4 || binary.NativeEndian.Uint16(buf[4:]) != unix.NLMSG_ERROR {
+		return errors.New("netlink: no acknowledgement of RTM_NEWROUTE")
+	}
+	if e := int32(binary.NativeEndian.Uint32(buf[unix.NLMSG_HDRLEN:])); e != 0 {
+		return os.NewSyscallError("RTM_NEWROUTE", unix.Errno(-e))
+	}
+	return nil
+}
+
+// Reasons the connect supervisor records for a connect it refused in
+// transparent mode.
+const (
+	reasonIPv6NotCarried = "IPv6 is not carried (only names of the allow-list and its IPv4 addresses are)"
+)
+
+// transparentGate is the connect supervisor's inet policy in transparent
+// mode (nil without it): loopback and unspecified addresses, port 53
+// (DNS, redirected to the name server, or for TCP to the proxy, which
+// decides), fake addresses, and the IPv4 ranges of the allow-list's
+// address patterns pass (the proxy then decides each with its port);
+// every other connect is refused before a packet leaves, and recorded.
+func transparentGate(spec *Spec, unreach *unreachables) func(netip.AddrPort) bool {
+	if !spec.Transparent {
+		return nil
+	}
+	carried := append([]netip.Prefix{netpolicy.FakePrefix}, spec.Carried...)
+	return func(ap netip.AddrPort) bool {
+		a := ap.Addr().Unmap()
+		if a.IsLoopback() || a.IsUnspecified() {
+			return true
+		}
+		if a.Is6() {
+			unreach.refuse(ap, reasonIPv6NotCarried)
+			return false
+		}
+		if ap.Port() == 53 {
+			return true
+		}
+		for _, p := range carried {
+			if p.Contains(a) {
+				return true
+			}
+		}
+		unreach.refuse(ap, netpolicy.ReasonNotAllowed)
+		return false
+	}
+}
+
