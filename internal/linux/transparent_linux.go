@@ -194,4 +194,3 @@ func transparentGate(spec *Spec, unreach *unreachables) func(netip.AddrPort) boo
 		return false
 	}
 }
-

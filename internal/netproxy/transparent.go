@@ -111,4 +111,3 @@ func reset(c net.Conn) {
 }
 
 var errNotRedirected = errors.New("not a redirected connection")
-
