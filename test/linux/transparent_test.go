@@ -109,6 +109,7 @@ func (p *transparentProbe) script() string {
 	}
 	return fmt.Sprintf(`if a=$(getent hosts allowed.test); then echo "getent:${a%%%% *}"; else echo getent:fail; fi
 getent hosts refused.test >/dev/null && echo getent-refused:resolved || echo getent-refused:fail
+if command -v ip >/dev/null; then ip route del default 2>/dev/null && echo route:deleted || echo route:kept; fi
 exec env -u HTTPS_PROXY -u HTTP_PROXY -u ALL_PROXY -u https_proxy -u http_proxy -u all_proxy %s -c '
 import socket
 def tcp(n, host, port):
@@ -149,6 +150,9 @@ func (p *transparentProbe) check(t *testing.T, stdout, stderr string, rep runRep
 		// Accepted inside, then reset: never a greeting.
 		"fake": func(v string) bool { return strings.HasPrefix(v, "fail") || v == "empty" },
 		"udp":  func(v string) bool { return strings.HasPrefix(v, "fail") },
+	}
+	if got["route"] == "deleted" {
+		t.Errorf("the command changed the sandbox's routes")
 	}
 	if p.outside != nil {
 		want["outside"] = func(v string) bool { return strings.HasPrefix(v, "fail") }

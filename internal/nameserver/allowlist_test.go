@@ -1,0 +1,121 @@
+package nameserver
+
+import (
+	"fmt"
+	"net/netip"
+	"strings"
+	"testing"
+
+	"golang.org/x/net/dns/dnsmessage"
+
+	"github.com/agentbox/agentbox/internal/netpolicy"
+)
+
+func allowListServer(t *testing.T) *Server {
+	t.Helper()
+	rules, err := netpolicy.ParseRules([]string{"allowed.test", "*.wild.test", "port.test:22"}, "allow",
+		[]string{"bad.wild.test"}, "deny", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return New(Config{Rules: rules, Fake: netpolicy.NewFakeNames(), Local: []string{"box"}})
+}
+
+func answer(t *testing.T, s *Server, name string, typ dnsmessage.Type) (dnsmessage.Message, string, bool) {
+	t.Helper()
+	reply, shown, refused := s.Respond(query(t, 7, name, typ), nil)
+	var m dnsmessage.Message
+	if reply == nil {
+		t.Fatalf("%s: no reply", name)
+	}
+	if err := m.Unpack(reply); err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	return m, shown, refused
+}
+
+// TestAllowListAnswers: allowed names get one A record from the fake
+// range, the same each time; AAAA and other types get no answer (no
+// error); refused names are NXDOMAIN and recorded.
+func TestAllowListAnswers(t *testing.T) {
+	s := allowListServer(t)
+	byName := map[string]netip.Addr{}
+	for _, n := range []string{"allowed.test.", "x.wild.test.", "port.test.", "Allowed.TEST."} {
+		m, _, refused := answer(t, s, n, dnsmessage.TypeA)
+		if refused || m.RCode != dnsmessage.RCodeSuccess || len(m.Answers) != 1 {
+			t.Fatalf("%s: %+v refused=%v", n, m, refused)
+		}
+		a := netip.AddrFrom4(m.Answers[0].Body.(*dnsmessage.AResource).A)
+		if !netpolicy.FakePrefix.Contains(a) {
+			t.Errorf("%s: %v outside %v", n, a, netpolicy.FakePrefix)
+		}
+		byName[strings.ToLower(n)] = a
+		if back, ok := s.cfg.Fake.Name(a); !ok || back+"." != strings.ToLower(n) {
+			t.Errorf("%v maps back to %q", a, back)
+		}
+		m, _, refused = answer(t, s, n, dnsmessage.TypeAAAA)
+		if refused || m.RCode != dnsmessage.RCodeSuccess || len(m.Answers) != 0 {
+			t.Errorf("%s AAAA: %+v", n, m)
+		}
+	}
+	if len(byName) != 3 || byName["allowed.test."] == byName["x.wild.test."] || byName["x.wild.test."] == byName["port.test."] {
+		t.Errorf("addresses: %v", byName)
+	}
+	for _, n := range []string{"other.test.", "bad.wild.test.", "wild.test.", "allowed.test.evil.", "1.2.3.4."} {
+		m, _, refused := answer(t, s, n, dnsmessage.TypeA)
+		if !refused || m.RCode != dnsmessage.RCodeNameError || len(m.Answers) != 0 {
+			t.Errorf("%s: %+v refused=%v", n, m, refused)
+		}
+	}
+	if m, _, refused := answer(t, s, "box.", dnsmessage.TypeA); refused || m.RCode != dnsmessage.RCodeSuccess || len(m.Answers) != 0 {
+		t.Errorf("local name: %+v", m)
+	}
+}
+
+// TestAllowListSpoofedAnswer: a response sent to the name server (a
+// command trying to plant an address) is dropped, and maps nothing.
+func TestAllowListSpoofedAnswer(t *testing.T) {
+	s := allowListServer(t)
+	b := dnsmessage.NewBuilder(nil, dnsmessage.Header{ID: 1, Response: true})
+	b.StartQuestions()
+	b.Question(dnsmessage.Question{Name: dnsmessage.MustNewName("allowed.test."), Type: dnsmessage.TypeA, Class: dnsmessage.ClassINET})
+	b.StartAnswers()
+	b.AResource(dnsmessage.ResourceHeader{Name: dnsmessage.MustNewName("allowed.test."), Class: dnsmessage.ClassINET}, dnsmessage.AResource{A: [4]byte{198, 18, 0, 9}})
+	msg, _ := b.Finish()
+	if reply, _, _ := s.Respond(msg, nil); reply != nil {
+		t.Errorf("answered a response")
+	}
+	if n, ok := s.cfg.Fake.Name(netip.MustParseAddr("198.18.0.9")); ok {
+		t.Errorf("a spoofed answer mapped %s", n)
+	}
+}
+
+// TestAllowListFlood: endless distinct allowed names (under a wildcard)
+// fill the map up to its bound, then are refused; no address is ever
+// given twice.
+func TestAllowListFlood(t *testing.T) {
+	s := allowListServer(t)
+	given := map[[4]byte]bool{}
+	refusedAt := -1
+	for i := range netpolicy.MaxFakeNames + 10 {
+		m, _, refused := answer(t, s, fmt.Sprintf("n%d.wild.test.", i), dnsmessage.TypeA)
+		if refused {
+			if refusedAt < 0 {
+				refusedAt = i
+			}
+			continue
+		}
+		a := m.Answers[0].Body.(*dnsmessage.AResource).A
+		if given[a] || a[3] == 0 || a[3] == 255 {
+			t.Fatalf("name %d got %v", i, a)
+		}
+		given[a] = true
+	}
+	if refusedAt != netpolicy.MaxFakeNames {
+		t.Errorf("first refusal at name %d, want %d", refusedAt, netpolicy.MaxFakeNames)
+	}
+	// Names already given keep their addresses.
+	if m, _, refused := answer(t, s, "n1.wild.test.", dnsmessage.TypeA); refused || len(m.Answers) != 1 {
+		t.Errorf("a known name after the bound: %+v", m)
+	}
+}
