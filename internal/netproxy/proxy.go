@@ -364,8 +364,14 @@ func dialExact(ctx context.Context, ap netip.AddrPort) (net.Conn, error) {
 }
 
 // pipe copies both ways between a and b until both directions end,
-// half-closing so that a client's EOF reaches the server.
+// half-closing so that a client's EOF reaches the server. Both ends are
+// unwrapped to their *net.TCPConn first: io.Copy between two of those
+// is splice(2) on Linux (TCPConn.ReadFrom), with no copy through
+// agentbox's memory; through a wrapper it is a read and a write of 32
+// KiB at a time (the CONNECT tunnel's client end, an http.Server
+// connection, measured 0.7x of a direct download that way).
 func pipe(a, b net.Conn) {
+	a, b = unwrapConn(a), unwrapConn(b)
 	var wg sync.WaitGroup
 	cp := func(dst, src net.Conn) {
 		defer wg.Done()
@@ -380,6 +386,16 @@ func pipe(a, b net.Conn) {
 	go cp(a, b)
 	go cp(b, a)
 	wg.Wait()
+}
+
+// unwrapConn is the connection c wraps, if it is one of the proxy's own
+// wrappers (closing either closes the same socket; the wrapper's Close
+// still runs when its owner closes it).
+func unwrapConn(c net.Conn) net.Conn {
+	if n, ok := c.(*notifyConn); ok {
+		return n.Conn
+	}
+	return c
 }
 
 var discardLog = log.New(io.Discard, "", 0)
