@@ -107,6 +107,12 @@ func serveResolver(r *linux.Resolver, spec *linux.Spec, pol *policy.Policy, prox
 		return nil
 	}
 	cfg := nameserver.Config{Recorder: recorder, Local: spec.LocalNames}
+	if r.NoTransparent != "" {
+		// The kernel refused the sandbox's packet filter: the proxy
+		// variables are the only way out, and names do not resolve
+		// inside.
+		cfg.Reason = "names do not resolve inside (" + r.NoTransparent + "); tools that use the proxy variables still reach it"
+	}
 	if spec.Transparent && r.Transparent != nil && proxy != nil {
 		cfg.Rules, cfg.Fake = rawpolicy.Egress(pol), netpolicy.NewFakeNames()
 		// Whose connection it is, as whose look-up a query is: by the

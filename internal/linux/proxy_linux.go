@@ -90,13 +90,17 @@ func (s *proxySocket) receive(proxy, resolver, transparent bool) ([]net.Listener
 		return nil, nil, fmt.Errorf("proxy socket is a %T", c)
 	}
 	uc.SetReadDeadline(time.Now().Add(10 * time.Second))
-	buf := make([]byte, 1)
+	buf := make([]byte, 1+maxHandoverText)
 	oob := make([]byte, unix.CmsgSpace(5*4))
-	_, oobn, _, _, err := uc.ReadMsgUnix(buf, oob)
+	n, oobn, _, _, err := uc.ReadMsgUnix(buf, oob)
 	if err != nil {
 		return nil, nil, err
 	}
 	fds := parseRights(oob[:oobn])
+	var noTransparent string
+	if n > 0 && buf[0] == handoverNoTransparent && transparent {
+		noTransparent, transparent = string(buf[1:n]), false
+	}
 	want := 0
 	if proxy {
 		want += 2
@@ -132,7 +136,7 @@ func (s *proxySocket) receive(proxy, resolver, transparent bool) ([]net.Listener
 			}
 			return nil, nil, err
 		}
-		r.Transparent = tl
+		r.Transparent, r.NoTransparent = tl, noTransparent
 		fds = fds[:len(fds)-2]
 	}
 	if !proxy {
@@ -232,6 +236,7 @@ func proxyListeners(spec *Spec, proxy bool) ([]string, error) {
 			unix.Close(fd)
 		}
 	}()
+	msg := []byte{handoverOK}
 	for range 2 {
 		if !proxy {
 			break
@@ -254,13 +259,24 @@ func proxyListeners(spec *Spec, proxy bool) ([]string, error) {
 			if err != nil {
 				return nil, err
 			}
-			fds = append(fds, fd)
-			if err := transparentUp(port); err != nil {
+			var un *TransparentUnavailable
+			switch err := transparentUp(port); {
+			case errors.As(err, &un):
+				// Said to agentbox in the message; the sandbox
+				// goes on without (spec is what the connect
+				// supervisor reads next).
+				unix.Close(fd)
+				msg = append([]byte{handoverNoTransparent}, truncate(un.Error(), maxHandoverText)...)
+				spec.Transparent = false
+			case err != nil:
+				unix.Close(fd)
 				return nil, err
+			default:
+				fds = append(fds, fd)
 			}
 		}
 	}
-	if err := unix.Sendmsg(int(sock.Fd()), []byte{1}, unix.UnixRights(fds...), nil, 0); err != nil {
+	if err := unix.Sendmsg(int(sock.Fd()), msg, unix.UnixRights(fds...), nil, 0); err != nil {
 		return nil, &os.SyscallError{Syscall: "sendmsg(SCM_RIGHTS)", Err: err}
 	}
 	if !proxy {
@@ -294,6 +310,22 @@ func commandListeners() (fds, ports []int, err error) {
 		ports = append(ports, port)
 	}
 	return fds, ports, nil
+}
+
+// The first byte of the handover message: the sockets are all there, or
+// (then followed by why, at most maxHandoverText bytes) the transparent
+// listener is not, because transparent networking is unavailable.
+const (
+	handoverOK            = 1
+	handoverNoTransparent = 2
+	maxHandoverText       = 400
+)
+
+func truncate(s string, n int) string {
+	if len(s) > n {
+		return s[:n]
+	}
+	return s
 }
 
 // listenersOf turns the two descriptors the sandbox sent (a lone run's

@@ -33,6 +33,9 @@ type Resolver struct {
 	// sandbox's TCP connections to other addresses are redirected to
 	// (see transparent_linux.go); the caller serves it with the proxy.
 	Transparent net.Listener
+	// NoTransparent, when Spec.Transparent was asked for and the
+	// sandbox could not have it, says why (TransparentUnavailable).
+	NoTransparent string
 }
 
 // Close closes the sockets.
@@ -273,6 +276,20 @@ const maxUnreachable = 32
 type unreachables struct {
 	mu sync.Mutex
 	m  map[unreachKey]int
+	// enetReason is the reason of an ENETUNREACH: "" (the network is
+	// off) but in a sandbox with an allow-list whose kernel refused
+	// transparent networking.
+	enetReason string
+}
+
+// newUnreachables is the collector for a command of spec (read after
+// setupProxy, which may have turned Transparent off).
+func newUnreachables(spec *Spec) *unreachables {
+	u := &unreachables{}
+	if spec.Proxy && !spec.ProxyOff {
+		u.enetReason = "not carried: only the proxy variables reach the allow-list here (transparent networking unavailable)"
+	}
+	return u
 }
 
 type unreachKey struct {
@@ -284,7 +301,7 @@ func (u *unreachables) record(_ int, dst netip.AddrPort, errno unix.Errno) {
 	if errno != unix.ENETUNREACH {
 		return
 	}
-	u.add(dst, "")
+	u.add(dst, u.enetReason)
 }
 
 func (u *unreachables) refuse(dst netip.AddrPort, reason string) { u.add(dst, reason) }

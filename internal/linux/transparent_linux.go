@@ -44,17 +44,30 @@ import (
 // seccomp filter leaves it netlink only for what a process without
 // CAP_NET_ADMIN may do.
 
-// transparentUp installs the route and the rules, redirecting TCP to the
-// listener at port of the namespace's 127.0.0.1.
+// transparentUp installs the rules, redirecting TCP to the listener at
+// port of the namespace's 127.0.0.1, then the route. A kernel without
+// nftables (or its NAT) cannot carry connections: that is a
+// *TransparentUnavailable, after which the sandbox is as it was without
+// transparent networking (no route, so nothing leaves loopback), and the
+// proxy variables still work. Any later failure is the run's.
 func transparentUp(port int) error {
+	if err := redirectRules(uint16(port)); err != nil {
+		return &TransparentUnavailable{Err: fmt.Errorf("the nftables rules of the sandbox's network namespace: %w", err)}
+	}
 	if err := defaultRouteOverLoopback(); err != nil {
 		return fmt.Errorf("a default route over loopback: %w", err)
 	}
-	if err := redirectRules(uint16(port)); err != nil {
-		return fmt.Errorf("the nftables rules of the sandbox's network namespace: %w", err)
-	}
 	return nil
 }
+
+// TransparentUnavailable is why a sandbox has no transparent networking.
+type TransparentUnavailable struct{ Err error }
+
+func (e *TransparentUnavailable) Error() string {
+	return "transparent networking unavailable: " + e.Err.Error()
+}
+
+func (e *TransparentUnavailable) Unwrap() error { return e.Err }
 
 // notLoopback are the expressions "the IPv4 destination is not in
 // 127.0.0.0/8" (its first byte is not 127).

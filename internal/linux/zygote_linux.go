@@ -451,8 +451,8 @@ func (z *zygote) worker() {
 	// The command's id, once its request is read: its supervisor, started
 	// before, records its name server sockets under it.
 	var id atomic.Uint32
-	var unreach unreachables
-	sup, perr := z.prepare(&id, &unreach)
+	unreach := newUnreachables(z.spec)
+	sup, perr := z.prepare(&id, unreach)
 	var in *waitingInit
 	if perr == nil && z.spec.Init != "" {
 		in, perr = z.startInit()

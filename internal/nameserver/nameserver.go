@@ -28,6 +28,7 @@
 package nameserver
 
 import (
+	"cmp"
 	"errors"
 	"io"
 	"net"
@@ -73,6 +74,9 @@ type Config struct {
 	// Without them every name is refused as ReasonNetworkOff.
 	Rules *netpolicy.Rules
 	Fake  *netpolicy.FakeNames
+	// Reason, without Rules, is the reason every refused look-up is
+	// recorded with; "" means ReasonNetworkOff.
+	Reason string
 	// Local are the names the sandbox's /etc/hosts holds: they exist,
 	// with no record of another type (a resolver that found a name's
 	// IPv4 address there may still ask for its IPv6 one), and are not
@@ -393,7 +397,7 @@ func (s *Server) decide(q dnsmessage.Question) (dnsmessage.RCode, netip.Addr, st
 		return dnsmessage.RCodeNameError, netip.Addr{}, ""
 	}
 	if s.cfg.Rules == nil || s.cfg.Fake == nil {
-		return dnsmessage.RCodeNameError, netip.Addr{}, netpolicy.ReasonNetworkOff
+		return dnsmessage.RCodeNameError, netip.Addr{}, cmp.Or(s.cfg.Reason, netpolicy.ReasonNetworkOff)
 	}
 	d := s.cfg.Rules.DecideName(q.Name.String())
 	if !d.Allow {
