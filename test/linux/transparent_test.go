@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -260,6 +261,41 @@ func TestTransparentSession(t *testing.T) {
 			} else if addr != first {
 				t.Errorf("allowed.test was %q, then %q in the same session", first, addr)
 			}
+		}
+
+		// Calls at once, call i connecting i+1 times while all of them
+		// run: each report counts its own connections.
+		const n = 3
+		p.reset()
+		results := make([]mcpResult, n)
+		var wg sync.WaitGroup
+		for i := range n {
+			script := fmt.Sprintf(`touch "$WS/tcall%[1]d"; for _ in $(seq 100); do [ "$(ls "$WS"/tcall* | wc -l)" -ge %[2]d ] && break; sleep 0.05; done
+exec env -u HTTPS_PROXY -u HTTP_PROXY -u ALL_PROXY -u https_proxy -u http_proxy -u all_proxy %[3]s -c '
+import socket
+for _ in range(%[4]d):
+    print(socket.create_connection(("allowed.test", %[5]d), timeout=10).makefile().readline().strip())
+'`, i, n, python, i+1, p.allowed.port)
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				results[i] = mcpSh(t, cs, script)
+			}()
+		}
+		wg.Wait()
+		for i, r := range results {
+			got := 0
+			for _, a := range r.Report.Network.Allowed {
+				if a.Host == "allowed.test" {
+					got += a.Count
+				}
+			}
+			if r.ExitCode != 0 || strings.Count(r.Stdout, "allowed-hello") != i+1 || got != i+1 {
+				t.Errorf("call %d: %d connections in its report, want %d: %v %+v", i, got, i+1, r, r.Report.Network)
+			}
+		}
+		if got, want := p.allowed.hits.Load(), int64(n*(n+1)/2); got != want {
+			t.Errorf("host: the allowed server got %d connections, want %d", got, want)
 		}
 	})
 }
