@@ -69,7 +69,11 @@ func (sc *Scope) handleTransparent(c net.Conn, t Transparent) {
 	}
 	if err != nil {
 		// Not redirected: a connection made to the listener itself.
-		rec.Deny("(the transparent listener itself)", 0, "not a redirected connection")
+		host, port := "127.0.0.1", uint16(0)
+		if a, ok := c.LocalAddr().(*net.TCPAddr); ok {
+			host, port = a.IP.String(), uint16(a.Port)
+		}
+		rec.Deny(host, port, "not a redirected connection (agentbox's own listener)")
 		reset(c)
 		return
 	}
