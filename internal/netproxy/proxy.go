@@ -75,6 +75,9 @@ type Server struct {
 	mu     sync.Mutex
 	closed bool
 	scopes map[*Scope]struct{}
+	// fake is the map of the sandbox's fake addresses, once
+	// ServeTransparent has been called.
+	fake *netpolicy.FakeNames
 }
 
 // Scope is the part of a [Server] that serves one client (a command of a
@@ -303,6 +306,11 @@ func (sc *Scope) connect(ctx context.Context, host string, port uint16) (net.Con
 		if r := s.cfg.RecorderFor(a); r != nil {
 			rec = r
 		}
+	}
+	if name, ok := s.fakeName(host); ok {
+		// A client that resolved the name inside (transparent
+		// networking) and asks for the address it got.
+		host = name
 	}
 	d := rules.Decide(host, port)
 	if !d.Allow {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"net/netip"
+	"strings"
 	"time"
 
 	"github.com/agentbox/agentbox/internal/netpolicy"
@@ -45,6 +46,9 @@ func (sc *Scope) ServeTransparent(ln net.Listener, t Transparent) error {
 	if t.OriginalDst == nil {
 		t.OriginalDst = originalDst
 	}
+	sc.srv.mu.Lock()
+	sc.srv.fake = t.Names
+	sc.srv.mu.Unlock()
 	return sc.serve(ln, func(c net.Conn) { sc.handleTransparent(c, t) })
 }
 
@@ -99,6 +103,22 @@ func (sc *Scope) handleTransparent(c net.Conn, t Transparent) {
 	defer sc.untrack(up)
 	defer up.Close()
 	pipe(c, up)
+}
+
+// fakeName is the name a fake address in host stands for, when the
+// server carries a sandbox's transparent connections.
+func (s *Server) fakeName(host string) (string, bool) {
+	s.mu.Lock()
+	f := s.fake
+	s.mu.Unlock()
+	if f == nil {
+		return "", false
+	}
+	a, err := netip.ParseAddr(strings.TrimSuffix(strings.TrimPrefix(host, "["), "]"))
+	if err != nil || !netpolicy.FakePrefix.Contains(a.Unmap()) {
+		return "", false
+	}
+	return f.Name(a)
 }
 
 // recorderKey is the context key of a recorder chosen by the caller of

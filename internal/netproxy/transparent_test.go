@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"net/netip"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -89,6 +90,31 @@ func TestTransparent(t *testing.T) {
 	}
 	if got := try(netip.AddrPortFrom(good, port)); got != "hello\n" {
 		t.Fatalf("carried: %q", got)
+	}
+	// Through the proxy variables, by the fake address a client
+	// resolved inside: its name's rules apply.
+	pl, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go s.ServeHTTPProxy(pl)
+	pc, err := net.Dial("tcp4", pl.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	pc.SetDeadline(time.Now().Add(5 * time.Second))
+	pc.Write([]byte("CONNECT " + netip.AddrPortFrom(good, port).String() + " HTTP/1.1\r\nHost: x\r\n\r\n"))
+	br := bufio.NewReader(pc)
+	status, _ := br.ReadString('\n')
+	for {
+		if l, _ := br.ReadString('\n'); l == "\r\n" || l == "" {
+			break
+		}
+	}
+	greeting, _ := br.ReadString('\n')
+	pc.Close()
+	if !strings.Contains(status, " 200 ") || greeting != "hello\n" {
+		t.Errorf("CONNECT to the fake address: %q %q", status, greeting)
 	}
 	mu.Lock()
 	before := hits
