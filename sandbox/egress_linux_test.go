@@ -212,7 +212,7 @@ echo "$http_proxy $ALL_PROXY"`, curl, port, i+1, i, n)
 		_, hexPort, _ := strings.Cut(l, ":")
 		var p int
 		fmt.Sscanf(hexPort, "%x", &p)
-		if !strings.Contains(lines[0], fmt.Sprintf(":%d", p)) && !strings.Contains(lines[1], fmt.Sprintf(":%d", p)) {
+		if !strings.HasSuffix(lines[0], fmt.Sprintf(":%d", p)) && !strings.HasSuffix(lines[1], fmt.Sprintf(":%d", p)) {
 			others = append(others, p)
 		}
 	}
