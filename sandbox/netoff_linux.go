@@ -58,12 +58,7 @@ func applyTransparent(pol *policy.Policy, spec *linux.Spec) {
 	name, _ := os.Hostname()
 	spec.Etc, spec.LocalNames = linux.AllowListResolverFiles(hosts, name)
 	spec.Resolver, spec.Transparent = true, true
-	spec.Carried = nil
-	for _, p := range rules.AllowedPrefixes() {
-		if p.Addr().Is4() {
-			spec.Carried = append(spec.Carried, p)
-		}
-	}
+	spec.Carried = rules.AllowedPrefixes()
 }
 
 // withoutNetworkOff is spec for a sandbox without a network namespace
@@ -113,8 +108,9 @@ func serveResolver(r *linux.Resolver, spec *linux.Spec, pol *policy.Policy, prox
 		// inside.
 		cfg.Reason = "names do not resolve inside (" + r.NoTransparent + "); tools that use the proxy variables still reach it"
 	}
-	if spec.Transparent && r.Transparent != nil && proxy != nil {
-		cfg.Rules, cfg.Fake = rawpolicy.Egress(pol), netpolicy.NewFakeNames()
+	if spec.Transparent && len(r.Transparent) > 0 && proxy != nil {
+		// A second listener: the sandbox carries IPv6 too.
+		cfg.Rules, cfg.Fake, cfg.Fake6 = rawpolicy.Egress(pol), netpolicy.NewFakeNames(), len(r.Transparent) > 1
 		// Whose connection it is, as whose look-up a query is: by the
 		// port of the command's socket.
 		t := netproxy.Transparent{Names: cfg.Fake, RecorderFor: func(a net.Addr) *netpolicy.Recorder {
@@ -123,7 +119,9 @@ func serveResolver(r *linux.Resolver, spec *linux.Spec, pol *policy.Policy, prox
 			}
 			return nil
 		}}
-		go proxy.ServeTransparent(r.Transparent, t)
+		for _, ln := range r.Transparent {
+			go proxy.ServeTransparent(ln, t)
+		}
 	}
 	s := nameserver.New(cfg)
 	go s.ServeUDP(r.UDP)

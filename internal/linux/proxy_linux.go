@@ -91,7 +91,7 @@ func (s *proxySocket) receive(proxy, resolver, transparent bool) ([]net.Listener
 	}
 	uc.SetReadDeadline(time.Now().Add(10 * time.Second))
 	buf := make([]byte, 1+maxHandoverText)
-	oob := make([]byte, unix.CmsgSpace(5*4))
+	oob := make([]byte, unix.CmsgSpace(6*4))
 	n, oobn, _, _, err := uc.ReadMsgUnix(buf, oob)
 	if err != nil {
 		return nil, nil, err
@@ -108,35 +108,47 @@ func (s *proxySocket) receive(proxy, resolver, transparent bool) ([]net.Listener
 	if resolver {
 		want += 2
 	}
+	// The transparent listeners: IPv4's, and IPv6's where the sandbox
+	// has IPv6.
 	transparent = transparent && resolver
+	nt := 0
 	if transparent {
-		want++
+		nt = len(fds) - want
+		if nt < 1 || nt > 2 {
+			nt = 1
+		}
+		want += nt
 	}
 	if len(fds) != want {
 		closeAll(fds)
 		return nil, nil, fmt.Errorf("got %d descriptors, want %d", len(fds), want)
 	}
-	var tl net.Listener
-	if transparent {
-		f := os.NewFile(uintptr(fds[len(fds)-1]), "transparent-listener")
-		tl, err = net.FileListener(f)
+	var tls []net.Listener
+	for i, fd := range fds[len(fds)-nt:] {
+		f := os.NewFile(uintptr(fd), "transparent-listener")
+		tl, err := net.FileListener(f)
 		f.Close()
-		fds = fds[:len(fds)-1]
 		if err != nil {
-			closeAll(fds)
+			for _, l := range tls {
+				l.Close()
+			}
+			closeAll(fds[len(fds)-nt+i+1:])
+			closeAll(fds[:len(fds)-nt])
 			return nil, nil, err
 		}
+		tls = append(tls, tl)
 	}
+	fds = fds[:len(fds)-nt]
 	var r *Resolver
 	if resolver {
 		if r, err = resolverOf(fds[len(fds)-2:]); err != nil {
 			closeAll(fds[:len(fds)-2])
-			if tl != nil {
-				tl.Close()
+			for _, l := range tls {
+				l.Close()
 			}
 			return nil, nil, err
 		}
-		r.Transparent, r.NoTransparent = tl, noTransparent
+		r.Transparent, r.NoTransparent = tls, noTransparent
 		fds = fds[:len(fds)-2]
 	}
 	if !proxy {
@@ -259,20 +271,35 @@ func proxyListeners(spec *Spec, proxy bool) ([]string, error) {
 			if err != nil {
 				return nil, err
 			}
+			// IPv6 is carried where the namespace has ::1 (not
+			// with IPv6 disabled).
+			fd6, port6, err := listenLoopback6()
+			if err != nil {
+				fd6, port6 = -1, 0
+			}
+			closeBoth := func() {
+				unix.Close(fd)
+				if fd6 >= 0 {
+					unix.Close(fd6)
+				}
+			}
 			var un *TransparentUnavailable
-			switch err := transparentUp(port); {
+			switch err := transparentUp(port, port6); {
 			case errors.As(err, &un):
 				// Said to agentbox in the message; the sandbox
 				// goes on without (spec is what the connect
 				// supervisor reads next).
-				unix.Close(fd)
+				closeBoth()
 				msg = append([]byte{handoverNoTransparent}, truncate(un.Error(), maxHandoverText)...)
 				spec.Transparent = false
 			case err != nil:
-				unix.Close(fd)
+				closeBoth()
 				return nil, err
 			default:
 				fds = append(fds, fd)
+				if fd6 >= 0 {
+					fds = append(fds, fd6)
+				}
 			}
 		}
 	}
@@ -351,6 +378,37 @@ func listenersOf(fds []int) ([]net.Listener, error) {
 		lns = append(lns, ln)
 	}
 	return lns, nil
+}
+
+// listenLoopback6 is listenLoopback on ::1 (IPv6 only).
+func listenLoopback6() (int, int, error) {
+	fd, err := unix.Socket(unix.AF_INET6, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return -1, 0, &os.SyscallError{Syscall: "socket", Err: err}
+	}
+	if err := unix.SetsockoptInt(fd, unix.IPPROTO_IPV6, unix.IPV6_V6ONLY, 1); err != nil {
+		unix.Close(fd)
+		return -1, 0, &os.SyscallError{Syscall: "setsockopt(IPV6_V6ONLY)", Err: err}
+	}
+	if err := unix.Bind(fd, &unix.SockaddrInet6{Addr: netip.IPv6Loopback().As16()}); err != nil {
+		unix.Close(fd)
+		return -1, 0, &os.SyscallError{Syscall: "bind(::1)", Err: err}
+	}
+	if err := unix.Listen(fd, 256); err != nil {
+		unix.Close(fd)
+		return -1, 0, &os.SyscallError{Syscall: "listen", Err: err}
+	}
+	sa, err := unix.Getsockname(fd)
+	if err != nil {
+		unix.Close(fd)
+		return -1, 0, &os.SyscallError{Syscall: "getsockname", Err: err}
+	}
+	in, ok := sa.(*unix.SockaddrInet6)
+	if !ok {
+		unix.Close(fd)
+		return -1, 0, errors.New("getsockname: not an IPv6 address")
+	}
+	return fd, in.Port, nil
 }
 
 // listenLoopback opens a TCP listener on 127.0.0.1 with a port of the

@@ -29,10 +29,11 @@ var resolverAddr = netip.AddrPortFrom(netip.AddrFrom4([4]byte{127, 0, 0, 1}), 53
 type Resolver struct {
 	UDP net.PacketConn
 	TCP net.Listener
-	// Transparent, with Spec.Transparent, is the listener the
+	// Transparent, with Spec.Transparent, are the listeners the
 	// sandbox's TCP connections to other addresses are redirected to
-	// (see transparent_linux.go); the caller serves it with the proxy.
-	Transparent net.Listener
+	// (see transparent_linux.go): IPv4's, then IPv6's where the sandbox
+	// has IPv6. The caller serves them with the proxy.
+	Transparent []net.Listener
 	// NoTransparent, when Spec.Transparent was asked for and the
 	// sandbox could not have it, says why (TransparentUnavailable).
 	NoTransparent string
@@ -43,8 +44,8 @@ func (r *Resolver) Close() {
 	if r != nil {
 		r.UDP.Close()
 		r.TCP.Close()
-		if r.Transparent != nil {
-			r.Transparent.Close()
+		for _, l := range r.Transparent {
+			l.Close()
 		}
 	}
 }

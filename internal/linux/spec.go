@@ -91,9 +91,10 @@ type Spec struct {
 	// connections of commands that ignore the proxy variables (see
 	// transparent_linux.go): the init stage (a session's zygote, once)
 	// routes and redirects them to one more listener on the sandbox's
-	// loopback, handed to agentbox after the name server's sockets.
+	// loopback (two where it has IPv6: 127.0.0.1 and ::1), handed to
+	// agentbox after the name server's sockets.
 	Transparent bool `json:"transparent,omitempty"`
-	// Carried, with Transparent, are the IPv4 ranges of the allow-list's
+	// Carried, with Transparent, are the ranges of the allow-list's
 	// address patterns, which the connect supervisor lets through to the
 	// proxy (as it does the fake addresses).
 	Carried []netip.Prefix `json:"carried,omitempty"`

@@ -21,41 +21,48 @@ import (
 // the proxy variables still reaches the names the allow-list admits.
 //
 //   - The name server (Spec.Resolver) answers an allowed name with a fake
-//     address of netpolicy.FakePrefix (package nameserver).
-//   - The init stage (a session's zygote, once) gives the namespace a
-//     default route over loopback, and nftables rules of the namespace's
+//     address of netpolicy.FakePrefix, and of FakePrefix6 where the
+//     sandbox has IPv6 (package nameserver).
+//   - The init stage (a session's zygote, once) gives the namespace
+//     default routes over loopback, and nftables rules of the namespace's
 //     own (no capability on the host: the init holds CAP_NET_ADMIN in its
 //     user namespace, over its network namespace only) that redirect
 //     every TCP connection to a non-loopback address to one more listener
-//     on the sandbox's 127.0.0.1, and every UDP datagram to port 53 to
-//     the name server; every other packet to a non-loopback address is
-//     dropped (sendto fails with EPERM: UDP other than DNS, ICMP).
-//   - That listener is handed to agentbox with the others; agentbox
+//     on the sandbox's loopback (127.0.0.1, and ::1 for IPv6), and every
+//     UDP datagram to port 53 of an IPv4 address to the name server;
+//     every other packet to a non-loopback address is dropped (sendto
+//     fails with EPERM: UDP other than DNS, ICMP).
+//   - Those listeners are handed to agentbox with the others; agentbox
 //     reads each connection's original destination (SO_ORIGINAL_DST,
 //     from the namespace's own connection tracking), turns a fake
 //     address back into its name, and carries the connection through
 //     the proxy's one path (decide, resolve on the host, admit, dial).
 //   - The connect supervisor refuses (EACCES, recorded for the report) a
 //     connect to an address that is neither loopback, nor fake, nor in
-//     an address pattern of the allow-list, nor port 53: such a
-//     connection never starts, instead of being accepted and closed.
+//     an address pattern of the allow-list, nor port 53 of an IPv4
+//     address: such a connection never starts, instead of being
+//     accepted and closed.
 //
-// The command cannot change the rules: it holds no capability, and its
-// seccomp filter leaves it netlink only for what a process without
-// CAP_NET_ADMIN may do.
+// The command cannot change the rules: it holds no capability.
 
-// transparentUp installs the rules, redirecting TCP to the listener at
-// port of the namespace's 127.0.0.1, then the route. A kernel without
-// nftables (or its NAT) cannot carry connections: that is a
-// *TransparentUnavailable, after which the sandbox is as it was without
-// transparent networking (no route, so nothing leaves loopback), and the
-// proxy variables still work. Any later failure is the run's.
-func transparentUp(port int) error {
-	if err := redirectRules(uint16(port)); err != nil {
+// transparentUp installs the rules, redirecting TCP to the listeners at
+// port4 of the namespace's 127.0.0.1 and (when not 0) port6 of its ::1,
+// then the routes. A kernel without nftables (or its NAT) cannot carry
+// connections: that is a *TransparentUnavailable, after which the
+// sandbox is as it was without transparent networking (no route, so
+// nothing leaves loopback), and the proxy variables still work. Any later
+// failure is the run's.
+func transparentUp(port4, port6 int) error {
+	if err := redirectRules(uint16(port4), uint16(port6)); err != nil {
 		return &TransparentUnavailable{Err: fmt.Errorf("the nftables rules of the sandbox's network namespace: %w", err)}
 	}
-	if err := defaultRouteOverLoopback(); err != nil {
+	if err := defaultRouteOverLoopback(unix.AF_INET); err != nil {
 		return fmt.Errorf("a default route over loopback: %w", err)
+	}
+	if port6 != 0 {
+		if err := defaultRouteOverLoopback(unix.AF_INET6); err != nil {
+			return fmt.Errorf("an IPv6 default route over loopback: %w", err)
+		}
 	}
 	return nil
 }
@@ -78,45 +85,85 @@ func notLoopback() []expr.Any {
 	}
 }
 
-func redirectRules(port uint16) error {
+// notLoopback6 are the expressions "the IPv6 destination is not ::1".
+func notLoopback6() []expr.Any {
+	lo := netip.IPv6Loopback().As16()
+	return []expr.Any{
+		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: 24, Len: 16},
+		&expr.Cmp{Op: expr.CmpOpNeq, Register: 1, Data: lo[:]},
+	}
+}
+
+// isTCP and isUDP are "the transport protocol is TCP" (UDP).
+func isProto(p byte) []expr.Any {
+	return []expr.Any{
+		&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 1},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{p}},
+	}
+}
+
+// redirectTo is "redirect to port of the namespace's loopback".
+func redirectTo(port uint16) []expr.Any {
+	return []expr.Any{
+		&expr.Immediate{Register: 1, Data: binaryutil.BigEndian.PutUint16(port)},
+		&expr.Redir{RegisterProtoMin: 1},
+	}
+}
+
+func concat(parts ...[]expr.Any) []expr.Any {
+	var out []expr.Any
+	for _, p := range parts {
+		out = append(out, p...)
+	}
+	return out
+}
+
+// redirectRules are the namespace's tables, one per family. IPv4: TCP
+// to a non-loopback address goes to port4, UDP to port 53 of one to the
+// name server, and anything else to a non-loopback address is dropped.
+// IPv6: TCP goes to port6 (without it, nothing is redirected), and
+// anything else to an address but ::1 is dropped (the name server is
+// IPv4's).
+func redirectRules(port4, port6 uint16) error {
 	c, err := nftables.New()
 	if err != nil {
 		return err
 	}
-	t := c.AddTable(&nftables.Table{Family: nftables.TableFamilyIPv4, Name: "agentbox"})
 	accept := nftables.ChainPolicyAccept
-	nat := c.AddChain(&nftables.Chain{Name: "redirect", Table: t, Type: nftables.ChainTypeNAT,
-		Hooknum: nftables.ChainHookOutput, Priority: nftables.ChainPriorityNATDest, Policy: &accept})
-	c.AddRule(&nftables.Rule{Table: t, Chain: nat, Exprs: append(notLoopback(),
-		&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 1},
-		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{unix.IPPROTO_TCP}},
-		&expr.Immediate{Register: 1, Data: binaryutil.BigEndian.PutUint16(port)},
-		&expr.Redir{RegisterProtoMin: 1},
-	)})
-	c.AddRule(&nftables.Rule{Table: t, Chain: nat, Exprs: append(notLoopback(),
-		&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 1},
-		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{unix.IPPROTO_UDP}},
-		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseTransportHeader, Offset: 2, Len: 2},
-		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: binaryutil.BigEndian.PutUint16(53)},
-		&expr.Immediate{Register: 1, Data: binaryutil.BigEndian.PutUint16(resolverAddr.Port())},
-		&expr.Redir{RegisterProtoMin: 1},
-	)})
-	// After the redirection (a later priority): what still goes to a
-	// non-loopback address was not redirected.
-	filter := c.AddChain(&nftables.Chain{Name: "drop", Table: t, Type: nftables.ChainTypeFilter,
-		Hooknum: nftables.ChainHookOutput, Priority: nftables.ChainPriorityFilter, Policy: &accept})
-	c.AddRule(&nftables.Rule{Table: t, Chain: filter, Exprs: append(notLoopback(),
-		&expr.Verdict{Kind: expr.VerdictDrop},
-	)})
+	add := func(family nftables.TableFamily, nat [][]expr.Any, drop []expr.Any) {
+		t := c.AddTable(&nftables.Table{Family: family, Name: "agentbox"})
+		ch := c.AddChain(&nftables.Chain{Name: "redirect", Table: t, Type: nftables.ChainTypeNAT,
+			Hooknum: nftables.ChainHookOutput, Priority: nftables.ChainPriorityNATDest, Policy: &accept})
+		for _, r := range nat {
+			c.AddRule(&nftables.Rule{Table: t, Chain: ch, Exprs: r})
+		}
+		// After the redirection (a later priority): what still goes
+		// to a non-loopback address was not redirected.
+		f := c.AddChain(&nftables.Chain{Name: "drop", Table: t, Type: nftables.ChainTypeFilter,
+			Hooknum: nftables.ChainHookOutput, Priority: nftables.ChainPriorityFilter, Policy: &accept})
+		c.AddRule(&nftables.Rule{Table: t, Chain: f, Exprs: concat(drop, []expr.Any{&expr.Verdict{Kind: expr.VerdictDrop}})})
+	}
+	add(nftables.TableFamilyIPv4, [][]expr.Any{
+		concat(notLoopback(), isProto(unix.IPPROTO_TCP), redirectTo(port4)),
+		concat(notLoopback(), isProto(unix.IPPROTO_UDP), []expr.Any{
+			&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseTransportHeader, Offset: 2, Len: 2},
+			&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: binaryutil.BigEndian.PutUint16(53)},
+		}, redirectTo(resolverAddr.Port())),
+	}, notLoopback())
+	if port6 != 0 {
+		add(nftables.TableFamilyIPv6, [][]expr.Any{
+			concat(notLoopback6(), isProto(unix.IPPROTO_TCP), redirectTo(port6)),
+		}, notLoopback6())
+	}
 	return c.Flush()
 }
 
-// defaultRouteOverLoopback adds "default dev lo src 127.0.0.1" to the
-// namespace's main table, so that a connect to any IPv4 address leaves
-// (to be redirected) instead of failing with ENETUNREACH; the source is
-// loopback's, which the redirected connection's peer (the listener on
-// 127.0.0.1) answers.
-func defaultRouteOverLoopback() error {
+// defaultRouteOverLoopback adds "default dev lo src 127.0.0.1" (or
+// "src ::1" for AF_INET6) to the namespace's main table, so that a
+// connect to any address leaves (to be redirected) instead of failing
+// with ENETUNREACH; the source is loopback's, which the redirected
+// connection's peer (the listener on loopback) answers.
+func defaultRouteOverLoopback(family int) error {
 	lo, err := net.InterfaceByName("lo")
 	if err != nil {
 		return err
@@ -140,10 +187,17 @@ func defaultRouteOverLoopback() error {
 	oif := make([]byte, 4)
 	binary.NativeEndian.PutUint32(oif, uint32(lo.Index))
 	src := []byte{127, 0, 0, 1}
+	if family == unix.AF_INET6 {
+		a := netip.IPv6Loopback().As16()
+		src = a[:]
+	}
 	rt := []byte{
-		unix.AF_INET, 0, 0, 0, // family, dst_len, src_len, tos
+		byte(family), 0, 0, 0, // family, dst_len, src_len, tos
 		unix.RT_TABLE_MAIN, unix.RTPROT_BOOT, unix.RT_SCOPE_LINK, unix.RTN_UNICAST,
 		0, 0, 0, 0, // flags
+	}
+	if family == unix.AF_INET6 {
+		rt[6] = unix.RT_SCOPE_UNIVERSE
 	}
 	body := append(append(rt, attr(unix.RTA_OIF, oif)...), attr(unix.RTA_PREFSRC, src)...)
 	msg := make([]byte, unix.NLMSG_HDRLEN, unix.NLMSG_HDRLEN+len(body))
@@ -169,33 +223,21 @@ func defaultRouteOverLoopback() error {
 	return nil
 }
 
-// Reasons the connect supervisor records for a connect it refused in
-// transparent mode.
-const (
-	reasonIPv6NotCarried = "IPv6 is not carried (only names of the allow-list and its IPv4 addresses are)"
-)
-
 // transparentGate is the connect supervisor's inet policy in transparent
-// mode (nil without it): loopback and unspecified addresses, port 53
-// (DNS, redirected to the name server, or for TCP to the proxy, which
-// decides), fake addresses, and the IPv4 ranges of the allow-list's
-// address patterns pass (the proxy then decides each with its port);
-// every other connect is refused before a packet leaves, and recorded.
+// mode (nil without it): loopback and unspecified addresses, port 53 of
+// an IPv4 address (DNS, redirected to the name server, or for TCP to the
+// proxy, which decides), fake addresses, and the ranges of the
+// allow-list's address patterns pass (the proxy then decides each with
+// its port); every other connect is refused before a packet leaves, and
+// recorded.
 func transparentGate(spec *Spec, unreach *unreachables) func(netip.AddrPort) bool {
 	if !spec.Transparent {
 		return nil
 	}
-	carried := append([]netip.Prefix{netpolicy.FakePrefix}, spec.Carried...)
+	carried := append([]netip.Prefix{netpolicy.FakePrefix, netpolicy.FakePrefix6}, spec.Carried...)
 	return func(ap netip.AddrPort) bool {
 		a := ap.Addr().Unmap()
-		if a.IsLoopback() || a.IsUnspecified() {
-			return true
-		}
-		if a.Is6() {
-			unreach.refuse(ap, reasonIPv6NotCarried)
-			return false
-		}
-		if ap.Port() == 53 {
+		if a.IsLoopback() || a.IsUnspecified() || a.Is4() && ap.Port() == 53 {
 			return true
 		}
 		for _, p := range carried {

@@ -72,6 +72,35 @@ func TestAllowListAnswers(t *testing.T) {
 	}
 }
 
+// TestAllowListIPv6: with Fake6, an AAAA question about an allowed name
+// gets the fake IPv6 address that embeds its fake IPv4 one, and both map
+// back to the name.
+func TestAllowListIPv6(t *testing.T) {
+	s := allowListServer(t)
+	s.cfg.Fake6 = true
+	m6, _, refused := answer(t, s, "allowed.test.", dnsmessage.TypeAAAA)
+	if refused || len(m6.Answers) != 1 {
+		t.Fatalf("AAAA: %+v", m6)
+	}
+	a6 := netip.AddrFrom16(m6.Answers[0].Body.(*dnsmessage.AAAAResource).AAAA)
+	m4, _, _ := answer(t, s, "allowed.test.", dnsmessage.TypeA)
+	a4 := netip.AddrFrom4(m4.Answers[0].Body.(*dnsmessage.AResource).A)
+	if !netpolicy.FakePrefix6.Contains(a6) || netpolicy.Fake6(a4) != a6 {
+		t.Errorf("AAAA %v for A %v", a6, a4)
+	}
+	for _, a := range []netip.Addr{a4, a6} {
+		if n, ok := s.cfg.Fake.Name(a); !ok || n != "allowed.test" {
+			t.Errorf("%v maps to %q", a, n)
+		}
+	}
+	if m, _, refused := answer(t, s, "other.test.", dnsmessage.TypeAAAA); !refused || m.RCode != dnsmessage.RCodeNameError {
+		t.Errorf("refused name's AAAA: %+v", m)
+	}
+	if n, ok := s.cfg.Fake.Name(netpolicy.Fake6(netip.MustParseAddr("198.18.77.77"))); ok {
+		t.Errorf("an address never given maps to %q", n)
+	}
+}
+
 // TestAllowListSpoofedAnswer: a response sent to the name server (a
 // command trying to plant an address) is dropped, and maps nothing.
 func TestAllowListSpoofedAnswer(t *testing.T) {

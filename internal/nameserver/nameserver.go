@@ -74,6 +74,9 @@ type Config struct {
 	// Without them every name is refused as ReasonNetworkOff.
 	Rules *netpolicy.Rules
 	Fake  *netpolicy.FakeNames
+	// Fake6 answers AAAA questions too, with the names' fake IPv6
+	// addresses (netpolicy.Fake6): when the sandbox carries IPv6.
+	Fake6 bool
 	// Reason, without Rules, is the reason every refused look-up is
 	// recorded with; "" means ReasonNetworkOff.
 	Reason string
@@ -356,7 +359,12 @@ func (s *Server) respond(query, out []byte) (reply []byte, name, reason string) 
 			// The address is the name's for the sandbox's life; a
 			// short TTL only spares caches nothing.
 			rh := dnsmessage.ResourceHeader{Name: qs[0].Name, Class: dnsmessage.ClassINET, TTL: fakeTTL}
-			if err := b.AResource(rh, dnsmessage.AResource{A: answer.As4()}); err != nil {
+			if answer.Is4() {
+				err = b.AResource(rh, dnsmessage.AResource{A: answer.As4()})
+			} else {
+				err = b.AAAAResource(rh, dnsmessage.AAAAResource{AAAA: answer.As16()})
+			}
+			if err != nil {
 				return nil, "", ""
 			}
 		}
@@ -377,10 +385,9 @@ const fakeTTL = 300
 // one place that knows which names exist inside the sandbox: those of
 // the sandbox's /etc/hosts (Config.Local), which have no record a
 // resolver would ask a name server for (NOERROR, no answer); with an
-// allow-list (Config.Rules), the names it admits, whose one record is
-// their fake address (an AAAA question gets no answer: the fake
-// addresses are IPv4, and a client then connects over IPv4); every
-// other name is unknown.
+// allow-list (Config.Rules), the names it admits, whose records are
+// their fake addresses, IPv4 and (with Config.Fake6) IPv6; every other
+// name is unknown.
 //
 // Reverse look-ups (in-addr.arpa, ip6.arpa) and the localhost names
 // (RFC 6761) are answered the same, but are not hosts the command tried
@@ -403,12 +410,18 @@ func (s *Server) decide(q dnsmessage.Question) (dnsmessage.RCode, netip.Addr, st
 	if !d.Allow {
 		return dnsmessage.RCodeNameError, netip.Addr{}, d.Reason
 	}
-	if q.Class != dnsmessage.ClassINET || q.Type != dnsmessage.TypeA {
+	if q.Class != dnsmessage.ClassINET || q.Type != dnsmessage.TypeA && q.Type != dnsmessage.TypeAAAA {
 		return dnsmessage.RCodeSuccess, netip.Addr{}, ""
 	}
 	a, ok := s.cfg.Fake.Addr(d.Host)
 	if !ok {
 		return dnsmessage.RCodeNameError, netip.Addr{}, netpolicy.ReasonTooManyNames
+	}
+	if q.Type == dnsmessage.TypeAAAA {
+		if !s.cfg.Fake6 {
+			return dnsmessage.RCodeSuccess, netip.Addr{}, ""
+		}
+		a = netpolicy.Fake6(a)
 	}
 	return dnsmessage.RCodeSuccess, a, ""
 }

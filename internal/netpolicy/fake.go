@@ -18,6 +18,25 @@ import (
 // fake-address resolvers conventionally take.
 var FakePrefix = netip.MustParsePrefix("198.18.0.0/15")
 
+// FakePrefix6 is where the fake IPv6 addresses come from: a unique local
+// prefix (RFC 4193) whose last 32 bits are the name's fake IPv4 address,
+// so that a name has one address of each family, given together.
+var FakePrefix6 = netip.MustParsePrefix("fd61:6765:6e74:6278::/96")
+
+// Fake6 is the fake IPv6 address of fake IPv4 address a.
+func Fake6(a netip.Addr) netip.Addr {
+	b := FakePrefix6.Addr().As16()
+	v4 := a.As4()
+	copy(b[12:], v4[:])
+	return netip.AddrFrom16(b)
+}
+
+// IsFake reports whether a is in either fake prefix.
+func IsFake(a netip.Addr) bool {
+	a = a.Unmap()
+	return FakePrefix.Contains(a) || FakePrefix6.Contains(a)
+}
+
 // MaxFakeNames bounds the names one sandbox (a run, or a session) is
 // given addresses for: a command asking for endless distinct allowed
 // names (under a wildcard) cannot grow agentbox's memory without limit.
@@ -71,11 +90,15 @@ func (f *FakeNames) Addr(name string) (netip.Addr, bool) {
 	return a, true
 }
 
-// Name is the name fake address a was given; false for an address never
-// given (or not in FakePrefix).
+// Name is the name fake address a (of either family) was given; false
+// for an address never given (or in neither fake prefix).
 func (f *FakeNames) Name(a netip.Addr) (string, bool) {
 	if f == nil {
 		return "", false
+	}
+	if a = a.Unmap(); FakePrefix6.Contains(a) {
+		b := a.As16()
+		a = netip.AddrFrom4([4]byte(b[12:]))
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -139,9 +162,9 @@ func matchAnyPort(ps []Pattern, name string) bool {
 	return false
 }
 
-// AllowedPrefixes are the IPv4 ranges of the allow list's address
-// patterns (any port): the bare addresses a transparent connection may be
-// carried to, for the proxy to decide with its port.
+// AllowedPrefixes are the ranges of the allow list's address patterns
+// (any port): the bare addresses a transparent connection may be carried
+// to, for the proxy to decide with its port.
 func (r *Rules) AllowedPrefixes() []netip.Prefix {
 	var out []netip.Prefix
 	for _, p := range r.Allowed {

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"net"
 	"net/netip"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -23,7 +24,28 @@ func originalDst(c net.Conn) (netip.AddrPort, error) {
 	}
 	var ap netip.AddrPort
 	var serr error
+	v6 := false
+	if l, ok := tc.LocalAddr().(*net.TCPAddr); ok && l.IP.To4() == nil {
+		v6 = true
+	}
 	err = rc.Control(func(fd uintptr) {
+		if v6 {
+			// IP6T_SO_ORIGINAL_DST (the same number) gives a
+			// sockaddr_in6, read through the struct ip6_mtuinfo
+			// that begins with one.
+			m, err := unix.GetsockoptIPv6MTUInfo(int(fd), unix.IPPROTO_IPV6, unix.SO_ORIGINAL_DST)
+			if err != nil {
+				serr = err
+				return
+			}
+			if m.Addr.Family != unix.AF_INET6 {
+				serr = errNotRedirected
+				return
+			}
+			p := (*[2]byte)(unsafe.Pointer(&m.Addr.Port))
+			ap = netip.AddrPortFrom(netip.AddrFrom16(m.Addr.Addr), binary.BigEndian.Uint16(p[:]))
+			return
+		}
 		// A sockaddr_in, read through the 16-byte ipv6_mreq the
 		// package offers for such options.
 		m, err := unix.GetsockoptIPv6Mreq(int(fd), unix.IPPROTO_IP, unix.SO_ORIGINAL_DST)
@@ -46,7 +68,7 @@ func originalDst(c net.Conn) (netip.AddrPort, error) {
 	}
 	// A connection made to the listener's own address was not
 	// redirected: the kernel answers with that address.
-	if l, ok := tc.LocalAddr().(*net.TCPAddr); ok && l.AddrPort() == ap {
+	if l, ok := tc.LocalAddr().(*net.TCPAddr); ok && l.AddrPort().Addr().Unmap() == ap.Addr().Unmap() && l.AddrPort().Port() == ap.Port() {
 		return netip.AddrPort{}, errNotRedirected
 	}
 	return ap, nil

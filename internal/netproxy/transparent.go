@@ -29,8 +29,9 @@ type Transparent struct {
 	RecorderFor func(client net.Addr) *netpolicy.Recorder
 }
 
-// ReasonUnknownFake is the refusal of a connection to an address of
-// netpolicy.FakePrefix that the sandbox's name server never gave.
+// ReasonUnknownFake is the refusal of a connection to a fake address
+// (netpolicy.FakePrefix, FakePrefix6) that the sandbox's name server
+// never gave.
 const ReasonUnknownFake = "fake address never given out"
 
 // ServeTransparent carries the connections a sandbox's packet filter
@@ -82,7 +83,7 @@ func (sc *Scope) handleTransparent(c net.Conn, t Transparent) {
 		return
 	}
 	host := dst.Addr().Unmap().String()
-	if netpolicy.FakePrefix.Contains(dst.Addr().Unmap()) {
+	if netpolicy.IsFake(dst.Addr()) {
 		name, ok := t.Names.Name(dst.Addr())
 		if !ok {
 			rec.Deny(host, dst.Port(), ReasonUnknownFake)
@@ -115,7 +116,7 @@ func (s *Server) fakeName(host string) (string, bool) {
 		return "", false
 	}
 	a, err := netip.ParseAddr(strings.TrimSuffix(strings.TrimPrefix(host, "["), "]"))
-	if err != nil || !netpolicy.FakePrefix.Contains(a.Unmap()) {
+	if err != nil || !netpolicy.IsFake(a) {
 		return "", false
 	}
 	return f.Name(a)

@@ -59,7 +59,10 @@ func listenTCPCounter(t *testing.T, addr, name string) *tcpCounter {
 type transparentProbe struct {
 	allowed, refused, outside *tcpCounter
 	outsideIP                 string // a non-loopback address of the host, "" if it has none
-	hosts, config             string
+	// ipv6: the kernel has IPv6, so the sandbox's namespace has ::1 and
+	// IPv6 is carried too.
+	ipv6          bool
+	hosts, config string
 }
 
 func newTransparentProbe(t *testing.T) *transparentProbe {
@@ -83,6 +86,8 @@ func newTransparentProbe(t *testing.T) *transparentProbe {
 	if p.outsideIP != "" {
 		p.outside = listenTCPCounter(t, p.outsideIP+":0", "outside")
 	}
+	_, err := os.Stat("/proc/net/if_inet6")
+	p.ipv6 = err == nil
 	p.hosts = filepath.Join(baseDir, "transparent-hosts")
 	if err := os.WriteFile(p.hosts, []byte("127.0.0.2 allowed.test\n127.0.0.4 refused.test\n"), 0o644); err != nil {
 		t.Fatal(err)
@@ -124,6 +129,14 @@ tcp("refused", "refused.test", %d)
 tcp("bareip", "192.0.2.7", %d)
 tcp("fake", "198.18.250.1", %d)
 %s
+if %s:
+    try:
+        a = socket.getaddrinfo("allowed.test", %d, socket.AF_INET6, socket.SOCK_STREAM)[0][4]
+        s = socket.socket(socket.AF_INET6); s.settimeout(10); s.connect(a)
+        print("allowed6:%%s %%s" %% (a[0], s.makefile().readline().strip()))
+    except OSError as e:
+        print("allowed6:fail %%s" %% type(e).__name__)
+    tcp("bareip6", "2001:db8::7", %d)
 try:
     u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     u.sendto(b"x", ("192.0.2.7", 9999))
@@ -131,7 +144,14 @@ try:
 except OSError as e:
     print("udp:fail %%s" %% type(e).__name__)
 '
-`, python, p.allowed.port, p.refused.port, p.refused.port, p.allowed.port, outside)
+`, python, p.allowed.port, p.refused.port, p.refused.port, p.allowed.port, outside, pyBool(p.ipv6), p.allowed.port, p.refused.port)
+}
+
+func pyBool(b bool) string {
+	if b {
+		return "True"
+	}
+	return "False"
 }
 
 func (p *transparentProbe) check(t *testing.T, stdout, stderr string, rep runReport) {
@@ -143,7 +163,10 @@ func (p *transparentProbe) check(t *testing.T, stdout, stderr string, rep runRep
 		}
 	}
 	want := map[string]func(string) bool{
-		"getent":         func(v string) bool { return strings.HasPrefix(v, "198.18.") },
+		// getent hosts asks for IPv6 first.
+		"getent": func(v string) bool {
+			return strings.HasPrefix(v, "198.18.") || p.ipv6 && strings.HasPrefix(v, "fd61:6765:6e74:6278::")
+		},
 		"getent-refused": func(v string) bool { return v == "fail" },
 		"allowed":        func(v string) bool { return v == "allowed-hello" },
 		"refused":        func(v string) bool { return strings.HasPrefix(v, "fail") },
@@ -151,6 +174,12 @@ func (p *transparentProbe) check(t *testing.T, stdout, stderr string, rep runRep
 		// Accepted inside, then reset: never a greeting.
 		"fake": func(v string) bool { return strings.HasPrefix(v, "fail") || v == "empty" },
 		"udp":  func(v string) bool { return strings.HasPrefix(v, "fail") },
+	}
+	if p.ipv6 {
+		want["allowed6"] = func(v string) bool {
+			return strings.HasPrefix(v, "fd61:6765:6e74:6278::") && strings.HasSuffix(v, " allowed-hello")
+		}
+		want["bareip6"] = func(v string) bool { return strings.HasPrefix(v, "fail") }
 	}
 	if got["route"] == "deleted" {
 		t.Errorf("the command changed the sandbox's routes")
@@ -163,8 +192,12 @@ func (p *transparentProbe) check(t *testing.T, stdout, stderr string, rep runRep
 			t.Errorf("%s: got %q\nstdout: %s\nstderr: %s", k, got[k], stdout, stderr)
 		}
 	}
-	if n := p.allowed.hits.Load(); n != 1 {
-		t.Errorf("host: the allowed server got %d connections, want 1", n)
+	wantHits := int64(1)
+	if p.ipv6 {
+		wantHits = 2
+	}
+	if n := p.allowed.hits.Load(); n != wantHits {
+		t.Errorf("host: the allowed server got %d connections, want %d", n, wantHits)
 	}
 	if n := p.refused.hits.Load(); n != 0 {
 		t.Errorf("host: the refused name's server got %d connections", n)
@@ -184,12 +217,15 @@ func (p *transparentProbe) check(t *testing.T, stdout, stderr string, rep runRep
 	if p.outside != nil && denied[fmt.Sprintf("%s:%d", p.outsideIP, p.outside.port)] == "" {
 		t.Errorf("report: %s not among the refusals %+v", p.outsideIP, rep.Network.Denied)
 	}
+	if p.ipv6 && denied[fmt.Sprintf("2001:db8::7:%d", p.refused.port)] == "" {
+		t.Errorf("report: 2001:db8::7 not among the refusals %+v", rep.Network.Denied)
+	}
 	allowed := false
 	for _, a := range rep.Network.Allowed {
-		allowed = allowed || a.Host == "allowed.test" && a.Port == p.allowed.port && a.Count == 1
+		allowed = allowed || a.Host == "allowed.test" && a.Port == p.allowed.port && int64(a.Count) == wantHits
 	}
 	if !allowed {
-		t.Errorf("report: allowed.test:%d not carried once: %+v", p.allowed.port, rep.Network.Allowed)
+		t.Errorf("report: allowed.test:%d not carried %d times: %+v", p.allowed.port, wantHits, rep.Network.Allowed)
 	}
 	if !strings.Contains(stderr, "agentbox: network: refused the name refused.test (not in allowed_domains") {
 		t.Errorf("stderr lacks the refused name:\n%s", stderr)
