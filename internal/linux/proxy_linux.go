@@ -284,7 +284,12 @@ func proxyListeners(spec *Spec, proxy bool) ([]string, error) {
 				}
 			}
 			var un *TransparentUnavailable
-			switch err := transparentUp(port, port6); {
+			v6, err := transparentUp(port, port6)
+			if !v6 && fd6 >= 0 {
+				unix.Close(fd6)
+				fd6 = -1
+			}
+			switch {
 			case errors.As(err, &un):
 				// Said to agentbox in the message; the sandbox
 				// goes on without (spec is what the connect

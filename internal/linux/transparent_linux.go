@@ -47,24 +47,30 @@ import (
 
 // transparentUp installs the rules, redirecting TCP to the listeners at
 // port4 of the namespace's 127.0.0.1 and (when not 0) port6 of its ::1,
-// then the routes. A kernel without nftables (or its NAT) cannot carry
-// connections: that is a *TransparentUnavailable, after which the
-// sandbox is as it was without transparent networking (no route, so
-// nothing leaves loopback), and the proxy variables still work. Any later
-// failure is the run's.
-func transparentUp(port4, port6 int) error {
+// then the routes, and reports whether IPv6 is carried. A kernel without
+// nftables (or its NAT) cannot carry connections: that is a
+// *TransparentUnavailable, after which the sandbox is as it was without
+// transparent networking (no route, so nothing leaves loopback), and the
+// proxy variables still work. One that refuses only the IPv6 part (its
+// table or its route) carries IPv4 alone. Any other failure is the
+// run's.
+func transparentUp(port4, port6 int) (v6 bool, err error) {
+	v6 = port6 != 0
 	if err := redirectRules(uint16(port4), uint16(port6)); err != nil {
-		return &TransparentUnavailable{Err: fmt.Errorf("the nftables rules of the sandbox's network namespace: %w", err)}
+		if !v6 || redirectRules(uint16(port4), 0) != nil {
+			return false, &TransparentUnavailable{Err: fmt.Errorf("the nftables rules of the sandbox's network namespace: %w", err)}
+		}
+		v6 = false
 	}
 	if err := defaultRouteOverLoopback(unix.AF_INET); err != nil {
-		return fmt.Errorf("a default route over loopback: %w", err)
+		return false, fmt.Errorf("a default route over loopback: %w", err)
 	}
-	if port6 != 0 {
-		if err := defaultRouteOverLoopback(unix.AF_INET6); err != nil {
-			return fmt.Errorf("an IPv6 default route over loopback: %w", err)
-		}
+	if v6 && defaultRouteOverLoopback(unix.AF_INET6) != nil {
+		// IPv6 connects then fail at once (no route), and the name
+		// server gives no IPv6 addresses.
+		v6 = false
 	}
-	return nil
+	return v6, nil
 }
 
 // TransparentUnavailable is why a sandbox has no transparent networking.
