@@ -1,9 +1,12 @@
-// Package nameserver is the name server of a sandbox whose network is off.
-// agentbox serves it from outside the sandbox, on the UDP and TCP sockets
-// the sandbox made on its own 127.0.0.1:53 and handed over (the sandbox's
-// /etc/resolv.conf names that address and nothing else), and answers
-// every question at once with "no such name" (NXDOMAIN), recording the
-// name for the run report.
+// Package nameserver is the name server of a sandbox whose network is off
+// or limited to an allow-list. agentbox serves it from outside the
+// sandbox, on the UDP and TCP sockets the sandbox made on its own
+// 127.0.0.1:53 and handed over (the sandbox's /etc/resolv.conf names that
+// address and nothing else). With the network off it answers every
+// question at once with "no such name" (NXDOMAIN), recording the name for
+// the run report; with an allow-list (Config.Rules) it answers the names
+// the list admits with fake addresses that agentbox's proxy carries to
+// them (transparent networking), and the others likewise at once.
 //
 // # Why NXDOMAIN
 //
@@ -20,6 +23,10 @@
 // fixed buffer, parsed with [dnsmessage.Parser], and dropped when it is
 // not a well-formed single-question query (nothing is ever answered to a
 // response, so two name servers cannot be made to talk to each other).
+// A response sent to the name server (a command trying to plant an
+// address) is dropped like any other message that is not a query: the
+// fake addresses are given by the server alone, at most
+// [netpolicy.MaxFakeNames] of them.
 // Each socket is served by one goroutine at no more than [MaxRate]
 // queries a second (a flood waits in the kernel's socket buffer, where
 // the excess is dropped); TCP takes at most [MaxConns] connections at
