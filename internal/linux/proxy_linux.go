@@ -23,7 +23,8 @@ import (
 // socket is bound anywhere, and nothing listens on the host's loopback.
 
 // The name server's sockets (Spec.Resolver) travel the same way, after
-// the proxy's listeners.
+// the proxy's listeners, and then the transparent listeners
+// (Spec.Transparent, transparent_linux.go).
 
 // proxySocket is agentbox's end of the socketpair the listeners arrive on
 // (nil when the spec has neither proxy nor name server).
