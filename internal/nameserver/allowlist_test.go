@@ -1,17 +1,20 @@
 package nameserver
 
 import (
+	"context"
 	"fmt"
+	"net"
 	"net/netip"
 	"strings"
 	"testing"
+	"time"
 
 	"golang.org/x/net/dns/dnsmessage"
 
 	"github.com/agentbox/agentbox/internal/netpolicy"
 )
 
-func allowListServer(t *testing.T) *Server {
+func allowListServer(t testing.TB) *Server {
 	t.Helper()
 	rules, err := netpolicy.ParseRules([]string{"allowed.test", "*.wild.test", "port.test:22"}, "allow",
 		[]string{"bad.wild.test"}, "deny", false)
@@ -146,5 +149,75 @@ func TestAllowListFlood(t *testing.T) {
 	// Names already given keep their addresses.
 	if m, _, refused := answer(t, s, "n1.wild.test.", dnsmessage.TypeA); refused || len(m.Answers) != 1 {
 		t.Errorf("a known name after the bound: %+v", m)
+	}
+}
+
+// FuzzRespondAllowList: whatever a command sends, the allow-list's name
+// server does not panic, answers only with a reply that parses, and any
+// address it answers is a fake one that names an allowed name.
+func FuzzRespondAllowList(f *testing.F) {
+	f.Add(query(f, 1, "allowed.test.", dnsmessage.TypeA))
+	f.Add(query(f, 2, "x.wild.test.", dnsmessage.TypeAAAA))
+	f.Add(query(f, 3, "other.test.", dnsmessage.TypeA))
+	f.Add(make([]byte, 4096))
+	f.Fuzz(func(t *testing.T, msg []byte) {
+		s := allowListServer(t)
+		s.cfg.Fake6 = true
+		reply, _, _ := s.Respond(msg, nil)
+		if reply == nil {
+			return
+		}
+		var m dnsmessage.Message
+		if err := m.Unpack(reply); err != nil {
+			t.Fatalf("reply does not parse: %v", err)
+		}
+		for _, a := range m.Answers {
+			var addr netip.Addr
+			switch b := a.Body.(type) {
+			case *dnsmessage.AResource:
+				addr = netip.AddrFrom4(b.A)
+			case *dnsmessage.AAAAResource:
+				addr = netip.AddrFrom16(b.AAAA)
+			default:
+				t.Fatalf("answer %T", a.Body)
+			}
+			name, ok := s.cfg.Fake.Name(addr)
+			if !ok || !s.cfg.Rules.DecideName(name).Allow {
+				t.Fatalf("answered %v for %q (mapped %v)", addr, name, ok)
+			}
+		}
+	})
+}
+
+// TestAllowListServeHuge: over UDP, a datagram far larger than a query
+// is read truncated to the buffer (what fits is judged like any query,
+// and the answer is small), and the server goes on: the Go resolver, as a
+// command's would, then gets the name's fake address.
+func TestAllowListServeHuge(t *testing.T) {
+	s := allowListServer(t)
+	pc, err := net.ListenPacket("udp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go s.ServeUDP(pc)
+	t.Cleanup(func() { s.Close() })
+	c, err := net.Dial("udp4", pc.LocalAddr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	huge := append(query(t, 9, "allowed.test.", dnsmessage.TypeA), make([]byte, 60000)...)
+	if _, err := c.Write(huge); err != nil {
+		t.Fatal(err)
+	}
+	r := &net.Resolver{PreferGo: true, Dial: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, "udp4", pc.LocalAddr().String())
+	}}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	addrs, err := r.LookupNetIP(ctx, "ip4", "allowed.test.")
+	if err != nil || len(addrs) != 1 || !netpolicy.FakePrefix.Contains(addrs[0]) {
+		t.Fatalf("look-up after a huge datagram: %v %v", addrs, err)
 	}
 }
