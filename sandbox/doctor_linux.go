@@ -138,10 +138,11 @@ func linuxDoctor(pol *policy.Policy) *Report {
 		way = egressNone
 	}
 	var egressErr error
+	transparent := false
 	if way == egressNetns || way == egressDegraded {
-		egressErr = probeEgress(machine, way == egressDegraded)
+		transparent, egressErr = probeEgress(machine, way == egressDegraded)
 	}
-	ec := egressCheck(pol, way, egressErr)
+	ec := egressCheck(pol, way, egressErr, transparent)
 	r.Checks = append(r.Checks, ec)
 	if rawpolicy.Egress(pol) != nil && !ec.OK {
 		r.Missing = append(r.Missing, "allow-listed egress: "+ec.Detail)
@@ -149,11 +150,14 @@ func linuxDoctor(pol *policy.Policy) *Report {
 	return r
 }
 
-// probeEgress runs `true` in a sandbox with an allow-list (the policy's,
-// or one refusing everything) and the network otherwise off: a namespace
-// sandbox whose init must hand its proxy listeners over, or, with
-// degraded, the host-loopback proxy and the connect supervisor.
-func probeEgress(pol *policy.Policy, degraded bool) error {
+// probeEgress runs a command in a sandbox with an allow-list (the
+// policy's, or one refusing everything) and the network otherwise off: a
+// namespace sandbox whose init must hand its proxy listeners over, or,
+// with degraded, the host-loopback proxy and the connect supervisor. It
+// reports whether the sandbox had transparent networking: its default
+// route over loopback, which the init adds only once the kernel took its
+// nftables rules.
+func probeEgress(pol *policy.Policy, degraded bool) (transparent bool, err error) {
 	probe := rawpolicy.Edit(pol, func(f *rawpolicy.Fields) {
 		f.Network = false
 		f.AllowDegraded = degraded
@@ -161,9 +165,14 @@ func probeEgress(pol *policy.Policy, degraded bool) error {
 			f.Egress = &netpolicy.Rules{}
 		}
 	})
-	c := Command(probe, "true")
+	c := Command(probe, "cat", "/proc/net/route")
 	c.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin"}
-	return c.Run()
+	var out strings.Builder
+	c.Stdout = &out
+	if err := c.Run(); err != nil {
+		return false, err
+	}
+	return !degraded && strings.Contains(out.String(), "\n"+"lo\t00000000\t"), nil
 }
 
 // egressWay is the sandbox doctor's probe found possible here, and so
@@ -180,7 +189,7 @@ const (
 // egressCheck says whether allow-listed egress (Options.AllowDomains, [network]
 // allowed_domains) is available here and how, from the sandbox the probe
 // could build and probe, what running an allow-list in it gave.
-func egressCheck(pol *policy.Policy, way egressWay, probe error) Check {
+func egressCheck(pol *policy.Policy, way egressWay, probe error, transparent bool) Check {
 	c := Check{Name: "allow-listed egress"}
 	userns, degraded := way == egressNetns, way == egressDegraded
 	var how string
@@ -190,6 +199,11 @@ func egressCheck(pol *policy.Policy, way egressWay, probe error) Check {
 	case userns && probe == nil:
 		c.OK = true
 		how = "available: the sandbox's own network namespace with only loopback; agentbox's proxy runs outside, on listeners made on the sandbox's 127.0.0.1 and handed over (a session: a pair per command, for its own report); nothing listens on the host"
+		if transparent {
+			how += "; names resolve inside and tools that ignore the proxy variables are carried (nftables rules in the sandbox's own namespace)"
+		} else {
+			how += "; no transparent networking (this kernel refused the sandbox's nftables rules): names do not resolve inside, and only tools that use the proxy variables reach the list"
+		}
 	case userns:
 		how = fmt.Sprintf("refused: an allow-list sandbox failed to start here (%v)", probe)
 	case degraded && probe == nil:

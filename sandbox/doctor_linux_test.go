@@ -24,18 +24,21 @@ func TestEgressCheck(t *testing.T) {
 		probe error
 		ok    bool
 		want  []string
+		// transparent: the probe's sandbox had transparent networking.
+		transparent bool
 	}{
-		{allow, egressNetns, nil, true, []string{"available", "network namespace"}},
-		{off, egressNetns, nil, true, []string{"available", "not used by this policy (no allow-list"}},
-		{full, egressNetns, nil, true, []string{"available", "opens the whole network"}},
-		{allow, egressNetns, boom, false, []string{"refused", "boom"}},
-		{allow, egressDegraded, nil, true, []string{"degraded only", "Options.AllowDegraded", "connect supervisor", "other local processes"}},
-		{allow, egressDegraded, boom, false, []string{"refused", "no user namespaces", "boom"}},
-		{allow, egressNone, nil, false, []string{"refused", "Landlock unusable"}},
-		{allow, egressBroken, nil, false, []string{"refused", "no sandbox could be built"}},
+		{allow, egressNetns, nil, true, []string{"available", "network namespace", "names resolve inside"}, true},
+		{allow, egressNetns, nil, true, []string{"available", "no transparent networking", "nftables"}, false},
+		{off, egressNetns, nil, true, []string{"available", "not used by this policy (no allow-list"}, true},
+		{full, egressNetns, nil, true, []string{"available", "opens the whole network"}, true},
+		{allow, egressNetns, boom, false, []string{"refused", "boom"}, false},
+		{allow, egressDegraded, nil, true, []string{"degraded only", "Options.AllowDegraded", "connect supervisor", "other local processes"}, false},
+		{allow, egressDegraded, boom, false, []string{"refused", "no user namespaces", "boom"}, false},
+		{allow, egressNone, nil, false, []string{"refused", "Landlock unusable"}, false},
+		{allow, egressBroken, nil, false, []string{"refused", "no sandbox could be built"}, false},
 	}
 	for i, c := range cases {
-		got := egressCheck(c.pol, c.way, c.probe)
+		got := egressCheck(c.pol, c.way, c.probe, c.transparent)
 		if got.OK != c.ok || got.Name != "allow-listed egress" {
 			t.Errorf("case %d: %+v, want ok=%v", i, got, c.ok)
 		}

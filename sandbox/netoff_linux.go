@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"io"
+	"net"
 	"os"
 
 	"github.com/agentbox/agentbox/internal/linux"
@@ -43,6 +44,23 @@ func applyNetworkOff(pol *policy.Policy, spec *linux.Spec) {
 	spec.Resolver, spec.Proxy, spec.ProxyOff = true, true, true
 }
 
+// applyTransparent asks spec for transparent networking when pol has an
+// allow-list (see internal/linux's transparent_linux.go): the name
+// server answering the list's names with fake addresses, the sandbox's
+// own resolver files, and the redirection of its TCP connections to the
+// proxy. The proxy variables stay as they are.
+func applyTransparent(pol *policy.Policy, spec *linux.Spec) {
+	rules := rawpolicy.Egress(pol)
+	if pol.Mode() == policy.DangerFullAccess || rules == nil || pol.Network() {
+		return
+	}
+	hosts, _ := readSmall("/etc/hosts", 1<<20)
+	name, _ := os.Hostname()
+	spec.Etc, spec.LocalNames = linux.AllowListResolverFiles(hosts, name)
+	spec.Resolver, spec.Transparent = true, true
+	spec.Carried = rules.AllowedPrefixes()
+}
+
 // withoutNetworkOff is spec for a sandbox without a network namespace
 // (degraded mode), where neither server can be reached: seccomp refuses
 // every inet socket, which makes look-ups fail at once, unrecorded.
@@ -51,6 +69,7 @@ func withoutNetworkOff(spec *linux.Spec) {
 		spec.Proxy, spec.ProxyOff = false, false
 	}
 	spec.Resolver, spec.Etc, spec.LocalNames = false, nil, nil
+	spec.Transparent, spec.Carried = false, nil
 }
 
 // readSmall reads at most max bytes of path.
@@ -75,12 +94,36 @@ func newProxy(pol *policy.Policy) (*netproxy.Server, error) {
 
 // serveResolver serves the sandbox's name server on r, recording the
 // names asked for where recorder says (spec's local names are not
-// refusals); nil without r.
-func serveResolver(r *linux.Resolver, spec *linux.Spec, recorder func(network string, port uint16) *netpolicy.Recorder) *nameserver.Server {
+// refusals); nil without r. With transparent networking (r.Transparent,
+// and proxy the allow-list's), it answers the allow-list's names with
+// fake addresses, and proxy carries the connections made to them.
+func serveResolver(r *linux.Resolver, spec *linux.Spec, pol *policy.Policy, proxy *netproxy.Server, recorder func(network string, port uint16) *netpolicy.Recorder) *nameserver.Server {
 	if r == nil {
 		return nil
 	}
-	s := nameserver.New(nameserver.Config{Recorder: recorder, Local: spec.LocalNames})
+	cfg := nameserver.Config{Recorder: recorder, Local: spec.LocalNames}
+	if r.NoTransparent != "" {
+		// The kernel refused the sandbox's packet filter: the proxy
+		// variables are the only way out, and names do not resolve
+		// inside.
+		cfg.Reason = "names do not resolve inside (" + r.NoTransparent + "); tools that use the proxy variables still reach it"
+	}
+	if spec.Transparent && len(r.Transparent) > 0 && proxy != nil {
+		// A second listener: the sandbox carries IPv6 too.
+		cfg.Rules, cfg.Fake, cfg.Fake6 = rawpolicy.Egress(pol), netpolicy.NewFakeNames(), len(r.Transparent) > 1
+		// Whose connection it is, as whose look-up a query is: by the
+		// port of the command's socket.
+		t := netproxy.Transparent{Names: cfg.Fake, RecorderFor: func(a net.Addr) *netpolicy.Recorder {
+			if ta, ok := a.(*net.TCPAddr); ok {
+				return recorder("tcp", uint16(ta.Port))
+			}
+			return nil
+		}}
+		for _, ln := range r.Transparent {
+			go proxy.ServeTransparent(ln, t)
+		}
+	}
+	s := nameserver.New(cfg)
 	go s.ServeUDP(r.UDP)
 	go s.ServeTCP(r.TCP)
 	return s
@@ -90,7 +133,11 @@ func serveResolver(r *linux.Resolver, spec *linux.Spec, recorder func(network st
 // could not reach with the network off.
 func recordUnreachable(rec *netpolicy.Recorder, us []linux.Unreachable) {
 	for _, u := range us {
-		rec.DenyN(u.Addr, u.Port, netpolicy.ReasonNetworkOff, u.Count)
+		reason := u.Reason
+		if reason == "" {
+			reason = netpolicy.ReasonNetworkOff
+		}
+		rec.DenyN(u.Addr, u.Port, reason, u.Count)
 	}
 }
 

@@ -111,7 +111,7 @@ func start(c *Cmd) (process, error) {
 	if spec.Resolver && nu == nil {
 		// One run, one recorder: the proxy's.
 		rec := proxy.Recorder()
-		dns = serveResolver(p.Resolver(), spec, func(string, uint16) *netpolicy.Recorder { return rec })
+		dns = serveResolver(p.Resolver(), spec, pol, proxy, func(string, uint16) *netpolicy.Recorder { return rec })
 	}
 	return &linuxProcess{p: p, ph: ph, proxy: proxy, dns: dns, cl: cl, td: td, git: git, ports: relay, published: published}, nil
 }
@@ -176,6 +176,7 @@ func prepareLinux(pol *policy.Policy, pool *linux.Pool) (ph *linux.Placeholders,
 	}
 	spec = linuxSpec(pol, ph)
 	applyNetworkOff(pol, spec)
+	applyTransparent(pol, spec)
 	td.Apply(spec)
 	spec.WritableRoots = append(spec.WritableRoots, td.Roots(pol, true)...)
 	if git, gh, err = applyGitWrites(pol, spec, state, pool); err != nil {

@@ -155,7 +155,7 @@ func newSession(pol *policy.Policy, init string) (sessionImpl, error) {
 			return nil, &StartError{Code: CodeSandboxFailure, Err: err}
 		}
 	}
-	l.dns = serveResolver(z.Resolver(), spec, l.recorder)
+	l.dns = serveResolver(z.Resolver(), spec, pol, l.proxy, l.recorder)
 	return l, nil
 }
 
@@ -217,10 +217,20 @@ func (l *linuxSession) start(c *Cmd) (process, error) {
 	}
 	sp := &sessionProcess{ph: ph, git: git}
 	var onID func(uint32)
-	if l.off {
+	if l.proxy != nil && !l.off {
+		// The command's part of the session's allow-list proxy, made
+		// before it starts: its look-ups and transparent connections
+		// (by its sockets' ports, as with the network off) and its
+		// proxy requests go to its recorder.
+		sp.scope = l.proxy.NewScope()
+	}
+	if l.off || sp.scope != nil {
 		// Known by its id before it starts: what it asks at once is
 		// its own.
 		sp.session, sp.rec = l, netpolicy.NewRecorder()
+		if sp.scope != nil {
+			sp.rec = sp.scope.Recorder()
+		}
 		onID = func(id uint32) {
 			sp.id = id
 			l.mu.Lock()
@@ -231,12 +241,15 @@ func (l *linuxSession) start(c *Cmd) (process, error) {
 	p, err := l.z.Start(c.Path, c.Args, l.td.Env(l.pol, c.Env, true), c.workDir(), c.stdio(), bind, onID)
 	if err != nil {
 		sp.forget()
+		if sp.scope != nil {
+			sp.scope.Close()
+		}
 		git.Release()
 		ph.Release()
 		return nil, startError(err)
 	}
 	sp.p = p
-	if l.proxy != nil && !l.off {
+	if sp.scope != nil {
 		// The command's own listeners in the session's network
 		// namespace, which its proxy variables name, served in a
 		// scope of the session's proxy: its report holds its own
@@ -251,7 +264,6 @@ func (l *linuxSession) start(c *Cmd) (process, error) {
 			sp.Wait()
 			return nil, startError(fmt.Errorf("the session's sandbox handed over %d proxy listeners for the command, want 2", len(lns)))
 		}
-		sp.scope = l.proxy.NewScope()
 		go sp.scope.ServeHTTPProxy(lns[0])
 		go sp.scope.ServeSOCKS(lns[1])
 	}

@@ -374,6 +374,9 @@ awk -v n="${sn_in:-0}" -v a="${sa_in:-0}" -v w="${med[bwrap_ses]}" 'BEGIN {
 #   direct   --network, straight to 127.0.0.1
 #   proxy    --allow-domain bench.test, plain http:// through the HTTP proxy
 #   connect  the same, tunnelled with CONNECT (what https:// uses)
+#   transparent  the same name with every proxy variable ignored
+#            (--noproxy '*'): resolved by the sandbox's name server to a
+#            fake address, the connection redirected and carried
 if ! command -v curl >/dev/null 2>&1 || ! command -v python3 >/dev/null 2>&1; then
 	echo "network benchmark skipped: it needs curl and python3" >&2
 	exit 0
@@ -412,7 +415,11 @@ net_connect() {
 	AGENTBOX_TEST_HOSTS="$work/hosts" "$work/agentbox" run -C "$ws" --config "$work/net.toml" --allow-domain bench.test \
 		-- bash -c "$probe" _ "http://bench.test:$port/big" "http://bench.test:$port/small" -p
 }
-ways=(net_direct net_proxy net_connect)
+net_transparent() {
+	AGENTBOX_TEST_HOSTS="$work/hosts" "$work/agentbox" run -C "$ws" --config "$work/net.toml" --allow-domain bench.test \
+		-- bash -c "$probe" _ "http://bench.test:$port/big" "http://bench.test:$port/small" --noproxy '*'
+}
+ways=(net_direct net_proxy net_connect net_transparent)
 declare -A speeds conns
 for w in "${ways[@]}"; do
 	"$w" >/dev/null # warm up, and fail early if a way does not work
@@ -434,7 +441,7 @@ for w in "${ways[@]}"; do
 	mconn[$w]=$(median "${conns[$w]}")
 	awk -v w="$w" -v s="${mspeed[$w]}" -v c="${mconn[$w]}" 'BEGIN { printf "%-12s %12.1f %16.3f\n", w, s / 1048576, c * 1000 }'
 done
-for w in net_proxy net_connect; do
+for w in net_proxy net_connect net_transparent; do
 	awk -v w="$w" -v s="${mspeed[$w]}" -v ds="${mspeed[net_direct]}" -v c="${mconn[$w]}" -v dc="${mconn[net_direct]}" 'BEGIN {
 		printf "%s/direct: throughput %.2fx, latency per connection %.2fx (+%.3f ms)\n", w, s / ds, c / dc, (c - dc) * 1000
 	}'

@@ -197,8 +197,8 @@ func RunInit() {
 		restrict(installSeccomp(spec))
 	}
 	// 9. The unix socket supervisor's filter, on this thread only.
-	var unreach unreachables
-	wait4, err := superviseConnects(spec, &unreach)
+	unreach := newUnreachables(spec)
+	wait4, err := superviseConnects(spec, unreach)
 	restrict(err)
 
 	// 10. The command, forked from this thread: it inherits exactly what

@@ -184,7 +184,7 @@ func Start(spec *Spec, stdio Stdio) (*Process, error) {
 	}()
 	m, err := p.next()
 	if err == nil && m.Started && (spec.Proxy || spec.Resolver) {
-		if p.proxy, p.resolver, err = proxySock.receive(spec.Proxy, spec.Resolver); err != nil {
+		if p.proxy, p.resolver, err = proxySock.receive(spec.Proxy, spec.Resolver, spec.Transparent); err != nil {
 			err = fmt.Errorf("receiving the proxy listeners from the sandbox: %w", err)
 			cmd.Process.Kill()
 			cmd.Wait()

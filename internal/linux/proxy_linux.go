@@ -23,7 +23,8 @@ import (
 // socket is bound anywhere, and nothing listens on the host's loopback.
 
 // The name server's sockets (Spec.Resolver) travel the same way, after
-// the proxy's listeners.
+// the proxy's listeners, and then the transparent listeners
+// (Spec.Transparent, transparent_linux.go).
 
 // proxySocket is agentbox's end of the socketpair the listeners arrive on
 // (nil when the spec has neither proxy nor name server).
@@ -76,8 +77,10 @@ func (s *proxySocket) Close() {
 
 // receive reads the sockets the init stage (or a session's zygote) sent:
 // with proxy, the HTTP proxy's and the SOCKS5 proxy's listeners; with
-// resolver, then the name server's UDP socket and TCP listener.
-func (s *proxySocket) receive(proxy, resolver bool) ([]net.Listener, *Resolver, error) {
+// resolver, then the name server's UDP socket and TCP listener; with
+// transparent (and resolver), then the transparent listener, which
+// becomes the Resolver's Transparent.
+func (s *proxySocket) receive(proxy, resolver, transparent bool) ([]net.Listener, *Resolver, error) {
 	c, err := net.FileConn(s.parent)
 	if err != nil {
 		return nil, nil, err
@@ -88,13 +91,17 @@ func (s *proxySocket) receive(proxy, resolver bool) ([]net.Listener, *Resolver, 
 		return nil, nil, fmt.Errorf("proxy socket is a %T", c)
 	}
 	uc.SetReadDeadline(time.Now().Add(10 * time.Second))
-	buf := make([]byte, 1)
-	oob := make([]byte, unix.CmsgSpace(4*4))
-	_, oobn, _, _, err := uc.ReadMsgUnix(buf, oob)
+	buf := make([]byte, 1+maxHandoverText)
+	oob := make([]byte, unix.CmsgSpace(6*4))
+	n, oobn, _, _, err := uc.ReadMsgUnix(buf, oob)
 	if err != nil {
 		return nil, nil, err
 	}
 	fds := parseRights(oob[:oobn])
+	var noTransparent string
+	if n > 0 && buf[0] == handoverNoTransparent && transparent {
+		noTransparent, transparent = string(buf[1:n]), false
+	}
 	want := 0
 	if proxy {
 		want += 2
@@ -102,16 +109,47 @@ func (s *proxySocket) receive(proxy, resolver bool) ([]net.Listener, *Resolver, 
 	if resolver {
 		want += 2
 	}
+	// The transparent listeners: IPv4's, and IPv6's where the sandbox
+	// has IPv6.
+	transparent = transparent && resolver
+	nt := 0
+	if transparent {
+		nt = len(fds) - want
+		if nt < 1 || nt > 2 {
+			nt = 1
+		}
+		want += nt
+	}
 	if len(fds) != want {
 		closeAll(fds)
 		return nil, nil, fmt.Errorf("got %d descriptors, want %d", len(fds), want)
 	}
+	var tls []net.Listener
+	for i, fd := range fds[len(fds)-nt:] {
+		f := os.NewFile(uintptr(fd), "transparent-listener")
+		tl, err := net.FileListener(f)
+		f.Close()
+		if err != nil {
+			for _, l := range tls {
+				l.Close()
+			}
+			closeAll(fds[len(fds)-nt+i+1:])
+			closeAll(fds[:len(fds)-nt])
+			return nil, nil, err
+		}
+		tls = append(tls, tl)
+	}
+	fds = fds[:len(fds)-nt]
 	var r *Resolver
 	if resolver {
 		if r, err = resolverOf(fds[len(fds)-2:]); err != nil {
 			closeAll(fds[:len(fds)-2])
+			for _, l := range tls {
+				l.Close()
+			}
 			return nil, nil, err
 		}
+		r.Transparent, r.NoTransparent = tls, noTransparent
 		fds = fds[:len(fds)-2]
 	}
 	if !proxy {
@@ -211,6 +249,7 @@ func proxyListeners(spec *Spec, proxy bool) ([]string, error) {
 			unix.Close(fd)
 		}
 	}()
+	msg := []byte{handoverOK}
 	for range 2 {
 		if !proxy {
 			break
@@ -228,8 +267,49 @@ func proxyListeners(spec *Spec, proxy bool) ([]string, error) {
 			return nil, fmt.Errorf("the name server's sockets on 127.0.0.1:53: %w", err)
 		}
 		fds = append(fds, udp, tcp)
+		if spec.Transparent {
+			fd, port, err := listenLoopback()
+			if err != nil {
+				return nil, err
+			}
+			// IPv6 is carried where the namespace has ::1 (not
+			// with IPv6 disabled).
+			fd6, port6, err := listenLoopback6()
+			if err != nil {
+				fd6, port6 = -1, 0
+			}
+			closeBoth := func() {
+				unix.Close(fd)
+				if fd6 >= 0 {
+					unix.Close(fd6)
+				}
+			}
+			var un *TransparentUnavailable
+			v6, err := transparentUp(port, port6)
+			if !v6 && fd6 >= 0 {
+				unix.Close(fd6)
+				fd6 = -1
+			}
+			switch {
+			case errors.As(err, &un):
+				// Said to agentbox in the message; the sandbox
+				// goes on without (spec is what the connect
+				// supervisor reads next).
+				closeBoth()
+				msg = append([]byte{handoverNoTransparent}, truncate(un.Error(), maxHandoverText)...)
+				spec.Transparent = false
+			case err != nil:
+				closeBoth()
+				return nil, err
+			default:
+				fds = append(fds, fd)
+				if fd6 >= 0 {
+					fds = append(fds, fd6)
+				}
+			}
+		}
 	}
-	if err := unix.Sendmsg(int(sock.Fd()), []byte{1}, unix.UnixRights(fds...), nil, 0); err != nil {
+	if err := unix.Sendmsg(int(sock.Fd()), msg, unix.UnixRights(fds...), nil, 0); err != nil {
 		return nil, &os.SyscallError{Syscall: "sendmsg(SCM_RIGHTS)", Err: err}
 	}
 	if !proxy {
@@ -265,6 +345,22 @@ func commandListeners() (fds, ports []int, err error) {
 	return fds, ports, nil
 }
 
+// The first byte of the handover message: the sockets are all there, or
+// (then followed by why, at most maxHandoverText bytes) the transparent
+// listener is not, because transparent networking is unavailable.
+const (
+	handoverOK            = 1
+	handoverNoTransparent = 2
+	maxHandoverText       = 400
+)
+
+func truncate(s string, n int) string {
+	if len(s) > n {
+		return s[:n]
+	}
+	return s
+}
+
 // listenersOf turns the two descriptors the sandbox sent (a lone run's
 // init, or a session's zygote with a command's start) into the proxy's
 // listeners; it closes them all on failure.
@@ -288,6 +384,37 @@ func listenersOf(fds []int) ([]net.Listener, error) {
 		lns = append(lns, ln)
 	}
 	return lns, nil
+}
+
+// listenLoopback6 is listenLoopback on ::1 (IPv6 only).
+func listenLoopback6() (int, int, error) {
+	fd, err := unix.Socket(unix.AF_INET6, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return -1, 0, &os.SyscallError{Syscall: "socket", Err: err}
+	}
+	if err := unix.SetsockoptInt(fd, unix.IPPROTO_IPV6, unix.IPV6_V6ONLY, 1); err != nil {
+		unix.Close(fd)
+		return -1, 0, &os.SyscallError{Syscall: "setsockopt(IPV6_V6ONLY)", Err: err}
+	}
+	if err := unix.Bind(fd, &unix.SockaddrInet6{Addr: netip.IPv6Loopback().As16()}); err != nil {
+		unix.Close(fd)
+		return -1, 0, &os.SyscallError{Syscall: "bind(::1)", Err: err}
+	}
+	if err := unix.Listen(fd, 256); err != nil {
+		unix.Close(fd)
+		return -1, 0, &os.SyscallError{Syscall: "listen", Err: err}
+	}
+	sa, err := unix.Getsockname(fd)
+	if err != nil {
+		unix.Close(fd)
+		return -1, 0, &os.SyscallError{Syscall: "getsockname", Err: err}
+	}
+	in, ok := sa.(*unix.SockaddrInet6)
+	if !ok {
+		unix.Close(fd)
+		return -1, 0, errors.New("getsockname: not an IPv6 address")
+	}
+	return fd, in.Port, nil
 }
 
 // listenLoopback opens a TCP listener on 127.0.0.1 with a port of the

@@ -28,6 +28,26 @@ nameserver 127.0.0.1
 options timeout:1 attempts:1
 `
 
+// resolvConfAllowList is resolvConf for a sandbox with an allow-list:
+// agentbox answers the names the list admits (with addresses it carries
+// to them), and no others.
+const resolvConfAllowList = `# agentbox: the sandbox's name server answers the names of the allow-list
+# with addresses agentbox carries to them, and every other name at once
+# with "no such name" (listed at the end of the run).
+nameserver 127.0.0.1
+options timeout:1 attempts:1
+`
+
+// AllowListResolverFiles are ResolverFiles for a sandbox with an
+// allow-list and transparent networking: the same hosts file, and a
+// resolv.conf that says what the name server answers.
+func AllowListResolverFiles(hosts []byte, hostname string) (files []EtcFile, names []string) {
+	files, names = ResolverFiles(hosts, hostname)
+	files[0].Content = resolvConfAllowList
+	files[1].Content = strings.Replace(files[1].Content, " (the network is off)", "", 1)
+	return files, names
+}
+
 // maxHostsNames bounds the names kept from the host's /etc/hosts.
 const maxHostsNames = 256
 

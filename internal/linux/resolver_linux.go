@@ -29,13 +29,24 @@ var resolverAddr = netip.AddrPortFrom(netip.AddrFrom4([4]byte{127, 0, 0, 1}), 53
 type Resolver struct {
 	UDP net.PacketConn
 	TCP net.Listener
+	// Transparent, with Spec.Transparent, are the listeners the
+	// sandbox's TCP connections to other addresses are redirected to
+	// (see transparent_linux.go): IPv4's, then IPv6's where the sandbox
+	// has IPv6. The caller serves them with the proxy.
+	Transparent []net.Listener
+	// NoTransparent, when Spec.Transparent was asked for and the
+	// sandbox could not have it, says why (TransparentUnavailable).
+	NoTransparent string
 }
 
-// Close closes both sockets.
+// Close closes the sockets.
 func (r *Resolver) Close() {
 	if r != nil {
 		r.UDP.Close()
 		r.TCP.Close()
+		for _, l := range r.Transparent {
+			l.Close()
+		}
 	}
 }
 
@@ -135,6 +146,10 @@ type PortOwners struct {
 	// clients are recorded: the name server and the session's
 	// refusing proxy.
 	watched []netip.AddrPort
+	// transparent: every connect to a non-loopback address is recorded
+	// too (Spec.Transparent: agentbox's transparent listener receives
+	// it, redirected, from the same port).
+	transparent bool
 }
 
 const portOwnersSize = 2 * 65536 * 4
@@ -200,7 +215,8 @@ func (p *PortOwners) Owner(network string, port uint16) uint32 {
 // connect supervisor calls it after every inet connect it made for the
 // command.
 func (p *PortOwners) own(id uint32, sock int, dst netip.AddrPort, errno unix.Errno) {
-	if p == nil || !slices.Contains(p.watched, dst) || errno != 0 && errno != unix.EINPROGRESS {
+	carried := p != nil && p.transparent && !dst.Addr().IsLoopback()
+	if p == nil || !slices.Contains(p.watched, dst) && !carried || errno != 0 && errno != unix.EINPROGRESS {
 		return
 	}
 	sa, err := unix.Getsockname(sock)
@@ -245,6 +261,9 @@ type Unreachable struct {
 	Addr  string `json:"addr"`
 	Port  uint16 `json:"port"`
 	Count int    `json:"count"`
+	// Reason is why, when the connect supervisor refused the connect
+	// itself (transparent mode); empty for ENETUNREACH.
+	Reason string `json:"reason,omitempty"`
 }
 
 // maxUnreachable bounds the destinations a command's end reports, so
@@ -253,25 +272,52 @@ type Unreachable struct {
 const maxUnreachable = 32
 
 // unreachables collects a command's Unreachable destinations from its
-// connect supervisor, which calls record after each inet connect.
+// connect supervisor, which calls record after each inet connect (and
+// refuse for each it refused in transparent mode).
 type unreachables struct {
 	mu sync.Mutex
-	m  map[netip.AddrPort]int
+	m  map[unreachKey]int
+	// enetReason is the reason of an ENETUNREACH: "" (the network is
+	// off) but in a sandbox with an allow-list whose kernel refused
+	// transparent networking.
+	enetReason string
+}
+
+// newUnreachables is the collector for a command of spec (read after
+// setupProxy, which may have turned Transparent off).
+func newUnreachables(spec *Spec) *unreachables {
+	u := &unreachables{}
+	if spec.Proxy && !spec.ProxyOff {
+		u.enetReason = "not carried: only the proxy variables reach the allow-list here (transparent networking unavailable)"
+	}
+	return u
+}
+
+type unreachKey struct {
+	dst    netip.AddrPort
+	reason string
 }
 
 func (u *unreachables) record(_ int, dst netip.AddrPort, errno unix.Errno) {
 	if errno != unix.ENETUNREACH {
 		return
 	}
+	u.add(dst, u.enetReason)
+}
+
+func (u *unreachables) refuse(dst netip.AddrPort, reason string) { u.add(dst, reason) }
+
+func (u *unreachables) add(dst netip.AddrPort, reason string) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	if u.m == nil {
-		u.m = map[netip.AddrPort]int{}
+		u.m = map[unreachKey]int{}
 	}
-	if _, ok := u.m[dst]; !ok && len(u.m) >= maxUnreachable {
-		dst = netip.AddrPort{} // counted with the others
+	k := unreachKey{dst, reason}
+	if _, ok := u.m[k]; !ok && len(u.m) >= maxUnreachable {
+		k = unreachKey{reason: reason} // counted with the others
 	}
-	u.m[dst]++
+	u.m[k]++
 }
 
 // list is what was recorded, by address.
@@ -279,14 +325,16 @@ func (u *unreachables) list() []Unreachable {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	var out []Unreachable
-	for ap, n := range u.m {
+	for k, n := range u.m {
 		a := "(other addresses)"
-		if ap.IsValid() {
-			a = ap.Addr().String()
+		if k.dst.IsValid() {
+			a = k.dst.Addr().String()
 		}
-		out = append(out, Unreachable{Addr: a, Port: ap.Port(), Count: n})
+		out = append(out, Unreachable{Addr: a, Port: k.dst.Port(), Count: n, Reason: k.reason})
 	}
-	slices.SortFunc(out, func(a, b Unreachable) int { return cmp.Or(cmp.Compare(a.Addr, b.Addr), cmp.Compare(a.Port, b.Port)) })
+	slices.SortFunc(out, func(a, b Unreachable) int {
+		return cmp.Or(cmp.Compare(a.Addr, b.Addr), cmp.Compare(a.Port, b.Port), cmp.Compare(a.Reason, b.Reason))
+	})
 	return out
 }
 
@@ -294,7 +342,7 @@ func (u *unreachables) list() []Unreachable {
 // records the destinations it cannot reach: with the network off, in a
 // namespace of the sandbox's own.
 func recordsUnreachable(spec *Spec) bool {
-	return spec.Resolver && spec.MediateUnixConnect && !spec.Degraded
+	return spec.Resolver && spec.MediateUnixConnect && !spec.Degraded && !spec.Transparent
 }
 
 // Unreachable is what the command's connects could not reach (with

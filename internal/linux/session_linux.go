@@ -179,7 +179,7 @@ func (s *Session) launch(spec *Spec, control *os.File) error {
 		err = json.Unmarshal(line, &m)
 	}
 	if err == nil && m.Started && hand != nil {
-		if s.proxy, s.resolver, err = hand.receive(sessionProxy, spec.Resolver); err != nil {
+		if s.proxy, s.resolver, err = hand.receive(sessionProxy, spec.Resolver, spec.Transparent); err != nil {
 			cmd.Process.Kill()
 			cmd.Wait()
 			return fmt.Errorf("receiving the name server's sockets from the session's sandbox: %w", err)

@@ -87,6 +87,17 @@ type Spec struct {
 	// address in the sandbox's /etc/resolv.conf. Needs the network
 	// namespace.
 	Resolver bool `json:"resolver,omitempty"`
+	// Transparent, with Resolver and an allow-list, carries the TCP
+	// connections of commands that ignore the proxy variables (see
+	// transparent_linux.go): the init stage (a session's zygote, once)
+	// routes and redirects them to one more listener on the sandbox's
+	// loopback (two where it has IPv6: 127.0.0.1 and ::1), handed to
+	// agentbox after the name server's sockets.
+	Transparent bool `json:"transparent,omitempty"`
+	// Carried, with Transparent, are the ranges of the allow-list's
+	// address patterns, which the connect supervisor lets through to the
+	// proxy (as it does the fake addresses).
+	Carried []netip.Prefix `json:"carried,omitempty"`
 	// Etc are files of the sandbox's own, bound read-only over the
 	// host's after the mount plan and the tool caches (see
 	// [ResolverFiles]).

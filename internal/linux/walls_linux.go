@@ -95,6 +95,9 @@ func superviseConnects(spec *Spec, unreach *unreachables) (waitFunc, error) {
 	if recordsUnreachable(spec) {
 		opts.Connected = unreach.record
 	}
+	if g := transparentGate(spec, unreach); g != nil {
+		opts.AllowInet = g
+	}
 	sup, err := unixsock.Start(allow, opts)
 	if err != nil {
 		return nil, fmt.Errorf("unix socket mediation: %w", err)

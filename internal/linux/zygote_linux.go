@@ -259,6 +259,7 @@ func runZygote(spec *Spec, report func(message)) {
 			fail(err)
 		}
 		z.owners.watched = append([]netip.AddrPort{resolverAddr}, spec.sessionProxy...)
+		z.owners.transparent = spec.Transparent
 		unix.Close(spec.PortOwnersFD)
 	}
 	go z.worker()
@@ -450,8 +451,8 @@ func (z *zygote) worker() {
 	// The command's id, once its request is read: its supervisor, started
 	// before, records its name server sockets under it.
 	var id atomic.Uint32
-	var unreach unreachables
-	sup, perr := z.prepare(&id, &unreach)
+	unreach := newUnreachables(z.spec)
+	sup, perr := z.prepare(&id, unreach)
 	var in *waitingInit
 	if perr == nil && z.spec.Init != "" {
 		in, perr = z.startInit()
@@ -567,6 +568,9 @@ func (z *zygote) prepare(id *atomic.Uint32, unreach *unreachables) (*unixsock.Su
 					unreach.record(sock, dst, errno)
 				}
 			}
+		}
+		if g := transparentGate(spec, unreach); g != nil {
+			opts.AllowInet = g
 		}
 		sup, err := unixsock.Start(allow, opts)
 		if err != nil {

@@ -1,9 +1,12 @@
-// Package nameserver is the name server of a sandbox whose network is off.
-// agentbox serves it from outside the sandbox, on the UDP and TCP sockets
-// the sandbox made on its own 127.0.0.1:53 and handed over (the sandbox's
-// /etc/resolv.conf names that address and nothing else), and answers
-// every question at once with "no such name" (NXDOMAIN), recording the
-// name for the run report.
+// Package nameserver is the name server of a sandbox whose network is off
+// or limited to an allow-list. agentbox serves it from outside the
+// sandbox, on the UDP and TCP sockets the sandbox made on its own
+// 127.0.0.1:53 and handed over (the sandbox's /etc/resolv.conf names that
+// address and nothing else). With the network off it answers every
+// question at once with "no such name" (NXDOMAIN), recording the name for
+// the run report; with an allow-list (Config.Rules) it answers the names
+// the list admits with fake addresses that agentbox's proxy carries to
+// them (transparent networking), and the others likewise at once.
 //
 // # Why NXDOMAIN
 //
@@ -20,6 +23,10 @@
 // fixed buffer, parsed with [dnsmessage.Parser], and dropped when it is
 // not a well-formed single-question query (nothing is ever answered to a
 // response, so two name servers cannot be made to talk to each other).
+// A response sent to the name server (a command trying to plant an
+// address) is dropped like any other message that is not a query: the
+// fake addresses are given by the server alone, at most
+// [netpolicy.MaxFakeNames] of them.
 // Each socket is served by one goroutine at no more than [MaxRate]
 // queries a second (a flood waits in the kernel's socket buffer, where
 // the excess is dropped); TCP takes at most [MaxConns] connections at
@@ -28,9 +35,11 @@
 package nameserver
 
 import (
+	"cmp"
 	"errors"
 	"io"
 	"net"
+	"net/netip"
 	"strconv"
 	"strings"
 	"sync"
@@ -64,6 +73,20 @@ type Config struct {
 	// recorder, or in a session the recorder of the command whose socket
 	// that port is. nil, or a nil result, records nothing.
 	Recorder func(network string, port uint16) *netpolicy.Recorder
+	// Rules and Fake, both set, make the name server that of a sandbox
+	// with an allow-list and transparent networking: a name the rules
+	// admit ([netpolicy.Rules.DecideName]) is answered with its fake
+	// address from Fake (an A record; it has no other records), any
+	// other is "no such name" and recorded with the rules' reason.
+	// Without them every name is refused as ReasonNetworkOff.
+	Rules *netpolicy.Rules
+	Fake  *netpolicy.FakeNames
+	// Fake6 answers AAAA questions too, with the names' fake IPv6
+	// addresses (netpolicy.Fake6): when the sandbox carries IPv6.
+	Fake6 bool
+	// Reason, without Rules, is the reason every refused look-up is
+	// recorded with; "" means ReasonNetworkOff.
+	Reason string
 	// Local are the names the sandbox's /etc/hosts holds: they exist,
 	// with no record of another type (a resolver that found a name's
 	// IPv4 address there may still ask for its IPv6 one), and are not
@@ -130,12 +153,12 @@ func (s *Server) ServeUDP(pc net.PacketConn) error {
 			return s.closedOr(err)
 		}
 		lim.wait()
-		reply, name, refused := s.Respond(buf[:n], out[:0])
+		reply, name, reason := s.respond(buf[:n], out[:0])
 		if reply == nil {
 			continue
 		}
-		if refused {
-			s.record("udp", from, name)
+		if reason != "" {
+			s.record("udp", from, name, reason)
 		}
 		pc.WriteTo(reply, from)
 	}
@@ -204,12 +227,12 @@ func (s *Server) serveConn(c net.Conn) {
 			return
 		}
 		lim.wait()
-		reply, name, refused := s.Respond(buf[2:2+n], out[2:2])
+		reply, name, reason := s.respond(buf[2:2+n], out[2:2])
 		if reply == nil {
 			return
 		}
-		if refused {
-			s.record("tcp", c.RemoteAddr(), name)
+		if reason != "" {
+			s.record("tcp", c.RemoteAddr(), name, reason)
 		}
 		out = out[:2+len(reply)]
 		out[0], out[1] = byte(len(reply)>>8), byte(len(reply))
@@ -219,7 +242,7 @@ func (s *Server) serveConn(c net.Conn) {
 	}
 }
 
-func (s *Server) record(network string, from net.Addr, name string) {
+func (s *Server) record(network string, from net.Addr, name, reason string) {
 	if s.cfg.Recorder == nil || name == "" {
 		return
 	}
@@ -231,7 +254,7 @@ func (s *Server) record(network string, from net.Addr, name string) {
 		port = uint16(a.Port)
 	}
 	if r := s.cfg.Recorder(network, port); r != nil {
-		r.Deny(name, 0, netpolicy.ReasonNetworkOff)
+		r.Deny(name, 0, reason)
 	}
 }
 
@@ -290,15 +313,23 @@ func (l *limiter) wait() {
 // and whether it counts as a refused look-up. A message that must not be
 // answered (not a query, or not one agentbox can parse) gets a nil reply.
 func (s *Server) Respond(query, out []byte) (reply []byte, name string, refused bool) {
+	reply, name, reason := s.respond(query, out)
+	return reply, name, reason != ""
+}
+
+// respond is Respond with the reason of a refused look-up ("" when the
+// look-up is not a refusal).
+func (s *Server) respond(query, out []byte) (reply []byte, name, reason string) {
 	var p dnsmessage.Parser
 	h, err := p.Start(query)
 	if err != nil || h.Response {
-		return nil, "", false
+		return nil, "", ""
 	}
 	rh := dnsmessage.Header{
 		ID: h.ID, Response: true, OpCode: h.OpCode, Authoritative: true,
 		RecursionDesired: h.RecursionDesired, RecursionAvailable: true,
 	}
+	var answer netip.Addr
 	qs, err := p.AllQuestions()
 	switch {
 	case err != nil:
@@ -309,46 +340,97 @@ func (s *Server) Respond(query, out []byte) (reply []byte, name string, refused 
 	case len(qs) != 1:
 		rh.RCode = dnsmessage.RCodeFormatError
 	default:
-		rh.RCode, refused = s.decide(qs[0])
+		rh.RCode, answer, reason = s.decide(qs[0])
 		name = presentation(qs[0].Name)
+		if reason != "" && s.cfg.Rules != nil {
+			// The policy's own spelling of the name, as the proxy
+			// records it.
+			if d := s.cfg.Rules.DecideName(qs[0].Name.String()); !d.Allow && !strings.HasPrefix(d.Host, "\"") {
+				name = d.Host
+			}
+		}
 	}
 	b := dnsmessage.NewBuilder(out, rh)
 	b.EnableCompression()
 	if len(qs) == 1 {
 		if err := b.StartQuestions(); err != nil {
-			return nil, "", false
+			return nil, "", ""
 		}
 		if err := b.Question(qs[0]); err != nil {
-			return nil, "", false
+			return nil, "", ""
+		}
+		if answer.IsValid() {
+			if err := b.StartAnswers(); err != nil {
+				return nil, "", ""
+			}
+			// The address is the name's for the sandbox's life; a
+			// short TTL only spares caches nothing.
+			rh := dnsmessage.ResourceHeader{Name: qs[0].Name, Class: dnsmessage.ClassINET, TTL: fakeTTL}
+			if answer.Is4() {
+				err = b.AResource(rh, dnsmessage.AResource{A: answer.As4()})
+			} else {
+				err = b.AAAAResource(rh, dnsmessage.AAAAResource{AAAA: answer.As16()})
+			}
+			if err != nil {
+				return nil, "", ""
+			}
 		}
 	}
 	reply, err = b.Finish()
 	if err != nil {
-		return nil, "", false
+		return nil, "", ""
 	}
-	return reply, name, refused
+	return reply, name, reason
 }
 
-// decide is the answer to one question, and whether the name counts as a
-// refused look-up in the run report. It is the one place that knows which
-// names exist inside the sandbox: with the network off, only those of the
-// sandbox's /etc/hosts (Config.Local), which have no record a resolver
-// would ask a name server for (NOERROR, no answer); every other name is
-// unknown. A resolver for an allow-list would answer the names its rules
-// admit here.
+// fakeTTL is the time to live of a fake address's record.
+const fakeTTL = 300
+
+// decide is the answer to one question (and, for an A question about an
+// allowed name, the address to answer), and the reason the look-up is
+// recorded as refused in the run report ("" when it is not). It is the
+// one place that knows which names exist inside the sandbox: those of
+// the sandbox's /etc/hosts (Config.Local), which have no record a
+// resolver would ask a name server for (NOERROR, no answer); with an
+// allow-list (Config.Rules), the names it admits, whose records are
+// their fake addresses, IPv4 and (with Config.Fake6) IPv6; every other
+// name is unknown.
 //
 // Reverse look-ups (in-addr.arpa, ip6.arpa) and the localhost names
 // (RFC 6761) are answered the same, but are not hosts the command tried
 // to reach: they are not recorded.
-func (s *Server) decide(q dnsmessage.Question) (dnsmessage.RCode, bool) {
+func (s *Server) decide(q dnsmessage.Question) (dnsmessage.RCode, netip.Addr, string) {
 	n := strings.ToLower(strings.TrimSuffix(q.Name.String(), "."))
 	if s.local[n] {
-		return dnsmessage.RCodeSuccess, false
+		return dnsmessage.RCodeSuccess, netip.Addr{}, ""
 	}
 	local := n == "" || n == "localhost" || strings.HasSuffix(n, ".localhost") ||
 		strings.HasSuffix(n, ".in-addr.arpa") || strings.HasSuffix(n, ".ip6.arpa") ||
 		n == "in-addr.arpa" || n == "ip6.arpa"
-	return dnsmessage.RCodeNameError, !local
+	if local {
+		return dnsmessage.RCodeNameError, netip.Addr{}, ""
+	}
+	if s.cfg.Rules == nil || s.cfg.Fake == nil {
+		return dnsmessage.RCodeNameError, netip.Addr{}, cmp.Or(s.cfg.Reason, netpolicy.ReasonNetworkOff)
+	}
+	d := s.cfg.Rules.DecideName(q.Name.String())
+	if !d.Allow {
+		return dnsmessage.RCodeNameError, netip.Addr{}, d.Reason
+	}
+	if q.Class != dnsmessage.ClassINET || q.Type != dnsmessage.TypeA && q.Type != dnsmessage.TypeAAAA {
+		return dnsmessage.RCodeSuccess, netip.Addr{}, ""
+	}
+	a, ok := s.cfg.Fake.Addr(d.Host)
+	if !ok {
+		return dnsmessage.RCodeNameError, netip.Addr{}, netpolicy.ReasonTooManyNames
+	}
+	if q.Type == dnsmessage.TypeAAAA {
+		if !s.cfg.Fake6 {
+			return dnsmessage.RCodeSuccess, netip.Addr{}, ""
+		}
+		a = netpolicy.Fake6(a)
+	}
+	return dnsmessage.RCodeSuccess, a, ""
 }
 
 // presentation is a name as it may be shown on a terminal and in the

@@ -16,7 +16,7 @@ import (
 	"github.com/agentbox/agentbox/internal/netpolicy"
 )
 
-func query(t *testing.T, id uint16, name string, typ dnsmessage.Type) []byte {
+func query(t testing.TB, id uint16, name string, typ dnsmessage.Type) []byte {
 	t.Helper()
 	b := dnsmessage.NewBuilder(nil, dnsmessage.Header{ID: id, RecursionDesired: true})
 	b.StartQuestions()

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -498,12 +499,18 @@ echo "$http_proxy"`, curl, p.good.at("good.test"), i+1, p.bad.at(fmt.Sprintf("ev
 
 		// Nothing listens for the session on the host (the proxy's
 		// listeners are in the session's namespace), and in that
-		// namespace only the current call's two listeners are left.
+		// namespace only the current call's two listeners are left,
+		// with the session's name server (127.0.0.1:53) and its
+		// transparent listeners (127.0.0.1, and ::1 with IPv6).
 		if l := hostListeners(t, srv.Process.Pid); len(l) != 0 {
 			t.Errorf("agentbox mcp listens on the host: %v", l)
 		}
 		r = mcpSh(t, cs, `echo $http_proxy $ALL_PROXY; awk '$4 == "0A" { print $2 }' /proc/net/tcp /proc/net/tcp6`)
-		if f := strings.Fields(r.Stdout); len(f) != 4 {
+		want := 6
+		if _, err := os.Stat("/proc/net/if_inet6"); err == nil {
+			want = 7
+		}
+		if f := strings.Fields(r.Stdout); len(f) != want || !slices.Contains(f, "0100007F:0035") {
 			t.Errorf("listening in the session's namespace, want only this call's two: %q", r.Stdout)
 		}
 		zygotes := sessionInits(srv.Process.Pid)

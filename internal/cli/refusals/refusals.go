@@ -14,7 +14,8 @@ import (
 
 // Write prints what the network refused the run. With an allow-list, one
 // line per refused destination, "agentbox: network: refused host:port
-// (reason[, N times])". With the network off, one line for them all,
+// (reason[, N times])", or "refused the name host (...)" for a look-up
+// the sandbox's name server refused. With the network off, one line for them all,
 // naming the host asked for most and how to allow it:
 // "agentbox: network is off: refused HOST (and N more); allow a host
 // with --allow-domain HOST". A nil report, one without a network section
@@ -31,6 +32,11 @@ func Write(w io.Writer, r *sandbox.RunReport) {
 		times := ""
 		if d.Count > 1 {
 			times = fmt.Sprintf(", %d times", d.Count)
+		}
+		if d.Port == 0 {
+			// A look-up the sandbox's name server refused.
+			fmt.Fprintf(w, "agentbox: network: refused the name %s (%s%s)\n", d.Host, d.Reason, times)
+			continue
 		}
 		fmt.Fprintf(w, "agentbox: network: refused %s (%s%s)\n", net.JoinHostPort(d.Host, strconv.Itoa(int(d.Port))), d.Reason, times)
 	}
