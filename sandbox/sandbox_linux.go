@@ -171,6 +171,7 @@ func linuxSpec(pol *policy.Policy, ph *linux.Placeholders) *linux.Spec {
 	return &linux.Spec{
 		Cwd:           pol.Cwd(),
 		Mounts:        linux.Plan(pol, ph.Paths()),
+		Hides:         linux.HidePlan(pol.Hidden()),
 		Network:       pol.Network(),
 		WritableRoots: pol.WritableRoots(),
 		Seccomp:       true,

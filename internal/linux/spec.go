@@ -36,6 +36,9 @@ type Spec struct {
 	// Caches are the tool cache mounts, applied after Mounts (see
 	// CachePlan).
 	Caches []CacheMount `json:"caches,omitempty"`
+	// Hides are the masks over hidden paths, applied after everything
+	// else is mounted (see HidePlan).
+	Hides []Hide `json:"hides,omitempty"`
 	// Network keeps the host network; otherwise only loopback exists.
 	Network bool `json:"network"`
 	// WritableRoots, for the Landlock layer.
