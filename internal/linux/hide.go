@@ -1,6 +1,12 @@
 package linux
 
-import "github.com/agentbox/agentbox/policy"
+import (
+	"path/filepath"
+	"slices"
+
+	"github.com/agentbox/agentbox/internal/fspath"
+	"github.com/agentbox/agentbox/policy"
+)
 
 // Hide is one mask of the sandbox: an empty read-only file over a
 // hidden file, an empty read-only directory over a hidden directory
@@ -18,13 +24,26 @@ type Hide struct {
 
 // HidePlan is the masks for the hidden paths, in the policy's order (a
 // directory before what lies inside it, so that a path hidden inside a
-// re-opened one is masked on top).
-func HidePlan(hidden []policy.Hidden) []Hide {
-	var out []Hide
+// re-opened one is masked on top), and the directories to pin before
+// them: those between a writable root and a hidden path inside it. A
+// mask is a mount point, which cannot be renamed, but its directory
+// could be, and the next command, hiding the rule's path, would find
+// nothing there while the secret sat under another name.
+func HidePlan(hidden []policy.Hidden, roots []string) (hides []Hide, pins []string) {
 	for _, h := range hidden {
-		out = append(out, Hide{Path: h.Path, Dir: h.Kind == policy.Dir, Reopen: h.Reopen})
+		hides = append(hides, Hide{Path: h.Path, Dir: h.Kind == policy.Dir, Reopen: h.Reopen})
+		root := fspath.InnermostRoot(h.Path, roots)
+		if root == "" {
+			continue
+		}
+		for a := filepath.Dir(h.Path); a != root && fspath.Within(a, root); a = filepath.Dir(a) {
+			if !slices.Contains(pins, a) {
+				pins = append(pins, a)
+			}
+		}
 	}
-	return out
+	slices.SortFunc(pins, byDepth)
+	return hides, pins
 }
 
 // Paths of the mask templates: every mask is a bind of one of them (or,

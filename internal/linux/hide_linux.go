@@ -37,7 +37,17 @@ func makeMaskSources() error {
 // does not show (a private cache in place of the host's directory, a
 // file gone since the policy was resolved) has nothing to hide; a symlink
 // on the way means the tree changed under us, and fails.
-func applyHides(hides []Hide) error {
+func applyHides(hides []Hide, pins []string) error {
+	for _, p := range pins {
+		fd, err := cloneOnto(newRoot, p, p, true, false)
+		if errors.Is(err, unix.ENOENT) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("pinning %s, which holds a hidden path: %w", p, err)
+		}
+		unix.Close(fd)
+	}
 	for i, h := range hides {
 		if err := applyHide(i, h); err != nil {
 			return fmt.Errorf("hiding %s: %w", h.Path, err)

@@ -247,7 +247,7 @@ func buildRoot(spec *Spec) (cacheEnv []string, err error) {
 	if err := makeMaskSources(); err != nil {
 		return nil, fmt.Errorf("hiding secrets: %w", err)
 	}
-	if err := applyHides(spec.Hides); err != nil {
+	if err := applyHides(spec.Hides, spec.HidePins); err != nil {
 		return nil, err
 	}
 
