@@ -91,7 +91,8 @@ func checkSecrets(t *testing.T, fx *fixture, out string) {
 		}
 	}
 	filepath.Walk(fx.ws, func(p string, fi os.FileInfo, err error) error {
-		if err == nil && fi.Mode().IsRegular() {
+		// The .pem files are the test's own, planted in the workspace.
+		if err == nil && fi.Mode().IsRegular() && filepath.Ext(p) != ".pem" {
 			if b, _ := os.ReadFile(p); strings.Contains(string(b), secretMark) {
 				t.Errorf("a secret reached the workspace: %s", p)
 			}
@@ -144,13 +145,28 @@ func TestSecretsHidden(t *testing.T) {
 		t.Run("mcp", func(t *testing.T) {
 			fx := newFixture(t, u)
 			plantSecrets(t, fx)
-			cs, _, _ := mcpServer(t, u, fx)
+			cs, _, _ := mcpServer(t, u, fx, "--deny-read", "**/*.pem")
 			for i := 0; i < 2; i++ { // the session's later commands too
-				r := mcpSh(t, cs, secretsScript(fx))
+				r := mcpSh(t, cs, secretsScript(fx)+"\ncat \"$WS\"/sub/*.pem 2>/dev/null; true\n")
 				if r.ExitCode != 0 {
 					t.Fatalf("mcp: %v", r)
 				}
 				checkSecrets(t, fx, r.Stdout)
+				// Between the commands, on the host: a token file
+				// rewritten by a rename (which takes a mask away), and
+				// a new file a deny_read glob matches.
+				gh := filepath.Join(fx.home, ".config/gh/hosts.yml")
+				if err := os.WriteFile(gh+".new", []byte(secretMark+" renamed\n"), 0o600); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.Rename(gh+".new", gh); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(filepath.Join(fx.ws, "sub", "late.pem"), []byte(secretMark+" late\n"), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				chownR(t, fx.home, u)
+				chownR(t, fx.ws, u)
 			}
 		})
 	})
