@@ -265,3 +265,24 @@ func TestSecretsEnv(t *testing.T) {
 		check(t, mr.Stdout, "")
 	})
 }
+
+// TestSecretsDegraded: without a mount namespace, Landlock keeps the
+// hidden files unreadable (reads granted around them), and the public
+// ones, the workspace and the rest of the home read.
+func TestSecretsDegraded(t *testing.T) {
+	forEachUser(t, func(t *testing.T, u *testUser) {
+		fx := newFixture(t, u)
+		plantSecrets(t, fx)
+		script := "cat $HOME/.ssh/id_ed25519 $HOME/.aws/credentials $HOME/.config/gh/hosts.yml $HOME/.netrc /proc/self/root$HOME/.ssh/id_rsa 2>&1; " +
+			"cat $HOME/.ssh/id_ed25519.pub $HOME/.gitconfig $HOME/.config/gh/config.yml $WS/file.txt; echo new > $WS/new.txt && cat $WS/new.txt"
+		r := degraded(t, fx, []string{"--allow-degraded"}, script)
+		if r.code != 0 || strings.Contains(r.stdout, secretMark) {
+			t.Errorf("degraded: %v", r)
+		}
+		for _, want := range []string{"PUBKEY", "GITCONFIG", "GHCONFIG", "orig", "new", "Permission denied"} {
+			if !strings.Contains(r.stdout, want) {
+				t.Errorf("degraded: %q missing: %v", want, r)
+			}
+		}
+	})
+}
