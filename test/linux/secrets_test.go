@@ -286,3 +286,24 @@ func TestSecretsDegraded(t *testing.T) {
 		}
 	})
 }
+
+// TestSecretsDoctor: doctor prints the hidden list and warns about a
+// hidden file with a second name.
+func TestSecretsDoctor(t *testing.T) {
+	u := users[0]
+	fx := newFixture(t, u)
+	plantSecrets(t, fx)
+	o := runOpts{env: fx.env(), dir: fx.ws}
+	r := runWith(t, u, o, "doctor", "-C", fx.ws)
+	if !strings.Contains(r.stdout, "~/.ssh  (ssh private keys") || !strings.Contains(r.stdout, filepath.Join(fx.home, ".aws")+"  (AWS credentials)") ||
+		!strings.Contains(r.stdout, "no hidden file has a second name") {
+		t.Errorf("doctor: %v", r)
+	}
+	if err := os.Link(filepath.Join(fx.home, ".netrc"), filepath.Join(fx.dir, "netrc-link")); err != nil {
+		t.Fatal(err)
+	}
+	r = runWith(t, u, o, "doctor", "-C", fx.ws)
+	if !strings.Contains(r.stdout, "[warn] hidden hard links") || !strings.Contains(r.stdout, filepath.Join(fx.home, ".netrc")+" (2 links)") {
+		t.Errorf("doctor with a hard link: %v", r)
+	}
+}
