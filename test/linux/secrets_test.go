@@ -3,12 +3,16 @@
 package linux
 
 import (
+	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // Secrets (issue 24): credential files under the home are hidden, secret
@@ -45,6 +49,12 @@ func plantSecrets(t *testing.T, fx *fixture) {
 			t.Fatal(err)
 		}
 	}
+	// Links among .ssh's readable names that lead to its private keys.
+	for name, target := range map[string]string{".ssh/evil.pub": "id_rsa", ".ssh/abs.pub": filepath.Join(fx.home, ".ssh/id_ed25519")} {
+		if err := os.Symlink(target, filepath.Join(fx.home, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
 	chownR(t, fx.home, fx.u)
 }
 
@@ -63,7 +73,7 @@ func secretsScript(fx *fixture) string {
 		b.WriteString("umount " + q(p) + "; umount -l " + q(p) + "; umount " + q(d) + "; cat " + q(p) + "\n")
 		b.WriteString("mv " + q(d) + " \"$WS/moved" + itoa(i) + "\"; cat \"$WS/moved" + itoa(i) + "/" + filepath.Base(p) + "\"\n")
 	}
-	b.WriteString("grep -r " + secretMark + " \"$HOME\" /proc/self/root\"$HOME\"\n")
+	b.WriteString("cat \"$HOME\"/.ssh/* \"$HOME\"/.ssh/.*; grep -R " + secretMark + " \"$HOME\" /proc/self/root\"$HOME\"\n")
 	b.WriteString("exec 2>&1\necho PUBLIC:\n")
 	var pub []string
 	for f := range plantedPublic {
@@ -263,6 +273,17 @@ func TestSecretsEnv(t *testing.T) {
 		cs, _, _ := mcpServerCmd(t, command(u, runOpts{env: append(fx.env(), secretEnv...), dir: fx.ws}, binPath, "mcp", "-C", fx.ws))
 		mr := mcpSh(t, cs, script)
 		check(t, mr.Stdout, "")
+		// structuredContent.report names them too.
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "run", Arguments: map[string]any{"command": []string{"true"}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ = json.Marshal(res.StructuredContent)
+		if !strings.Contains(string(b), `"environment":{"withheld":["AWS_SECRET_ACCESS_KEY","GITHUB_TOKEN","MY_PASSWORD","OPENAI_API_KEY"]}`) || strings.Contains(string(b), secretMark) {
+			t.Errorf("MCP report: %s", b)
+		}
 	})
 }
 
