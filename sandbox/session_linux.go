@@ -196,7 +196,7 @@ func (l *linuxSession) start(c *Cmd) (process, error) {
 		ph.Release()
 		return nil, &StartError{Code: CodeSandboxFailure, Err: err}
 	}
-	hides, _ := linux.HidePlan(hidden, nil)
+	hides, _ := linux.HidePlan(hidden, l.pol.WritableRoots())
 	p, err := l.z.Start(c.Path, c.Args, l.td.Env(l.pol, c.Env, true), c.workDir(), c.stdio(), bind, hides, onID)
 	if err != nil {
 		sp.forget()

@@ -20,6 +20,9 @@ type Hide struct {
 	// its mask: bound from what the sandbox showed there before the
 	// mask, or recreated as the same symbolic link.
 	Reopen []string `json:"reopen,omitempty"`
+	// Pins are the directories between a writable root and Path, which
+	// a session's mounter pins when it masks Path late (see HidePlan).
+	Pins []string `json:"pins,omitempty"`
 }
 
 // HidePlan is the masks for the hidden paths, in the policy's order (a
@@ -31,16 +34,17 @@ type Hide struct {
 // nothing there while the secret sat under another name.
 func HidePlan(hidden []policy.Hidden, roots []string) (hides []Hide, pins []string) {
 	for _, h := range hidden {
-		hides = append(hides, Hide{Path: h.Path, Dir: h.Kind == policy.Dir, Reopen: h.Reopen})
-		root := fspath.InnermostRoot(h.Path, roots)
-		if root == "" {
-			continue
-		}
-		for a := filepath.Dir(h.Path); a != root && fspath.Within(a, root); a = filepath.Dir(a) {
-			if !slices.Contains(pins, a) {
-				pins = append(pins, a)
+		hd := Hide{Path: h.Path, Dir: h.Kind == policy.Dir, Reopen: h.Reopen}
+		if root := fspath.InnermostRoot(h.Path, roots); root != "" {
+			for a := filepath.Dir(h.Path); a != root && fspath.Within(a, root); a = filepath.Dir(a) {
+				hd.Pins = append(hd.Pins, a)
+				if !slices.Contains(pins, a) {
+					pins = append(pins, a)
+				}
 			}
+			slices.SortFunc(hd.Pins, byDepth)
 		}
+		hides = append(hides, hd)
 	}
 	slices.SortFunc(pins, byDepth)
 	return hides, pins

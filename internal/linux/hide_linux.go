@@ -231,6 +231,31 @@ func (z *zygote) ensureHidden(hides []Hide) error {
 // maskLate, in the mounter, masks h.Path with a copy of the template of
 // its kind, and checks the mask took.
 func maskLate(h Hide) error {
+	// Its directories first, as a lone run pins them: a mount point
+	// already (an earlier command's pin, a writable root) is left.
+	for _, p := range h.Pins {
+		pfd, err := openStrict(p)
+		if errors.Is(err, unix.ENOENT) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		var st unix.Statx_t
+		err = unix.Statx(pfd, "", unix.AT_EMPTY_PATH|unix.AT_SYMLINK_NOFOLLOW, 0, &st)
+		if err == nil && (st.Attributes_mask&unix.STATX_ATTR_MOUNT_ROOT == 0 || st.Attributes&unix.STATX_ATTR_MOUNT_ROOT == 0) {
+			var tree int
+			tree, err = unix.OpenTree(pfd, "", unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_EMPTY_PATH|unix.AT_RECURSIVE)
+			if err == nil {
+				err = unix.MoveMount(tree, "", pfd, "", unix.MOVE_MOUNT_F_EMPTY_PATH|unix.MOVE_MOUNT_T_EMPTY_PATH)
+				unix.Close(tree)
+			}
+		}
+		unix.Close(pfd)
+		if err != nil {
+			return fmt.Errorf("pinning %s: %w", p, err)
+		}
+	}
 	fd, err := openStrict(h.Path)
 	if errors.Is(err, unix.ENOENT) {
 		return nil

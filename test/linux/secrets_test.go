@@ -328,3 +328,36 @@ func TestSecretsDoctor(t *testing.T) {
 		t.Errorf("doctor with a hard link: %v", r)
 	}
 }
+
+// TestSecretsSessionLateInRoot: a token file that appears inside a
+// writable root after a session began is masked for the next command,
+// and its directory cannot be renamed aside from the rule.
+func TestSecretsSessionLateInRoot(t *testing.T) {
+	forEachUser(t, func(t *testing.T, u *testUser) {
+		fx := newFixture(t, u)
+		gh := filepath.Join(fx.home, ".config", "gh")
+		if err := os.MkdirAll(gh, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		chownR(t, fx.home, u)
+		cs, _, _ := mcpServer(t, u, fx, "--add-dir", filepath.Join(fx.home, ".config"))
+		if r := mcpSh(t, cs, "cat $HOME/.config/gh/hosts.yml 2>&1; true"); r.ExitCode != 0 {
+			t.Fatal(r)
+		}
+		if err := os.WriteFile(filepath.Join(gh, "hosts.yml"), []byte(secretMark+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		chownR(t, fx.home, u)
+		r := mcpSh(t, cs, "cat $HOME/.config/gh/hosts.yml; mv $HOME/.config/gh $HOME/.config/gh2 2>&1; cat $HOME/.config/gh2/hosts.yml 2>/dev/null; echo done")
+		if strings.Contains(r.Stdout, secretMark) || !strings.Contains(r.Stdout, "done") {
+			t.Errorf("late token file: %v", r)
+		}
+		if exists(gh+"2") {
+			t.Errorf("the directory of a hidden file was renamed: %v", r)
+		}
+		r = mcpSh(t, cs, "cat $HOME/.config/gh/hosts.yml $HOME/.config/gh2/hosts.yml 2>/dev/null; echo done")
+		if strings.Contains(r.Stdout, secretMark) {
+			t.Errorf("third command: %v", r)
+		}
+	})
+}
