@@ -352,7 +352,7 @@ func TestSecretsSessionLateInRoot(t *testing.T) {
 		if strings.Contains(r.Stdout, secretMark) || !strings.Contains(r.Stdout, "done") {
 			t.Errorf("late token file: %v", r)
 		}
-		if exists(gh+"2") {
+		if exists(gh + "2") {
 			t.Errorf("the directory of a hidden file was renamed: %v", r)
 		}
 		r = mcpSh(t, cs, "cat $HOME/.config/gh/hosts.yml $HOME/.config/gh2/hosts.yml 2>/dev/null; echo done")
