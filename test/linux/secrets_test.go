@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -86,7 +87,7 @@ func secretsScript(fx *fixture) string {
 	return b.String()
 }
 
-func itoa(i int) string { return strings.TrimSpace(strings.Repeat(" ", 0) + string(rune('a'+i))) }
+func itoa(i int) string { return strconv.Itoa(i) }
 
 // checkSecrets checks a run of secretsScript: no byte of a secret in its
 // output or the workspace, every public file read.
