@@ -255,6 +255,11 @@ func expandHidden(rules []HideRule, allow []string, b secrets.Bounds, keep []str
 			cands = m
 		}
 		for _, c := range cands {
+			// Most of the built-in list is missing on any one machine:
+			// one lstat says so (each command of a session pays this).
+			if _, err := os.Lstat(c); err != nil && unreachable(c, err) {
+				continue
+			}
 			real, err := filepath.EvalSymlinks(c)
 			if err != nil {
 				if unreachable(c, err) {

@@ -210,3 +210,30 @@ ignore_default_excludes = false
 		}
 	}
 }
+
+// BenchmarkHiddenNow is a session command's expansion of the built-in
+// list for a home with the usual credentials.
+func BenchmarkHiddenNow(b *testing.B) {
+	home := b.TempDir()
+	for _, f := range []string{".ssh/id_ed25519", ".ssh/id_ed25519.pub", ".ssh/known_hosts", ".aws/credentials", ".config/gh/hosts.yml", ".netrc", ".bash_history", ".gitconfig"} {
+		p := filepath.Join(home, f)
+		os.MkdirAll(filepath.Dir(p), 0o700)
+		os.WriteFile(p, nil, 0o600)
+	}
+	ws := filepath.Join(home, "ws")
+	os.MkdirAll(ws, 0o755)
+	p, err := resolveEnv(Options{Cwd: ws}, func(k string) string {
+		if k == "HOME" {
+			return home
+		}
+		return ""
+	}, "linux")
+	if err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		if _, err := p.HiddenNow(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
