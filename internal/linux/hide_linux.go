@@ -217,15 +217,34 @@ func (z *zygote) ensureHidden(hides []Hide) error {
 		if st.Dev == tmpl.Dev {
 			continue
 		}
-		if len(h.Reopen) > 0 && st.Mode&unix.S_IFMT == unix.S_IFDIR {
-			return fmt.Errorf("%s appeared (or was replaced) after the session began, with entries that stay readable; start a new session to hide it", h.Path)
+		z.lateMu.Lock()
+		dev, late := z.lateMasks[h.Path]
+		z.lateMu.Unlock()
+		if late && st.Dev == dev {
+			continue
 		}
 		todo = append(todo, h)
 	}
 	if len(todo) == 0 {
 		return nil
 	}
-	return z.askMounter(mounterReq{Hides: todo}, nil)
+	if err := z.askMounter(mounterReq{Hides: todo}, nil); err != nil {
+		return err
+	}
+	// A directory's mask with re-opened entries is a file system of
+	// its own: known by its device from now on.
+	for _, h := range todo {
+		var st unix.Stat_t
+		if len(h.Reopen) > 0 && unix.Lstat(h.Path, &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFDIR {
+			z.lateMu.Lock()
+			if z.lateMasks == nil {
+				z.lateMasks = map[string]uint64{}
+			}
+			z.lateMasks[h.Path] = st.Dev
+			z.lateMu.Unlock()
+		}
+	}
+	return nil
 }
 
 // maskLate, in the mounter, masks h.Path with a copy of the template of
@@ -268,6 +287,9 @@ func maskLate(h Hide) error {
 	if err := unix.Fstat(fd, &st); err != nil {
 		return err
 	}
+	if len(h.Reopen) > 0 && st.Mode&unix.S_IFMT == unix.S_IFDIR {
+		return maskLateReopen(h, fd)
+	}
 	tmpl := hiddenFileTemplate
 	if st.Mode&unix.S_IFMT == unix.S_IFDIR {
 		tmpl = hiddenDirTemplate
@@ -293,4 +315,120 @@ func maskLate(h Hide) error {
 		return errors.New("the mask did not take (the path changed while it was made?)")
 	}
 	return nil
+}
+
+// maskLateReopen, in the mounter, masks the directory at fd (h.Path)
+// with a tmpfs of its own holding what stays readable: the entries bound
+// from what the sandbox shows there now, or recreated as the same links.
+func maskLateReopen(h Hide, fd int) error {
+	type kept struct {
+		rel  string
+		tree int
+		link string
+		dir  bool
+	}
+	var keep []kept
+	defer func() {
+		for _, k := range keep {
+			if k.tree > 0 {
+				unix.Close(k.tree)
+			}
+		}
+	}()
+	for _, r := range h.Reopen {
+		rel := strings.TrimPrefix(r, h.Path+"/")
+		if rel == r || rel == "" || strings.Contains(rel, "..") {
+			return fmt.Errorf("re-opened %s is not inside it", r)
+		}
+		var rst unix.Stat_t
+		if err := unix.Lstat(r, &rst); err != nil {
+			if errors.Is(err, unix.ENOENT) {
+				continue
+			}
+			return &os.PathError{Op: "lstat", Path: r, Err: err}
+		}
+		k := kept{rel: rel}
+		if rst.Mode&unix.S_IFMT == unix.S_IFLNK {
+			l, err := os.Readlink(r)
+			if err != nil {
+				return err
+			}
+			k.link = l
+		} else {
+			rfd, err := openStrict(r)
+			if err != nil {
+				return err
+			}
+			k.tree, err = unix.OpenTree(rfd, "", unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_EMPTY_PATH|unix.AT_RECURSIVE)
+			unix.Close(rfd)
+			if err != nil {
+				return &os.PathError{Op: "open_tree", Path: r, Err: err}
+			}
+			k.dir = rst.Mode&unix.S_IFMT == unix.S_IFDIR
+		}
+		keep = append(keep, k)
+	}
+	fsfd, err := unix.Fsopen("tmpfs", unix.FSOPEN_CLOEXEC)
+	if err != nil {
+		return os.NewSyscallError("fsopen(tmpfs)", err)
+	}
+	defer unix.Close(fsfd)
+	for k, v := range map[string]string{"mode": "0755", "size": "64k"} {
+		if err := unix.FsconfigSetString(fsfd, k, v); err != nil {
+			return os.NewSyscallError("fsconfig", err)
+		}
+	}
+	if err := unix.FsconfigCreate(fsfd); err != nil {
+		return os.NewSyscallError("fsconfig(create)", err)
+	}
+	mfd, err := unix.Fsmount(fsfd, unix.FSMOUNT_CLOEXEC, unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV|unix.MOUNT_ATTR_NOEXEC)
+	if err != nil {
+		return os.NewSyscallError("fsmount", err)
+	}
+	defer unix.Close(mfd)
+	// The mount points (and links), made through the new file system's
+	// root before it is attached.
+	for _, k := range keep {
+		dir := filepath.Dir(k.rel)
+		if dir != "." {
+			if err := makeDirBeneath(fmt.Sprintf("/proc/self/fd/%d", mfd), dir); err != nil {
+				return err
+			}
+		}
+		var err error
+		switch {
+		case k.link != "":
+			err = unix.Symlinkat(k.link, mfd, k.rel)
+		case k.dir:
+			err = unix.Mkdirat(mfd, k.rel, 0o755)
+		default:
+			var f int
+			f, err = unix.Openat(mfd, k.rel, unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0o444)
+			if err == nil {
+				unix.Close(f)
+			}
+		}
+		if err != nil {
+			return &os.PathError{Op: "making a mount point", Path: k.rel, Err: err}
+		}
+	}
+	if err := unix.MoveMount(mfd, "", fd, "", unix.MOVE_MOUNT_F_EMPTY_PATH|unix.MOVE_MOUNT_T_EMPTY_PATH); err != nil {
+		return &os.PathError{Op: "move_mount", Path: h.Path, Err: err}
+	}
+	for _, k := range keep {
+		if k.tree <= 0 {
+			continue
+		}
+		dfd, err := openStrict(filepath.Join(h.Path, k.rel))
+		if err != nil {
+			return err
+		}
+		err = unix.MoveMount(k.tree, "", dfd, "", unix.MOVE_MOUNT_F_EMPTY_PATH|unix.MOVE_MOUNT_T_EMPTY_PATH)
+		unix.Close(dfd)
+		if err != nil {
+			return &os.PathError{Op: "move_mount", Path: filepath.Join(h.Path, k.rel), Err: err}
+		}
+	}
+	// Read-only last: nothing may be added to the mask.
+	return setAttr(mfd, h.Path, maskAttrs, false)
 }

@@ -161,6 +161,11 @@ type zygote struct {
 	// uses, holding mountMu.
 	mounter int
 	mountMu sync.Mutex
+	// lateMasks are the masks of hidden directories with re-opened
+	// entries that the mounter made for a later command (a tmpfs
+	// each): path to the device of its file system (see ensureHidden).
+	lateMu    sync.Mutex
+	lateMasks map[string]uint64
 }
 
 // listeners are a command's proxy listeners and their ports.

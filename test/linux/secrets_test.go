@@ -362,3 +362,38 @@ func TestSecretsSessionLateInRoot(t *testing.T) {
 		}
 	})
 }
+
+// TestSecretsSessionLateSSH: a ~/.ssh made on the host after a session
+// began is hidden from its next commands but for its public names.
+func TestSecretsSessionLateSSH(t *testing.T) {
+	forEachUser(t, func(t *testing.T, u *testUser) {
+		fx := newFixture(t, u)
+		cs, _, _ := mcpServer(t, u, fx)
+		if r := mcpSh(t, cs, "ls -a $HOME"); r.ExitCode != 0 {
+			t.Fatal(r)
+		}
+		ssh := filepath.Join(fx.home, ".ssh")
+		if err := os.Mkdir(ssh, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		for f, c := range map[string]string{"id_rsa": secretMark, "id_rsa.pub": "PUBKEY", "known_hosts": "KNOWNHOSTS"} {
+			if err := os.WriteFile(filepath.Join(ssh, f), []byte(c+"\n"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+		chownR(t, fx.home, u)
+		for i := 0; i < 2; i++ {
+			r := mcpSh(t, cs, "cat $HOME/.ssh/id_rsa 2>&1; ls -a $HOME/.ssh; cat $HOME/.ssh/id_rsa.pub $HOME/.ssh/known_hosts; touch $HOME/.ssh/new 2>&1; true")
+			if r.ExitCode != 0 || strings.Contains(r.Stdout, secretMark) || !strings.Contains(r.Stdout, "PUBKEY") || !strings.Contains(r.Stdout, "KNOWNHOSTS") || strings.Contains(r.Stdout, "id_rsa\n") {
+				t.Errorf("command %d after ~/.ssh appeared: %v", i, r)
+			}
+		}
+		if exists(filepath.Join(ssh, "new")) {
+			t.Error("a file was created in the hidden directory")
+		}
+		// One mask, not one per command.
+		if r := mcpSh(t, cs, "grep -c ' "+ssh+" ' /proc/self/mountinfo"); strings.TrimSpace(r.Stdout) != "1" {
+			t.Errorf("masks on ~/.ssh: %v", r)
+		}
+	})
+}
