@@ -75,6 +75,8 @@ type zreq struct {
 	// to be bound read-only before the command starts where they are not
 	// already. Also set in a "big" request's own packet.
 	Held []string `json:"held,omitempty"`
+	// Hides are the masks the command needs (see Session.Start).
+	Hides []Hide `json:"hides,omitempty"`
 }
 
 // rawArgs are a start request's argv and environment, byte for byte.
@@ -159,6 +161,11 @@ type zygote struct {
 	// uses, holding mountMu.
 	mounter int
 	mountMu sync.Mutex
+	// lateMasks are the masks of hidden directories with re-opened
+	// entries that the mounter made for a later command (a tmpfs
+	// each): path to the device of its file system (see ensureHidden).
+	lateMu    sync.Mutex
+	lateMasks map[string]uint64
 }
 
 // listeners are a command's proxy listeners and their ports.
@@ -396,6 +403,9 @@ func (z *zygote) startJob(r zreq, fds []int) (job, bool) {
 		if err := z.bindHeldPaths(bind, bindFds); err != nil {
 			return fail(fmt.Sprintf("session: keeping protected paths read-only: %v", err))
 		}
+	}
+	if err := z.ensureHidden(r.Hides); err != nil {
+		return fail(fmt.Sprintf("session: hiding secrets: %v", err))
 	}
 	if z.spec.Proxy && !z.spec.ProxyOff {
 		// On the zygote's main goroutine, as the rest of its own

@@ -17,6 +17,9 @@ var replacer = strings.NewReplacer(
 	"Options.HostPorts", "--host-port",
 	"Options.AllowDegraded", "--allow-degraded",
 	"Options.AllowGitWrites", "--allow-git-writes",
+	"Options.DenyRead", "--deny-read",
+	"Options.AllowRead", "--allow-read",
+	"Options.PassEnv", "--env",
 )
 
 // In returns s with policy.Options field names replaced by flags.
