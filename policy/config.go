@@ -18,6 +18,9 @@ type Config struct {
 	Windows               WindowsSection        `toml:"windows"`
 	Linux                 LinuxSection          `toml:"linux"`
 	Network               NetworkSection        `toml:"network"`
+	Filesystem            FilesystemSection     `toml:"filesystem"`
+	// ShellEnvironmentPolicy is Codex's [shell_environment_policy].
+	ShellEnvironmentPolicy ShellEnvSection `toml:"shell_environment_policy"`
 
 	// Path is the file the config was read from, for error messages.
 	Path string `toml:"-"`
@@ -46,6 +49,34 @@ type WorkspaceWriteSection struct {
 	AllowGitWrites *bool `toml:"allow_git_writes"`
 	// ToolCaches is "overlay", "private" or "off"; see [ToolCacheMode].
 	ToolCaches *string `toml:"tool_caches"`
+}
+
+// FilesystemSection is [filesystem], agentbox's addition: what the
+// command must not read, in every mode.
+type FilesystemSection struct {
+	// DenyRead are paths or globs: "~" is the home, a relative pattern
+	// matches under the workspace and every writable root, "*" matches
+	// a leading dot, "**" any number of directories.
+	DenyRead []string `toml:"deny_read"`
+	// AllowRead re-open paths the rules hide, one path each.
+	AllowRead []string `toml:"allow_read"`
+	// DefaultDenyRead = false drops the built-in list of credential
+	// files (internal/secrets; `agentbox doctor` prints it).
+	DefaultDenyRead *bool `toml:"default_deny_read"`
+	// GlobScanMaxDepth bounds how deep "**" reaches (Codex's key of the
+	// same name); a tree deeper than that under a "**" pattern fails
+	// the run rather than leave a match unhidden.
+	GlobScanMaxDepth *int `toml:"glob_scan_max_depth"`
+}
+
+// ShellEnvSection is [shell_environment_policy], with Codex's keys and
+// meaning; agentbox's default excludes are its secret-name patterns.
+type ShellEnvSection struct {
+	Inherit               *string           `toml:"inherit"` // all | core | none
+	IgnoreDefaultExcludes *bool             `toml:"ignore_default_excludes"`
+	Exclude               []string          `toml:"exclude"`
+	IncludeOnly           []string          `toml:"include_only"`
+	Set                   map[string]string `toml:"set"`
 }
 
 // WindowsSection is [windows].
@@ -124,6 +155,9 @@ func (c *Config) validate() error {
 		}
 	}
 	if err := c.Network.validate(c.Path); err != nil {
+		return err
+	}
+	if err := c.validateSecrets(); err != nil {
 		return err
 	}
 	for _, p := range c.SandboxWorkspaceWrite.AllowUnixSockets {

@@ -30,5 +30,9 @@ func cloneFields(f fields) fields {
 	f.ToolCaches = cloneCaches(f.ToolCaches)
 	f.PrivateTemps = slices.Clone(f.PrivateTemps)
 	f.SharedTemps = slices.Clone(f.SharedTemps)
+	f.Hidden = cloneHidden(f.Hidden)
+	f.HideRules = cloneRules(f.HideRules)
+	f.AllowRead = slices.Clone(f.AllowRead)
+	f.Env = cloneEnv(f.Env)
 	return f
 }

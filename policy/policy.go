@@ -49,6 +49,15 @@ type Options struct {
 	// allow_git_writes; nil = config.
 	AllowGitWrites *bool
 	Config         *Config // nil = no config file
+	// DenyRead are further paths or globs the command must not read, as
+	// [filesystem] deny_read takes them (--deny-read).
+	DenyRead []string
+	// AllowRead re-open paths a rule hides, as [filesystem] allow_read
+	// (--allow-read).
+	AllowRead []string
+	// PassEnv are variables whose caller's value reaches the command
+	// whatever [shell_environment_policy] says (--env NAME).
+	PassEnv []string
 	// ExtraProtected are further paths to keep read-only wherever they
 	// are, such as the config file given. agentbox's default config
 	// directory, its state directory and the running executable are
@@ -86,6 +95,11 @@ type fields = struct {
 	AllowGitWrites   bool
 	PrivateTemps     []PrivateTemp
 	SharedTemps      []string
+	Hidden           []Hidden
+	HideRules        []HideRule
+	AllowRead        []string
+	GlobScanMaxDepth int
+	Env              EnvPolicy
 }
 
 // Mode is the sandbox mode.
@@ -337,6 +351,9 @@ func resolveFor(o Options, caller policyhook.Caller, goos string) (*Policy, erro
 	p.f.Cwd = c
 
 	if p.f.Mode != WorkspaceWrite {
+		if err := p.resolveSecrets(o, cfg, getenv, goos); err != nil {
+			return nil, err
+		}
 		return p, nil
 	}
 
@@ -473,6 +490,9 @@ func resolveFor(o Options, caller policyhook.Caller, goos string) (*Policy, erro
 	}
 	p.f.Protected = prot
 	resolveToolCaches(p, getenv, goos, agentdirs.State(getenv, goos))
+	if err := p.resolveSecrets(o, cfg, getenv, goos); err != nil {
+		return nil, err
+	}
 	return p, nil
 }
 

@@ -22,6 +22,23 @@ type RunReport struct {
 	// the host (what it wrote to /tmp or $TMPDIR is there, not in the
 	// host's); absent when the policy has none.
 	Tmp []TmpDir `json:"tmp,omitempty"`
+	// Environment says which of the caller's variables the command did
+	// not get.
+	Environment *EnvironmentReport `json:"environment"`
+}
+
+// EnvironmentReport is the "environment" section: the names (never the
+// values) of the caller's variables withheld from the command, by the
+// secret-name patterns or [shell_environment_policy].
+type EnvironmentReport struct {
+	Withheld []string `json:"withheld"`
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
 }
 
 // TmpDir is one private temporary directory of the "tmp" section: the
@@ -67,7 +84,8 @@ type NetworkDenied struct {
 }
 
 // NewRunReport is the report of a command that ended with exitCode and
-// made no network requests through a proxy, or never started: for a
+// made no network requests through a proxy, or never started, run with
+// this process's environment: for a
 // caller that writes a report for every command, including those whose
 // Start failed (then exitCode is the [StartError]'s Code).
 func NewRunReport(pol *policy.Policy, exitCode int) *RunReport {
@@ -79,7 +97,12 @@ func NewRunReport(pol *policy.Policy, exitCode int) *RunReport {
 		mode = NetworkOn
 	}
 	r := &RunReport{ExitCode: exitCode, Network: &NetworkReport{Mode: mode, Allowed: []NetworkAllowed{}, Denied: []NetworkDenied{}}}
+	r.Environment = &EnvironmentReport{Withheld: []string{}}
 	if pol != nil {
+		// What this process's environment loses: the CLI's own runs,
+		// through the helper or not, pass it whole to the command.
+		_, wh := pol.FilterEnv(os.Environ())
+		r.Environment.Withheld = nonNil(wh)
 		for _, t := range pol.PrivateTemps() {
 			r.Tmp = append(r.Tmp, TmpDir{Path: t.Path, Host: t.Dir})
 		}

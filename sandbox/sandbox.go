@@ -61,7 +61,10 @@ type Cmd struct {
 	Path string
 	// Args holds the command line, including the command as Args[0].
 	Args []string
-	// Env is the environment; nil means the current process's.
+	// Env is the environment; nil means the current process's. Start
+	// replaces it with what the policy lets through
+	// ([policy.Policy.FilterEnv]: secret-looking variables withheld,
+	// shell_environment_policy applied); the report names the rest.
 	Env []string
 	// Dir is the command's working directory inside the sandbox. Empty
 	// means the policy's workspace (Policy.Cwd); a relative Dir is
@@ -105,6 +108,7 @@ type Cmd struct {
 	proc     process
 	programs programDirs // the private directories of programs, watched
 	done     chan struct{}
+	withheld []string // names of Env's variables the policy withheld
 	started  bool
 	finished bool
 	mu       sync.Mutex
@@ -280,6 +284,9 @@ func (c *Cmd) Start() error {
 	if c.Env == nil {
 		c.Env = os.Environ()
 	}
+	// The first thing done with the environment: no backend, session or
+	// helper sees a withheld variable.
+	c.Env, c.withheld = c.Policy.FilterEnv(c.Env)
 	if err := checkEgress(c.Policy); err != nil {
 		return &StartError{Code: CodeSandboxFailure, Err: err}
 	}
@@ -389,6 +396,7 @@ func (c *Cmd) Wait() error {
 		code = CodeSandboxFailure
 	}
 	c.Report = NewRunReport(c.Policy, code)
+	c.Report.Environment.Withheld = nonNil(c.withheld)
 	if r, ok := c.proc.(networkReporter); ok {
 		c.Report.addNetwork(r.networkReport())
 	}

@@ -156,6 +156,9 @@ type runFlags struct {
 	allowDegraded bool
 	allowGit      bool
 	allowDomains  []string
+	denyRead      []string
+	allowRead     []string
+	passEnv       []string
 	report        string
 	// cfg is the config file resolve read (nil: none).
 	cfg *policy.Config
@@ -171,6 +174,9 @@ func (f *runFlags) register(cmd *cobra.Command, withRunOnly bool) {
 	fs.StringVar(&f.config, "config", "", "config file (default: $XDG_CONFIG_HOME/agentbox/config.toml)")
 	fs.BoolVar(&f.allowDegraded, "allow-degraded", false, "Linux: run with the guarantees this machine can give when user namespaces are unavailable")
 	fs.BoolVar(&f.allowGit, "allow-git-writes", false, "let git write .git (commit, branch, stash), except what makes git run a program ([sandbox_workspace_write] allow_git_writes)")
+	fs.StringArrayVar(&f.denyRead, "deny-read", nil, "hide PATH or glob from the command (repeatable; ~ is the home, a relative pattern matches under the workspace and every writable root)")
+	fs.StringArrayVar(&f.allowRead, "allow-read", nil, "re-open one PATH the built-in list or deny_read hides (repeatable)")
+	fs.StringArrayVar(&f.passEnv, "env", nil, "pass the environment variable NAME although it looks secret or the config withholds it (repeatable)")
 	if withRunOnly {
 		fs.DurationVar(&f.timeout, "timeout", 0, "kill the command and everything it started after this long (e.g. 30s, 5m)")
 		fs.StringVar(&f.report, "report", "", "write a JSON run report (exit code, network destinations allowed and refused) to FILE")
@@ -234,7 +240,8 @@ func (f *runFlags) resolveFor(cmd *cobra.Command, c rawpolicy.Caller) (*policy.P
 		}
 	}
 	f.cfg = cfg
-	o := policy.Options{Mode: policy.Mode(f.mode), Cwd: f.cwd, AddDirs: f.addDirs, Config: cfg, AllowDomains: f.allowDomains}
+	o := policy.Options{Mode: policy.Mode(f.mode), Cwd: f.cwd, AddDirs: f.addDirs, Config: cfg, AllowDomains: f.allowDomains,
+		DenyRead: f.denyRead, AllowRead: f.allowRead, PassEnv: f.passEnv}
 	// A --config file decides how the next command is sandboxed too; the
 	// default config and state directories are protected by Resolve.
 	if configPath != "" {

@@ -33,6 +33,11 @@ type Fields = struct {
 	AllowGitWrites   bool
 	PrivateTemps     []policy.PrivateTemp
 	SharedTemps      []string
+	Hidden           []policy.Hidden
+	HideRules        []policy.HideRule
+	AllowRead        []string
+	GlobScanMaxDepth int
+	Env              policy.EnvPolicy
 }
 
 // New returns the policy made of f (its slices copied).

@@ -15,6 +15,9 @@ var replacer = strings.NewReplacer(
 	"Options.AllowDomains", "--allow-domain",
 	"Options.AllowDegraded", "--allow-degraded",
 	"Options.AllowGitWrites", "--allow-git-writes",
+	"Options.DenyRead", "--deny-read",
+	"Options.AllowRead", "--allow-read",
+	"Options.PassEnv", "--env",
 )
 
 // In returns s with policy.Options field names replaced by flags.
