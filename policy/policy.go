@@ -245,6 +245,11 @@ func resolveFor(o Options, caller policyhook.Caller, goos string) (*Policy, erro
 	if cfg == nil {
 		cfg = &Config{}
 	}
+	// A Codex permission profile, written into the keys read below.
+	cfg, err := cfg.withProfile(getenv, goos)
+	if err != nil {
+		return nil, err
+	}
 	ww := cfg.SandboxWorkspaceWrite
 
 	p := &Policy{f: fields{Mode: WorkspaceWrite, Windows: Unelevated, ProtectedNames: DefaultProtectedNames()}}
@@ -340,7 +345,7 @@ func resolveFor(o Options, caller policyhook.Caller, goos string) (*Policy, erro
 	if cwd == "" {
 		cwd = "."
 	}
-	cwd, err := absolute(cwd)
+	cwd, err = absolute(cwd)
 	if err != nil {
 		return nil, err
 	}
@@ -484,7 +489,11 @@ func resolveFor(o Options, caller policyhook.Caller, goos string) (*Policy, erro
 	if invoked := invokedAs(caller, getenv("PATH"), absolute); invoked != "" {
 		extra = append(extra, invoked)
 	}
-	prot, err := protectedPaths(p.f.WritableRoots, p.f.ProtectedNames, extra, getenv)
+	readOnly, err := p.profileReadOnly(cfg, getenv, goos)
+	if err != nil {
+		return nil, err
+	}
+	prot, err := protectedPaths(p.f.WritableRoots, p.f.ProtectedNames, extra, readOnly, getenv)
 	if err != nil {
 		return nil, err
 	}
