@@ -188,8 +188,16 @@ func (cfg *Config) withProfile(getenv func(string) string, goos string) (*Config
 	for _, r := range pl.AllowRead {
 		fs.AllowRead = append(fs.AllowRead, pc.patterns(r, pl)...)
 	}
-	if d := pl.GlobScanMaxDepth; d > 0 && (fs.GlobScanMaxDepth == nil || *fs.GlobScanMaxDepth < d) {
-		// The deeper of the two: a bound that reaches further hides more.
+	// The profile's glob_scan_max_depth only ever deepens the scan. In
+	// Codex it bounds a pre-expansion and matches below it stay
+	// readable; agentbox hides every match to its own bound and refuses
+	// to run past it, so a shallower bound would only make Codex's own
+	// example (depth 3) fail in any deeper workspace.
+	floor := secrets.DefaultBounds.MaxDepth
+	if fs.GlobScanMaxDepth != nil {
+		floor = *fs.GlobScanMaxDepth
+	}
+	if d := pl.GlobScanMaxDepth; d > floor {
 		fs.GlobScanMaxDepth = &d
 	}
 	return &c, nil
