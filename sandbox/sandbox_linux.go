@@ -168,7 +168,10 @@ func prepareLinux(pol *policy.Policy, pool *linux.Pool) (ph *linux.Placeholders,
 // linuxSpec is the sandbox for pol, without the command: a lone run adds
 // it, a session's commands bring their own.
 func linuxSpec(pol *policy.Policy, ph *linux.Placeholders) *linux.Spec {
+	hides, pins := linux.HidePlan(pol.Hidden(), pol.WritableRoots())
 	return &linux.Spec{
+		Hides:         hides,
+		HidePins:      pins,
 		Cwd:           pol.Cwd(),
 		Mounts:        linux.Plan(pol, ph.Paths()),
 		Network:       pol.Network(),

@@ -241,6 +241,15 @@ func buildRoot(spec *Spec) (cacheEnv []string, err error) {
 	if err := bindEtc(spec.Etc); err != nil {
 		return nil, err
 	}
+	// The masks over hidden paths, last of the host's paths, so that no
+	// bind above (a writable root holding one, a tool cache's overlay)
+	// shows the hidden bytes again.
+	if err := makeMaskSources(); err != nil {
+		return nil, fmt.Errorf("hiding secrets: %w", err)
+	}
+	if err := applyHides(spec.Hides, spec.HidePins); err != nil {
+		return nil, err
+	}
 
 	// /sys stays read-only even under a writable root that covers it
 	// (`-C /`): it holds host-wide kernel knobs, like /proc/sys.
@@ -330,6 +339,9 @@ func buildDev() error {
 	}
 	if err := unix.Mount("agentbox-shm", dev+"/shm", "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=1777"); err != nil {
 		return &os.PathError{Op: "mount tmpfs", Path: "/dev/shm", Err: err}
+	}
+	if err := bindMaskTemplates(dev); err != nil {
+		return fmt.Errorf("mask templates: %w", err)
 	}
 	links := [][2]string{
 		{"pts/ptmx", "ptmx"}, {"/proc/self/fd", "fd"},

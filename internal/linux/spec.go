@@ -36,6 +36,12 @@ type Spec struct {
 	// Caches are the tool cache mounts, applied after Mounts (see
 	// CachePlan).
 	Caches []CacheMount `json:"caches,omitempty"`
+	// Hides are the masks over hidden paths, applied after everything
+	// else is mounted (see HidePlan).
+	Hides []Hide `json:"hides,omitempty"`
+	// HidePins are directories pinned (made mount points of themselves)
+	// before the masks: see HidePlan.
+	HidePins []string `json:"hide_pins,omitempty"`
 	// Network keeps the host network; otherwise only loopback exists.
 	Network bool `json:"network"`
 	// WritableRoots, for the Landlock layer.

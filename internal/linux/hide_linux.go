@@ -1,0 +1,193 @@
+package linux
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// Scratch paths of the mask sources, in the scratch tmpfs that is the root
+// while the sandbox's is assembled (mount_linux.go): the binds of them
+// keep that file system alive after it is detached, and nothing but the
+// binds, read-only, reaches it.
+const (
+	scratchHiddenFile = "/hidden-file"
+	scratchHiddenDir  = "/hidden-dir"
+)
+
+var maskAttrs = uint64(unix.MOUNT_ATTR_RDONLY | unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV | unix.MOUNT_ATTR_NOEXEC)
+
+// makeMaskSources creates the empty file and directory every mask is a
+// bind of.
+func makeMaskSources() error {
+	if err := os.WriteFile(scratchHiddenFile, nil, 0o444); err != nil {
+		return err
+	}
+	if err := os.Chmod(scratchHiddenFile, 0o444); err != nil {
+		return err
+	}
+	return os.Mkdir(scratchHiddenDir, 0o555)
+}
+
+// applyHides masks each hidden path beneath newRoot. A path the sandbox
+// does not show (a private cache in place of the host's directory, a
+// file gone since the policy was resolved) has nothing to hide; a symlink
+// on the way means the tree changed under us, and fails.
+func applyHides(hides []Hide, pins []string) error {
+	for _, p := range pins {
+		fd, err := cloneOnto(newRoot, p, p, true, false)
+		if errors.Is(err, unix.ENOENT) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("pinning %s, which holds a hidden path: %w", p, err)
+		}
+		unix.Close(fd)
+	}
+	for i, h := range hides {
+		if err := applyHide(i, h); err != nil {
+			return fmt.Errorf("hiding %s: %w", h.Path, err)
+		}
+	}
+	return nil
+}
+
+func applyHide(i int, h Hide) error {
+	var st unix.Stat_t
+	if err := unix.Lstat(newRoot+h.Path, &st); errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) {
+		return nil
+	}
+	isDir := st.Mode&unix.S_IFMT == unix.S_IFDIR
+	if len(h.Reopen) == 0 || !isDir {
+		src := scratchHiddenFile
+		if isDir {
+			src = scratchHiddenDir
+		}
+		return maskWith("/", src, h.Path, isDir)
+	}
+	// What stays readable, copied from the sandbox's view before the
+	// mask covers it.
+	type kept struct {
+		rel  string
+		tree int
+		link string
+		dir  bool
+	}
+	var keep []kept
+	defer func() {
+		for _, k := range keep {
+			if k.tree > 0 {
+				unix.Close(k.tree)
+			}
+		}
+	}()
+	for _, r := range h.Reopen {
+		rel := strings.TrimPrefix(r, h.Path+"/")
+		if rel == r || rel == "" {
+			return fmt.Errorf("re-opened %s is not inside it", r)
+		}
+		var rst unix.Stat_t
+		if err := unix.Lstat(newRoot+r, &rst); err != nil {
+			if errors.Is(err, unix.ENOENT) {
+				continue
+			}
+			return &os.PathError{Op: "lstat", Path: r, Err: err}
+		}
+		k := kept{rel: rel}
+		switch rst.Mode & unix.S_IFMT {
+		case unix.S_IFLNK:
+			// The same link, made anew: it leads where the host's
+			// leads, through the masks like any other path.
+			l, err := os.Readlink(newRoot + r)
+			if err != nil {
+				return err
+			}
+			k.link = l
+		default:
+			fd, err := openNoFollow(newRoot, r, unix.O_NOFOLLOW)
+			if err != nil {
+				return err
+			}
+			k.tree, err = unix.OpenTree(fd, "", unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_EMPTY_PATH|unix.AT_RECURSIVE)
+			unix.Close(fd)
+			if err != nil {
+				return &os.PathError{Op: "open_tree", Path: r, Err: err}
+			}
+			k.dir = rst.Mode&unix.S_IFMT == unix.S_IFDIR
+		}
+		keep = append(keep, k)
+	}
+	// A directory of its own in the scratch file system, with a mount
+	// point (or the link) for each entry kept.
+	src := fmt.Sprintf("/hidden-%d", i)
+	if err := os.Mkdir(src, 0o755); err != nil {
+		return err
+	}
+	for _, k := range keep {
+		p := filepath.Join(src, k.rel)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			return err
+		}
+		var err error
+		switch {
+		case k.link != "":
+			err = os.Symlink(k.link, p)
+		case k.dir:
+			err = os.Mkdir(p, 0o755)
+		default:
+			err = os.WriteFile(p, nil, 0o444)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if err := maskWith("/", src, h.Path, true); err != nil {
+		return err
+	}
+	for _, k := range keep {
+		if k.tree <= 0 {
+			continue
+		}
+		dfd, err := openNoFollow(newRoot, filepath.Join(h.Path, k.rel), unix.O_NOFOLLOW)
+		if err != nil {
+			return err
+		}
+		err = unix.MoveMount(k.tree, "", dfd, "", unix.MOVE_MOUNT_F_EMPTY_PATH|unix.MOVE_MOUNT_T_EMPTY_PATH)
+		unix.Close(dfd)
+		if err != nil {
+			return &os.PathError{Op: "move_mount", Path: filepath.Join(h.Path, k.rel), Err: err}
+		}
+	}
+	return nil
+}
+
+// maskWith binds src (beneath srcDir) read-only over path beneath
+// newRoot.
+func maskWith(srcDir, src, path string, dir bool) error {
+	fd, err := cloneOnto(srcDir, src, path, false, false)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	return setAttr(fd, path, maskAttrs, false)
+}
+
+// bindMaskTemplates shows the mask sources at their template paths in the
+// sandbox's /dev (its tmpfs, still writable, made by buildDev), for a
+// session's mounter to clone from.
+func bindMaskTemplates(dev string) error {
+	if err := os.WriteFile(dev+"/"+filepath.Base(hiddenFileTemplate), nil, 0o444); err != nil {
+		return err
+	}
+	if err := os.Mkdir(dev+"/"+filepath.Base(hiddenDirTemplate), 0o555); err != nil {
+		return err
+	}
+	if err := maskWith("/", scratchHiddenFile, hiddenFileTemplate, false); err != nil {
+		return err
+	}
+	return maskWith("/", scratchHiddenDir, hiddenDirTemplate, true)
+}
