@@ -29,8 +29,8 @@ func codexFixture(t *testing.T, u *testUser) (fx *fixture, cfg string) {
 	fx = newFixture(t, u)
 	cfg = filepath.Join(fx.dir, "codex.toml")
 	files := map[string]string{
-		cfg:                                       codexExample,
-		filepath.Join(fx.ws, ".env"):              secretMark + " top\n",
+		cfg:                          codexExample,
+		filepath.Join(fx.ws, ".env"): secretMark + " top\n",
 		filepath.Join(fx.ws, "sub/a/b/c/d/x.env"): secretMark + " deep\n",
 		filepath.Join(fx.out, "other.env"):        "OUTSIDEENV\n",
 	}
