@@ -275,7 +275,7 @@ func expandHidden(rules []HideRule, allow []string, b secrets.Bounds, keep []str
 			}
 			for _, k := range keep {
 				if fspath.Within(k, real) {
-					return nil, fmt.Errorf("%s hides %s, which holds the workspace or a writable root %s: remove the rule, or work elsewhere", r.Why, real, k)
+					return nil, fmt.Errorf("%s hides %s, which is or holds the workspace or writable root %s: re-open it with allow_read (--allow-read %s), drop the rule, or work elsewhere", r.Why, real, k, real)
 				}
 			}
 			h := found[real]

@@ -4,9 +4,14 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
+	"path/filepath"
+	"slices"
+	"strings"
 
 	"github.com/agentbox/agentbox/internal/gitguard"
+	"github.com/agentbox/agentbox/internal/secrets"
 	"github.com/agentbox/agentbox/policy"
 )
 
@@ -35,6 +40,23 @@ type Report struct {
 	Missing []string `json:"missing"`
 	// CanSandbox is false when no sandbox at all is possible here.
 	CanSandbox bool `json:"can_sandbox"`
+	// Hidden are the paths the policy keeps the command from reading,
+	// as they are on this machine now (the built-in list, which
+	// internal/secrets keeps as data, and deny_read).
+	Hidden []HiddenPath `json:"hidden"`
+	// Builtin is the built-in list, under each home ("~/.ssh"), with
+	// what each entry holds; Hidden says which apply here.
+	Builtin []HiddenPath `json:"builtin_hidden"`
+	// SecretVariables are the name patterns of the variables withheld
+	// by default (unless ignore_default_excludes).
+	SecretVariables []string `json:"secret_variables"`
+}
+
+// HiddenPath is one entry of [Report].Hidden.
+type HiddenPath struct {
+	Path   string   `json:"path"`
+	Why    string   `json:"why"`
+	Reopen []string `json:"reopen,omitempty"`
 }
 
 // Doctor inspects the machine for pol (which may be nil for the default
@@ -44,10 +66,62 @@ type Report struct {
 func Doctor(pol *policy.Policy) *Report {
 	r := doctor(pol)
 	r.Checks = append(r.Checks, gitBareCheck())
+	r.Hidden = []HiddenPath{}
+	r.SecretVariables = secrets.SecretVarPatterns()
+	for _, e := range secrets.Defaults() {
+		hp := HiddenPath{Path: "~/" + e.Path, Why: e.Why}
+		for _, k := range e.Keep {
+			hp.Reopen = append(hp.Reopen, "~/"+e.Path+"/"+k)
+		}
+		r.Builtin = append(r.Builtin, hp)
+	}
+	if pol != nil {
+		for _, h := range pol.Hidden() {
+			r.Hidden = append(r.Hidden, HiddenPath{Path: h.Path, Why: h.Why, Reopen: h.Reopen})
+		}
+		r.Checks = append(r.Checks, hardLinkCheck(pol.Hidden()))
+	}
 	if r.Missing == nil {
 		r.Missing = []string{} // JSON: [], not null
 	}
 	return r
+}
+
+// hardLinkCheck warns about hidden files with more than one link: a
+// second name outside the hidden paths reads the same bytes, and no
+// mask or Landlock rule on the hidden name covers it. Directories are
+// looked into a few levels deep (their files are what is hidden).
+func hardLinkCheck(hidden []policy.Hidden) Check {
+	c := Check{Name: "hidden hard links", OK: true}
+	var linked []string
+	seen := 0
+	for _, h := range hidden {
+		filepath.WalkDir(h.Path, func(p string, d fs.DirEntry, err error) error {
+			if err != nil {
+				return nil
+			}
+			if seen++; seen > 10_000 {
+				return filepath.SkipAll
+			}
+			if d.IsDir() {
+				if strings.Count(strings.TrimPrefix(p, h.Path), string(filepath.Separator)) >= 4 {
+					return filepath.SkipDir
+				}
+				return nil
+			}
+			if n := linkCount(p); n > 1 && !slices.Contains(h.Reopen, p) {
+				linked = append(linked, fmt.Sprintf("%s (%d links)", p, n))
+			}
+			return nil
+		})
+	}
+	if len(linked) == 0 {
+		c.Detail = fmt.Sprintf("no hidden file has a second name (%d hidden paths)", len(hidden))
+		return c
+	}
+	c.Warning = true
+	c.Detail = "readable through their other names, which hiding one name does not cover: " + strings.Join(linked, ", ") + "; replace the links with copies, or hide the other names too (deny_read)"
+	return c
 }
 
 // gitBareCheck reports whether the user's git refuses repositories planted

@@ -79,7 +79,10 @@ func newSession(pol *policy.Policy, init string) (sessionImpl, error) {
 		return nil, &StartError{Code: CodeSandboxFailure, Err: err}
 	}
 	spec.Init = init
-	spec.BindPerCommand = len(held) > 0 || len(gh.dirs) > 0 || len(gh.files) > 0
+	// The mounter also masks what a hiding rule matches that was not
+	// there when the session began (or was replaced on the host since,
+	// which took its mask away).
+	spec.BindPerCommand = len(held) > 0 || len(gh.dirs) > 0 || len(gh.files) > 0 || len(pol.HideRules()) > 0
 	z, err := linux.StartSession(spec)
 	release()
 	if err != nil {
@@ -184,7 +187,17 @@ func (l *linuxSession) start(c *Cmd) (process, error) {
 			l.mu.Unlock()
 		}
 	}
-	p, err := l.z.Start(c.Path, c.Args, l.td.Env(l.pol, c.Env, true), c.workDir(), c.stdio(), bind, onID)
+	// The hiding rules again, for what exists now: the zygote masks
+	// what is not masked yet.
+	hidden, err := l.pol.HiddenNow()
+	if err != nil {
+		sp.forget()
+		git.Release()
+		ph.Release()
+		return nil, &StartError{Code: CodeSandboxFailure, Err: err}
+	}
+	hides, _ := linux.HidePlan(hidden, nil)
+	p, err := l.z.Start(c.Path, c.Args, l.td.Env(l.pol, c.Env, true), c.workDir(), c.stdio(), bind, hides, onID)
 	if err != nil {
 		sp.forget()
 		git.Release()

@@ -125,8 +125,30 @@ if [ -n "${AGENTBOX_BENCH_BASELINE_SESSION:-}" ]; then
 	session_base() { echo >&13 && read -r _ <&14; }
 	ses_tools+=(session_base)
 fi
+# The cost of the masks over hidden credentials (issue 24): a home with
+# the usual ones, a lone run and a library session's command with the
+# built-in list against the same with default_deny_read = false (no
+# masks), in a loop of their own. Goal: within 10%.
+shome="$work/home"
+mkdir -p "$shome/.ssh" "$shome/.aws" "$shome/.config/gh" "$shome/.docker" "$shome/.kube"
+for f in .ssh/id_ed25519 .ssh/id_ed25519.pub .ssh/known_hosts .ssh/config .aws/credentials .aws/config \
+	.config/gh/hosts.yml .docker/config.json .kube/config .netrc .bash_history .npmrc .git-credentials; do
+	echo x >"$shome/$f"
+done
+printf '[filesystem]\ndefault_deny_read = true\n' >"$work/hide.toml"
+printf '[filesystem]\ndefault_deny_read = false\n' >"$work/nohide.toml"
+hide() { HOME="$shome" AGENTBOX_RESIDENT=0 "$work/agentbox" run --config "$work/hide.toml" -C "$ws" -- true </dev/null 2>/dev/null; }
+nohide() { HOME="$shome" AGENTBOX_RESIDENT=0 "$work/agentbox" run --config "$work/nohide.toml" -C "$ws" -- true </dev/null 2>/dev/null; }
+mkfifo "$work/h.in" "$work/h.out" "$work/n.in" "$work/n.out"
+HOME="$shome" BENCHSESSION_CONFIG="$work/hide.toml" "$work/benchsession" "$ws" <"$work/h.in" >"$work/h.out" 2>"$work/h.err" &
+exec 15>"$work/h.in" 16<"$work/h.out"
+ses_hide() { echo >&15 && read -r _ <&16; }
+HOME="$shome" BENCHSESSION_CONFIG="$work/nohide.toml" "$work/benchsession" "$ws" <"$work/n.in" >"$work/n.out" 2>"$work/n.err" &
+exec 17>"$work/n.in" 18<"$work/n.out"
+ses_nohide() { echo >&17 && read -r _ <&18; }
+sec_tools=(hide nohide ses_hide ses_nohide)
 declare -A times
-for t in "${tools[@]}" "${res_tools[@]}" "${ses_tools[@]}" "${mcp_tools[@]}"; do
+for t in "${tools[@]}" "${res_tools[@]}" "${ses_tools[@]}" "${mcp_tools[@]}" "${sec_tools[@]}"; do
 	"$t" >/dev/null # warm up, and fail early if a tool does not work
 	times[$t]=""
 done
@@ -167,6 +189,8 @@ echo "running $rounds rounds of: ${ses_tools[*]}" >&2
 measure "$rounds" "${ses_tools[@]}"
 echo "running $rounds rounds of: ${mcp_tools[*]}" >&2
 measure "$rounds" "${mcp_tools[@]}"
+echo "running $rounds rounds of: ${sec_tools[*]}" >&2
+measure "$rounds" "${sec_tools[@]}"
 
 # stat NAME -> "median p10 p90" in microseconds
 stat() {
@@ -181,19 +205,23 @@ stat() {
 
 declare -A med
 printf '%-14s %10s %10s %10s\n' tool "median ms" "p10 ms" "p90 ms"
-for t in "${tools[@]}" "${res_tools[@]}" "${ses_tools[@]}" "${mcp_tools[@]}"; do
+for t in "${tools[@]}" "${res_tools[@]}" "${ses_tools[@]}" "${mcp_tools[@]}" "${sec_tools[@]}"; do
 	read -r m p10 p90 < <(stat "$t")
 	med[$t]=$m
 	awk -v t="$t" -v m="$m" -v a="$p10" -v b="$p90" 'BEGIN { printf "%-14s %10.2f %10.2f %10.2f\n", t, m / 1000, a / 1000, b / 1000 }'
 done
 # The probes report their in-process timings once their input ends.
-exec 7>&- 9>&-
+exec 7>&- 9>&- 15>&- 17>&-
 [ -n "${AGENTBOX_BENCH_BASELINE:-}" ] && exec 11>&-
 [ -n "${AGENTBOX_BENCH_BASELINE_SESSION:-}" ] && exec 13>&-
 wait
 in_proc() { sed -n 's/^in-process: median \([0-9]*\) us.*/\1/p' "$1"; }
 s_in=$(in_proc "$work/s.err")
 m_in=$(in_proc "$work/m.err")
+h_in=$(in_proc "$work/h.err")
+n_in=$(in_proc "$work/n.err")
+awk -v h="${med[hide]}" -v n="${med[nohide]}" -v sh="${h_in:-0}" -v sn="${n_in:-1}" 'BEGIN {
+	printf "masks: lone run hidden/none = %.2fx (%.2f vs %.2f ms), session command %.2fx in-process (%.2f vs %.2f ms)   (13 credentials planted; goal <= 1.10x)\n", h / n, h / 1000, n / 1000, sh / sn, sh / 1000, sn / 1000 }'
 awk -v a="${med[agentbox]}" -v b="${med[bare]}" -v w="${med[bwrap_cmp]}" -v n="${med[agentbox_net]}" \
 	-v wr="${med[bwrap_res]}" -v ws="${med[bwrap_ses]}" -v wm="${med[bwrap_mcp]}" \
 	-v s="${med[session]}" -v m="${med[mcp_run]}" -v si="${s_in:-0}" -v mi="${m_in:-0}" -v r="${med[resident]}" 'BEGIN {

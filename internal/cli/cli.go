@@ -467,6 +467,27 @@ func printReport(w io.Writer, r *sandbox.Report) {
 	if !r.CanSandbox {
 		fmt.Fprintln(w, "no sandbox is possible on this machine")
 	}
+	fmt.Fprintln(w, "built-in hidden list (under $HOME and your account's home):")
+	for _, h := range r.Builtin {
+		line := "  " + h.Path + "  (" + h.Why
+		if len(h.Reopen) > 0 {
+			line += "; except " + strings.Join(h.Reopen, ", ")
+		}
+		fmt.Fprintln(w, line+")")
+	}
+	fmt.Fprintf(w, "hidden from commands here (%d paths; [filesystem] deny_read adds, allow_read re-opens, default_deny_read = false drops the built-in list):\n", len(r.Hidden))
+	for _, h := range r.Hidden {
+		line := "  " + h.Path + "  (" + h.Why
+		if len(h.Reopen) > 0 {
+			var names []string
+			for _, o := range h.Reopen {
+				names = append(names, strings.TrimPrefix(o, h.Path+string(filepath.Separator)))
+			}
+			line += "; readable: " + strings.Join(names, ", ")
+		}
+		fmt.Fprintln(w, line+")")
+	}
+	fmt.Fprintf(w, "variables withheld (names, case-insensitive; [shell_environment_policy], --env NAME passes one): %s\n", strings.Join(r.SecretVariables, " "))
 }
 
 func newSetup(stdout io.Writer) *cobra.Command {

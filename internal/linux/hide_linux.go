@@ -191,3 +191,81 @@ func bindMaskTemplates(dev string) error {
 	}
 	return maskWith("/", scratchHiddenDir, hiddenDirTemplate, true)
 }
+
+// ensureHidden, in a session's zygote, has the mounter mask each of
+// hides that is not masked: a file a rule matches that appeared since
+// the session began, or one replaced on the host (a rename over it takes
+// its mask away in every namespace). A path is masked when it is on the
+// file system of the mask templates.
+func (z *zygote) ensureHidden(hides []Hide) error {
+	if len(hides) == 0 {
+		return nil
+	}
+	var tmpl unix.Stat_t
+	if err := unix.Stat(hiddenFileTemplate, &tmpl); err != nil {
+		return &os.PathError{Op: "stat", Path: hiddenFileTemplate, Err: err}
+	}
+	var todo []Hide
+	for _, h := range hides {
+		var st unix.Stat_t
+		if err := unix.Lstat(h.Path, &st); err != nil {
+			if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) {
+				continue // not in the sandbox: nothing to read
+			}
+			return &os.PathError{Op: "lstat", Path: h.Path, Err: err}
+		}
+		if st.Dev == tmpl.Dev {
+			continue
+		}
+		if len(h.Reopen) > 0 && st.Mode&unix.S_IFMT == unix.S_IFDIR {
+			return fmt.Errorf("%s appeared (or was replaced) after the session began, with entries that stay readable; start a new session to hide it", h.Path)
+		}
+		todo = append(todo, h)
+	}
+	if len(todo) == 0 {
+		return nil
+	}
+	return z.askMounter(mounterReq{Hides: todo}, nil)
+}
+
+// maskLate, in the mounter, masks h.Path with a copy of the template of
+// its kind, and checks the mask took.
+func maskLate(h Hide) error {
+	fd, err := openStrict(h.Path)
+	if errors.Is(err, unix.ENOENT) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return err
+	}
+	tmpl := hiddenFileTemplate
+	if st.Mode&unix.S_IFMT == unix.S_IFDIR {
+		tmpl = hiddenDirTemplate
+	}
+	sfd, err := openStrict(tmpl)
+	if err != nil {
+		return err
+	}
+	tree, err := unix.OpenTree(sfd, "", unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_EMPTY_PATH)
+	unix.Close(sfd)
+	if err != nil {
+		return &os.PathError{Op: "open_tree", Path: tmpl, Err: err}
+	}
+	defer unix.Close(tree)
+	if err := setAttr(tree, h.Path, maskAttrs, false); err != nil {
+		return err
+	}
+	if err := unix.MoveMount(tree, "", fd, "", unix.MOVE_MOUNT_F_EMPTY_PATH|unix.MOVE_MOUNT_T_EMPTY_PATH); err != nil {
+		return &os.PathError{Op: "move_mount", Path: h.Path, Err: err}
+	}
+	var tst, now unix.Stat_t
+	if unix.Stat(tmpl, &tst) != nil || unix.Lstat(h.Path, &now) != nil || now.Dev != tst.Dev {
+		return errors.New("the mask did not take (the path changed while it was made?)")
+	}
+	return nil
+}

@@ -44,6 +44,13 @@ const (
 // per message, with the command's stdio, reply socket and memfd.
 const maxHeld = 240
 
+// mounterReq is a mounter request: the held paths (one descriptor each,
+// in order) to bind read-only, and the masks to make.
+type mounterReq struct {
+	Held  []string `json:"held,omitempty"`
+	Hides []Hide   `json:"hides,omitempty"`
+}
+
 // mountReply answers a mounter request.
 type mountReply struct {
 	Error string `json:"error,omitempty"`
@@ -109,20 +116,28 @@ func runMounter() {
 			os.Exit(0) // the zygote is gone
 		}
 		fds := parseRights(oob[:oobn])
-		var paths []string
+		var req mounterReq
 		var rep mountReply
 		switch {
 		case flags&(unix.MSG_TRUNC|unix.MSG_CTRUNC) != 0:
 			rep.Error = "request truncated"
-		case json.Unmarshal(buf[:n], &paths) != nil:
+		case json.Unmarshal(buf[:n], &req) != nil:
 			rep.Error = "malformed request"
-		case len(paths) != len(fds):
-			rep.Error = fmt.Sprintf("%d paths but %d descriptors", len(paths), len(fds))
+		case len(req.Held) != len(fds):
+			rep.Error = fmt.Sprintf("%d paths but %d descriptors", len(req.Held), len(fds))
 		default:
-			for i, p := range paths {
+			for i, p := range req.Held {
 				if err := bindHeld(p, fds[i]); err != nil {
 					rep.Error = err.Error()
 					break
+				}
+			}
+			if rep.Error == "" {
+				for _, h := range req.Hides {
+					if err := maskLate(h); err != nil {
+						rep.Error = fmt.Sprintf("hiding %s: %v", h.Path, err)
+						break
+					}
 				}
 			}
 		}
@@ -243,10 +258,16 @@ func openHeld(path string, want *unix.Stat_t, open func(string) (int, error)) (f
 // host's descriptors of what is at them) and waits for its answer. One
 // request at a time: the socket is shared by every command's thread.
 func (z *zygote) bindHeldPaths(paths []string, fds []int) error {
+	return z.askMounter(mounterReq{Held: paths}, fds)
+}
+
+// askMounter sends the session's mounter r (with fds, one per held path)
+// and waits for its answer.
+func (z *zygote) askMounter(r mounterReq, fds []int) error {
 	if z.mounter < 0 {
 		return errors.New("the session has no mounter for its placeholders")
 	}
-	b, err := json.Marshal(paths)
+	b, err := json.Marshal(r)
 	if err != nil {
 		return err
 	}

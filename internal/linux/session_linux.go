@@ -380,7 +380,11 @@ func (p *SessionProcess) answer() (zresp, error) {
 // gives it) before the command can start: whatever agentbox attributes
 // to the command by that id ([Session.PortOwner]) can be in place before
 // the command acts.
-func (s *Session) Start(path string, argv, env []string, dir string, stdio Stdio, held []HeldPath, onID func(uint32)) (*SessionProcess, error) {
+//
+// hides are the masks the command needs (HidePlan of the policy's
+// hidden paths as they are now): the session makes those that are not
+// made, or fails the command.
+func (s *Session) Start(path string, argv, env []string, dir string, stdio Stdio, held []HeldPath, hides []Hide, onID func(uint32)) (*SessionProcess, error) {
 	for _, p := range []string{path, dir} {
 		if !utf8.ValidString(p) {
 			return nil, errNonUTF8(p)
@@ -454,6 +458,7 @@ func (s *Session) Start(path string, argv, env []string, dir string, stdio Stdio
 	p := &SessionProcess{s: s, id: id, reply: os.NewFile(uintptr(reply[0]), "session-reply"), stdio: rl}
 	req := zreqStart(id, path, argv, env, dir)
 	req.Held = heldPaths
+	req.Hides = hides
 	err = s.send(req, append(append(rl.child[:], reply[1]), heldFds...))
 	for _, h := range held {
 		runtime.KeepAlive(h.File)

@@ -425,6 +425,9 @@ func DegradedGaps(p *policy.Policy, landlockABI int) []string {
 	case !p.Network():
 		gaps = append(gaps, "no network namespace: all non-unix sockets are refused by seccomp, so servers on 127.0.0.1 inside the command do not work either")
 	}
+	if n := len(p.Hidden()); n > 0 {
+		gaps = append(gaps, fmt.Sprintf("no mount namespace to mask the %d hidden paths: Landlock keeps their files from being opened for reading (reads are granted beneath every sibling on the way to each), but their names stay listable, and a file created later directly in a directory on the way (your home) cannot be read until the next run", n))
+	}
 	if len(p.PrivateTemps()) > 0 {
 		gaps = append(gaps, "no mount namespace to give the command a private /tmp: the host's /tmp (and $TMPDIR) stay read-only, and TMPDIR points at the workspace's private temporary directory instead; a program that writes to /tmp by name fails (set share_slash_tmp = true to let it write the host's /tmp, where what it leaves can reach your own programs)")
 	}

@@ -32,7 +32,16 @@ func landlockWalls(spec *Spec) error {
 	// First every thread of the init, the same filesystem rules without
 	// scoping: its other threads (the signal forwarder, the supervisor's
 	// connects) then write nowhere the command cannot.
-	if _, err := landlock.Restrict(landlock.Config{WritableRoots: roots, UnixConnect: true, HostDev: spec.Degraded, NoNewPrivsSet: true}); err != nil {
+	// Without a mount namespace nothing masks the hidden paths: Landlock
+	// keeps reads out of them instead.
+	var hidden, reopen []string
+	if spec.Degraded {
+		for _, h := range spec.Hides {
+			hidden = append(hidden, h.Path)
+			reopen = append(reopen, h.Reopen...)
+		}
+	}
+	if _, err := landlock.Restrict(landlock.Config{WritableRoots: roots, UnixConnect: true, HostDev: spec.Degraded, NoNewPrivsSet: true, Hidden: hidden, Reopen: reopen}); err != nil {
 		return fmt.Errorf("landlock on the init's threads: %w", err)
 	}
 	// Then the command's thread adds its own, scoped domain; the command
@@ -49,6 +58,7 @@ func landlockWalls(spec *Spec) error {
 		WritableRoots: roots,
 		// Without a private /dev, the host's terminals are there.
 		HostDev: spec.Degraded,
+		Hidden:  hidden, Reopen: reopen,
 		// Without a network namespace, abstract unix sockets of the host
 		// would be reachable: scope them, --network or not (opening the
 		// network does not open the host's daemons).

@@ -75,6 +75,8 @@ type zreq struct {
 	// to be bound read-only before the command starts where they are not
 	// already. Also set in a "big" request's own packet.
 	Held []string `json:"held,omitempty"`
+	// Hides are the masks the command needs (see Session.Start).
+	Hides []Hide `json:"hides,omitempty"`
 }
 
 // rawArgs are a start request's argv and environment, byte for byte.
@@ -395,6 +397,9 @@ func (z *zygote) startJob(r zreq, fds []int) (job, bool) {
 		if err := z.bindHeldPaths(bind, bindFds); err != nil {
 			return fail(fmt.Sprintf("session: keeping protected paths read-only: %v", err))
 		}
+	}
+	if err := z.ensureHidden(r.Hides); err != nil {
+		return fail(fmt.Sprintf("session: hiding secrets: %v", err))
 	}
 	if z.spec.Proxy && !z.spec.ProxyOff {
 		// On the zygote's main goroutine, as the rest of its own

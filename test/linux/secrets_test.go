@@ -3,12 +3,16 @@
 package linux
 
 import (
+	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // Secrets (issue 24): credential files under the home are hidden, secret
@@ -45,6 +49,12 @@ func plantSecrets(t *testing.T, fx *fixture) {
 			t.Fatal(err)
 		}
 	}
+	// Links among .ssh's readable names that lead to its private keys.
+	for name, target := range map[string]string{".ssh/evil.pub": "id_rsa", ".ssh/abs.pub": filepath.Join(fx.home, ".ssh/id_ed25519")} {
+		if err := os.Symlink(target, filepath.Join(fx.home, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
 	chownR(t, fx.home, fx.u)
 }
 
@@ -63,7 +73,7 @@ func secretsScript(fx *fixture) string {
 		b.WriteString("umount " + q(p) + "; umount -l " + q(p) + "; umount " + q(d) + "; cat " + q(p) + "\n")
 		b.WriteString("mv " + q(d) + " \"$WS/moved" + itoa(i) + "\"; cat \"$WS/moved" + itoa(i) + "/" + filepath.Base(p) + "\"\n")
 	}
-	b.WriteString("grep -r " + secretMark + " \"$HOME\" /proc/self/root\"$HOME\"\n")
+	b.WriteString("cat \"$HOME\"/.ssh/* \"$HOME\"/.ssh/.*; grep -R " + secretMark + " \"$HOME\" /proc/self/root\"$HOME\"\n")
 	b.WriteString("exec 2>&1\necho PUBLIC:\n")
 	var pub []string
 	for f := range plantedPublic {
@@ -91,7 +101,8 @@ func checkSecrets(t *testing.T, fx *fixture, out string) {
 		}
 	}
 	filepath.Walk(fx.ws, func(p string, fi os.FileInfo, err error) error {
-		if err == nil && fi.Mode().IsRegular() {
+		// The .pem files are the test's own, planted in the workspace.
+		if err == nil && fi.Mode().IsRegular() && filepath.Ext(p) != ".pem" {
 			if b, _ := os.ReadFile(p); strings.Contains(string(b), secretMark) {
 				t.Errorf("a secret reached the workspace: %s", p)
 			}
@@ -144,13 +155,28 @@ func TestSecretsHidden(t *testing.T) {
 		t.Run("mcp", func(t *testing.T) {
 			fx := newFixture(t, u)
 			plantSecrets(t, fx)
-			cs, _, _ := mcpServer(t, u, fx)
+			cs, _, _ := mcpServer(t, u, fx, "--deny-read", "**/*.pem")
 			for i := 0; i < 2; i++ { // the session's later commands too
-				r := mcpSh(t, cs, secretsScript(fx))
+				r := mcpSh(t, cs, secretsScript(fx)+"\ncat \"$WS\"/sub/*.pem 2>/dev/null; true\n")
 				if r.ExitCode != 0 {
 					t.Fatalf("mcp: %v", r)
 				}
 				checkSecrets(t, fx, r.Stdout)
+				// Between the commands, on the host: a token file
+				// rewritten by a rename (which takes a mask away), and
+				// a new file a deny_read glob matches.
+				gh := filepath.Join(fx.home, ".config/gh/hosts.yml")
+				if err := os.WriteFile(gh+".new", []byte(secretMark+" renamed\n"), 0o600); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.Rename(gh+".new", gh); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(filepath.Join(fx.ws, "sub", "late.pem"), []byte(secretMark+" late\n"), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				chownR(t, fx.home, u)
+				chownR(t, fx.ws, u)
 			}
 		})
 	})
@@ -247,5 +273,58 @@ func TestSecretsEnv(t *testing.T) {
 		cs, _, _ := mcpServerCmd(t, command(u, runOpts{env: append(fx.env(), secretEnv...), dir: fx.ws}, binPath, "mcp", "-C", fx.ws))
 		mr := mcpSh(t, cs, script)
 		check(t, mr.Stdout, "")
+		// structuredContent.report names them too.
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "run", Arguments: map[string]any{"command": []string{"true"}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ = json.Marshal(res.StructuredContent)
+		if !strings.Contains(string(b), `"environment":{"withheld":["AWS_SECRET_ACCESS_KEY","GITHUB_TOKEN","MY_PASSWORD","OPENAI_API_KEY"]}`) || strings.Contains(string(b), secretMark) {
+			t.Errorf("MCP report: %s", b)
+		}
 	})
+}
+
+// TestSecretsDegraded: without a mount namespace, Landlock keeps the
+// hidden files unreadable (reads granted around them), and the public
+// ones, the workspace and the rest of the home read.
+func TestSecretsDegraded(t *testing.T) {
+	forEachUser(t, func(t *testing.T, u *testUser) {
+		fx := newFixture(t, u)
+		plantSecrets(t, fx)
+		script := "cat $HOME/.ssh/id_ed25519 $HOME/.aws/credentials $HOME/.config/gh/hosts.yml $HOME/.netrc /proc/self/root$HOME/.ssh/id_rsa 2>&1; " +
+			"cat $HOME/.ssh/id_ed25519.pub $HOME/.gitconfig $HOME/.config/gh/config.yml $WS/file.txt; echo new > $WS/new.txt && cat $WS/new.txt"
+		r := degraded(t, fx, []string{"--allow-degraded"}, script)
+		if r.code != 0 || strings.Contains(r.stdout, secretMark) {
+			t.Errorf("degraded: %v", r)
+		}
+		for _, want := range []string{"PUBKEY", "GITCONFIG", "GHCONFIG", "orig", "new", "Permission denied"} {
+			if !strings.Contains(r.stdout, want) {
+				t.Errorf("degraded: %q missing: %v", want, r)
+			}
+		}
+	})
+}
+
+// TestSecretsDoctor: doctor prints the hidden list and warns about a
+// hidden file with a second name.
+func TestSecretsDoctor(t *testing.T) {
+	u := users[0]
+	fx := newFixture(t, u)
+	plantSecrets(t, fx)
+	o := runOpts{env: fx.env(), dir: fx.ws}
+	r := runWith(t, u, o, "doctor", "-C", fx.ws)
+	if !strings.Contains(r.stdout, "~/.ssh  (ssh private keys") || !strings.Contains(r.stdout, filepath.Join(fx.home, ".aws")+"  (AWS credentials)") ||
+		!strings.Contains(r.stdout, "no hidden file has a second name") {
+		t.Errorf("doctor: %v", r)
+	}
+	if err := os.Link(filepath.Join(fx.home, ".netrc"), filepath.Join(fx.dir, "netrc-link")); err != nil {
+		t.Fatal(err)
+	}
+	r = runWith(t, u, o, "doctor", "-C", fx.ws)
+	if !strings.Contains(r.stdout, "[warn] hidden hard links") || !strings.Contains(r.stdout, filepath.Join(fx.home, ".netrc")+" (2 links)") {
+		t.Errorf("doctor with a hard link: %v", r)
+	}
 }

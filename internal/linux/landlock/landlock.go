@@ -37,6 +37,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/landlock-lsm/go-landlock/landlock"
@@ -96,6 +97,14 @@ type Config struct {
 	// allowed everywhere, and /dev/pts is not writable. New ptys from
 	// /dev/ptmx then cannot be opened by their /dev/pts path.
 	HostDev bool
+	// Hidden, with HostDev, are paths beneath which no file may be
+	// opened for reading (the policy's hidden paths, which no mount
+	// namespace masks): reading is granted beneath every sibling along
+	// the way to each instead of beneath / whole, and writable roots
+	// lose the read right, which the same siblings give back. Listing
+	// stays allowed everywhere, so a hidden directory shows its names.
+	// Reopen are paths beneath hidden ones readable all the same.
+	Hidden, Reopen []string
 }
 
 // Applied describes what Restrict enforced.
@@ -285,6 +294,17 @@ func plan(cfg Config, abi int, stat func(string) (fs.FileInfo, error)) (landlock
 			return zero, nil, Applied{}, err
 		}
 		rules[0] = pathRule{handled & (ll.AccessFSExecute | ll.AccessFSReadDir), []string{"/"}}
+		if len(cfg.Hidden) > 0 {
+			around, err := readableAround(readable, cfg.Hidden, cfg.Reopen, stat)
+			if err != nil {
+				return zero, nil, Applied{}, err
+			}
+			readable = around
+			for i := range rules {
+				rules[i].access &^= ll.AccessFSReadFile
+			}
+			a.Notes = append(a.Notes, fmt.Sprintf("%d hidden paths: files may be read beneath %d paths around them", len(cfg.Hidden), len(readable)))
+		}
 		rules = append(rules, pathRule{handled & ll.AccessFSReadFile, readable})
 		a.Notes = append(a.Notes, "host /dev: only "+strings.Join(hostDevReadable, ", ")+" may be opened for reading")
 	}
@@ -313,6 +333,64 @@ func hostReadable(stat func(string) (fs.FileInfo, error)) ([]string, error) {
 	for _, p := range hostDevReadable {
 		if _, err := stat(p); err == nil {
 			out = append(out, p)
+		}
+	}
+	return out, nil
+}
+
+// readableAround replaces each path of readable that holds a hidden path
+// by its entries, recursively, leaving out the hidden paths themselves
+// (but for what reopen names beneath them): reading beneath the result
+// reaches everything readable reached but the hidden paths. A
+// directory that cannot be listed is left out whole (fail closed).
+func readableAround(readable, hidden, reopen []string, stat func(string) (fs.FileInfo, error)) ([]string, error) {
+	within := func(p, root string) bool { return p == root || strings.HasPrefix(p, strings.TrimSuffix(root, "/")+"/") }
+	holds := func(p string, paths []string) bool {
+		for _, h := range paths {
+			if within(h, p) {
+				return true
+			}
+		}
+		return false
+	}
+	isHidden := func(p string) bool { return slices.Contains(hidden, p) }
+	var out []string
+	var walk func(p string, inHidden bool) error
+	walk = func(p string, inHidden bool) error {
+		switch {
+		case inHidden && slices.Contains(reopen, p):
+			out = append(out, p)
+			return nil
+		case inHidden && !holds(p, reopen):
+			return nil
+		case !inHidden && isHidden(p):
+			if !holds(p, reopen) {
+				return nil
+			}
+			inHidden = true
+		case !inHidden && !holds(p, hidden):
+			if _, err := stat(p); err == nil {
+				out = append(out, p)
+			}
+			return nil
+		}
+		names, err := listDir(p)
+		if err != nil {
+			return nil
+		}
+		if len(out)+len(names) > 100_000 {
+			return fmt.Errorf("landlock: more than 100000 read rules around the hidden paths (under %s)", p)
+		}
+		for _, n := range names {
+			if err := walk(strings.TrimSuffix(p, "/")+"/"+n, inHidden); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	for _, r := range readable {
+		if err := walk(r, false); err != nil {
+			return nil, err
 		}
 	}
 	return out, nil

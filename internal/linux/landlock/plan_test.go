@@ -194,3 +194,53 @@ func TestPlanHostDev(t *testing.T) {
 		}
 	}
 }
+
+// TestPlanHidden: in degraded mode, reads are granted beneath the
+// siblings along each hidden path, never beneath the hidden path or a
+// directory holding it, and writable roots lose the read right.
+func TestPlanHidden(t *testing.T) {
+	old := listDir
+	defer func() { listDir = old }()
+	tree := map[string][]string{
+		"/":                  {"dev", "home", "usr"},
+		"/home":              {"u", "v"},
+		"/home/u":            {".ssh", ".aws", "ws", ".gitconfig"},
+		"/home/u/.ssh":       {"id_rsa", "id_rsa.pub"},
+		"/home/u/.aws":       {"credentials"},
+		"/home/u/ws":         {"a"},
+		"/home/u/ws/a":       {},
+		"/home/u/.gitconfig": nil,
+	}
+	listDir = func(dir string) ([]string, error) {
+		n, ok := tree[dir]
+		if !ok {
+			return nil, fs.ErrNotExist
+		}
+		return n, nil
+	}
+	stat := fakeFS(map[string]bool{"/home": true, "/usr": true, "/home/u": true, "/home/v": true, "/home/u/.ssh": true,
+		"/home/u/.ssh/id_rsa": false, "/home/u/.ssh/id_rsa.pub": false, "/home/u/.aws": true, "/home/u/.aws/credentials": false,
+		"/home/u/ws": true, "/home/u/ws/a": true, "/home/u/.gitconfig": false, "/dev/null": false})
+	_, rules, _, err := plan(Config{WritableRoots: []string{"/home/u/ws"}, HostDev: true,
+		Hidden: []string{"/home/u/.ssh", "/home/u/.aws"}, Reopen: []string{"/home/u/.ssh/id_rsa.pub"}}, 6, stat)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var readFile []string
+	for _, r := range rules {
+		if r.access&landlock.AccessFSSet(ll.AccessFSReadFile) != 0 {
+			readFile = append(readFile, r.paths...)
+		}
+	}
+	got := "," + strings.Join(readFile, ",") + ","
+	for _, want := range []string{"/usr", "/home/v", "/home/u/ws", "/home/u/.gitconfig", "/home/u/.ssh/id_rsa.pub", "/dev/null"} {
+		if !strings.Contains(got, ","+want+",") {
+			t.Errorf("%s not readable: %s", want, got)
+		}
+	}
+	for _, not := range []string{"/home", "/home/u", "/home/u/.ssh", "/home/u/.ssh/id_rsa", "/home/u/.aws", "/home/u/.aws/credentials", "/"} {
+		if strings.Contains(got, ","+not+",") {
+			t.Errorf("%s readable: %s", not, got)
+		}
+	}
+}
