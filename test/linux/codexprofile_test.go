@@ -111,8 +111,14 @@ func TestCodexProfileExample(t *testing.T) {
 				t.Fatalf("mcp: %v", r)
 			}
 			checkCodexRun(t, fx, r.Stdout)
-			// The session's later commands too.
-			r = mcpSh(t, cs, codexScript)
+			// A .env that appears between two commands of the session is
+			// hidden from the next.
+			late := filepath.Join(fx.ws, "sub", "late.env")
+			if err := os.WriteFile(late, []byte(secretMark+" late\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			chownR(t, fx.ws, u)
+			r = mcpSh(t, cs, `cat "$WS/sub/late.env"; `+codexScript)
 			if r.ExitCode != 0 {
 				t.Fatalf("mcp: %v", r)
 			}
