@@ -142,6 +142,15 @@ func (cfg *Config) withProfile(getenv func(string) string, goos string) (*Config
 	if pl == nil {
 		return cfg, nil
 	}
+	// A path the file wrote for another system (C:\x on Linux, /x on
+	// Windows) names nothing here.
+	for _, list := range [][]codexprofile.Ref{pl.WorkspaceRoots, pl.WritableRoots, pl.ReadOnly, pl.DenyRead, pl.AllowRead} {
+		for _, r := range list {
+			if r.Anchor == codexprofile.Abs && !isAbs(filepath.FromSlash(r.Path), goos) {
+				return nil, fmt.Errorf("config %s: key %s: %q is not an absolute path on %s", cfg.Path, r.Key, r.Path, goos)
+			}
+		}
+	}
 	pc := profileCaller{getenv, goos}
 	c := *cfg
 	mode := pl.Mode

@@ -197,6 +197,16 @@ func TestProfileErrors(t *testing.T) {
 	if _, err := resolveEnv(Options{Cwd: ws, Config: cfg}, getenv, "linux"); err == nil || !strings.Contains(err.Error(), "a glob kept read-only") {
 		t.Errorf("error %v", err)
 	}
+	// A path for another system, and a writable path that confines
+	// nothing, named by the profile.
+	cfg = profileConfig(t, "default_permissions = \"p\"\n[permissions.p.filesystem]\n\":project_roots\" = \"write\"\n'C:\\x' = \"write\"")
+	if _, err := resolveEnv(Options{Cwd: ws, Config: cfg}, getenv, "linux"); err == nil || !strings.Contains(err.Error(), "not an absolute path on linux") {
+		t.Errorf("error %v", err)
+	}
+	cfg = profileConfig(t, "default_permissions = \"p\"\n[permissions.p.filesystem]\n\":project_roots\" = \"write\"\n\"~\" = \"write\"")
+	if _, err := resolveEnv(Options{Cwd: ws, Config: cfg}, getenv, "linux"); err == nil || !strings.Contains(err.Error(), "a writable path of profile p in /etc/codex.toml") {
+		t.Errorf("error %v", err)
+	}
 	// A Config built in Go is checked too.
 	c := &Config{DefaultPermissions: new("nope")}
 	if _, err := resolveEnv(Options{Cwd: ws, Config: c}, getenv, "linux"); err == nil || !strings.Contains(err.Error(), `no profile "nope"`) {

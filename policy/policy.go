@@ -382,8 +382,11 @@ func resolveFor(o Options, caller policyhook.Caller, goos string) (*Policy, erro
 	}
 	for _, d := range ww.WritableRoots {
 		what := "writable_roots"
+		if n := cfg.ProfileName(); n != "" {
+			what = fmt.Sprintf("a writable path of profile %s", n)
+		}
 		if cfg.Path != "" {
-			what = fmt.Sprintf("writable_roots in %s", cfg.Path)
+			what += " in " + cfg.Path
 		}
 		roots = append(roots, root{d, what, fixSub, d})
 	}

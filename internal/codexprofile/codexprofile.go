@@ -979,7 +979,7 @@ func sortedKeys[V any](m map[string]V) []string {
 }
 
 // ErrMixed is wrapped by [CheckMixed]'s error.
-var ErrMixed = errors.New("permission profiles mixed with sandbox_mode")
+var ErrMixed = errors.New("two sandbox languages in one file")
 
 // CheckMixed refuses a file that uses the profile language
 // (default_permissions, [permissions]) and the older keys (sandbox_mode,
