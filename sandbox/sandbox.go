@@ -294,6 +294,9 @@ func (c *Cmd) Start() error {
 		return &StartError{Code: CodeSandboxFailure, Err: err}
 	}
 	c.programs = watchPrograms(c.Policy)
+	if err := preflight(c); err != nil {
+		return err
+	}
 	if c.Policy.Mode() != policy.DangerFullAccess {
 		if err := c.beginGuard(); err != nil {
 			return err

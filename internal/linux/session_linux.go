@@ -563,7 +563,6 @@ type relay struct {
 	copies    []func() error
 	wg        sync.WaitGroup
 	waitDelay time.Duration
-	mu        sync.Mutex
 	parent    []*os.File // our ends of output pipes, closed on WaitDelay
 }
 
