@@ -51,6 +51,7 @@ func codexFixture(t *testing.T, u *testUser) (fx *fixture, cfg string) {
 const codexScript = `exec 2>/dev/null
 cat "$WS/.env" "$WS/sub/a/b/c/d/x.env" /proc/self/root"$WS/.env"
 cp "$WS/.env" "$WS/copied"; cat "$WS/copied"
+ln -s .env "$WS/link.txt"; cat "$WS/link.txt"; ln "$WS/.env" "$WS/hard.txt"; cat "$WS/hard.txt"; rm -f "$WS/link.txt" "$WS/hard.txt"
 echo tampered > "$WS/.env"; mv "$WS/.env" "$WS/moved.env"; cat "$WS/moved.env"
 grep -r SECRETBYTES "$WS"
 exec 2>&1
