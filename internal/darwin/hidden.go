@@ -13,6 +13,7 @@ import (
 //	(deny file-read* file-write* (subpath HIDDEN) ...)
 //	(deny file-read* (subpath BASE) (require-all (subpath BASE) (regex ...)) ...)
 //	(allow file-read* (subpath REOPEN) (require-all (subpath BASE) (regex KEEP)) ...)
+//	(allow file-read-metadata (literal HIDDEN-DIR-ON-THE-WAY) ...)
 //
 // and the directories above each hidden path and each rule's base cannot
 // be renamed or removed, so a hidden file cannot be moved out from under
@@ -112,6 +113,29 @@ func (g *gen) hidden(b *strings.Builder, in Input) {
 		}
 		b.WriteString(")\n")
 	}
+	// A re-opened path must stay reachable: the hidden directories on its
+	// way keep their metadata (stat, not listing), in case Seatbelt
+	// checks the components of a path it resolves.
+	var meta []string
+	for _, r := range reopen {
+		for a := path.Dir(r); a != "/"; a = path.Dir(a) {
+			if within(a, hidden) {
+				meta = append(meta, a)
+			}
+		}
+	}
+	for _, r := range in.HideRules {
+		if r.Pattern == "" && len(r.Keep) > 0 {
+			meta = append(meta, r.Base)
+		}
+	}
+	if meta = dedupe(meta); len(meta) > 0 {
+		b.WriteString("\n; Hidden directories holding re-opened paths: their metadata, not their listing.\n(allow file-read-metadata")
+		for _, m := range meta {
+			b.WriteString("\n  (literal " + g.param("HIDDENDIR", m) + ")")
+		}
+		b.WriteString(")\n")
+	}
 	var pinned []string
 	for _, p := range hidden {
 		for a := path.Dir(p); a != "/"; a = path.Dir(a) {
@@ -130,6 +154,16 @@ func (g *gen) hidden(b *strings.Builder, in Input) {
 		}
 		b.WriteString(")\n")
 	}
+}
+
+// within reports whether p is one of dirs or lies beneath one.
+func within(p string, dirs []string) bool {
+	for _, d := range dirs {
+		if p == d || strings.HasPrefix(p, d+"/") {
+			return true
+		}
+	}
+	return false
 }
 
 // patternRegex is the regular expression for a slash glob below a base:

@@ -35,6 +35,8 @@ func TestHiddenDecisions(t *testing.T) {
 	}{
 		{"file-read-data", "/Users/dev/.ssh/id_ed25519", false},
 		{"file-read-data", "/Users/dev/.ssh", false},
+		{"file-read-metadata", "/Users/dev/.ssh", true}, // on the way to its public keys
+		{"file-read-metadata", "/Users/dev/.aws", false},
 		{"file-read-metadata", "/Users/dev/.aws/credentials", false},
 		{"file-read-data", "/Users/dev/.aws/sso/cache/x.json", false},
 		// Kept and re-opened entries read; a public key made later too.
