@@ -257,15 +257,14 @@ func expandHidden(rules []HideRule, allow []string, b secrets.Bounds, keep []str
 		for _, c := range cands {
 			real, err := filepath.EvalSymlinks(c)
 			if err != nil {
-				// Missing or a dangling link: nothing to read.
-				if errors.Is(err, fs.ErrNotExist) {
+				if unreachable(c, err) {
 					continue
 				}
 				return nil, fmt.Errorf("%s: %w", r.Why, err)
 			}
 			fi, err := os.Stat(real)
 			if err != nil {
-				if errors.Is(err, fs.ErrNotExist) {
+				if unreachable(real, err) {
 					continue
 				}
 				return nil, fmt.Errorf("%s: %w", r.Why, err)
@@ -335,6 +334,26 @@ func expandHidden(rules []HideRule, allow []string, b secrets.Bounds, keep []str
 		}
 	}
 	return kept, nil
+}
+
+// unreachable reports whether err, from resolving path, means there is
+// nothing at path this user can read, so nothing to hide from a command
+// running as this user: it is missing (or a dangling link), a directory
+// on the way is not searchable (another account's home), or a name on
+// the way is not a directory.
+func unreachable(path string, err error) bool {
+	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission) {
+		return true
+	}
+	for p := filepath.Dir(path); ; p = filepath.Dir(p) {
+		fi, lerr := os.Lstat(p)
+		if lerr == nil {
+			return !fi.IsDir() && fi.Mode()&fs.ModeSymlink == 0
+		}
+		if p == filepath.Dir(p) {
+			return false
+		}
+	}
 }
 
 // resolveEnvPolicy is [shell_environment_policy] plus Options.PassEnv.

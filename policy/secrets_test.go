@@ -80,6 +80,14 @@ func TestHiddenDefaults(t *testing.T) {
 	if err != nil || len(full.Hidden()) != 0 {
 		t.Errorf("danger-full-access: %v, %v", err, full.Hidden())
 	}
+	// Unreachable paths are nothing to hide: a file where a directory
+	// is expected, a home this user cannot search.
+	if err := os.WriteFile(filepath.Join(home, ".kube"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := resolveEnv(Options{Cwd: ws, DenyRead: []string{"~/.kube/config"}}, getenv, "linux"); err != nil {
+		t.Errorf("a file on the way: %v", err)
+	}
 	// default_deny_read = false drops the list.
 	cfg, err := ParseConfig("c.toml", []byte("[filesystem]\ndefault_deny_read = false\n"))
 	if err != nil {

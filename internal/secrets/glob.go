@@ -93,13 +93,6 @@ func (x *expander) walk(dir string, i, depth int) error {
 	if i == len(x.pattern) {
 		return x.add(dir)
 	}
-	el := x.pattern[i]
-	if el == "**" {
-		// Zero elements: the rest of the pattern right here.
-		if err := x.walk(dir, i+1, depth); err != nil {
-			return err
-		}
-	}
 	ents, err := os.ReadDir(dir)
 	if err != nil {
 		// Gone, unreadable to this user (so to the command too), or not
@@ -116,9 +109,23 @@ func (x *expander) walk(dir string, i, depth int) error {
 	if x.entries > x.b.MaxEntries {
 		return fmt.Errorf("%w: more than %d directory entries read (under %s)", ErrBound, x.b.MaxEntries, dir)
 	}
-	for _, e := range ents {
-		p := filepath.Join(dir, e.Name())
-		if el == "**" {
+	return x.match(dir, ents, i, depth)
+}
+
+// match matches x.pattern[i:] against ents, the entries of dir: each
+// directory is read once, however many "**" reach it.
+func (x *expander) match(dir string, ents []fs.DirEntry, i, depth int) error {
+	if i == len(x.pattern) {
+		return x.add(dir)
+	}
+	el := x.pattern[i]
+	if el == "**" {
+		// Zero elements: the rest of the pattern right here.
+		if err := x.match(dir, ents, i+1, depth); err != nil {
+			return err
+		}
+		for _, e := range ents {
+			p := filepath.Join(dir, e.Name())
 			if !e.IsDir() {
 				// A trailing "**" matches files too.
 				if i+1 == len(x.pattern) {
@@ -134,19 +141,19 @@ func (x *expander) walk(dir string, i, depth int) error {
 			if err := x.walk(p, i, depth+1); err != nil {
 				return err
 			}
+		}
+		return nil
+	}
+	for _, e := range ents {
+		if ok, _ := path.Match(el, e.Name()); !ok {
 			continue
 		}
-		ok, _ := path.Match(el, e.Name())
-		if !ok {
-			continue
-		}
+		p := filepath.Join(dir, e.Name())
 		if i+1 == len(x.pattern) {
 			if err := x.add(p); err != nil {
 				return err
 			}
-			continue
-		}
-		if e.IsDir() {
+		} else if e.IsDir() {
 			if err := x.walk(p, i+1, depth+1); err != nil {
 				return err
 			}

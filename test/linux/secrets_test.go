@@ -50,7 +50,7 @@ func plantSecrets(t *testing.T, fx *fixture) {
 		}
 	}
 	// Links among .ssh's readable names that lead to its private keys.
-	for name, target := range map[string]string{".ssh/evil.pub": "id_rsa", ".ssh/abs.pub": filepath.Join(fx.home, ".ssh/id_ed25519")} {
+	for name, target := range map[string]string{".ssh/evil.pub": "id_rsa", ".ssh/abs.pub": filepath.Join(fx.home, ".ssh/id_ed25519"), "aws-link": ".aws"} {
 		if err := os.Symlink(target, filepath.Join(fx.home, name)); err != nil {
 			t.Fatal(err)
 		}
@@ -73,7 +73,7 @@ func secretsScript(fx *fixture) string {
 		b.WriteString("umount " + q(p) + "; umount -l " + q(p) + "; umount " + q(d) + "; cat " + q(p) + "\n")
 		b.WriteString("mv " + q(d) + " \"$WS/moved" + itoa(i) + "\"; cat \"$WS/moved" + itoa(i) + "/" + filepath.Base(p) + "\"\n")
 	}
-	b.WriteString("cat \"$HOME\"/.ssh/* \"$HOME\"/.ssh/.*; grep -R " + secretMark + " \"$HOME\" /proc/self/root\"$HOME\"\n")
+	b.WriteString("cat \"$HOME\"/aws-link/credentials \"$HOME\"/.ssh/* \"$HOME\"/.ssh/.*; grep -R " + secretMark + " \"$HOME\" /proc/self/root\"$HOME\"\n")
 	b.WriteString("exec 2>&1\necho PUBLIC:\n")
 	var pub []string
 	for f := range plantedPublic {
@@ -294,7 +294,7 @@ func TestSecretsDegraded(t *testing.T) {
 	forEachUser(t, func(t *testing.T, u *testUser) {
 		fx := newFixture(t, u)
 		plantSecrets(t, fx)
-		script := "cat $HOME/.ssh/id_ed25519 $HOME/.aws/credentials $HOME/.config/gh/hosts.yml $HOME/.netrc /proc/self/root$HOME/.ssh/id_rsa 2>&1; " +
+		script := "cat $HOME/.ssh/id_ed25519 $HOME/.ssh/evil.pub $HOME/aws-link/credentials $HOME/.aws/credentials $HOME/.config/gh/hosts.yml $HOME/.netrc /proc/self/root$HOME/.ssh/id_rsa 2>&1; " +
 			"cat $HOME/.ssh/id_ed25519.pub $HOME/.gitconfig $HOME/.config/gh/config.yml $WS/file.txt; echo new > $WS/new.txt && cat $WS/new.txt"
 		r := degraded(t, fx, []string{"--allow-degraded"}, script)
 		if r.code != 0 || strings.Contains(r.stdout, secretMark) {

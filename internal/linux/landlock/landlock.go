@@ -162,6 +162,9 @@ var hostDevReadable = []string{
 	"/dev/tty", "/dev/ptmx", "/dev/shm", "/dev/mqueue", "/dev/hugepages",
 }
 
+// lstat is os.Lstat, for readableAround; tests replace it.
+var lstat = os.Lstat
+
 // listDir lists the names in a directory, for HostDev's read rules.
 var listDir = func(dir string) ([]string, error) {
 	ents, err := os.ReadDir(dir)
@@ -357,6 +360,13 @@ func readableAround(readable, hidden, reopen []string, stat func(string) (fs.Fil
 	var out []string
 	var walk func(p string, inHidden bool) error
 	walk = func(p string, inHidden bool) error {
+		// A rule is made on what a path leads to: a symbolic link
+		// among the siblings (or the re-opened names: .ssh/x.pub ->
+		// id_rsa) would grant its target, which may be hidden. Its
+		// target is granted, or not, where it lies.
+		if fi, err := lstat(p); err == nil && fi.Mode()&fs.ModeSymlink != 0 {
+			return nil
+		}
 		switch {
 		case inHidden && slices.Contains(reopen, p):
 			out = append(out, p)

@@ -221,8 +221,20 @@ func TestPlanHidden(t *testing.T) {
 	stat := fakeFS(map[string]bool{"/home": true, "/usr": true, "/home/u": true, "/home/v": true, "/home/u/.ssh": true,
 		"/home/u/.ssh/id_rsa": false, "/home/u/.ssh/id_rsa.pub": false, "/home/u/.aws": true, "/home/u/.aws/credentials": false,
 		"/home/u/ws": true, "/home/u/ws/a": true, "/home/u/.gitconfig": false, "/dev/null": false})
+	oldLstat := lstat
+	defer func() { lstat = oldLstat }()
+	// A link among the siblings, and one among the re-opened names,
+	// would grant their targets: left out.
+	tree["/home/u"] = append(tree["/home/u"], "aws-link")
+	tree["/home/u/.ssh"] = append(tree["/home/u/.ssh"], "evil.pub")
+	lstat = func(p string) (fs.FileInfo, error) {
+		if p == "/home/u/aws-link" || p == "/home/u/.ssh/evil.pub" {
+			return linkInfo{}, nil
+		}
+		return stat(p)
+	}
 	_, rules, _, err := plan(Config{WritableRoots: []string{"/home/u/ws"}, HostDev: true,
-		Hidden: []string{"/home/u/.ssh", "/home/u/.aws"}, Reopen: []string{"/home/u/.ssh/id_rsa.pub"}}, 6, stat)
+		Hidden: []string{"/home/u/.ssh", "/home/u/.aws"}, Reopen: []string{"/home/u/.ssh/id_rsa.pub", "/home/u/.ssh/evil.pub"}}, 6, stat)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -238,9 +250,13 @@ func TestPlanHidden(t *testing.T) {
 			t.Errorf("%s not readable: %s", want, got)
 		}
 	}
-	for _, not := range []string{"/home", "/home/u", "/home/u/.ssh", "/home/u/.ssh/id_rsa", "/home/u/.aws", "/home/u/.aws/credentials", "/"} {
+	for _, not := range []string{"/home", "/home/u", "/home/u/.ssh", "/home/u/.ssh/id_rsa", "/home/u/.aws", "/home/u/.aws/credentials", "/", "/home/u/aws-link", "/home/u/.ssh/evil.pub"} {
 		if strings.Contains(got, ","+not+",") {
 			t.Errorf("%s readable: %s", not, got)
 		}
 	}
 }
+
+type linkInfo struct{ fakeInfo }
+
+func (linkInfo) Mode() fs.FileMode { return fs.ModeSymlink }
