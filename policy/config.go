@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/agentbox/agentbox/internal/agentdirs"
+	"github.com/agentbox/agentbox/internal/codexprofile"
 	"github.com/pelletier/go-toml/v2"
 )
 
@@ -22,8 +23,18 @@ type Config struct {
 	// ShellEnvironmentPolicy is Codex's [shell_environment_policy].
 	ShellEnvironmentPolicy ShellEnvSection `toml:"shell_environment_policy"`
 
+	// DefaultPermissions and Permissions are Codex's permission-profile
+	// language (default_permissions, [permissions.NAME]), read as Codex
+	// documents it by internal/codexprofile; a file uses it or
+	// sandbox_mode and [sandbox_workspace_write], not both.
+	DefaultPermissions *string        `toml:"default_permissions"`
+	Permissions        map[string]any `toml:"permissions"`
+
 	// Path is the file the config was read from, for error messages.
 	Path string `toml:"-"`
+
+	// profile is the selected permission profile, translated.
+	profile *codexprofile.Plan
 }
 
 // WorkspaceWriteSection is [sandbox_workspace_write].
@@ -158,6 +169,9 @@ func (c *Config) validate() error {
 		return err
 	}
 	if err := c.validateSecrets(); err != nil {
+		return err
+	}
+	if err := c.validateProfile(); err != nil {
 		return err
 	}
 	for _, p := range c.SandboxWorkspaceWrite.AllowUnixSockets {

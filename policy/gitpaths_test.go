@@ -82,7 +82,7 @@ func resolveIn(t *testing.T, ws string, env map[string]string) (*Policy, error) 
 // GIT_CONFIG_GLOBAL).
 func protectIn(t *testing.T, root string, env map[string]string) (*Policy, error) {
 	t.Helper()
-	prot, err := protectedPaths([]string{root}, DefaultProtectedNames(), nil, func(k string) string { return env[k] })
+	prot, err := protectedPaths([]string{root}, DefaultProtectedNames(), nil, nil, func(k string) string { return env[k] })
 	if err != nil {
 		return nil, err
 	}

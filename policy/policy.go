@@ -257,6 +257,11 @@ func resolveFor(o Options, caller policyhook.Caller, goos string) (*Policy, erro
 	if cfg == nil {
 		cfg = &Config{}
 	}
+	// A Codex permission profile, written into the keys read below.
+	cfg, err := cfg.withProfile(getenv, goos)
+	if err != nil {
+		return nil, err
+	}
 	ww := cfg.SandboxWorkspaceWrite
 
 	p := &Policy{f: fields{Mode: WorkspaceWrite, Windows: Unelevated, ProtectedNames: DefaultProtectedNames()}}
@@ -355,7 +360,7 @@ func resolveFor(o Options, caller policyhook.Caller, goos string) (*Policy, erro
 	if cwd == "" {
 		cwd = "."
 	}
-	cwd, err := absolute(cwd)
+	cwd, err = absolute(cwd)
 	if err != nil {
 		return nil, err
 	}
@@ -404,8 +409,11 @@ func resolveFor(o Options, caller policyhook.Caller, goos string) (*Policy, erro
 	}
 	for _, d := range ww.WritableRoots {
 		what := "writable_roots"
+		if n := cfg.ProfileName(); n != "" {
+			what = fmt.Sprintf("a writable path of profile %s", n)
+		}
 		if cfg.Path != "" {
-			what = fmt.Sprintf("writable_roots in %s", cfg.Path)
+			what += " in " + cfg.Path
 		}
 		roots = append(roots, root{d, what, fixSub, d})
 	}
@@ -511,7 +519,11 @@ func resolveFor(o Options, caller policyhook.Caller, goos string) (*Policy, erro
 	if invoked := invokedAs(caller, getenv("PATH"), absolute); invoked != "" {
 		extra = append(extra, invoked)
 	}
-	prot, err := protectedPaths(p.f.WritableRoots, p.f.ProtectedNames, extra, getenv)
+	readOnly, err := p.profileReadOnly(cfg, getenv, goos)
+	if err != nil {
+		return nil, err
+	}
+	prot, err := protectedPaths(p.f.WritableRoots, p.f.ProtectedNames, extra, readOnly, getenv)
 	if err != nil {
 		return nil, err
 	}

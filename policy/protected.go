@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -20,8 +21,8 @@ import (
 // every symlink met on the way to one of those (a link inside a writable
 // root could otherwise be re-pointed to redirect the protected path), and
 // the extra paths the caller names (agentbox's own config, state and
-// executable).
-func protectedPaths(roots, names []string, extra []string, getenv func(string) string) ([]Protected, error) {
+// executable), and labeled ones (path -> why: a profile's "read" entries).
+func protectedPaths(roots, names []string, extra []string, labeled map[string]string, getenv func(string) string) ([]Protected, error) {
 	byPath := map[string]Protected{}
 	files := map[string]bool{} // resolved paths git reads as files
 	// Existing empty regular files: what another run's file placeholder
@@ -130,6 +131,12 @@ func protectedPaths(roots, names []string, extra []string, getenv func(string) s
 	}
 	for _, e := range extra {
 		if _, err := addResolved(e, "agentbox's own "+e, 0); err != nil {
+			return nil, err
+		}
+	}
+	// Paths the config keeps read-only, each with its reason.
+	for _, e := range slices.Sorted(maps.Keys(labeled)) {
+		if _, err := addResolved(e, labeled[e], 0); err != nil {
 			return nil, err
 		}
 	}

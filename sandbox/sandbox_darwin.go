@@ -43,6 +43,16 @@ func darwinInput(pol *policy.Policy) darwin.Input {
 			in.TempDirs = append(in.TempDirs, t.Dir)
 		}
 	}
+	// Hidden paths, in every sandboxed mode: those found now, and the
+	// rules, whose patterns the profile matches whenever a file appears.
+	for _, h := range pol.Hidden() {
+		in.Hidden = append(in.Hidden, h.Path)
+		in.Reopen = append(in.Reopen, h.Reopen...)
+	}
+	in.Reopen = append(in.Reopen, pol.AllowRead()...)
+	for _, r := range pol.HideRules() {
+		in.HideRules = append(in.HideRules, darwin.HideRule{Base: r.Base, Pattern: r.Pattern, Keep: r.Keep})
+	}
 	return in
 }
 

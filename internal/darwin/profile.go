@@ -23,7 +23,9 @@
 //   - Processes may fork and exec, signal and inspect processes in the same
 //     sandbox, read sysctls, and look up a short fixed list of system
 //     services (user and group lookup, notifications, logging, preferences).
-//   - Reads are allowed everywhere, as every agentbox mode allows.
+//   - Reads are allowed everywhere but the hidden paths and what the hide
+//     rules match (credential files, deny_read), as every agentbox mode
+//     allows; see hidden.go.
 //   - Writes are allowed beneath [Input.WritableRoots] (the host's temp
 //     directories are roots like any other when the policy shares them),
 //     beneath [Input.TempDirs] (the workspace's private ones, which the
@@ -200,6 +202,13 @@ type Input struct {
 	// CacheDirs are private per-workspace tool cache directories, writable
 	// although they lie in agentbox's (protected) state directory.
 	CacheDirs []string
+	// Hidden are paths the command must not read, found when it started
+	// (policy.Hidden); Reopen are paths inside them that stay readable
+	// (their re-opened entries and policy.AllowRead); HideRules hide
+	// what their patterns match whenever it appears (policy.HideRule).
+	Hidden    []string
+	Reopen    []string
+	HideRules []HideRule
 	// TempDirs are the workspace's private temporary directories
 	// (policy.PrivateTemp), writable although they lie in agentbox's
 	// state directory: the command's TMPDIR names one, and /tmp itself
@@ -318,6 +327,9 @@ func (g *gen) validate(in Input) error {
 		if !inside {
 			return fmt.Errorf("git read-only path %q is in no writable git directory", p)
 		}
+	}
+	if err := g.validateHidden(in); err != nil {
+		return err
 	}
 	switch in.Network {
 	case NetworkOff, NetworkOn:
@@ -457,6 +469,7 @@ func (g *gen) profile(in Input) (string, []Param, error) {
 	}
 	protected = dedupe(append(protected, in.Protected...))
 	if len(protected) == 0 {
+		g.hidden(&b, in)
 		return b.String(), g.params, nil
 	}
 
@@ -515,6 +528,7 @@ func (g *gen) profile(in Input) (string, []Param, error) {
 		}
 		b.WriteString(")\n")
 	}
+	g.hidden(&b, in)
 	return b.String(), g.params, nil
 }
 

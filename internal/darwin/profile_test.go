@@ -63,6 +63,8 @@ var goldenCases = []struct {
 	{"root-is-slash", Input{WritableRoots: []string{"/"}, ProtectedNames: []string{".git"}}},
 	{"pty", Input{WritableRoots: []string{"/Users/dev/project"}, AllowPTY: true}},
 	{"git-writes-and-caches", gitWritesInput},
+	{"hidden", hiddenInput},
+	{"read-only-hidden", Input{Hidden: hiddenInput.Hidden, Reopen: hiddenInput.Reopen, HideRules: hiddenInput.HideRules}},
 }
 
 // privateTmpInput is the default workspace-write policy's input: the

@@ -74,7 +74,17 @@ func canonicalInput(in Input) (Input, error) {
 	if out.Protected, err = canonicalPaths(in.Protected, false); err != nil {
 		return Input{}, err
 	}
-	for _, l := range []*[]string{&out.GitWritable, &out.GitReadOnly, &out.CacheDirs, &out.TempDirs} {
+	// Hidden and re-opened paths are taken as they are: a re-opened
+	// symbolic link is the link, not its target.
+	out.HideRules = make([]HideRule, len(in.HideRules))
+	for i, r := range in.HideRules {
+		r.Keep = append([]string(nil), r.Keep...)
+		if r.Base, err = canonicalPath(r.Base, false); err != nil {
+			return Input{}, err
+		}
+		out.HideRules[i] = r
+	}
+	for _, l := range []*[]string{&out.GitWritable, &out.GitReadOnly, &out.CacheDirs, &out.TempDirs, &out.Hidden, &out.Reopen} {
 		if *l, err = canonicalPaths(*l, false); err != nil {
 			return Input{}, err
 		}

@@ -413,3 +413,44 @@ func TestDarwinPrivateTmp(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// TestHiddenEnforced: a hidden file, a file a hide rule matches (one
+// made after the start included) and a hidden directory cannot be read,
+// copied or moved; a re-opened file and the rest of the workspace can.
+func TestHiddenEnforced(t *testing.T) {
+	requireSandboxExec(t)
+	ws, outside := workspace(t)
+	for p, c := range map[string]string{
+		filepath.Join(ws, ".env"):               "SECRET1",
+		filepath.Join(ws, "a/b/c/d/x.env"):      "SECRET2",
+		filepath.Join(outside, "creds/key"):     "SECRET3",
+		filepath.Join(outside, "creds/key.pub"): "PUBLIC",
+		filepath.Join(ws, "main.go"):            "package main",
+	} {
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(c), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	in := wsInput(ws)
+	in.Hidden = []string{filepath.Join(ws, ".env"), filepath.Join(ws, "a/b/c/d/x.env"), filepath.Join(outside, "creds")}
+	in.Reopen = []string{filepath.Join(outside, "creds/key.pub")}
+	in.HideRules = []HideRule{{Base: ws, Pattern: "**/*.env"}, {Base: filepath.Join(outside, "creds"), Keep: []string{"*.pub"}}}
+	script := `cat .env a/b/c/d/x.env "$OUT/creds/key"; ls "$OUT/creds"; cp .env copied; mv .env moved; mv a a2
+echo SECRET4 > late.env; cat late.env
+echo; cat "$OUT/creds/key.pub"; echo; cat main.go; echo; echo ok > new.txt && echo WROTE`
+	r := sh(t, context.Background(), in, ws, "OUT="+outside+"; export OUT; "+script)
+	if strings.Contains(r.stdout, "SECRET") {
+		t.Errorf("a hidden file was read:\n%s\n%s", r.stdout, r.stderr)
+	}
+	for _, want := range []string{"PUBLIC", "package main", "WROTE"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("%s missing:\n%s\n%s", want, r.stdout, r.stderr)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(ws, ".env")); err != nil {
+		t.Errorf(".env moved: %v", err)
+	}
+}

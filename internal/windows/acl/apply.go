@@ -155,6 +155,9 @@ func Apply(st Store, pl Plan) (Result, error) {
 		}
 		res.Modified = append(res.Modified, path)
 	}
+	if err := unhide(st, pl.Unhide, pl.UnhideSID, &res); err != nil {
+		return res, err
+	}
 	if err := removeLabels(st, pl.Unlabel, &res); err != nil {
 		return res, err
 	}
@@ -249,6 +252,20 @@ func applyLabels(st Store, labels []LabelEntry, res *Result) error {
 		return errors.New("the plan sets integrity labels but the store cannot write them")
 	}
 	for _, l := range labels {
+		if hiddenLabel(l.Label) {
+			cur, err := ls.GetLabel(l.Path)
+			if err != nil {
+				return fmt.Errorf("integrity label of %s (%s): reading: %w", l.Path, l.Why, err)
+			}
+			set, err := checkForeignLabel(l.Path, cur)
+			if err != nil {
+				return err
+			}
+			if !set {
+				res.Checked++
+				continue
+			}
+		}
 		changed, err := setLabel(ls.GetLabel, ls.SetLabel, l.Path, l.Label)
 		if err != nil {
 			return fmt.Errorf("integrity label of %s (%s): %w", l.Path, l.Why, err)
@@ -299,13 +316,13 @@ func setLabel(get func(string) (string, error), set func(string, string) error, 
 }
 
 // RevokeLabels removes the explicit labels agentbox sets (RootLabel,
-// ProtectedLabel, ProtectedFileLabel) from paths, on link objects too, and
+// ProtectedLabel, ProtectedFileLabel, HiddenLabel, HiddenFileLabel) from paths, on link objects too, and
 // returns the paths it changed. Missing paths are skipped; a label of
 // another shape is somebody else's and stays.
 func RevokeLabels(st LabelStore, paths []string) ([]string, error) {
 	ours := func(l Label) bool {
 		// Exact match: an inherited copy carries ID and is not ours.
-		return l == RootLabel || l == ProtectedLabel || l == ProtectedFileLabel
+		return l == RootLabel || l == ProtectedLabel || l == ProtectedFileLabel || hiddenLabel(l)
 	}
 	var changed []string
 	var errs []error

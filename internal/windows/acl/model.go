@@ -85,6 +85,18 @@ func (m *Model) ApplyPlan(pl Plan) {
 			o.Label = nil
 		}
 	}
+	for _, p := range pl.Unhide {
+		o := m.Get(p)
+		if o == nil {
+			continue
+		}
+		if o.Label != nil && hiddenLabel(*o.Label) {
+			o.Label = nil
+		}
+		if pl.UnhideSID != "" {
+			o.DACL = slices.DeleteFunc(o.DACL, func(a ACE) bool { return hiddenACE(a, pl.UnhideSID) })
+		}
+	}
 	for _, e := range pl.Remove {
 		if o := m.Get(e.Path); o != nil {
 			o.DACL = slices.DeleteFunc(o.DACL, func(a ACE) bool { return a == e.ACE })

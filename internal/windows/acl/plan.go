@@ -40,6 +40,15 @@ type Plan struct {
 	// ProtectedFileLabel) is removed before Labels are set, so they
 	// inherit their parent's label again.
 	Unlabel []string
+	// Unhide are paths an earlier run hid that this policy does not:
+	// their hidden label (HiddenLabel, HiddenFileLabel) is removed, and
+	// with UnhideSID set (elevated mode) the hidden denies and re-opening
+	// allows for that SID too (see HiddenPlan). Missing paths are skipped.
+	Unhide    []string
+	UnhideSID string
+	// HiddenNow are the paths the plan hides or re-opens, for the state
+	// (the next run's Unhide).
+	HiddenNow []string
 }
 
 // LabelEntry is one mandatory label agentbox wants on one path.
@@ -65,6 +74,11 @@ func (pl *Plan) Merge(o Plan) {
 	pl.Labels = append(pl.Labels, o.Labels...)
 	pl.Remove = append(pl.Remove, o.Remove...)
 	pl.Unlabel = append(pl.Unlabel, o.Unlabel...)
+	pl.Unhide = append(pl.Unhide, o.Unhide...)
+	pl.HiddenNow = append(pl.HiddenNow, o.HiddenNow...)
+	if o.UnhideSID != "" {
+		pl.UnhideSID = o.UnhideSID
+	}
 }
 
 // PlanFor returns the ACEs that make pol's writable roots writable for sid

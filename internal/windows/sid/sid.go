@@ -56,6 +56,10 @@ type State struct {
 	Placeholders []string `json:"placeholders,omitempty"`
 	// Labels are paths whose mandatory label agentbox set.
 	Labels []string `json:"labels,omitempty"`
+	// Hidden are the paths agentbox hides or re-opens (a label or an
+	// ACE for each, recorded in Labels or Paths too), so that a later
+	// run that no longer hides one gives it back (acl.Plan.Unhide).
+	Hidden []string `json:"hidden,omitempty"`
 	// PlaceholderFiles are read-only git files agentbox created for
 	// allow_git_writes; cleanup removes each only while it still holds
 	// Content.
@@ -233,6 +237,18 @@ func (st *State) AddPaths(paths ...string) bool { return addTo(&st.Paths, paths)
 
 // AddLabels records paths whose mandatory label agentbox set.
 func (st *State) AddLabels(paths ...string) bool { return addTo(&st.Labels, paths) }
+
+// SetHidden records the paths hidden (or re-opened) now, and forgets
+// those given back; it reports whether the list changed.
+func (st *State) SetHidden(now, unhidden []string) bool {
+	changed := addTo(&st.Hidden, now)
+	n := len(st.Hidden)
+	st.Hidden = slices.DeleteFunc(st.Hidden, func(p string) bool {
+		return slices.ContainsFunc(unhidden, func(u string) bool { return strings.EqualFold(p, u) }) &&
+			!slices.ContainsFunc(now, func(u string) bool { return strings.EqualFold(p, u) })
+	})
+	return changed || len(st.Hidden) != n
+}
 
 // AddPlaceholders records created placeholder directories.
 func (st *State) AddPlaceholders(paths ...string) bool { return addTo(&st.Placeholders, paths) }

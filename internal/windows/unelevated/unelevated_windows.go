@@ -41,7 +41,10 @@ func Prepare(pol *policy.Policy, stateDir string) (*Sandbox, error) {
 	gp := g.Policy(pol)
 	extra := acl.IntegrityPlan(gp, user)
 	extra.Merge(g.UserPlan(user))
-	sb, err := prepare(pol, gp, g, stateDir, extra)
+	// Hidden paths: a NO_READ_UP Medium label each, which the Low
+	// command cannot read through (acl.HiddenPlan).
+	hidden := func(st *sid.State) acl.Plan { return acl.HiddenPlan(pol, isDir, st.Hidden) }
+	sb, err := prepare(pol, gp, g, stateDir, extra, hidden)
 	if err != nil {
 		return nil, err
 	}
@@ -76,7 +79,22 @@ func PrepareACL(pol *policy.Policy, stateDir string, also ...string) (*Sandbox, 
 		extra.Merge(acl.PlanFor(gp, s))
 		extra.Merge(g.SIDPlan(gp, func(string) string { return s }))
 	}
-	return prepare(pol, gp, g, stateDir, extra)
+	// Hidden paths: a deny for each SID in also, which the sandbox
+	// user meets in its normal access check (acl.HiddenACLPlan).
+	hidden := func(st *sid.State) acl.Plan {
+		var pl acl.Plan
+		for _, s := range also {
+			pl.Merge(acl.HiddenACLPlan(pol, s, isDir, st.Hidden))
+		}
+		return pl
+	}
+	return prepare(pol, gp, g, stateDir, extra, hidden)
+}
+
+// isDir reports whether path is an existing directory.
+func isDir(path string) bool {
+	fi, err := os.Stat(path)
+	return err == nil && fi.IsDir()
 }
 
 // resolveGitWrites is acl.ResolveGitWrites on this host's file system.
@@ -98,16 +116,35 @@ func resolveGitWrites(pol *policy.Policy) (acl.GitPlan, error) {
 }
 
 // prepare applies the plan for gp (pol, with allow_git_writes resolved
-// by g) plus extra.
-func prepare(pol, gp *policy.Policy, g acl.GitPlan, stateDir string, extra acl.Plan) (*Sandbox, error) {
+// by g) plus extra, plus hidden's plan for the hidden paths (in every
+// sandboxed mode; it is given the state, for the paths earlier runs
+// changed).
+func prepare(pol, gp *policy.Policy, g acl.GitPlan, stateDir string, extra acl.Plan, hidden func(*sid.State) acl.Plan) (*Sandbox, error) {
 	st, _, err := sid.LoadOrCreate(stateDir)
 	if err != nil {
 		return nil, fmt.Errorf("sandbox SIDs: %w", err)
 	}
 	sb := &Sandbox{StateDir: stateDir, State: st}
+	hp := hidden(st)
+	if winapi.IsWine() {
+		// Wine neither reads nor writes mandatory labels (see below).
+		hp.Labels, hp.Unhide, hp.HiddenNow = nil, nil, nil
+	}
 	if pol.Mode() != policy.WorkspaceWrite {
+		if len(hp.Labels)+len(hp.Entries)+len(hp.Unhide) == 0 {
+			return sb, nil
+		}
+		res, err := acl.Apply(winapi.FileStore{}, hp)
+		sb.ACL = res
+		if rerr := record(stateDir, st, res, hp, err == nil); err == nil {
+			err = rerr
+		}
+		if err != nil {
+			return nil, fmt.Errorf("hiding paths: %w", err)
+		}
 		return sb, nil
 	}
+	extra.Merge(hp)
 	newSID := false
 	for _, r := range pol.WritableRoots() {
 		_, added, err := st.RootSID(r)
@@ -126,7 +163,7 @@ func prepare(pol, gp *policy.Policy, g acl.GitPlan, stateDir string, extra acl.P
 		// Wine only: it refuses to read or write mandatory labels
 		// (GetNamedSecurityInfo(LABEL) is access denied) and enforces
 		// none, like the tokens and ACLs; the enforcement tests skip.
-		extra.Labels, extra.Unlabel = nil, nil
+		extra.Labels, extra.Unlabel, extra.Unhide = nil, nil, nil
 	}
 	sidOf := func(r string) string { s, _ := st.LookupRoot(r); return s }
 	pl := acl.PlanForRoots(gp, sidOf)
@@ -136,22 +173,35 @@ func prepare(pol, gp *policy.Policy, g acl.GitPlan, stateDir string, extra acl.P
 	pl.Merge(extra)
 	res, err := acl.Apply(winapi.FileStore{}, pl)
 	sb.ACL = res
-	// Record what changed even on failure, so cleanup finds it.
+	if rerr := record(stateDir, st, res, pl, err == nil); err == nil {
+		err = rerr
+	}
+	if err != nil {
+		return nil, fmt.Errorf("applying ACLs: %w", err)
+	}
+	return sb, nil
+}
+
+// record saves what res changed in the state, even after a failed
+// Apply, so that cleanup finds it; and, after one that succeeded (ok),
+// what pl hides now and what it gave back.
+func record(stateDir string, st *sid.State, res acl.Result, pl acl.Plan, ok bool) error {
 	a := st.AddPaths(res.Modified...)
+	if ok {
+		a = st.SetHidden(pl.HiddenNow, pl.Unhide) || a
+	} else {
+		// Unknown how far it got: keep tracking all of it.
+		a = st.SetHidden(append(pl.HiddenNow, pl.Unhide...), nil) || a
+	}
 	b := st.AddPlaceholders(res.Created...)
 	c := st.AddLabels(res.Labeled...)
 	for _, f := range res.Files {
 		c = st.AddPlaceholderFiles(sid.PlaceholderFile{Path: f.Path, Content: f.Content}) || c
 	}
 	if a || b || c {
-		if serr := sid.Save(stateDir, st); serr != nil && err == nil {
-			err = serr
-		}
+		return sid.Save(stateDir, st)
 	}
-	if err != nil {
-		return nil, fmt.Errorf("applying ACLs: %w", err)
-	}
-	return sb, nil
+	return nil
 }
 
 func currentUserSID() (string, error) {
