@@ -26,6 +26,14 @@ type Baseline struct {
 	Hidden []string `json:",omitempty"`
 	// Replace are the packed replace refs (name and object id).
 	Replace map[string]string `json:",omitempty"`
+	// Exposed: some sandboxed run of the window could write the files
+	// through which git runs programs here (a run whose policy did not
+	// protect this directory: a run of an overlapping root, or one that
+	// may run degraded, without the read-only carve-outs). The check then
+	// also looks at it as at any nested repository, and what it finds
+	// changed there moves it aside: the baseline may hold that run's
+	// writes.
+	Exposed bool `json:",omitempty"`
 }
 
 // sequencerDirs hold an interrupted rebase, cherry-pick, revert or am:

@@ -272,41 +272,59 @@ func (s *scan) bare(g *dir, parent *dir, name string) {
 	s.note("%s was laid out as a bare git repository (%s): git run there on the host would use its configuration; moved its HEAD to %s, so git no longer takes it for one (inspect it; move it back only if you trust it)", g.path, why, to)
 }
 
-// bareShape reports whether d holds what git's is_git_directory looks
-// for: a HEAD that reads as a symbolic ref or an object id, objects/ and
-// refs/ (a directory, or with the reftable format a file).
+// bareShape reports whether git's is_git_directory would take d for a
+// git directory (setup.c): a HEAD that validate_headref accepts, and
+// objects and refs that access(2) finds searchable in the common
+// directory, which is d itself or what a commondir file names. It errs
+// towards yes: a commondir file of any content counts (it can name any
+// directory that has objects and refs, the user's own repository
+// included), objects and refs count whatever their type (a symlink to a
+// directory, an executable file and, with the reftable format, a refs
+// file pass git's test), and so does a HEAD the guard cannot read.
 func bareShape(d *dir) (bool, error) {
-	for _, n := range []string{"objects", "refs"} {
-		st, err := d.stat(n)
-		if isNotExist(err) {
-			return false, nil
-		}
-		if err != nil {
-			return false, err
-		}
-		if n == "objects" && !st.mode.IsDir() {
-			return false, nil
-		}
-	}
 	data, ok, err := d.readFile("HEAD", 4096)
 	if isNotExist(err) {
 		return false, nil
 	}
-	if err != nil || !ok {
-		// A HEAD that is a symlink, FIFO or too large: git may still
-		// follow or read it; count it as a HEAD.
-		return true, nil
+	if err == nil && ok && !headLike(data) {
+		return false, nil
 	}
-	data = bytes.TrimSpace(data)
-	return bytes.HasPrefix(data, []byte("ref:")) || isHex(data), nil
+	// A HEAD that is a symlink, FIFO or too large: git may still follow
+	// or read it; it counts as a HEAD.
+	if _, err := d.stat("commondir"); err == nil {
+		return true, nil
+	} else if !isNotExist(err) {
+		return false, err
+	}
+	for _, n := range []string{"objects", "refs"} {
+		if _, err := d.stat(n); isNotExist(err) {
+			return false, nil
+		} else if err != nil {
+			return false, err
+		}
+	}
+	return true, nil
 }
 
-func isHex(b []byte) bool {
-	if len(b) != 40 && len(b) != 64 {
+// headLike reports whether a HEAD's content passes validate_headref: "ref:",
+// optional white space and "refs/", or an object id in hex (either case)
+// followed by anything.
+func headLike(data []byte) bool {
+	if len(data) > 255 {
+		data = data[:255] // git reads no more
+	}
+	if ref, ok := bytes.CutPrefix(data, []byte("ref:")); ok {
+		return bytes.HasPrefix(bytes.TrimLeft(ref, " \t\n\v\f\r"), []byte("refs/"))
+	}
+	return hexPrefix(data, 40) || hexPrefix(data, 64)
+}
+
+func hexPrefix(b []byte, n int) bool {
+	if len(b) < n {
 		return false
 	}
-	for _, c := range b {
-		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+	for _, c := range b[:n] {
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F') {
 			return false
 		}
 	}

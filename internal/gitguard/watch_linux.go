@@ -3,7 +3,9 @@ package gitguard
 import (
 	"errors"
 	"io/fs"
+	"path"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 	"unsafe"
@@ -33,8 +35,10 @@ type watcher struct {
 	mu     sync.Mutex
 	byWD   map[int32]string
 	byPath map[string]int32
-	dirty  map[string]int64 // directory -> when an event there was read (UnixNano)
-	ready  int64            // every directory watched since this time
+	files  map[int32]string  // watches of git directories' files
+	gitRel map[string]string // watched git directories: path inside the git directory
+	dirty  map[string]int64  // directory -> when an event there was read (UnixNano)
+	ready  int64             // every directory watched since this time
 	// blind is when a directory last moved (its subtree's events until
 	// then may name old paths): checks of windows that began earlier walk
 	// the whole root.
@@ -92,7 +96,7 @@ func newWatcher(root string) (*watcher, error) {
 	if err != nil {
 		return nil, err
 	}
-	w := &watcher{root: root, fd: fd, byWD: map[int32]string{}, byPath: map[string]int32{}, dirty: map[string]int64{}, done: make(chan struct{})}
+	w := &watcher{root: root, fd: fd, byWD: map[int32]string{}, byPath: map[string]int32{}, files: map[int32]string{}, gitRel: map[string]string{}, dirty: map[string]int64{}, done: make(chan struct{})}
 	if err := unix.Pipe2(w.stop[:], unix.O_CLOEXEC|unix.O_NONBLOCK); err != nil {
 		unix.Close(fd)
 		return nil, err
@@ -114,6 +118,13 @@ func newWatcher(root string) (*watcher, error) {
 // symlinks, marking each dirty at mark (0: not). Watching before listing
 // means nothing made in a directory is missed: it is either listed or
 // reported.
+//
+// In git directories (a .git, or a directory shaped like a bare
+// repository) it watches the files too: a watch on a directory hears of
+// writes made through that directory only, and one of the repository's
+// files written through a hard link elsewhere (outside every watched
+// root: a shared $TMPDIR) would leave the directory unmarked. A watch on
+// the file itself hears of every write, through any name.
 func (w *watcher) addTree(dir string, depth int, mark int64) error {
 	if depth > maxDepth {
 		return errors.New("too deep")
@@ -140,17 +151,60 @@ func (w *watcher) addTree(dir string, depth int, mark int64) error {
 		}
 		return err
 	}
+	rel, inGit := w.gitRel[filepath.Dir(dir)]
+	switch {
+	case inGit:
+		rel = path.Join(rel, filepath.Base(dir))
+	case isDotGit(filepath.Base(dir)):
+		rel, inGit = ".", true
+	default:
+		if bare, _ := bareShape(d); bare {
+			rel, inGit = ".", true
+		}
+	}
+	if inGit {
+		w.gitRel[dir] = rel
+	}
 	ents, err := d.entries()
 	d.close()
 	if err != nil {
 		return err
 	}
 	for _, e := range ents {
+		child := filepath.Join(dir, e.name)
 		if e.typ == fs.ModeDir {
-			if err := w.addTree(filepath.Join(dir, e.name), depth+1, mark); err != nil {
+			if err := w.addTree(child, depth+1, mark); err != nil {
+				return err
+			}
+		} else if inGit {
+			if err := w.addFile(child, rel); err != nil {
 				return err
 			}
 		}
+	}
+	return nil
+}
+
+// fileMask: what is done to a watched file through any of its names.
+const fileMask = unix.IN_MODIFY | unix.IN_CLOSE_WRITE | unix.IN_ATTRIB | unix.IN_DELETE_SELF | unix.IN_MOVE_SELF | unix.IN_DONT_FOLLOW
+
+// addFile watches the file p of a git directory (rel is its directory's
+// path inside the git directory), but for the many that cannot make git
+// run anything: objects (but objects/info), refs and reflogs.
+func (w *watcher) addFile(p, rel string) error {
+	top, _, _ := strings.Cut(rel, "/")
+	if (top == "objects" && !strings.HasPrefix(rel, "objects/info")) || top == "logs" || top == "refs" && !strings.HasPrefix(rel, "refs/replace") {
+		return nil
+	}
+	wd, err := unix.InotifyAddWatch(w.fd, p, fileMask)
+	if err != nil {
+		if isNotExist(err) || errors.Is(err, unix.ELOOP) {
+			return nil
+		}
+		return err
+	}
+	if _, dir := w.byWD[int32(wd)]; !dir {
+		w.files[int32(wd)] = p
 	}
 	return nil
 }
@@ -214,6 +268,16 @@ func (w *watcher) event(wd int32, mask uint32, name string, now int64) {
 	}
 	dir, ok := w.byWD[wd]
 	if !ok {
+		if f, ok := w.files[wd]; ok {
+			if mask&unix.IN_IGNORED != 0 {
+				delete(w.files, wd)
+				return
+			}
+			// Written, linked or chmodded through some name: its
+			// directory is where the check must look. (Moved or
+			// deleted, that directory hears of it too.)
+			w.dirty[filepath.Dir(f)] = now
+		}
 		return
 	}
 	if mask&unix.IN_IGNORED != 0 {
@@ -227,7 +291,13 @@ func (w *watcher) event(wd int32, mask uint32, name string, now int64) {
 	if mask&(unix.IN_DELETE_SELF|unix.IN_MOVE_SELF) != 0 && dir == w.root {
 		w.broken = true
 	}
-	if mask&unix.IN_ISDIR == 0 || name == "" {
+	if name == "" {
+		return
+	}
+	if mask&unix.IN_ISDIR == 0 {
+		if rel, ok := w.gitRel[dir]; ok && mask&(unix.IN_CREATE|unix.IN_MOVED_TO) != 0 && w.addFile(filepath.Join(dir, name), rel) != nil {
+			w.broken = true
+		}
 		return
 	}
 	child := filepath.Join(dir, name)

@@ -1,0 +1,230 @@
+package gitguard
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentbox/agentbox/internal/rawpolicy"
+	"github.com/agentbox/agentbox/policy"
+)
+
+// Holes an outside attack found in the guard (issue 21, round 5), each a
+// window the way a run makes one.
+
+// TestGuardBareShapes: directories git's is_git_directory accepts although
+// they lack a plain objects/ and refs/ of their own.
+func TestGuardBareShapes(t *testing.T) {
+	oid := strings.Repeat("A", 40) + "\nanything git ignores\n"
+	cases := map[string]func(t *testing.T, d string){
+		// commondir names the directory that holds objects and refs
+		// (and the config git reads).
+		"commondir": func(t *testing.T, d string) {
+			fakeRepo(t, d+"-common")
+			must(t, os.Remove(filepath.Join(d+"-common", "HEAD")))
+			must(t, os.MkdirAll(d, 0o755))
+			must(t, os.WriteFile(filepath.Join(d, "HEAD"), []byte("ref: refs/heads/main\n"), 0o644))
+			must(t, os.WriteFile(filepath.Join(d, "commondir"), []byte("../"+filepath.Base(d)+"-common\n"), 0o644))
+		},
+		// access(2) follows a symlink, and finds an executable file
+		// searchable.
+		"symlinked objects, file refs": func(t *testing.T, d string) {
+			must(t, os.MkdirAll(d+"-objs", 0o755))
+			must(t, os.MkdirAll(d, 0o755))
+			must(t, os.Symlink("../"+filepath.Base(d)+"-objs", filepath.Join(d, "objects")))
+			must(t, os.WriteFile(filepath.Join(d, "refs"), nil, 0o755))
+			must(t, os.WriteFile(filepath.Join(d, "HEAD"), []byte("ref: \trefs/heads/main\n"), 0o644))
+			must(t, os.WriteFile(filepath.Join(d, "config"), []byte("[core]\n\tpager = ./x\n"), 0o644))
+		},
+		// get_oid_hex_any reads an upper-case object id and ignores what
+		// follows it.
+		"upper-case HEAD with a tail": func(t *testing.T, d string) {
+			fakeRepo(t, d)
+			must(t, os.WriteFile(filepath.Join(d, "HEAD"), []byte(oid), 0o644))
+		},
+	}
+	for name, plant := range cases {
+		for _, watched := range []bool{false, true} {
+			t.Run(name+map[bool]string{false: "/walk", true: "/watcher"}[watched], func(t *testing.T) {
+				ws, state := t.TempDir(), t.TempDir()
+				fakeRepo(t, filepath.Join(ws, ".git"))
+				time.Sleep(30 * time.Millisecond)
+				pol := testPolicy(ws, false)
+				if watched {
+					defer Watch(Roots(pol))()
+					time.Sleep(30 * time.Millisecond)
+				}
+				g, err := Begin(pol, state)
+				must(t, err)
+				plant(t, filepath.Join(ws, "a/plant"))
+				notes, err := g.End()
+				must(t, err)
+				if _, err := os.Lstat(filepath.Join(ws, "a/plant/HEAD")); !errors.Is(err, os.ErrNotExist) {
+					t.Errorf("the planted git directory keeps its HEAD (%v); notes %q", err, notes)
+				}
+			})
+		}
+	}
+}
+
+// TestGuardCoarseTimes: on a file system that keeps whole seconds, a
+// change in the window's first second is stamped before the window's
+// start; it still counts as changed.
+func TestGuardCoarseTimes(t *testing.T) {
+	since := time.Unix(1700000000, 600_000_000)
+	coarse := info{ctime: time.Unix(1700000000, 0), mtime: time.Unix(1700000000, 0), atime: time.Unix(1699999000, 0)}
+	if !coarse.changed(since) || !coarse.born(since) {
+		t.Error("a change stamped in the window's first second counts as older than the window")
+	}
+	if (info{ctime: time.Unix(1699999999, 0)}).changed(since) {
+		t.Error("a change a second before the window counts as the command's")
+	}
+	fine := info{ctime: time.Unix(1700000000, 599_999_999), mtime: time.Unix(1700000000, 123_456_789)}
+	if fine.changed(since) {
+		t.Error("on a fine-grained file system, a change before the window counts as the command's")
+	}
+}
+
+// TestGuardWatchedFileLinkedOutside: a file of a git directory written
+// through a hard link outside every watched root (a shared $TMPDIR) is
+// seen by a session's sparse check.
+func TestGuardWatchedFileLinkedOutside(t *testing.T) {
+	ws, state, outside := t.TempDir(), t.TempDir(), t.TempDir()
+	fakeRepo(t, filepath.Join(ws, ".git"))
+	fakeRepo(t, filepath.Join(ws, "mine/.git"))
+	alias := filepath.Join(outside, "alias")
+	must(t, os.Link(filepath.Join(ws, "mine/.git/config"), alias))
+	time.Sleep(30 * time.Millisecond)
+	pol := testPolicy(ws, false)
+	defer Watch(Roots(pol))()
+	time.Sleep(30 * time.Millisecond)
+	g, err := Begin(pol, state)
+	must(t, err)
+	f, err := os.OpenFile(alias, os.O_WRONLY|os.O_APPEND, 0)
+	must(t, err)
+	f.WriteString("\tfsmonitor = /tmp/evil\n")
+	f.Close()
+	notes, err := g.End()
+	must(t, err)
+	if _, err := os.Lstat(filepath.Join(ws, "mine/.git")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a config written through a link outside the root survives a watched check (%v); notes %q", err, notes)
+	}
+}
+
+// nestedPolicy is a policy over root whose protected paths are each
+// .git named, read-only, or opened with gitWrites.
+func nestedPolicy(root string, gitWrites, degraded bool, gitdirs ...string) *policy.Policy {
+	var prs []policy.Protected
+	for _, g := range gitdirs {
+		prs = append(prs, policy.Protected{Path: g, Kind: policy.Dir, Root: root, Why: ".git in " + root})
+	}
+	return rawpolicy.New(rawpolicy.Fields{
+		Mode: policy.WorkspaceWrite, Cwd: root, WritableRoots: []string{root},
+		Protected: prs, ProtectedNames: []string{".git"}, AllowGitWrites: gitWrites, AllowDegraded: degraded,
+	})
+}
+
+// TestGuardOverlapExposed: a run of ws (which may write ws/sub/.git:
+// sub's repository is not its root's) and a run of ws/sub (which keeps
+// it read-only, or opened with allow_git_writes) overlap in either
+// order and end in either order; what the ws run wrote in ws/sub/.git's
+// config never passes as the user's.
+func TestGuardOverlapExposed(t *testing.T) {
+	for _, gitWrites := range []bool{false, true} {
+		for _, innerFirst := range []bool{false, true} {
+			for _, innerEndsFirst := range []bool{false, true} {
+				name := map[bool]string{false: "read-only", true: "git-writes"}[gitWrites] +
+					map[bool]string{false: "/outer-first", true: "/inner-first"}[innerFirst] +
+					map[bool]string{false: "/outer-ends-first", true: "/inner-ends-first"}[innerEndsFirst]
+				t.Run(name, func(t *testing.T) {
+					ws, state := t.TempDir(), t.TempDir()
+					fakeRepo(t, filepath.Join(ws, ".git"))
+					sub := filepath.Join(ws, "sub")
+					fakeRepo(t, filepath.Join(sub, ".git"))
+					time.Sleep(30 * time.Millisecond)
+					outer := nestedPolicy(ws, false, false, filepath.Join(ws, ".git"))
+					inner := nestedPolicy(sub, gitWrites, false, filepath.Join(sub, ".git"))
+					var gi, go_ *Guard
+					var err error
+					if innerFirst {
+						gi, err = Begin(inner, state)
+						must(t, err)
+					}
+					go_, err = Begin(outer, state)
+					must(t, err)
+					if !innerFirst {
+						gi, err = Begin(inner, state)
+						must(t, err)
+					}
+					f, err := os.OpenFile(filepath.Join(sub, ".git/config"), os.O_WRONLY|os.O_APPEND, 0)
+					must(t, err)
+					f.WriteString("\tfsmonitor = /tmp/evil\n")
+					f.Close()
+					first, second := go_, gi
+					if innerEndsFirst {
+						first, second = gi, go_
+					}
+					n1, err := first.End()
+					must(t, err)
+					n2, err := second.End()
+					must(t, err)
+					if _, err := os.Lstat(filepath.Join(sub, ".git/config")); !errors.Is(err, os.ErrNotExist) {
+						t.Errorf("the config the outer run wrote in %s survives (%v); notes %q %q", sub, err, n1, n2)
+					}
+				})
+			}
+		}
+	}
+}
+
+// TestGuardOverlapOwnHandedOn: a run with allow_git_writes in ws/sub
+// leaves a symlink in its own git directory and ends while a run of ws
+// still holds ws; the ws run's check repairs ws/sub/.git as the inner
+// run's own (the inner run's check is handed on, baselines and all).
+func TestGuardOverlapOwnHandedOn(t *testing.T) {
+	ws, state := t.TempDir(), t.TempDir()
+	fakeRepo(t, filepath.Join(ws, ".git"))
+	sub := filepath.Join(ws, "sub")
+	fakeRepo(t, filepath.Join(sub, ".git"))
+	time.Sleep(30 * time.Millisecond)
+	outer := nestedPolicy(ws, false, false, filepath.Join(ws, ".git"), filepath.Join(sub, ".git"))
+	inner := nestedPolicy(sub, true, false, filepath.Join(sub, ".git"))
+	go_, err := Begin(outer, state)
+	must(t, err)
+	gi, err := Begin(inner, state)
+	must(t, err)
+	must(t, os.Symlink("/etc/passwd", filepath.Join(sub, ".git/logs/HEAD")))
+	n1, err := gi.End()
+	must(t, err)
+	n2, err := go_.End()
+	must(t, err)
+	if _, err := os.Lstat(filepath.Join(sub, ".git/logs/HEAD")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the symlink the inner run left in its git directory survives (%v); notes %q %q", err, n1, n2)
+	}
+	if _, err := os.Lstat(filepath.Join(sub, ".git/HEAD")); err != nil {
+		t.Errorf("the inner root's repository was moved rather than repaired: %v; notes %q %q", err, n1, n2)
+	}
+}
+
+// TestGuardDegradedChecksProtected: a run that may go degraded (no user
+// namespaces: Landlock keeps nothing inside a writable root read-only)
+// has its root's .git checked like any nested repository.
+func TestGuardDegradedChecksProtected(t *testing.T) {
+	for _, gitWrites := range []bool{false, true} {
+		ws, state := t.TempDir(), t.TempDir()
+		fakeRepo(t, filepath.Join(ws, ".git"))
+		time.Sleep(30 * time.Millisecond)
+		pol := nestedPolicy(ws, gitWrites, true, filepath.Join(ws, ".git"))
+		g, err := Begin(pol, state)
+		must(t, err)
+		must(t, os.WriteFile(filepath.Join(ws, ".git/hooks/pre-commit"), []byte("#!/bin/sh\n"), 0o755))
+		notes, err := g.End()
+		must(t, err)
+		if _, err := os.Lstat(filepath.Join(ws, ".git/hooks/pre-commit")); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("git-writes=%v: a hook written in a degraded run's protected .git survives (%v); notes %q", gitWrites, err, notes)
+		}
+	}
+}
