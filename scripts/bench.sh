@@ -262,7 +262,8 @@ fi
 
 # --- Workspace size: the check after each command of what it left in
 # the writable roots (planted repositories) must not grow with the tree.
-# `agentbox run -- true` through the warm helper and a library session's
+# `agentbox run -- true` as a lone run (AGENTBOX_RESIDENT=0: every check
+# walks the tree), through the warm helper and a library session's
 # command, in workspaces of 1,000, 10,000 and 100,000 directories, with
 # and without allow_git_writes, all alternating in one loop; the ratios
 # are to the smallest size's (target <= 1.2x). A session watches every
@@ -312,6 +313,7 @@ PY
 			cfg=()
 			[ "$gw" = on ] && cfg=(--config "$work/gw.toml")
 			eval "tree_run_${n}_$gw() { \"\$work/agentbox\" run -C \"$tws\" ${cfg[*]} -- true </dev/null 2>/dev/null; }"
+			eval "tree_lone_${n}_$gw() { AGENTBOX_RESIDENT=0 \"\$work/agentbox\" run -C \"$tws\" ${cfg[*]} -- true </dev/null 2>/dev/null; }"
 			mkfifo "$work/t$n$gw.in" "$work/t$n$gw.out"
 			genv=()
 			[ "$gw" = on ] && genv=(BENCHSESSION_CONFIG="$work/gw.toml")
@@ -319,7 +321,7 @@ PY
 			eval "exec $fd>\"$work/t$n$gw.in\" $((fd + 1))<\"$work/t$n$gw.out\""
 			eval "tree_ses_${n}_$gw() { echo >&$fd && read -r _ <&$((fd + 1)); }"
 			fd=$((fd + 2))
-			tree_tools+=("tree_run_${n}_$gw" "tree_ses_${n}_$gw")
+			tree_tools+=("tree_lone_${n}_$gw" "tree_run_${n}_$gw" "tree_ses_${n}_$gw")
 		done
 	done
 	for t in "${tree_tools[@]}"; do

@@ -228,3 +228,46 @@ func TestGuardDegradedChecksProtected(t *testing.T) {
 		}
 	}
 }
+
+// TestGuardWatcherPlaceholderRename: each command of a session renames
+// agentbox's empty placeholder directories into the root and out again;
+// that must not blind the watcher (every later check walked the whole
+// root: 1.3 s a command at 100,000 directories), while a directory with
+// directories below it that moves still makes the next check walk.
+func TestGuardWatcherPlaceholderRename(t *testing.T) {
+	ws, state, pool := t.TempDir(), t.TempDir(), filepath.Join(t.TempDir(), "pool")
+	fakeRepo(t, filepath.Join(ws, ".git"))
+	must(t, os.MkdirAll(filepath.Join(ws, "a/b/c"), 0o755))
+	time.Sleep(30 * time.Millisecond)
+	pol := testPolicy(ws, false)
+	defer Watch(Roots(pol))()
+	time.Sleep(30 * time.Millisecond)
+	window := func(during func()) (sparse bool) {
+		scanTrace = func(root string, sp bool, dirs int) { sparse = sp }
+		defer func() { scanTrace = nil }()
+		g, err := Begin(pol, state)
+		must(t, err)
+		during()
+		_, err = g.End()
+		must(t, err)
+		return sparse
+	}
+	for i := range 3 {
+		must(t, os.Mkdir(pool, 0o755))
+		if !window(func() {
+			must(t, os.Rename(pool, filepath.Join(ws, ".claude")))
+			must(t, os.Rename(filepath.Join(ws, ".claude"), pool))
+		}) {
+			t.Errorf("round %d: a placeholder's renames made the check walk everything", i)
+		}
+		must(t, os.Remove(pool))
+	}
+	window(func() { must(t, os.Rename(filepath.Join(ws, "a"), filepath.Join(ws, "z"))) })
+	window(func() {}) // after a move, a later window may be sparse again
+	sparse := window(func() {
+		must(t, os.Rename(filepath.Join(ws, "z"), filepath.Join(ws, "y")))
+	})
+	if sparse {
+		t.Error("a directory with directories below it moved, and the check did not walk everything")
+	}
+}

@@ -209,6 +209,18 @@ func (w *watcher) addFile(p, rel string) error {
 	return nil
 }
 
+// watchedBelow reports whether a directory below dir is watched (by
+// its old path, for a directory that just moved).
+func (w *watcher) watchedBelow(dir string) bool {
+	prefix := dir + string(filepath.Separator)
+	for p := range w.byPath {
+		if strings.HasPrefix(p, prefix) {
+			return true
+		}
+	}
+	return false
+}
+
 // read drains events as they come, so the queue does not overflow
 // during a long build.
 func (w *watcher) read() {
@@ -303,10 +315,16 @@ func (w *watcher) event(wd int32, mask uint32, name string, now int64) {
 	child := filepath.Join(dir, name)
 	switch {
 	case mask&(unix.IN_MOVED_FROM|unix.IN_MOVED_TO) != 0:
-		// The subtree's paths moved: checks of windows open now walk
-		// everything, and its watches are found again under the new
-		// name (and marked: the check must look there).
-		w.blind = now
+		// A directory moved away with directories below it: their
+		// watches' paths are stale now, so checks of windows open now
+		// walk everything. One with none below (agentbox's own
+		// placeholders, which each command of a session renames in and
+		// out) leaves no stale path: it is gone from here, or found again
+		// under its new name. Either way what arrives is watched again
+		// and marked: the check must look there.
+		if mask&unix.IN_MOVED_FROM != 0 && w.watchedBelow(child) {
+			w.blind = now
+		}
 		if mask&unix.IN_MOVED_TO != 0 && w.addTree(child, 0, now) != nil {
 			w.broken = true
 		}
