@@ -29,14 +29,25 @@ type Guard struct {
 // less those inside another (one walk covers both), and less the host's
 // /tmp and $TMPDIR that share_slash_tmp shares (the user chose to share
 // them as they are, with everything else a command may leave there; and
-// every run on the machine would walk them).
+// every run on the machine would walk them); and the host directories
+// that stand in for a private /tmp and $TMPDIR. Those last live on,
+// readable, in agentbox's state directory, and the command can learn
+// their host path (/proc/self/mountinfo): a repository planted in its
+// /tmp would otherwise wait there for the user's git, lured by a symlink
+// in the workspace.
 func Roots(p *policy.Policy) []string {
 	if p.Mode() != policy.WorkspaceWrite {
 		return nil
 	}
 	var out []string
 	shared := p.SharedTemps()
-	rs := p.WritableRoots() // parents before their children
+	rs := p.WritableRoots()
+	for _, t := range p.PrivateTemps() {
+		if t.Dir != "" && filepath.IsAbs(t.Dir) && !slices.Contains(rs, t.Dir) {
+			rs = append(rs, filepath.Clean(t.Dir))
+		}
+	}
+	slices.SortFunc(rs, func(a, b string) int { return len(a) - len(b) }) // parents before their children
 	for _, r := range rs {
 		if slices.Contains(shared, r) {
 			continue

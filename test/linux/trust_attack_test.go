@@ -344,3 +344,48 @@ func TestTrustAttackCoarseTimes(t *testing.T) {
 		}
 	})
 }
+
+// TestTrustAttackPrivateTmp: the host directories standing in for the
+// command's private /tmp and $TMPDIR live on in agentbox's state
+// directory, readable by the user, and the command can learn their host
+// path from /proc/self/mountinfo; a repository it plants there (and a
+// symlink in the workspace to lure the user's git into it) is moved
+// aside like one in the workspace.
+func TestTrustAttackPrivateTmp(t *testing.T) {
+	needGit(t)
+	forEachUser(t, func(t *testing.T, u *testUser) {
+		fx := gitFixture(t, u)
+		states := map[string]string{
+			"lone": filepath.Join(fx.dir, "state-lone"), "helper": filepath.Join(fx.dir, "state"),
+			"mcp": filepath.Join(u.home, ".state"),
+		}
+		for _, p := range runPaths(t, fx) {
+			t.Run(p.name, func(t *testing.T) {
+				name := randName("plant-")
+				r := p.run(t, fmt.Sprintf(`set -e
+git init -q /tmp/%s && git -C /tmp/%s config core.fsmonitor /tmp/%s/x
+git init -q "$TMPDIR/%s-d"
+hostdir=$(awk '$5 == "/tmp" { print $4 }' /proc/self/mountinfo | head -n 1)
+ln -s "$hostdir/%s" lure-%s
+echo PLANTED`, name, name, name, name, name, p.name))
+				if !strings.Contains(r.stdout, "PLANTED") {
+					t.Fatalf("plant: %v", r)
+				}
+				found := 0
+				for _, pat := range []string{"tmp/" + name, "*/" + name + "-d"} {
+					dirs, _ := filepath.Glob(filepath.Join(states[p.name], "agentbox", "tmp", "*", pat))
+					for _, d := range dirs {
+						found++
+						assertAbsent(t, filepath.Join(d, ".git"))
+					}
+				}
+				if found != 2 {
+					t.Fatalf("the planted directories are not where the private /tmp and $TMPDIR live on the host (found %d): the test does not see the attack: %v", found, r)
+				}
+				if plantedConfig(t, fx, filepath.Join(fx.ws, "lure-"+p.name), "/tmp/"+name+"/x") {
+					t.Errorf("the user's git, through the workspace's symlink into the private /tmp, reads the planted config: %v", r)
+				}
+			})
+		}
+	})
+}
