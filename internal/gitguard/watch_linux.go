@@ -35,10 +35,12 @@ type watcher struct {
 	mu     sync.Mutex
 	byWD   map[int32]string
 	byPath map[string]int32
-	files  map[int32]string  // watches of git directories' files
-	gitRel map[string]string // watched git directories: path inside the git directory
-	dirty  map[string]int64  // directory -> when an event there was read (UnixNano)
-	ready  int64             // every directory watched since this time
+	files  map[int32]string // watches of git directories' files
+	// subdirs counts the watched directories right below each path.
+	subdirs map[string]int
+	gitRel  map[string]string // watched git directories: path inside the git directory
+	dirty   map[string]int64  // directory -> when an event there was read (UnixNano)
+	ready   int64             // every directory watched since this time
 	// blind is when a directory last moved (its subtree's events until
 	// then may name old paths): checks of windows that began earlier walk
 	// the whole root.
@@ -96,7 +98,7 @@ func newWatcher(root string) (*watcher, error) {
 	if err != nil {
 		return nil, err
 	}
-	w := &watcher{root: root, fd: fd, byWD: map[int32]string{}, byPath: map[string]int32{}, files: map[int32]string{}, gitRel: map[string]string{}, dirty: map[string]int64{}, done: make(chan struct{})}
+	w := &watcher{root: root, fd: fd, byWD: map[int32]string{}, byPath: map[string]int32{}, files: map[int32]string{}, gitRel: map[string]string{}, subdirs: map[string]int{}, dirty: map[string]int64{}, done: make(chan struct{})}
 	if err := unix.Pipe2(w.stop[:], unix.O_CLOEXEC|unix.O_NONBLOCK); err != nil {
 		unix.Close(fd)
 		return nil, err
@@ -138,6 +140,8 @@ func (w *watcher) addTree(dir string, depth int, mark int64) error {
 	}
 	if old, ok := w.byPath[dir]; ok && old != int32(wd) {
 		delete(w.byWD, old)
+	} else if !ok {
+		w.subdirs[filepath.Dir(dir)]++
 	}
 	w.byWD[int32(wd)] = dir
 	w.byPath[dir] = int32(wd)
@@ -210,16 +214,9 @@ func (w *watcher) addFile(p, rel string) error {
 }
 
 // watchedBelow reports whether a directory below dir is watched (by
-// its old path, for a directory that just moved).
-func (w *watcher) watchedBelow(dir string) bool {
-	prefix := dir + string(filepath.Separator)
-	for p := range w.byPath {
-		if strings.HasPrefix(p, prefix) {
-			return true
-		}
-	}
-	return false
-}
+// its old path, for a directory that just moved). The count may be high
+// (a moved directory's old paths are not forgotten), never low.
+func (w *watcher) watchedBelow(dir string) bool { return w.subdirs[dir] > 0 }
 
 // read drains events as they come, so the queue does not overflow
 // during a long build.
@@ -296,6 +293,9 @@ func (w *watcher) event(wd int32, mask uint32, name string, now int64) {
 		delete(w.byWD, wd)
 		if w.byPath[dir] == wd {
 			delete(w.byPath, dir)
+			if w.subdirs[filepath.Dir(dir)]--; w.subdirs[filepath.Dir(dir)] <= 0 {
+				delete(w.subdirs, filepath.Dir(dir))
+			}
 		}
 		return
 	}
