@@ -263,7 +263,7 @@ fi
 # --- Workspace size: the check after each command of what it left in
 # the writable roots (planted repositories) must not grow with the tree.
 # `agentbox run -- true` as a lone run (AGENTBOX_RESIDENT=0: every check
-# walks the tree), through the warm helper and a library session's
+# walks the tree), through the warm helper (one per size) and a library session's
 # command, in workspaces of 1,000, 10,000 and 100,000 directories, with
 # and without allow_git_writes, all alternating in one loop; the ratios
 # are to the smallest size's (target <= 1.2x). A session watches every
@@ -280,7 +280,7 @@ if [ -n "$trees" ]; then
 	old_watches=$(cat "$watches")
 	if [ "$(id -u)" -eq 0 ] && [ "$old_watches" -lt 1048576 ]; then
 		echo 1048576 >"$watches"
-		trap 'echo "$old_watches" >"$watches"; stop_helper; stop_helper "$work/state-base"; rm -rf "$work"' EXIT
+		trap 'echo "$old_watches" >"$watches"; stop_helper; stop_helper "$work/state-base"; for n in $trees; do stop_helper "$work/state-tree-$n"; done; rm -rf "$work"' EXIT
 	fi
 	first=${trees%% *}
 	declare -A tree_med
@@ -288,7 +288,7 @@ if [ -n "$trees" ]; then
 	fd=20
 	for n in $trees; do
 		tws="$work/tree-$n"
-		mkdir -p "$tws"
+		mkdir -p "$tws" "$work/state-tree-$n"
 		(cd "$tws" && git init -q . 2>/dev/null || mkdir -p .git)
 		# n directories, 10 per parent, 2 files in each.
 		python3 - "$tws" "$n" <<'PY'
@@ -312,7 +312,10 @@ PY
 		for gw in off on; do
 			cfg=()
 			[ "$gw" = on ] && cfg=(--config "$work/gw.toml")
-			eval "tree_run_${n}_$gw() { \"\$work/agentbox\" run -C \"$tws\" ${cfg[*]} -- true </dev/null 2>/dev/null; }"
+			# A helper per size: one holds at most four prepared
+			# sandboxes, and six policies in turn would evict each
+			# other's (and their watchers) on every round.
+			eval "tree_run_${n}_$gw() { XDG_STATE_HOME=\"\$work/state-tree-$n\" \"\$work/agentbox\" run -C \"$tws\" ${cfg[*]} -- true </dev/null 2>/dev/null; }"
 			eval "tree_lone_${n}_$gw() { AGENTBOX_RESIDENT=0 \"\$work/agentbox\" run -C \"$tws\" ${cfg[*]} -- true </dev/null 2>/dev/null; }"
 			mkfifo "$work/t$n$gw.in" "$work/t$n$gw.out"
 			genv=()
@@ -336,6 +339,7 @@ PY
 		tree_med[$t]=$m
 	done
 	for ((f = 20; f < fd; f += 2)); do eval "exec $f>&-"; done
+	for n in $trees; do stop_helper "$work/state-tree-$n"; done
 	wait
 	[ "$(id -u)" -eq 0 ] && echo "$old_watches" >"$watches"
 	printf '%-22s %10s %10s\n' "workspace" "median ms" "vs $first"
