@@ -271,3 +271,61 @@ func TestGuardWatcherPlaceholderRename(t *testing.T) {
 		t.Error("a directory with directories below it moved, and the check did not walk everything")
 	}
 }
+
+// TestGuardRepoInsideGitDir: git's discovery from a directory inside a
+// git directory finds a .git (or a directory laid out as a git
+// directory) there first; one the command made inside a repository that
+// was there before, or inside the root's own .git (allow_git_writes),
+// is not trusted.
+func TestGuardRepoInsideGitDir(t *testing.T) {
+	cases := []struct {
+		name      string
+		gitWrites bool
+		before    func(t *testing.T, ws string)
+		during    func(t *testing.T, ws string)
+		absent    string
+	}{
+		{"nested repo's .git", false,
+			func(t *testing.T, ws string) { fakeRepo(t, filepath.Join(ws, "mine/.git")) },
+			func(t *testing.T, ws string) { fakeRepo(t, filepath.Join(ws, "mine/.git/deep/er/.git")) },
+			"mine/.git"},
+		{"bare repo", false,
+			func(t *testing.T, ws string) { fakeRepo(t, filepath.Join(ws, "bare.git")) },
+			func(t *testing.T, ws string) { fakeRepo(t, filepath.Join(ws, "bare.git/x")) },
+			"bare.git/HEAD"},
+		{"root's own .git", true, nil,
+			func(t *testing.T, ws string) { fakeRepo(t, filepath.Join(ws, ".git/refs/x/.git")) },
+			".git/refs/x/.git"},
+		{"root's own .git, bare-shaped", true, nil,
+			func(t *testing.T, ws string) { fakeRepo(t, filepath.Join(ws, ".git/refs/y")) },
+			".git/refs/y"},
+	}
+	for _, c := range cases {
+		for _, watched := range []bool{false, true} {
+			t.Run(c.name+map[bool]string{false: "/walk", true: "/watcher"}[watched], func(t *testing.T) {
+				ws, state := t.TempDir(), t.TempDir()
+				fakeRepo(t, filepath.Join(ws, ".git"))
+				if c.before != nil {
+					c.before(t, ws)
+				}
+				time.Sleep(30 * time.Millisecond)
+				pol := testPolicy(ws, c.gitWrites)
+				if watched {
+					defer Watch(Roots(pol))()
+					time.Sleep(30 * time.Millisecond)
+				}
+				g, err := Begin(pol, state)
+				must(t, err)
+				c.during(t, ws)
+				notes, err := g.End()
+				must(t, err)
+				if _, err := os.Lstat(filepath.Join(ws, c.absent)); !errors.Is(err, os.ErrNotExist) {
+					t.Errorf("%s is still there (%v); notes %q", c.absent, err, notes)
+				}
+				if _, err := os.Stat(filepath.Join(ws, ".git/HEAD")); err != nil {
+					t.Errorf("the root's own repository was moved: %v", err)
+				}
+			})
+		}
+	}
+}

@@ -380,6 +380,10 @@ func (s *scan) gitDirChange(g *dir) (string, error) {
 			}
 			changed := st.changed(s.since)
 			switch {
+			case changed && isDotGit(e.name):
+				// git's discovery from a directory inside this one finds
+				// it before this one (a repository inside a git directory).
+				why = fmt.Sprintf("the command made %s in it, a repository of its own", r)
 			case changed && st.odd():
 				why = fmt.Sprintf("the command left %s (%s) in it, which git would write through", r, st.mode.Type())
 			case changed && isSensitive(r):
@@ -404,7 +408,14 @@ func (s *scan) gitDirChange(g *dir) (string, error) {
 					}
 					return err
 				}
-				err = visit(sub, r, depth+1)
+				if changed {
+					if bare, berr := bareShape(sub); berr != nil || bare {
+						why = fmt.Sprintf("the command laid %s out as a git directory of its own in it", r)
+					}
+				}
+				if why == "" {
+					err = visit(sub, r, depth+1)
+				}
 				sub.close()
 				restore()
 				if err != nil || why != "" {
