@@ -389,3 +389,37 @@ echo PLANTED`, name, name, name, name, name, p.name))
 		}
 	})
 }
+
+// TestTrustAttackRepoInsideGitDir: a repository made inside a git
+// directory is what git finds from a directory below it: inside the
+// root's own .git (writable with --allow-git-writes) and inside a nested
+// repository's .git that was there before.
+func TestTrustAttackRepoInsideGitDir(t *testing.T) {
+	needGit(t)
+	forEachUser(t, func(t *testing.T, u *testUser) {
+		fx := gitFixture(t, u)
+		mustGit(t, fx, fx.ws, "init", "-q", filepath.Join(fx.ws, "nested"))
+		time.Sleep(50 * time.Millisecond)
+		for _, p := range runPaths(t, fx, "--allow-git-writes") {
+			t.Run(p.name, func(t *testing.T) {
+				in := []string{".git/refs/in-" + p.name, "nested/.git/in-" + p.name}
+				script := "set -e\n"
+				for _, d := range in {
+					script += fmt.Sprintf("git init -q %s && git -C %s config core.fsmonitor %s/x\n", d, d, d)
+				}
+				r := p.run(t, script+"echo PLANTED")
+				if !strings.Contains(r.stdout, "PLANTED") {
+					t.Fatalf("plant: %v", r)
+				}
+				for _, d := range in {
+					// Moved aside whole (nothing of the user's in it), or
+					// its .git moved out of it.
+					if exists(filepath.Join(fx.ws, d)) && plantedConfig(t, fx, filepath.Join(fx.ws, d), d+"/x") {
+						t.Errorf("the user's git in %s reads the config the command planted: %v", d, r)
+					}
+				}
+				mustGit(t, fx, fx.ws, "status")
+			})
+		}
+	})
+}
