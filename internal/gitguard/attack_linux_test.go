@@ -329,3 +329,14 @@ func TestGuardRepoInsideGitDir(t *testing.T) {
 		}
 	}
 }
+
+func TestIsDotGit(t *testing.T) {
+	for name, want := range map[string]bool{
+		".git": true, ".GIT": true, ".g\u200cit": true, "\ufeff.git": true, ".git\u200d": true,
+		".git.": true, ".git ": true, ".gitignore": false, ".gi": false, "git": false, "x.git": false,
+	} {
+		if got := isDotGit(name); got != want {
+			t.Errorf("isDotGit(%q) = %v, want %v", name, got, want)
+		}
+	}
+}

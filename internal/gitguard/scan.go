@@ -89,7 +89,7 @@ func (s *scan) root(top string) {
 // sparse scan those the watcher marked and what is new beneath them.
 func (s *scan) walk(d *dir, depth int, sparse bool) {
 	if s.dirs++; s.dirs > maxDirs || depth > maxDepth {
-		s.fail(fmt.Errorf("%s: more directories than agentbox checks (%d deep, %d in all): it cannot tell whether the command planted a git repository there", d.path, depth, s.dirs))
+		s.fail(fmt.Errorf("%s: more directories than agentbox checks (%d deep, %d in all): it cannot tell whether the command planted a git repository there; remove or flatten that tree (every run of this workspace fails until then)", d.path, depth, s.dirs))
 		return
 	}
 	ents, err := d.entries()
@@ -189,8 +189,36 @@ func (s *scan) remembered(d *dir, name string) bool {
 }
 
 // isDotGit: git finds .git by that name; on a case-insensitive file system
-// .GIT is the same entry.
-func isDotGit(name string) bool { return strings.EqualFold(name, ".git") }
+// .GIT is the same entry, HFS+ ignores some code points in names (git's
+// is_hfs_dotgit: ".g\u200cit" is .git there) and Windows drops trailing
+// dots and spaces (is_ntfs_dotgit). All count, on every system: erring
+// towards yes costs a weirdly named directory its trust, no more.
+func isDotGit(name string) bool {
+	if len(name) == 4 {
+		return strings.EqualFold(name, ".git")
+	}
+	if len(name) < 4 || name[0] != '.' && name[0] < 0x80 {
+		return false
+	}
+	clean := strings.Map(func(r rune) rune {
+		if hfsIgnorable(r) {
+			return -1
+		}
+		return r
+	}, name)
+	return strings.EqualFold(strings.TrimRight(clean, ". "), ".git")
+}
+
+// hfsIgnorable are the code points HFS+ leaves out of names it compares
+// (the list git's utf8.c keeps).
+func hfsIgnorable(r rune) bool {
+	switch {
+	case r == 0x200c, r == 0x200d, r == 0x200e, r == 0x200f,
+		0x202a <= r && r <= 0x202e, 0x206a <= r && r <= 0x206f, r == 0xfeff:
+		return true
+	}
+	return false
+}
 
 // dotGit decides about the .git entry name of d, and moves it aside when
 // the command made or changed what git would run through it.
