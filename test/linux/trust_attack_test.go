@@ -423,3 +423,60 @@ func TestTrustAttackRepoInsideGitDir(t *testing.T) {
 		}
 	})
 }
+
+// TestTrustAttackRuntimeSockets: the per-user server sockets that live
+// outside /tmp (which TestPrivateTmpPlantedServers covers): in
+// $XDG_RUNTIME_DIR (D-Bus, Wayland, emacs, gpg-agent, tmux with
+// TMUX_TMPDIR there) and in the home (ssh ControlPath, emacs' and
+// gpg-agent's own directories). Their directories exist and are the
+// user's, so a bind on the host works (the control); from the sandbox,
+// through every path, none of them appears on the host.
+func TestTrustAttackRuntimeSockets(t *testing.T) {
+	needPython(t)
+	forEachUser(t, func(t *testing.T, u *testUser) {
+		fx := newFixture(t, u)
+		runtime := filepath.Join(fx.dir, "run-user")
+		dirs := []string{runtime, filepath.Join(runtime, "emacs"), filepath.Join(runtime, "gnupg"),
+			filepath.Join(fx.home, ".ssh"), filepath.Join(fx.home, ".emacs.d", "server"), filepath.Join(fx.home, ".gnupg")}
+		for _, d := range dirs {
+			if err := os.MkdirAll(d, 0o700); err != nil {
+				t.Fatal(err)
+			}
+		}
+		chownR(t, fx.dir, u)
+		env := []string{"XDG_RUNTIME_DIR=" + runtime, "TMUX_TMPDIR=" + runtime}
+		sockets := func(tag string) []string {
+			return []string{
+				filepath.Join(runtime, "bus-"+tag), filepath.Join(runtime, "wayland-"+tag),
+				filepath.Join(runtime, "emacs", "server-"+tag), filepath.Join(runtime, "gnupg", "S.gpg-agent-"+tag),
+				filepath.Join(runtime, fmt.Sprintf("tmux-%d", u.uid), "default-"+tag),
+				filepath.Join(fx.home, ".ssh", "cm-git@github.com:22-"+tag), filepath.Join(fx.home, ".emacs.d", "server", "server-"+tag),
+				filepath.Join(fx.home, ".gnupg", "S.gpg-agent-"+tag),
+			}
+		}
+		bind := func(tag string) string {
+			var q []string
+			for _, p := range sockets(tag) {
+				q = append(q, "'"+p+"'")
+			}
+			// Each on its own: one refused must not hide another.
+			return fmt.Sprintf(`for p in %s; do %s -c '%s' "$p" >/dev/null 2>&1 && echo "BOUND $p"; done; echo TRIED`, strings.Join(q, " "), python, listenPy)
+		}
+		ctl := host(t, u, runOpts{env: append(fx.env(), env...), dir: fx.ws}, "/bin/sh", "-c", bind("ctl"))
+		if n := strings.Count(ctl.stdout, "BOUND "); n != len(sockets("ctl")) {
+			t.Fatalf("control: %d of %d sockets bound on the host; the test no longer sees the attack: %v", n, len(sockets("ctl")), ctl)
+		}
+		for _, p := range runPathsEnv(t, fx, env) {
+			t.Run(p.name, func(t *testing.T) {
+				tag := p.name
+				r := p.run(t, bind(tag))
+				if !strings.Contains(r.stdout, "TRIED") {
+					t.Fatalf("the command did not run: %v", r)
+				}
+				for _, s := range sockets(tag) {
+					assertAbsent(t, s)
+				}
+			})
+		}
+	})
+}
