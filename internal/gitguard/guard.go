@@ -121,9 +121,16 @@ func Begin(p *policy.Policy, state string) (*Guard, error) {
 			w.Skip = intersect(w.Skip, skip)
 			w.Guarded = intersect(w.Guarded, guarded)
 		}
+		// Another root's run may have written these git directories
+		// already: a baseline read now could hold its plants.
+		tainted := slices.ContainsFunc(all, func(o openWindow) bool { return o.key != key && o.held && overlaps(o.w.Root, root) })
 		for _, gd := range writableGitDirs(p, root) {
 			if !slices.ContainsFunc(w.Own, func(b Baseline) bool { return b.GitDir == gd }) {
-				w.Own = append(w.Own, newBaseline(gd))
+				b := Baseline{GitDir: gd, Exposed: true}
+				if !tainted {
+					b = newBaseline(gd)
+				}
+				w.Own = append(w.Own, b)
 			}
 		}
 		for i, b := range w.Own {

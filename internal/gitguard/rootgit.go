@@ -32,7 +32,9 @@ type Baseline struct {
 	// may run degraded, without the read-only carve-outs). The check then
 	// also looks at it as at any nested repository, and what it finds
 	// changed there moves it aside: the baseline may hold that run's
-	// writes.
+	// writes. A baseline read while such a run was going is left empty
+	// (and exposed): the user's own hidden entries and replace refs then
+	// count as the command's when the index or packed-refs changed.
 	Exposed bool `json:",omitempty"`
 }
 
