@@ -262,10 +262,12 @@ fi
 
 # --- Workspace size: the check after each command of what it left in
 # the writable roots (planted repositories) must not grow with the tree.
-# `agentbox run -- true` as a lone run (AGENTBOX_RESIDENT=0: every check
-# walks the tree), through the warm helper (one per size) and a library session's
-# command, in workspaces of 1,000, 10,000 and 100,000 directories, with
-# and without allow_git_writes, all alternating in one loop; the ratios
+# `agentbox run -- true` through the warm helper (one per size) and a
+# library session's command, in workspaces of 1,000, 10,000 and 100,000
+# directories, with and without allow_git_writes, alternating in one
+# loop, and as a lone run (AGENTBOX_RESIDENT=0: every check walks the
+# tree, seconds at the largest size, evicting the others' caches) in a
+# loop of its own; the ratios
 # are to the smallest size's (target <= 1.2x). A session watches every
 # directory of its roots (inotify, one watch each): the helper and the
 # library sessions of all sizes need three times their directories, more
@@ -285,6 +287,7 @@ if [ -n "$trees" ]; then
 	first=${trees%% *}
 	declare -A tree_med
 	tree_tools=()
+	tree_lone_tools=()
 	fd=20
 	for n in $trees; do
 		tws="$work/tree-$n"
@@ -324,16 +327,22 @@ PY
 			eval "exec $fd>\"$work/t$n$gw.in\" $((fd + 1))<\"$work/t$n$gw.out\""
 			eval "tree_ses_${n}_$gw() { echo >&$fd && read -r _ <&$((fd + 1)); }"
 			fd=$((fd + 2))
-			tree_tools+=("tree_lone_${n}_$gw" "tree_run_${n}_$gw" "tree_ses_${n}_$gw")
+			tree_tools+=("tree_run_${n}_$gw" "tree_ses_${n}_$gw")
+			tree_lone_tools+=("tree_lone_${n}_$gw")
 		done
 	done
-	for t in "${tree_tools[@]}"; do
+	for t in "${tree_tools[@]}" "${tree_lone_tools[@]}"; do
 		# The first runs of a tree start its sandbox and watcher.
 		for _ in 1 2 3; do "$t" >/dev/null || true; done
 		times[$t]=""
 	done
+	# Lone runs walk the whole tree (seconds at 100,000 directories,
+	# evicting the other tools' caches): a loop of their own.
 	echo "running $rounds rounds of: ${tree_tools[*]}" >&2
 	measure "$rounds" "${tree_tools[@]}"
+	echo "running $rounds rounds of: ${tree_lone_tools[*]}" >&2
+	measure "$rounds" "${tree_lone_tools[@]}"
+	tree_tools+=("${tree_lone_tools[@]}")
 	for t in "${tree_tools[@]}"; do
 		read -r m _ _ < <(stat "$t")
 		tree_med[$t]=$m
