@@ -265,7 +265,7 @@ func (s *scan) dotGit(d *dir, name string) {
 		s.fail(fmt.Errorf("the git repository at %s cannot be trusted (%s), and moving it aside failed: %w; do not run git in %s before you remove it", p, why, err, d.path))
 		return
 	}
-	s.note("moved the git repository at %s to %s: %s, and git run there on the host would use its configuration and hooks (inspect it; move it back only if you trust it)", p, to, why)
+	s.note("moved the git repository at %s to %s: %s, and git run there on the host would use its configuration and hooks (it is unreadable there, mode 0: chmod -R u+rwX it to inspect it; move it back only if you trust it)", p, to, why)
 }
 
 // bare decides about g, a directory shaped like a bare repository (HEAD,

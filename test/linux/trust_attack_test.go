@@ -480,3 +480,53 @@ func TestTrustAttackRuntimeSockets(t *testing.T) {
 		}
 	})
 }
+
+// TestTrustAttackQuarantineLure: the quarantine is readable by the user,
+// and a later command can learn where a repository it planted went (the
+// state directory is read-only in the sandbox, not hidden) and leave a
+// symlink to it in the workspace. The user's git through that symlink
+// must not use the quarantined repository: it is unreadable (mode 0),
+// and as root (which reads it anyway) owned by nobody, which git refuses.
+func TestTrustAttackQuarantineLure(t *testing.T) {
+	needGit(t)
+	forEachUser(t, func(t *testing.T, u *testUser) {
+		fx := gitFixture(t, u)
+		mark := marker(fx, "lure")
+		states := map[string]string{
+			"lone": filepath.Join(fx.dir, "state-lone"), "helper": filepath.Join(fx.dir, "state"),
+			"mcp": filepath.Join(u.home, ".state"),
+		}
+		for _, p := range runPaths(t, fx) {
+			t.Run(p.name, func(t *testing.T) {
+				sub := "q-" + p.name
+				r := p.run(t, "MARK="+mark+"\n"+plantScript+"plant "+sub+" && echo PLANTED")
+				if !strings.Contains(r.stdout, "PLANTED") {
+					t.Fatalf("plant: %v", r)
+				}
+				// Where it went, as the next command can read it too.
+				var moved string
+				for _, line := range strings.Split(r.stderr, "\n") {
+					if _, rest, ok := strings.Cut(line, "/"+sub+"/.git to "); ok {
+						moved, _, _ = strings.Cut(rest, ":")
+					}
+				}
+				if moved == "" || !strings.HasPrefix(moved, states[p.name]) {
+					t.Fatalf("no note says where %s/.git went: %v", sub, r)
+				}
+				r = p.run(t, fmt.Sprintf(`ls %q >/dev/null && ln -s %q lure-%s && echo LURED`, filepath.Dir(moved), moved, p.name))
+				if !strings.Contains(r.stdout, "LURED") {
+					t.Fatalf("the command could not read the quarantine or link to it (the test does not see the attack): %v", r)
+				}
+				lure := filepath.Join(fx.ws, "lure-"+p.name)
+				cfg := host(t, u, runOpts{env: append(fx.env(), "GIT_CONFIG_NOSYSTEM=1"), dir: fx.ws}, "/bin/sh", "-c", `cd "$1" && git config core.fsmonitor`, "sh", lure)
+				if strings.Contains(cfg.stdout, "fsmon.sh") {
+					t.Errorf("the user's git through the symlink reads the quarantined repository's config: %v", cfg)
+				}
+				host(t, u, runOpts{env: append(fx.env(), "GIT_CONFIG_NOSYSTEM=1"), dir: fx.ws}, "/bin/sh", "-c", `cd "$1" && git status`, "sh", lure)
+				if exists(mark) {
+					t.Fatal("the user's git through the symlink ran the quarantined repository's core.fsmonitor")
+				}
+			})
+		}
+	})
+}
