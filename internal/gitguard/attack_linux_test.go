@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -382,5 +383,59 @@ func TestGuardTaintedBaseline(t *testing.T) {
 	must(t, err)
 	if _, err := os.Lstat(filepath.Join(sub, ".git/index")); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("the index the outer run marked skip-worktree is trusted (%v); notes %q %q", err, n1, n2)
+	}
+}
+
+// TestGuardOddPlants: a .git that is a FIFO or a socket, a bare shape
+// whose HEAD is a FIFO (the check must not block on it), and a
+// repository in a directory the command made mode 0000.
+func TestGuardOddPlants(t *testing.T) {
+	cases := map[string]struct {
+		plant  func(t *testing.T, ws string)
+		absent string
+	}{
+		"fifo .git": {func(t *testing.T, ws string) {
+			must(t, os.MkdirAll(filepath.Join(ws, "f"), 0o755))
+			must(t, syscall.Mkfifo(filepath.Join(ws, "f/.git"), 0o644))
+		}, "f/.git"},
+		"fifo HEAD": {func(t *testing.T, ws string) {
+			fakeRepo(t, filepath.Join(ws, "h"))
+			must(t, os.Remove(filepath.Join(ws, "h/HEAD")))
+			must(t, syscall.Mkfifo(filepath.Join(ws, "h/HEAD"), 0o644))
+		}, "h/HEAD"},
+		"mode 0000 parent": {func(t *testing.T, ws string) {
+			fakeRepo(t, filepath.Join(ws, "z/.git"))
+			must(t, os.Chmod(filepath.Join(ws, "z"), 0))
+		}, "z/.git"},
+	}
+	for name, c := range cases {
+		for _, watched := range []bool{false, true} {
+			t.Run(name+map[bool]string{false: "/walk", true: "/watcher"}[watched], func(t *testing.T) {
+				ws, state := t.TempDir(), t.TempDir()
+				fakeRepo(t, filepath.Join(ws, ".git"))
+				time.Sleep(30 * time.Millisecond)
+				pol := testPolicy(ws, false)
+				if watched {
+					defer Watch(Roots(pol))()
+					time.Sleep(30 * time.Millisecond)
+				}
+				g, err := Begin(pol, state)
+				must(t, err)
+				c.plant(t, ws)
+				done := make(chan struct{})
+				var notes []string
+				go func() { defer close(done); notes, err = g.End() }()
+				select {
+				case <-done:
+				case <-time.After(10 * time.Second):
+					t.Fatal("the check blocked")
+				}
+				must(t, err)
+				os.Chmod(filepath.Join(ws, "z"), 0o755)
+				if _, err := os.Lstat(filepath.Join(ws, c.absent)); !errors.Is(err, os.ErrNotExist) {
+					t.Errorf("%s is still there (%v); notes %q", c.absent, err, notes)
+				}
+			})
+		}
 	}
 }

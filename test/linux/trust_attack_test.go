@@ -530,3 +530,57 @@ func TestTrustAttackQuarantineLure(t *testing.T) {
 		}
 	})
 }
+
+// TestTrustAttackMountInside: a file system mounted inside the workspace
+// (here a tmpfs) is shown to the command as on the host (the writable
+// roots are recursive binds), so what it plants there is on the host's
+// mount; the check crosses the mount point and, since a rename cannot
+// leave that file system, moves the repository aside in place, to a
+// random name, unreadable.
+func TestTrustAttackMountInside(t *testing.T) {
+	needGit(t)
+	if os.Geteuid() != 0 {
+		t.Fatal("the suite runs as root (it mounts the tmpfs)")
+	}
+	forEachUser(t, func(t *testing.T, u *testUser) {
+		fx := gitFixture(t, u)
+		mnt := filepath.Join(fx.ws, "mnt")
+		if err := os.Mkdir(mnt, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=16m", "tmpfs", mnt).CombinedOutput(); err != nil {
+			t.Fatalf("mount: %v: %s", err, out)
+		}
+		t.Cleanup(func() { exec.Command("umount", "-l", mnt).Run() })
+		chownR(t, mnt, u)
+		mark := marker(fx, "mount")
+		time.Sleep(50 * time.Millisecond)
+		for _, p := range runPaths(t, fx) {
+			t.Run(p.name, func(t *testing.T) {
+				sub := "mnt/deep/" + p.name
+				r := p.run(t, "MARK="+mark+"\n"+plantScript+"plant "+sub+" && echo PLANTED")
+				if !strings.Contains(r.stdout, "PLANTED") {
+					t.Fatalf("plant: %v", r)
+				}
+				assertAbsent(t, filepath.Join(fx.ws, sub, ".git"))
+				ents, _ := os.ReadDir(filepath.Join(fx.ws, sub))
+				moved := 0
+				for _, e := range ents {
+					if strings.HasPrefix(e.Name(), ".git.agentbox-quarantine-") {
+						moved++
+						if fi, err := os.Lstat(filepath.Join(fx.ws, sub, e.Name())); err != nil || fi.Mode().Perm() != 0 {
+							t.Errorf("the repository moved aside in place is readable: %v %v", fi.Mode(), err)
+						}
+					}
+				}
+				if moved != 1 {
+					t.Errorf("%s holds %d repositories moved aside in place, want 1: %v", sub, moved, r)
+				}
+				userGit(t, fx, filepath.Join(fx.ws, sub), "status")
+				if exists(mark) {
+					t.Fatal("the user's git status ran what the command planted on the mounted file system")
+				}
+			})
+		}
+	})
+}
