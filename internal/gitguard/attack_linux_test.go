@@ -439,3 +439,65 @@ func TestGuardOddPlants(t *testing.T) {
 		}
 	}
 }
+
+// TestGuardRepoAssembledOverRuns: a command lays out parts of a
+// repository over several runs, none of which holds one git would take,
+// and in the last renames it to a .git that looks older than that run.
+func TestGuardRepoAssembledOverRuns(t *testing.T) {
+	git, err := exec.LookPath("git")
+	if err != nil {
+		t.Skip("no git")
+	}
+	mkdir := func(p string) func(t *testing.T, ws string) {
+		return func(t *testing.T, ws string) { must(t, os.MkdirAll(filepath.Join(ws, p), 0o755)) }
+	}
+	config := func(t *testing.T, ws string) {
+		must(t, os.MkdirAll(filepath.Join(ws, "foo"), 0o755))
+		must(t, os.WriteFile(filepath.Join(ws, "foo/config"), []byte("[core]\n\tbare = false\n\tfsmonitor = /planted\n"), 0o644))
+	}
+	finish := func(t *testing.T, ws string) {
+		must(t, os.WriteFile(filepath.Join(ws, "foo/HEAD"), []byte("ref: refs/heads/main\n"), 0o644))
+		must(t, os.MkdirAll(filepath.Join(ws, "sub"), 0o755))
+		must(t, os.Rename(filepath.Join(ws, "foo"), filepath.Join(ws, "sub/.git")))
+	}
+	variants := map[string][][]func(t *testing.T, ws string){
+		"refs in a run of its own": {{config, mkdir("foo/objects")}, {mkdir("foo/refs")}, {finish}},
+		"refs with the rename":     {{config, mkdir("foo/objects")}, {mkdir("foo/refs"), finish}},
+		"one part a run":           {{config}, {mkdir("foo/objects")}, {mkdir("foo/refs")}, {finish}},
+	}
+	for name, runs := range variants {
+		for _, watched := range []bool{false, true} {
+			t.Run(name+map[bool]string{false: "/walk", true: "/watcher"}[watched], func(t *testing.T) {
+				ws, state := t.TempDir(), t.TempDir()
+				fakeRepo(t, filepath.Join(ws, ".git"))
+				time.Sleep(30 * time.Millisecond)
+				pol := testPolicy(ws, false)
+				if watched {
+					defer Watch(Roots(pol))()
+					time.Sleep(30 * time.Millisecond)
+				}
+				var notes []string
+				for _, run := range runs {
+					g, err := Begin(pol, state)
+					must(t, err)
+					for _, step := range run {
+						step(t, ws)
+					}
+					n, err := g.End()
+					must(t, err)
+					notes = append(notes, n...)
+					time.Sleep(30 * time.Millisecond)
+				}
+				if _, err := os.Stat(filepath.Join(ws, "sub")); err != nil {
+					return // nothing left to run git in
+				}
+				cmd := exec.Command(git, "-C", filepath.Join(ws, "sub"), "config", "core.fsmonitor")
+				cmd.Env = append(os.Environ(), "GIT_CONFIG_NOSYSTEM=1", "HOME="+state)
+				out, _ := cmd.Output()
+				if strings.TrimSpace(string(out)) == "/planted" {
+					t.Errorf("git in sub reads the config assembled over %d runs; notes %q", len(runs), notes)
+				}
+			})
+		}
+	}
+}

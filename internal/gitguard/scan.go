@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io/fs"
 	"path"
+	"slices"
 	"strings"
 	"time"
 
@@ -98,6 +99,9 @@ func (s *scan) walk(d *dir, depth int, sparse bool) {
 		return
 	}
 	examine := !sparse || s.dirty[d.path]
+	if examine {
+		s.partsOfRepo(d, ents)
+	}
 	for _, e := range ents {
 		p := d.child(e.name)
 		if s.skip[p] {
@@ -158,6 +162,50 @@ func (s *scan) walk(d *dir, depth int, sparse bool) {
 		}
 		sub.close()
 		restore()
+	}
+}
+
+// repoParts are the entries that make a directory a git directory for
+// git's discovery (is_git_directory), or its name .git does.
+var repoParts = []string{"HEAD", "objects", "refs", "commondir"}
+
+// partsOfRepo stops a repository from being assembled over several
+// windows, each check seeing only part of it: a directory (not a git
+// directory: walk does not enter those) that holds two or more of
+// repoParts, one of them made during this window, loses those made
+// during it to the quarantine. Otherwise a command could lay out
+// objects, refs and a config in one run, which git does not take for a
+// repository, and in a later one add a HEAD and rename the directory to
+// a .git that then looks older than that window. (A .git that was there
+// before the window and gains objects or refs during it is moved aside
+// whole: see gitDirChange.)
+func (s *scan) partsOfRepo(d *dir, ents []entry) {
+	var have []string
+	for _, e := range ents {
+		if slices.Contains(repoParts, e.name) {
+			have = append(have, e.name)
+		}
+	}
+	if len(have) < 2 {
+		return
+	}
+	for _, n := range have {
+		st, err := d.stat(n)
+		if err != nil {
+			if !isNotExist(err) {
+				s.fail(err)
+			}
+			continue
+		}
+		if !st.born(s.since) {
+			continue
+		}
+		to, err := s.q.move(d, n)
+		if err != nil {
+			s.fail(fmt.Errorf("%s holds parts of a git repository (%s) the command made during this run, and moving %s aside failed: %w; remove it before you run git there", d.path, strings.Join(have, ", "), n, err))
+			continue
+		}
+		s.note("%s holds parts of a git repository (%s), and the command made %s during this run; moved it to %s, so that no later run can complete the repository out of sight (inspect it; move it back only if you trust it)", d.path, strings.Join(have, ", "), n, to)
 	}
 }
 
@@ -408,6 +456,10 @@ func (s *scan) gitDirChange(g *dir) (string, error) {
 			}
 			changed := st.changed(s.since)
 			switch {
+			case rel == "" && (e.name == "objects" || e.name == "refs") && st.born(s.since):
+				// git never makes these again in a repository: the
+				// repository was assembled (and renamed into place) now.
+				why = fmt.Sprintf("the command made %s in it", r)
 			case changed && isDotGit(e.name):
 				// git's discovery from a directory inside this one finds
 				// it before this one (a repository inside a git directory).
