@@ -584,3 +584,42 @@ func TestTrustAttackMountInside(t *testing.T) {
 		}
 	})
 }
+
+// TestTrustAttackRepoAssembledOverRuns: the command lays out a
+// repository's parts over several runs, none of which leaves one git
+// takes for a repository, and in the last adds HEAD and renames it to a
+// .git that looks older than that run.
+func TestTrustAttackRepoAssembledOverRuns(t *testing.T) {
+	needGit(t)
+	forEachUser(t, func(t *testing.T, u *testUser) {
+		fx := gitFixture(t, u)
+		mark := marker(fx, "assembled")
+		for _, p := range runPaths(t, fx) {
+			t.Run(p.name, func(t *testing.T) {
+				foo, sub := "parts-"+p.name, "assembled-"+p.name
+				steps := []string{
+					fmt.Sprintf(`mkdir -p %[1]s/objects && printf '#!/bin/sh\ntouch %[2]s\n' > %[1]s.fsmon && chmod +x %[1]s.fsmon && printf '[core]\n\tbare = false\n\tfsmonitor = %%s\n' "$PWD/%[1]s.fsmon" > %[1]s/config`, foo, mark),
+					fmt.Sprintf(`mkdir -p %s/refs/heads`, foo),
+					fmt.Sprintf(`printf 'ref: refs/heads/main\n' > %[1]s/HEAD && mkdir -p %[2]s && mv %[1]s %[2]s/.git`, foo, sub),
+				}
+				for i, step := range steps {
+					if r := p.run(t, "set -e\n"+step+"\necho STEP"); !strings.Contains(r.stdout, "STEP") {
+						t.Fatalf("step %d: %v", i, r)
+					}
+					time.Sleep(30 * time.Millisecond)
+				}
+				dir := filepath.Join(fx.ws, sub)
+				if !exists(dir) {
+					return
+				}
+				if plantedConfig(t, fx, dir, filepath.Join(fx.ws, foo+".fsmon")) {
+					t.Error("the user's git reads the config of the repository assembled over three runs")
+				}
+				userGit(t, fx, dir, "status")
+				if exists(mark) {
+					t.Fatal("the user's git status ran the assembled repository's core.fsmonitor")
+				}
+			})
+		}
+	})
+}
