@@ -98,6 +98,22 @@ func (s *scan) walk(d *dir, depth int, sparse bool) {
 		s.fail(fmt.Errorf("listing %s to check for git repositories the command made: %w", d.path, err))
 		return
 	}
+	if depth > 0 && slices.ContainsFunc(ents, func(e entry) bool { return strings.EqualFold(e.name, "HEAD") }) {
+		// Without a HEAD nothing is a git directory: the listing
+		// answers for most directories without another call (by any
+		// case, as a case-insensitive file system finds it).
+		bare, err := bareShape(d)
+		if err != nil {
+			s.fail(err)
+			return
+		}
+		if bare {
+			// A git directory: checked as one, not walked as a
+			// worktree (git does not look for .git inside it).
+			s.bare(d, nil, "")
+			return
+		}
+	}
 	examine := !sparse || s.dirty[d.path]
 	if examine {
 		s.partsOfRepo(d, ents)
@@ -150,16 +166,7 @@ func (s *scan) walk(d *dir, depth int, sparse bool) {
 			}
 			continue
 		}
-		bare, err := bareShape(sub)
-		if err != nil {
-			s.fail(err)
-		} else if bare {
-			// A git directory: checked as one, not walked as a
-			// worktree (git does not look for .git inside it).
-			s.bare(sub, d, e.name)
-		} else {
-			s.walk(sub, depth+1, subSparse)
-		}
+		s.walk(sub, depth+1, subSparse)
 		sub.close()
 		restore()
 	}
@@ -182,7 +189,9 @@ var repoParts = []string{"HEAD", "objects", "refs", "commondir"}
 func (s *scan) partsOfRepo(d *dir, ents []entry) {
 	var have []string
 	for _, e := range ents {
-		if slices.Contains(repoParts, e.name) {
+		// By any case: on a case-insensitive file system git's
+		// lookups find them so.
+		if slices.ContainsFunc(repoParts, func(p string) bool { return strings.EqualFold(p, e.name) }) {
 			have = append(have, e.name)
 		}
 	}
