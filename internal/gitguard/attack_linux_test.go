@@ -2,6 +2,7 @@ package gitguard
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -499,5 +500,35 @@ func TestGuardRepoAssembledOverRuns(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestGuardWatchMissingRoot: a session's root that does not exist when
+// the session starts (a private /tmp's host directory, made by its first
+// command) is not answered for by a watcher of nothing: what a command
+// plants there once it exists is found, and later checks watch it.
+func TestGuardWatchMissingRoot(t *testing.T) {
+	parent, state := t.TempDir(), t.TempDir()
+	ws := filepath.Join(parent, "later")
+	pol := testPolicy(ws, false)
+	defer Watch(Roots(pol))()
+	must(t, os.Mkdir(ws, 0o755))
+	time.Sleep(30 * time.Millisecond)
+	for i := range 3 {
+		sparse := false
+		scanTrace = func(root string, sp bool, dirs int) { sparse = sp }
+		g, err := Begin(pol, state)
+		must(t, err)
+		fakeRepo(t, filepath.Join(ws, fmt.Sprintf("p%d/.git", i)))
+		notes, err := g.End()
+		scanTrace = nil
+		must(t, err)
+		if _, err := os.Lstat(filepath.Join(ws, fmt.Sprintf("p%d/.git", i))); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("round %d: the repository planted in a root that appeared after the watcher asked survives (%v); notes %q", i, err, notes)
+		}
+		if i == 2 && !sparse {
+			t.Error("the root that appeared is still walked whole, not watched")
+		}
+		time.Sleep(30 * time.Millisecond)
 	}
 }

@@ -3,6 +3,7 @@ package gitguard
 import (
 	"errors"
 	"io/fs"
+	"os"
 	"path"
 	"path/filepath"
 	"strings"
@@ -60,34 +61,48 @@ const watchMask = unix.IN_CREATE | unix.IN_DELETE | unix.IN_MOVED_FROM | unix.IN
 var watchers = struct {
 	sync.Mutex
 	m map[string]*watcher
-}{m: map[string]*watcher{}}
+	// pending counts the holders of roots that did not exist when they
+	// asked (a private /tmp's host directory, made by the first
+	// command): the first check after the root appears starts watching
+	// it.
+	pending map[string]int
+}{m: map[string]*watcher{}, pending: map[string]int{}}
 
 // Watch starts watching each root (or shares a watcher this process
 // already has); release ends this holder's share. A root that cannot be
-// watched is left to full walks.
+// watched is left to full walks; one that does not exist yet is watched
+// from the first check after it appears.
 func Watch(roots []string) (release func()) {
-	var held []*watcher
+	var held []string
 	watchers.Lock()
 	for _, r := range roots {
 		w := watchers.m[r]
 		if w == nil {
 			var err error
 			if w, err = newWatcher(r); err != nil {
+				if isNotExist(err) {
+					watchers.pending[r]++
+					held = append(held, r)
+				}
 				continue
 			}
 			watchers.m[r] = w
 		}
 		w.refs++
-		held = append(held, w)
+		held = append(held, r)
 	}
 	watchers.Unlock()
 	return func() {
 		watchers.Lock()
 		defer watchers.Unlock()
-		for _, w := range held {
-			if w.refs--; w.refs == 0 {
-				delete(watchers.m, w.root)
-				w.close()
+		for _, r := range held {
+			if w := watchers.m[r]; w != nil {
+				if w.refs--; w.refs == 0 {
+					delete(watchers.m, r)
+					w.close()
+				}
+			} else if watchers.pending[r]--; watchers.pending[r] <= 0 {
+				delete(watchers.pending, r)
 			}
 		}
 	}
@@ -133,6 +148,10 @@ func (w *watcher) addTree(dir string, depth int, mark int64) error {
 	}
 	wd, err := unix.InotifyAddWatch(w.fd, dir, watchMask)
 	if err != nil {
+		if dir == w.root {
+			// A watcher of nothing would answer that nothing changed.
+			return &os.PathError{Op: "inotify_add_watch", Path: dir, Err: err}
+		}
 		if isNotExist(err) || errors.Is(err, unix.ENOTDIR) {
 			return nil // gone, or a symlink (IN_DONT_FOLLOW|IN_ONLYDIR)
 		}
@@ -381,9 +400,21 @@ func (w *watcher) close() {
 	unix.Close(w.stop[1])
 }
 
-// watcherFor returns this process's watcher of root, if any.
+// watcherFor returns this process's watcher of root, if any; for a
+// root that was missing when its holders asked, it starts one now if the
+// root is there (this check still walks: the watcher is younger than the
+// window).
 func watcherFor(root string) *watcher {
 	watchers.Lock()
 	defer watchers.Unlock()
+	if n := watchers.pending[root]; n > 0 && watchers.m[root] == nil {
+		if w, err := newWatcher(root); err == nil {
+			w.refs = n
+			watchers.m[root] = w
+			delete(watchers.pending, root)
+		} else if !isNotExist(err) {
+			delete(watchers.pending, root) // walks from now on
+		}
+	}
 	return watchers.m[root]
 }
