@@ -290,9 +290,12 @@ fi
 
 # --- Workspace size: the check after each command of what it left in
 # the writable roots (planted repositories) must not grow with the tree.
-# `agentbox run -- true` through the warm helper and a library session's
-# command, in workspaces of 1,000, 10,000 and 100,000 directories, with
-# and without allow_git_writes, all alternating in one loop; the ratios
+# `agentbox run -- true` through the warm helper (one per size) and a
+# library session's command, in workspaces of 1,000, 10,000 and 100,000
+# directories, with and without allow_git_writes, alternating in one
+# loop, and as a lone run (AGENTBOX_RESIDENT=0: every check walks the
+# tree, seconds at the largest size, evicting the others' caches) in a
+# loop of its own; the ratios
 # are to the smallest size's (target <= 1.2x). A session watches every
 # directory of its roots (inotify, one watch each): the helper and the
 # library sessions of all sizes need three times their directories, more
@@ -307,15 +310,16 @@ if [ -n "$trees" ]; then
 	old_watches=$(cat "$watches")
 	if [ "$(id -u)" -eq 0 ] && [ "$old_watches" -lt 1048576 ]; then
 		echo 1048576 >"$watches"
-		trap 'echo "$old_watches" >"$watches"; stop_helper; stop_helper "$work/state-base"; rm -rf "$work"' EXIT
+		trap 'echo "$old_watches" >"$watches"; stop_helper; stop_helper "$work/state-base"; for n in $trees; do stop_helper "$work/state-tree-$n"; done; rm -rf "$work"' EXIT
 	fi
 	first=${trees%% *}
 	declare -A tree_med
 	tree_tools=()
+	tree_lone_tools=()
 	fd=20
 	for n in $trees; do
 		tws="$work/tree-$n"
-		mkdir -p "$tws"
+		mkdir -p "$tws" "$work/state-tree-$n"
 		(cd "$tws" && git init -q . 2>/dev/null || mkdir -p .git)
 		# n directories, 10 per parent, 2 files in each.
 		python3 - "$tws" "$n" <<'PY'
@@ -339,7 +343,11 @@ PY
 		for gw in off on; do
 			cfg=()
 			[ "$gw" = on ] && cfg=(--config "$work/gw.toml")
-			eval "tree_run_${n}_$gw() { \"\$work/agentbox\" run -C \"$tws\" ${cfg[*]} -- true </dev/null 2>/dev/null; }"
+			# A helper per size: one holds at most four prepared
+			# sandboxes, and six policies in turn would evict each
+			# other's (and their watchers) on every round.
+			eval "tree_run_${n}_$gw() { XDG_STATE_HOME=\"\$work/state-tree-$n\" \"\$work/agentbox\" run -C \"$tws\" ${cfg[*]} -- true </dev/null 2>/dev/null; }"
+			eval "tree_lone_${n}_$gw() { AGENTBOX_RESIDENT=0 \"\$work/agentbox\" run -C \"$tws\" ${cfg[*]} -- true </dev/null 2>/dev/null; }"
 			mkfifo "$work/t$n$gw.in" "$work/t$n$gw.out"
 			genv=()
 			[ "$gw" = on ] && genv=(BENCHSESSION_CONFIG="$work/gw.toml")
@@ -348,20 +356,27 @@ PY
 			eval "tree_ses_${n}_$gw() { echo >&$fd && read -r _ <&$((fd + 1)); }"
 			fd=$((fd + 2))
 			tree_tools+=("tree_run_${n}_$gw" "tree_ses_${n}_$gw")
+			tree_lone_tools+=("tree_lone_${n}_$gw")
 		done
 	done
-	for t in "${tree_tools[@]}"; do
+	for t in "${tree_tools[@]}" "${tree_lone_tools[@]}"; do
 		# The first runs of a tree start its sandbox and watcher.
 		for _ in 1 2 3; do "$t" >/dev/null || true; done
 		times[$t]=""
 	done
+	# Lone runs walk the whole tree (seconds at 100,000 directories,
+	# evicting the other tools' caches): a loop of their own.
 	echo "running $rounds rounds of: ${tree_tools[*]}" >&2
 	measure "$rounds" "${tree_tools[@]}"
+	echo "running $rounds rounds of: ${tree_lone_tools[*]}" >&2
+	measure "$rounds" "${tree_lone_tools[@]}"
+	tree_tools+=("${tree_lone_tools[@]}")
 	for t in "${tree_tools[@]}"; do
 		read -r m _ _ < <(stat "$t")
 		tree_med[$t]=$m
 	done
 	for ((f = 20; f < fd; f += 2)); do eval "exec $f>&-"; done
+	for n in $trees; do stop_helper "$work/state-tree-$n"; done
 	wait
 	[ "$(id -u)" -eq 0 ] && echo "$old_watches" >"$watches"
 	printf '%-22s %10s %10s\n' "workspace" "median ms" "vs $first"

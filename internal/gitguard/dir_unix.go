@@ -275,3 +275,21 @@ func unixMode(m uint32) fs.FileMode {
 	}
 	return mode
 }
+
+// nobody is the owner root's quarantined directories are given.
+const nobody = 65534
+
+// disown gives the directory name in d to nobody when agentbox runs as
+// root: root reads a directory of mode 0 all the same, but git (2.35.2
+// and later) refuses a repository another user owns ("dubious
+// ownership"), so root's git cannot use it either. A plain user's own
+// mode 0 is enough, and it may not chown.
+func (d *dir) disown(name string) error {
+	if os.Geteuid() != 0 {
+		return nil
+	}
+	if err := unix.Fchownat(d.fd, name, nobody, nobody, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return &os.PathError{Op: "chown", Path: d.child(name), Err: err}
+	}
+	return nil
+}

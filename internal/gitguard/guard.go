@@ -29,14 +29,25 @@ type Guard struct {
 // less those inside another (one walk covers both), and less the host's
 // /tmp and $TMPDIR that share_slash_tmp shares (the user chose to share
 // them as they are, with everything else a command may leave there; and
-// every run on the machine would walk them).
+// every run on the machine would walk them); and the host directories
+// that stand in for a private /tmp and $TMPDIR. Those last live on,
+// readable, in agentbox's state directory, and the command can learn
+// their host path (/proc/self/mountinfo): a repository planted in its
+// /tmp would otherwise wait there for the user's git, lured by a symlink
+// in the workspace.
 func Roots(p *policy.Policy) []string {
 	if p.Mode() != policy.WorkspaceWrite {
 		return nil
 	}
 	var out []string
 	shared := p.SharedTemps()
-	rs := p.WritableRoots() // parents before their children
+	rs := p.WritableRoots()
+	for _, t := range p.PrivateTemps() {
+		if t.Dir != "" && filepath.IsAbs(t.Dir) && !slices.Contains(rs, t.Dir) {
+			rs = append(rs, filepath.Clean(t.Dir))
+		}
+	}
+	slices.SortFunc(rs, func(a, b string) int { return len(a) - len(b) }) // parents before their children
 	for _, r := range rs {
 		if slices.Contains(shared, r) {
 			continue
@@ -70,6 +81,10 @@ func Begin(p *policy.Policy, state string) (*Guard, error) {
 	}
 	defer r.close()
 	g := &Guard{reg: state, roots: roots}
+	// The window starts before the check of killed runs' windows below:
+	// what a straggler of theirs changes during that check, behind the
+	// walk, is this window's to find.
+	now := coarseNow().UnixNano()
 	// Windows nobody holds: their last run was killed before its
 	// check. Check them now, before this run can add to them.
 	all, err := r.all()
@@ -92,37 +107,56 @@ func Begin(p *policy.Policy, state string) (*Guard, error) {
 			return nil, err
 		}
 	}
-	now := coarseNow().UnixNano()
 	for _, root := range roots {
 		key := windowKey(root)
-		skip := readOnlyIn(p, root)
+		skip, guarded := readOnlyIn(p, root), guardedIn(p, root)
 		w, ok, err := r.load(key)
 		if err != nil {
 			g.release()
 			return nil, err
 		}
 		if !ok {
-			w = window{Root: root, Since: now, Skip: skip}
+			w = window{Root: root, Since: now, Skip: skip, Guarded: guarded}
 		} else {
 			w.Skip = intersect(w.Skip, skip)
+			w.Guarded = intersect(w.Guarded, guarded)
+		}
+		// Another root's run may have written these git directories
+		// already: a baseline read now could hold its plants.
+		tainted := slices.ContainsFunc(all, func(o openWindow) bool { return o.key != key && o.held && overlaps(o.w.Root, root) })
+		for _, gd := range writableGitDirs(p, root) {
+			if !slices.ContainsFunc(w.Own, func(b Baseline) bool { return b.GitDir == gd }) {
+				b := Baseline{GitDir: gd, Exposed: true}
+				if !tainted {
+					b = newBaseline(gd)
+				}
+				w.Own = append(w.Own, b)
+			}
+		}
+		for i, b := range w.Own {
+			if !slices.Contains(guarded, b.GitDir) {
+				w.Own[i].Exposed = true // this run may write it unguarded
+			}
 		}
 		for i, o := range all {
 			if o.key == key || !o.held || !overlaps(o.w.Root, root) {
 				continue
 			}
+			// Runs of both windows write both: each check must count
+			// what the other's runs could do.
+			w.narrow(o.w)
+			changed := all[i].w.narrow(w)
 			if o.w.Since < w.Since {
 				w.Since = o.w.Since
 			} else if w.Since < o.w.Since {
 				all[i].w.Since = w.Since
+				changed = true
+			}
+			if changed {
 				if err := r.store(o.key, all[i].w); err != nil {
 					g.release()
 					return nil, err
 				}
-			}
-		}
-		for _, gd := range writableGitDirs(p, root) {
-			if !slices.ContainsFunc(w.Own, func(b Baseline) bool { return b.GitDir == gd }) {
-				w.Own = append(w.Own, newBaseline(gd))
 			}
 		}
 		hold, err := openLock(r.d, key+".lock")
@@ -203,10 +237,24 @@ func (r *registry) settle(state string, due, all []openWindow) (notes []string, 
 	var q *quarantine
 	for _, w := range due {
 		deferred := false
-		for _, o := range all {
-			if o.held && o.key != w.key && fspath.Within(w.w.Root, o.w.Root) {
-				deferred = true
+		for i, o := range all {
+			if !o.held || o.key == w.key || !fspath.Within(w.w.Root, o.w.Root) {
+				continue
 			}
+			if !deferred && len(w.w.Own) > 0 {
+				// That window's walk covers this root; its baselines
+				// go with it, for that check to repair them.
+				for _, b := range w.w.Own {
+					if !slices.ContainsFunc(o.w.Own, func(c Baseline) bool { return c.GitDir == b.GitDir }) {
+						all[i].w.Own = append(all[i].w.Own, b)
+					}
+				}
+				all[i].w.narrow(w.w)
+				if err := r.store(o.key, all[i].w); err != nil {
+					return nil, fmt.Errorf("handing the check of %s to the run of %s still going: %w", w.w.Root, o.w.Root, err)
+				}
+			}
+			deferred = true
 		}
 		for i, o := range walked {
 			if fspath.Within(w.w.Root, o.w.Root) {
@@ -244,7 +292,8 @@ func (r *registry) settle(state string, due, all []openWindow) (notes []string, 
 			}
 		}
 		for _, b := range w.w.Own {
-			s.own[b.GitDir] = true
+			// An exposed one is also checked as any nested repository.
+			s.own[b.GitDir] = !b.Exposed
 		}
 		wt := watcherFor(w.w.Root)
 		if dirty, ok := wt.dirtySince(w.w.Since); ok {
@@ -318,6 +367,9 @@ func overlapsAny(root string, roots []string) bool {
 // readOnlyIn are the paths inside root that p keeps read-only whole: the
 // protected paths but the git directories allow_git_writes opens.
 func readOnlyIn(p *policy.Policy, root string) []string {
+	if p.AllowDegraded() {
+		return nil // see guardedIn
+	}
 	var out []string
 	for _, pr := range p.Protected() {
 		if !fspath.Within(pr.Path, root) || pr.Path == root || pr.Kind == policy.Missing {
@@ -329,6 +381,18 @@ func readOnlyIn(p *policy.Policy, root string) []string {
 		out = append(out, pr.Path)
 	}
 	return out
+}
+
+// guardedIn are the paths inside root that p keeps read-only whole or
+// whose git-running files it keeps read-only: none when the run may go
+// degraded (allow_degraded: without user namespaces, Landlock cannot
+// keep anything inside a writable root read-only, and the run decides
+// that only once it starts).
+func guardedIn(p *policy.Policy, root string) []string {
+	if p.AllowDegraded() {
+		return nil
+	}
+	return append(readOnlyIn(p, root), writableGitDirs(p, root)...)
 }
 
 // writableGitDirs are the git directories inside root that

@@ -13,7 +13,8 @@ import (
 // quarantine moves what the guard does not trust out of git's sight,
 // losing nothing: into a directory of its own under agentbox's state
 // directory (which no command can write, so nothing there can be moved
-// back), or, where that is another file system (a rename cannot cross
+// back; a directory is made unreadable there, as git would still use it
+// as a repository through a symlink a later command leaves), or, where that is another file system (a rename cannot cross
 // one), to a name beside it that the command cannot predict (random), made
 // unreadable, with the inode remembered: a later run that finds it under
 // any other name moves it aside again.
@@ -95,6 +96,15 @@ func (q *quarantine) move(parent *dir, name string) (string, error) {
 	toName := fmt.Sprintf("%d-%s", q.n, strings.TrimLeft(name, "."))
 	where := q.run.child(toName)
 	err = q.rename(parent, name, q.run, toName)
+	if err == nil && st.mode.IsDir() {
+		// Unreadable there too: the quarantine is readable by the
+		// user, and a later command can learn its names and leave a
+		// symlink in the workspace that leads the user's git into a
+		// repository it planted.
+		if err = q.run.chmodEntry(toName, 0); err == nil {
+			err = q.run.disown(toName)
+		}
+	}
 	if isCrossDevice(err) {
 		toName = name + ".agentbox-quarantine-" + q.randomHex(8)
 		where = parent.child(toName)
@@ -102,7 +112,9 @@ func (q *quarantine) move(parent *dir, name string) (string, error) {
 			if st.mode.IsDir() {
 				// Unreadable, so git cannot use it under any name
 				// until the user deliberately makes it readable.
-				err = parent.chmodEntry(toName, 0)
+				if err = parent.chmodEntry(toName, 0); err == nil {
+					err = parent.disown(toName)
+				}
 			}
 			q.remember(st.identity(), where)
 		}

@@ -26,6 +26,16 @@ type Baseline struct {
 	Hidden []string `json:",omitempty"`
 	// Replace are the packed replace refs (name and object id).
 	Replace map[string]string `json:",omitempty"`
+	// Exposed: some sandboxed run of the window could write the files
+	// through which git runs programs here (a run whose policy did not
+	// protect this directory: a run of an overlapping root, or one that
+	// may run degraded, without the read-only carve-outs). The check then
+	// also looks at it as at any nested repository, and what it finds
+	// changed there moves it aside: the baseline may hold that run's
+	// writes. A baseline read while such a run was going is left empty
+	// (and exposed): the user's own hidden entries and replace refs then
+	// count as the command's when the index or packed-refs changed.
+	Exposed bool `json:",omitempty"`
 }
 
 // sequencerDirs hold an interrupted rebase, cherry-pick, revert or am:
@@ -129,6 +139,17 @@ func (s *scan) oddFiles(d *dir, rel, top string, depth int, sparse bool) {
 			continue
 		}
 		changed := st.changed(s.since)
+		if changed && (isDotGit(e.name) || st.mode.IsDir() && s.nestedGitDir(d, e.name, r)) {
+			// A repository inside the git directory, which git's
+			// discovery from a directory below finds first.
+			to, err := s.q.move(d, e.name)
+			if err != nil {
+				s.fail(fmt.Errorf("the command made a git repository at %s, inside %s, and moving it aside failed: %w; do not run git below %s before you remove it", d.child(e.name), s.gitDirOf(d), err, d.child(e.name)))
+				continue
+			}
+			s.note("moved the git repository the command made at %s to %s: git run below it would use its configuration and hooks", d.child(e.name), to)
+			continue
+		}
 		switch {
 		case changed && st.odd():
 			if err := d.remove(e.name); err != nil {
@@ -167,6 +188,23 @@ func (s *scan) oddFiles(d *dir, rel, top string, depth int, sparse bool) {
 			}
 		}
 	}
+}
+
+// nestedGitDir reports whether the directory name of d (rel inside its
+// git directory) is laid out as a git directory of its own. git makes
+// such directories only under modules/ and worktrees/, which stay
+// read-only.
+func (s *scan) nestedGitDir(d *dir, name, rel string) bool {
+	if strings.HasPrefix(rel, "modules/") || strings.HasPrefix(rel, "worktrees/") {
+		return false
+	}
+	sub, err := d.openPlain(name)
+	if err != nil {
+		return false
+	}
+	defer sub.close()
+	bare, err := bareShape(sub)
+	return bare || err != nil
 }
 
 func (s *scan) gitDirOf(d *dir) string {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io/fs"
 	"path"
+	"slices"
 	"strings"
 	"time"
 
@@ -88,7 +89,7 @@ func (s *scan) root(top string) {
 // sparse scan those the watcher marked and what is new beneath them.
 func (s *scan) walk(d *dir, depth int, sparse bool) {
 	if s.dirs++; s.dirs > maxDirs || depth > maxDepth {
-		s.fail(fmt.Errorf("%s: more directories than agentbox checks (%d deep, %d in all): it cannot tell whether the command planted a git repository there", d.path, depth, s.dirs))
+		s.fail(fmt.Errorf("%s: more directories than agentbox checks (%d deep, %d in all): it cannot tell whether the command planted a git repository there; remove or flatten that tree (every run of this workspace fails until then)", d.path, depth, s.dirs))
 		return
 	}
 	ents, err := d.entries()
@@ -96,7 +97,26 @@ func (s *scan) walk(d *dir, depth int, sparse bool) {
 		s.fail(fmt.Errorf("listing %s to check for git repositories the command made: %w", d.path, err))
 		return
 	}
+	if depth > 0 && slices.ContainsFunc(ents, func(e entry) bool { return strings.EqualFold(e.name, "HEAD") }) {
+		// Without a HEAD nothing is a git directory: the listing
+		// answers for most directories without another call (by any
+		// case, as a case-insensitive file system finds it).
+		bare, err := bareShape(d)
+		if err != nil {
+			s.fail(err)
+			return
+		}
+		if bare {
+			// A git directory: checked as one, not walked as a
+			// worktree (git does not look for .git inside it).
+			s.bare(d, nil, "")
+			return
+		}
+	}
 	examine := !sparse || s.dirty[d.path]
+	if examine {
+		s.partsOfRepo(d, ents)
+	}
 	for _, e := range ents {
 		p := d.child(e.name)
 		if s.skip[p] {
@@ -145,18 +165,55 @@ func (s *scan) walk(d *dir, depth int, sparse bool) {
 			}
 			continue
 		}
-		bare, err := bareShape(sub)
-		if err != nil {
-			s.fail(err)
-		} else if bare {
-			// A git directory: checked as one, not walked as a
-			// worktree (git does not look for .git inside it).
-			s.bare(sub, d, e.name)
-		} else {
-			s.walk(sub, depth+1, subSparse)
-		}
+		s.walk(sub, depth+1, subSparse)
 		sub.close()
 		restore()
+	}
+}
+
+// repoParts are the entries that make a directory a git directory for
+// git's discovery (is_git_directory), or its name .git does.
+var repoParts = []string{"HEAD", "objects", "refs", "commondir"}
+
+// partsOfRepo stops a repository from being assembled over several
+// windows, each check seeing only part of it: a directory (not a git
+// directory: walk does not enter those) that holds two or more of
+// repoParts, one of them made during this window, loses those made
+// during it to the quarantine. Otherwise a command could lay out
+// objects, refs and a config in one run, which git does not take for a
+// repository, and in a later one add a HEAD and rename the directory to
+// a .git that then looks older than that window. (A .git that was there
+// before the window and gains objects or refs during it is moved aside
+// whole: see gitDirChange.)
+func (s *scan) partsOfRepo(d *dir, ents []entry) {
+	var have []string
+	for _, e := range ents {
+		// By any case: on a case-insensitive file system git's
+		// lookups find them so.
+		if slices.ContainsFunc(repoParts, func(p string) bool { return strings.EqualFold(p, e.name) }) {
+			have = append(have, e.name)
+		}
+	}
+	if len(have) < 2 {
+		return
+	}
+	for _, n := range have {
+		st, err := d.stat(n)
+		if err != nil {
+			if !isNotExist(err) {
+				s.fail(err)
+			}
+			continue
+		}
+		if !st.born(s.since) {
+			continue
+		}
+		to, err := s.q.move(d, n)
+		if err != nil {
+			s.fail(fmt.Errorf("%s holds parts of a git repository (%s) the command made during this run, and moving %s aside failed: %w; remove it before you run git there", d.path, strings.Join(have, ", "), n, err))
+			continue
+		}
+		s.note("%s holds parts of a git repository (%s), and the command made %s during this run; moved it to %s, so that no later run can complete the repository out of sight (inspect it; move it back only if you trust it)", d.path, strings.Join(have, ", "), n, to)
 	}
 }
 
@@ -188,8 +245,36 @@ func (s *scan) remembered(d *dir, name string) bool {
 }
 
 // isDotGit: git finds .git by that name; on a case-insensitive file system
-// .GIT is the same entry.
-func isDotGit(name string) bool { return strings.EqualFold(name, ".git") }
+// .GIT is the same entry, HFS+ ignores some code points in names (git's
+// is_hfs_dotgit: ".g\u200cit" is .git there) and Windows drops trailing
+// dots and spaces (is_ntfs_dotgit). All count, on every system: erring
+// towards yes costs a weirdly named directory its trust, no more.
+func isDotGit(name string) bool {
+	if len(name) == 4 {
+		return strings.EqualFold(name, ".git")
+	}
+	if len(name) < 4 || name[0] != '.' && name[0] < 0x80 {
+		return false
+	}
+	clean := strings.Map(func(r rune) rune {
+		if hfsIgnorable(r) {
+			return -1
+		}
+		return r
+	}, name)
+	return strings.EqualFold(strings.TrimRight(clean, ". "), ".git")
+}
+
+// hfsIgnorable are the code points HFS+ leaves out of names it compares
+// (the list git's utf8.c keeps).
+func hfsIgnorable(r rune) bool {
+	switch {
+	case r == 0x200c, r == 0x200d, r == 0x200e, r == 0x200f,
+		0x202a <= r && r <= 0x202e, 0x206a <= r && r <= 0x206f, r == 0xfeff:
+		return true
+	}
+	return false
+}
 
 // dotGit decides about the .git entry name of d, and moves it aside when
 // the command made or changed what git would run through it.
@@ -236,7 +321,7 @@ func (s *scan) dotGit(d *dir, name string) {
 		s.fail(fmt.Errorf("the git repository at %s cannot be trusted (%s), and moving it aside failed: %w; do not run git in %s before you remove it", p, why, err, d.path))
 		return
 	}
-	s.note("moved the git repository at %s to %s: %s, and git run there on the host would use its configuration and hooks (inspect it; move it back only if you trust it)", p, to, why)
+	s.note("moved the git repository at %s to %s: %s, and git run there on the host would use its configuration and hooks (it is unreadable there, mode 0: chmod -R u+rwX it to inspect it; move it back only if you trust it)", p, to, why)
 }
 
 // bare decides about g, a directory shaped like a bare repository (HEAD,
@@ -271,41 +356,59 @@ func (s *scan) bare(g *dir, parent *dir, name string) {
 	s.note("%s was laid out as a bare git repository (%s): git run there on the host would use its configuration; moved its HEAD to %s, so git no longer takes it for one (inspect it; move it back only if you trust it)", g.path, why, to)
 }
 
-// bareShape reports whether d holds what git's is_git_directory looks
-// for: a HEAD that reads as a symbolic ref or an object id, objects/ and
-// refs/ (a directory, or with the reftable format a file).
+// bareShape reports whether git's is_git_directory would take d for a
+// git directory (setup.c): a HEAD that validate_headref accepts, and
+// objects and refs that access(2) finds searchable in the common
+// directory, which is d itself or what a commondir file names. It errs
+// towards yes: a commondir file of any content counts (it can name any
+// directory that has objects and refs, the user's own repository
+// included), objects and refs count whatever their type (a symlink to a
+// directory, an executable file and, with the reftable format, a refs
+// file pass git's test), and so does a HEAD the guard cannot read.
 func bareShape(d *dir) (bool, error) {
-	for _, n := range []string{"objects", "refs"} {
-		st, err := d.stat(n)
-		if isNotExist(err) {
-			return false, nil
-		}
-		if err != nil {
-			return false, err
-		}
-		if n == "objects" && !st.mode.IsDir() {
-			return false, nil
-		}
-	}
 	data, ok, err := d.readFile("HEAD", 4096)
 	if isNotExist(err) {
 		return false, nil
 	}
-	if err != nil || !ok {
-		// A HEAD that is a symlink, FIFO or too large: git may still
-		// follow or read it; count it as a HEAD.
-		return true, nil
+	if err == nil && ok && !headLike(data) {
+		return false, nil
 	}
-	data = bytes.TrimSpace(data)
-	return bytes.HasPrefix(data, []byte("ref:")) || isHex(data), nil
+	// A HEAD that is a symlink, FIFO or too large: git may still follow
+	// or read it; it counts as a HEAD.
+	if _, err := d.stat("commondir"); err == nil {
+		return true, nil
+	} else if !isNotExist(err) {
+		return false, err
+	}
+	for _, n := range []string{"objects", "refs"} {
+		if _, err := d.stat(n); isNotExist(err) {
+			return false, nil
+		} else if err != nil {
+			return false, err
+		}
+	}
+	return true, nil
 }
 
-func isHex(b []byte) bool {
-	if len(b) != 40 && len(b) != 64 {
+// headLike reports whether a HEAD's content passes validate_headref: "ref:",
+// optional white space and "refs/", or an object id in hex (either case)
+// followed by anything.
+func headLike(data []byte) bool {
+	if len(data) > 255 {
+		data = data[:255] // git reads no more
+	}
+	if ref, ok := bytes.CutPrefix(data, []byte("ref:")); ok {
+		return bytes.HasPrefix(bytes.TrimLeft(ref, " \t\n\v\f\r"), []byte("refs/"))
+	}
+	return hexPrefix(data, 40) || hexPrefix(data, 64)
+}
+
+func hexPrefix(b []byte, n int) bool {
+	if len(b) < n {
 		return false
 	}
-	for _, c := range b {
-		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+	for _, c := range b[:n] {
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F') {
 			return false
 		}
 	}
@@ -361,6 +464,14 @@ func (s *scan) gitDirChange(g *dir) (string, error) {
 			}
 			changed := st.changed(s.since)
 			switch {
+			case rel == "" && (e.name == "objects" || e.name == "refs") && st.born(s.since):
+				// git never makes these again in a repository: the
+				// repository was assembled (and renamed into place) now.
+				why = fmt.Sprintf("the command made %s in it", r)
+			case changed && isDotGit(e.name):
+				// git's discovery from a directory inside this one finds
+				// it before this one (a repository inside a git directory).
+				why = fmt.Sprintf("the command made %s in it, a repository of its own", r)
 			case changed && st.odd():
 				why = fmt.Sprintf("the command left %s (%s) in it, which git would write through", r, st.mode.Type())
 			case changed && isSensitive(r):
@@ -385,7 +496,14 @@ func (s *scan) gitDirChange(g *dir) (string, error) {
 					}
 					return err
 				}
-				err = visit(sub, r, depth+1)
+				if changed {
+					if bare, berr := bareShape(sub); berr != nil || bare {
+						why = fmt.Sprintf("the command laid %s out as a git directory of its own in it", r)
+					}
+				}
+				if why == "" {
+					err = visit(sub, r, depth+1)
+				}
 				sub.close()
 				restore()
 				if err != nil || why != "" {

@@ -33,6 +33,8 @@ func infoOf(st *unix.Stat_t) info {
 		btime:    time.Unix(st.Btim.Unix()),
 		hasBtime: true,
 		size:     st.Size,
+		mtime:    time.Unix(st.Mtim.Unix()),
+		atime:    time.Unix(st.Atim.Unix()),
 	}
 }
 

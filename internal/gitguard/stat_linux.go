@@ -15,7 +15,7 @@ func openNoSymlinks(path string) (int, error) {
 	})
 }
 
-const statxMask = unix.STATX_TYPE | unix.STATX_MODE | unix.STATX_INO | unix.STATX_CTIME | unix.STATX_BTIME | unix.STATX_SIZE | unix.STATX_NLINK | unix.STATX_UID
+const statxMask = unix.STATX_TYPE | unix.STATX_MODE | unix.STATX_INO | unix.STATX_CTIME | unix.STATX_BTIME | unix.STATX_MTIME | unix.STATX_ATIME | unix.STATX_SIZE | unix.STATX_NLINK | unix.STATX_UID
 
 // stat describes name in d without following a symlink.
 func (d *dir) stat(name string) (info, error) {
@@ -35,6 +35,8 @@ func infoOf(st *unix.Statx_t) info {
 		ino:   st.Ino,
 		ctime: time.Unix(st.Ctime.Sec, int64(st.Ctime.Nsec)),
 		size:  int64(st.Size),
+		mtime: time.Unix(st.Mtime.Sec, int64(st.Mtime.Nsec)),
+		atime: time.Unix(st.Atime.Sec, int64(st.Atime.Nsec)),
 	}
 	if st.Mask&unix.STATX_BTIME != 0 {
 		i.btime, i.hasBtime = time.Unix(st.Btime.Sec, int64(st.Btime.Nsec)), true

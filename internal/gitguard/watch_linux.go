@@ -3,7 +3,10 @@ package gitguard
 import (
 	"errors"
 	"io/fs"
+	"os"
+	"path"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 	"unsafe"
@@ -33,8 +36,12 @@ type watcher struct {
 	mu     sync.Mutex
 	byWD   map[int32]string
 	byPath map[string]int32
-	dirty  map[string]int64 // directory -> when an event there was read (UnixNano)
-	ready  int64            // every directory watched since this time
+	files  map[int32]string // watches of git directories' files
+	// subdirs counts the watched directories right below each path.
+	subdirs map[string]int
+	gitRel  map[string]string // watched git directories: path inside the git directory
+	dirty   map[string]int64  // directory -> when an event there was read (UnixNano)
+	ready   int64             // every directory watched since this time
 	// blind is when a directory last moved (its subtree's events until
 	// then may name old paths): checks of windows that began earlier walk
 	// the whole root.
@@ -54,34 +61,48 @@ const watchMask = unix.IN_CREATE | unix.IN_DELETE | unix.IN_MOVED_FROM | unix.IN
 var watchers = struct {
 	sync.Mutex
 	m map[string]*watcher
-}{m: map[string]*watcher{}}
+	// pending counts the holders of roots that did not exist when they
+	// asked (a private /tmp's host directory, made by the first
+	// command): the first check after the root appears starts watching
+	// it.
+	pending map[string]int
+}{m: map[string]*watcher{}, pending: map[string]int{}}
 
 // Watch starts watching each root (or shares a watcher this process
 // already has); release ends this holder's share. A root that cannot be
-// watched is left to full walks.
+// watched is left to full walks; one that does not exist yet is watched
+// from the first check after it appears.
 func Watch(roots []string) (release func()) {
-	var held []*watcher
+	var held []string
 	watchers.Lock()
 	for _, r := range roots {
 		w := watchers.m[r]
 		if w == nil {
 			var err error
 			if w, err = newWatcher(r); err != nil {
+				if isNotExist(err) {
+					watchers.pending[r]++
+					held = append(held, r)
+				}
 				continue
 			}
 			watchers.m[r] = w
 		}
 		w.refs++
-		held = append(held, w)
+		held = append(held, r)
 	}
 	watchers.Unlock()
 	return func() {
 		watchers.Lock()
 		defer watchers.Unlock()
-		for _, w := range held {
-			if w.refs--; w.refs == 0 {
-				delete(watchers.m, w.root)
-				w.close()
+		for _, r := range held {
+			if w := watchers.m[r]; w != nil {
+				if w.refs--; w.refs == 0 {
+					delete(watchers.m, r)
+					w.close()
+				}
+			} else if watchers.pending[r]--; watchers.pending[r] <= 0 {
+				delete(watchers.pending, r)
 			}
 		}
 	}
@@ -92,7 +113,7 @@ func newWatcher(root string) (*watcher, error) {
 	if err != nil {
 		return nil, err
 	}
-	w := &watcher{root: root, fd: fd, byWD: map[int32]string{}, byPath: map[string]int32{}, dirty: map[string]int64{}, done: make(chan struct{})}
+	w := &watcher{root: root, fd: fd, byWD: map[int32]string{}, byPath: map[string]int32{}, files: map[int32]string{}, gitRel: map[string]string{}, subdirs: map[string]int{}, dirty: map[string]int64{}, done: make(chan struct{})}
 	if err := unix.Pipe2(w.stop[:], unix.O_CLOEXEC|unix.O_NONBLOCK); err != nil {
 		unix.Close(fd)
 		return nil, err
@@ -114,12 +135,23 @@ func newWatcher(root string) (*watcher, error) {
 // symlinks, marking each dirty at mark (0: not). Watching before listing
 // means nothing made in a directory is missed: it is either listed or
 // reported.
+//
+// In git directories (a .git, or a directory shaped like a bare
+// repository) it watches the files too: a watch on a directory hears of
+// writes made through that directory only, and one of the repository's
+// files written through a hard link elsewhere (outside every watched
+// root: a shared $TMPDIR) would leave the directory unmarked. A watch on
+// the file itself hears of every write, through any name.
 func (w *watcher) addTree(dir string, depth int, mark int64) error {
 	if depth > maxDepth {
 		return errors.New("too deep")
 	}
 	wd, err := unix.InotifyAddWatch(w.fd, dir, watchMask)
 	if err != nil {
+		if dir == w.root {
+			// A watcher of nothing would answer that nothing changed.
+			return &os.PathError{Op: "inotify_add_watch", Path: dir, Err: err}
+		}
 		if isNotExist(err) || errors.Is(err, unix.ENOTDIR) {
 			return nil // gone, or a symlink (IN_DONT_FOLLOW|IN_ONLYDIR)
 		}
@@ -127,6 +159,8 @@ func (w *watcher) addTree(dir string, depth int, mark int64) error {
 	}
 	if old, ok := w.byPath[dir]; ok && old != int32(wd) {
 		delete(w.byWD, old)
+	} else if !ok {
+		w.subdirs[filepath.Dir(dir)]++
 	}
 	w.byWD[int32(wd)] = dir
 	w.byPath[dir] = int32(wd)
@@ -140,20 +174,68 @@ func (w *watcher) addTree(dir string, depth int, mark int64) error {
 		}
 		return err
 	}
+	rel, inGit := w.gitRel[filepath.Dir(dir)]
+	switch {
+	case inGit:
+		rel = path.Join(rel, filepath.Base(dir))
+	case isDotGit(filepath.Base(dir)):
+		rel, inGit = ".", true
+	default:
+		if bare, _ := bareShape(d); bare {
+			rel, inGit = ".", true
+		}
+	}
+	if inGit {
+		w.gitRel[dir] = rel
+	}
 	ents, err := d.entries()
 	d.close()
 	if err != nil {
 		return err
 	}
 	for _, e := range ents {
+		child := filepath.Join(dir, e.name)
 		if e.typ == fs.ModeDir {
-			if err := w.addTree(filepath.Join(dir, e.name), depth+1, mark); err != nil {
+			if err := w.addTree(child, depth+1, mark); err != nil {
+				return err
+			}
+		} else if inGit {
+			if err := w.addFile(child, rel); err != nil {
 				return err
 			}
 		}
 	}
 	return nil
 }
+
+// fileMask: what is done to a watched file through any of its names.
+const fileMask = unix.IN_MODIFY | unix.IN_CLOSE_WRITE | unix.IN_ATTRIB | unix.IN_DELETE_SELF | unix.IN_MOVE_SELF | unix.IN_DONT_FOLLOW
+
+// addFile watches the file p of a git directory (rel is its directory's
+// path inside the git directory), but for the many that cannot make git
+// run anything: objects (but objects/info), refs and reflogs.
+func (w *watcher) addFile(p, rel string) error {
+	top, _, _ := strings.Cut(rel, "/")
+	if (top == "objects" && !strings.HasPrefix(rel, "objects/info")) || top == "logs" || top == "refs" && !strings.HasPrefix(rel, "refs/replace") {
+		return nil
+	}
+	wd, err := unix.InotifyAddWatch(w.fd, p, fileMask)
+	if err != nil {
+		if isNotExist(err) || errors.Is(err, unix.ELOOP) {
+			return nil
+		}
+		return err
+	}
+	if _, dir := w.byWD[int32(wd)]; !dir {
+		w.files[int32(wd)] = p
+	}
+	return nil
+}
+
+// watchedBelow reports whether a directory below dir is watched (by
+// its old path, for a directory that just moved). The count may be high
+// (a moved directory's old paths are not forgotten), never low.
+func (w *watcher) watchedBelow(dir string) bool { return w.subdirs[dir] > 0 }
 
 // read drains events as they come, so the queue does not overflow
 // during a long build.
@@ -214,12 +296,25 @@ func (w *watcher) event(wd int32, mask uint32, name string, now int64) {
 	}
 	dir, ok := w.byWD[wd]
 	if !ok {
+		if f, ok := w.files[wd]; ok {
+			if mask&unix.IN_IGNORED != 0 {
+				delete(w.files, wd)
+				return
+			}
+			// Written, linked or chmodded through some name: its
+			// directory is where the check must look. (Moved or
+			// deleted, that directory hears of it too.)
+			w.dirty[filepath.Dir(f)] = now
+		}
 		return
 	}
 	if mask&unix.IN_IGNORED != 0 {
 		delete(w.byWD, wd)
 		if w.byPath[dir] == wd {
 			delete(w.byPath, dir)
+			if w.subdirs[filepath.Dir(dir)]--; w.subdirs[filepath.Dir(dir)] <= 0 {
+				delete(w.subdirs, filepath.Dir(dir))
+			}
 		}
 		return
 	}
@@ -227,16 +322,28 @@ func (w *watcher) event(wd int32, mask uint32, name string, now int64) {
 	if mask&(unix.IN_DELETE_SELF|unix.IN_MOVE_SELF) != 0 && dir == w.root {
 		w.broken = true
 	}
-	if mask&unix.IN_ISDIR == 0 || name == "" {
+	if name == "" {
+		return
+	}
+	if mask&unix.IN_ISDIR == 0 {
+		if rel, ok := w.gitRel[dir]; ok && mask&(unix.IN_CREATE|unix.IN_MOVED_TO) != 0 && w.addFile(filepath.Join(dir, name), rel) != nil {
+			w.broken = true
+		}
 		return
 	}
 	child := filepath.Join(dir, name)
 	switch {
 	case mask&(unix.IN_MOVED_FROM|unix.IN_MOVED_TO) != 0:
-		// The subtree's paths moved: checks of windows open now walk
-		// everything, and its watches are found again under the new
-		// name (and marked: the check must look there).
-		w.blind = now
+		// A directory moved away with directories below it: their
+		// watches' paths are stale now, so checks of windows open now
+		// walk everything. One with none below (agentbox's own
+		// placeholders, which each command of a session renames in and
+		// out) leaves no stale path: it is gone from here, or found again
+		// under its new name. Either way what arrives is watched again
+		// and marked: the check must look there.
+		if mask&unix.IN_MOVED_FROM != 0 && w.watchedBelow(child) {
+			w.blind = now
+		}
 		if mask&unix.IN_MOVED_TO != 0 && w.addTree(child, 0, now) != nil {
 			w.broken = true
 		}
@@ -293,9 +400,21 @@ func (w *watcher) close() {
 	unix.Close(w.stop[1])
 }
 
-// watcherFor returns this process's watcher of root, if any.
+// watcherFor returns this process's watcher of root, if any; for a
+// root that was missing when its holders asked, it starts one now if the
+// root is there (this check still walks: the watcher is younger than the
+// window).
 func watcherFor(root string) *watcher {
 	watchers.Lock()
 	defer watchers.Unlock()
+	if n := watchers.pending[root]; n > 0 && watchers.m[root] == nil {
+		if w, err := newWatcher(root); err == nil {
+			w.refs = n
+			watchers.m[root] = w
+			delete(watchers.pending, root)
+		} else if !isNotExist(err) {
+			delete(watchers.pending, root) // walks from now on
+		}
+	}
 	return watchers.m[root]
 }

@@ -35,9 +35,43 @@ type window struct {
 	// Skip are the paths inside Root that every run of the window had
 	// read-only (so the check need not look in them).
 	Skip []string `json:",omitempty"`
+	// Guarded are the paths inside Root that every run of the window
+	// kept read-only or whose git-running files it kept read-only (the
+	// git directories allow_git_writes opens): what no run of the window
+	// could make git run a program through. A window that overlaps this
+	// one may only skip, or trust as a run's own, what this one guarded.
+	Guarded []string `json:",omitempty"`
 	// Own are the root's own git directories that a run of the window
 	// could write (allow_git_writes), with what they held before.
 	Own []Baseline `json:",omitempty"`
+}
+
+// narrow makes w's record hold for what a run of o (another window,
+// open at the same time, that overlaps w) could write: w no longer skips
+// a path inside o's root that o did not keep read-only, nor one that
+// holds o's root; and w's own git directories that o did not guard are
+// exposed (checked as any nested repository). It reports whether w
+// changed.
+func (w *window) narrow(o window) bool {
+	changed := false
+	var skip []string
+	for _, p := range w.Skip {
+		inO := fspath.Within(p, o.Root) && !slices.ContainsFunc(o.Skip, func(q string) bool { return fspath.Within(p, q) })
+		if inO || fspath.Within(o.Root, p) {
+			changed = true
+			continue
+		}
+		skip = append(skip, p)
+	}
+	w.Skip = skip
+	for i, b := range w.Own {
+		inO := fspath.Within(b.GitDir, o.Root) && !slices.Contains(o.Guarded, b.GitDir)
+		if !b.Exposed && (inO || fspath.Within(o.Root, b.GitDir)) {
+			w.Own[i].Exposed = true
+			changed = true
+		}
+	}
+	return changed
 }
 
 const (

@@ -28,6 +28,13 @@ type runPath struct {
 // its own, so a helper of its own), with extra flags for run and mcp.
 func runPaths(t *testing.T, fx *fixture, extra ...string) []runPath {
 	t.Helper()
+	return runPathsEnv(t, fx, nil, extra...)
+}
+
+// runPathsEnv is runPaths with env added to agentbox's environment on
+// each path.
+func runPathsEnv(t *testing.T, fx *fixture, env []string, extra ...string) []runPath {
+	t.Helper()
 	state := filepath.Join(fx.dir, "state-lone")
 	if err := os.MkdirAll(state, 0o700); err != nil {
 		t.Fatal(err)
@@ -35,12 +42,12 @@ func runPaths(t *testing.T, fx *fixture, extra ...string) []runPath {
 	chownR(t, state, fx.u)
 	lone := func(t *testing.T, script string) result {
 		args := append(append([]string{"run", "-C", fx.ws}, extra...), "--", "/bin/sh", "-c", script)
-		return runWith(t, fx.u, runOpts{env: append(fx.env(), "AGENTBOX_RESIDENT=0", "XDG_STATE_HOME="+state), dir: fx.ws, timeout: 60 * time.Second}, args...)
+		return runWith(t, fx.u, runOpts{env: append(append(fx.env(), env...), "AGENTBOX_RESIDENT=0", "XDG_STATE_HOME="+state), dir: fx.ws, timeout: 60 * time.Second}, args...)
 	}
 	var re *residentEnv
 	helper := func(t *testing.T, script string) result {
 		if re == nil {
-			re = newResidentEnv(t, fx)
+			re = newResidentEnv(t, fx, env...)
 			re.warm(t, extra...)
 		}
 		ok, r := re.served(t, runOpts{timeout: 60 * time.Second}, extra, script)
@@ -54,7 +61,8 @@ func runPaths(t *testing.T, fx *fixture, extra ...string) []runPath {
 	session := func(t *testing.T, script string) result {
 		mu.Lock()
 		if mcpRunScript == nil {
-			cs, _, _ := mcpServer(t, fx.u, fx, extra...)
+			args := append([]string{"mcp", "-C", fx.ws}, extra...)
+			cs, _, _ := mcpServerCmd(t, command(fx.u, runOpts{env: append(fx.env(), env...), dir: fx.ws}, binPath, args...))
 			mcpRunScript = func(s string) mcpResult { return mcpSh(t, cs, s) }
 		}
 		f := mcpRunScript
