@@ -111,10 +111,18 @@ func (s *Server) newHTTPServer() *http.Server {
 // for a download.
 type copyBuffers struct{}
 
-var copyPool = sync.Pool{New: func() any { return make([]byte, 256<<10) }}
+var copyPool = sync.Pool{New: func() any { b := make([]byte, 256<<10); return &b }}
 
-func (copyBuffers) Get() []byte  { return copyPool.Get().([]byte) }
-func (copyBuffers) Put(b []byte) { copyPool.Put(b) }
+// The pool holds pointers: a slice put as an interface would allocate
+// its header on every Put.
+func (copyBuffers) Get() []byte { return *copyPool.Get().(*[]byte) }
+func (copyBuffers) Put(b []byte) {
+	if cap(b) < 256<<10 {
+		return // not one of ours
+	}
+	b = b[:256<<10]
+	copyPool.Put(&b)
+}
 
 // scopeKey is the context key of the Scope a request arrived on.
 type scopeKey struct{}
