@@ -54,24 +54,29 @@ const (
 // seccomp filter installed with TSYNC must come first: TSYNC after this
 // one would copy it to every thread.
 func Install() (int, error) {
-	return install(false)
+	return install(false, false)
 }
 
-func install(metadata bool) (int, error) {
-	p := &programs[0]
+func install(metadata, files bool) (int, error) {
+	i := 0
 	if metadata {
-		p = &programs[1]
+		i |= 1
 	}
-	p.once.Do(func() { p.prog, p.err = buildProgram(runtime.GOARCH, metadata) })
+	if files {
+		i |= 2
+	}
+	p := &programs[i]
+	p.once.Do(func() { p.prog, p.err = buildProgram(runtime.GOARCH, metadata, files) })
 	if p.err != nil {
 		return -1, p.err
 	}
 	return seccomp.InstallListener(p.prog)
 }
 
-// programs are the filters of install, without and with metadata, built
-// once: a session's zygote installs one for every command.
-var programs [2]struct {
+// programs are the filters of install, with and without metadata and
+// file observation, each built once: a session's zygote installs one for
+// every command.
+var programs [4]struct {
 	once sync.Once
 	prog []bpf.RawInstruction
 	err  error
@@ -102,6 +107,14 @@ type Supervisor struct {
 	// meta maps the numbers of the mediated metadata calls to their
 	// layout; empty without [Options].Metadata.
 	meta map[int32]metaCall
+	// files maps the numbers of the observed file calls to their
+	// layout; empty without [Options].Files.
+	files map[int32]fileCall
+	// tid is the thread that installed the filter: its own observed
+	// calls (a zygote opening /dev/null for a command's init) are
+	// answered at once, since the work of gathering them would wait for
+	// that very thread.
+	tid int
 }
 
 // Options adjust what the supervisor lets through.
@@ -145,6 +158,15 @@ type Options struct {
 	// left, and tools (tmux, emacs, ssh's ControlMaster) replace a stale
 	// socket only on ECONNREFUSED.
 	Stale func(realPath string) bool
+	// Files, when set, is told about the command's calls that change
+	// the filesystem (files.go): the operation (an fsreport op), the
+	// path as the command named it made absolute, and the real path it
+	// resolves to; it says whether the sandbox refuses the operation
+	// (for a rename, the destination is told only when the source is
+	// not refused). It decides nothing: every observed call continues
+	// as the kernel would run it. With Metadata set, the mediated
+	// metadata calls are told too.
+	Files func(op, path, realPath string) bool
 }
 
 // Start installs the filter on the calling thread ([Install]) and starts
@@ -154,7 +176,7 @@ type Options struct {
 // [Supervisor.Wait4] on this same thread, which is where part of the
 // work happens.
 func Start(allow func(absPath string, st *unix.Stat_t) bool, opts Options) (*Supervisor, error) {
-	fd, err := install(opts.Metadata != nil)
+	fd, err := install(opts.Metadata != nil, opts.Files != nil)
 	if err != nil {
 		return nil, err
 	}
@@ -166,7 +188,22 @@ func Start(allow func(absPath string, st *unix.Stat_t) bool, opts Options) (*Sup
 		unix.Close(fd)
 		return nil, os.NewSyscallError("eventfd", err)
 	}
-	s := &Supervisor{fd: fd, allow: allow, opts: opts, work: make(chan func()), wake: wake, waited: make(chan struct{}), meta: map[int32]metaCall{}}
+	s := &Supervisor{fd: fd, allow: allow, opts: opts, work: make(chan func()), wake: wake, waited: make(chan struct{}), meta: map[int32]metaCall{},
+		files: map[int32]fileCall{}, tid: unix.Gettid()}
+	if opts.Files != nil {
+		for name, c := range fileCalls {
+			if nr, ok := seccomp.Number(runtime.GOARCH, name); ok {
+				s.files[int32(nr)] = c
+			}
+		}
+		if opts.Metadata == nil {
+			for name, c := range metaCalls {
+				if nr, ok := seccomp.Number(runtime.GOARCH, name); ok {
+					s.files[int32(nr)] = metaFileCall(c)
+				}
+			}
+		}
+	}
 	if opts.Metadata != nil {
 		for name, c := range metaCalls {
 			if nr, ok := seccomp.Number(runtime.GOARCH, name); ok {
@@ -332,6 +369,10 @@ func (s *Supervisor) onThread(f func()) bool {
 func (s *Supervisor) handle(n *notif) {
 	if c, ok := s.meta[n.Nr]; ok {
 		s.handleMeta(n, c)
+		return
+	}
+	if c, ok := s.files[n.Nr]; ok {
+		s.handleFile(n, c)
 		return
 	}
 	g := gathered{sock: -1, path: -1}
