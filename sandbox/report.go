@@ -6,6 +6,7 @@ import (
 	"os"
 	"runtime"
 
+	"github.com/agentbox/agentbox/internal/fsreport"
 	"github.com/agentbox/agentbox/internal/netpolicy"
 	"github.com/agentbox/agentbox/internal/netproxy"
 	"github.com/agentbox/agentbox/internal/rawpolicy"
@@ -18,6 +19,9 @@ import (
 type RunReport struct {
 	ExitCode int            `json:"exit_code"`
 	Network  *NetworkReport `json:"network"`
+	// Filesystem is what the sandbox refused the command's file
+	// operations (see [FilesystemReport]).
+	Filesystem *FilesystemReport `json:"filesystem"`
 	// Tmp says where the command's private temporary directories are on
 	// the host (what it wrote to /tmp or $TMPDIR is there, not in the
 	// host's); absent when the policy has none.
@@ -30,6 +34,70 @@ type RunReport struct {
 type TmpDir struct {
 	Path string `json:"path"`
 	Host string `json:"host"`
+}
+
+// FilesystemReport is the "filesystem" section: the file operations the
+// sandbox refused the command, each with the rule that refused it, in the
+// order they first happened. An observer reports them; enforcement is
+// the sandbox's walls, so a race with the command can cost an entry here,
+// never a wall. Unavailable, when set, says why nothing was observed
+// (Denied is then empty for that reason, not because nothing was
+// refused): another platform, or an observer that could not be
+// installed.
+type FilesystemReport struct {
+	Denied      []FilesystemDenied `json:"denied"`
+	Unavailable string             `json:"unavailable,omitempty"`
+}
+
+// FilesystemDenied is one refused file operation and how often it was
+// refused.
+//
+// Op is one of [FileOpWrite], [FileOpCreate], [FileOpDelete],
+// [FileOpRename], [FileOpLink], [FileOpMetadata] and [FileOpRead] (a
+// hidden path). Path is the path as the command named it, made absolute
+// against its working directory or directory descriptor (the rule was
+// applied to where it leads, symlinks followed). Reason names the rule:
+// [FileReasonOutside], [FileReasonGit], [FileReasonHidden], or
+// "protected path NAME" (see [FileReasonProtected]).
+type FilesystemDenied struct {
+	Op     string `json:"op"`
+	Path   string `json:"path"`
+	Reason string `json:"reason"`
+	Count  int    `json:"count"`
+}
+
+// Operations and reasons of [FilesystemDenied].
+const (
+	FileOpWrite    = fsreport.OpWrite
+	FileOpCreate   = fsreport.OpCreate
+	FileOpDelete   = fsreport.OpDelete
+	FileOpRename   = fsreport.OpRename
+	FileOpLink     = fsreport.OpLink
+	FileOpMetadata = fsreport.OpMetadata
+	FileOpRead     = fsreport.OpRead
+
+	FileReasonOutside = fsreport.ReasonOutside
+	FileReasonGit     = fsreport.ReasonGit
+	FileReasonHidden  = fsreport.ReasonHidden
+	// FileReasonProtected starts the reason of a protected path; its
+	// name (".agents", ".git/hooks") follows.
+	FileReasonProtected = fsreport.ReasonProtectedPrefix
+)
+
+// SetFilesystem fills r's filesystem section from an observer's refusals
+// and, when it did not run, why; for callers that carry a report over
+// another channel (the resident helper).
+func (r *RunReport) SetFilesystem(ds []fsreport.Denied, unavailable string) {
+	r.Filesystem = &FilesystemReport{Denied: make([]FilesystemDenied, 0, len(ds)), Unavailable: unavailable}
+	for _, d := range ds {
+		r.Filesystem.Denied = append(r.Filesystem.Denied, FilesystemDenied(d))
+	}
+}
+
+// filesystemReporter is implemented by backends that observe file
+// operations.
+type filesystemReporter interface {
+	files() ([]fsreport.Denied, string)
 }
 
 // Network modes in [NetworkReport].Mode: no network, only the
@@ -78,7 +146,8 @@ func NewRunReport(pol *policy.Policy, exitCode int) *RunReport {
 	case pol != nil && pol.Network():
 		mode = NetworkOn
 	}
-	r := &RunReport{ExitCode: exitCode, Network: &NetworkReport{Mode: mode, Allowed: []NetworkAllowed{}, Denied: []NetworkDenied{}}}
+	r := &RunReport{ExitCode: exitCode, Network: &NetworkReport{Mode: mode, Allowed: []NetworkAllowed{}, Denied: []NetworkDenied{}},
+		Filesystem: &FilesystemReport{Denied: []FilesystemDenied{}}}
 	if pol != nil {
 		for _, t := range pol.PrivateTemps() {
 			r.Tmp = append(r.Tmp, TmpDir{Path: t.Path, Host: t.Dir})

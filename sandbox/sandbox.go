@@ -38,6 +38,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"sync"
 	"time"
@@ -391,6 +392,11 @@ func (c *Cmd) Wait() error {
 	c.Report = NewRunReport(c.Policy, code)
 	if r, ok := c.proc.(networkReporter); ok {
 		c.Report.addNetwork(r.networkReport())
+	}
+	if r, ok := c.proc.(filesystemReporter); ok {
+		c.Report.SetFilesystem(r.files())
+	} else {
+		c.Report.Filesystem.Unavailable = "refused file operations are not observed on " + runtime.GOOS
 	}
 	if gerr != nil {
 		return &CheckError{Status: st, Err: gerr}

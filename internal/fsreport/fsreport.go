@@ -199,18 +199,25 @@ func (rc *Recorder) List() []Denied {
 	return out
 }
 
-// Cap returns ds with the entries beyond max counted in one more, for a
-// channel that carries a bounded message (the resident helper's reply).
-func Cap(ds []Denied, max int) []Denied {
-	if len(ds) <= max {
-		return ds
+// Fit returns ds with as many entries as fit in about budget bytes of
+// JSON and the rest counted in one more, for a channel that carries a
+// bounded message (a session's answer, the resident helper's reply).
+func Fit(ds []Denied, budget int) []Denied {
+	used := 0
+	for i, d := range ds {
+		// The fields' names, quotes and the count; paths escape a
+		// little longer at worst for control bytes, already escaped.
+		used += len(d.Op) + len(d.Path) + len(d.Reason) + 64
+		if used > budget {
+			out := append([]Denied{}, ds[:i]...)
+			rest := Denied{Op: OpWrite, Path: OtherPaths, Reason: "not carried: " + strconv.Itoa(len(ds)-i) + " more distinct refusals"}
+			for _, d := range ds[i:] {
+				rest.Count += d.Count
+			}
+			return append(out, rest)
+		}
 	}
-	out := append([]Denied{}, ds[:max]...)
-	rest := Denied{Op: OpWrite, Path: OtherPaths, Reason: "not carried: more than " + strconv.Itoa(max) + " distinct refusals"}
-	for _, d := range ds[max:] {
-		rest.Count += d.Count
-	}
-	return append(out, rest)
+	return ds
 }
 
 // clean makes a path printable in one line and bounded: control bytes

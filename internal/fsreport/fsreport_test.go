@@ -74,8 +74,11 @@ func TestRecorder(t *testing.T) {
 	if len(got) != MaxDenied+1 || got[MaxDenied].Path != OtherPaths || got[MaxDenied].Count != 12 {
 		t.Errorf("capped list: %d entries, last %+v", len(got), got[len(got)-1])
 	}
-	if c := Cap(got, 3); len(c) != 4 || c[3].Path != OtherPaths {
-		t.Errorf("Cap: %+v", c)
+	if c := Fit(got, 300); len(c) != 3 || c[2].Path != OtherPaths || c[2].Count < MaxDenied {
+		t.Errorf("Fit: %+v", c)
+	}
+	if c := Fit(got[:2], 1<<20); len(c) != 2 {
+		t.Errorf("Fit of what fits: %+v", c)
 	}
 	var nilRec *Recorder
 	if nilRec.Record(OpWrite, "/etc/x", "/etc/x") || len(nilRec.List()) != 0 || nilRec.List() == nil {

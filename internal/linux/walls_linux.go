@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/agentbox/agentbox/internal/fspath"
+	"github.com/agentbox/agentbox/internal/fsreport"
 	"github.com/agentbox/agentbox/internal/linux/landlock"
 	"github.com/agentbox/agentbox/internal/linux/seccomp"
 	"github.com/agentbox/agentbox/internal/linux/unixsock"
@@ -87,19 +88,64 @@ func installSeccomp(spec *Spec) error {
 //
 // With the network off it records in unreach the destinations the
 // command could not reach.
-func superviseConnects(spec *Spec, unreach *unreachables) (waitFunc, error) {
+func superviseConnects(spec *Spec, unreach *unreachables, files *filesSeen) (waitFunc, error) {
 	if !spec.MediateUnixConnect {
+		files.unavailable = "no connect supervisor to observe them"
 		return unix.Wait4, nil
 	}
 	allow, opts := unixMediation(spec)
 	if recordsUnreachable(spec) {
 		opts.Connected = unreach.record
 	}
-	sup, err := unixsock.Start(allow, opts)
+	sup, err := startSupervisor(allow, opts, spec, files)
 	if err != nil {
 		return nil, fmt.Errorf("unix socket mediation: %w", err)
 	}
 	return sup.Wait4, nil
+}
+
+// Budgets for the file refusals a message carries: the init's status
+// pipe is read line by line, whatever the length; a session's answer is
+// one datagram of the reader's buffer (maxAnswer).
+const (
+	maxFilesMessage = 1 << 20
+	maxFilesAnswer  = 32 << 10
+)
+
+// filesSeen is what a command's file observer recorded, or why there
+// was none.
+type filesSeen struct {
+	rec         *fsreport.Recorder
+	unavailable string
+}
+
+// denied is the refusals for the init's last message, fitted to budget
+// bytes.
+func (f *filesSeen) denied(budget int) []fsreport.Denied {
+	if f.rec == nil {
+		return nil
+	}
+	return fsreport.Fit(f.rec.List(), budget)
+}
+
+// startSupervisor starts the connect supervisor with file observation
+// when the spec asks for it (spec.Files). The observer only reports: a
+// filter that cannot take its rules is installed without them, and files
+// says why nothing was observed.
+func startSupervisor(allow func(string, *unix.Stat_t) bool, opts unixsock.Options, spec *Spec, files *filesSeen) (*unixsock.Supervisor, error) {
+	if spec.Files == nil {
+		files.unavailable = "not asked for"
+		return unixsock.Start(allow, opts)
+	}
+	files.rec = fsreport.NewRecorder(spec.Files)
+	opts.Files = files.rec.Record
+	sup, err := unixsock.Start(allow, opts)
+	if err == nil {
+		return sup, nil
+	}
+	files.rec, files.unavailable = nil, fmt.Sprintf("the file observer could not be installed: %v", err)
+	opts.Files = nil
+	return unixsock.Start(allow, opts)
 }
 
 // stickyRoots are the writable roots whose directory is sticky: shared

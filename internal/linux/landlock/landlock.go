@@ -37,6 +37,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/landlock-lsm/go-landlock/landlock"
@@ -144,6 +145,10 @@ var devices = []string{
 	"/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom",
 	"/dev/tty", "/dev/ptmx", "/dev/pts",
 }
+
+// WritableDevices are the devices every sandbox may write, whatever its
+// roots (those that exist on this machine are granted).
+func WritableDevices() []string { return slices.Clone(devices) }
 
 // hostDevReadable are the entries of the host's /dev a HostDev command
 // may open for reading: the devices above but the host's ptys, and the

@@ -10,6 +10,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/agentbox/agentbox/internal/fsreport"
 )
 
 // fileEvent is one observed operation on one name, ready for Files.
@@ -104,7 +106,11 @@ func (s *Supervisor) gatherFile(n *notif, c fileCall) []fileEvent {
 		}
 	case c.create && r.exists:
 		return nil // EEXIST, whatever the mount
-	case !c.create && !r.exists:
+	case c.op == fsreport.OpDelete:
+		// unlink and rmdir ask for the mount's write access before
+		// looking the name up: a missing name on a read-only mount is
+		// EROFS, a refusal like any other.
+	case !r.exists:
 		return nil // ENOENT
 	}
 	evs := []fileEvent{{op, r.path, r.real}}
@@ -117,9 +123,15 @@ func (s *Supervisor) gatherFile(n *notif, c fileCall) []fileEvent {
 		if c.fd2 >= 0 {
 			dir2 = argInt(n, c.fd2)
 		}
-		if r2, ok := resolveAt(pidfd, tid, dir2, path, true); ok {
-			evs = append(evs, fileEvent{op, r2.path, r2.real})
+		r2, ok := resolveAt(pidfd, tid, dir2, path, true)
+		if !ok {
+			return evs
 		}
+		if r.mnt != 0 && r2.mnt != 0 && r.mnt != r2.mnt {
+			// EXDEV (mv then copies and unlinks, which are seen).
+			return nil
+		}
+		evs = append(evs, fileEvent{op, r2.path, r2.real})
 	}
 	return evs
 }
@@ -134,6 +146,10 @@ type resolved struct {
 	// final symlink's target when the call follows it.
 	real          string
 	exists, isDir bool
+	// mnt is the mount id of the directory the name is in (0 unknown):
+	// a rename between two mounts fails with EXDEV before any mount's
+	// read-only flag is looked at.
+	mnt uint64
 }
 
 // resolveAt resolves path (empty: the descriptor dirfd itself) as the
@@ -186,6 +202,10 @@ func resolveAt(pidfd, tid, dirfd int, path string, nofollow bool) (resolved, boo
 	parentReal, ok := fdPath(parent)
 	if !ok {
 		return r, false
+	}
+	var stx unix.Statx_t
+	if unix.Statx(parent, "", unix.AT_EMPTY_PATH, unix.STATX_MNT_ID, &stx) == nil && stx.Mask&unix.STATX_MNT_ID != 0 {
+		r.mnt = stx.Mnt_id
 	}
 	if name == "" || name == "." || name == ".." {
 		// "mkdir x/", rmdir ".": the directory itself.
