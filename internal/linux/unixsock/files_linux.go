@@ -110,7 +110,7 @@ func (s *Supervisor) gatherFile(n *notif, c fileCall) []fileEvent {
 		// unlink and rmdir ask for the mount's write access before
 		// looking the name up: a missing name on a read-only mount is
 		// EROFS, a refusal like any other.
-	case !r.exists:
+	case !c.create && !r.exists:
 		return nil // ENOENT
 	}
 	evs := []fileEvent{{op, r.path, r.real}}
