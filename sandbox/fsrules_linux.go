@@ -12,6 +12,12 @@ import (
 	"github.com/agentbox/agentbox/policy"
 )
 
+// fsReportEnv, set to 0 in agentbox's own environment, runs commands
+// without the file observer (the report's filesystem section then says
+// it is unavailable): for measuring what it costs. It weakens nothing;
+// the observer only reports.
+const fsReportEnv = "AGENTBOX_FSREPORT"
+
 // fileRules are the rules by which the sandbox's file observer judges the
 // command's write-intent calls (package fsreport): what spec lets it
 // write (its writable roots, the private temporary directories among

@@ -163,7 +163,9 @@ func prepareLinux(pol *policy.Policy, pool *linux.Pool) (ph *linux.Placeholders,
 		ph.Release()
 		return nil, nil, nil, nil, gh, &StartError{Code: CodeSandboxFailure, Err: err}
 	}
-	spec.Files = fileRules(pol, spec)
+	if os.Getenv(fsReportEnv) != "0" {
+		spec.Files = fileRules(pol, spec)
+	}
 	return ph, spec, git, td, gh, nil
 }
 

@@ -134,7 +134,7 @@ func (f *filesSeen) denied(budget int) []fsreport.Denied {
 // says why nothing was observed.
 func startSupervisor(allow func(string, *unix.Stat_t) bool, opts unixsock.Options, spec *Spec, files *filesSeen) (*unixsock.Supervisor, error) {
 	if spec.Files == nil {
-		files.unavailable = "not asked for"
+		files.unavailable = "switched off (AGENTBOX_FSREPORT=0)"
 		return unixsock.Start(allow, opts)
 	}
 	files.rec = fsreport.NewRecorder(spec.Files)
