@@ -208,3 +208,40 @@ except OSError as e:
 		}
 	})
 }
+
+// TestFsReportDegraded: without user namespaces (Landlock and seccomp
+// only, metadata mediated by the supervisor) the refusals are reported
+// too: a write outside the roots (Landlock's EACCES) and a chmod there
+// (the supervisor's EPERM).
+func TestFsReportDegraded(t *testing.T) {
+	forEachUser(t, func(t *testing.T, u *testUser) {
+		fx := newFixture(t, u)
+		report := filepath.Join(fx.dir, "report.json")
+		r := degraded(t, fx, []string{"--allow-degraded", "--report", report},
+			`echo x > "$OUT/new.txt"; chmod 600 "$OUT/file.txt"; echo ok > ok.txt; exit 3`)
+		if r.code != 3 {
+			t.Fatalf("want exit 3: %v", r)
+		}
+		_, _, out := fsExpect(t, fx)
+		rep := readReport(t, report)
+		if rep.Filesystem == nil || rep.Filesystem.Unavailable != "" {
+			t.Fatalf("filesystem section: %+v", rep.Filesystem)
+		}
+		got := map[fsWant]bool{}
+		for _, d := range rep.Filesystem.Denied {
+			got[fsWant{d.Op, d.Path, d.Reason}] = true
+			if strings.HasSuffix(d.Path, "/ok.txt") {
+				t.Errorf("an allowed write is listed: %+v", d)
+			}
+		}
+		for _, w := range []fsWant{
+			{"create", out + "/new.txt", "outside the writable roots"},
+			{"metadata", out + "/file.txt", "outside the writable roots"},
+		} {
+			if !got[w] {
+				t.Errorf("%+v missing from %+v", w, rep.Filesystem.Denied)
+			}
+		}
+		assertAbsent(t, filepath.Join(fx.out, "new.txt"))
+	})
+}
