@@ -21,15 +21,20 @@ type fileEvent struct {
 
 // handleFile answers an observed call with "continue", after gathering
 // what it names on the installing thread. The answer never depends on
-// what was gathered.
+// what was gathered. It runs on the serve goroutine, which hands the
+// whole call to the installing thread and goes on receiving: one thread
+// wake-up per call, none for the answer.
 func (s *Supervisor) handleFile(n *notif, c fileCall) {
-	var evs []fileEvent
-	if int(n.Pid) != s.tid {
-		s.onThread(func() { evs = s.gatherFile(n, c) })
+	if int(n.Pid) == s.tid || !s.post(func() { s.observe(n, c) }) {
+		s.continueCall(n.ID)
 	}
-	resp := &notifResp{ID: n.ID, Flags: unix.SECCOMP_USER_NOTIF_FLAG_CONTINUE}
-	unix.Syscall(unix.SYS_IOCTL, uintptr(s.fd), unix.SECCOMP_IOCTL_NOTIF_SEND, uintptr(unsafe.Pointer(resp)))
-	runtime.KeepAlive(resp)
+}
+
+// observe gathers the call, answers it and tells Files. It runs on the
+// installing thread.
+func (s *Supervisor) observe(n *notif, c fileCall) {
+	evs := s.gatherFile(n, c)
+	s.continueCall(n.ID)
 	for _, e := range evs {
 		if s.opts.Files(e.op, e.path, e.real) {
 			break // a rename's destination is told only when its source was fine
@@ -37,19 +42,29 @@ func (s *Supervisor) handleFile(n *notif, c fileCall) {
 	}
 }
 
+// continueCall answers the notification id with "continue": the kernel
+// runs the call as it would have without the filter.
+func (s *Supervisor) continueCall(id uint64) {
+	resp := &notifResp{ID: id, Flags: unix.SECCOMP_USER_NOTIF_FLAG_CONTINUE}
+	unix.Syscall(unix.SYS_IOCTL, uintptr(s.fd), unix.SECCOMP_IOCTL_NOTIF_SEND, uintptr(unsafe.Pointer(resp)))
+	runtime.KeepAlive(resp)
+}
+
 // gatherFile reads the call's path arguments and resolves them in the
 // target's context. It runs on the installing thread, the one allowed to
 // read the target's memory and descriptors (see [Supervisor]). Anything
 // that cannot be read or resolved is left out: the call will fail on its
-// own (EFAULT, ENOENT), or the report misses a line.
+// own (EFAULT, ENOENT), or the report misses a line. The notification is
+// checked once, at the end: until it is answered the target thread
+// waits in the call, and a thread killed meanwhile (its tid reused)
+// makes the check fail.
 func (s *Supervisor) gatherFile(n *notif, c fileCall) []fileEvent {
-	pidfd, mem, errno := s.openTarget(n)
-	if errno != 0 {
-		return nil
-	}
-	defer unix.Close(pidfd)
-	defer unix.Close(mem)
 	tid := int(n.Pid)
+	mem, ok := targetMem(tid)
+	if !ok {
+		return nil // not dumpable, or gone: a line less in the report
+	}
+	defer unix.Close(mem)
 	var flags uint64
 	switch c.flags {
 	case flagsNone:
@@ -81,8 +96,7 @@ func (s *Supervisor) gatherFile(n *notif, c fileCall) []fileEvent {
 		if dirfd == atFdcwd {
 			return nil
 		}
-		var ok bool
-		if r, ok = resolveAt(pidfd, tid, dirfd, "", true); !ok {
+		if r, ok = resolveAt(tid, dirfd, "", true); !ok {
 			return nil
 		}
 	} else {
@@ -90,13 +104,9 @@ func (s *Supervisor) gatherFile(n *notif, c fileCall) []fileEvent {
 		if e != 0 || path == "" {
 			return nil
 		}
-		var ok bool
-		if r, ok = resolveAt(pidfd, tid, dirfd, path, nofollow); !ok {
+		if r, ok = resolveAt(tid, dirfd, path, nofollow); !ok {
 			return nil
 		}
-	}
-	if !s.valid(n.ID) {
-		return nil
 	}
 	op := c.op
 	switch {
@@ -115,25 +125,56 @@ func (s *Supervisor) gatherFile(n *notif, c fileCall) []fileEvent {
 	}
 	evs := []fileEvent{{op, r.path, r.real}}
 	if c.path2 >= 0 {
-		path, e := readString(mem, n.Args[c.path2], pathMax-1, unix.ENAMETOOLONG)
-		if e != 0 || path == "" {
-			return evs
+		if r2, ok := s.renameTarget(n, c, tid, mem, r); ok {
+			evs = append(evs, fileEvent{op, r2.path, r2.real})
+		} else if r2.path == "" {
+			evs = nil // EXDEV: not a refusal
 		}
-		dir2 := atFdcwd
-		if c.fd2 >= 0 {
-			dir2 = argInt(n, c.fd2)
-		}
-		r2, ok := resolveAt(pidfd, tid, dir2, path, true)
-		if !ok {
-			return evs
-		}
-		if r.mnt != 0 && r2.mnt != 0 && r.mnt != r2.mnt {
-			// EXDEV (mv then copies and unlinks, which are seen).
-			return nil
-		}
-		evs = append(evs, fileEvent{op, r2.path, r2.real})
+	}
+	if !s.valid(n.ID) {
+		return nil
 	}
 	return evs
+}
+
+// renameTarget resolves a rename's destination. A rename between two
+// mounts fails with EXDEV before any mount's read-only flag is looked at
+// (mv then copies and unlinks, which are seen): that gives false and an
+// empty path.
+func (s *Supervisor) renameTarget(n *notif, c fileCall, tid, mem int, src resolved) (resolved, bool) {
+	path, e := readString(mem, n.Args[c.path2], pathMax-1, unix.ENAMETOOLONG)
+	if e != 0 || path == "" {
+		return resolved{path: "-"}, false
+	}
+	dir := atFdcwd
+	if c.fd2 >= 0 {
+		dir = argInt(n, c.fd2)
+	}
+	r, ok := resolveAt(tid, dir, path, true)
+	if !ok {
+		return resolved{path: "-"}, false
+	}
+	if a, b := mountID(filepath.Dir(src.real)), mountID(filepath.Dir(r.real)); a != 0 && b != 0 && a != b {
+		return resolved{}, false
+	}
+	return r, true
+}
+
+// mountID is the id of the mount path is on, 0 when unknown.
+func mountID(path string) uint64 {
+	var stx unix.Statx_t
+	if unix.Statx(unix.AT_FDCWD, path, unix.AT_SYMLINK_NOFOLLOW, unix.STATX_MNT_ID, &stx) != nil || stx.Mask&unix.STATX_MNT_ID == 0 {
+		return 0
+	}
+	return stx.Mnt_id
+}
+
+// targetMem opens the memory of the target thread tid (the sandbox's
+// seccomp filter refuses process_vm_readv to the supervisor as to the
+// command).
+func targetMem(tid int) (int, bool) {
+	mem, err := unix.Open("/proc/"+strconv.Itoa(tid)+"/mem", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	return mem, err == nil
 }
 
 // resolved is a name of the target's, resolved in its context.
@@ -146,77 +187,65 @@ type resolved struct {
 	// final symlink's target when the call follows it.
 	real          string
 	exists, isDir bool
-	// mnt is the mount id of the directory the name is in (0 unknown):
-	// a rename between two mounts fails with EXDEV before any mount's
-	// read-only flag is looked at.
-	mnt uint64
 }
 
 // resolveAt resolves path (empty: the descriptor dirfd itself) as the
 // target thread tid would, relative to its cwd (dirfd AT_FDCWD) or to
-// its descriptor dirfd, with its own /proc/self. Paths inside /proc are
-// left out (false): their magic links would resolve as the supervisor's.
-func resolveAt(pidfd, tid, dirfd int, path string, nofollow bool) (resolved, bool) {
+// its descriptor dirfd, with its own /proc/self, in as few calls as it
+// can: the target's directory is read from its magic link in /proc, and
+// the rest resolved from there in the supervisor's own view, which is
+// the command's (the same mount namespace and root). Paths inside /proc
+// are left out (false): their magic links would resolve as the
+// supervisor's.
+func resolveAt(tid, dirfd int, path string, nofollow bool) (resolved, bool) {
 	var r resolved
-	var base int
+	var base string
 	var err error
 	switch {
 	case filepath.IsAbs(path):
 		path = inTarget(path, tid)
-		base, err = unix.Open("/", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	case dirfd == atFdcwd:
-		base, err = unix.Open("/proc/"+strconv.Itoa(tid)+"/cwd", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		base, err = os.Readlink("/proc/" + strconv.Itoa(tid) + "/cwd")
 	default:
-		base, err = unix.PidfdGetfd(pidfd, dirfd, 0)
+		base, err = os.Readlink("/proc/" + strconv.Itoa(tid) + "/fd/" + strconv.Itoa(dirfd))
 	}
-	if err != nil {
-		return r, false
-	}
-	defer unix.Close(base)
-	baseName, ok := fdPath(base)
-	if !ok {
-		return r, false
+	if err != nil || base != "" && (!filepath.IsAbs(base) || strings.HasSuffix(base, " (deleted)")) {
+		return r, false // a descriptor without a path, a directory gone
 	}
 	if path == "" {
 		// The descriptor's own file.
 		var st unix.Stat_t
-		if unix.Fstat(base, &st) != nil {
+		if base == "" || unix.Stat(base, &st) != nil {
 			return r, false
 		}
-		r = resolved{path: baseName, real: baseName, exists: true, isDir: st.Mode&unix.S_IFMT == unix.S_IFDIR}
+		r = resolved{path: base, real: base, exists: true, isDir: st.Mode&unix.S_IFMT == unix.S_IFDIR}
 		return r, !inProc(r.path)
 	}
-	r.path = filepath.Join(baseName, path)
+	full := path
+	if base != "" {
+		full = filepath.Join(base, path)
+	}
+	r.path = filepath.Clean(full)
 	if inProc(r.path) {
 		return r, false
 	}
-	dir, name := filepath.Split(path)
-	name = strings.TrimSuffix(name, "/")
-	parent := base
-	if dir != "" {
-		if parent, err = unix.Openat(base, dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0); err != nil {
-			return r, false // the call fails with ENOENT or ENOTDIR
-		}
-		defer unix.Close(parent)
+	dir, name := filepath.Split(strings.TrimRight(full, "/"))
+	if name == "" || name == "." || name == ".." {
+		// "/", "x/.": the directory itself.
+		dir, name = full, "."
 	}
+	parent, err := unix.Open(orDot(dir), unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return r, false // the call fails with ENOENT or ENOTDIR
+	}
+	defer unix.Close(parent)
 	parentReal, ok := fdPath(parent)
 	if !ok {
 		return r, false
 	}
-	var stx unix.Statx_t
-	if unix.Statx(parent, "", unix.AT_EMPTY_PATH, unix.STATX_MNT_ID, &stx) == nil && stx.Mask&unix.STATX_MNT_ID != 0 {
-		r.mnt = stx.Mnt_id
-	}
-	if name == "" || name == "." || name == ".." {
-		// "mkdir x/", rmdir ".": the directory itself.
-		fd, err := unix.Openat(parent, orDot(name), unix.O_PATH|unix.O_CLOEXEC, 0)
-		if err != nil {
-			return r, false
-		}
-		defer unix.Close(fd)
-		real, ok := fdPath(fd)
-		r.real, r.exists, r.isDir = real, true, true
-		return r, ok && !inProc(real)
+	if name == "." || name == ".." {
+		r.real, r.exists, r.isDir = filepath.Clean(filepath.Join(parentReal, name)), true, true
+		return r, !inProc(r.real)
 	}
 	r.real = filepath.Join(parentReal, name)
 	var st unix.Stat_t

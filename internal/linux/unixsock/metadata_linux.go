@@ -235,7 +235,7 @@ func (s *Supervisor) gatherMeta(n *notif, m *metaReq) {
 			if c.fd >= 0 {
 				dirfd = argInt(n, c.fd)
 			}
-			if r, ok := resolveAt(pidfd, tid, dirfd, path, nofollow); ok {
+			if r, ok := resolveAt(tid, dirfd, path, nofollow); ok {
 				m.seen = &r
 			}
 		}

@@ -323,6 +323,11 @@ func (s *Supervisor) serve() {
 		_, _, errno := unix.Syscall(unix.SYS_IOCTL, uintptr(s.fd), unix.SECCOMP_IOCTL_NOTIF_RECV, uintptr(unsafe.Pointer(n)))
 		switch errno {
 		case 0:
+			if c, ok := s.files[n.Nr]; ok {
+				// Observed calls need no goroutine of their own.
+				s.handleFile(n, c)
+				continue
+			}
 			go s.handle(n)
 		case unix.EINTR, unix.ENOENT:
 			// Interrupted, or the target died before we got to it.
@@ -364,6 +369,28 @@ func (s *Supervisor) onThread(f func()) bool {
 	}
 	<-done
 	return true
+}
+
+// post hands f to the thread that started the supervisor, as onThread
+// does, without waiting for it to run; false when WaitPidfd has returned.
+func (s *Supervisor) post(f func()) bool {
+	s.wakeMu.Lock()
+	select {
+	case <-s.waited:
+		s.wakeMu.Unlock()
+		return false
+	default:
+	}
+	var one [8]byte
+	*(*uint64)(unsafe.Pointer(&one[0])) = 1
+	unix.Write(s.wake, one[:])
+	s.wakeMu.Unlock()
+	select {
+	case s.work <- f:
+		return true
+	case <-s.waited:
+		return false
+	}
 }
 
 func (s *Supervisor) handle(n *notif) {
