@@ -245,3 +245,81 @@ func TestFsReportDegraded(t *testing.T) {
 		assertAbsent(t, filepath.Join(fx.out, "new.txt"))
 	})
 }
+
+// TestFsReportNotDumpable: a command that makes itself non-dumpable is
+// out of the observer's reach; its writes neither hang nor change what
+// the walls allow (the report may lack them).
+func TestFsReportNotDumpable(t *testing.T) {
+	needPython(t)
+	forEachUser(t, func(t *testing.T, u *testUser) {
+		fx := newFixture(t, u)
+		o := runOpts{env: append(fx.env(), "AGENTBOX_RESIDENT=0"), dir: fx.ws, timeout: 30 * time.Second}
+		script := `/usr/bin/python3 -c '
+import ctypes, os, sys
+ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE
+open("mine.txt", "w").write("ok")
+try:
+    open(sys.argv[1] + "/new.txt", "w")
+    print("outside written")
+except OSError as e:
+    print("outside", e.errno)
+' "$OUT"`
+		r := runWith(t, u, o, "run", "-C", fx.ws, "--", "/bin/sh", "-c", script)
+		if r.code != 0 || !strings.Contains(r.stdout, "outside 30") {
+			t.Fatalf("want the allowed write done and the other refused (EROFS): %v", r)
+		}
+		assertContent(t, filepath.Join(fx.ws, "mine.txt"), "ok")
+		assertAbsent(t, filepath.Join(fx.out, "new.txt"))
+	})
+}
+
+// TestFsReportSwitchedOff: with the observer off the section says so
+// instead of claiming nothing was refused.
+func TestFsReportSwitchedOff(t *testing.T) {
+	forEachUser(t, func(t *testing.T, u *testUser) {
+		fx := newFixture(t, u)
+		report := filepath.Join(fx.dir, "report.json")
+		o := runOpts{env: append(fx.env(), "AGENTBOX_RESIDENT=0", "AGENTBOX_FSREPORT=0"), dir: fx.ws}
+		r := runWith(t, u, o, "run", "-C", fx.ws, "--report", report, "--", "/bin/sh", "-c", `echo x > "$OUT/new.txt"; exit 1`)
+		if r.code != 1 {
+			t.Fatalf("want exit 1: %v", r)
+		}
+		rep := readReport(t, report)
+		if rep.Filesystem == nil || rep.Filesystem.Unavailable == "" || len(rep.Filesystem.Denied) != 0 {
+			t.Errorf("filesystem section with the observer off: %+v", rep.Filesystem)
+		}
+		if strings.Contains(r.stderr, "agentbox: filesystem:") {
+			t.Errorf("refusal lines with the observer off: %q", r.stderr)
+		}
+	})
+}
+
+// TestFsReportConcurrentCalls: MCP calls running at the same time each
+// report their own refusals only.
+func TestFsReportConcurrentCalls(t *testing.T) {
+	forEachUser(t, func(t *testing.T, u *testUser) {
+		fx := newFixture(t, u)
+		cs, _, _ := mcpServer(t, u, fx)
+		const n = 4
+		results := make([]mcpResult, n)
+		done := make(chan int, n)
+		for i := range n {
+			go func() {
+				// Each waits for all to have started, so they overlap.
+				script := fmt.Sprintf(`touch "$WS/started-%d"; i=0; while [ "$(ls "$WS" | grep -c started-)" -lt %d ] && [ $i -lt 100 ]; do sleep 0.05; i=$((i+1)); done
+echo x > "$OUT/call-%d.txt"; exit 1`, i, n, i)
+				results[i] = mcpSh(t, cs, script)
+				done <- i
+			}()
+		}
+		for range n {
+			<-done
+		}
+		for i, r := range results {
+			fs := r.Report.Filesystem
+			if fs == nil || len(fs.Denied) != 1 || !strings.HasSuffix(fs.Denied[0].Path, fmt.Sprintf("/outside/call-%d.txt", i)) {
+				t.Errorf("call %d: filesystem section %+v", i, fs)
+			}
+		}
+	})
+}
