@@ -12,7 +12,8 @@ import (
 // that reads never wake the supervisor; openat2 keeps its flags in
 // memory, out of BPF's reach, and always comes), mkdir, mknod, symlink,
 // link, unlink, rmdir, rename, truncate and, unless metadata is mediated
-// (metadata.go), the metadata calls. The supervisor resolves the path in
+// (metadata.go), the metadata calls that name a path (not those on a
+// descriptor: fchmod, fchown, futimens, fsetxattr). The supervisor resolves the path in
 // the target's context, tells Files, and answers
 // SECCOMP_USER_NOTIF_FLAG_CONTINUE: the kernel then runs the call exactly
 // as it would have without the filter, so the observer never allows
@@ -121,10 +122,21 @@ func fileRules(arch string, metadata bool) []seccomp.Rule {
 		rs = append(rs, r)
 	}
 	if !metadata {
-		for name := range metaCalls {
-			if _, ok := seccomp.Number(arch, name); ok {
-				rs = append(rs, seccomp.Rule{Syscall: name, Action: seccomp.ActNotify, Why: "metadata: observed for the run report"})
+		for name, c := range metaCalls {
+			if _, ok := seccomp.Number(arch, name); !ok || c.path < 0 {
+				// fchmod, fchown, f*xattr: a descriptor's file, opened
+				// (and, for writing, observed) before. Extractors call
+				// them for every file they make.
+				continue
 			}
+			r := seccomp.Rule{Syscall: name, Action: seccomp.ActNotify, Why: "metadata: observed for the run report"}
+			if c.nullPathIsFd {
+				// utimensat(fd, NULL) (futimens) likewise; only the low
+				// word of the pointer is tested, so a path whose
+				// address ends in 32 zero bits goes unreported.
+				r.Match = seccomp.NoneOf{Arg: c.path, Values: []uint32{0}}
+			}
+			rs = append(rs, r)
 		}
 	}
 	return rs

@@ -95,12 +95,22 @@ func TestFilesProgramInVM(t *testing.T) {
 					t.Errorf("%s without observation: %#x, want allow", sys, got)
 				}
 			}
-			for sys := range metaCalls {
+			for sys, c := range metaCalls {
 				if _, ok := seccomp.Number(name, sys); !ok {
 					continue
 				}
-				if got := run(obs, sys); got != RetUserNotif {
-					t.Errorf("%s observed: %#x, want user-notif", sys, got)
+				want := uint32(RetUserNotif)
+				if c.path < 0 {
+					want = RetAllow // a descriptor's file
+				}
+				if got := run(obs, sys, 3, 0x1000); got != want {
+					t.Errorf("%s observed: %#x, want %#x", sys, got, want)
+				}
+				if c.nullPathIsFd {
+					// futimens: utimensat(fd, NULL, ...).
+					if got := run(obs, sys, 3, 0); got != RetAllow {
+						t.Errorf("%s with a NULL path: %#x, want allow", sys, got)
+					}
 				}
 				if got := run(metaObs, sys); got != RetUserNotif {
 					t.Errorf("%s mediated and observed: %#x, want user-notif", sys, got)
