@@ -34,12 +34,14 @@ func (s *Supervisor) handleFile(n *notif, c fileCall) {
 // installing thread.
 func (s *Supervisor) observe(n *notif, c fileCall) {
 	evs := s.gatherFile(n, c)
-	s.continueCall(n.ID)
+	// Told before the answer, so that the command's report, taken once
+	// it has ended, holds the call.
 	for _, e := range evs {
 		if s.opts.Files(e.op, e.path, e.real) {
 			break // a rename's destination is told only when its source was fine
 		}
 	}
+	s.continueCall(n.ID)
 }
 
 // continueCall answers the notification id with "continue": the kernel

@@ -59,12 +59,14 @@ func (s *Supervisor) handleMeta(n *notif, c metaCall) {
 	if m.fd >= 0 {
 		unix.Close(m.fd)
 	}
-	resp := &notifResp{ID: n.ID, Error: -int32(errno)}
-	unix.Syscall(unix.SYS_IOCTL, uintptr(s.fd), unix.SECCOMP_IOCTL_NOTIF_SEND, uintptr(unsafe.Pointer(resp)))
-	runtime.KeepAlive(resp)
+	// Recorded before the answer: once answered, the command may end,
+	// and its report be taken, before this goroutine gets further.
 	if m.seen != nil && (errno == unix.EPERM || errno == unix.EROFS || errno == unix.EACCES) {
 		s.opts.Files(fsreport.OpMetadata, m.seen.path, m.seen.real)
 	}
+	resp := &notifResp{ID: n.ID, Error: -int32(errno)}
+	unix.Syscall(unix.SYS_IOCTL, uintptr(s.fd), unix.SECCOMP_IOCTL_NOTIF_SEND, uintptr(unsafe.Pointer(resp)))
+	runtime.KeepAlive(resp)
 }
 
 // argInt is argument i as the kernel reads an int.

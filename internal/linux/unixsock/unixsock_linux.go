@@ -233,12 +233,6 @@ func Start(allow func(absPath string, st *unix.Stat_t) bool, opts Options) (*Sup
 
 // Wait4 is [unix.Wait4] that, while it waits, runs the supervisor's work
 // for the calling thread. Call it from the thread that called [Start].
-//
-// Unlike WaitPidfdOr it does not receive calls itself: a lone run's init,
-// doing so on its main thread, was seen to leave threads of the init in
-// the command's Landlock domain (TestCommandCannotSignalInitThreads), for
-// reasons not yet understood; observed calls take the serve goroutine's
-// hand-off there.
 func (s *Supervisor) Wait4(pid int, ws *unix.WaitStatus, options int, ru *unix.Rusage) (int, error) {
 	type result struct {
 		pid int
@@ -246,22 +240,51 @@ func (s *Supervisor) Wait4(pid int, ws *unix.WaitStatus, options int, ru *unix.R
 		err error
 	}
 	done := make(chan result, 1)
+	ended, err := unix.Eventfd(0, unix.EFD_CLOEXEC)
+	if err != nil {
+		return 0, os.NewSyscallError("eventfd", err)
+	}
+	defer unix.Close(ended)
 	go func() {
 		// A child forked by any thread of the process can be waited
 		// for from any other thread.
 		var w unix.WaitStatus
 		p, err := unix.Wait4(pid, &w, options, ru)
 		done <- result{p, w, err}
+		var one [8]byte
+		*(*uint64)(unsafe.Pointer(&one[0])) = 1
+		unix.Write(ended, one[:])
 	}()
+	// This thread receives the calls itself while it waits (served),
+	// as WaitPidfdOr does.
+	s.pause()
+	defer s.resume()
+	pfd := []unix.PollFd{{Fd: int32(ended), Events: unix.POLLIN}, {Fd: int32(s.wake), Events: unix.POLLIN}, {Fd: int32(s.fd), Events: unix.POLLIN}}
 	for {
-		select {
-		case r := <-done:
+		if _, err := unix.Poll(pfd, -1); err != nil && err != unix.EINTR {
+			// Not expected: take the work from the channel alone, and
+			// leave the receiving to the serve goroutine.
+			s.resume()
+			defer s.pause() // balances the deferred resume
+			for {
+				select {
+				case r := <-done:
+					if ws != nil {
+						*ws = r.ws
+					}
+					return r.pid, r.err
+				case f := <-s.work:
+					f()
+				}
+			}
+		}
+		s.served(pfd[1:])
+		if pfd[0].Revents != 0 {
+			r := <-done
 			if ws != nil {
 				*ws = r.ws
 			}
 			return r.pid, r.err
-		case f := <-s.work:
-			f()
 		}
 	}
 }
