@@ -545,10 +545,6 @@ func (s *Supervisor) handle(n *notif) {
 		s.handleMeta(n, c)
 		return
 	}
-	if c, ok := s.files[n.Nr]; ok {
-		s.handleFile(n, c)
-		return
-	}
 	g := gathered{sock: -1, path: -1}
 	if !s.onThread(func() { g = s.gather(n) }) {
 		return
