@@ -323,3 +323,37 @@ echo x > "$OUT/call-%d.txt"; exit 1`, i, n, i)
 		}
 	})
 }
+
+// TestFsReportGitWrites: with --allow-git-writes, git's own writes are not
+// listed, and what stays read-only in .git is named by its path.
+func TestFsReportGitWrites(t *testing.T) {
+	forEachUser(t, func(t *testing.T, u *testUser) {
+		fx := newFixture(t, u)
+		report := filepath.Join(fx.dir, "report.json")
+		o := runOpts{env: append(fx.env(), "AGENTBOX_RESIDENT=0"), dir: fx.ws}
+		r := runWith(t, u, o, "run", "-C", fx.ws, "--allow-git-writes", "--report", report, "--", "/bin/sh", "-c",
+			`touch .git/index.lock && rm .git/index.lock && echo lock-ok; echo x > .git/hooks/pre-commit; echo y >> .git/config; exit 1`)
+		if r.code != 1 || !strings.Contains(r.stdout, "lock-ok") {
+			t.Fatalf("want the lock made and exit 1: %v", r)
+		}
+		_, real, _ := fsExpect(t, fx)
+		want := map[fsWant]bool{
+			{"create", real + "/.git/hooks/pre-commit", "protected path .git/hooks"}: true,
+			{"write", real + "/.git/config", "protected path .git/config"}:            true,
+		}
+		rep := readReport(t, report)
+		for _, d := range rep.Filesystem.Denied {
+			w := fsWant{d.Op, d.Path, d.Reason}
+			if !want[w] {
+				t.Errorf("unexpected entry %+v", d)
+			}
+			delete(want, w)
+		}
+		for w := range want {
+			t.Errorf("missing %+v from %+v", w, rep.Filesystem.Denied)
+		}
+		if strings.Contains(r.stderr, "--allow-git-writes to allow") {
+			t.Errorf("the git hint with git writes allowed: %q", r.stderr)
+		}
+	})
+}
