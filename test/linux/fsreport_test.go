@@ -339,7 +339,7 @@ func TestFsReportGitWrites(t *testing.T) {
 		_, real, _ := fsExpect(t, fx)
 		want := map[fsWant]bool{
 			{"create", real + "/.git/hooks/pre-commit", "protected path .git/hooks"}: true,
-			{"write", real + "/.git/config", "protected path .git/config"}:            true,
+			{"write", real + "/.git/config", "protected path .git/config"}:           true,
 		}
 		rep := readReport(t, report)
 		for _, d := range rep.Filesystem.Denied {
