@@ -4,6 +4,7 @@ package linux
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -354,6 +355,31 @@ func TestFsReportGitWrites(t *testing.T) {
 		}
 		if strings.Contains(r.stderr, "--allow-git-writes to allow") {
 			t.Errorf("the git hint with git writes allowed: %q", r.stderr)
+		}
+	})
+}
+
+// TestFsReportToolCaches: writes into a tool cache (an overlay of the
+// host's Go cache) succeed and are not listed.
+func TestFsReportToolCaches(t *testing.T) {
+	forEachUser(t, func(t *testing.T, u *testUser) {
+		fx := newFixture(t, u)
+		cache := filepath.Join(fx.home, ".cache", "go-build")
+		if err := os.MkdirAll(cache, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		chownR(t, fx.home, u)
+		report := filepath.Join(fx.dir, "report.json")
+		o := runOpts{env: append(fx.env(), "AGENTBOX_RESIDENT=0"), dir: fx.ws}
+		r := runWith(t, u, o, "run", "-C", fx.ws, "--report", report, "--", "/bin/sh", "-c",
+			`echo x > "$HOME/.cache/go-build/probe" && echo cached; echo y > "$OUT/new.txt"; exit 1`)
+		if r.code != 1 || !strings.Contains(r.stdout, "cached") {
+			t.Fatalf("want the cache written and exit 1: %v", r)
+		}
+		assertAbsent(t, filepath.Join(cache, "probe")) // an overlay: the host's cache is unchanged
+		rep := readReport(t, report)
+		if len(rep.Filesystem.Denied) != 1 || !strings.HasSuffix(rep.Filesystem.Denied[0].Path, "/outside/new.txt") {
+			t.Errorf("want only the write outside listed: %+v", rep.Filesystem.Denied)
 		}
 	})
 }
