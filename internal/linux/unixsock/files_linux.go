@@ -256,7 +256,13 @@ func resolveAt(tid, dirfd int, path string, nofollow bool) (resolved, bool) {
 	}
 	r.exists = true
 	if st.Mode&unix.S_IFMT == unix.S_IFLNK && !nofollow {
-		// The call acts on what the link points at.
+		// The call acts on what the link points at. A link into the
+		// caller's own /proc (/dev/stdout) would resolve as the
+		// supervisor's: leave it out, as /proc is.
+		var buf [64]byte
+		if k, err := unix.Readlinkat(parent, name, buf[:]); err == nil && k < len(buf) && inTarget(string(buf[:k]), tid) != string(buf[:k]) {
+			return r, false
+		}
 		fd, err := unix.Openat(parent, name, unix.O_PATH|unix.O_CLOEXEC, 0)
 		if err != nil {
 			// A dangling link: open(O_CREAT) makes its target, which
