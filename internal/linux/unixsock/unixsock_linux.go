@@ -404,8 +404,9 @@ func (s *Supervisor) WaitPidfdOr(pidfd, pid, fd int, ws *unix.WaitStatus) (exite
 			if err == unix.EINTR {
 				continue
 			}
-			// Not expected; Wait4 needs no poll, and leaves the
-			// receiving to the serve goroutine.
+			// Not expected: fall back to Wait4, which pauses the
+			// serve goroutine itself (and, should its poll fail too,
+			// leaves the receiving to it).
 			s.resume()
 			paused = false
 			for {
