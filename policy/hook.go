@@ -27,6 +27,8 @@ func cloneFields(f fields) fields {
 	f.Protected = slices.Clone(f.Protected)
 	f.ProtectedNames = slices.Clone(f.ProtectedNames)
 	f.AllowUnixSockets = slices.Clone(f.AllowUnixSockets)
+	f.Publish = slices.Clone(f.Publish)
+	f.HostPorts = slices.Clone(f.HostPorts)
 	f.ToolCaches = cloneCaches(f.ToolCaches)
 	f.PrivateTemps = slices.Clone(f.PrivateTemps)
 	f.SharedTemps = slices.Clone(f.SharedTemps)

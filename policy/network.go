@@ -18,11 +18,18 @@ type NetworkSection struct {
 	// AllowLocalBinding admits allowed names that resolve to loopback,
 	// private or link-local addresses.
 	AllowLocalBinding *bool `toml:"allow_local_binding"`
+	// Publish are ports of the command offered on the host's 127.0.0.1:
+	// integers (3000) or strings ("3000", "8080:3000"); see [PortMap].
+	Publish []any `toml:"publish"`
+	// HostPorts are the host loopback ports the command may reach.
+	HostPorts []any `toml:"host_ports"`
 }
 
 func (n *NetworkSection) validate(path string) error {
-	_, err := netpolicy.ParseRules(n.AllowedDomains, n.key(path, "allowed_domains"), n.DeniedDomains, n.key(path, "denied_domains"), false)
-	return err
+	if _, err := netpolicy.ParseRules(n.AllowedDomains, n.key(path, "allowed_domains"), n.DeniedDomains, n.key(path, "denied_domains"), false); err != nil {
+		return err
+	}
+	return n.validatePorts(path)
 }
 
 func (n *NetworkSection) key(path, k string) string {

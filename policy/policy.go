@@ -43,6 +43,13 @@ type Options struct {
 	// AllowDomains are egress patterns added to [network]
 	// allowed_domains (see [NetworkSection]).
 	AllowDomains []string
+	// Publish are ports of the command to offer on the host's
+	// 127.0.0.1, as "PORT" or "PORT:INNER" (added to [network] publish;
+	// see [PortMap]).
+	Publish []string
+	// HostPorts are host loopback ports the command may connect to
+	// (added to [network] host_ports).
+	HostPorts []string
 	// AllowDegraded overrides [linux] allow_degraded; nil = config.
 	AllowDegraded *bool
 	// AllowGitWrites overrides [sandbox_workspace_write]
@@ -64,6 +71,9 @@ type Options struct {
 // resolving changed [Options]. Slices the methods return are copies.
 type Policy struct {
 	f fields
+	// src is what Resolve made the policy of, for [Policy.Widen]; nil
+	// for a policy built field by field (internal/rawpolicy).
+	src *source
 }
 
 // fields is the state of a Policy. It is an alias of an unnamed struct so
@@ -81,6 +91,8 @@ type fields = struct {
 	AllowDegraded    bool
 	AllowUnixSockets []string
 	Egress           *netpolicy.Rules
+	Publish          []PortMap
+	HostPorts        []uint16
 	ToolCacheMode    ToolCacheMode
 	ToolCaches       []ToolCache
 	AllowGitWrites   bool
@@ -259,6 +271,9 @@ func resolveFor(o Options, caller policyhook.Caller, goos string) (*Policy, erro
 	if err := p.resolveEgress(o, cfg); err != nil {
 		return nil, err
 	}
+	if err := p.resolvePorts(o, cfg); err != nil {
+		return nil, err
+	}
 	if cfg.Linux.AllowDegraded != nil {
 		p.f.AllowDegraded = *cfg.Linux.AllowDegraded
 	}
@@ -335,6 +350,18 @@ func resolveFor(o Options, caller policyhook.Caller, goos string) (*Policy, erro
 		return nil, err
 	}
 	p.f.Cwd = c
+	// Kept for Widen, with every path absolute: a later resolution must
+	// not depend on the current directory then.
+	src := &source{o: o, caller: caller, goos: goos}
+	src.o.Cwd = c
+	src.o.AddDirs = nil
+	for _, d := range o.AddDirs {
+		if abs, err := absolute(d); err == nil {
+			d = abs
+		}
+		src.o.AddDirs = append(src.o.AddDirs, d)
+	}
+	p.src = src
 
 	if p.f.Mode != WorkspaceWrite {
 		return p, nil

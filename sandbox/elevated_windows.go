@@ -28,7 +28,15 @@ import (
 // sandbox user through agentbox-runner (package elevated), which
 // `agentbox setup` installed with the users, their credentials and the
 // firewall rules.
-func init() { startElevated = startElevatedCmd }
+func init() {
+	startElevated = startElevatedCmd
+	preflightElevated = func(c *Cmd) error {
+		if _, _, err := elevatedGroup(rawpolicy.Egress(c.Policy) != nil); err != nil {
+			return &StartError{Code: CodeSandboxFailure, Err: err}
+		}
+		return nil
+	}
+}
 
 func startElevatedCmd(c *Cmd) (process, error) {
 	pol := c.Policy

@@ -5,6 +5,8 @@ import (
 	"net"
 	"os"
 	"runtime"
+	"strconv"
+	"strings"
 
 	"github.com/agentbox/agentbox/internal/fsreport"
 	"github.com/agentbox/agentbox/internal/netpolicy"
@@ -26,6 +28,18 @@ type RunReport struct {
 	// the host (what it wrote to /tmp or $TMPDIR is there, not in the
 	// host's); absent when the policy has none.
 	Tmp []TmpDir `json:"tmp,omitempty"`
+	// Suggest is the [Request] that would have allowed what the command
+	// was refused, for an agent to ask for in one step (the MCP tool's
+	// request_permissions); absent when nothing was refused that a
+	// request could allow.
+	Suggest *Suggestion `json:"suggest,omitempty"`
+}
+
+// Suggestion is the "suggest" section: the directories and domains of a
+// [Request] that would have allowed what was refused.
+type Suggestion struct {
+	AddDirs      []string `json:"add_dirs,omitempty"`
+	AllowDomains []string `json:"allow_domains,omitempty"`
 }
 
 // TmpDir is one private temporary directory of the "tmp" section: the
@@ -115,6 +129,9 @@ type NetworkReport struct {
 	Mode    string           `json:"mode"`
 	Allowed []NetworkAllowed `json:"allowed"`
 	Denied  []NetworkDenied  `json:"denied"`
+	// Published counts the connections carried to each published
+	// port (absent without any).
+	Published []NetworkPublished `json:"published,omitempty"`
 }
 
 // NetworkAllowed is a destination the proxy connected to, and how often.
@@ -164,6 +181,47 @@ func (r *RunReport) addNetwork(rep netpolicy.Report) {
 		r.Network.Denied = append(r.Network.Denied, NetworkDenied(d))
 	}
 }
+
+// SetSuggest sets r.Suggest from what r says was refused: every host the
+// network section refused for not being allowed (a denied_domains refusal
+// or a malformed request is no request's to lift). Directories come from
+// the filesystem section's refused writes, when the report has one
+// (suggestDirs). Wait calls it; a caller that builds a report of its own
+// from refusals (the resident helper's client) calls it once they are in.
+func (r *RunReport) SetSuggest() {
+	var s Suggestion
+	seen := map[string]bool{}
+	if r.Network != nil {
+		for _, d := range r.Network.Denied {
+			if d.Reason != netpolicy.ReasonNotAllowed && d.Reason != netpolicy.ReasonNetworkOff {
+				continue
+			}
+			p := d.Host
+			// Only the port asked for, unless it is the web's: a
+			// pattern without one allows every port.
+			if d.Port != 0 && d.Port != 80 && d.Port != 443 && !strings.Contains(d.Host, ":") {
+				p = net.JoinHostPort(d.Host, strconv.Itoa(int(d.Port)))
+			}
+			if _, err := netpolicy.ParsePattern(p); err != nil || seen[p] {
+				continue
+			}
+			seen[p] = true
+			s.AllowDomains = append(s.AllowDomains, p)
+		}
+	}
+	s.AddDirs = suggestDirs(r)
+	if len(s.AddDirs) > 0 || len(s.AllowDomains) > 0 {
+		r.Suggest = &s
+	}
+}
+
+// suggestDirs is the directories a Request would add for the refused
+// writes of r's filesystem section. The section is not reported yet (it
+// is being built); once it is, this is where its write refusals outside
+// the writable roots become directories to suggest: the nearest existing
+// directory of each refused path that the trust rules would accept as a
+// writable root. Until then it suggests none.
+func suggestDirs(*RunReport) []string { return nil }
 
 // testHostsEnv names a hosts(5)-style file that replaces name resolution
 // for the proxy, so tests can give test names addresses without touching

@@ -19,4 +19,8 @@ func init() {
 // mode, an allow-list, danger-full-access, other platforms). agentbox's
 // resident helper serves only prepared sessions: for the others it would
 // only add a hop.
-func (s *Session) Prepared() bool { return s.impl != nil }
+func (s *Session) Prepared() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.impl != nil
+}

@@ -100,15 +100,24 @@ type Cmd struct {
 	// refusing proxy for, the addresses it could not connect to.
 	Report *RunReport
 
-	ctx      context.Context
-	session  *Session  // set by Session.Command
-	guard    guardHold // this run's part in the post-run checks
-	proc     process
-	programs programDirs // the private directories of programs, watched
-	done     chan struct{}
-	started  bool
-	finished bool
-	mu       sync.Mutex
+	// Request, for a command of a [Session], asks for more than the
+	// session's policy allows, for this command: Start asks the
+	// session's Approve hook, and the command runs under the policy
+	// widened by exactly the request, or not at all (a *StartError
+	// whose Err is a *RefusedError). Nothing the command does can widen
+	// it further.
+	Request *Request
+
+	ctx        context.Context
+	session    *Session       // set by Session.Command
+	sessionPol *policy.Policy // the Policy Session.Command set
+	guard      guardHold      // this run's part in the post-run checks
+	proc       process
+	programs   programDirs // the private directories of programs, watched
+	done       chan struct{}
+	started    bool
+	finished   bool
+	mu         sync.Mutex
 }
 
 // Status is how a sandboxed command ended.
@@ -278,16 +287,34 @@ func (c *Cmd) Start() error {
 			return err
 		}
 	}
+	if c.session != nil {
+		if c.Policy != c.sessionPol {
+			return &StartError{Code: CodeSandboxFailure, Err: errors.New("sandbox: a session's command must keep the session's policy")}
+		}
+		pol, err := c.session.policyFor(c.ctx, c.Request, c.Args)
+		if err != nil {
+			return err
+		}
+		c.Policy = pol
+	} else if c.Request != nil {
+		return &StartError{Code: CodeSandboxFailure, Err: &RefusedError{Request: *c.Request, Err: errors.New("only a Session's commands can ask for more (Cmd.Request)")}}
+	}
 	if c.Env == nil {
 		c.Env = os.Environ()
 	}
 	if err := checkEgress(c.Policy); err != nil {
 		return &StartError{Code: CodeSandboxFailure, Err: err}
 	}
+	if err := checkPorts(c.Policy); err != nil {
+		return &StartError{Code: CodeSandboxFailure, Err: err}
+	}
 	if err := checkPrivatePath(c.Policy, c.Env); err != nil {
 		return &StartError{Code: CodeSandboxFailure, Err: err}
 	}
 	c.programs = watchPrograms(c.Policy)
+	if err := preflight(c); err != nil {
+		return err
+	}
 	if c.Policy.Mode() != policy.DangerFullAccess {
 		if err := c.beginGuard(); err != nil {
 			return err
@@ -392,12 +419,16 @@ func (c *Cmd) Wait() error {
 	c.Report = NewRunReport(c.Policy, code)
 	if r, ok := c.proc.(networkReporter); ok {
 		c.Report.addNetwork(r.networkReport())
+		if p, ok := r.(publishedReporter); ok {
+			c.Report.Network.Published = p.publishedReport()
+		}
 	}
 	if r, ok := c.proc.(filesystemReporter); ok {
 		c.Report.SetFilesystem(r.files())
 	} else {
 		c.Report.Filesystem.Unavailable = "refused file operations are not observed on " + runtime.GOOS
 	}
+	c.Report.SetSuggest()
 	if gerr != nil {
 		return &CheckError{Status: st, Err: gerr}
 	}

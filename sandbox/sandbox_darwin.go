@@ -46,6 +46,9 @@ func darwinInput(pol *policy.Policy) darwin.Input {
 	return in
 }
 
+// preflight has nothing to refuse before the backend starts here.
+func preflight(*Cmd) error { return nil }
+
 func start(c *Cmd) (process, error) {
 	pol := c.Policy
 	if pol.Mode() == policy.DangerFullAccess {

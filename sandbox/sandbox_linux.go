@@ -33,6 +33,9 @@ func Main() {
 	}
 }
 
+// preflight has nothing to refuse before the backend starts here.
+func preflight(*Cmd) error { return nil }
+
 func start(c *Cmd) (process, error) {
 	pol := c.Policy
 	if pol.Mode() == policy.DangerFullAccess {
@@ -52,6 +55,14 @@ func start(c *Cmd) (process, error) {
 		git.Release()
 		ph.Release()
 		return nil, &StartError{Code: CodeSandboxFailure, Err: err}
+	}
+	relay, err := listenPublished(pol)
+	if err != nil {
+		cl.Release()
+		td.Release()
+		git.Release()
+		ph.Release()
+		return nil, err
 	}
 	p, err := linux.Start(spec, c.stdio())
 	var nu *linux.NoUsernsError
@@ -80,7 +91,17 @@ func start(c *Cmd) (process, error) {
 	} else if err == nil && spec.Proxy {
 		proxy, err = serveEgress(pol, p)
 	}
+	published := &publishCounter{}
+	if err == nil && nu == nil {
+		if err = relay.serve(p.Ports(), func() (*netpolicy.Recorder, *publishCounter) { return recorderOf(proxy), published }); err != nil {
+			closeProxy(proxy)
+			p.Resolver().Close()
+			p.Kill()
+			p.Wait()
+		}
+	}
 	if err != nil {
+		relay.Close()
 		cl.Release()
 		td.Release()
 		git.Release()
@@ -93,7 +114,7 @@ func start(c *Cmd) (process, error) {
 		rec := proxy.Recorder()
 		dns = serveResolver(p.Resolver(), spec, func(string, uint16) *netpolicy.Recorder { return rec })
 	}
-	return &linuxProcess{p: p, ph: ph, proxy: proxy, dns: dns, cl: cl, td: td, git: git}, nil
+	return &linuxProcess{p: p, ph: ph, proxy: proxy, dns: dns, cl: cl, td: td, git: git, ports: relay, published: published}, nil
 }
 
 // degradedEgress starts the allow-list proxy on the host's loopback for a
@@ -186,6 +207,8 @@ func linuxSpec(pol *policy.Policy, ph *linux.Placeholders) *linux.Spec {
 		GuardStickyRoots:   os.Geteuid() == 0,
 		AllowUnixSockets:   pol.AllowUnixSockets(),
 		Proxy:              rawpolicy.Egress(pol) != nil,
+		HostPorts:          pol.HostPorts(),
+		Publish:            len(pol.Publish()) > 0,
 	}
 }
 
@@ -194,6 +217,9 @@ func linuxSpec(pol *policy.Policy, ph *linux.Placeholders) *linux.Spec {
 // missing guarantees are named either way.
 func startDegraded(c *Cmd, spec *linux.Spec, cause *linux.NoUsernsError, cl **linux.CacheLayers) (*linux.Process, error) {
 	pol := c.Policy
+	if err := refuseDegradedPorts(pol); err != nil {
+		return nil, fmt.Errorf("%w (%v)", err, cause)
+	}
 	gaps := linux.DegradedGaps(pol, llABI())
 	if !pol.AllowDegraded() {
 		return nil, fmt.Errorf("%w; without them agentbox would run with Landlock and seccomp only, which cannot guarantee:\n  - %s\nrefusing to run: enable user namespaces, or accept these gaps with Options.AllowDegraded (or [linux] allow_degraded = true)",
@@ -248,10 +274,18 @@ type linuxProcess struct {
 	cl    *linux.CacheLayers
 	td    *linux.TempDirs
 	git   *linux.GitHeld
+	// ports carries the published ports and host ports (nil without
+	// them), published counts the former's connections.
+	ports     *portRelay
+	published *publishCounter
 }
+
+func (l *linuxProcess) publishedReport() []NetworkPublished { return l.published.report() }
 
 func (l *linuxProcess) Wait() (*Status, error) {
 	code, sig, err := l.p.Wait()
+	// The sandbox is gone: the published ports close on the host.
+	l.ports.Close()
 	if l.proxy != nil {
 		// The sandbox is gone: end its tunnels, and close the
 		// listeners, the last hold on its network namespace.

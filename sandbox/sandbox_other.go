@@ -12,6 +12,9 @@ import (
 	"github.com/agentbox/agentbox/policy"
 )
 
+// preflight has nothing to refuse before the backend starts here.
+func preflight(*Cmd) error { return nil }
+
 func start(c *Cmd) (process, error) {
 	return nil, &StartError{Code: CodeSandboxFailure, Err: fmt.Errorf("agentbox has no sandbox backend for %s: %w", runtime.GOOS, ErrUnsupported)}
 }

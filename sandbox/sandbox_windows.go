@@ -30,6 +30,20 @@ func Main() {}
 // startElevated is set by the elevated-mode backend when it is linked in.
 var startElevated func(c *Cmd) (process, error)
 
+// preflightElevated is set with startElevated: the setup check, which
+// must pass before anything (the checks' state, the private temporary
+// directories) touches the disk.
+var preflightElevated func(c *Cmd) error
+
+// preflight refuses, before anything is written, a run the backend can
+// already tell it will refuse.
+func preflight(c *Cmd) error {
+	if c.Policy.Mode() != policy.DangerFullAccess && c.Policy.Windows() == policy.Elevated && preflightElevated != nil {
+		return preflightElevated(c)
+	}
+	return nil
+}
+
 func start(c *Cmd) (process, error) {
 	pol := c.Policy
 	if pol.Mode() != policy.DangerFullAccess && pol.Windows() == policy.Elevated {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"sync"
 
+	"github.com/agentbox/agentbox/internal/netpolicy"
 	"github.com/agentbox/agentbox/policy"
 )
 
@@ -63,17 +64,49 @@ import (
 // allow-list: a proxy of its own on the host's loopback for each
 // command).
 //
+// # Asking for more
+//
+// A command may ask for more than the session's policy allows
+// ([Cmd.Request]: directories to write beneath, domains to reach). The
+// session's [Session.Approve] hook decides; a nil hook refuses, and so
+// does the policy itself for what it could never grant (a root that
+// confines nothing, a denied domain), without asking. A grant [Once]
+// runs that command alone under the widened policy, as a lone [Cmd];
+// one [ForSession] widens the session's policy for every later command,
+// with a prepared sandbox of its own (the earlier one is kept for the
+// commands still running in it, and closed when the last has ended).
+//
 // A Session is safe for concurrent use. Close ends every command still
 // running and releases what the session holds; if the calling process
 // dies, the session's sandbox dies with it.
 type Session struct {
-	pol  *policy.Policy
-	impl sessionImpl // nil: each command starts on its own
+	// Approve, when set, decides on the [Request] of a command
+	// ([Cmd.Request]) that wants more than the session's policy allows:
+	// it asks whoever may grant it (a human: the MCP server asks its
+	// client's user) and returns the grant, or an error to refuse. It is
+	// called only for requests the policy can honour and does not
+	// already cover, on the goroutine starting the command, with the
+	// command's context; several may run at once. nil refuses every
+	// request. Set it before the first command starts.
+	Approve func(ctx context.Context, r Request) (Grant, error)
 
-	mu      sync.Mutex
-	closed  bool
+	init string // the prepared commands' PID 1 (see newSessionInit)
+
+	growMu sync.Mutex // one session grant at a time
+
+	mu     sync.Mutex
+	closed bool
+	cur    *policy.Policy // the session's policy, widened by the grants for the session
+	impl   sessionImpl    // cur's prepared sandbox; nil: each command starts on its own
+	// impls are the prepared sandboxes of the policies the session has
+	// had: the current one, and earlier ones while commands still run in
+	// them (the last one out closes it); running counts those commands.
+	impls   map[*policy.Policy]sessionImpl
+	running map[sessionImpl]int
 	ended   chan struct{} // closed by Close
-	unwatch func()        // ends the session's share of the roots' watchers
+	died    chan struct{} // see Done
+	dieOnce sync.Once
+	unwatch []func() // end the session's share of the roots' watchers
 }
 
 // sessionImpl is a backend's prepared sandbox.
@@ -101,55 +134,149 @@ func NewSession(pol *policy.Policy) (*Session, error) {
 // newSessionInit is NewSession; with init, each prepared command runs
 // under that executable as its PID 1 (see internal/sessionhook).
 func newSessionInit(pol *policy.Policy, init string) (*Session, error) {
+	if err := checkPorts(pol); err != nil {
+		return nil, &StartError{Code: CodeSandboxFailure, Err: err}
+	}
 	impl, err := newSession(pol, init)
 	if err != nil {
 		return nil, err
 	}
 	// A watcher of the writable roots for the session's life, so that
 	// the check after each command looks only where something changed.
-	return &Session{pol: pol, impl: impl, ended: make(chan struct{}), unwatch: watchRoots(pol)}, nil
+	s := &Session{init: init, cur: pol, impl: impl, impls: map[*policy.Policy]sessionImpl{pol: impl}, running: map[sessionImpl]int{},
+		ended: make(chan struct{}), died: make(chan struct{}), unwatch: []func(){watchRoots(pol)}}
+	s.watch(impl)
+	return s, nil
+}
+
+// watch ends the session (see Done) when impl dies while it is the
+// session's current prepared sandbox.
+func (s *Session) watch(impl sessionImpl) {
+	if impl == nil {
+		return
+	}
+	go func() {
+		select {
+		case <-impl.done():
+			s.mu.Lock()
+			current := s.impl == impl
+			s.mu.Unlock()
+			if current {
+				s.dieOnce.Do(func() { close(s.died) })
+			}
+		case <-s.ended:
+		}
+	}()
 }
 
 // Done is closed when the session can run no more commands: after Close,
 // or when its prepared sandbox died (killed from outside, say). A server
 // holding a session, such as `agentbox mcp`, ends then rather than fail
 // every later command.
-func (s *Session) Done() <-chan struct{} {
-	if s.impl != nil {
-		return s.impl.done()
-	}
-	return s.ended
-}
+func (s *Session) Done() <-chan struct{} { return s.died }
 
-// Policy is the policy every command of the session runs under.
-func (s *Session) Policy() *policy.Policy { return s.pol }
+// Policy is the policy the session's commands run under: the one it was
+// made with, widened by every [Request] granted [ForSession] so far.
+func (s *Session) Policy() *policy.Policy {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cur
+}
 
 // Command returns a Cmd for name with args in the session. As with
 // [CommandContext], the end of ctx kills the command and its whole tree.
-// The Cmd's Policy field is the session's and must not be changed.
+// The Cmd's Policy field is the session's and must not be changed: Start
+// sets it to the policy the command runs under (the session's then, or
+// that widened by the command's granted [Cmd.Request]).
 func (s *Session) Command(ctx context.Context, name string, args ...string) *Cmd {
 	if ctx == nil {
 		panic("sandbox: nil Context")
 	}
-	c := CommandContext(ctx, s.pol, name, args...)
+	c := CommandContext(ctx, s.Policy(), name, args...)
 	c.session = s
+	c.sessionPol = c.Policy
 	return c
 }
 
 func (s *Session) start(c *Cmd) (process, error) {
 	s.mu.Lock()
 	closed := s.closed
+	// The prepared sandbox of the command's policy; a policy widened for
+	// this command alone has none, and the command starts as a lone one
+	// would under it.
+	impl := s.impls[c.Policy]
+	if !closed && impl != nil {
+		s.running[impl]++
+	}
 	s.mu.Unlock()
 	if closed {
 		return nil, &StartError{Code: CodeSandboxFailure, Err: ErrSessionClosed}
 	}
-	if c.Policy != s.pol {
-		return nil, &StartError{Code: CodeSandboxFailure, Err: errors.New("sandbox: a session's command must keep the session's policy")}
-	}
-	if s.impl == nil {
+	if impl == nil {
 		return start(c)
 	}
-	return s.impl.start(c)
+	p, err := impl.start(c)
+	if err != nil {
+		s.left(impl)
+		return nil, err
+	}
+	return &sessionCmd{process: p, end: func() { s.left(impl) }}, nil
+}
+
+// left is a command of impl gone (or never started): an earlier prepared
+// sandbox that no command runs in any more is closed.
+func (s *Session) left(impl sessionImpl) {
+	s.mu.Lock()
+	s.running[impl]--
+	retire := s.retire(impl)
+	s.mu.Unlock()
+	if retire {
+		impl.close()
+	}
+}
+
+// retire reports whether impl is an earlier prepared sandbox no command
+// runs in, and if so forgets it for the caller to close. s.mu is held.
+func (s *Session) retire(impl sessionImpl) bool {
+	if s.closed || impl == s.impl || s.running[impl] > 0 {
+		return false
+	}
+	for p, i := range s.impls {
+		if i == impl {
+			delete(s.impls, p)
+			delete(s.running, impl)
+			return true
+		}
+	}
+	return false
+}
+
+// sessionCmd is a command of a prepared sandbox of the session, which
+// tells the session when it is gone.
+type sessionCmd struct {
+	process
+	once sync.Once
+	end  func()
+}
+
+func (p *sessionCmd) Wait() (*Status, error) {
+	st, err := p.process.Wait()
+	p.once.Do(p.end)
+	return st, err
+}
+
+func (p *sessionCmd) networkReport() netpolicy.Report {
+	if r, ok := p.process.(networkReporter); ok {
+		return r.networkReport()
+	}
+	return netpolicy.Report{}
+}
+
+func (p *sessionCmd) publishedReport() []NetworkPublished {
+	if r, ok := p.process.(publishedReporter); ok {
+		return r.publishedReport()
+	}
+	return nil
 }
 
 // Close ends the session: commands still running are killed with their
@@ -163,10 +290,20 @@ func (s *Session) Close() error {
 	}
 	s.closed = true
 	close(s.ended)
+	impls := s.impls
+	unwatch := s.unwatch
 	s.mu.Unlock()
-	defer s.unwatch()
-	if s.impl == nil {
-		return nil
+	defer s.dieOnce.Do(func() { close(s.died) })
+	defer func() {
+		for _, u := range unwatch {
+			u()
+		}
+	}()
+	var errs []error
+	for _, impl := range impls {
+		if impl != nil {
+			errs = append(errs, impl.close())
+		}
 	}
-	return s.impl.close()
+	return errors.Join(errs...)
 }

@@ -40,6 +40,12 @@ type linuxSession struct {
 
 	mu      sync.Mutex
 	running map[uint32]*netpolicy.Recorder // by linux.SessionProcess.ID
+	// ports carries the session's published ports and host ports (nil
+	// without them) for its whole life; active are its running
+	// commands, to one of which a connection is counted (see
+	// portCounters).
+	ports  *portRelay
+	active map[*sessionProcess]bool
 
 	state string
 	held  []linux.HeldDir // the policy's, as a lone run holds them
@@ -72,8 +78,18 @@ func newSession(pol *policy.Policy, init string) (sessionImpl, error) {
 		git.Release()
 		ph.Release()
 	}
+	// The published ports' listeners on the host, before the sandbox:
+	// a port in use fails the session at once.
+	relay, err := listenPublished(pol)
+	if err != nil {
+		td.Release()
+		release()
+		pool.Close()
+		return nil, err
+	}
 	cl, err := applyCaches(pol, spec, true)
 	if err != nil {
+		relay.Close()
 		td.Release()
 		release()
 		pool.Close()
@@ -84,6 +100,7 @@ func newSession(pol *policy.Policy, init string) (sessionImpl, error) {
 	z, err := linux.StartSession(spec)
 	release()
 	if err != nil {
+		relay.Close()
 		cl.Release()
 		td.Release()
 		pool.Close()
@@ -92,15 +109,25 @@ func newSession(pol *policy.Policy, init string) (sessionImpl, error) {
 			// Degraded mode: each command starts (or is refused) on
 			// its own, exactly as a lone run, an allow-list's proxy
 			// on the host's loopback and the connect supervisor
-			// included.
+			// included. Published ports and host ports are refused
+			// now rather than at each command.
+			if err := refuseDegradedPorts(pol); err != nil {
+				return nil, &StartError{Code: CodeSandboxFailure, Err: fmt.Errorf("%w (%v)", err, nu)}
+			}
 			return nil, nil
 		}
 		return nil, startError(err)
 	}
 	l := &linuxSession{z: z, cl: cl, td: td, pol: pol, state: state, held: held, git: gh, writable: map[string]bool{}, pool: pool,
-		running: map[uint32]*netpolicy.Recorder{}}
+		running: map[uint32]*netpolicy.Recorder{}, active: map[*sessionProcess]bool{}}
 	for _, m := range spec.Mounts {
 		l.writable[m.Path] = m.Kind == linux.Pin || m.Kind == linux.BindWritable
+	}
+	// The published ports and host ports, for the session's life.
+	l.ports = relay
+	if err := relay.serve(z.Ports(), l.portCounters); err != nil {
+		l.close()
+		return nil, &StartError{Code: CodeSandboxFailure, Err: err}
 	}
 	switch {
 	case spec.Proxy && spec.ProxyOff:
@@ -131,6 +158,23 @@ func newSession(pol *policy.Policy, init string) (sessionImpl, error) {
 	}
 	l.dns = serveResolver(z.Resolver(), spec, l.recorder)
 	return l, nil
+}
+
+// portCounters is where the session's published ports and host ports
+// count a connection: in the report of the one command running, if only
+// one is; a connection while none or several run is carried but
+// counted nowhere (a listener's connections cannot be told apart by
+// command).
+func (l *linuxSession) portCounters() (*netpolicy.Recorder, *publishCounter) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.active) != 1 {
+		return nil, nil
+	}
+	for sp := range l.active {
+		return sp.recorder(), sp.published
+	}
+	return nil, nil
 }
 
 // recorder is where the session's name server and refusing proxy record
@@ -212,12 +256,20 @@ func (l *linuxSession) start(c *Cmd) (process, error) {
 		go sp.scope.ServeHTTPProxy(lns[0])
 		go sp.scope.ServeSOCKS(lns[1])
 	}
+	if l.ports != nil {
+		sp.session, sp.published = l, &publishCounter{}
+		l.mu.Lock()
+		l.active[sp] = true
+		l.mu.Unlock()
+	}
 	return sp, nil
 }
 
 func (l *linuxSession) done() <-chan struct{} { return l.z.Done() }
 
 func (l *linuxSession) close() error {
+	// The published ports close on the host with the session.
+	l.ports.Close()
 	// Before the zygote's end: the name server and the refusing proxy
 	// read the session's port owners table, which goes with it.
 	closeResolver(l.dns)
@@ -250,7 +302,23 @@ type sessionProcess struct {
 	rec     *netpolicy.Recorder
 	session *linuxSession
 	id      uint32
+	// published counts the session's published ports' connections
+	// while the command runs alone (see portCounters).
+	published *publishCounter
 }
+
+// recorder is the command's own network recorder.
+func (s *sessionProcess) recorder() *netpolicy.Recorder {
+	switch {
+	case s.rec != nil:
+		return s.rec
+	case s.scope != nil:
+		return s.scope.Recorder()
+	}
+	return nil
+}
+
+func (s *sessionProcess) publishedReport() []NetworkPublished { return s.published.report() }
 
 // forget takes the command out of its session's running ones.
 func (s *sessionProcess) forget() {
@@ -258,9 +326,10 @@ func (s *sessionProcess) forget() {
 		return
 	}
 	s.session.mu.Lock()
-	if s.session.running[s.id] == s.rec {
+	if s.rec != nil && s.session.running[s.id] == s.rec {
 		delete(s.session.running, s.id)
 	}
+	delete(s.session.active, s)
 	s.session.mu.Unlock()
 }
 
@@ -286,11 +355,8 @@ func (s *sessionProcess) Wait() (*Status, error) {
 }
 
 func (s *sessionProcess) networkReport() netpolicy.Report {
-	switch {
-	case s.rec != nil:
-		return s.rec.Report()
-	case s.scope != nil:
-		return s.scope.Recorder().Report()
+	if r := s.recorder(); r != nil {
+		return r.Report()
 	}
 	return netpolicy.Report{}
 }

@@ -7,7 +7,6 @@ import (
 	"debug/pe"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"testing"
 )
 
@@ -15,7 +14,10 @@ import (
 // runs as an unprivileged sandbox user and a requireAdministrator
 // manifest would make CreateProcessWithLogonW fail (ERROR_ELEVATION_REQUIRED).
 func TestNoElevationManifest(t *testing.T) {
-	gobin := filepath.Join(runtime.GOROOT(), "bin", "go")
+	gobin, err := exec.LookPath("go")
+	if err != nil {
+		t.Fatalf("the go command is needed to build the Windows binary: %v", err)
+	}
 	for _, arch := range []string{"amd64", "arm64"} {
 		exe := filepath.Join(t.TempDir(), "agentbox-runner.exe")
 		cmd := exec.Command(gobin, "build", "-o", exe, ".")

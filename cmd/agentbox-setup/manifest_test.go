@@ -7,7 +7,6 @@ import (
 	"debug/pe"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"testing"
 )
 
@@ -16,7 +15,10 @@ import (
 // committed .syso files) asks for elevation, and that the manifest is in
 // the PE resource section where Windows reads it.
 func TestManifestRequiresAdministrator(t *testing.T) {
-	gobin := filepath.Join(runtime.GOROOT(), "bin", "go")
+	gobin, err := exec.LookPath("go")
+	if err != nil {
+		t.Fatalf("the go command is needed to build the Windows binary: %v", err)
+	}
 	for _, arch := range []string{"amd64", "arm64"} {
 		exe := filepath.Join(t.TempDir(), "agentbox-setup.exe")
 		cmd := exec.Command(gobin, "build", "-o", exe, ".")

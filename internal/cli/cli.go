@@ -1,5 +1,5 @@
-// Package cli implements the agentbox command line: run, doctor, setup,
-// cleanup and version, with the exit-status contract of DESIGN.md.
+// Package cli implements the agentbox command line: run, mcp, doctor,
+// setup, cleanup, install, uninstall and version, with the exit-status contract of DESIGN.md.
 package cli
 
 import (
@@ -107,7 +107,7 @@ allowed.`,
 	root.SetIn(stdin)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	root.AddCommand(newRun(stdin, stdout, stderr), newMCP(stdin, stdout, stderr), newDoctor(stdout), newSetup(stdout), newCleanup(stdout), newVersion(stdout), newResident())
+	root.AddCommand(newRun(stdin, stdout, stderr), newMCP(stdin, stdout, stderr), newDoctor(stdout), newSetup(stdout), newCleanup(stdout), newVersion(stdout), newResident(), newInstall(stdout, false), newInstall(stdout, true), newHook(stdin, stdout, stderr))
 	// Subcommands without a function of their own use their parent's.
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return flagError(root, c, err) })
 	return root
@@ -150,6 +150,8 @@ type runFlags struct {
 	mode          string
 	cwd           string
 	addDirs       []string
+	publish       []string
+	hostPorts     []string
 	network       bool
 	config        string
 	timeout       time.Duration
@@ -168,6 +170,8 @@ func (f *runFlags) register(cmd *cobra.Command, withRunOnly bool) {
 	fs.StringArrayVar(&f.addDirs, "add-dir", nil, "another writable root (repeatable)")
 	fs.BoolVar(&f.network, "network", false, "allow network access")
 	fs.StringArrayVar(&f.allowDomains, "allow-domain", nil, "allow egress to PATTERN only, through agentbox's proxy (repeatable: name, *.suffix, name:port, IP, CIDR)")
+	fs.StringArrayVar(&f.publish, "publish", nil, "Linux: offer the command's listener on the sandbox's 127.0.0.1:INNER at the host's 127.0.0.1:PORT while it runs (PORT[:INNER], repeatable; [network] publish)")
+	fs.StringArrayVar(&f.hostPorts, "host-port", nil, "Linux: let the command connect to the host's 127.0.0.1:PORT and [::1]:PORT, and no other host port (repeatable; [network] host_ports)")
 	fs.StringVar(&f.config, "config", "", "config file (default: $XDG_CONFIG_HOME/agentbox/config.toml)")
 	fs.BoolVar(&f.allowDegraded, "allow-degraded", false, "Linux: run with the guarantees this machine can give when user namespaces are unavailable")
 	fs.BoolVar(&f.allowGit, "allow-git-writes", false, "let git write .git (commit, branch, stash), except what makes git run a program ([sandbox_workspace_write] allow_git_writes)")
@@ -243,6 +247,7 @@ func (f *runFlags) resolveFor(cmd *cobra.Command, c rawpolicy.Caller) (*policy.P
 	if cmd.Flags().Changed("network") {
 		o.Network = &f.network
 	}
+	o.Publish, o.HostPorts = f.publish, f.hostPorts
 	if cmd.Flags().Changed("allow-degraded") {
 		o.AllowDegraded = &f.allowDegraded
 	}

@@ -25,8 +25,11 @@ func newMCP(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 call tools: it prepares the sandbox once, from the same flags and config as
 'agentbox run', and offers one tool, "run", with input
 {"command": [argv...], "cwd"?: string, "stdin"?: string,
-"timeout_seconds"?: number}; cwd is a directory inside the workspace
-(relative to it, or absolute).
+"timeout_seconds"?: number, "request_permissions"?: {"add_dirs": [...],
+"allow_domains": [...], "reason": string}}; cwd is a directory inside the
+workspace (relative to it, or absolute). request_permissions is granted
+only by the user, asked through the client (MCP elicitation), for the call
+or the rest of the session.
 Each call runs as isolated as one 'agentbox run'. --timeout is the default
 for calls that give none.`,
 		Args: cobra.NoArgs,

@@ -64,6 +64,7 @@ func residentOutcome(pol *policy.Policy, timeout time.Duration, res *resident.Re
 		r.Network.Denied = append(r.Network.Denied, sandbox.NetworkDenied(d))
 	}
 	r.SetFilesystem(res.Files, res.FilesUnavailable)
+	r.SetSuggest()
 	refusals.Write(stderr, r)
 	if werr := rep.write(r); werr != nil {
 		fmt.Fprintf(stderr, "agentbox: --report %s: %v\n", rep.path, werr)

@@ -116,7 +116,6 @@ func (d *dir) chmodEntry(name string, perm os.FileMode) error {
 }
 
 func (d *dir) stat(name string) (info, error) { return statPath(d.child(name)) }
-func (d *dir) self() (info, error)            { return statPath(d.path) }
 
 // statPath reads the entry's times from the file system itself
 // (FILE_BASIC_INFO): its creation and change times. Unlike the Unix change
@@ -169,8 +168,6 @@ func (d *dir) touch(name string) error {
 	now := time.Now()
 	return os.Chtimes(d.child(name), now, now)
 }
-
-func (d *dir) withWritable(op func() error) error { return op() }
 
 func isCrossDevice(err error) bool { return errors.Is(err, windows.ERROR_NOT_SAME_DEVICE) }
 

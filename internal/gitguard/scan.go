@@ -8,7 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/agentbox/agentbox/internal/fspath"
 	"github.com/agentbox/agentbox/internal/gitfile"
 )
 
@@ -434,14 +433,4 @@ func hashLenOf(d *dir) int {
 		}
 	}
 	return 20
-}
-
-// within reports whether p is one of set or beneath one.
-func within(p string, set map[string]bool) bool {
-	for q := range set {
-		if fspath.Within(p, q) {
-			return true
-		}
-	}
-	return false
 }

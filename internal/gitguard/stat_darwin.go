@@ -19,14 +19,6 @@ func (d *dir) stat(name string) (info, error) {
 	return infoOf(&st), nil
 }
 
-func (d *dir) self() (info, error) {
-	var st unix.Stat_t
-	if err := unix.Fstat(d.fd, &st); err != nil {
-		return info{}, &os.PathError{Op: "stat", Path: d.path, Err: err}
-	}
-	return infoOf(&st), nil
-}
-
 // infoOf: macOS keeps a birth time on every volume agentbox meets (APFS,
 // HFS+), but its owner can set it (setattrlist), so the guard treats it as
 // a hint only (see [info.born]); the change time cannot be set.

@@ -26,15 +26,6 @@ func (d *dir) stat(name string) (info, error) {
 	return infoOf(&st), nil
 }
 
-// self describes d itself.
-func (d *dir) self() (info, error) {
-	var st unix.Statx_t
-	if err := unix.Statx(d.fd, "", unix.AT_EMPTY_PATH|unix.AT_STATX_SYNC_AS_STAT, statxMask, &st); err != nil {
-		return info{}, &os.PathError{Op: "stat", Path: d.path, Err: err}
-	}
-	return infoOf(&st), nil
-}
-
 func infoOf(st *unix.Statx_t) info {
 	i := info{
 		mode:  unixMode(uint32(st.Mode)),

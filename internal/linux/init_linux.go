@@ -146,6 +146,9 @@ func RunInit() {
 		fail(exitcode.SandboxFailure, fmt.Errorf("setting up the allow-list proxy: %w", err))
 	}
 	env = withProxyEnv(env, proxyAddrs, spec)
+	if err := setupPorts(spec); err != nil {
+		fail(exitcode.SandboxFailure, fmt.Errorf("setting up the host ports and published ports: %w", err))
+	}
 	for _, a := range proxyAddrs {
 		if ap, err := netip.ParseAddrPort(a); err == nil && spec.Session {
 			spec.sessionProxy = append(spec.sessionProxy, ap)

@@ -37,6 +37,8 @@ type Process struct {
 	proxy []net.Listener
 	// resolver holds the name server's sockets of Spec.Resolver.
 	resolver *Resolver
+	// ports holds what Spec.HostPorts and Spec.Publish handed over.
+	ports *Ports
 	// unreachable is what the command's connects could not reach, from
 	// the init's last report.
 	unreachable []Unreachable
@@ -131,6 +133,12 @@ func Start(spec *Spec, stdio Stdio) (*Process, error) {
 		SysProcAttr: attr,
 	}
 	proxySock, err := prepareProxy(spec, cmd)
+	var portsSock *proxySocket
+	if err == nil {
+		if portsSock, err = preparePorts(spec, cmd); err != nil {
+			proxySock.Close()
+		}
+	}
 	if err != nil {
 		rel.abort()
 		specR.Close()
@@ -153,11 +161,13 @@ func Start(spec *Spec, stdio Stdio) (*Process, error) {
 	specR.Close()
 	statusW.Close()
 	proxySock.closeChildEnd()
+	portsSock.closeChildEnd()
 	if lifeR != nil {
 		lifeR.Close()
 	}
 	if err != nil {
 		proxySock.Close()
+		portsSock.Close()
 		rel.abort()
 		specW.Close()
 		statusR.Close()
@@ -188,6 +198,17 @@ func Start(spec *Spec, stdio Stdio) (*Process, error) {
 		}
 	}
 	proxySock.Close()
+	if err == nil && m.Started && portsSock != nil {
+		if p.ports, err = receivePorts(portsSock, spec); err != nil {
+			err = fmt.Errorf("receiving the host ports' listeners from the sandbox: %w", err)
+			p.proxy, p.resolver = closeHandover(p.proxy, p.resolver)
+			cmd.Process.Kill()
+			cmd.Wait()
+			statusR.Close()
+			return nil, err
+		}
+	}
+	portsSock.Close()
 	if err != nil || !m.Started {
 		cmd.Process.Kill()
 		werr := cmd.Wait()
@@ -340,8 +361,9 @@ func initSysProcAttr(spec *Spec) *syscall.SysProcAttr {
 		// exactly those the init stage needs, as ambient capabilities,
 		// until it drops them all before the command starts.
 		attr.AmbientCaps = []uintptr{unix.CAP_SYS_ADMIN, unix.CAP_NET_ADMIN, unix.CAP_SETPCAP}
-		if spec.Resolver {
-			// The name server's port 53 (listenResolver).
+		if spec.Resolver || slices.ContainsFunc(spec.HostPorts, func(p uint16) bool { return p < 1024 }) {
+			// The name server's port 53 (listenResolver), a host
+			// port below 1024 (setupPorts).
 			attr.AmbientCaps = append(attr.AmbientCaps, unix.CAP_NET_BIND_SERVICE)
 		}
 		if len(spec.Caches) > 0 {

@@ -37,6 +37,9 @@ type Session struct {
 	// proxy is the session's refusing proxy listeners (with
 	// Spec.ProxyOff), made once for all its commands.
 	proxy []net.Listener
+	// ports is what Spec.HostPorts and Spec.Publish handed over, once
+	// for the session.
+	ports *Ports
 
 	sendMu sync.Mutex
 	mu     sync.Mutex
@@ -148,10 +151,18 @@ func (s *Session) launch(spec *Spec, control *os.File) error {
 		cmd.ExtraFiles = append(cmd.ExtraFiles, s.owners.file)
 		spec.PortOwnersFD = 3 + len(cmd.ExtraFiles) - 1
 	}
+	ports, err := preparePorts(spec, cmd)
+	if err != nil {
+		specR.Close()
+		specW.Close()
+		return err
+	}
+	defer ports.Close()
 	err = cmd.Start()
 	specR.Close()
 	statusW.Close()
 	hand.closeChildEnd()
+	ports.closeChildEnd()
 	if err != nil {
 		specW.Close()
 		if isUsernsRefusal(err) {
@@ -175,6 +186,14 @@ func (s *Session) launch(spec *Spec, control *os.File) error {
 			return fmt.Errorf("receiving the name server's sockets from the session's sandbox: %w", err)
 		}
 	}
+	if err == nil && m.Started && ports != nil {
+		if s.ports, err = receivePorts(ports, spec); err != nil {
+			s.proxy, s.resolver = closeHandover(s.proxy, s.resolver)
+			cmd.Process.Kill()
+			cmd.Wait()
+			return fmt.Errorf("receiving the host ports' listeners from the session's sandbox: %w", err)
+		}
+	}
 	if err != nil || !m.Started {
 		cmd.Process.Kill()
 		werr := cmd.Wait()
@@ -195,6 +214,11 @@ func (s *Session) launch(spec *Spec, control *os.File) error {
 // SOCKS5 (nil without Spec.ProxyOff): the caller serves them for the
 // session's life, and closes them before Close.
 func (s *Session) ProxyListeners() []net.Listener { return s.proxy }
+
+// Ports is what the session's sandbox handed over for Spec.HostPorts and
+// Spec.Publish (nil without them): the caller serves it for the
+// session's life, and closes it before Close.
+func (s *Session) Ports() *Ports { return s.ports }
 
 // Resolver is the session's name server sockets (nil without
 // Spec.Resolver): the caller serves them for the session's life, and
@@ -565,7 +589,6 @@ type relay struct {
 	copies    []func() error
 	wg        sync.WaitGroup
 	waitDelay time.Duration
-	mu        sync.Mutex
 	parent    []*os.File // our ends of output pipes, closed on WaitDelay
 }
 

@@ -116,6 +116,18 @@ type Spec struct {
 	// variables point at them, and they are the only TCP destinations
 	// the connect supervisor lets through.
 	ProxyAddrs []string `json:"proxy_addrs,omitempty"`
+	// HostPorts are ports of the host's loopback the command may reach:
+	// the init stage (a session's zygote, once) listens on the
+	// sandbox's 127.0.0.1 and [::1] at each and hands the listeners to
+	// agentbox over the socket at PortsFD (ports_linux.go). Needs the
+	// network namespace.
+	HostPorts []uint16 `json:"host_ports,omitempty"`
+	// Publish makes the init stage (a session's zygote) keep the socket
+	// at PortsFD as a factory of TCP sockets of the sandbox's network
+	// namespace, which agentbox connects to the command's listeners
+	// for the published ports (ports_linux.go).
+	Publish bool `json:"publish,omitempty"`
+	PortsFD int  `json:"ports_fd,omitempty"`
 	// Pty, when set, gives the command a terminal of the sandbox's own
 	// in place of the caller's (see stdio.go).
 	Pty *PtySpec `json:"pty,omitempty"`

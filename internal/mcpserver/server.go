@@ -34,6 +34,10 @@ import (
 // carries before the rest is cut off with a marker.
 const DefaultMaxOutput = 100 << 10
 
+// maxAsk is the most directories, and the most domains, one
+// request_permissions may ask for.
+const maxAsk = 32
+
 // maxLine is the longest message the server reads, the SDK's own limit.
 const maxLine = mcp.DefaultMaxLineLength
 
@@ -59,16 +63,18 @@ type RunInput struct {
 	Stdin          *string  `json:"stdin,omitempty" jsonschema:"text given to the command on its standard input (default: none)"`
 	TimeoutSeconds *float64 `json:"timeout_seconds,omitempty" jsonschema:"kill the command and everything it started after this many seconds"`
 
-	// RequestPermissions is reserved for DESIGN.md's request_permissions
-	// (more directories or hosts for one call, granted by the human
-	// through elicitation). It is decoded so that a client asking for it
-	// is told it is not supported, rather than of an unknown field, and
-	// it is kept out of the advertised schema until it is.
-	RequestPermissions json.RawMessage `json:"request_permissions,omitempty"`
+	// RequestPermissions asks for more than the sandbox allows, for this
+	// call: the server asks the user (MCP elicitation), and only the
+	// user's accept grants it.
+	RequestPermissions *PermissionRequest `json:"request_permissions,omitempty" jsonschema:"more than the sandbox allows, for this call: directories to write beneath and hosts to reach. The user is asked and may grant it for this call or the rest of the session, or refuse (exit_code 125, nothing runs). A refused run's report.suggest says what to ask for"`
 }
 
-// reserved are RunInput's fields the schema does not advertise yet.
-var reserved = []string{"request_permissions"}
+// PermissionRequest is request_permissions: what a call asks the user for.
+type PermissionRequest struct {
+	AddDirs      []string `json:"add_dirs,omitempty" jsonschema:"absolute directories to make writable (not /, the home directory or a system directory)"`
+	AllowDomains []string `json:"allow_domains,omitempty" jsonschema:"hosts to reach through agentbox's proxy: name, *.suffix, name:port, IP or CIDR"`
+	Reason       string   `json:"reason,omitempty" jsonschema:"why the command needs it, shown to the user"`
+}
 
 // RunOutput is the run tool's structured result.
 type RunOutput struct {
@@ -98,6 +104,11 @@ func New(s *sandbox.Session, opts Options) *mcp.Server {
 	}
 	srv := mcp.NewServer(&mcp.Implementation{Name: "agentbox", Title: "agentbox sandbox", Version: opts.Version}, nil)
 	h := &handler{s: s, opts: opts}
+	if s.Approve == nil {
+		// The user is asked through the client of the call that
+		// asks; an embedding program may have set a hook of its own.
+		s.Approve = approve
+	}
 	closed := true
 	// The schemas the SDK's typed AddTool would derive, advertised as
 	// they are; the handler is the SDK's untyped one, which decodes the
@@ -109,9 +120,6 @@ func New(s *sandbox.Session, opts Options) *mcp.Server {
 	in, err := jsonschema.For[RunInput](nil)
 	if err != nil {
 		panic(fmt.Sprintf("mcpserver: input schema: %v", err)) // a fixed type: fails every test if ever
-	}
-	for _, name := range reserved {
-		delete(in.Properties, name)
 	}
 	out, err := jsonschema.For[RunOutput](nil)
 	if err != nil {
@@ -221,8 +229,28 @@ func describePolicy(p *policy.Policy) string {
 			b.WriteString("; the network is off (loopback works).")
 		}
 	}
+	describePorts(&b, p)
 	b.WriteString(" The command runs directly, without a shell; its background processes end with it. Returns exit_code, stdout and stderr.")
 	return b.String()
+}
+
+// describePorts tells the agent which of the command's ports the user
+// reaches, and which of the host's the command does.
+func describePorts(b *strings.Builder, p *policy.Policy) {
+	if pub := p.Publish(); len(pub) > 0 {
+		var ms []string
+		for _, m := range pub {
+			ms = append(ms, fmt.Sprintf("127.0.0.1:%d at the host's 127.0.0.1:%d", m.Inner, m.Host))
+		}
+		fmt.Fprintf(b, " A server the command runs on the sandbox's %s is reachable from the user's machine while the command runs (published ports).", strings.Join(ms, ", "))
+	}
+	if hp := p.HostPorts(); len(hp) > 0 {
+		var ps []string
+		for _, port := range hp {
+			ps = append(ps, fmt.Sprint(port))
+		}
+		fmt.Fprintf(b, " The command may connect to the host's 127.0.0.1 and [::1] on port %s, and no other host port.", strings.Join(ps, ", "))
+	}
 }
 
 // allowed lists an allow-list's patterns for the tool's description.
@@ -285,9 +313,6 @@ func (h *handler) run(ctx context.Context, req *mcp.CallToolRequest, in RunInput
 	if len(in.Command) == 0 || in.Command[0] == "" {
 		return nil, RunOutput{}, errors.New(`"command" must hold the program and its arguments, e.g. ["ls", "-la"]`)
 	}
-	if in.RequestPermissions != nil {
-		return nil, RunOutput{}, errors.New(`"request_permissions" is not supported by this agentbox yet: ask the user to start agentbox mcp with the directories (--add-dir) or hosts (--allow-domain) the command needs`)
-	}
 	dir, err := workDir(h.s.Policy().Cwd(), in.Cwd)
 	if err != nil {
 		return nil, RunOutput{}, err
@@ -314,8 +339,17 @@ func (h *handler) run(ctx context.Context, req *mcp.CallToolRequest, in RunInput
 		ctx, cancel = context.WithTimeout(ctx, timeout)
 		defer cancel()
 	}
+	// The approval hook asks through the session of this call.
+	ctx = context.WithValue(ctx, callKey{}, req.Session)
 	c := h.s.Command(ctx, in.Command[0], in.Command[1:]...)
 	c.Dir = dir
+	if rp := in.RequestPermissions; rp != nil {
+		// A question the user can read.
+		if len(rp.AddDirs) > maxAsk || len(rp.AllowDomains) > maxAsk {
+			return nil, RunOutput{}, fmt.Errorf(`"request_permissions" asks for more than %d directories or domains: ask for fewer`, maxAsk)
+		}
+		c.Request = &sandbox.Request{AddDirs: rp.AddDirs, AllowDomains: rp.AllowDomains, Reason: rp.Reason}
+	}
 	if in.Stdin != nil {
 		c.Stdin = strings.NewReader(*in.Stdin)
 	}
@@ -341,6 +375,14 @@ func (h *handler) run(ctx context.Context, req *mcp.CallToolRequest, in RunInput
 	case errors.As(err, &se):
 		out.ExitCode = se.Code
 		fmt.Fprintf(stderr, "agentbox: %s\n", flagnames.In(se.Err.Error()))
+		var re *sandbox.RefusedError
+		if errors.As(se.Err, &re) {
+			hint := restartHint(re.Request)
+			if re.Unhonourable {
+				hint = "No one was asked: the sandbox can grant only existing absolute directories that are not /, the home, a directory above it, a system directory or a protected path, and domains [network] denied_domains does not refuse."
+			}
+			fmt.Fprintf(stderr, "agentbox: the command did not run. %s\n", hint)
+		}
 		isErr = true
 	default:
 		out.ExitCode = sandbox.CodeSandboxFailure

@@ -53,6 +53,12 @@ func connect(t *testing.T, opts Options) (*mcp.ClientSession, string) {
 // test ends.
 func newSession(t *testing.T) (*sandbox.Session, string) {
 	t.Helper()
+	return newSessionWith(t, policy.Options{})
+}
+
+// newSessionWith is newSession with o (its Cwd the fresh workspace).
+func newSessionWith(t *testing.T, o policy.Options) (*sandbox.Session, string) {
+	t.Helper()
 	if runtime.GOOS != "linux" {
 		t.Skip("sandbox sessions are exercised on Linux")
 	}
@@ -60,7 +66,8 @@ func newSession(t *testing.T) (*sandbox.Session, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pol, err := rawpolicy.Resolve(policy.Options{Cwd: ws}, func(string) string { return "" }, runtime.GOOS)
+	o.Cwd = ws
+	pol, err := rawpolicy.Resolve(o, func(string) string { return "" }, runtime.GOOS)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -294,8 +301,15 @@ func TestDescribeNetwork(t *testing.T) {
 	if strings.Contains(got, "network is off") {
 		t.Errorf("an allow-list described as the network off: %s", got)
 	}
-	if got := describePolicy(rawpolicy.New(rawpolicy.Fields{Mode: policy.WorkspaceWrite, Cwd: "/ws"})); !strings.Contains(got, "the network is off") {
+	if got := describePolicy(rawpolicy.New(rawpolicy.Fields{Mode: policy.WorkspaceWrite, Cwd: "/ws"})); !strings.Contains(got, "the network is off") || strings.Contains(got, "port") {
 		t.Errorf("network off: %s", got)
+	}
+	got = describePolicy(rawpolicy.New(rawpolicy.Fields{Mode: policy.WorkspaceWrite, Cwd: "/ws",
+		Publish: []policy.PortMap{{Host: 8080, Inner: 3000}}, HostPorts: []uint16{5432, 6379}}))
+	for _, w := range []string{"sandbox's 127.0.0.1:3000 at the host's 127.0.0.1:8080", "host's 127.0.0.1 and [::1] on port 5432, 6379"} {
+		if !strings.Contains(got, w) {
+			t.Errorf("description lacks %q: %s", w, got)
+		}
 	}
 }
 
@@ -325,6 +339,10 @@ func TestRunToolSchema(t *testing.T) {
 		"stdin":           `{"type":"string"}`,
 		"timeout_seconds": `{"type":"number"}`,
 		"cwd":             `{"type":"string"}`,
+		"request_permissions": `{"type":"object","additionalProperties":false,"properties":{` +
+			`"add_dirs":{"type":"array","items":{"type":"string"},"description":"absolute directories to make writable (not /, the home directory or a system directory)"},` +
+			`"allow_domains":{"type":"array","items":{"type":"string"},"description":"hosts to reach through agentbox's proxy: name, *.suffix, name:port, IP or CIDR"},` +
+			`"reason":{"type":"string","description":"why the command needs it, shown to the user"}}}`,
 	}
 	if in.Type != "object" || len(in.Required) != 1 || in.Required[0] != "command" || in.AdditionalProperties == nil || *in.AdditionalProperties {
 		t.Errorf("input schema: %s", b)
@@ -424,23 +442,5 @@ func TestRunToolCwd(t *testing.T) {
 			t.Errorf("cwd %q: the command ran", tc.cwd)
 			os.Remove(marker)
 		}
-	}
-}
-
-// TestRunToolRequestPermissions: request_permissions is not offered yet;
-// a call that asks is told so by name, and nothing runs.
-func TestRunToolRequestPermissions(t *testing.T) {
-	cs, ws := connect(t, Options{})
-	marker := filepath.Join(ws, "ran")
-	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "run", Arguments: map[string]any{
-		"command": []string{"touch", marker}, "request_permissions": map[string]any{"add_dirs": []string{"/x"}}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if msg := res.Content[0].(*mcp.TextContent).Text; !res.IsError || !strings.Contains(msg, "request_permissions") || !strings.Contains(msg, "not supported") {
-		t.Errorf("request_permissions: %v %q", res.IsError, msg)
-	}
-	if _, err := os.Stat(marker); !errors.Is(err, os.ErrNotExist) {
-		t.Error("the command ran")
 	}
 }

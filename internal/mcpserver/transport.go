@@ -70,6 +70,8 @@ type lineConn struct {
 	mu      sync.Mutex
 	ended   bool  // the input ended: a failed write then is the client gone
 	failure error // the first read or write failure
+	// version is the protocol version the client's initialize asked for.
+	version string
 }
 
 func (c *lineConn) SessionID() string { return "" }
@@ -163,6 +165,7 @@ func (c *lineConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 			}
 			msg, code, why := decode(f)
 			if msg != nil {
+				c.noteVersion(msg)
 				return msg, nil
 			}
 			if code == 0 {
@@ -226,7 +229,58 @@ func (c *lineConn) writeError(code int, message string) error {
 	return c.write(append(b, '\n'))
 }
 
+// noteVersion keeps the protocol version an initialize request asks for.
+func (c *lineConn) noteVersion(msg jsonrpc.Message) {
+	req, ok := msg.(*jsonrpc.Request)
+	if !ok || req.Method != "initialize" {
+		return
+	}
+	var p struct {
+		ProtocolVersion string `json:"protocolVersion"`
+	}
+	if json.Unmarshal(req.Params, &p) == nil {
+		c.mu.Lock()
+		c.version = p.ProtocolVersion
+		c.mu.Unlock()
+	}
+}
+
+// elicitModeSince is the first protocol version whose elicitation/create
+// has "mode" (2025-11-25; form when absent).
+const elicitModeSince = "2025-11-25"
+
+// dropElicitMode takes "mode":"form", which the SDK always sends, out of
+// an elicitation/create for a client of an earlier protocol version
+// (2025-06-18's request is exactly message and requestedSchema); the
+// meaning is the same, and a strict client of that version sees only
+// what its schema names. Versions are dates, which compare as strings.
+func (c *lineConn) dropElicitMode(msg jsonrpc.Message) jsonrpc.Message {
+	req, ok := msg.(*jsonrpc.Request)
+	if !ok || req.Method != "elicitation/create" {
+		return msg
+	}
+	c.mu.Lock()
+	v := c.version
+	c.mu.Unlock()
+	if v == "" || v >= elicitModeSince {
+		return msg
+	}
+	var p map[string]json.RawMessage
+	if json.Unmarshal(req.Params, &p) != nil || string(p["mode"]) != `"form"` {
+		return msg
+	}
+	delete(p, "mode")
+	b, err := json.Marshal(p)
+	if err != nil {
+		return msg
+	}
+	r := *req
+	r.Params = b
+	return &r
+}
+
 func (c *lineConn) Write(_ context.Context, msg jsonrpc.Message) error {
+	msg = c.dropElicitMode(msg)
 	b, err := jsonrpc.EncodeMessage(msg)
 	if err != nil {
 		return fmt.Errorf("marshaling a message: %w", err)

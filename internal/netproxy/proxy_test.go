@@ -131,7 +131,7 @@ func (f *fixture) viaSOCKS(t *testing.T, target string) (string, error) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tr := &http.Transport{DisableKeepAlives: true, Dial: d.Dial}
+	tr := &http.Transport{DisableKeepAlives: true, DialContext: d.(proxy.ContextDialer).DialContext}
 	cl := &http.Client{Transport: tr, Timeout: 5 * time.Second}
 	resp, err := cl.Get("http://" + target + "/")
 	if err != nil {

@@ -28,6 +28,8 @@ type Fields = struct {
 	AllowDegraded    bool
 	AllowUnixSockets []string
 	Egress           *netpolicy.Rules
+	Publish          []policy.PortMap
+	HostPorts        []uint16
 	ToolCacheMode    policy.ToolCacheMode
 	ToolCaches       []policy.ToolCache
 	AllowGitWrites   bool

@@ -142,7 +142,11 @@ func BinaryID(path string) (string, error) {
 // run treats specially (a pseudo-terminal of its own, a reopened file, a
 // relay): those runs start on their own.
 func Eligible(pol *policy.Policy, stdio [3]*os.File) bool {
-	if pol.Mode() == policy.DangerFullAccess || rawpolicy.Egress(pol) != nil {
+	// A published port is open on the host while the run lasts: a
+	// session the helper keeps between runs would keep it open. Such a
+	// run starts on its own; host ports have nothing on the host side
+	// to keep open, and are served.
+	if pol.Mode() == policy.DangerFullAccess || rawpolicy.Egress(pol) != nil || len(pol.Publish()) > 0 {
 		return false
 	}
 	for _, f := range stdio {

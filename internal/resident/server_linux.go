@@ -150,7 +150,10 @@ func Serve(stateDir string, resolve Resolver) error {
 	return nil
 }
 
-// heldLock is the helper's lock file, open until the process exits.
+// heldLock is the helper's lock file, open until the process exits: only
+// written, it keeps the file reachable so no finalizer closes it.
+//
+//lint:ignore U1000 kept for its reachability, never read
 var heldLock *os.File
 
 // checkDir refuses a helper directory that is not a real directory of
@@ -563,7 +566,9 @@ func (s *server) prepare(e *entry, r *runRequest, polBytes []byte) {
 		e.refuse = err.Error()
 		return
 	}
-	if pol.Mode() == policy.DangerFullAccess || rawpolicy.Egress(pol) != nil {
+	// Published ports, as in Eligible: a kept session would keep them
+	// open on the host between runs.
+	if pol.Mode() == policy.DangerFullAccess || rawpolicy.Egress(pol) != nil || len(pol.Publish()) > 0 {
 		e.refuse = "not a policy the helper serves"
 		return
 	}

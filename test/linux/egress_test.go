@@ -70,6 +70,10 @@ type runReport struct {
 		} `json:"denied"`
 		Unavailable string `json:"unavailable"`
 	} `json:"filesystem"`
+	Suggest *struct {
+		AddDirs      []string `json:"add_dirs"`
+		AllowDomains []string `json:"allow_domains"`
+	} `json:"suggest"`
 }
 
 func readReport(t *testing.T, path string) runReport {

@@ -195,12 +195,12 @@ func TestMCPInspectorListsTools(t *testing.T) {
 			t.Fatalf("tools/list: %v (%v)", r, err)
 		}
 		props := list.Tools[0].InputSchema.Properties
-		for name, typ := range map[string]string{"command": "array", "cwd": "string", "stdin": "string", "timeout_seconds": "number"} {
+		for name, typ := range map[string]string{"command": "array", "cwd": "string", "stdin": "string", "timeout_seconds": "number", "request_permissions": "object"} {
 			if props[name].Type != typ {
 				t.Errorf("%s: type %v, want %q", name, props[name].Type, typ)
 			}
 		}
-		if len(props) != 4 || strings.Join(list.Tools[0].InputSchema.Required, ",") != "command" {
+		if len(props) != 5 || strings.Join(list.Tools[0].InputSchema.Required, ",") != "command" {
 			t.Errorf("input schema: %s", r.stdout)
 		}
 		if strings.Contains(r.stderr, "Warning:") || strings.Contains(r.stderr, "Error:") {

@@ -27,6 +27,7 @@ import (
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -625,6 +626,10 @@ func tmpNames() map[string]bool {
 	return m
 }
 
+// goTestTempDir matches the directories testing.T.TempDir makes in /tmp
+// (the test's name, then digits) for any test binary on the machine.
+var goTestTempDir = regexp.MustCompile(`^(Test|Benchmark|Fuzz|Example)[A-Za-z0-9_]*[0-9]+$`)
+
 // sharedTmpName reports whether a name in /tmp is one that any agentbox run
 // on the machine may legitimately hold (a placeholder for a protected name
 // of the /tmp root) while this suite runs.
@@ -654,7 +659,9 @@ func assertNoTmpLeftovers(t testing.TB, before map[string]bool) {
 			t.Errorf("host: %s appeared during the run and is still there", p)
 			continue
 		}
-		if strings.HasPrefix(n, "abtest-") || sharedTmpName(n) {
+		if strings.HasPrefix(n, "abtest-") || sharedTmpName(n) || goTestTempDir.MatchString(n) {
+			// Another suite on the machine (or another package's
+			// test binary) holds these; they say nothing of this run.
 			continue
 		}
 		l := strings.ToLower(n)

@@ -27,9 +27,16 @@ type mcpWire struct {
 
 func startWire(t *testing.T, u *testUser, fx *fixture) *mcpWire {
 	t.Helper()
+	return startWireWith(t, u, fx, "{}")
+}
+
+// startWireWith is startWire with the client declaring the capabilities
+// caps (a JSON object).
+func startWireWith(t *testing.T, u *testUser, fx *fixture, caps string, env ...string) *mcpWire {
+	t.Helper()
 	needBin(t)
 	w := &mcpWire{t: t, stderr: &bytes.Buffer{}}
-	w.cmd = command(u, runOpts{env: fx.env(), dir: fx.ws}, binPath, "mcp", "-C", fx.ws)
+	w.cmd = command(u, runOpts{env: append(fx.env(), env...), dir: fx.ws}, binPath, "mcp", "-C", fx.ws)
 	w.cmd.Stderr = w.stderr
 	var err error
 	if w.in, err = w.cmd.StdinPipe(); err != nil {
@@ -49,7 +56,7 @@ func startWire(t *testing.T, u *testUser, fx *fixture) *mcpWire {
 			t.Logf("agentbox mcp stderr: %s", w.stderr)
 		}
 	})
-	if err := w.c.Open(20 * time.Second); err != nil {
+	if err := w.c.OpenWith(caps, 20*time.Second); err != nil {
 		t.Fatal(err)
 	}
 	return w

@@ -107,6 +107,12 @@ func (p *netoffProbe) check(t *testing.T, stdout, stderr string, rep runReport, 
 	if len(rep.Network.Allowed) != 0 {
 		t.Errorf("report: allowed %+v with the network off", rep.Network.Allowed)
 	}
+	// The request that would have allowed them, for an agent to ask.
+	for _, h := range p.hosts() {
+		if rep.Suggest == nil || !slices.Contains(rep.Suggest.AllowDomains, h) {
+			t.Errorf("report: suggest %+v does not hold %s", rep.Suggest, h)
+		}
+	}
 }
 
 // checkNetoffLine checks that stderr holds exactly one line about the
@@ -138,8 +144,8 @@ func checkQuiet(t *testing.T, stderr string, rep runReport) {
 	if strings.Contains(stderr, "agentbox: network") {
 		t.Errorf("a run that never tried the network printed: %q", stderr)
 	}
-	if rep.Network.Mode != "off" || len(rep.Network.Denied) != 0 {
-		t.Errorf("report of a run that never tried the network: %+v", rep.Network)
+	if rep.Network.Mode != "off" || len(rep.Network.Denied) != 0 || rep.Suggest != nil {
+		t.Errorf("report of a run that never tried the network: %+v, suggest %+v", rep.Network, rep.Suggest)
 	}
 }
 

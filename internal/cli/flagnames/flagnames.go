@@ -13,6 +13,8 @@ var replacer = strings.NewReplacer(
 	"Options.AddDirs", "--add-dir",
 	"Options.Network", "--network",
 	"Options.AllowDomains", "--allow-domain",
+	"Options.Publish", "--publish",
+	"Options.HostPorts", "--host-port",
 	"Options.AllowDegraded", "--allow-degraded",
 	"Options.AllowGitWrites", "--allow-git-writes",
 )

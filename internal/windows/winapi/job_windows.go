@@ -37,7 +37,7 @@ const UIRestrictions = windows.JOB_OBJECT_UILIMIT_HANDLES |
 	windows.JOB_OBJECT_UILIMIT_EXITWINDOWS
 
 // ErrWineUI is why a job under Wine has no UI restrictions.
-var ErrWineUI = errors.New("Wine does not implement JOBOBJECT_BASIC_UI_RESTRICTIONS")
+var ErrWineUI = errors.New("wine does not implement JOBOBJECT_BASIC_UI_RESTRICTIONS")
 
 // InJob reports whether this process is already in a job, which the
 // children it creates then belong to as well.

@@ -64,10 +64,7 @@ func TestBlock(t *testing.T) {
 	if b[len(b)-1] != 0 || b[len(b)-2] != 0 {
 		t.Fatal("block not double-NUL terminated")
 	}
-	var got []string
-	for _, s := range strings.Split(string(utf16.Decode(b[:len(b)-2])), "\x00") {
-		got = append(got, s)
-	}
+	got := strings.Split(string(utf16.Decode(b[:len(b)-2])), "\x00")
 	want := []string{"=C:=C:\\x", "a=3", "b=2", "PATH=b", "SYSTEMROOT=C:\\Windows"}
 	if !slices.Equal(got, want) {
 		t.Errorf("block = %q, want %q", got, want)

@@ -1,0 +1,369 @@
+package linux
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"os/exec"
+	"slices"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Published ports and host ports cross the network namespace's boundary
+// the way the proxy's listeners do (proxy_linux.go): only sockets made
+// inside the namespace travel, over a socketpair of their own, and
+// nothing inside the sandbox ever holds a socket of the host's network.
+//
+//   - A host port (Spec.HostPorts): the init stage (a session's zygote,
+//     once) listens on the sandbox's 127.0.0.1:PORT and [::1]:PORT and
+//     hands the listeners to agentbox, which accepts on them and connects
+//     each connection to the host's same address and port, and nowhere
+//     else.
+//   - A published port (Spec.Publish): a socket's network namespace is
+//     the one it was made in, and agentbox cannot enter the sandbox's
+//     (setns needs CAP_SYS_ADMIN in agentbox's own user namespace). So
+//     the init stage keeps the socketpair open as a socket factory: for
+//     each request agentbox sends, it answers with a new unconnected TCP
+//     socket of the sandbox's namespace, which agentbox itself connects
+//     to the sandbox's 127.0.0.1:INNER for a connection it accepted on
+//     the host's 127.0.0.1:PORT. The factory makes sockets and nothing
+//     else: it connects nowhere, and what a socket reaches is decided
+//     outside the sandbox.
+
+// preparePorts adds the child end of a fresh socketpair to cmd's
+// inherited files and names its fd in spec, when spec has host ports or
+// published ports; nil otherwise. A socketpair of its own, apart from
+// the proxy's: it outlives the handover as the socket factory's.
+func preparePorts(spec *Spec, cmd *exec.Cmd) (*proxySocket, error) {
+	if len(spec.HostPorts) == 0 && !spec.Publish {
+		return nil, nil
+	}
+	if spec.Degraded || spec.Network {
+		return nil, errors.New("published ports and host ports need the sandbox's own network namespace")
+	}
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, &os.SyscallError{Syscall: "socketpair", Err: err}
+	}
+	s := &proxySocket{parent: os.NewFile(uintptr(fds[0]), "ports-parent"), child: os.NewFile(uintptr(fds[1]), "ports-child")}
+	cmd.ExtraFiles = append(cmd.ExtraFiles, s.child)
+	spec.PortsFD = 3 + len(cmd.ExtraFiles) - 1
+	return s, nil
+}
+
+// receivePorts reads the host ports' listeners the sandbox sent on s
+// (from preparePorts), and with publish keeps agentbox's end as the way
+// to the socket factory.
+func receivePorts(s *proxySocket, spec *Spec) (*Ports, error) {
+	if s == nil {
+		return nil, nil
+	}
+	c, err := net.FileConn(s.parent)
+	if err != nil {
+		return nil, err
+	}
+	uc, ok := c.(*net.UnixConn)
+	if !ok {
+		c.Close()
+		return nil, fmt.Errorf("ports socket is a %T", c)
+	}
+	uc.SetReadDeadline(time.Now().Add(10 * time.Second))
+	buf := make([]byte, 1)
+	oob := make([]byte, unix.CmsgSpace(2*len(spec.HostPorts)*4))
+	_, oobn, _, _, err := uc.ReadMsgUnix(buf, oob)
+	if err != nil {
+		uc.Close()
+		return nil, err
+	}
+	fds := parseRights(oob[:oobn])
+	p := &Ports{}
+	for i, fd := range fds {
+		f := os.NewFile(uintptr(fd), "host-port-listener")
+		ln, err := net.FileListener(f)
+		f.Close()
+		if err == nil {
+			err = checkHostPortListener(ln, spec.HostPorts)
+		}
+		if err != nil {
+			if ln != nil {
+				ln.Close()
+			}
+			closeAll(fds[i+1:])
+			p.Close()
+			uc.Close()
+			return nil, fmt.Errorf("host port listener: %w", err)
+		}
+		p.Listeners = append(p.Listeners, ln)
+	}
+	if len(p.Listeners) < len(spec.HostPorts) {
+		p.Close()
+		uc.Close()
+		return nil, fmt.Errorf("got %d host port listeners for %d ports", len(p.Listeners), len(spec.HostPorts))
+	}
+	if spec.Publish {
+		uc.SetReadDeadline(time.Time{})
+		p.factory = uc
+	} else {
+		uc.Close()
+	}
+	return p, nil
+}
+
+// checkHostPortListener makes sure a listener the sandbox sent is one of
+// those asked for: on loopback, at one of ports.
+func checkHostPortListener(ln net.Listener, ports []uint16) error {
+	a, ok := ln.Addr().(*net.TCPAddr)
+	if !ok {
+		return fmt.Errorf("not a TCP listener: %v", ln.Addr())
+	}
+	ap := a.AddrPort()
+	if !ap.Addr().Unmap().IsLoopback() || !slices.Contains(ports, ap.Port()) {
+		return fmt.Errorf("unexpected address %v", ap)
+	}
+	return nil
+}
+
+// Ports is what a sandbox with host ports or published ports handed
+// agentbox: the listeners of its host ports, and the socket factory of
+// its published ports.
+type Ports struct {
+	// Listeners are on the sandbox's 127.0.0.1 and [::1], at the host
+	// ports; the caller accepts on them and connects each connection
+	// to the host's loopback at the listener's own address.
+	Listeners []net.Listener
+
+	mu      sync.Mutex    // one socket request at a time
+	factory *net.UnixConn // nil without published ports; set once
+}
+
+// Close closes the listeners and the way to the factory.
+func (p *Ports) Close() {
+	if p == nil {
+		return
+	}
+	for _, ln := range p.Listeners {
+		ln.Close()
+	}
+	// Not under mu: a socket request may hold it, waiting for the
+	// factory, and closing is what ends that wait.
+	if p.factory != nil {
+		p.factory.Close()
+	}
+}
+
+// dialTimeout bounds a connect into the sandbox: the command's listener
+// may have a full backlog, or none.
+const dialTimeout = 10 * time.Second
+
+// DialInner connects to the sandbox's 127.0.0.1:port with a socket made
+// inside the sandbox's network namespace.
+func (p *Ports) DialInner(port uint16) (net.Conn, error) {
+	fd, err := p.socket()
+	if err != nil {
+		return nil, fmt.Errorf("a socket of the sandbox's network: %w", err)
+	}
+	return connectInner(fd, port)
+}
+
+// socket asks the factory for one TCP socket of the sandbox's network
+// namespace, and checks that it is one.
+func (p *Ports) socket() (int, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.factory == nil {
+		return -1, errors.New("the sandbox has no published ports, or has ended")
+	}
+	p.factory.SetDeadline(time.Now().Add(dialTimeout))
+	if _, err := p.factory.Write([]byte{1}); err != nil {
+		return -1, err
+	}
+	buf := make([]byte, 1)
+	oob := make([]byte, unix.CmsgSpace(4))
+	n, oobn, _, _, err := p.factory.ReadMsgUnix(buf, oob)
+	if err != nil {
+		return -1, err
+	}
+	fds := parseRights(oob[:oobn])
+	if n != 1 || len(fds) != 1 {
+		closeAll(fds)
+		if n == 1 && buf[0] != 0 {
+			return -1, unix.Errno(buf[0])
+		}
+		return -1, errors.New("the sandbox sent no socket")
+	}
+	fd := fds[0]
+	// It must be an unconnected TCP socket: whatever else it were (a
+	// unix socket, a file), agentbox would not be connecting it where
+	// it means to.
+	for _, c := range []struct{ opt, want int }{{unix.SO_DOMAIN, unix.AF_INET}, {unix.SO_TYPE, unix.SOCK_STREAM}, {unix.SO_PROTOCOL, unix.IPPROTO_TCP}} {
+		if v, err := unix.GetsockoptInt(fd, unix.SOL_SOCKET, c.opt); err != nil || v != c.want {
+			unix.Close(fd)
+			return -1, fmt.Errorf("the sandbox sent a socket that is not an IPv4 TCP socket (option %d = %d, %v)", c.opt, v, err)
+		}
+	}
+	if _, err := unix.Getpeername(fd); err == nil {
+		unix.Close(fd)
+		return -1, errors.New("the sandbox sent a connected socket")
+	}
+	return fd, nil
+}
+
+// connectInner connects fd, a socket of the sandbox's network
+// namespace, to its 127.0.0.1:port, within dialTimeout.
+func connectInner(fd int, port uint16) (net.Conn, error) {
+	unix.CloseOnExec(fd)
+	if err := unix.SetNonblock(fd, true); err != nil {
+		unix.Close(fd)
+		return nil, err
+	}
+	f := os.NewFile(uintptr(fd), "inner")
+	defer f.Close()
+	err := unix.Connect(fd, &unix.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}, Port: int(port)})
+	if err != nil && !errors.Is(err, unix.EINPROGRESS) {
+		return nil, &os.SyscallError{Syscall: "connect", Err: err}
+	}
+	if err != nil {
+		rc, err := f.SyscallConn()
+		if err != nil {
+			return nil, err
+		}
+		f.SetWriteDeadline(time.Now().Add(dialTimeout))
+		var soerr int
+		werr := rc.Write(func(fd uintptr) bool {
+			soerr, err = unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_ERROR)
+			if err != nil {
+				return true
+			}
+			// Still connecting: wait for writability.
+			_, perr := unix.Getpeername(int(fd))
+			return soerr != 0 || perr == nil
+		})
+		switch {
+		case werr != nil:
+			return nil, fmt.Errorf("connect: %w", werr)
+		case err != nil:
+			return nil, err
+		case soerr != 0:
+			return nil, &os.SyscallError{Syscall: "connect", Err: unix.Errno(soerr)}
+		}
+	}
+	return net.FileConn(f)
+}
+
+// setupPorts runs in the init stage (a session's zygote), inside the
+// network namespace with loopback up: it makes the host ports' listeners
+// and sends them to agentbox; with published ports it then serves the
+// socket factory for the sandbox's life, else it closes the socketpair.
+func setupPorts(spec *Spec) error {
+	if spec.PortsFD == 0 {
+		return nil
+	}
+	var fds []int
+	defer func() { closeAll(fds) }()
+	for _, port := range spec.HostPorts {
+		fd, err := listenAt(unix.AF_INET, netip.AddrPortFrom(netip.AddrFrom4([4]byte{127, 0, 0, 1}), port))
+		if err != nil {
+			return fmt.Errorf("the host port's listener on the sandbox's 127.0.0.1:%d: %w", port, err)
+		}
+		fds = append(fds, fd)
+		fd, err = listenAt(unix.AF_INET6, netip.AddrPortFrom(netip.IPv6Loopback(), port))
+		switch {
+		case errors.Is(err, unix.EAFNOSUPPORT) || errors.Is(err, unix.EADDRNOTAVAIL):
+			// No IPv6 here: nothing in the sandbox can connect to
+			// [::1] either.
+		case err != nil:
+			return fmt.Errorf("the host port's listener on the sandbox's [::1]:%d: %w", port, err)
+		default:
+			fds = append(fds, fd)
+		}
+	}
+	var rights []byte
+	if len(fds) > 0 {
+		rights = unix.UnixRights(fds...)
+	}
+	if err := unix.Sendmsg(spec.PortsFD, []byte{1}, rights, nil, 0); err != nil {
+		return &os.SyscallError{Syscall: "sendmsg(SCM_RIGHTS)", Err: err}
+	}
+	if !spec.Publish {
+		unix.Close(spec.PortsFD)
+		return nil
+	}
+	go serveSocketFactory(spec.PortsFD)
+	return nil
+}
+
+// serveSocketFactory answers each request on fd with a new TCP socket of
+// this network namespace (or, when none can be made, the errno), until
+// agentbox closes its end.
+func serveSocketFactory(fd int) {
+	defer unix.Close(fd)
+	buf := make([]byte, 1)
+	for {
+		n, _, _, _, err := unix.Recvmsg(fd, buf, nil, 0)
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil || n == 0 {
+			return
+		}
+		s, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, unix.IPPROTO_TCP)
+		if err != nil {
+			errno, _ := err.(unix.Errno)
+			if errno == 0 || errno > 255 {
+				errno = unix.EIO
+			}
+			unix.Sendmsg(fd, []byte{byte(errno)}, nil, nil, 0)
+			continue
+		}
+		err = unix.Sendmsg(fd, []byte{0}, unix.UnixRights(s), nil, 0)
+		unix.Close(s)
+		if err != nil {
+			return
+		}
+	}
+}
+
+// listenAt opens a TCP listener at ap (IPv6 only, for an IPv6 address).
+// Not SO_REUSEADDR: the command must not bind the same port beside it.
+func listenAt(family int, ap netip.AddrPort) (int, error) {
+	fd, err := unix.Socket(family, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return -1, &os.SyscallError{Syscall: "socket", Err: err}
+	}
+	var sa unix.Sockaddr
+	if family == unix.AF_INET6 {
+		unix.SetsockoptInt(fd, unix.IPPROTO_IPV6, unix.IPV6_V6ONLY, 1)
+		sa = &unix.SockaddrInet6{Addr: ap.Addr().As16(), Port: int(ap.Port())}
+	} else {
+		sa = &unix.SockaddrInet4{Addr: ap.Addr().As4(), Port: int(ap.Port())}
+	}
+	if err := unix.Bind(fd, sa); err != nil {
+		unix.Close(fd)
+		return -1, &os.SyscallError{Syscall: "bind", Err: err}
+	}
+	if err := unix.Listen(fd, 256); err != nil {
+		unix.Close(fd)
+		return -1, &os.SyscallError{Syscall: "listen", Err: err}
+	}
+	return fd, nil
+}
+
+// Ports returns what the sandbox handed over for Spec.HostPorts and
+// Spec.Publish (nil without them). The caller serves it and closes it
+// when the process is gone.
+func (p *Process) Ports() *Ports { return p.ports }
+
+// closeHandover closes what the proxy's socketpair brought, for a start
+// that fails after it.
+func closeHandover(lns []net.Listener, r *Resolver) ([]net.Listener, *Resolver) {
+	for _, ln := range lns {
+		ln.Close()
+	}
+	r.Close()
+	return nil, nil
+}

@@ -1,0 +1,38 @@
+package sandbox
+
+import (
+	"errors"
+	"runtime"
+	"strings"
+	"testing"
+
+	"github.com/agentbox/agentbox/internal/rawpolicy"
+	"github.com/agentbox/agentbox/policy"
+)
+
+// TestCheckPorts: published ports and host ports are carried on Linux
+// only; elsewhere a policy with them is refused, naming the option.
+func TestCheckPorts(t *testing.T) {
+	none := rawpolicy.New(rawpolicy.Fields{Mode: policy.WorkspaceWrite})
+	if err := checkPorts(none); err != nil {
+		t.Errorf("no ports: %v", err)
+	}
+	for _, c := range []struct {
+		f    rawpolicy.Fields
+		name string
+	}{
+		{rawpolicy.Fields{Mode: policy.WorkspaceWrite, Publish: []policy.PortMap{{Host: 8080, Inner: 3000}}}, "Options.Publish"},
+		{rawpolicy.Fields{Mode: policy.WorkspaceWrite, HostPorts: []uint16{5432}}, "Options.HostPorts"},
+	} {
+		err := checkPorts(rawpolicy.New(c.f))
+		if runtime.GOOS == "linux" {
+			if err != nil {
+				t.Errorf("%s on linux: %v", c.name, err)
+			}
+			continue
+		}
+		if !errors.Is(err, ErrUnsupported) || !strings.Contains(err.Error(), c.name) || !strings.Contains(err.Error(), runtime.GOOS) {
+			t.Errorf("%s on %s: %v; want ErrUnsupported naming the option and the OS", c.name, runtime.GOOS, err)
+		}
+	}
+}
