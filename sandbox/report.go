@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -33,6 +34,10 @@ type RunReport struct {
 	// request_permissions); absent when nothing was refused that a
 	// request could allow.
 	Suggest *Suggestion `json:"suggest,omitempty"`
+
+	// pol is the policy the command ran under, for SetSuggest's
+	// directories (nil: none suggested).
+	pol *policy.Policy
 }
 
 // Suggestion is the "suggest" section: the directories and domains of a
@@ -164,7 +169,7 @@ func NewRunReport(pol *policy.Policy, exitCode int) *RunReport {
 		mode = NetworkOn
 	}
 	r := &RunReport{ExitCode: exitCode, Network: &NetworkReport{Mode: mode, Allowed: []NetworkAllowed{}, Denied: []NetworkDenied{}},
-		Filesystem: &FilesystemReport{Denied: []FilesystemDenied{}}}
+		Filesystem: &FilesystemReport{Denied: []FilesystemDenied{}}, pol: pol}
 	if pol != nil {
 		for _, t := range pol.PrivateTemps() {
 			r.Tmp = append(r.Tmp, TmpDir{Path: t.Path, Host: t.Dir})
@@ -215,13 +220,47 @@ func (r *RunReport) SetSuggest() {
 	}
 }
 
+// maxSuggestDirs bounds the directories suggested (and the policies
+// resolved to check them).
+const maxSuggestDirs = 5
+
 // suggestDirs is the directories a Request would add for the refused
-// writes of r's filesystem section. The section is not reported yet (it
-// is being built); once it is, this is where its write refusals outside
-// the writable roots become directories to suggest: the nearest existing
-// directory of each refused path that the trust rules would accept as a
-// writable root. Until then it suggests none.
-func suggestDirs(*RunReport) []string { return nil }
+// writes of r's filesystem section: for each refusal outside the writable
+// roots, the nearest existing directory above the path, when the policy
+// would accept it as a writable root ([policy.Policy.Widen]: the trust
+// rules, the protected names). A path refused for another reason (a
+// protected name, .git, a hidden path) is no request's to lift.
+func suggestDirs(r *RunReport) []string {
+	if r.pol == nil || r.Filesystem == nil {
+		return nil
+	}
+	var dirs []string
+	seen := map[string]bool{}
+	for _, d := range r.Filesystem.Denied {
+		if d.Reason != FileReasonOutside || d.Op == FileOpRead || !filepath.IsAbs(d.Path) || len(dirs) == maxSuggestDirs {
+			continue
+		}
+		dir := filepath.Dir(d.Path)
+		for {
+			if fi, err := os.Stat(dir); err == nil && fi.IsDir() {
+				break
+			}
+			up := filepath.Dir(dir)
+			if up == dir {
+				break
+			}
+			dir = up
+		}
+		if seen[dir] {
+			continue
+		}
+		seen[dir] = true
+		if _, err := r.pol.Widen(policy.Widening{AddDirs: []string{dir}}); err == nil {
+			dirs = append(dirs, dir)
+		}
+	}
+	return dirs
+}
 
 // testHostsEnv names a hosts(5)-style file that replaces name resolution
 // for the proxy, so tests can give test names addresses without touching

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -83,6 +84,17 @@ func checkFsReport(t *testing.T, fx *fixture, rep runReport, stderr string, code
 	for _, w := range want {
 		if got[w] < 1 {
 			t.Errorf("report: %+v missing from %+v", w, rep.Filesystem.Denied)
+		}
+	}
+	// The directories a request would add: the one refused outside, and
+	// nothing for .git or a protected name.
+	if rep.Suggest == nil || !slices.Contains(rep.Suggest.AddDirs, out) {
+		t.Errorf("suggest: want add_dirs with %s: %+v", out, rep.Suggest)
+	} else {
+		for _, d := range rep.Suggest.AddDirs {
+			if strings.Contains(d, ".git") || strings.Contains(d, ".codex") {
+				t.Errorf("suggest: %s would open a protected path", d)
+			}
 		}
 	}
 	var lines []string
