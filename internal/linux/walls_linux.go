@@ -137,6 +137,12 @@ func startSupervisor(allow func(string, *unix.Stat_t) bool, opts unixsock.Option
 		files.unavailable = "switched off (AGENTBOX_FSREPORT=0)"
 		return unixsock.Start(allow, opts)
 	}
+	if !kernelAtLeast(5, 5) {
+		// Observing answers with SECCOMP_USER_NOTIF_FLAG_CONTINUE
+		// (Linux 5.5); without it an observed call could not go on.
+		files.unavailable = "the file observer needs Linux 5.5 or later"
+		return unixsock.Start(allow, opts)
+	}
 	files.rec = fsreport.NewRecorder(spec.Files)
 	opts.Files = files.rec.Record
 	sup, err := unixsock.Start(allow, opts)
@@ -265,4 +271,24 @@ func unixMediation(spec *Spec) (func(string, *unix.Stat_t) bool, unixsock.Option
 		}
 		return err == nil && ok
 	}, opts
+}
+
+// kernelAtLeast reports whether the running kernel's release is at least
+// major.minor; false when it cannot be read.
+func kernelAtLeast(major, minor int) bool {
+	var uts unix.Utsname
+	if unix.Uname(&uts) != nil {
+		return false
+	}
+	return releaseAtLeast(unix.ByteSliceToString(uts.Release[:]), major, minor)
+}
+
+// releaseAtLeast compares a kernel release string ("6.18.44-fc-v1098")
+// with major.minor.
+func releaseAtLeast(release string, major, minor int) bool {
+	var ma, mi int
+	if n, _ := fmt.Sscanf(release, "%d.%d", &ma, &mi); n != 2 {
+		return false
+	}
+	return ma > major || ma == major && mi >= minor
 }
