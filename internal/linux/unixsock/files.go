@@ -36,6 +36,7 @@ const (
 	oTrunc   = 0o1000
 	oNofollw = 0o400000
 	oTmpfile = 0o20000000 // __O_TMPFILE
+	oPath    = 0o10000000 // O_PATH: open and openat drop every other flag but a few
 	// oWriteIntent are the flags that make an open a change.
 	oWriteIntent = oWronly | oRdwr | oCreat | oTrunc
 )
@@ -150,6 +151,8 @@ func fileRules(arch string, metadata bool) []seccomp.Rule {
 func openOutcome(flags uint64, exists, isDir bool) string {
 	write := flags&oAccmode == oWronly || flags&oAccmode == oRdwr || flags&oTrunc != 0
 	switch {
+	case flags&oPath != 0:
+		return "" // neither writes nor creates (openat2 refuses the mix)
 	case flags&oTmpfile == oTmpfile:
 		// An unnamed file in the directory the path names.
 		if exists && isDir {

@@ -150,6 +150,7 @@ func TestOpenOutcome(t *testing.T) {
 		{oWronly, true, true, ""}, // EISDIR
 		{oTmpfile | oRdwr, true, true, fsreport.OpCreate},
 		{oTmpfile | oRdwr, false, false, ""},
+		{oPath | oCreat | oWronly, false, false, ""}, // O_PATH drops O_CREAT and the access mode
 	} {
 		if got := openOutcome(c.flags, c.exists, c.isDir); got != c.want {
 			t.Errorf("openOutcome(%#o, exists %v, dir %v) = %q, want %q", c.flags, c.exists, c.isDir, got, c.want)
