@@ -4,10 +4,12 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
 
+	"github.com/agentbox/agentbox/internal/fsreport"
 	"github.com/agentbox/agentbox/internal/netpolicy"
 	"github.com/agentbox/agentbox/internal/netproxy"
 	"github.com/agentbox/agentbox/internal/rawpolicy"
@@ -20,6 +22,9 @@ import (
 type RunReport struct {
 	ExitCode int            `json:"exit_code"`
 	Network  *NetworkReport `json:"network"`
+	// Filesystem is what the sandbox refused the command's file
+	// operations (see [FilesystemReport]).
+	Filesystem *FilesystemReport `json:"filesystem"`
 	// Tmp says where the command's private temporary directories are on
 	// the host (what it wrote to /tmp or $TMPDIR is there, not in the
 	// host's); absent when the policy has none.
@@ -32,6 +37,10 @@ type RunReport struct {
 	// Environment says which of the caller's variables the command did
 	// not get.
 	Environment *EnvironmentReport `json:"environment"`
+
+	// pol is the policy the command ran under, for SetSuggest's
+	// directories (nil: none suggested).
+	pol *policy.Policy
 }
 
 // Suggestion is the "suggest" section: the directories and domains of a
@@ -61,6 +70,70 @@ func nonNil(s []string) []string {
 type TmpDir struct {
 	Path string `json:"path"`
 	Host string `json:"host"`
+}
+
+// FilesystemReport is the "filesystem" section: the file operations the
+// sandbox refused the command, each with the rule that refused it, in the
+// order they first happened. An observer reports them; enforcement is
+// the sandbox's walls, so a race with the command can cost an entry here,
+// never a wall. Unavailable, when set, says why nothing was observed
+// (Denied is then empty for that reason, not because nothing was
+// refused): another platform, or an observer that could not be
+// installed.
+type FilesystemReport struct {
+	Denied      []FilesystemDenied `json:"denied"`
+	Unavailable string             `json:"unavailable,omitempty"`
+}
+
+// FilesystemDenied is one refused file operation and how often it was
+// refused.
+//
+// Op is one of [FileOpWrite], [FileOpCreate], [FileOpDelete],
+// [FileOpRename], [FileOpLink], [FileOpMetadata] and [FileOpRead] (a
+// hidden path). Path is the path as the command named it, made absolute
+// against its working directory or directory descriptor (the rule was
+// applied to where it leads, symlinks followed). Reason names the rule:
+// [FileReasonOutside], [FileReasonGit], [FileReasonHidden], or
+// "protected path NAME" (see [FileReasonProtected]).
+type FilesystemDenied struct {
+	Op     string `json:"op"`
+	Path   string `json:"path"`
+	Reason string `json:"reason"`
+	Count  int    `json:"count"`
+}
+
+// Operations and reasons of [FilesystemDenied].
+const (
+	FileOpWrite    = fsreport.OpWrite
+	FileOpCreate   = fsreport.OpCreate
+	FileOpDelete   = fsreport.OpDelete
+	FileOpRename   = fsreport.OpRename
+	FileOpLink     = fsreport.OpLink
+	FileOpMetadata = fsreport.OpMetadata
+	FileOpRead     = fsreport.OpRead
+
+	FileReasonOutside = fsreport.ReasonOutside
+	FileReasonGit     = fsreport.ReasonGit
+	FileReasonHidden  = fsreport.ReasonHidden
+	// FileReasonProtected starts the reason of a protected path; its
+	// name (".agents", ".git/hooks") follows.
+	FileReasonProtected = fsreport.ReasonProtectedPrefix
+)
+
+// SetFilesystem fills r's filesystem section from an observer's refusals
+// and, when it did not run, why; for callers that carry a report over
+// another channel (the resident helper).
+func (r *RunReport) SetFilesystem(ds []fsreport.Denied, unavailable string) {
+	r.Filesystem = &FilesystemReport{Denied: make([]FilesystemDenied, 0, len(ds)), Unavailable: unavailable}
+	for _, d := range ds {
+		r.Filesystem.Denied = append(r.Filesystem.Denied, FilesystemDenied(d))
+	}
+}
+
+// filesystemReporter is implemented by backends that observe file
+// operations.
+type filesystemReporter interface {
+	files() ([]fsreport.Denied, string)
 }
 
 // Network modes in [NetworkReport].Mode: no network, only the
@@ -113,7 +186,8 @@ func NewRunReport(pol *policy.Policy, exitCode int) *RunReport {
 	case pol != nil && pol.Network():
 		mode = NetworkOn
 	}
-	r := &RunReport{ExitCode: exitCode, Network: &NetworkReport{Mode: mode, Allowed: []NetworkAllowed{}, Denied: []NetworkDenied{}}}
+	r := &RunReport{ExitCode: exitCode, Network: &NetworkReport{Mode: mode, Allowed: []NetworkAllowed{}, Denied: []NetworkDenied{}},
+		Filesystem: &FilesystemReport{Denied: []FilesystemDenied{}}, pol: pol}
 	r.Environment = &EnvironmentReport{Withheld: []string{}}
 	if pol != nil {
 		// What this process's environment loses: the CLI's own runs,
@@ -169,13 +243,47 @@ func (r *RunReport) SetSuggest() {
 	}
 }
 
+// maxSuggestDirs bounds the directories suggested (and the policies
+// resolved to check them).
+const maxSuggestDirs = 5
+
 // suggestDirs is the directories a Request would add for the refused
-// writes of r's filesystem section. The section is not reported yet (it
-// is being built); once it is, this is where its write refusals outside
-// the writable roots become directories to suggest: the nearest existing
-// directory of each refused path that the trust rules would accept as a
-// writable root. Until then it suggests none.
-func suggestDirs(*RunReport) []string { return nil }
+// writes of r's filesystem section: for each refusal outside the writable
+// roots, the nearest existing directory above the path, when the policy
+// would accept it as a writable root ([policy.Policy.Widen]: the trust
+// rules, the protected names). A path refused for another reason (a
+// protected name, .git, a hidden path) is no request's to lift.
+func suggestDirs(r *RunReport) []string {
+	if r.pol == nil || r.Filesystem == nil {
+		return nil
+	}
+	var dirs []string
+	seen := map[string]bool{}
+	for _, d := range r.Filesystem.Denied {
+		if d.Reason != FileReasonOutside || d.Op == FileOpRead || !filepath.IsAbs(d.Path) || len(dirs) == maxSuggestDirs {
+			continue
+		}
+		dir := filepath.Dir(d.Path)
+		for {
+			if fi, err := os.Stat(dir); err == nil && fi.IsDir() {
+				break
+			}
+			up := filepath.Dir(dir)
+			if up == dir {
+				break
+			}
+			dir = up
+		}
+		if seen[dir] {
+			continue
+		}
+		seen[dir] = true
+		if _, err := r.pol.Widen(policy.Widening{AddDirs: []string{dir}}); err == nil {
+			dirs = append(dirs, dir)
+		}
+	}
+	return dirs
+}
 
 // testHostsEnv names a hosts(5)-style file that replaces name resolution
 // for the proxy, so tests can give test names addresses without touching

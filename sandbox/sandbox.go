@@ -38,6 +38,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"sync"
 	"time"
@@ -429,6 +430,11 @@ func (c *Cmd) Wait() error {
 		if p, ok := r.(publishedReporter); ok {
 			c.Report.Network.Published = p.publishedReport()
 		}
+	}
+	if r, ok := c.proc.(filesystemReporter); ok {
+		c.Report.SetFilesystem(r.files())
+	} else {
+		c.Report.Filesystem.Unavailable = "refused file operations are not observed on " + runtime.GOOS
 	}
 	c.Report.SetSuggest()
 	if gerr != nil {

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/agentbox/agentbox/internal/fsreport"
 	"github.com/agentbox/agentbox/internal/linux"
 	"github.com/agentbox/agentbox/internal/linux/apparmor"
 	"github.com/agentbox/agentbox/internal/linux/landlock"
@@ -184,6 +185,9 @@ func prepareLinux(pol *policy.Policy, pool *linux.Pool) (ph *linux.Placeholders,
 		ph.Release()
 		return nil, nil, nil, nil, gh, &StartError{Code: CodeSandboxFailure, Err: err}
 	}
+	if os.Getenv(fsReportEnv) != "0" {
+		spec.Files = fileRules(pol, spec)
+	}
 	return ph, spec, git, td, gh, nil
 }
 
@@ -305,6 +309,8 @@ func (l *linuxProcess) Wait() (*Status, error) {
 	}
 	return &Status{Code: code, Signal: sig}, nil
 }
+
+func (l *linuxProcess) files() ([]fsreport.Denied, string) { return l.p.Files() }
 
 func (l *linuxProcess) Signal(s os.Signal) error { return l.p.Signal(s) }
 func (l *linuxProcess) pid() int                 { return l.p.Pid() }

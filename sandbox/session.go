@@ -3,8 +3,10 @@ package sandbox
 import (
 	"context"
 	"errors"
+	"runtime"
 	"sync"
 
+	"github.com/agentbox/agentbox/internal/fsreport"
 	"github.com/agentbox/agentbox/internal/netpolicy"
 	"github.com/agentbox/agentbox/policy"
 )
@@ -270,6 +272,13 @@ func (p *sessionCmd) networkReport() netpolicy.Report {
 		return r.networkReport()
 	}
 	return netpolicy.Report{}
+}
+
+func (p *sessionCmd) files() ([]fsreport.Denied, string) {
+	if r, ok := p.process.(filesystemReporter); ok {
+		return r.files()
+	}
+	return nil, "refused file operations are not observed on " + runtime.GOOS
 }
 
 func (p *sessionCmd) publishedReport() []NetworkPublished {

@@ -7,6 +7,7 @@ import (
 	"os"
 	"sync"
 
+	"github.com/agentbox/agentbox/internal/fsreport"
 	"github.com/agentbox/agentbox/internal/linux"
 	"github.com/agentbox/agentbox/internal/nameserver"
 	"github.com/agentbox/agentbox/internal/netpolicy"
@@ -384,6 +385,8 @@ func (s *sessionProcess) networkReport() netpolicy.Report {
 	}
 	return netpolicy.Report{}
 }
+
+func (s *sessionProcess) files() ([]fsreport.Denied, string) { return s.p.Files() }
 
 func (s *sessionProcess) Signal(sig os.Signal) error { return s.p.Signal(sig) }
 

@@ -36,6 +36,16 @@ func applyCaches(pol *policy.Policy, spec *linux.Spec, overlays bool) (*linux.Ca
 		spec.Caches = mounts
 	}
 	spec.WritableRoots = append(append([]string{}, spec.WritableRoots...), writable...)
+	if spec.Files != nil {
+		// The caches are writable too (overlays, private directories):
+		// the file observer must not call their writes refused.
+		r := *spec.Files
+		r.Writable = append(append([]string{}, r.Writable...), writable...)
+		for _, m := range mounts {
+			r.Writable = append(r.Writable, m.Target)
+		}
+		spec.Files = &r
+	}
 	env := spec.Env
 	for _, d := range ds {
 		for _, kv := range cacheplan.Env(d, cl.Layers[d.Cache.Name].Private, env) {

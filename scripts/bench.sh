@@ -288,6 +288,36 @@ if [ "$go_rounds" -gt 0 ] && command -v go >/dev/null 2>&1; then
 	}'
 fi
 
+# --- File observer (the run report's filesystem section): lone runs with
+# it on and off (AGENTBOX_FSREPORT=0), alternating: `true` (target <=
+# 1.10x) and `go build ./...` of this project with a warm cache (target
+# <= 1.05x).
+#   FSREPORT_ROUNDS=N   rounds of `true` (default: ROUNDS); go build uses GO_BUILD_ROUNDS
+fs_rounds=${FSREPORT_ROUNDS:-$rounds}
+if [ "$fs_rounds" -gt 0 ]; then
+	cd "$ws"
+	fs_on() { AGENTBOX_RESIDENT=0 "$work/agentbox" run -C "$ws" -- true </dev/null 2>/dev/null; }
+	fs_off() { AGENTBOX_FSREPORT=0 AGENTBOX_RESIDENT=0 "$work/agentbox" run -C "$ws" -- true </dev/null 2>/dev/null; }
+	times[fs_on]="" times[fs_off]=""
+	echo "running $fs_rounds rounds of: true with the file observer on and off" >&2
+	measure "$fs_rounds" fs_on fs_off
+	read -r on _ _ < <(stat fs_on)
+	read -r off _ _ < <(stat fs_off)
+	awk -v a="$on" -v b="$off" 'BEGIN { printf "true, file observer on/off = %.3fx (%.2f / %.2f ms; target <= 1.10)\n", a / b, a / 1000, b / 1000 }'
+	if [ "$go_rounds" -gt 0 ] && command -v go >/dev/null 2>&1; then
+		cd "$root"
+		gofs_on() { AGENTBOX_RESIDENT=0 "$work/agentbox" run -C "$root" -- env PATH="$gobin:$PATH" go build ./...; }
+		gofs_off() { AGENTBOX_FSREPORT=0 AGENTBOX_RESIDENT=0 "$work/agentbox" run -C "$root" -- env PATH="$gobin:$PATH" go build ./...; }
+		gofs_on
+		times[gofs_on]="" times[gofs_off]=""
+		echo "running $go_rounds rounds of: go build ./... with the file observer on and off" >&2
+		measure "$go_rounds" gofs_on gofs_off
+		read -r on _ _ < <(stat gofs_on)
+		read -r off _ _ < <(stat gofs_off)
+		awk -v a="$on" -v b="$off" 'BEGIN { printf "go build ./..., file observer on/off = %.3fx (%.1f / %.1f ms; target <= 1.05)\n", a / b, a / 1000, b / 1000 }'
+	fi
+fi
+
 # --- Workspace size: the check after each command of what it left in
 # the writable roots (planted repositories) must not grow with the tree.
 # `agentbox run -- true` through the warm helper (one per size) and a

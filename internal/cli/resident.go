@@ -63,6 +63,7 @@ func residentOutcome(pol *policy.Policy, timeout time.Duration, res *resident.Re
 	for _, d := range res.Denied {
 		r.Network.Denied = append(r.Network.Denied, sandbox.NetworkDenied(d))
 	}
+	r.SetFilesystem(res.Files, res.FilesUnavailable)
 	r.SetSuggest()
 	refusals.Write(stderr, r)
 	if werr := rep.write(r); werr != nil {

@@ -13,6 +13,7 @@ import (
 	"syscall"
 
 	"github.com/agentbox/agentbox/internal/exitcode"
+	"github.com/agentbox/agentbox/internal/fsreport"
 
 	"github.com/agentbox/agentbox/internal/lookpath"
 
@@ -49,6 +50,10 @@ type message struct {
 	// Unreachable, with Exited, is what the command's connects could
 	// not reach with the network off.
 	Unreachable []Unreachable `json:"unreachable,omitempty"`
+	// Files, with Exited, is what the file observer saw the sandbox
+	// refuse (Spec.Files); FilesUnavailable says why it saw nothing.
+	Files            []fsreport.Denied `json:"files,omitempty"`
+	FilesUnavailable string            `json:"files_unavailable,omitempty"`
 	// NoUserns marks an Error caused by a user namespace without the
 	// capabilities it should have (AppArmor's restriction on Ubuntu).
 	NoUserns bool `json:"no_userns,omitempty"`
@@ -198,7 +203,8 @@ func RunInit() {
 	}
 	// 9. The unix socket supervisor's filter, on this thread only.
 	unreach := newUnreachables(spec)
-	wait4, err := superviseConnects(spec, unreach)
+	var files filesSeen
+	wait4, err := superviseConnects(spec, unreach, &files)
 	restrict(err)
 
 	// 10. The command, forked from this thread: it inherits exactly what
@@ -227,7 +233,7 @@ func RunInit() {
 	if err != nil {
 		fail(exitcode.SandboxFailure, fmt.Errorf("waiting for the command: %w", err))
 	}
-	m := message{Exited: true, Unreachable: unreach.list()}
+	m := message{Exited: true, Unreachable: unreach.list(), Files: files.denied(maxFilesMessage), FilesUnavailable: files.unavailable}
 	if ws.Signaled() {
 		m.Signal = int(ws.Signal())
 		report(m)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/agentbox/agentbox/internal/fsreport"
 	"io"
 	"net"
 	"os"
@@ -41,6 +42,10 @@ type Process struct {
 	// unreachable is what the command's connects could not reach, from
 	// the init's last report.
 	unreachable []Unreachable
+	// files and filesUnavailable are the file observer's, from the
+	// init's last report.
+	files            []fsreport.Denied
+	filesUnavailable string
 	// relay copies the streams agentbox relays (stdio_linux.go).
 	relay     *stdioRelay
 	waitDelay time.Duration
@@ -249,6 +254,7 @@ func (p *Process) Wait() (code, signal int, err error) {
 	}
 	if merr == nil && m.Exited {
 		p.unreachable = m.Unreachable
+		p.files, p.filesUnavailable = m.Files, m.FilesUnavailable
 		return m.Status, m.Signal, nil
 	}
 	// No report: the init stage itself was killed (timeout, cancel, or
@@ -368,4 +374,11 @@ func initSysProcAttr(spec *Spec) *syscall.SysProcAttr {
 		}
 	}
 	return attr
+}
+
+// Files is what the file observer saw the sandbox refuse the command, and
+// when it did not run, why (empty when it ran, or when the command's end
+// was not reported). Call it after Wait.
+func (p *Process) Files() ([]fsreport.Denied, string) {
+	return p.files, p.filesUnavailable
 }

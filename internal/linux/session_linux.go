@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/agentbox/agentbox/internal/fsreport"
 	"io"
 	"net"
 	"os"
@@ -351,12 +352,17 @@ type SessionProcess struct {
 	// unreachable is what the command's connects could not reach, from
 	// the zygote's last answer.
 	unreachable []Unreachable
+	// files and filesUnavailable are the file observer's, from the
+	// zygote's last answer.
+	files            []fsreport.Denied
+	filesUnavailable string
 }
 
 // answer reads the zygote's next answer for this command; the zygote
 // gone (its end of the reply socket closed) is an error.
 func (p *SessionProcess) answer() (zresp, error) {
-	var buf [4096]byte
+	// An exit answer carries the file refusals (maxFilesAnswer).
+	buf := make([]byte, 64<<10)
 	// Room for a command's two proxy listeners.
 	oob := make([]byte, unix.CmsgSpace(2*4))
 	rc, err := p.reply.SyscallConn()
@@ -562,6 +568,7 @@ func (p *SessionProcess) Wait() (code, signal int, err error) {
 		return 0, 0, errors.New(r.Error)
 	}
 	p.unreachable = r.Unreachable
+	p.files, p.filesUnavailable = r.Files, r.FilesUnavailable
 	return r.Status, r.Signal, nil
 }
 
@@ -727,4 +734,11 @@ func (rl *relay) wait() {
 	for _, f := range rl.parent {
 		f.Close()
 	}
+}
+
+// Files is what the file observer saw the sandbox refuse the command, and
+// when it did not run, why (empty when it ran, or when the command's end
+// was not reported). Call it after Wait.
+func (p *SessionProcess) Files() ([]fsreport.Denied, string) {
+	return p.files, p.filesUnavailable
 }

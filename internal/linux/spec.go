@@ -19,6 +19,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/agentbox/agentbox/internal/fspath"
+	"github.com/agentbox/agentbox/internal/fsreport"
 	"github.com/agentbox/agentbox/internal/rawpolicy"
 	"github.com/agentbox/agentbox/internal/wirestr"
 	"github.com/agentbox/agentbox/policy"
@@ -57,6 +58,12 @@ type Spec struct {
 	// outside WritableRoots (host daemons under /run, $XDG_RUNTIME_DIR,
 	// $SSH_AUTH_SOCK); see package unixsock. Set with the network on too.
 	MediateUnixConnect bool `json:"mediate_unix_connect"`
+	// Files, when set, has the connect supervisor observe the command's
+	// write-intent file calls and judge them by these rules, for the run
+	// report's "filesystem" section (package fsreport). It needs
+	// MediateUnixConnect (one listener per filter chain); it only
+	// reports, and a filter that cannot take it runs without it.
+	Files *fsreport.Rules `json:"files,omitempty"`
 	// AllowUnixSockets are socket paths (real paths) the supervisor lets
 	// the command connect to wherever they are.
 	AllowUnixSockets []string `json:"allow_unix_sockets,omitempty"`

@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/agentbox/agentbox/internal/fspath"
+	"github.com/agentbox/agentbox/internal/fsreport"
 	"github.com/agentbox/agentbox/internal/linux/landlock"
 	"github.com/agentbox/agentbox/internal/linux/seccomp"
 	"github.com/agentbox/agentbox/internal/linux/unixsock"
@@ -97,8 +98,9 @@ func installSeccomp(spec *Spec) error {
 //
 // With the network off it records in unreach the destinations the
 // command could not reach.
-func superviseConnects(spec *Spec, unreach *unreachables) (waitFunc, error) {
+func superviseConnects(spec *Spec, unreach *unreachables, files *filesSeen) (waitFunc, error) {
 	if !spec.MediateUnixConnect {
+		files.unavailable = "no connect supervisor to observe them"
 		return unix.Wait4, nil
 	}
 	allow, opts := unixMediation(spec)
@@ -108,11 +110,61 @@ func superviseConnects(spec *Spec, unreach *unreachables) (waitFunc, error) {
 	if g := transparentGate(spec, unreach); g != nil {
 		opts.AllowInet = g
 	}
-	sup, err := unixsock.Start(allow, opts)
+	sup, err := startSupervisor(allow, opts, spec, files)
 	if err != nil {
 		return nil, fmt.Errorf("unix socket mediation: %w", err)
 	}
 	return sup.Wait4, nil
+}
+
+// Budgets for the file refusals a message carries: the init's status
+// pipe is read line by line, whatever the length; a session's answer is
+// one datagram of the reader's buffer (maxAnswer).
+const (
+	maxFilesMessage = 1 << 20
+	maxFilesAnswer  = 32 << 10
+)
+
+// filesSeen is what a command's file observer recorded, or why there
+// was none.
+type filesSeen struct {
+	rec         *fsreport.Recorder
+	unavailable string
+}
+
+// denied is the refusals for the init's last message, fitted to budget
+// bytes.
+func (f *filesSeen) denied(budget int) []fsreport.Denied {
+	if f.rec == nil {
+		return nil
+	}
+	return fsreport.Fit(f.rec.List(), budget)
+}
+
+// startSupervisor starts the connect supervisor with file observation
+// when the spec asks for it (spec.Files). The observer only reports: a
+// filter that cannot take its rules is installed without them, and files
+// says why nothing was observed.
+func startSupervisor(allow func(string, *unix.Stat_t) bool, opts unixsock.Options, spec *Spec, files *filesSeen) (*unixsock.Supervisor, error) {
+	if spec.Files == nil {
+		files.unavailable = "switched off (AGENTBOX_FSREPORT=0)"
+		return unixsock.Start(allow, opts)
+	}
+	if !kernelAtLeast(5, 5) {
+		// Observing answers with SECCOMP_USER_NOTIF_FLAG_CONTINUE
+		// (Linux 5.5); without it an observed call could not go on.
+		files.unavailable = "the file observer needs Linux 5.5 or later"
+		return unixsock.Start(allow, opts)
+	}
+	files.rec = fsreport.NewRecorder(spec.Files)
+	opts.Files = files.rec.Record
+	sup, err := unixsock.Start(allow, opts)
+	if err == nil {
+		return sup, nil
+	}
+	files.rec, files.unavailable = nil, fmt.Sprintf("the file observer could not be installed: %v", err)
+	opts.Files = nil
+	return unixsock.Start(allow, opts)
 }
 
 // stickyRoots are the writable roots whose directory is sticky: shared
@@ -232,4 +284,24 @@ func unixMediation(spec *Spec) (func(string, *unix.Stat_t) bool, unixsock.Option
 		}
 		return err == nil && ok
 	}, opts
+}
+
+// kernelAtLeast reports whether the running kernel's release is at least
+// major.minor; false when it cannot be read.
+func kernelAtLeast(major, minor int) bool {
+	var uts unix.Utsname
+	if unix.Uname(&uts) != nil {
+		return false
+	}
+	return releaseAtLeast(unix.ByteSliceToString(uts.Release[:]), major, minor)
+}
+
+// releaseAtLeast compares a kernel release string ("6.18.44-fc-v1098")
+// with major.minor.
+func releaseAtLeast(release string, major, minor int) bool {
+	var ma, mi int
+	if n, _ := fmt.Sscanf(release, "%d.%d", &ma, &mi); n != 2 {
+		return false
+	}
+	return ma > major || ma == major && mi >= minor
 }

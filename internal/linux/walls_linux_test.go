@@ -124,3 +124,17 @@ func errorsIs(err error, want syscall.Errno) bool {
 	}
 	return err == want
 }
+
+func TestReleaseAtLeast(t *testing.T) {
+	for _, c := range []struct {
+		rel  string
+		want bool
+	}{
+		{"6.18.44-fc-v1098", true}, {"5.5.0", true}, {"5.4.250-generic", false},
+		{"4.19.0", false}, {"5.10", true}, {"garbage", false}, {"", false},
+	} {
+		if got := releaseAtLeast(c.rel, 5, 5); got != c.want {
+			t.Errorf("releaseAtLeast(%q, 5, 5) = %v, want %v", c.rel, got, c.want)
+		}
+	}
+}

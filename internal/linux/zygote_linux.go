@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/agentbox/agentbox/internal/fsreport"
 	"net/netip"
 	"os"
 	"runtime"
@@ -111,6 +112,10 @@ type zresp struct {
 	// Unreachable, with Exited, is what the command's connects could
 	// not reach with the network off.
 	Unreachable []Unreachable `json:"unreachable,omitempty"`
+	// Files and FilesUnavailable, with Exited, are the file
+	// observer's (see message).
+	Files            []fsreport.Denied `json:"files,omitempty"`
+	FilesUnavailable string            `json:"files_unavailable,omitempty"`
 
 	fds []int // received with the answer (the client's side only)
 }
@@ -462,7 +467,8 @@ func (z *zygote) worker() {
 	// before, records its name server sockets under it.
 	var id atomic.Uint32
 	unreach := newUnreachables(z.spec)
-	sup, perr := z.prepare(&id, unreach)
+	var files filesSeen
+	sup, perr := z.prepare(&id, unreach, &files)
 	var in *waitingInit
 	if perr == nil && z.spec.Init != "" {
 		in, perr = z.startInit()
@@ -514,7 +520,7 @@ func (z *zygote) worker() {
 	as := c.as
 	unix.Close(c.pidfd)
 	z.mu.Unlock()
-	m := zresp{ID: r.ID, Exited: true, Unreachable: unreach.list()}
+	m := zresp{ID: r.ID, Exited: true, Unreachable: unreach.list(), Files: files.denied(maxFilesAnswer), FilesUnavailable: files.unavailable}
 	switch {
 	case reported >= 0:
 		m.Status = reported
@@ -551,7 +557,7 @@ func wait4(pid int, ws *unix.WaitStatus) error {
 // seccomp last but one (its filter is what the command inherits); the unix
 // socket supervisor's filter goes after the main one, which must not be
 // installed with TSYNC on top of it.
-func (z *zygote) prepare(id *atomic.Uint32, unreach *unreachables) (*unixsock.Supervisor, error) {
+func (z *zygote) prepare(id *atomic.Uint32, unreach *unreachables, files *filesSeen) (*unixsock.Supervisor, error) {
 	spec := z.spec
 	if err := thisThread(unix.PR_SET_NO_NEW_PRIVS, 1, 0); err != nil {
 		return nil, &os.SyscallError{Syscall: "prctl(PR_SET_NO_NEW_PRIVS)", Err: err}
@@ -582,12 +588,13 @@ func (z *zygote) prepare(id *atomic.Uint32, unreach *unreachables) (*unixsock.Su
 		if g := transparentGate(spec, unreach); g != nil {
 			opts.AllowInet = g
 		}
-		sup, err := unixsock.Start(allow, opts)
+		sup, err := startSupervisor(allow, opts, spec, files)
 		if err != nil {
 			return nil, fmt.Errorf("unix socket mediation: %w", err)
 		}
 		return sup, nil
 	}
+	files.unavailable = "no connect supervisor to observe them"
 	return nil, nil
 }
 

@@ -20,6 +20,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentbox/agentbox/internal/fsreport"
 	"github.com/agentbox/agentbox/internal/netpolicy"
 	"github.com/agentbox/agentbox/internal/rawpolicy"
 	"github.com/agentbox/agentbox/internal/wirestr"
@@ -76,7 +77,16 @@ type Result struct {
 	// off: the names it looked up, the hosts it asked the proxy for), at
 	// most maxDenied entries and the rest counted in one more.
 	Denied []netpolicy.Denied
+	// Files is what the sandbox refused the command's file operations,
+	// fitted to maxFiles bytes; FilesUnavailable says why nothing was
+	// observed (the run report's "filesystem" section).
+	Files            []fsreport.Denied
+	FilesUnavailable string
 }
+
+// maxFiles bounds the bytes of file refusals a reply carries: with
+// maxDenied network refusals it fits the client's 64 KiB buffer.
+const maxFiles = 16 << 10
 
 // maxDenied bounds the refusals a reply carries, so that it fits in one
 // message of the client's buffer.
@@ -135,6 +145,10 @@ type reply struct {
 	Diag     string `json:"diag,omitempty"`   // the run's notes for stderr
 	// Denied is the run report's network.denied (see Result.Denied).
 	Denied []netpolicy.Denied `json:"denied,omitempty"`
+	// Files and FilesUnavailable are the run report's filesystem
+	// section (see Result.Files).
+	Files            []fsreport.Denied `json:"files,omitempty"`
+	FilesUnavailable string            `json:"files_unavailable,omitempty"`
 	// Busy answers a stop-idle request the helper did not stop for: the
 	// connections it serves (commands running, or being prepared).
 	Busy int `json:"busy,omitempty"`

@@ -19,6 +19,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/agentbox/agentbox/internal/agentdirs"
+	"github.com/agentbox/agentbox/internal/fsreport"
 	"github.com/agentbox/agentbox/internal/netpolicy"
 	"github.com/agentbox/agentbox/internal/rawpolicy"
 	"github.com/agentbox/agentbox/internal/resident/fastpath"
@@ -759,6 +760,13 @@ func (s *server) run(fd int, sess *sandbox.Session, r *runRequest, stdio [3]*os.
 			rep.Denied = append(rep.Denied, netpolicy.Denied(d))
 		}
 		rep.Denied = capDenied(rep.Denied)
+	}
+	if c.Report != nil && c.Report.Filesystem != nil {
+		for _, d := range c.Report.Filesystem.Denied {
+			rep.Files = append(rep.Files, fsreport.Denied(d))
+		}
+		rep.Files = fsreport.Fit(rep.Files, maxFiles)
+		rep.FilesUnavailable = c.Report.Filesystem.Unavailable
 	}
 	out.exited(fd, rep)
 	// The CLI closes its end on this reply; the lifeline then ends.

@@ -61,6 +61,15 @@ type runReport struct {
 			Count  int    `json:"count"`
 		} `json:"denied"`
 	} `json:"network"`
+	Filesystem *struct {
+		Denied []struct {
+			Op     string `json:"op"`
+			Path   string `json:"path"`
+			Reason string `json:"reason"`
+			Count  int    `json:"count"`
+		} `json:"denied"`
+		Unavailable string `json:"unavailable"`
+	} `json:"filesystem"`
 	Suggest *struct {
 		AddDirs      []string `json:"add_dirs"`
 		AllowDomains []string `json:"allow_domains"`

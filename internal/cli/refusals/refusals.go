@@ -1,18 +1,24 @@
-// Package refusals prints the network refusals of a run the way agentbox's
-// CLI and its MCP server show them at the end of a command.
+// Package refusals prints the refusals of a run (file operations of a
+// command that failed, network destinations) the way agentbox's CLI and
+// its MCP server show them at the end of a command.
 package refusals
 
 import (
 	"fmt"
 	"io"
 	"net"
+	"path/filepath"
 	"strconv"
+	"strings"
 
+	"github.com/agentbox/agentbox/internal/fsreport"
 	"github.com/agentbox/agentbox/internal/netpolicy"
 	"github.com/agentbox/agentbox/sandbox"
 )
 
-// Write prints what the network refused the run. With an allow-list, one
+// Write prints what the sandbox refused the run: for a command that
+// exited non-zero, its refused file operations (writeFiles); then what
+// the network refused. With an allow-list, one
 // line per refused destination, "agentbox: network: refused host:port
 // (reason[, N times])", or "refused the name host (...)" for a look-up
 // the sandbox's name server refused. With the network off, one line for them all,
@@ -21,7 +27,11 @@ import (
 // with --allow-domain HOST". A nil report, one without a network section
 // or without refusals prints nothing.
 func Write(w io.Writer, r *sandbox.RunReport) {
-	if r == nil || r.Network == nil || len(r.Network.Denied) == 0 {
+	if r == nil {
+		return
+	}
+	writeFiles(w, r)
+	if r.Network == nil || len(r.Network.Denied) == 0 {
 		return
 	}
 	if r.Network.Mode == sandbox.NetworkOff {
@@ -76,15 +86,69 @@ func writeOff(w io.Writer, denied []sandbox.NetworkDenied) {
 	fmt.Fprintln(w, line)
 }
 
-// GitWritesHint prints how to let git write, for a command that exited
-// non-zero after a write under a .git directory (path) was refused
-// because allow_git_writes is off.
-//
-// It is the seam for the filesystem section of the run report: agentbox
-// does not yet observe refused writes (the observer of refused file
-// operations is to come), so nothing calls it today; once the report
-// lists refused writes, Write calls it for the first one under .git of a
-// run that failed, at most once.
-func GitWritesHint(w io.Writer, path string) {
-	fmt.Fprintf(w, "agentbox: a write to %s was refused: .git is read-only in the sandbox; to let git commit, run with --allow-git-writes (or set allow_git_writes = true in [sandbox_workspace_write])\n", path)
+// maxFileLines bounds the lines Write prints for the file refusals.
+const maxFileLines = 5
+
+// writeFiles prints what the sandbox refused the command's file
+// operations, for a command that failed: one line per refusal, "agentbox:
+// filesystem: refused OP PATH (REASON[, N times]; HOW TO ALLOW)", at most
+// five lines, the fifth counting the rest when there are more.
+func writeFiles(w io.Writer, r *sandbox.RunReport) {
+	if r.Filesystem == nil || r.ExitCode == 0 {
+		return
+	}
+	var ds []sandbox.FilesystemDenied
+	others := 0
+	for _, d := range r.Filesystem.Denied {
+		if d.Path == fsreport.OtherPaths {
+			others += d.Count
+			continue
+		}
+		ds = append(ds, d)
+	}
+	shown := ds
+	if len(ds) > maxFileLines || len(ds) == maxFileLines && others > 0 {
+		shown = ds[:maxFileLines-1]
+	}
+	for _, d := range shown {
+		fmt.Fprintf(w, "agentbox: filesystem: refused %s %s (%s)\n", d.Op, d.Path, fileWhy(d))
+	}
+	if rest := len(ds) - len(shown); rest > 0 || others > 0 {
+		more := fmt.Sprintf("%d more", rest)
+		if others > 0 {
+			more = "more"
+		}
+		fmt.Fprintf(w, "agentbox: filesystem: refused %s (--report FILE lists them)\n", more)
+	}
+}
+
+// fileWhy is the parenthesis of a file refusal's line: the rule, how
+// often, and the narrowest way to allow it where there is one.
+func fileWhy(d sandbox.FilesystemDenied) string {
+	why := d.Reason
+	if d.Reason == sandbox.FileReasonGit {
+		why = ".git is read-only"
+	}
+	if d.Count > 1 {
+		why += fmt.Sprintf(", %d times", d.Count)
+	}
+	switch d.Reason {
+	case sandbox.FileReasonGit:
+		why += "; --allow-git-writes to allow"
+	case sandbox.FileReasonOutside:
+		if dir := filepath.Dir(d.Path); filepath.IsAbs(d.Path) && dir != "/" && dir != d.Path {
+			why += "; --add-dir " + shellQuote(dir) + " to allow"
+		}
+	}
+	return why
+}
+
+// shellQuote quotes s for a POSIX shell when it needs it.
+func shellQuote(s string) string {
+	if s != "" && !strings.ContainsFunc(s, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("/._-+,:@%=", r))
+	}) {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }

@@ -55,11 +55,40 @@ func TestWriteNetworkOff(t *testing.T) {
 	}
 }
 
-func TestGitWritesHint(t *testing.T) {
-	var b strings.Builder
-	GitWritesHint(&b, "/ws/.git/index.lock")
-	want := "agentbox: a write to /ws/.git/index.lock was refused: .git is read-only in the sandbox; to let git commit, run with --allow-git-writes (or set allow_git_writes = true in [sandbox_workspace_write])\n"
-	if b.String() != want {
-		t.Errorf("got %q, want %q", b.String(), want)
+func TestWriteFiles(t *testing.T) {
+	d := func(op, path, reason string, n int) sandbox.FilesystemDenied {
+		return sandbox.FilesystemDenied{Op: op, Path: path, Reason: reason, Count: n}
+	}
+	rep := func(code int, ds ...sandbox.FilesystemDenied) *sandbox.RunReport {
+		return &sandbox.RunReport{ExitCode: code, Filesystem: &sandbox.FilesystemReport{Denied: ds}}
+	}
+	for _, c := range []struct {
+		r    *sandbox.RunReport
+		want string
+	}{
+		{rep(0, d("write", "/etc/x", sandbox.FileReasonOutside, 1)), ""},
+		{rep(1, d("write", "/etc/x", sandbox.FileReasonOutside, 1)),
+			"agentbox: filesystem: refused write /etc/x (outside the writable roots; --add-dir /etc to allow)\n"},
+		{rep(1, d("create", "/ws/.git/index.lock", sandbox.FileReasonGit, 2)),
+			"agentbox: filesystem: refused create /ws/.git/index.lock (.git is read-only, 2 times; --allow-git-writes to allow)\n"},
+		{rep(2, d("create", "/ws/.agents/x", "protected path .agents", 1), d("delete", "/x", sandbox.FileReasonOutside, 1)),
+			"agentbox: filesystem: refused create /ws/.agents/x (protected path .agents)\n" +
+				"agentbox: filesystem: refused delete /x (outside the writable roots)\n"},
+		{rep(1, d("create", "/my dir/it's", sandbox.FileReasonOutside, 1)),
+			"agentbox: filesystem: refused create /my dir/it's (outside the writable roots; --add-dir '/my dir' to allow)\n"},
+		{rep(1, d("write", "/a/1", sandbox.FileReasonOutside, 1), d("write", "/a/2", sandbox.FileReasonOutside, 1),
+			d("write", "/a/3", sandbox.FileReasonOutside, 1), d("write", "/a/4", sandbox.FileReasonOutside, 1),
+			d("write", "/a/5", sandbox.FileReasonOutside, 1), d("write", "/a/6", sandbox.FileReasonOutside, 1)),
+			"agentbox: filesystem: refused write /a/1 (outside the writable roots; --add-dir /a to allow)\n" +
+				"agentbox: filesystem: refused write /a/2 (outside the writable roots; --add-dir /a to allow)\n" +
+				"agentbox: filesystem: refused write /a/3 (outside the writable roots; --add-dir /a to allow)\n" +
+				"agentbox: filesystem: refused write /a/4 (outside the writable roots; --add-dir /a to allow)\n" +
+				"agentbox: filesystem: refused 2 more (--report FILE lists them)\n"},
+	} {
+		var b strings.Builder
+		Write(&b, c.r)
+		if b.String() != c.want {
+			t.Errorf("%+v:\n got %q\nwant %q", c.r.Filesystem.Denied, b.String(), c.want)
+		}
 	}
 }

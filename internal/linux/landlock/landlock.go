@@ -154,6 +154,10 @@ var devices = []string{
 	"/dev/tty", "/dev/ptmx", "/dev/pts",
 }
 
+// WritableDevices are the devices every sandbox may write, whatever its
+// roots (those that exist on this machine are granted).
+func WritableDevices() []string { return slices.Clone(devices) }
+
 // hostDevReadable are the entries of the host's /dev a HostDev command
 // may open for reading: the devices above but the host's ptys, and the
 // directories POSIX IPC lives in.

@@ -397,6 +397,9 @@ func TestSyscallNumbersMatchHost(t *testing.T) {
 		"setxattrat": unix.SYS_SETXATTRAT, "removexattrat": unix.SYS_REMOVEXATTRAT, "file_setattr": unix.SYS_FILE_SETATTR,
 		"prlimit64": unix.SYS_PRLIMIT64,
 		"openat":    unix.SYS_OPENAT, "mknodat": unix.SYS_MKNODAT, "openat2": unix.SYS_OPENAT2,
+		"mkdirat": unix.SYS_MKDIRAT, "unlinkat": unix.SYS_UNLINKAT, "symlinkat": unix.SYS_SYMLINKAT,
+		"linkat": unix.SYS_LINKAT, "renameat": unix.SYS_RENAMEAT, "renameat2": unix.SYS_RENAMEAT2,
+		"truncate": unix.SYS_TRUNCATE,
 	}
 	for name, nr := range archOnlyNumbers {
 		host[name] = nr

@@ -11,6 +11,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/agentbox/agentbox/internal/fsreport"
 )
 
 // Kernel limits the mediated calls apply to their arguments.
@@ -40,6 +42,9 @@ type metaReq struct {
 	name    string
 	value   []byte
 	xflags  int
+	// seen is the file as the command named it, for [Options].Files;
+	// nil when nobody asks or it could not be resolved.
+	seen *resolved
 }
 
 func (s *Supervisor) handleMeta(n *notif, c metaCall) {
@@ -53,6 +58,11 @@ func (s *Supervisor) handleMeta(n *notif, c metaCall) {
 	}
 	if m.fd >= 0 {
 		unix.Close(m.fd)
+	}
+	// Recorded before the answer: once answered, the command may end,
+	// and its report be taken, before this goroutine gets further.
+	if m.seen != nil && (errno == unix.EPERM || errno == unix.EROFS || errno == unix.EACCES) {
+		s.opts.Files(fsreport.OpMetadata, m.seen.path, m.seen.real)
 	}
 	resp := &notifResp{ID: n.ID, Error: -int32(errno)}
 	unix.Syscall(unix.SYS_IOCTL, uintptr(s.fd), unix.SECCOMP_IOCTL_NOTIF_SEND, uintptr(unsafe.Pointer(resp)))
@@ -222,6 +232,15 @@ func (s *Supervisor) gatherMeta(n *notif, m *metaReq) {
 		if m.fd, m.errno = resolveIn(pidfd, tid, c, n, path, flags, nofollow); m.errno != 0 {
 			return
 		}
+		if s.opts.Files != nil {
+			dirfd := atFdcwd
+			if c.fd >= 0 {
+				dirfd = argInt(n, c.fd)
+			}
+			if r, ok := resolveAt(tid, dirfd, path, nofollow); ok {
+				m.seen = &r
+			}
+		}
 	}
 	if !s.valid(n.ID) {
 		m.errno = unix.ESRCH
@@ -242,6 +261,9 @@ func (s *Supervisor) gatherMeta(n *notif, m *metaReq) {
 	// are the command's own or relayed by agentbox; a path must be
 	// inside what the policy allows. A deleted file is judged by the
 	// name it had.
+	if m.byFd && s.opts.Files != nil && strings.HasPrefix(real, "/") && !strings.HasSuffix(real, " (deleted)") && !inProc(real) {
+		m.seen = &resolved{path: real, real: real, exists: true}
+	}
 	if strings.HasPrefix(real, "/") && !s.opts.Metadata(strings.TrimSuffix(real, " (deleted)")) {
 		m.errno = unix.EPERM
 	}

@@ -18,7 +18,7 @@ func TestMetadataProgramInVM(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			a := archFor(t, name)
 			vmFor := func(metadata bool) *bpf.VM {
-				prog, err := buildProgram(name, metadata)
+				prog, err := buildProgram(name, metadata, false)
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -117,15 +117,19 @@ var rules = []seccomp.Rule{
 // main filter uses. Only the low 32 bits of arguments are compared, which
 // is exact: the kernel takes family and type as int.
 func BuildProgram(archName string) ([]bpf.RawInstruction, error) {
-	return buildProgram(archName, false)
+	return buildProgram(archName, false, false)
 }
 
 // buildProgram is [BuildProgram], with the metadata calls added when
-// metadata is set (see metadata.go).
-func buildProgram(archName string, metadata bool) ([]bpf.RawInstruction, error) {
-	rs := rules
+// metadata is set (see metadata.go) and the observed file calls when
+// files is (files.go).
+func buildProgram(archName string, metadata, files bool) ([]bpf.RawInstruction, error) {
+	rs := append([]seccomp.Rule{}, rules...)
 	if metadata {
-		rs = append(append([]seccomp.Rule{}, rules...), metadataRules(archName)...)
+		rs = append(rs, metadataRules(archName)...)
+	}
+	if files {
+		rs = append(rs, fileRules(archName, metadata)...)
 	}
 	prog, err := seccomp.Build(archName, rs)
 	if err != nil {

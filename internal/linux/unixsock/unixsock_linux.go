@@ -54,24 +54,29 @@ const (
 // seccomp filter installed with TSYNC must come first: TSYNC after this
 // one would copy it to every thread.
 func Install() (int, error) {
-	return install(false)
+	return install(false, false)
 }
 
-func install(metadata bool) (int, error) {
-	p := &programs[0]
+func install(metadata, files bool) (int, error) {
+	i := 0
 	if metadata {
-		p = &programs[1]
+		i |= 1
 	}
-	p.once.Do(func() { p.prog, p.err = buildProgram(runtime.GOARCH, metadata) })
+	if files {
+		i |= 2
+	}
+	p := &programs[i]
+	p.once.Do(func() { p.prog, p.err = buildProgram(runtime.GOARCH, metadata, files) })
 	if p.err != nil {
 		return -1, p.err
 	}
 	return seccomp.InstallListener(p.prog)
 }
 
-// programs are the filters of install, without and with metadata, built
-// once: a session's zygote installs one for every command.
-var programs [2]struct {
+// programs are the filters of install, with and without metadata and
+// file observation, each built once: a session's zygote installs one for
+// every command.
+var programs [4]struct {
 	once sync.Once
 	prog []bpf.RawInstruction
 	err  error
@@ -102,6 +107,23 @@ type Supervisor struct {
 	// meta maps the numbers of the mediated metadata calls to their
 	// layout; empty without [Options].Metadata.
 	meta map[int32]metaCall
+	// files maps the numbers of the observed file calls to their
+	// layout; empty without [Options].Files.
+	files map[int32]fileCall
+	// recvMu serializes receiving, which the serve goroutine and the
+	// installing thread (while it waits) both do; paused counts the
+	// installing thread's waits, during which the serve goroutine
+	// sleeps on pauseCond; pauseFd wakes it from its poll for that.
+	recvMu    sync.Mutex
+	pauseMu   sync.Mutex
+	pauseCond *sync.Cond
+	paused    int
+	pauseFd   int
+	// tid is the thread that installed the filter: its own observed
+	// calls (a zygote opening /dev/null for a command's init) are
+	// answered at once, since the work of gathering them would wait for
+	// that very thread.
+	tid int
 }
 
 // Options adjust what the supervisor lets through.
@@ -145,6 +167,15 @@ type Options struct {
 	// left, and tools (tmux, emacs, ssh's ControlMaster) replace a stale
 	// socket only on ECONNREFUSED.
 	Stale func(realPath string) bool
+	// Files, when set, is told about the command's calls that change
+	// the filesystem (files.go): the operation (an fsreport op), the
+	// path as the command named it made absolute, and the real path it
+	// resolves to; it says whether the sandbox refuses the operation
+	// (for a rename, the destination is told only when the source is
+	// not refused). It decides nothing: every observed call continues
+	// as the kernel would run it. With Metadata set, the mediated
+	// metadata calls are told too.
+	Files func(op, path, realPath string) bool
 }
 
 // Start installs the filter on the calling thread ([Install]) and starts
@@ -154,7 +185,7 @@ type Options struct {
 // [Supervisor.Wait4] on this same thread, which is where part of the
 // work happens.
 func Start(allow func(absPath string, st *unix.Stat_t) bool, opts Options) (*Supervisor, error) {
-	fd, err := install(opts.Metadata != nil)
+	fd, err := install(opts.Metadata != nil, opts.Files != nil)
 	if err != nil {
 		return nil, err
 	}
@@ -166,7 +197,29 @@ func Start(allow func(absPath string, st *unix.Stat_t) bool, opts Options) (*Sup
 		unix.Close(fd)
 		return nil, os.NewSyscallError("eventfd", err)
 	}
-	s := &Supervisor{fd: fd, allow: allow, opts: opts, work: make(chan func()), wake: wake, waited: make(chan struct{}), meta: map[int32]metaCall{}}
+	pauseFd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
+	if err != nil {
+		unix.Close(fd)
+		unix.Close(wake)
+		return nil, os.NewSyscallError("eventfd", err)
+	}
+	s := &Supervisor{fd: fd, allow: allow, opts: opts, work: make(chan func()), wake: wake, waited: make(chan struct{}), meta: map[int32]metaCall{},
+		files: map[int32]fileCall{}, tid: unix.Gettid(), pauseFd: pauseFd}
+	s.pauseCond = sync.NewCond(&s.pauseMu)
+	if opts.Files != nil {
+		for name, c := range fileCalls {
+			if nr, ok := seccomp.Number(runtime.GOARCH, name); ok {
+				s.files[int32(nr)] = c
+			}
+		}
+		if opts.Metadata == nil {
+			for name, c := range metaCalls {
+				if nr, ok := seccomp.Number(runtime.GOARCH, name); ok {
+					s.files[int32(nr)] = metaFileCall(c)
+				}
+			}
+		}
+	}
 	if opts.Metadata != nil {
 		for name, c := range metaCalls {
 			if nr, ok := seccomp.Number(runtime.GOARCH, name); ok {
@@ -187,24 +240,130 @@ func (s *Supervisor) Wait4(pid int, ws *unix.WaitStatus, options int, ru *unix.R
 		err error
 	}
 	done := make(chan result, 1)
+	ended, err := unix.Eventfd(0, unix.EFD_CLOEXEC)
+	if err != nil {
+		return 0, os.NewSyscallError("eventfd", err)
+	}
+	defer unix.Close(ended)
 	go func() {
 		// A child forked by any thread of the process can be waited
 		// for from any other thread.
 		var w unix.WaitStatus
 		p, err := unix.Wait4(pid, &w, options, ru)
 		done <- result{p, w, err}
+		var one [8]byte
+		*(*uint64)(unsafe.Pointer(&one[0])) = 1
+		unix.Write(ended, one[:])
 	}()
+	// This thread receives the calls itself while it waits (served),
+	// as WaitPidfdOr does.
+	s.pause()
+	defer s.resume()
+	pfd := []unix.PollFd{{Fd: int32(ended), Events: unix.POLLIN}, {Fd: int32(s.wake), Events: unix.POLLIN}, {Fd: int32(s.fd), Events: unix.POLLIN}}
 	for {
-		select {
-		case r := <-done:
+		if _, err := unix.Poll(pfd, -1); err != nil && err != unix.EINTR {
+			// Not expected: take the work from the channel alone, and
+			// leave the receiving to the serve goroutine.
+			s.resume()
+			defer s.pause() // balances the deferred resume
+			for {
+				select {
+				case r := <-done:
+					if ws != nil {
+						*ws = r.ws
+					}
+					return r.pid, r.err
+				case f := <-s.work:
+					f()
+				}
+			}
+		}
+		s.served(pfd[1:])
+		if pfd[0].Revents != 0 {
+			r := <-done
 			if ws != nil {
 				*ws = r.ws
 			}
 			return r.pid, r.err
-		case f := <-s.work:
-			f()
 		}
 	}
+}
+
+// served does what the installing thread's poll found for it: pfd[0] is
+// the work counter (s.wake), pfd[1] the listener, whose calls this thread
+// receives itself while it waits (no other thread need wake for an
+// observed call) and stops polling once it is gone.
+func (s *Supervisor) served(pfd []unix.PollFd) {
+	if pfd[0].Revents&unix.POLLIN != 0 {
+		// Each handle counted one piece of work before handing it
+		// over: take exactly that many.
+		var b [8]byte
+		if _, err := unix.Read(s.wake, b[:]); err == nil {
+			for n := *(*uint64)(unsafe.Pointer(&b[0])); n > 0; n-- {
+				(<-s.work)()
+			}
+		}
+	}
+	switch l := &pfd[1]; {
+	case l.Revents&unix.POLLIN != 0:
+		if n := s.recv(); n != nil {
+			s.dispatch(n, true)
+		}
+	case l.Revents != 0:
+		l.Fd = -1 // hung up or closed (the serve goroutine gave up)
+	}
+}
+
+// pause keeps the serve goroutine from receiving while the installing
+// thread waits and receives itself; resume lets it go on.
+func (s *Supervisor) pause() {
+	s.pauseMu.Lock()
+	s.paused++
+	s.pauseMu.Unlock()
+	var one [8]byte
+	*(*uint64)(unsafe.Pointer(&one[0])) = 1
+	unix.Write(s.pauseFd, one[:])
+}
+
+func (s *Supervisor) resume() {
+	s.pauseMu.Lock()
+	s.paused--
+	s.pauseCond.Broadcast()
+	s.pauseMu.Unlock()
+}
+
+// recv takes the next notification if one is pending, nil otherwise: two
+// receivers (the serve goroutine and the installing thread) may have been
+// woken for one notification, and RECV blocks when there is none, which
+// the installing thread must never do.
+func (s *Supervisor) recv() *notif {
+	s.recvMu.Lock()
+	defer s.recvMu.Unlock()
+	pfd := []unix.PollFd{{Fd: int32(s.fd), Events: unix.POLLIN}}
+	if n, err := unix.Poll(pfd, 0); err != nil || n == 0 || pfd[0].Revents&unix.POLLIN == 0 {
+		return nil
+	}
+	n := new(notif)
+	_, _, errno := unix.Syscall(unix.SYS_IOCTL, uintptr(s.fd), unix.SECCOMP_IOCTL_NOTIF_RECV, uintptr(unsafe.Pointer(n)))
+	if errno != 0 {
+		return nil // interrupted, or the target died before we got to it
+	}
+	return n
+}
+
+// dispatch answers one notification: an observed call on the installing
+// thread (here when onThread, else handed to it), anything else on a
+// goroutine of its own.
+func (s *Supervisor) dispatch(n *notif, onThread bool) {
+	if c, ok := s.files[n.Nr]; ok {
+		if onThread {
+			s.observe(n, c)
+		} else {
+			s.handleFile(n, c)
+		}
+		return
+	}
+	go s.handle(n)
 }
 
 // WaitPidfd waits for the child pid, whose pidfd is given, and runs the
@@ -228,13 +387,28 @@ func (s *Supervisor) WaitPidfdOr(pidfd, pid, fd int, ws *unix.WaitStatus) (exite
 		unix.Close(s.wake)
 		s.wakeMu.Unlock()
 	}()
-	pfd := []unix.PollFd{{Fd: int32(pidfd), Events: unix.POLLIN}, {Fd: int32(s.wake), Events: unix.POLLIN}, {Fd: int32(fd), Events: unix.POLLIN}}
+	// This thread receives the calls itself while it waits (served):
+	// an observed call then costs one wake-up, of this thread, instead
+	// of the serve goroutine's and then this one's.
+	s.pause()
+	paused := true
+	defer func() {
+		if paused {
+			s.resume()
+		}
+	}()
+	pfd := []unix.PollFd{{Fd: int32(pidfd), Events: unix.POLLIN}, {Fd: int32(fd), Events: unix.POLLIN},
+		{Fd: int32(s.wake), Events: unix.POLLIN}, {Fd: int32(s.fd), Events: unix.POLLIN}}
 	for {
 		if _, err := unix.Poll(pfd, -1); err != nil {
 			if err == unix.EINTR {
 				continue
 			}
-			// Not expected; Wait4 needs no poll.
+			// Not expected: fall back to Wait4, which pauses the
+			// serve goroutine itself (and, should its poll fail too,
+			// leaves the receiving to it).
+			s.resume()
+			paused = false
 			for {
 				_, err := s.Wait4(pid, ws, 0, nil)
 				if err != unix.EINTR {
@@ -242,16 +416,7 @@ func (s *Supervisor) WaitPidfdOr(pidfd, pid, fd int, ws *unix.WaitStatus) (exite
 				}
 			}
 		}
-		if pfd[1].Revents&unix.POLLIN != 0 {
-			// Each handle counted one piece of work before handing it
-			// over: take exactly that many.
-			var b [8]byte
-			if _, err := unix.Read(s.wake, b[:]); err == nil {
-				for n := *(*uint64)(unsafe.Pointer(&b[0])); n > 0; n-- {
-					(<-s.work)()
-				}
-			}
-		}
+		s.served(pfd[2:])
 		if pfd[0].Revents != 0 {
 			for {
 				_, err := unix.Wait4(pid, ws, 0, nil)
@@ -260,7 +425,7 @@ func (s *Supervisor) WaitPidfdOr(pidfd, pid, fd int, ws *unix.WaitStatus) (exite
 				}
 			}
 		}
-		if pfd[2].Revents != 0 {
+		if pfd[1].Revents != 0 {
 			return false, nil
 		}
 	}
@@ -268,32 +433,57 @@ func (s *Supervisor) WaitPidfdOr(pidfd, pid, fd int, ws *unix.WaitStatus) (exite
 
 func (s *Supervisor) serve() {
 	for {
+		// While the installing thread waits it receives itself
+		// (pause): sleep meanwhile rather than race it for each call.
+		s.pauseMu.Lock()
+		for s.paused > 0 {
+			s.pauseCond.Wait()
+		}
+		s.pauseMu.Unlock()
 		// Once no process uses the filter any more (the command and
 		// the thread it was forked from are gone) the listener reports
 		// POLLHUP, while RECV would block forever: a session's zygote
 		// starts one supervisor per command and must not keep a thread
 		// blocked for each finished one.
-		pfd := []unix.PollFd{{Fd: int32(s.fd), Events: unix.POLLIN}}
+		pfd := []unix.PollFd{{Fd: int32(s.fd), Events: unix.POLLIN}, {Fd: int32(s.pauseFd), Events: unix.POLLIN}}
 		if _, err := unix.Poll(pfd, -1); err != nil {
-			if err == unix.EINTR {
-				continue
-			}
-		} else if pfd[0].Revents&unix.POLLIN == 0 && pfd[0].Revents&(unix.POLLHUP|unix.POLLERR|unix.POLLNVAL) != 0 {
+			continue // EINTR
+		}
+		if pfd[1].Revents&unix.POLLIN != 0 {
+			var b [8]byte
+			unix.Read(s.pauseFd, b[:])
+			continue
+		}
+		if pfd[0].Revents&unix.POLLIN == 0 && pfd[0].Revents&(unix.POLLHUP|unix.POLLERR|unix.POLLNVAL) != 0 {
+			s.recvMu.Lock()
 			unix.Close(s.fd)
+			unix.Close(s.pauseFd)
+			s.recvMu.Unlock()
 			return
 		}
+		s.recvMu.Lock()
 		n := new(notif)
-		_, _, errno := unix.Syscall(unix.SYS_IOCTL, uintptr(s.fd), unix.SECCOMP_IOCTL_NOTIF_RECV, uintptr(unsafe.Pointer(n)))
+		pfd = pfd[:1]
+		var errno unix.Errno
+		if k, err := unix.Poll(pfd, 0); err != nil || k == 0 || pfd[0].Revents&unix.POLLIN == 0 {
+			// The installing thread took it.
+			errno = unix.ENOENT
+		} else {
+			_, _, errno = unix.Syscall(unix.SYS_IOCTL, uintptr(s.fd), unix.SECCOMP_IOCTL_NOTIF_RECV, uintptr(unsafe.Pointer(n)))
+		}
+		s.recvMu.Unlock()
 		switch errno {
 		case 0:
-			go s.handle(n)
+			s.dispatch(n, false)
 		case unix.EINTR, unix.ENOENT:
 			// Interrupted, or the target died before we got to it.
 		default:
 			// Closing the listener makes every pending and future
 			// connect fail with ENOSYS rather than hang.
 			fmt.Fprintf(os.Stderr, "agentbox: unix socket supervisor stopped: %v; connect(2) now fails in the sandbox\n", errno)
+			s.recvMu.Lock()
 			unix.Close(s.fd)
+			s.recvMu.Unlock()
 			return
 		}
 	}
@@ -327,6 +517,28 @@ func (s *Supervisor) onThread(f func()) bool {
 	}
 	<-done
 	return true
+}
+
+// post hands f to the thread that started the supervisor, as onThread
+// does, without waiting for it to run; false when WaitPidfd has returned.
+func (s *Supervisor) post(f func()) bool {
+	s.wakeMu.Lock()
+	select {
+	case <-s.waited:
+		s.wakeMu.Unlock()
+		return false
+	default:
+	}
+	var one [8]byte
+	*(*uint64)(unsafe.Pointer(&one[0])) = 1
+	unix.Write(s.wake, one[:])
+	s.wakeMu.Unlock()
+	select {
+	case s.work <- f:
+		return true
+	case <-s.waited:
+		return false
+	}
 }
 
 func (s *Supervisor) handle(n *notif) {

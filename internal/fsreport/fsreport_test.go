@@ -1,0 +1,87 @@
+package fsreport
+
+import (
+	"fmt"
+	"testing"
+)
+
+func TestRefused(t *testing.T) {
+	r := &Rules{
+		Writable: []string{"/ws", "/dev/null", "/tmp"},
+		ReadOnly: []Carve{
+			{Path: "/ws/.git", Reason: ReasonGit},
+			{Path: "/ws/.git/hooks", Reason: ReasonProtected(".git/hooks")},
+			{Path: "/ws/.agents", Reason: ReasonProtected(".agents")},
+		},
+		Hidden: []string{"/home/u/.ssh"},
+	}
+	for _, c := range []struct{ path, want string }{
+		{"/ws/a.txt", ""},
+		{"/ws", ""},
+		{"/dev/null", ""},
+		{"/tmp/x/y", ""},
+		{"/wsx/a", ReasonOutside},
+		{"/etc/passwd", ReasonOutside},
+		{"/", ReasonOutside},
+		{"/ws/.git/index.lock", ReasonGit},
+		{"/ws/.git", ReasonGit},
+		{"/ws/.git/hooks/pre-commit", "protected path .git/hooks"},
+		{"/ws/.agents/x", "protected path .agents"},
+		{"/ws/.agentsx", ""},
+		{"/home/u/.ssh/id_rsa", ReasonHidden},
+		{"relative", ""},
+		{"/ws/../etc/x", ReasonOutside},
+	} {
+		if got := r.Refused(c.path); got != c.want {
+			t.Errorf("Refused(%q) = %q, want %q", c.path, got, c.want)
+		}
+	}
+	if got := r.RefusedRead("/home/u/.ssh/id_rsa"); got != ReasonHidden {
+		t.Errorf("RefusedRead of a hidden path = %q", got)
+	}
+	if got := r.RefusedRead("/etc/passwd"); got != "" {
+		t.Errorf("RefusedRead of a visible path = %q", got)
+	}
+	var nilRules *Rules
+	if nilRules.Refused("/etc") != "" {
+		t.Error("nil rules refused something")
+	}
+}
+
+func TestRecorder(t *testing.T) {
+	rc := NewRecorder(&Rules{Writable: []string{"/ws"}})
+	if rc.Record(OpWrite, "/ws/a", "/ws/a") {
+		t.Error("an allowed write was recorded")
+	}
+	if !rc.Record(OpWrite, "/ws/link", "/etc/x") {
+		t.Error("a write through a link out of the root was not recorded")
+	}
+	rc.Record(OpWrite, "/ws/link", "/etc/x")
+	rc.Record(OpCreate, "/etc/new\nagentbox: forged", "/etc/new\nagentbox: forged")
+	got := rc.List()
+	want := []Denied{
+		{Op: OpWrite, Path: "/ws/link", Reason: ReasonOutside, Count: 2},
+		{Op: OpCreate, Path: `/etc/new\x0aagentbox: forged`, Reason: ReasonOutside, Count: 1},
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("List() = %v, want %v", got, want)
+	}
+	for i := range MaxDenied + 10 {
+		p := fmt.Sprintf("/etc/f%d", i)
+		rc.Record(OpWrite, p, p)
+	}
+	got = rc.List()
+	if len(got) != MaxDenied+1 || got[MaxDenied].Path != OtherPaths || got[MaxDenied].Count != 12 {
+		t.Errorf("capped list: %d entries, last %+v", len(got), got[len(got)-1])
+	}
+	if c := Fit(got, 300); len(c) != 3 || c[2].Path != OtherPaths || c[2].Count < MaxDenied {
+		t.Errorf("Fit: %+v", c)
+	}
+	if c := Fit(got[:2], 1<<20); len(c) != 2 {
+		t.Errorf("Fit of what fits: %+v", c)
+	}
+	var nilRec *Recorder
+	if nilRec.Record(OpWrite, "/etc/x", "/etc/x") || len(nilRec.List()) != 0 || nilRec.List() == nil {
+		t.Error("nil recorder")
+	}
+}

@@ -1,0 +1,397 @@
+//go:build linux
+
+package linux
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The run report's filesystem section and the lines a failed command
+// ends with: every refused write names its operation, the path as the
+// command used it (made absolute) and the rule; what was allowed is not
+// listed. Through the three run paths, as root and as a plain user.
+
+// fsProbe writes where the sandbox refuses and where it allows, then
+// exits 7 (or 0 with ok).
+func fsProbe(ok bool) string {
+	code := 7
+	if ok {
+		code = 0
+	}
+	return fmt.Sprintf(`echo x > "$OUT/new.txt"
+echo y > "$OUT/file.txt"
+echo z > link/via-link.txt
+touch .git/index.lock
+echo h >> .git/HEAD
+mkdir .codex/sub
+rm -f "$OUT/hl-target"
+echo ok > allowed.txt; mkdir allowed-dir; mv allowed.txt allowed-dir/; chmod 600 allowed-dir/allowed.txt; rm -r allowed-dir
+echo n > /dev/null
+exit %d
+`, code)
+}
+
+type fsWant struct{ op, path, reason string }
+
+// fsExpect are the refusals of fsProbe in fx.
+func fsExpect(t *testing.T, fx *fixture) (want []fsWant, ws, out string) {
+	t.Helper()
+	ws, err := filepath.EvalSymlinks(fx.ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err = filepath.EvalSymlinks(fx.out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const outside = "outside the writable roots"
+	return []fsWant{
+		{"create", out + "/new.txt", outside},
+		{"write", out + "/file.txt", outside},
+		// Named as the command named it; judged where the link leads.
+		{"create", ws + "/link/via-link.txt", outside},
+		{"create", ws + "/.git/index.lock", ".git without allow_git_writes"},
+		{"write", ws + "/.git/HEAD", ".git without allow_git_writes"},
+		{"create", ws + "/.codex/sub", "protected path .codex"},
+		{"delete", out + "/hl-target", outside},
+	}, ws, out
+}
+
+// checkFsReport checks the report's filesystem section and stderr's
+// lines for fsProbe(code == 0) run in fx, and the host.
+func checkFsReport(t *testing.T, fx *fixture, rep runReport, stderr string, code int) {
+	t.Helper()
+	want, ws, out := fsExpect(t, fx)
+	if rep.Filesystem == nil {
+		t.Fatalf("report without a filesystem section; stderr %q", stderr)
+	}
+	if rep.Filesystem.Unavailable != "" {
+		t.Fatalf("filesystem section unavailable: %s", rep.Filesystem.Unavailable)
+	}
+	got := map[fsWant]int{}
+	for _, d := range rep.Filesystem.Denied {
+		got[fsWant{d.Op, d.Path, d.Reason}] = d.Count
+		if strings.Contains(d.Path, "allowed") || d.Path == "/dev/null" {
+			t.Errorf("an allowed operation is listed: %+v", d)
+		}
+	}
+	for _, w := range want {
+		if got[w] < 1 {
+			t.Errorf("report: %+v missing from %+v", w, rep.Filesystem.Denied)
+		}
+	}
+	// The directories a request would add: the one refused outside, and
+	// nothing for .git or a protected name.
+	if rep.Suggest == nil || !slices.Contains(rep.Suggest.AddDirs, out) {
+		t.Errorf("suggest: want add_dirs with %s: %+v", out, rep.Suggest)
+	} else {
+		for _, d := range rep.Suggest.AddDirs {
+			if strings.Contains(d, ".git") || strings.Contains(d, ".codex") {
+				t.Errorf("suggest: %s would open a protected path", d)
+			}
+		}
+	}
+	var lines []string
+	for _, l := range strings.Split(stderr, "\n") {
+		if strings.HasPrefix(l, "agentbox: filesystem: ") {
+			lines = append(lines, l)
+		}
+	}
+	if code == 0 {
+		if len(lines) != 0 {
+			t.Errorf("a command that succeeded got refusal lines: %q", lines)
+		}
+	} else {
+		first := "agentbox: filesystem: refused create " + out + "/new.txt (outside the writable roots; --add-dir " + out + " to allow)"
+		if len(lines) != 5 || lines[0] != first || !strings.HasPrefix(lines[4], "agentbox: filesystem: refused 3 more") {
+			t.Errorf("stderr's refusal lines: want 5, the first %q, the last counting 3 more; got %q", first, lines)
+		}
+		git := "agentbox: filesystem: refused create " + ws + "/.git/index.lock (.git is read-only; --allow-git-writes to allow)"
+		if !strings.Contains(stderr, git+"\n") {
+			t.Errorf("stderr lacks %q: %q", git, stderr)
+		}
+	}
+	// The walls held: the report only reports.
+	assertAbsent(t, filepath.Join(fx.out, "new.txt"))
+	assertAbsent(t, filepath.Join(fx.out, "via-link.txt"))
+	assertAbsent(t, filepath.Join(fx.ws, ".git", "index.lock"))
+	assertAbsent(t, filepath.Join(fx.ws, ".codex", "sub"))
+	assertContent(t, filepath.Join(fx.out, "file.txt"), fx.txt)
+	assertContent(t, filepath.Join(fx.out, "hl-target"), fx.txt)
+	assertContent(t, filepath.Join(fx.ws, ".git", "HEAD"), "ref: refs/heads/main\n")
+	assertAbsent(t, filepath.Join(fx.ws, "allowed-dir"))
+}
+
+func TestFsReportLone(t *testing.T) {
+	forEachUser(t, func(t *testing.T, u *testUser) {
+		for _, ok := range []bool{false, true} {
+			fx := newFixture(t, u)
+			report := filepath.Join(fx.dir, "report.json")
+			o := runOpts{env: append(fx.env(), "AGENTBOX_RESIDENT=0"), dir: fx.ws}
+			r := runWith(t, u, o, "run", "-C", fx.ws, "--report", report, "--", "/bin/sh", "-c", fsProbe(ok))
+			if want := map[bool]int{false: 7, true: 0}[ok]; r.code != want {
+				t.Fatalf("want exit %d: %v", want, r)
+			}
+			checkFsReport(t, fx, readReport(t, report), r.stderr, r.code)
+		}
+	})
+}
+
+func TestFsReportResident(t *testing.T) {
+	forEachUser(t, func(t *testing.T, u *testUser) {
+		fx := newFixture(t, u)
+		re := newResidentEnv(t, fx)
+		re.warm(t)
+		report := filepath.Join(fx.dir, "report.json")
+		served, r := re.served(t, runOpts{}, []string{"--report", report}, fsProbe(false))
+		if !served || r.code != 7 {
+			t.Fatalf("served %v: %v", served, r)
+		}
+		checkFsReport(t, fx, readReport(t, report), r.stderr, r.code)
+		// The lean client (no --report): the lines, from the helper.
+		served, r = re.served(t, runOpts{}, nil, fsProbe(false))
+		if !served || r.code != 7 {
+			t.Fatalf("lean: served %v: %v", served, r)
+		}
+		if n := strings.Count(r.stderr, "agentbox: filesystem: refused "); n != 5 {
+			t.Errorf("lean client: %d refusal lines, want 5: %q", n, r.stderr)
+		}
+	})
+}
+
+func TestFsReportSession(t *testing.T) {
+	forEachUser(t, func(t *testing.T, u *testUser) {
+		fx := newFixture(t, u)
+		cs, _, _ := mcpServer(t, u, fx)
+		r := mcpSh(t, cs, fsProbe(false))
+		if r.ExitCode != 7 {
+			t.Fatalf("want exit 7: %v", r)
+		}
+		checkFsReport(t, fx, r.Report, r.Stderr, r.ExitCode)
+		// The next command's report holds its own refusals only.
+		r = mcpSh(t, cs, `echo q > "$OUT/other.txt"; true`)
+		if r.Report.Filesystem == nil || len(r.Report.Filesystem.Denied) != 1 || r.Report.Filesystem.Denied[0].Op != "create" ||
+			!strings.HasSuffix(r.Report.Filesystem.Denied[0].Path, "/outside/other.txt") {
+			t.Errorf("second command's filesystem section: %+v", r.Report.Filesystem)
+		}
+	})
+}
+
+// TestFsReportRacesAndNames: a path swapped while the call is observed,
+// control bytes in a name, a directory descriptor other than the cwd.
+func TestFsReportNames(t *testing.T) {
+	needPython(t)
+	forEachUser(t, func(t *testing.T, u *testUser) {
+		fx := newFixture(t, u)
+		report := filepath.Join(fx.dir, "report.json")
+		o := runOpts{env: append(fx.env(), "AGENTBOX_RESIDENT=0"), dir: fx.ws, timeout: 30 * time.Second}
+		script := `/usr/bin/python3 -c '
+import os, sys
+d = os.open(sys.argv[1], os.O_RDONLY | os.O_DIRECTORY)
+try:
+    os.open("by-dirfd.txt", os.O_WRONLY | os.O_CREAT, 0o644, dir_fd=d)
+except OSError as e:
+    print("dirfd", e.errno)
+try:
+    open(sys.argv[1] + "/nl\nagentbox: forged", "w")
+except OSError as e:
+    print("nl", e.errno)
+' "$OUT"; exit 1`
+		r := runWith(t, u, o, "run", "-C", fx.ws, "--report", report, "--", "/bin/sh", "-c", script)
+		if r.code != 1 || !strings.Contains(r.stdout, "dirfd 30") || !strings.Contains(r.stdout, "nl 30") {
+			t.Fatalf("want both refused with EROFS (30): %v", r)
+		}
+		_, _, out := fsExpect(t, fx)
+		rep := readReport(t, report)
+		paths := map[string]bool{}
+		for _, d := range rep.Filesystem.Denied {
+			paths[d.Path] = true
+		}
+		if !paths[out+"/by-dirfd.txt"] || !paths[out+`/nl\x0aagentbox: forged`] {
+			t.Errorf("report paths %v", paths)
+		}
+		if strings.Contains(r.stderr, "\nagentbox: forged") {
+			t.Errorf("a file name forged a line of stderr: %q", r.stderr)
+		}
+	})
+}
+
+// TestFsReportDegraded: without user namespaces (Landlock and seccomp
+// only, metadata mediated by the supervisor) the refusals are reported
+// too: a write outside the roots (Landlock's EACCES) and a chmod there
+// (the supervisor's EPERM).
+func TestFsReportDegraded(t *testing.T) {
+	forEachUser(t, func(t *testing.T, u *testUser) {
+		fx := newFixture(t, u)
+		report := filepath.Join(fx.dir, "report.json")
+		r := degraded(t, fx, []string{"--allow-degraded", "--report", report},
+			`echo x > "$OUT/new.txt"; chmod 600 "$OUT/file.txt"; echo ok > ok.txt; exit 3`)
+		if r.code != 3 {
+			t.Fatalf("want exit 3: %v", r)
+		}
+		_, _, out := fsExpect(t, fx)
+		rep := readReport(t, report)
+		if rep.Filesystem == nil || rep.Filesystem.Unavailable != "" {
+			t.Fatalf("filesystem section: %+v", rep.Filesystem)
+		}
+		got := map[fsWant]bool{}
+		for _, d := range rep.Filesystem.Denied {
+			got[fsWant{d.Op, d.Path, d.Reason}] = true
+			if strings.HasSuffix(d.Path, "/ok.txt") {
+				t.Errorf("an allowed write is listed: %+v", d)
+			}
+		}
+		for _, w := range []fsWant{
+			{"create", out + "/new.txt", "outside the writable roots"},
+			{"metadata", out + "/file.txt", "outside the writable roots"},
+		} {
+			if !got[w] {
+				t.Errorf("%+v missing from %+v", w, rep.Filesystem.Denied)
+			}
+		}
+		assertAbsent(t, filepath.Join(fx.out, "new.txt"))
+	})
+}
+
+// TestFsReportNotDumpable: a command that makes itself non-dumpable is
+// out of the observer's reach; its writes neither hang nor change what
+// the walls allow (the report may lack them).
+func TestFsReportNotDumpable(t *testing.T) {
+	needPython(t)
+	forEachUser(t, func(t *testing.T, u *testUser) {
+		fx := newFixture(t, u)
+		o := runOpts{env: append(fx.env(), "AGENTBOX_RESIDENT=0"), dir: fx.ws, timeout: 30 * time.Second}
+		script := `/usr/bin/python3 -c '
+import ctypes, os, sys
+ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE
+open("mine.txt", "w").write("ok")
+try:
+    open(sys.argv[1] + "/new.txt", "w")
+    print("outside written")
+except OSError as e:
+    print("outside", e.errno)
+' "$OUT"`
+		r := runWith(t, u, o, "run", "-C", fx.ws, "--", "/bin/sh", "-c", script)
+		if r.code != 0 || !strings.Contains(r.stdout, "outside 30") {
+			t.Fatalf("want the allowed write done and the other refused (EROFS): %v", r)
+		}
+		assertContent(t, filepath.Join(fx.ws, "mine.txt"), "ok")
+		assertAbsent(t, filepath.Join(fx.out, "new.txt"))
+	})
+}
+
+// TestFsReportSwitchedOff: with the observer off the section says so
+// instead of claiming nothing was refused.
+func TestFsReportSwitchedOff(t *testing.T) {
+	forEachUser(t, func(t *testing.T, u *testUser) {
+		fx := newFixture(t, u)
+		report := filepath.Join(fx.dir, "report.json")
+		o := runOpts{env: append(fx.env(), "AGENTBOX_RESIDENT=0", "AGENTBOX_FSREPORT=0"), dir: fx.ws}
+		r := runWith(t, u, o, "run", "-C", fx.ws, "--report", report, "--", "/bin/sh", "-c", `echo x > "$OUT/new.txt"; exit 1`)
+		if r.code != 1 {
+			t.Fatalf("want exit 1: %v", r)
+		}
+		rep := readReport(t, report)
+		if rep.Filesystem == nil || rep.Filesystem.Unavailable == "" || len(rep.Filesystem.Denied) != 0 {
+			t.Errorf("filesystem section with the observer off: %+v", rep.Filesystem)
+		}
+		if strings.Contains(r.stderr, "agentbox: filesystem:") {
+			t.Errorf("refusal lines with the observer off: %q", r.stderr)
+		}
+	})
+}
+
+// TestFsReportConcurrentCalls: MCP calls running at the same time each
+// report their own refusals only.
+func TestFsReportConcurrentCalls(t *testing.T) {
+	forEachUser(t, func(t *testing.T, u *testUser) {
+		fx := newFixture(t, u)
+		cs, _, _ := mcpServer(t, u, fx)
+		const n = 4
+		results := make([]mcpResult, n)
+		done := make(chan int, n)
+		for i := range n {
+			go func() {
+				// Each waits for all to have started, so they overlap.
+				script := fmt.Sprintf(`touch "$WS/started-%d"; i=0; while [ "$(ls "$WS" | grep -c started-)" -lt %d ] && [ $i -lt 100 ]; do sleep 0.05; i=$((i+1)); done
+echo x > "$OUT/call-%d.txt"; exit 1`, i, n, i)
+				results[i] = mcpSh(t, cs, script)
+				done <- i
+			}()
+		}
+		for range n {
+			<-done
+		}
+		for i, r := range results {
+			fs := r.Report.Filesystem
+			if fs == nil || len(fs.Denied) != 1 || !strings.HasSuffix(fs.Denied[0].Path, fmt.Sprintf("/outside/call-%d.txt", i)) {
+				t.Errorf("call %d: filesystem section %+v", i, fs)
+			}
+		}
+	})
+}
+
+// TestFsReportGitWrites: with --allow-git-writes, git's own writes are not
+// listed, and what stays read-only in .git is named by its path.
+func TestFsReportGitWrites(t *testing.T) {
+	forEachUser(t, func(t *testing.T, u *testUser) {
+		fx := newFixture(t, u)
+		report := filepath.Join(fx.dir, "report.json")
+		o := runOpts{env: append(fx.env(), "AGENTBOX_RESIDENT=0"), dir: fx.ws}
+		r := runWith(t, u, o, "run", "-C", fx.ws, "--allow-git-writes", "--report", report, "--", "/bin/sh", "-c",
+			`touch .git/index.lock && rm .git/index.lock && echo lock-ok; echo x > .git/hooks/pre-commit; echo y >> .git/config; exit 1`)
+		if r.code != 1 || !strings.Contains(r.stdout, "lock-ok") {
+			t.Fatalf("want the lock made and exit 1: %v", r)
+		}
+		_, real, _ := fsExpect(t, fx)
+		want := map[fsWant]bool{
+			{"create", real + "/.git/hooks/pre-commit", "protected path .git/hooks"}: true,
+			{"write", real + "/.git/config", "protected path .git/config"}:           true,
+		}
+		rep := readReport(t, report)
+		for _, d := range rep.Filesystem.Denied {
+			w := fsWant{d.Op, d.Path, d.Reason}
+			if !want[w] {
+				t.Errorf("unexpected entry %+v", d)
+			}
+			delete(want, w)
+		}
+		for w := range want {
+			t.Errorf("missing %+v from %+v", w, rep.Filesystem.Denied)
+		}
+		if strings.Contains(r.stderr, "--allow-git-writes to allow") {
+			t.Errorf("the git hint with git writes allowed: %q", r.stderr)
+		}
+	})
+}
+
+// TestFsReportToolCaches: writes into a tool cache (an overlay of the
+// host's Go cache) succeed and are not listed.
+func TestFsReportToolCaches(t *testing.T) {
+	forEachUser(t, func(t *testing.T, u *testUser) {
+		fx := newFixture(t, u)
+		cache := filepath.Join(fx.home, ".cache", "go-build")
+		if err := os.MkdirAll(cache, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		chownR(t, fx.home, u)
+		report := filepath.Join(fx.dir, "report.json")
+		o := runOpts{env: append(fx.env(), "AGENTBOX_RESIDENT=0"), dir: fx.ws}
+		r := runWith(t, u, o, "run", "-C", fx.ws, "--report", report, "--", "/bin/sh", "-c",
+			`echo x > "$HOME/.cache/go-build/probe" && echo cached; echo y > "$OUT/new.txt"; exit 1`)
+		if r.code != 1 || !strings.Contains(r.stdout, "cached") {
+			t.Fatalf("want the cache written and exit 1: %v", r)
+		}
+		assertAbsent(t, filepath.Join(cache, "probe")) // an overlay: the host's cache is unchanged
+		rep := readReport(t, report)
+		if len(rep.Filesystem.Denied) != 1 || !strings.HasSuffix(rep.Filesystem.Denied[0].Path, "/outside/new.txt") {
+			t.Errorf("want only the write outside listed: %+v", rep.Filesystem.Denied)
+		}
+	})
+}
