@@ -20,6 +20,9 @@ if [ -n "$unformatted" ]; then
 	echo "not gofmt-formatted:"; echo "$unformatted"; exit 1
 fi
 
+step "docs/design.md's package table is the tree's"
+scripts/layout.sh --check
+
 step "go vet (linux, darwin, windows/amd64, windows/arm64)"
 go vet ./...
 GOOS=darwin GOARCH=arm64 go vet ./...
