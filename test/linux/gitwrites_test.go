@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // gitRepo makes a real repository with one commit, owned by u.
@@ -146,6 +147,11 @@ func TestGitWritesPlantedSubmodule(t *testing.T) {
 		if r := host(t, u, o, "git", "init", "-q", "mine"); r.code != 0 {
 			t.Fatalf("git init mine: %v", r)
 		}
+		// A repository made in the same clock tick as a run's start
+		// counts as the run's (the check rounds the start down to the
+		// file system's time step, so a plant cannot hide in that tick):
+		// let the user's be older than that.
+		time.Sleep(50 * time.Millisecond)
 		for _, variant := range []string{"dir", "file", "commit", "branch", "replace", "rewrite", "unreadable"} {
 			sub := "sub-" + variant
 			if variant == "unreadable" {
@@ -200,6 +206,9 @@ git update-index --add --cacheinfo 160000,$(git -C ` + sub + ` rev-parse HEAD),`
 			if !strings.Contains(r.stdout, "PLANTED") {
 				t.Fatalf("%s: the plant did not run (the attack needs a writable index): %v", variant, r)
 			}
+			if strings.Contains(r.stderr, "/mine") {
+				t.Errorf("%s: the run named the user's own repository: %s", variant, r.stderr)
+			}
 			if !strings.Contains(r.stderr, sub) || !strings.Contains(r.stderr, "moved the git repository") {
 				t.Errorf("%s: no message names the planted submodule moved aside: %v", variant, r)
 			}
@@ -222,7 +231,7 @@ git update-index --add --cacheinfo 160000,$(git -C ` + sub + ` rev-parse HEAD),`
 			t.Fatalf("symlink: the plant did not run: %v", r)
 		}
 		if !exists(filepath.Join(repo, "mine", ".git", "HEAD")) {
-			t.Errorf("the user's own nested repository was moved aside")
+			t.Errorf("the user's own nested repository was moved aside (symlink run: %v)", r)
 		}
 	})
 }
