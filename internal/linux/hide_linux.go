@@ -21,8 +21,8 @@ const (
 
 var maskAttrs = uint64(unix.MOUNT_ATTR_RDONLY | unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV | unix.MOUNT_ATTR_NOEXEC)
 
-// makeMaskSources creates the empty file and directory every mask is a
-// bind of.
+// makeMaskSources creates the empty file and directory a session's late
+// masks are copies of (bindMaskTemplates).
 func makeMaskSources() error {
 	if err := os.WriteFile(scratchHiddenFile, nil, 0o444); err != nil {
 		return err
@@ -62,10 +62,18 @@ func applyHide(i int, h Hide) error {
 		return nil
 	}
 	isDir := st.Mode&unix.S_IFMT == unix.S_IFDIR
+	// Each mask is an inode of its own in the scratch file system, so
+	// that an open of it names the hidden path (hidewatch_linux.go).
+	src := fmt.Sprintf("/hidden-%d", i)
 	if len(h.Reopen) == 0 || !isDir {
-		src := scratchHiddenFile
+		var err error
 		if isDir {
-			src = scratchHiddenDir
+			err = os.Mkdir(src, 0o555)
+		} else if err = os.WriteFile(src, nil, 0o444); err == nil {
+			err = os.Chmod(src, 0o444) // whatever the umask
+		}
+		if err != nil {
+			return err
 		}
 		return maskWith("/", src, h.Path, isDir)
 	}
@@ -121,9 +129,8 @@ func applyHide(i int, h Hide) error {
 		}
 		keep = append(keep, k)
 	}
-	// A directory of its own in the scratch file system, with a mount
-	// point (or the link) for each entry kept.
-	src := fmt.Sprintf("/hidden-%d", i)
+	// A directory of its own, with a mount point (or the link) for each
+	// entry kept.
 	if err := os.Mkdir(src, 0o755); err != nil {
 		return err
 	}
@@ -231,6 +238,9 @@ func (z *zygote) ensureHidden(hides []Hide) error {
 	if err := z.askMounter(mounterReq{Hides: todo}, nil); err != nil {
 		return err
 	}
+	// Masks cloned from the template share its inode: only those on a
+	// file system of their own say which path was opened.
+	z.hidden.add(todo, &tmpl)
 	// A directory's mask with re-opened entries is a file system of
 	// its own: known by its device from now on.
 	for _, h := range todo {
