@@ -34,9 +34,10 @@ type hiddenReads struct {
 	opens map[int32]int
 }
 
-// watchHiddenFor watches spec's masks when its report is on.
+// watchHiddenFor watches spec's masks when its report is on: a lone
+// run's, or a session's, which may mask more later (ensureHidden).
 func watchHiddenFor(spec *Spec) *hiddenReads {
-	if spec.Files == nil || len(spec.Hides) == 0 {
+	if spec.Files == nil || len(spec.Hides) == 0 && !spec.Session {
 		return nil
 	}
 	return watchHidden(spec.Hides)
