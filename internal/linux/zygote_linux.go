@@ -166,9 +166,9 @@ type zygote struct {
 	// uses, holding mountMu.
 	mounter int
 	mountMu sync.Mutex
-	// lateMasks are the masks of hidden directories with re-opened
-	// entries that the mounter made for a later command (a tmpfs
-	// each): path to the device of its file system (see ensureHidden).
+	// lateMasks are the masks the mounter made for a later command (a
+	// tmpfs each, see maskLate): path to the device of its file system
+	// (see ensureHidden).
 	lateMu    sync.Mutex
 	lateMasks map[string]uint64
 	// hidden counts the opens of the masks, for each command's report

@@ -486,3 +486,62 @@ func TestFsReportHiddenReads(t *testing.T) {
 		})
 	})
 }
+
+// TestFsReportHiddenLate: a session's masks made for a later command (a
+// secret file and directory that appeared after the session began, and
+// the file rewritten by a rename on the host, which takes its mask away)
+// are watched too, and still hide.
+func TestFsReportHiddenLate(t *testing.T) {
+	forEachUser(t, func(t *testing.T, u *testUser) {
+		fx := newFixture(t, u)
+		cs, _, _ := mcpServer(t, u, fx)
+		if r := mcpSh(t, cs, "true"); r.ExitCode != 0 {
+			t.Fatal(r)
+		}
+		home, err := filepath.EvalSymlinks(fx.home)
+		if err != nil {
+			t.Fatal(err)
+		}
+		netrc := filepath.Join(home, ".netrc")
+		if err := os.WriteFile(netrc, []byte(secretMark+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.MkdirAll(filepath.Join(home, ".kube"), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(home, ".kube", "config"), []byte(secretMark+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		chownR(t, fx.home, u)
+		for i := 0; i < 3; i++ {
+			if i == 2 {
+				if err := os.WriteFile(netrc+".new", []byte(secretMark+" renamed\n"), 0o600); err != nil {
+					t.Fatal(err)
+				}
+				chownR(t, fx.home, u)
+				if err := os.Rename(netrc+".new", netrc); err != nil {
+					t.Fatal(err)
+				}
+			}
+			r := mcpSh(t, cs, `cat "$HOME/.netrc" "$HOME/.kube/config" 2>/dev/null; ls "$HOME/.kube"; exit 3`)
+			if r.ExitCode != 3 || strings.Contains(r.Stdout, secretMark) {
+				t.Fatalf("command %d: %v", i, r)
+			}
+			got := map[string]int{}
+			if r.Report.Filesystem != nil {
+				for _, d := range r.Report.Filesystem.Denied {
+					if d.Op == "read" && d.Reason == "hidden" {
+						got[d.Path] = d.Count
+					}
+				}
+			}
+			if got[netrc] != 1 || got[home+"/.kube"] != 1 {
+				t.Errorf("command %d: reads %v, want %s and %s/.kube once each (%+v)", i, got, netrc, home, r.Report.Filesystem)
+			}
+		}
+		// One mask each, not one per command.
+		if r := mcpSh(t, cs, "grep -c ' "+netrc+" ' /proc/self/mountinfo"); strings.TrimSpace(r.Stdout) != "1" {
+			t.Errorf("masks on ~/.netrc: %v", r)
+		}
+	})
+}
