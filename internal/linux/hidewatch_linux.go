@@ -37,7 +37,9 @@ type hiddenReads struct {
 // watchHiddenFor watches spec's masks when its report is on: a lone
 // run's, or a session's, which may mask more later (ensureHidden).
 func watchHiddenFor(spec *Spec) *hiddenReads {
-	if spec.Files == nil || len(spec.Hides) == 0 && !spec.Session {
+	// Degraded mode masks nothing: its hidden paths are the host's
+	// files, which the host's own programs open.
+	if spec.Files == nil || spec.Degraded || len(spec.Hides) == 0 && !spec.Session {
 		return nil
 	}
 	return watchHidden(spec.Hides)
@@ -71,6 +73,11 @@ func (w *hiddenReads) add(hides []Hide, shared *unix.Stat_t) {
 			continue // nothing there: nothing to read
 		}
 		if shared != nil && st.Dev == shared.Dev && st.Ino == shared.Ino {
+			continue
+		}
+		// A mask is a mount; anything else at the path is not ours to
+		// watch (an open of it is no read of a secret by the command).
+		if !isMountRoot(h.Path, st.Dev) {
 			continue
 		}
 		// The closes too, though not counted: the kernel merges an
