@@ -23,7 +23,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/agentbox/agentbox/internal/agentdirs"
-	"github.com/agentbox/agentbox/internal/cli/flagnames"
+	"github.com/agentbox/agentbox/internal/contract"
 	"github.com/agentbox/agentbox/internal/rawpolicy"
 	"github.com/agentbox/agentbox/internal/spelling"
 	"github.com/agentbox/agentbox/policy"
@@ -83,7 +83,7 @@ func exitStatus(err error, stderr io.Writer) int {
 	var ee *exitError
 	if errors.As(err, &ee) {
 		if ee.err != nil {
-			fmt.Fprintf(stderr, "agentbox: %s\n", flagnames.In(ee.err.Error()))
+			fmt.Fprintf(stderr, "agentbox: %s\n", contract.FlagNames(ee.err.Error()))
 		}
 		return ee.code
 	}
@@ -430,14 +430,14 @@ func newDoctor(stdout io.Writer) *cobra.Command {
 // text replaced by the CLI's flags.
 func withFlagNames(r *sandbox.Report) *sandbox.Report {
 	c := *r
-	c.Backend = flagnames.In(r.Backend)
+	c.Backend = contract.FlagNames(r.Backend)
 	c.Checks = slices.Clone(r.Checks)
 	for i := range c.Checks {
-		c.Checks[i].Detail = flagnames.In(c.Checks[i].Detail)
+		c.Checks[i].Detail = contract.FlagNames(c.Checks[i].Detail)
 	}
 	c.Missing = append([]string{}, r.Missing...) // [] rather than null
 	for i := range c.Missing {
-		c.Missing[i] = flagnames.In(c.Missing[i])
+		c.Missing[i] = contract.FlagNames(c.Missing[i])
 	}
 	return &c
 }

@@ -7,7 +7,7 @@ import (
 	"io"
 	"os"
 
-	"github.com/agentbox/agentbox/internal/cli/refusals"
+	"github.com/agentbox/agentbox/internal/contract"
 	"github.com/agentbox/agentbox/policy"
 	"github.com/agentbox/agentbox/sandbox"
 )
@@ -80,7 +80,7 @@ func finishRun(c *sandbox.Cmd, r *reportFile, stderr io.Writer) {
 		// Wait failed without an exit status.
 		rep = sandbox.NewRunReport(c.Policy, sandbox.CodeSandboxFailure)
 	}
-	refusals.Write(stderr, rep)
+	contract.WriteRefusals(stderr, rep)
 	if err := r.write(rep); err != nil {
 		fmt.Fprintf(stderr, "agentbox: --report %s: %v\n", r.path, err)
 	}

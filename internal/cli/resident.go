@@ -12,7 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/agentbox/agentbox/internal/agentdirs"
-	"github.com/agentbox/agentbox/internal/cli/refusals"
+	"github.com/agentbox/agentbox/internal/contract"
 	"github.com/agentbox/agentbox/internal/rawpolicy"
 	"github.com/agentbox/agentbox/internal/resident"
 	"github.com/agentbox/agentbox/policy"
@@ -65,7 +65,7 @@ func residentOutcome(pol *policy.Policy, timeout time.Duration, res *resident.Re
 	}
 	r.SetFilesystem(res.Files, res.FilesUnavailable)
 	r.SetSuggest()
-	refusals.Write(stderr, r)
+	contract.WriteRefusals(stderr, r)
 	if werr := rep.write(r); werr != nil {
 		fmt.Fprintf(stderr, "agentbox: --report %s: %v\n", rep.path, werr)
 	}

@@ -23,8 +23,7 @@ import (
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/agentbox/agentbox/internal/cli/flagnames"
-	"github.com/agentbox/agentbox/internal/cli/refusals"
+	"github.com/agentbox/agentbox/internal/contract"
 	"github.com/agentbox/agentbox/internal/fspath"
 	"github.com/agentbox/agentbox/policy"
 	"github.com/agentbox/agentbox/sandbox"
@@ -374,7 +373,7 @@ func (h *handler) run(ctx context.Context, req *mcp.CallToolRequest, in RunInput
 		}
 	case errors.As(err, &se):
 		out.ExitCode = se.Code
-		fmt.Fprintf(stderr, "agentbox: %s\n", flagnames.In(se.Err.Error()))
+		fmt.Fprintf(stderr, "agentbox: %s\n", contract.FlagNames(se.Err.Error()))
 		var re *sandbox.RefusedError
 		if errors.As(se.Err, &re) {
 			hint := restartHint(re.Request)
@@ -386,7 +385,7 @@ func (h *handler) run(ctx context.Context, req *mcp.CallToolRequest, in RunInput
 		isErr = true
 	default:
 		out.ExitCode = sandbox.CodeSandboxFailure
-		fmt.Fprintf(stderr, "agentbox: %s\n", flagnames.In(err.Error()))
+		fmt.Fprintf(stderr, "agentbox: %s\n", contract.FlagNames(err.Error()))
 		isErr = true
 	}
 	out.Report = c.Report // set by Wait
@@ -394,7 +393,7 @@ func (h *handler) run(ctx context.Context, req *mcp.CallToolRequest, in RunInput
 		out.Report = sandbox.NewRunReport(c.Policy, out.ExitCode)
 	}
 	// The proxy's refusals, as the CLI prints them at the end of a run.
-	refusals.Write(stderr, out.Report)
+	contract.WriteRefusals(stderr, out.Report)
 	out.Stdout, out.Stderr = stdout.String(), stderr.String()
 	return &mcp.CallToolResult{
 		Content: []mcp.Content{&mcp.TextContent{Text: text(out)}},
