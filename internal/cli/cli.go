@@ -348,14 +348,7 @@ func runCommand(pol *policy.Policy, timeout time.Duration, args []string, stdin 
 	restore := saveTerminal(stdin)
 	defer restore()
 	if err := c.Start(); err != nil {
-		var se *sandbox.StartError
-		if errors.As(err, &se) {
-			err = &exitError{code: se.Code, err: se.Err}
-		} else {
-			err = failure("%v", err)
-		}
-		rep.failed(pol, err)
-		return err
+		return finish(contract.Of(pol, timeout, err, nil), stderr, rep)
 	}
 	done := make(chan struct{})
 	defer close(done)
@@ -370,19 +363,16 @@ func runCommand(pol *policy.Policy, timeout time.Duration, args []string, stdin 
 		}
 	}()
 	err := c.Wait()
-	finishRun(c, rep, stderr)
-	var ee *sandbox.ExitError
-	switch {
-	case err == nil:
-		return nil
-	case errors.As(err, &ee):
-		if ee.TimedOut {
-			fmt.Fprintf(stderr, "agentbox: command timed out after %v and was killed with everything it started\n", timeout)
-		}
-		return &exitError{code: ee.ExitCode()}
-	default:
-		return failure("%v", err)
+	return finish(contract.Of(c.Policy, timeout, err, c.Report), stderr, rep)
+}
+
+// finish says on stderr what the contract adds for a run's outcome o,
+// saves its report in rep, and returns its status.
+func finish(o *contract.Outcome, stderr io.Writer, rep *reportFile) error {
+	if code := o.Finish(stderr, rep.save); code != 0 {
+		return &exitError{code: code}
 	}
+	return nil
 }
 
 var forwardedSignals = []os.Signal{os.Interrupt, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT}

@@ -102,7 +102,7 @@ func Run(stateDir string, pol *policy.Policy, argv []string, timeout time.Durati
 		}
 		r = reply{}
 		if json.Unmarshal(buf[:n], &r) == nil && r.Exited {
-			return &Result{Code: r.Code, Signal: r.Signal, TimedOut: r.TimedOut, Failed: r.Failed, Diag: r.Diag, Denied: r.Denied, Files: r.Files, FilesUnavailable: r.FilesUnavailable}, true
+			return &r.Result, true
 		}
 	}
 }
