@@ -16,7 +16,6 @@ import (
 	"runtime/debug"
 	"slices"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -333,7 +332,7 @@ func runCommand(pol *policy.Policy, timeout time.Duration, args []string, stdin 
 	// Catch the signals a user or harness sends to stop a command and pass
 	// them on; agentbox itself waits for the command to finish.
 	sigs := make(chan os.Signal, 8)
-	signal.Notify(sigs, forwardedSignals...)
+	signal.Notify(sigs, contract.Forwarded...)
 	// Stopped off the exit path: each signal Stop disables waits for the
 	// runtime's signal thread (0.05-0.2 ms in all in a fresh process),
 	// and the process exits right after; a caller that goes on has them
@@ -350,18 +349,7 @@ func runCommand(pol *policy.Policy, timeout time.Duration, args []string, stdin 
 	if err := c.Start(); err != nil {
 		return finish(contract.Of(pol, timeout, err, nil), stderr, rep)
 	}
-	done := make(chan struct{})
-	defer close(done)
-	go func() {
-		for {
-			select {
-			case s := <-sigs:
-				c.Signal(s)
-			case <-done:
-				return
-			}
-		}
-	}()
+	defer contract.Relay(sigs, func(s os.Signal) { c.Signal(s) })()
 	err := c.Wait()
 	return finish(contract.Of(c.Policy, timeout, err, c.Report), stderr, rep)
 }
@@ -374,8 +362,6 @@ func finish(o *contract.Outcome, stderr io.Writer, rep *reportFile) error {
 	}
 	return nil
 }
-
-var forwardedSignals = []os.Signal{os.Interrupt, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT}
 
 func newDoctor(stdout io.Writer) *cobra.Command {
 	var f runFlags
