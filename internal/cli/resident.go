@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -96,12 +95,7 @@ func resolveForClient(args []string, c rawpolicy.Caller) (*resident.Resolved, st
 	if resident.Disabled(c.Getenv, f.cfg != nil && f.cfg.Linux.Resident != nil && !*f.cfg.Linux.Resident) {
 		return nil, "the resident helper is switched off"
 	}
-	timeout := f.timeout
-	return &resident.Resolved{Policy: pol, Argv: argv, Timeout: timeout, Finish: func(res *resident.Result) (string, int) {
-		var b strings.Builder
-		code := res.Outcome(pol, timeout).Finish(&b, nil)
-		return b.String(), code
-	}}, ""
+	return &resident.Resolved{Policy: pol, Argv: argv, Timeout: f.timeout}, ""
 }
 
 // stopResident stops the resident helper if it is idle, and says on out

@@ -165,7 +165,13 @@ type Resolved struct {
 	Policy  *policy.Policy
 	Argv    []string
 	Timeout time.Duration
-	// Finish is what the CLI would have written to stderr after the
-	// command ended, and the status it would have exited with.
-	Finish func(*Result) (stderr string, code int)
+}
+
+// Finish is what the CLI would have written to stderr after the command
+// ended with res, and the status it would have exited with: the
+// contract's, which the CLI's own runs use too.
+func (r *Resolved) Finish(res *Result) (stderr string, code int) {
+	var b strings.Builder
+	code = res.Outcome(r.Policy, r.Timeout).Finish(&b, nil)
+	return b.String(), code
 }
