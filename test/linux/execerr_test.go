@@ -12,13 +12,14 @@ import (
 // TestExecErrorsAgree: the same bad command gets the same status on every
 // path, the one table of internal/exitcode (POSIX and bash): 127 for a
 // command that is not there (ENOENT, ENOTDIR), 126 for one the kernel
-// would not run (EACCES, ENOEXEC, a directory, E2BIG), in a lone run, a
-// run served by the resident helper (its stderr a pipe), a session
-// (`agentbox mcp`) and without a sandbox. Before, a file of garbage with
+// would not run (EACCES, ENOEXEC, a directory, ELOOP, E2BIG), in a lone
+// run, a run served by the resident helper (its stderr a pipe), a
+// session (`agentbox mcp`) and without a sandbox. Before, a file of garbage with
 // its x bits was 125 without a sandbox (os/exec's ENOEXEC was not in
 // that path's table), and an argument over the kernel's limit was 125 in
 // a session (the zygote's table had no E2BIG) but 126 under a session
-// command's init.
+// command's init; a link to itself was 127 on every path (the PATH
+// lookup called any stat error but EACCES "not found"; bash says 126).
 func TestExecErrorsAgree(t *testing.T) {
 	forEachUser(t, func(t *testing.T, u *testUser) {
 		fx := newFixture(t, u, noCodex)
@@ -36,6 +37,11 @@ func TestExecErrorsAgree(t *testing.T) {
 		// x bits, but neither ELF nor #!: execve says ENOEXEC (the
 		// shell would read it as a script; agentbox does not).
 		garbage := write("garbage", "\x00\x01\x02 echo ran\n", 0o755)
+		// A link to itself: stat says ELOOP, which exec would say too.
+		loop := filepath.Join(fx.ws, "loop")
+		if err := os.Symlink("loop", loop); err != nil {
+			t.Fatal(err)
+		}
 		cases := []struct {
 			name string
 			argv []string
@@ -47,6 +53,7 @@ func TestExecErrorsAgree(t *testing.T) {
 			{"EACCES", []string{plain}, 126},
 			{"ENOEXEC", []string{garbage}, 126},
 			{"directory", []string{fx.ws}, 126},
+			{"ELOOP", []string{loop}, 126},
 		}
 		paths := argvPaths(t, fx)
 		for _, p := range paths {
