@@ -14,6 +14,7 @@ import (
 
 	"golang.org/x/sys/windows"
 
+	"github.com/agentbox/agentbox/internal/exitcode"
 	"github.com/agentbox/agentbox/internal/netproxy"
 	"github.com/agentbox/agentbox/internal/rawpolicy"
 	"github.com/agentbox/agentbox/internal/windows/elevated"
@@ -95,7 +96,7 @@ func startElevatedCmd(c *Cmd) (process, error) {
 	// command's PATH and PATHEXT, as unelevated mode does.
 	path, err := unelevated.Resolve(c.Path, c.Env)
 	if err != nil {
-		return nil, &StartError{Code: startCode(err), Err: err}
+		return nil, &StartError{Code: exitcode.Classify(err), Err: err}
 	}
 	// Network off is the Offline user's firewall rules: run only when the
 	// firewall enforces them now (every profile on, local rules honoured).

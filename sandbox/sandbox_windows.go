@@ -13,6 +13,7 @@ import (
 
 	"golang.org/x/sys/windows"
 
+	"github.com/agentbox/agentbox/internal/exitcode"
 	"github.com/agentbox/agentbox/internal/rawpolicy"
 	"github.com/agentbox/agentbox/internal/windows/loopguard"
 	winsetup "github.com/agentbox/agentbox/internal/windows/setup"
@@ -110,7 +111,7 @@ func start(c *Cmd) (process, error) {
 	if err != nil {
 		sio.abort()
 		closeProxy(proxy)
-		return nil, &StartError{Code: startCode(err), Err: err}
+		return nil, &StartError{Code: exitcode.Classify(err), Err: err}
 	}
 	if l := p.JobLimits(); pol.Mode() != policy.DangerFullAccess && !l.UI && !winapi.IsWine() {
 		c.diag("%s", l)
@@ -136,16 +137,6 @@ func privateTemp(pol *policy.Policy, env []string) (*policy.Policy, []string, er
 		return nil, nil, fmt.Errorf("private temporary directory: %w", err)
 	}
 	return unelevated.WithTemp(pol, tmp), unelevated.TempEnv(env, tmp), nil
-}
-
-func startCode(err error) int {
-	switch {
-	case errors.Is(err, unelevated.ErrNotFound), errors.Is(err, fs.ErrNotExist):
-		return CodeNotFound
-	case errors.Is(err, windows.ERROR_BAD_EXE_FORMAT), errors.Is(err, windows.ERROR_ACCESS_DENIED):
-		return CodeNotExecutable
-	}
-	return CodeSandboxFailure
 }
 
 // stdio holds the handles the child gets and the copies that feed

@@ -654,14 +654,7 @@ func (z *zygote) fork(r zreq, stdio [3]int, ports []int, in *waitingInit) (pid, 
 		},
 	})
 	if err != nil {
-		code := exitcode.SandboxFailure
-		switch {
-		case errors.Is(err, os.ErrPermission), errors.Is(err, syscall.ENOEXEC), errors.Is(err, syscall.EISDIR):
-			code = exitcode.NotExecutable
-		case errors.Is(err, os.ErrNotExist):
-			code = exitcode.NotFound
-		}
-		return fail(code, fmt.Errorf("starting %s: %w", r.Argv[0], err))
+		return fail(exitcode.Classify(err), fmt.Errorf("starting %s: %w", r.Argv[0], err))
 	}
 	return pid, pidfd, 0, nil
 }

@@ -14,6 +14,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/agentbox/agentbox/internal/contract"
 	"github.com/agentbox/agentbox/internal/linux"
 	"github.com/agentbox/agentbox/internal/rawpolicy"
 	"github.com/agentbox/agentbox/internal/resident/ident"
@@ -76,20 +77,11 @@ func Run(stateDir string, pol *policy.Policy, argv []string, timeout time.Durati
 		return nil, false
 	}
 	// From here on the command runs: the helper's answer is the run's.
-	done := make(chan struct{})
-	defer close(done)
-	go func() {
-		for {
-			select {
-			case s := <-sigs:
-				if ss, ok := s.(syscall.Signal); ok {
-					sendJSON(fd, control{Op: "signal", Sig: int(ss)})
-				}
-			case <-done:
-				return
-			}
+	defer contract.Relay(sigs, func(s os.Signal) {
+		if ss, ok := s.(syscall.Signal); ok {
+			sendJSON(fd, control{Op: "signal", Sig: int(ss)})
 		}
-	}()
+	})()
 	for {
 		n, rfds, err = recvMsg(fd, buf, nil)
 		closeAll(rfds)
@@ -102,7 +94,7 @@ func Run(stateDir string, pol *policy.Policy, argv []string, timeout time.Durati
 		}
 		r = reply{}
 		if json.Unmarshal(buf[:n], &r) == nil && r.Exited {
-			return &Result{Code: r.Code, Signal: r.Signal, TimedOut: r.TimedOut, Failed: r.Failed, Diag: r.Diag, Denied: r.Denied, Files: r.Files, FilesUnavailable: r.FilesUnavailable}, true
+			return &r.Result, true
 		}
 	}
 }

@@ -103,7 +103,7 @@ func (leanReplies) fallback(fd int, why string) error {
 func (leanReplies) started(fd int) error { return sendMsg(fd, fastpath.Started(), nil) }
 
 func (l leanReplies) exited(fd int, r reply) error {
-	stderr, code := l.finish(&Result{Code: r.Code, Signal: r.Signal, TimedOut: r.TimedOut, Failed: r.Failed, Diag: r.Diag, Denied: r.Denied, Files: r.Files, FilesUnavailable: r.FilesUnavailable})
+	stderr, code := l.finish(&r.Result)
 	for _, m := range fastpath.Exited(code, stderr) {
 		if err := sendMsg(fd, m, nil); err != nil {
 			return err

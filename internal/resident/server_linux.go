@@ -19,8 +19,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/agentbox/agentbox/internal/agentdirs"
+	"github.com/agentbox/agentbox/internal/contract"
 	"github.com/agentbox/agentbox/internal/fsreport"
-	"github.com/agentbox/agentbox/internal/netpolicy"
 	"github.com/agentbox/agentbox/internal/rawpolicy"
 	"github.com/agentbox/agentbox/internal/resident/fastpath"
 	"github.com/agentbox/agentbox/internal/resident/ident"
@@ -745,29 +745,10 @@ func (s *server) run(fd int, sess *sandbox.Session, r *runRequest, stdio [3]*os.
 		}
 	}()
 	err := c.Wait()
-	rep := reply{Exited: true}
-	var ee *sandbox.ExitError
-	switch {
-	case err == nil:
-	case errors.As(err, &ee):
-		rep.Code, rep.Signal, rep.TimedOut = ee.Code, ee.Signal, ee.TimedOut
-	default:
-		rep.Failed = err.Error()
-	}
+	rep := reply{Exited: true, Result: contract.PartsOf(err, c.Report)}
 	rep.Diag = diag.String()
-	if c.Report != nil && c.Report.Network != nil {
-		for _, d := range c.Report.Network.Denied {
-			rep.Denied = append(rep.Denied, netpolicy.Denied(d))
-		}
-		rep.Denied = capDenied(rep.Denied)
-	}
-	if c.Report != nil && c.Report.Filesystem != nil {
-		for _, d := range c.Report.Filesystem.Denied {
-			rep.Files = append(rep.Files, fsreport.Denied(d))
-		}
-		rep.Files = fsreport.Fit(rep.Files, maxFiles)
-		rep.FilesUnavailable = c.Report.Filesystem.Unavailable
-	}
+	rep.Denied = capDenied(rep.Denied)
+	rep.Files = fsreport.Fit(rep.Files, maxFiles)
 	out.exited(fd, rep)
 	// The CLI closes its end on this reply; the lifeline then ends.
 	unix.Shutdown(fd, unix.SHUT_RD)
