@@ -14,7 +14,6 @@ import (
 	"github.com/agentbox/agentbox/internal/fspath"
 	"github.com/agentbox/agentbox/internal/lookpath"
 	"github.com/agentbox/agentbox/internal/netpolicy"
-	"github.com/agentbox/agentbox/internal/policyhook"
 )
 
 // DefaultProtectedNames returns the names kept read-only inside every
@@ -244,14 +243,14 @@ func Resolve(o Options) (*Policy, error) { return resolveEnv(o, os.Getenv, runti
 // through getenv and the temp-directory rules of goos, which tests (and,
 // through internal/rawpolicy, other packages' tests) choose.
 func resolveEnv(o Options, getenv func(string) string, goos string) (*Policy, error) {
-	return resolveFor(o, policyhook.Caller{Getenv: getenv}, goos)
+	return resolveFor(o, Caller{Getenv: getenv}, goos)
 }
 
 // resolveFor is Resolve for the process caller describes: its environment,
 // working directory, executable and argv[0] (each, when unset, this
 // process's own), for the resident helper resolving a run on its
 // client's behalf exactly as the client would have.
-func resolveFor(o Options, caller policyhook.Caller, goos string) (*Policy, error) {
+func resolveFor(o Options, caller Caller, goos string) (*Policy, error) {
 	getenv := caller.Env()
 	cfg := o.Config
 	if cfg == nil {
@@ -538,7 +537,7 @@ func resolveFor(o Options, caller policyhook.Caller, goos string) (*Policy, erro
 // invokedAs is the path the program was started through, made absolute
 // without resolving links: argv[0] when it names a path, else its match
 // in path (PATH), absolute matches only, as exec.LookPath gives them.
-func invokedAs(c policyhook.Caller, path string, absolute func(string) (string, error)) string {
+func invokedAs(c Caller, path string, absolute func(string) (string, error)) string {
 	arg0 := c.Arg0
 	if !c.Remote {
 		if len(os.Args) == 0 {

@@ -21,7 +21,7 @@ import (
 	"github.com/agentbox/agentbox/internal/agentdirs"
 	"github.com/agentbox/agentbox/internal/fsreport"
 	"github.com/agentbox/agentbox/internal/netpolicy"
-	"github.com/agentbox/agentbox/internal/rawpolicy"
+	"github.com/agentbox/agentbox/internal/policytest"
 	"github.com/agentbox/agentbox/internal/resident/fastpath"
 	"github.com/agentbox/agentbox/internal/resident/ident"
 	"github.com/agentbox/agentbox/internal/sessionhook"
@@ -561,14 +561,14 @@ func (s *server) makeRoom() bool {
 // saw.
 func (s *server) prepare(e *entry, r *runRequest, polBytes []byte) {
 	defer close(e.ready)
-	pol, err := rawpolicy.Decode(polBytes)
+	pol, err := policy.Unmarshal(polBytes)
 	if err != nil {
 		e.refuse = err.Error()
 		return
 	}
 	// Published ports, as in Eligible: a kept session would keep them
 	// open on the host between runs.
-	if pol.Mode() == policy.DangerFullAccess || rawpolicy.Egress(pol) != nil || len(pol.Publish()) > 0 {
+	if pol.Mode() == policy.DangerFullAccess || pol.AllowList() != nil || len(pol.Publish()) > 0 {
 		e.refuse = "not a policy the helper serves"
 		return
 	}
@@ -616,7 +616,7 @@ func (s *server) prepare(e *entry, r *runRequest, polBytes []byte) {
 // same workspace would get a sandbox of its own (the placeholders'
 // inodes are new each time), and with it a throwaway tool-cache layer.
 func (s *server) alias(key string, r *runRequest, polBytes []byte) *entry {
-	reqPol, err := rawpolicy.Decode(polBytes)
+	reqPol, err := policy.Unmarshal(polBytes)
 	if err != nil {
 		return nil
 	}
@@ -628,7 +628,7 @@ func (s *server) alias(key string, r *runRequest, polBytes []byte) *entry {
 			continue
 		}
 		have := e.pol.Protected()
-		norm := rawpolicy.Of(reqPol)
+		norm := policytest.Of(reqPol)
 		if len(have) != len(norm.Protected) {
 			continue
 		}
@@ -647,8 +647,8 @@ func (s *server) alias(key string, r *runRequest, polBytes []byte) *entry {
 		if len(held) == 0 {
 			continue
 		}
-		a, err1 := rawpolicy.Encode(rawpolicy.New(norm))
-		b, err2 := rawpolicy.Encode(e.pol)
+		a, err1 := policytest.New(norm).MarshalBinary()
+		b, err2 := e.pol.MarshalBinary()
 		if err1 != nil || err2 != nil || !bytes.Equal(a, b) {
 			continue
 		}

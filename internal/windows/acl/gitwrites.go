@@ -6,7 +6,7 @@ import (
 	"strings"
 
 	"github.com/agentbox/agentbox/internal/gitguard"
-	"github.com/agentbox/agentbox/internal/rawpolicy"
+	"github.com/agentbox/agentbox/internal/policytest"
 	"github.com/agentbox/agentbox/policy"
 )
 
@@ -164,7 +164,7 @@ func (g GitPlan) Policy(pol *policy.Policy) *policy.Policy {
 	if len(g.GitDirs) == 0 {
 		return pol
 	}
-	return rawpolicy.Edit(pol, func(f *rawpolicy.Fields) {
+	return policytest.Edit(pol, func(f *policytest.Fields) {
 		f.Protected = slices.DeleteFunc(f.Protected, func(pr policy.Protected) bool {
 			return slices.ContainsFunc(g.GitDirs, func(x string) bool { return SamePath(x, pr.Path) })
 		})
