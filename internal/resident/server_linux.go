@@ -24,7 +24,6 @@ import (
 	"github.com/agentbox/agentbox/internal/policytest"
 	"github.com/agentbox/agentbox/internal/resident/fastpath"
 	"github.com/agentbox/agentbox/internal/resident/ident"
-	"github.com/agentbox/agentbox/internal/sessionhook"
 	"github.com/agentbox/agentbox/internal/syncbuf"
 	"github.com/agentbox/agentbox/policy"
 	"github.com/agentbox/agentbox/sandbox"
@@ -583,7 +582,7 @@ func (s *server) prepare(e *entry, r *runRequest, polBytes []byte) {
 	// pid namespace's init and its signals, exit codes and 128+N
 	// statuses are as in a lone run. The binary is at the same path in
 	// the sandbox (the host's tree, read-only).
-	sess, err := sessionhook.NewInitSession.(func(*policy.Policy, string) (*sandbox.Session, error))(pol, s.exe)
+	sess, err := sandbox.NewSessionWith(pol, sandbox.SessionOptions{CommandInit: s.exe})
 	if err != nil {
 		// The CLI's own run reports the error; a later request may
 		// succeed (a transient failure is not cached).
