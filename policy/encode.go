@@ -15,13 +15,41 @@ import (
 // Two policies with equal bytes sandbox a command identically; agentbox's
 // resident helper keys its prepared sandboxes by these bytes and serves a
 // request only from a sandbox prepared for exactly them. What Resolve
-// kept for [Policy.Widen] is not part of it.
+// kept for [Policy.Widen] is not part of it. A policy naming a path that
+// is not valid UTF-8 has no encoding: JSON would replace the bytes, and
+// the policy decoded would name another path.
 func (p *Policy) MarshalBinary() ([]byte, error) {
 	b, err := json.Marshal(p.f)
 	if err != nil {
 		return nil, fmt.Errorf("policy: encode: %w", err)
 	}
+	if replacedBytes(b) {
+		return nil, errors.New("policy: encode: a path or value is not valid UTF-8")
+	}
 	return b, nil
+}
+
+// replacedBytes reports whether encoding/json replaced invalid UTF-8 in
+// b: it writes the escape \ufffd only for that (a U+FFFD written as such
+// stays as it is), and an escape is one not itself escaped by a
+// backslash before it.
+func replacedBytes(b []byte) bool {
+	esc := []byte(`\ufffd`)
+	for i := 0; ; {
+		j := bytes.Index(b[i:], esc)
+		if j < 0 {
+			return false
+		}
+		j += i
+		n := 0
+		for k := j - 1; k >= 0 && b[k] == '\\'; k-- {
+			n++
+		}
+		if n%2 == 0 {
+			return true
+		}
+		i = j + 1
+	}
 }
 
 // Unmarshal is the inverse of [Policy.MarshalBinary]. It refuses bytes

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"testing"
 )
 
@@ -75,5 +76,62 @@ func TestUnmarshalRefuses(t *testing.T) {
 		if _, err := Unmarshal([]byte(b)); err == nil {
 			t.Errorf("%s: Unmarshal(%s) succeeded", name, b)
 		}
+	}
+}
+
+// A path that is not UTF-8 has no encoding: JSON would decode it as
+// another path. A real U+FFFD and a backslash before "ufffd" in a path
+// are kept as they are.
+func TestMarshalRefusesInvalidUTF8(t *testing.T) {
+	for _, tc := range []struct {
+		cwd string
+		ok  bool
+	}{
+		{"/w/\xff", false},
+		{"/w/\\\xff", false},
+		{"/w/\ufffd", true},
+		{`/w/\ufffd`, true},
+		{`/w/\\ufffd`, true},
+	} {
+		p := ReadOnlyAt(tc.cwd)
+		b, err := p.MarshalBinary()
+		if (err == nil) != tc.ok {
+			t.Errorf("MarshalBinary(Cwd %q) = %s, %v; want ok %v", tc.cwd, b, err, tc.ok)
+			continue
+		}
+		if err != nil {
+			continue
+		}
+		q, err := Unmarshal(b)
+		if err != nil || q.Cwd() != tc.cwd {
+			t.Errorf("Cwd %q came back as %q, %v", tc.cwd, q.Cwd(), err)
+		}
+	}
+}
+
+// A variant changes what it says and nothing else, and leaves p alone.
+func TestVariants(t *testing.T) {
+	p, err := resolveEnv(Options{Cwd: t.TempDir(), AllowDomains: []string{"good.test"}}, func(string) string { return "" }, "linux")
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, _ := p.MarshalBinary()
+	if q := p.WithAllowDegraded(true); !q.AllowDegraded() || q.Cwd() != p.Cwd() {
+		t.Errorf("WithAllowDegraded: %v %q", q.AllowDegraded(), q.Cwd())
+	}
+	if q := p.WithoutWrites(); q.Mode() != ReadOnly || len(q.WritableRoots()) != 0 || len(q.Protected()) != 0 {
+		t.Errorf("WithoutWrites: %s %q %v", q.Mode(), q.WritableRoots(), q.Protected())
+	}
+	if q := p.WithAllowList(nil); q.AllowList() != nil || q.Network() {
+		t.Errorf("WithAllowList(nil): %v %v", q.AllowList(), q.Network())
+	}
+	if q := p.WithWritableRoot("/x"); !slices.Contains(q.WritableRoots(), "/x") {
+		t.Errorf("WithWritableRoot: %q", q.WritableRoots())
+	}
+	if q := p.WithProtected(nil); len(q.Protected()) != 0 {
+		t.Errorf("WithProtected(nil): %v", q.Protected())
+	}
+	if after, _ := p.MarshalBinary(); !bytes.Equal(before, after) {
+		t.Error("a variant changed the policy it was made from")
 	}
 }

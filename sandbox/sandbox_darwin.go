@@ -10,7 +10,6 @@ import (
 	"github.com/agentbox/agentbox/internal/agentdirs"
 	"github.com/agentbox/agentbox/internal/cacheplan"
 	"github.com/agentbox/agentbox/internal/lookpath"
-	"github.com/agentbox/agentbox/internal/policytest"
 
 	"github.com/agentbox/agentbox/internal/darwin"
 	"github.com/agentbox/agentbox/internal/netproxy"
@@ -116,7 +115,7 @@ func start(c *Cmd) (process, error) {
 func doctor(pol *policy.Policy) *Report {
 	r := &Report{OS: runtime.GOOS, Backend: "seatbelt (sandbox-exec)"}
 	if pol == nil {
-		pol = policytest.New(policytest.Fields{Mode: policy.ReadOnly, Cwd: "/"})
+		pol = policy.ReadOnlyAt("/")
 	}
 	r.Mode = string(pol.Mode())
 	if _, err := os.Stat("/usr/bin/sandbox-exec"); err != nil {

@@ -13,7 +13,6 @@ import (
 
 	"golang.org/x/sys/windows"
 
-	"github.com/agentbox/agentbox/internal/policytest"
 	"github.com/agentbox/agentbox/internal/windows/loopguard"
 	winsetup "github.com/agentbox/agentbox/internal/windows/setup"
 	"github.com/agentbox/agentbox/internal/windows/sid"
@@ -510,7 +509,7 @@ func setup(ctx context.Context, pol *policy.Policy, out io.Writer) error {
 		return err
 	}
 	if pol == nil {
-		pol = policytest.New(policytest.Fields{Mode: policy.ReadOnly})
+		pol = policy.ReadOnlyAt("")
 	}
 	sb, err := unelevated.Prepare(pol, dir)
 	if err != nil {

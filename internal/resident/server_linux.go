@@ -21,7 +21,6 @@ import (
 	"github.com/agentbox/agentbox/internal/agentdirs"
 	"github.com/agentbox/agentbox/internal/fsreport"
 	"github.com/agentbox/agentbox/internal/netpolicy"
-	"github.com/agentbox/agentbox/internal/policytest"
 	"github.com/agentbox/agentbox/internal/resident/fastpath"
 	"github.com/agentbox/agentbox/internal/resident/ident"
 	"github.com/agentbox/agentbox/internal/syncbuf"
@@ -627,26 +626,26 @@ func (s *server) alias(key string, r *runRequest, polBytes []byte) *entry {
 			continue
 		}
 		have := e.pol.Protected()
-		norm := policytest.Of(reqPol)
-		if len(have) != len(norm.Protected) {
+		norm := reqPol.Protected()
+		if len(have) != len(norm) {
 			continue
 		}
 		held := map[string]bool{}
-		for i, pr := range norm.Protected {
+		for i, pr := range norm {
 			if have[i].Kind != policy.Missing || have[i].Root == "" || have[i].Path != pr.Path {
 				continue
 			}
 			// What a held placeholder of the same kind is found as.
 			if pr.Kind == policy.Dir && !have[i].FileWhenMissing || pr.Kind == policy.File && have[i].FileWhenMissing {
-				norm.Protected[i].Kind = policy.Missing
-				norm.Protected[i].FileWhenMissing = have[i].FileWhenMissing
+				norm[i].Kind = policy.Missing
+				norm[i].FileWhenMissing = have[i].FileWhenMissing
 				held[pr.Path] = true
 			}
 		}
 		if len(held) == 0 {
 			continue
 		}
-		a, err1 := policytest.New(norm).MarshalBinary()
+		a, err1 := reqPol.WithProtected(norm).MarshalBinary()
 		b, err2 := e.pol.MarshalBinary()
 		if err1 != nil || err2 != nil || !bytes.Equal(a, b) {
 			continue

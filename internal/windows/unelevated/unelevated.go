@@ -39,7 +39,6 @@ import (
 
 	"github.com/agentbox/agentbox/internal/agentdirs"
 	"github.com/agentbox/agentbox/internal/cacheplan"
-	"github.com/agentbox/agentbox/internal/policytest"
 	"github.com/agentbox/agentbox/internal/windows/acl"
 	"github.com/agentbox/agentbox/internal/windows/sid"
 	"github.com/agentbox/agentbox/internal/windows/winenv"
@@ -220,7 +219,7 @@ func withRoot(pol *policy.Policy, root string) *policy.Policy {
 	if root == "" {
 		return pol
 	}
-	return policytest.Edit(pol, func(f *policytest.Fields) { f.WritableRoots = append(f.WritableRoots, root) })
+	return pol.WithWritableRoot(root)
 }
 
 // Temp is the workspace's private temporary directory on this backend
