@@ -75,20 +75,22 @@ type Options struct {
 // Policy is the resolved, immutable description of one sandboxed command.
 // All paths are absolute and free of symlinks. Its parts depend on each
 // other (the protected paths are derived from the writable roots), so it
-// has no exported fields: build one with [Resolve], and a variant by
-// resolving changed [Options]. Slices the methods return are copies.
+// has no exported fields: build one with [Resolve] (or [ResolveFor], or
+// [Unmarshal] of its encoding), and a variant by resolving changed
+// [Options]. Slices the methods return are copies.
 type Policy struct {
 	f fields
 	// src is what Resolve made the policy of, for [Policy.Widen]; nil
-	// for a policy built field by field (internal/rawpolicy).
+	// for a decoded policy ([Unmarshal]) and a variant (variant.go).
 	src *source
 }
 
-// fields is the state of a Policy. It is an alias of an unnamed struct so
-// that internal/rawpolicy, which backends' tests use to build policies
-// Resolve cannot (another OS's paths, hand-made protections), can name
-// the identical type without package policy exporting it.
-type fields = struct {
+// fields is the state of a Policy. Its JSON form, field by field in
+// this order, is the policy's canonical encoding ([Policy.MarshalBinary]):
+// a change here changes the encoding, and internal/policytest.Fields,
+// which tests build policies through, must follow (its TestFields fails
+// otherwise).
+type fields struct {
 	Mode             Mode
 	Cwd              string
 	WritableRoots    []string
@@ -240,8 +242,7 @@ type Protected struct {
 func Resolve(o Options) (*Policy, error) { return resolveEnv(o, os.Getenv, runtime.GOOS) }
 
 // resolveEnv is Resolve with the environment ($TMPDIR, %TEMP%, $HOME) read
-// through getenv and the temp-directory rules of goos, which tests (and,
-// through internal/rawpolicy, other packages' tests) choose.
+// through getenv and the temp-directory rules of goos, which tests choose.
 func resolveEnv(o Options, getenv func(string) string, goos string) (*Policy, error) {
 	return resolveFor(o, Caller{Getenv: getenv}, goos)
 }
