@@ -16,7 +16,6 @@ import (
 
 	"github.com/agentbox/agentbox/internal/exitcode"
 	"github.com/agentbox/agentbox/internal/netproxy"
-	"github.com/agentbox/agentbox/internal/rawpolicy"
 	"github.com/agentbox/agentbox/internal/windows/elevated"
 	"github.com/agentbox/agentbox/internal/windows/loopguard"
 	winsetup "github.com/agentbox/agentbox/internal/windows/setup"
@@ -32,7 +31,7 @@ import (
 func init() {
 	startElevated = startElevatedCmd
 	preflightElevated = func(c *Cmd) error {
-		if _, _, err := elevatedGroup(rawpolicy.Egress(c.Policy) != nil); err != nil {
+		if _, _, err := elevatedGroup(c.Policy.AllowList() != nil); err != nil {
 			return &StartError{Code: CodeSandboxFailure, Err: err}
 		}
 		return nil
@@ -42,7 +41,7 @@ func init() {
 func startElevatedCmd(c *Cmd) (process, error) {
 	pol := c.Policy
 	// Setup first: without it nothing may touch the disk.
-	group, st, err := elevatedGroup(rawpolicy.Egress(pol) != nil)
+	group, st, err := elevatedGroup(pol.AllowList() != nil)
 	if err != nil {
 		return nil, &StartError{Code: CodeSandboxFailure, Err: err}
 	}
@@ -193,7 +192,7 @@ func startElevatedEgress(pol *policy.Policy, env []string, dir string, open []in
 		return nil, fmt.Errorf("refusing to run: %w", err)
 	}
 	eg := &elevatedEgress{}
-	if rawpolicy.Egress(pol) == nil {
+	if pol.AllowList() == nil {
 		return eg, nil
 	}
 	if eg.srv, err = newEgressProxy(pol); err != nil {

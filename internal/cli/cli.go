@@ -23,7 +23,6 @@ import (
 
 	"github.com/agentbox/agentbox/internal/agentdirs"
 	"github.com/agentbox/agentbox/internal/contract"
-	"github.com/agentbox/agentbox/internal/rawpolicy"
 	"github.com/agentbox/agentbox/internal/spelling"
 	"github.com/agentbox/agentbox/policy"
 	"github.com/agentbox/agentbox/sandbox"
@@ -188,13 +187,13 @@ func (f *runFlags) register(cmd *cobra.Command, withRunOnly bool) {
 
 // resolve builds the policy from flags and config; errors are 125.
 func (f *runFlags) resolve(cmd *cobra.Command) (*policy.Policy, error) {
-	return f.resolveFor(cmd, rawpolicy.Caller{})
+	return f.resolveFor(cmd, policy.Caller{})
 }
 
 // resolveFor is resolve for the process c describes (this one when c is
 // empty): the resident helper resolves a run for the client that handed
 // it over (see resolveForClient).
-func (f *runFlags) resolveFor(cmd *cobra.Command, c rawpolicy.Caller) (*policy.Policy, error) {
+func (f *runFlags) resolveFor(cmd *cobra.Command, c policy.Caller) (*policy.Policy, error) {
 	getenv := c.Env()
 	// An empty path would silently mean the current directory: a writable
 	// root nobody asked for.
@@ -260,7 +259,7 @@ func (f *runFlags) resolveFor(cmd *cobra.Command, c rawpolicy.Caller) (*policy.P
 	if cmd.Flags().Changed("allow-git-writes") {
 		o.AllowGitWrites = &f.allowGit
 	}
-	pol, err := rawpolicy.ResolveFor(o, c)
+	pol, err := policy.ResolveFor(o, c)
 	if err != nil {
 		return nil, failure("%w", err)
 	}

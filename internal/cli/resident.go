@@ -11,7 +11,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/agentbox/agentbox/internal/agentdirs"
-	"github.com/agentbox/agentbox/internal/rawpolicy"
 	"github.com/agentbox/agentbox/internal/resident"
 	"github.com/agentbox/agentbox/policy"
 )
@@ -52,7 +51,7 @@ var notPaths = map[string]bool{"AGENTBOX_RESIDENT": true, "GIT_CONFIG_NOSYSTEM":
 // as the CLI's run command does (c stands for the client), for the
 // helper to run. Anything but a plain run with a command (an error,
 // --help, --report, the helper switched off) is the full CLI's.
-func resolveForClient(args []string, c rawpolicy.Caller) (*resident.Resolved, string) {
+func resolveForClient(args []string, c policy.Caller) (*resident.Resolved, string) {
 	if len(args) == 0 || args[0] != "run" {
 		return nil, "not a run"
 	}

@@ -16,7 +16,6 @@ import (
 
 	"github.com/agentbox/agentbox/internal/contract"
 	"github.com/agentbox/agentbox/internal/linux"
-	"github.com/agentbox/agentbox/internal/rawpolicy"
 	"github.com/agentbox/agentbox/internal/resident/ident"
 	"github.com/agentbox/agentbox/policy"
 )
@@ -104,7 +103,7 @@ func Run(stateDir string, pol *policy.Policy, argv []string, timeout time.Durati
 // along as SCM_RIGHTS. The escape tests send it from inside sandboxes:
 // it is exactly what the helper would serve from an unconfined peer.
 func EncodeRequest(stateDir, binary string, pol *policy.Policy, argv, env []string, timeout time.Duration) ([]byte, error) {
-	polBytes, err := rawpolicy.Encode(pol)
+	polBytes, err := pol.MarshalBinary()
 	if err != nil {
 		return nil, err
 	}
@@ -138,7 +137,7 @@ func Eligible(pol *policy.Policy, stdio [3]*os.File) bool {
 	// session the helper keeps between runs would keep it open. Such a
 	// run starts on its own; host ports have nothing on the host side
 	// to keep open, and are served.
-	if pol.Mode() == policy.DangerFullAccess || rawpolicy.Egress(pol) != nil || len(pol.Publish()) > 0 {
+	if pol.Mode() == policy.DangerFullAccess || pol.AllowList() != nil || len(pol.Publish()) > 0 {
 		return false
 	}
 	for _, f := range stdio {

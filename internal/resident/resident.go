@@ -22,7 +22,6 @@ import (
 
 	"github.com/agentbox/agentbox/internal/contract"
 	"github.com/agentbox/agentbox/internal/netpolicy"
-	"github.com/agentbox/agentbox/internal/rawpolicy"
 	"github.com/agentbox/agentbox/internal/wirestr"
 	"github.com/agentbox/agentbox/policy"
 )
@@ -158,7 +157,7 @@ type control struct {
 // handle itself (a flag error, --help, a report file, the helper switched
 // off): nothing has happened yet, and the client's full CLI then does it
 // all, its messages included.
-type Resolver func(args []string, c rawpolicy.Caller) (run *Resolved, why string)
+type Resolver func(args []string, c policy.Caller) (run *Resolved, why string)
 
 // Resolved is a run a Resolver accepted.
 type Resolved struct {
