@@ -735,15 +735,16 @@ func shellWords(s string) []shellWord {
 	return words
 }
 
-// gitSafeBareRepository reads the user's effective safe.bareRepository
+// SafeBareRepository reads the user's effective safe.bareRepository
 // from the global and system git config (git honours it only there) as
-// agentbox's environment points at them: the value ("" when unset, git's
+// the environment getenv reads points at them, with the reader Resolve
+// uses to find what git would run: the value ("" when unset, git's
 // default "all") and the file that set it. agentbox cannot stop a command
 // from writing a repository skeleton (HEAD, objects/, refs/, config) in a
 // directory it may write; with "explicit", git refuses to use one that is
 // not named with --git-dir or GIT_DIR, which is git's own defence (git
 // 2.38 and later).
-func gitSafeBareRepository(getenv func(string) string) (value, file string, err error) {
+func SafeBareRepository(getenv func(string) string) (value, file string, err error) {
 	s := &gitScan{getenv: getenv, home: getenv("HOME"), files: map[string][]gitConfigVar{}, repos: map[string]bool{}}
 	if err := s.loadGlobal(); err != nil {
 		return "", "", err

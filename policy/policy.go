@@ -14,7 +14,6 @@ import (
 	"github.com/agentbox/agentbox/internal/fspath"
 	"github.com/agentbox/agentbox/internal/lookpath"
 	"github.com/agentbox/agentbox/internal/netpolicy"
-	"github.com/agentbox/agentbox/internal/policyhook"
 )
 
 // DefaultProtectedNames returns the names kept read-only inside every
@@ -76,20 +75,22 @@ type Options struct {
 // Policy is the resolved, immutable description of one sandboxed command.
 // All paths are absolute and free of symlinks. Its parts depend on each
 // other (the protected paths are derived from the writable roots), so it
-// has no exported fields: build one with [Resolve], and a variant by
-// resolving changed [Options]. Slices the methods return are copies.
+// has no exported fields: build one with [Resolve] (or [ResolveFor], or
+// [Unmarshal] of its encoding), and a variant by resolving changed
+// [Options]. Slices the methods return are copies.
 type Policy struct {
 	f fields
 	// src is what Resolve made the policy of, for [Policy.Widen]; nil
-	// for a policy built field by field (internal/rawpolicy).
+	// for a decoded policy ([Unmarshal]) and a variant (variant.go).
 	src *source
 }
 
-// fields is the state of a Policy. It is an alias of an unnamed struct so
-// that internal/rawpolicy, which backends' tests use to build policies
-// Resolve cannot (another OS's paths, hand-made protections), can name
-// the identical type without package policy exporting it.
-type fields = struct {
+// fields is the state of a Policy. Its JSON form, field by field in
+// this order, is the policy's canonical encoding ([Policy.MarshalBinary]):
+// a change here changes the encoding, and internal/policytest.Fields,
+// which tests build policies through, must follow (its TestFields fails
+// otherwise).
+type fields struct {
 	Mode             Mode
 	Cwd              string
 	WritableRoots    []string
@@ -241,17 +242,16 @@ type Protected struct {
 func Resolve(o Options) (*Policy, error) { return resolveEnv(o, os.Getenv, runtime.GOOS) }
 
 // resolveEnv is Resolve with the environment ($TMPDIR, %TEMP%, $HOME) read
-// through getenv and the temp-directory rules of goos, which tests (and,
-// through internal/rawpolicy, other packages' tests) choose.
+// through getenv and the temp-directory rules of goos, which tests choose.
 func resolveEnv(o Options, getenv func(string) string, goos string) (*Policy, error) {
-	return resolveFor(o, policyhook.Caller{Getenv: getenv}, goos)
+	return resolveFor(o, Caller{Getenv: getenv}, goos)
 }
 
 // resolveFor is Resolve for the process caller describes: its environment,
 // working directory, executable and argv[0] (each, when unset, this
 // process's own), for the resident helper resolving a run on its
 // client's behalf exactly as the client would have.
-func resolveFor(o Options, caller policyhook.Caller, goos string) (*Policy, error) {
+func resolveFor(o Options, caller Caller, goos string) (*Policy, error) {
 	getenv := caller.Env()
 	cfg := o.Config
 	if cfg == nil {
@@ -538,7 +538,7 @@ func resolveFor(o Options, caller policyhook.Caller, goos string) (*Policy, erro
 // invokedAs is the path the program was started through, made absolute
 // without resolving links: argv[0] when it names a path, else its match
 // in path (PATH), absolute matches only, as exec.LookPath gives them.
-func invokedAs(c policyhook.Caller, path string, absolute func(string) (string, error)) string {
+func invokedAs(c Caller, path string, absolute func(string) (string, error)) string {
 	arg0 := c.Arg0
 	if !c.Remote {
 		if len(os.Args) == 0 {

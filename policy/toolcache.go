@@ -424,12 +424,13 @@ func cloneCaches(cs []ToolCache) []ToolCache {
 	return out
 }
 
-// cacheEnvValue is the value of the named cache's variable that points
-// it at dir, given the variable's current value old (Maven's MAVEN_OPTS
-// keeps what it held); dir itself for every other cache.
-func cacheEnvValue(name, dir, old string) string {
+// EnvValue is the value of c's variable ([ToolCache].Env) that points
+// the tool at dir, given the variable's current value old (Maven's
+// MAVEN_OPTS keeps what it held); dir itself for every other cache. The
+// rule is found by c.Name in this build's table.
+func (c ToolCache) EnvValue(dir, old string) string {
 	for _, d := range knownCaches {
-		if d.Name == name && d.EnvValue != nil {
+		if d.Name == c.Name && d.EnvValue != nil {
 			return d.EnvValue(dir, old)
 		}
 	}

@@ -156,10 +156,10 @@ func TestToolCacheResolve(t *testing.T) {
 	if byName["npm"].HostExists {
 		t.Errorf("npm cache does not exist but HostExists is set")
 	}
-	if got := cacheEnvValue("maven", "/p/maven", "-Xmx1g"); got != "-Xmx1g -Dmaven.repo.local=/p/maven" {
+	if got := (ToolCache{Name: "maven"}).EnvValue("/p/maven", "-Xmx1g"); got != "-Xmx1g -Dmaven.repo.local=/p/maven" {
 		t.Errorf("maven env %q", got)
 	}
-	if got := cacheEnvValue("go-build", "/p/go-build", "/old"); got != "/p/go-build" {
+	if got := (ToolCache{Name: "go-build"}).EnvValue("/p/go-build", "/old"); got != "/p/go-build" {
 		t.Errorf("go-build env %q", got)
 	}
 	if env := byName["cargo-registry"].Env; env != "" {

@@ -8,14 +8,13 @@ import (
 	"strings"
 
 	"github.com/agentbox/agentbox/internal/netpolicy"
-	"github.com/agentbox/agentbox/internal/policyhook"
 )
 
 // source is what a resolved policy was made of: the options (with every
 // path absolute) and the process they were resolved for.
 type source struct {
 	o      Options
-	caller policyhook.Caller
+	caller Caller
 	goos   string
 }
 

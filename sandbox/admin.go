@@ -10,7 +10,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/agentbox/agentbox/internal/gitguard"
 	"github.com/agentbox/agentbox/internal/secrets"
 	"github.com/agentbox/agentbox/policy"
 )
@@ -135,7 +134,7 @@ func hardLinkCheck(hidden []policy.Hidden) Check {
 // failed guarantee.
 func gitBareCheck() Check {
 	c := Check{Name: "git safe.bareRepository", OK: true}
-	v, file, err := gitguard.SafeBareRepository(os.Getenv)
+	v, file, err := policy.SafeBareRepository(os.Getenv)
 	switch {
 	case err != nil:
 		c.Warning = true

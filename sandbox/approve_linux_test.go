@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentbox/agentbox/internal/rawpolicy"
+	"github.com/agentbox/agentbox/internal/policytest"
 	"github.com/agentbox/agentbox/policy"
 )
 
@@ -20,7 +20,7 @@ import (
 func approveSession(t *testing.T) (*Session, string) {
 	t.Helper()
 	ws, _ := filepath.EvalSymlinks(t.TempDir())
-	pol, err := rawpolicy.Resolve(policy.Options{Cwd: ws}, func(string) string { return "" }, "linux")
+	pol, err := policytest.Resolve(policy.Options{Cwd: ws}, func(string) string { return "" })
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,7 +15,6 @@ import (
 	"github.com/agentbox/agentbox/internal/linux/landlock"
 	"github.com/agentbox/agentbox/internal/linux/seccomp"
 	"github.com/agentbox/agentbox/internal/netpolicy"
-	"github.com/agentbox/agentbox/internal/rawpolicy"
 	"github.com/agentbox/agentbox/policy"
 )
 
@@ -24,7 +23,7 @@ import (
 func linuxDoctor(pol *policy.Policy) *Report {
 	r := &Report{OS: runtime.GOOS}
 	if pol == nil {
-		pol = rawpolicy.New(rawpolicy.Fields{Mode: policy.ReadOnly, Cwd: "/"})
+		pol = policy.ReadOnlyAt("/")
 	}
 	r.Mode = string(pol.Mode())
 	add := func(name string, ok bool, format string, args ...any) {
@@ -68,7 +67,7 @@ func linuxDoctor(pol *policy.Policy) *Report {
 	}
 	// The probe: a real sandbox running true, degraded mode refused so we
 	// learn whether namespaces work.
-	probe := rawpolicy.Edit(pol, func(f *rawpolicy.Fields) { f.AllowDegraded = false })
+	probe := pol.WithAllowDegraded(false)
 	run := func(p *policy.Policy) error {
 		c := Command(p, "true")
 		c.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin"}
@@ -82,10 +81,8 @@ func linuxDoctor(pol *policy.Policy) *Report {
 		// the machine with nothing to keep free.
 		add("protected paths", false, "%v", pe)
 		r.Missing = append(r.Missing, fmt.Sprintf("runs of this policy are refused here: %s cannot be kept free in %s (see the protected paths check)", filepath.Base(pe.Path), pe.Dir))
-		machine = rawpolicy.Edit(pol, func(f *rawpolicy.Fields) {
-			f.Mode, f.WritableRoots, f.Protected = policy.ReadOnly, nil, nil
-		})
-		err = run(rawpolicy.Edit(machine, func(f *rawpolicy.Fields) { f.AllowDegraded = false }))
+		machine = pol.WithoutWrites()
+		err = run(machine.WithAllowDegraded(false))
 	}
 	var nu *linux.NoUsernsError
 	switch {
@@ -124,8 +121,8 @@ func linuxDoctor(pol *policy.Policy) *Report {
 	if pe == nil && pol.Mode() == policy.WorkspaceWrite {
 		add("protected paths", true, "kept read-only in every writable root, existing or not (protected_subpaths): %s", strings.Join(pol.ProtectedNames(), ", "))
 	}
-	if rawpolicy.Egress(pol) != nil {
-		r.Checks = append(r.Checks, allowListCheck(rawpolicy.Egress(pol)))
+	if pol.AllowList() != nil {
+		r.Checks = append(r.Checks, allowListCheck(pol.AllowList()))
 	}
 	// How an allow-list would be enforced here, probed by running one.
 	way := egressBroken
@@ -144,7 +141,7 @@ func linuxDoctor(pol *policy.Policy) *Report {
 	}
 	ec := egressCheck(pol, way, egressErr, transparent)
 	r.Checks = append(r.Checks, ec)
-	if rawpolicy.Egress(pol) != nil && !ec.OK {
+	if pol.AllowList() != nil && !ec.OK {
 		r.Missing = append(r.Missing, "allow-listed egress: "+ec.Detail)
 	}
 	return r
@@ -158,13 +155,11 @@ func linuxDoctor(pol *policy.Policy) *Report {
 // route over loopback, which the init adds only once the kernel took its
 // nftables rules.
 func probeEgress(pol *policy.Policy, degraded bool) (transparent bool, err error) {
-	probe := rawpolicy.Edit(pol, func(f *rawpolicy.Fields) {
-		f.Network = false
-		f.AllowDegraded = degraded
-		if f.Egress == nil {
-			f.Egress = &netpolicy.Rules{}
-		}
-	})
+	rules := pol.AllowList()
+	if rules == nil {
+		rules = &netpolicy.Rules{}
+	}
+	probe := pol.WithAllowList(rules).WithAllowDegraded(degraded)
 	c := Command(probe, "cat", "/proc/net/route")
 	c.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin"}
 	var out strings.Builder
@@ -217,7 +212,7 @@ func egressCheck(pol *policy.Policy, way egressWay, probe error, transparent boo
 	switch {
 	case pol.Mode() == policy.DangerFullAccess || pol.Network():
 		how += "; not used by this policy, which opens the whole network"
-	case rawpolicy.Egress(pol) == nil:
+	case pol.AllowList() == nil:
 		how += "; not used by this policy (no allow-list: the network is off)"
 	}
 	c.Detail = how

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/agentbox/agentbox/internal/netpolicy"
-	"github.com/agentbox/agentbox/internal/rawpolicy"
+	"github.com/agentbox/agentbox/internal/policytest"
 	"github.com/agentbox/agentbox/policy"
 )
 
@@ -14,9 +14,9 @@ import (
 // its probes: available through the network namespace, degraded only,
 // or refused with the reason, and whether the policy uses it.
 func TestEgressCheck(t *testing.T) {
-	off := rawpolicy.New(rawpolicy.Fields{Mode: policy.WorkspaceWrite})
-	allow := rawpolicy.New(rawpolicy.Fields{Mode: policy.WorkspaceWrite, Egress: &netpolicy.Rules{}})
-	full := rawpolicy.New(rawpolicy.Fields{Mode: policy.WorkspaceWrite, Network: true})
+	off := policytest.New(policytest.Fields{Mode: policy.WorkspaceWrite})
+	allow := policytest.New(policytest.Fields{Mode: policy.WorkspaceWrite, Egress: &netpolicy.Rules{}})
+	full := policytest.New(policytest.Fields{Mode: policy.WorkspaceWrite, Network: true})
 	boom := errors.New("boom")
 	cases := []struct {
 		pol   *policy.Policy

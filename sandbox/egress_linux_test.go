@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentbox/agentbox/internal/rawpolicy"
+	"github.com/agentbox/agentbox/internal/policytest"
 	"github.com/agentbox/agentbox/policy"
 )
 
@@ -45,8 +45,8 @@ func TestCmdReport(t *testing.T) {
 	t.Setenv(testHostsEnv, hosts)
 
 	ws, _ := filepath.EvalSymlinks(t.TempDir())
-	pol, err := rawpolicy.Resolve(policy.Options{Cwd: ws, AllowDomains: []string{"good.test", "127.0.0.2"}},
-		func(string) string { return "" }, "linux")
+	pol, err := policytest.Resolve(policy.Options{Cwd: ws, AllowDomains: []string{"good.test", "127.0.0.2"}},
+		func(string) string { return "" })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,8 +122,8 @@ func allowListSession(t *testing.T) (s *Session, curl string, port int, hits *at
 	}
 	port, hits = egressOrigin(t)
 	ws, _ := filepath.EvalSymlinks(t.TempDir())
-	pol, err := rawpolicy.Resolve(policy.Options{Cwd: ws, AllowDomains: []string{"good.test", "127.0.0.2"}},
-		func(string) string { return "" }, "linux")
+	pol, err := policytest.Resolve(policy.Options{Cwd: ws, AllowDomains: []string{"good.test", "127.0.0.2"}},
+		func(string) string { return "" })
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,7 +2,6 @@ package sandbox
 
 import (
 	"github.com/agentbox/agentbox/internal/netproxy"
-	"github.com/agentbox/agentbox/internal/rawpolicy"
 	"github.com/agentbox/agentbox/internal/windows/winenv"
 	"github.com/agentbox/agentbox/policy"
 )
@@ -11,7 +10,7 @@ import (
 // unelevated run with an allow-list, and returns the proxy variables that
 // point at it. The block is advisory there, and the run says so.
 func windowsEgress(pol *policy.Policy, env []string) (*netproxy.Server, []string, error) {
-	if rawpolicy.Egress(pol) == nil || pol.Mode() == policy.DangerFullAccess {
+	if pol.AllowList() == nil || pol.Mode() == policy.DangerFullAccess {
 		return nil, nil, nil
 	}
 	srv, lns, err := hostLoopbackProxy(pol)

@@ -18,7 +18,7 @@ import (
 	"time"
 
 	"github.com/agentbox/agentbox/internal/netpolicy"
-	"github.com/agentbox/agentbox/internal/rawpolicy"
+	"github.com/agentbox/agentbox/internal/policytest"
 	"github.com/agentbox/agentbox/internal/windows/loopguard"
 	winsetup "github.com/agentbox/agentbox/internal/windows/setup"
 	"github.com/agentbox/agentbox/internal/windows/unelevated"
@@ -79,7 +79,7 @@ func allowList(t *testing.T, pol *policy.Policy, names ...string) *policy.Policy
 	if err != nil {
 		t.Fatal(err)
 	}
-	return rawpolicy.Edit(pol, func(f *rawpolicy.Fields) { f.Egress = r })
+	return policytest.Edit(pol, func(f *policytest.Fields) { f.Egress = r })
 }
 
 // freeRange finds n consecutive ports on 127.0.0.1 that nothing listens
@@ -269,7 +269,7 @@ func TestEnforceElevatedAllowList(t *testing.T) {
 	defer other.Close()
 
 	pol, _ := testPolicy(t, policy.WorkspaceWrite)
-	pol = rawpolicy.Edit(pol, func(f *rawpolicy.Fields) { f.Windows = policy.Elevated })
+	pol = policytest.Edit(pol, func(f *policytest.Fields) { f.Windows = policy.Elevated })
 	pol = allowList(t, pol, "good.test", "127.0.0.2")
 	t.Cleanup(func() { Cleanup(context.Background(), io.Discard) })
 	run := func(helper string, args ...string) (bool, string, *RunReport) {

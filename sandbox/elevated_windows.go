@@ -14,8 +14,8 @@ import (
 
 	"golang.org/x/sys/windows"
 
+	"github.com/agentbox/agentbox/internal/exitcode"
 	"github.com/agentbox/agentbox/internal/netproxy"
-	"github.com/agentbox/agentbox/internal/rawpolicy"
 	"github.com/agentbox/agentbox/internal/windows/elevated"
 	"github.com/agentbox/agentbox/internal/windows/loopguard"
 	winsetup "github.com/agentbox/agentbox/internal/windows/setup"
@@ -31,7 +31,7 @@ import (
 func init() {
 	startElevated = startElevatedCmd
 	preflightElevated = func(c *Cmd) error {
-		if _, _, err := elevatedGroup(rawpolicy.Egress(c.Policy) != nil); err != nil {
+		if _, _, err := elevatedGroup(c.Policy.AllowList() != nil); err != nil {
 			return &StartError{Code: CodeSandboxFailure, Err: err}
 		}
 		return nil
@@ -41,7 +41,7 @@ func init() {
 func startElevatedCmd(c *Cmd) (process, error) {
 	pol := c.Policy
 	// Setup first: without it nothing may touch the disk.
-	group, st, err := elevatedGroup(rawpolicy.Egress(pol) != nil)
+	group, st, err := elevatedGroup(pol.AllowList() != nil)
 	if err != nil {
 		return nil, &StartError{Code: CodeSandboxFailure, Err: err}
 	}
@@ -95,7 +95,7 @@ func startElevatedCmd(c *Cmd) (process, error) {
 	// command's PATH and PATHEXT, as unelevated mode does.
 	path, err := unelevated.Resolve(c.Path, c.Env)
 	if err != nil {
-		return nil, &StartError{Code: startCode(err), Err: err}
+		return nil, &StartError{Code: exitcode.Classify(err), Err: err}
 	}
 	// Network off is the Offline user's firewall rules: run only when the
 	// firewall enforces them now (every profile on, local rules honoured).
@@ -192,7 +192,7 @@ func startElevatedEgress(pol *policy.Policy, env []string, dir string, open []in
 		return nil, fmt.Errorf("refusing to run: %w", err)
 	}
 	eg := &elevatedEgress{}
-	if rawpolicy.Egress(pol) == nil {
+	if pol.AllowList() == nil {
 		return eg, nil
 	}
 	if eg.srv, err = newEgressProxy(pol); err != nil {

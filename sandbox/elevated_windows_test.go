@@ -16,7 +16,7 @@ import (
 	"golang.org/x/sys/windows"
 
 	"github.com/agentbox/agentbox/internal/agentdirs"
-	"github.com/agentbox/agentbox/internal/rawpolicy"
+	"github.com/agentbox/agentbox/internal/policytest"
 	"github.com/agentbox/agentbox/internal/windows/acl"
 	winsetup "github.com/agentbox/agentbox/internal/windows/setup"
 	"github.com/agentbox/agentbox/internal/windows/sid"
@@ -39,7 +39,7 @@ const testGroupSID = "S-1-5-21-1-2-3-1003"
 func elevatedPolicy(t *testing.T, mode policy.Mode) (*policy.Policy, string) {
 	t.Helper()
 	pol, _ := testPolicy(t, mode)
-	pol = rawpolicy.Edit(pol, func(f *rawpolicy.Fields) { f.Windows = policy.Elevated })
+	pol = policytest.Edit(pol, func(f *policytest.Fields) { f.Windows = policy.Elevated })
 	pd := mkTemp(t, "programdata")
 	t.Setenv("ProgramData", pd)
 	return pol, pd
@@ -149,14 +149,14 @@ func TestElevatedRefusesWithoutFirewall(t *testing.T) {
 		t.Fatalf("Run = %v, want StartError 125 wrapping ErrFirewall", err)
 	}
 	// With the network on there is nothing for the firewall to enforce.
-	pol = rawpolicy.Edit(pol, func(f *rawpolicy.Fields) { f.Network = true })
+	pol = policytest.Edit(pol, func(f *policytest.Fields) { f.Network = true })
 	c = Command(pol, exe(t))
 	c.Env = helperEnv("echo")
 	if err := c.Run(); errors.Is(err, winsetup.ErrFirewall) {
 		t.Errorf("network-on run refused for the firewall: %v", err)
 	}
 	// Doctor does not claim enforcement.
-	pol = rawpolicy.Edit(pol, func(f *rawpolicy.Fields) { f.Network = false })
+	pol = policytest.Edit(pol, func(f *policytest.Fields) { f.Network = false })
 	r := Doctor(pol)
 	if c, _ := check(r, "network"); c.OK || !strings.Contains(c.Detail, "NOT enforced") || r.CanSandbox {
 		t.Errorf("doctor with the firewall off: %+v (can sandbox %v)", c, r.CanSandbox)
@@ -285,7 +285,7 @@ func TestCleanupWithoutElevatedSetup(t *testing.T) {
 		t.Skipf("this machine has the %s user (elevated setup ran); cleanup would try to remove it", winsetup.OfflineUser)
 	}
 	pol, _ := elevatedPolicy(t, policy.WorkspaceWrite)
-	pol = rawpolicy.Edit(pol, func(f *rawpolicy.Fields) { f.Windows = policy.Unelevated })
+	pol = policytest.Edit(pol, func(f *policytest.Fields) { f.Windows = policy.Unelevated })
 	if err := runElevated(t, pol); err != nil {
 		t.Fatal(err)
 	}
@@ -363,12 +363,12 @@ func TestDoctorElevated(t *testing.T) {
 		t.Errorf("grants done: %+v", c)
 	}
 
-	pol = rawpolicy.Edit(pol, func(f *rawpolicy.Fields) { f.Network = true })
+	pol = policytest.Edit(pol, func(f *policytest.Fields) { f.Network = true })
 	if c, _ := check(Doctor(pol), "network"); !c.OK || !strings.Contains(c.Detail, winsetup.OnlineUser) {
 		t.Errorf("network on: %+v", c)
 	}
 	// Unelevated mode says the block is only advisory.
-	pol = rawpolicy.Edit(pol, func(f *rawpolicy.Fields) { f.Network, f.Windows = false, policy.Unelevated })
+	pol = policytest.Edit(pol, func(f *policytest.Fields) { f.Network, f.Windows = false, policy.Unelevated })
 	r = Doctor(pol)
 	if _, ok := check(r, "elevated setup"); ok || strings.HasPrefix(r.Backend, "elevated") {
 		t.Errorf("unelevated doctor reports elevated setup: %+v", r)
@@ -417,7 +417,7 @@ func TestElevatedOnHost(t *testing.T) {
 		t.Skipf("elevated setup not usable here: %v (read grants done: %v)", st.Err, st.GrantsDone)
 	}
 	pol, base := testPolicy(t, policy.WorkspaceWrite)
-	pol = rawpolicy.Edit(pol, func(f *rawpolicy.Fields) { f.Windows = policy.Elevated })
+	pol = policytest.Edit(pol, func(f *policytest.Fields) { f.Windows = policy.Elevated })
 	t.Cleanup(func() { Cleanup(context.Background(), &bytes.Buffer{}) })
 
 	c := Command(pol, exe(t), "a b", `q"uote`)

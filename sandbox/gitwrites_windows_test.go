@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/agentbox/agentbox/internal/rawpolicy"
+	"github.com/agentbox/agentbox/internal/policytest"
 	"github.com/agentbox/agentbox/internal/windows/unelevated"
 	"github.com/agentbox/agentbox/policy"
 )
@@ -23,7 +23,7 @@ func gitRepoPolicy(t *testing.T) (*policy.Policy, string) {
 		os.MkdirAll(filepath.Join(gd, d), 0o755)
 	}
 	os.WriteFile(filepath.Join(gd, "HEAD"), []byte("ref: refs/heads/main\n"), 0o644)
-	return rawpolicy.Edit(pol, func(f *rawpolicy.Fields) { f.AllowGitWrites = true }), gd
+	return policytest.Edit(pol, func(f *policytest.Fields) { f.AllowGitWrites = true }), gd
 }
 
 // Plumbing (runs under Wine): a run with allow_git_writes succeeds, makes
@@ -93,16 +93,16 @@ func TestEnforceGitWrites(t *testing.T) {
 		t.Fatalf("git init: %v: %s", err, out)
 	}
 	// Re-resolve: .git now holds a repository.
-	pol, err = rawpolicy.Resolve(policy.Options{Mode: policy.WorkspaceWrite, Cwd: ws}, func(k string) string {
+	pol, err = policytest.Resolve(policy.Options{Mode: policy.WorkspaceWrite, Cwd: ws}, func(k string) string {
 		if k == "TEMP" || k == "TMP" {
 			return ""
 		}
 		return os.Getenv(k)
-	}, "windows")
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	pol = rawpolicy.Edit(pol, func(f *rawpolicy.Fields) { f.AllowGitWrites = true })
+	pol = policytest.Edit(pol, func(f *policytest.Fields) { f.AllowGitWrites = true })
 	os.WriteFile(filepath.Join(ws, "f.txt"), []byte("hello\n"), 0o644)
 	config, _ := os.ReadFile(filepath.Join(gd, "config"))
 

@@ -3,13 +3,12 @@
 package sandbox
 
 import (
-	"runtime"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/agentbox/agentbox/internal/rawpolicy"
+	"github.com/agentbox/agentbox/internal/policytest"
 	"github.com/agentbox/agentbox/policy"
 )
 
@@ -17,7 +16,7 @@ import (
 // run still ends when the command does, and the child dies with it, as in
 // a sandboxed run.
 func TestUnsandboxedDoesNotWaitForBackground(t *testing.T) {
-	pol, err := rawpolicy.Resolve(policy.Options{Mode: policy.DangerFullAccess, Cwd: t.TempDir()}, func(string) string { return "" }, runtime.GOOS)
+	pol, err := policytest.Resolve(policy.Options{Mode: policy.DangerFullAccess, Cwd: t.TempDir()}, func(string) string { return "" })
 	if err != nil {
 		t.Fatal(err)
 	}

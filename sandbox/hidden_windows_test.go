@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/agentbox/agentbox/internal/rawpolicy"
+	"github.com/agentbox/agentbox/internal/policytest"
 	"github.com/agentbox/agentbox/internal/windows/acl"
 	"github.com/agentbox/agentbox/internal/windows/winapi"
 	"github.com/agentbox/agentbox/policy"
@@ -34,14 +34,14 @@ func hiddenTestPolicy(t *testing.T, mode policy.Mode) (pol *policy.Policy, creds
 			t.Fatal(err)
 		}
 	}
-	pol, err := rawpolicy.Resolve(policy.Options{Mode: mode, Cwd: ws,
+	pol, err := policytest.Resolve(policy.Options{Mode: mode, Cwd: ws,
 		DenyRead: []string{"**/*.env", creds}, AllowRead: []string{filepath.Join(creds, "key.pub")}},
 		func(k string) string {
 			if k == "TEMP" || k == "TMP" {
 				return ""
 			}
 			return os.Getenv(k)
-		}, "windows")
+		})
 	if err != nil {
 		t.Fatal(err)
 	}

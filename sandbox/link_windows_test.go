@@ -6,7 +6,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/agentbox/agentbox/internal/rawpolicy"
+	"github.com/agentbox/agentbox/internal/policytest"
 	"github.com/agentbox/agentbox/policy"
 )
 
@@ -24,13 +24,13 @@ func TestEnforceProtectedLink(t *testing.T) {
 	if out, err := exec.Command("cmd", "/c", "mklink", "/J", link, target).CombinedOutput(); err != nil {
 		t.Skipf("mklink /J: %v: %s", err, out)
 	}
-	pol, err := rawpolicy.Resolve(policy.Options{Mode: policy.WorkspaceWrite, Cwd: pol.Cwd()},
+	pol, err := policytest.Resolve(policy.Options{Mode: policy.WorkspaceWrite, Cwd: pol.Cwd()},
 		func(k string) string {
 			if k == "TEMP" || k == "TMP" {
 				return ""
 			}
 			return os.Getenv(k)
-		}, "windows")
+		})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,7 +9,6 @@ import (
 	"github.com/agentbox/agentbox/internal/nameserver"
 	"github.com/agentbox/agentbox/internal/netpolicy"
 	"github.com/agentbox/agentbox/internal/netproxy"
-	"github.com/agentbox/agentbox/internal/rawpolicy"
 	"github.com/agentbox/agentbox/policy"
 )
 
@@ -29,7 +28,7 @@ import (
 // networkOff reports whether pol's commands get the servers of a sandbox
 // without network (a namespace of their own is checked by the caller).
 func networkOff(pol *policy.Policy) bool {
-	return pol.Mode() != policy.DangerFullAccess && !pol.Network() && rawpolicy.Egress(pol) == nil
+	return pol.Mode() != policy.DangerFullAccess && !pol.Network() && pol.AllowList() == nil
 }
 
 // applyNetworkOff asks spec for the name server, the refusing proxy and
@@ -50,7 +49,7 @@ func applyNetworkOff(pol *policy.Policy, spec *linux.Spec) {
 // own resolver files, and the redirection of its TCP connections to the
 // proxy. The proxy variables stay as they are.
 func applyTransparent(pol *policy.Policy, spec *linux.Spec) {
-	rules := rawpolicy.Egress(pol)
+	rules := pol.AllowList()
 	if pol.Mode() == policy.DangerFullAccess || rules == nil || pol.Network() {
 		return
 	}
@@ -110,7 +109,7 @@ func serveResolver(r *linux.Resolver, spec *linux.Spec, pol *policy.Policy, prox
 	}
 	if spec.Transparent && len(r.Transparent) > 0 && proxy != nil {
 		// A second listener: the sandbox carries IPv6 too.
-		cfg.Rules, cfg.Fake, cfg.Fake6 = rawpolicy.Egress(pol), netpolicy.NewFakeNames(), len(r.Transparent) > 1
+		cfg.Rules, cfg.Fake, cfg.Fake6 = pol.AllowList(), netpolicy.NewFakeNames(), len(r.Transparent) > 1
 		// Whose connection it is, as whose look-up a query is: by the
 		// port of the command's socket.
 		t := netproxy.Transparent{Names: cfg.Fake, RecorderFor: func(a net.Addr) *netpolicy.Recorder {

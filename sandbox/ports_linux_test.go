@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentbox/agentbox/internal/rawpolicy"
+	"github.com/agentbox/agentbox/internal/policytest"
 	"github.com/agentbox/agentbox/policy"
 )
 
@@ -52,7 +52,7 @@ func publishPolicy(t *testing.T) (*policy.Policy, int) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pol, err := rawpolicy.Resolve(policy.Options{Cwd: ws, Publish: []string{fmt.Sprintf("%d:8000", port)}}, func(string) string { return "" }, "linux")
+	pol, err := policytest.Resolve(policy.Options{Cwd: ws, Publish: []string{fmt.Sprintf("%d:8000", port)}}, func(string) string { return "" })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -179,7 +179,7 @@ func TestHostPortFlood(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pol, err := rawpolicy.Resolve(policy.Options{Cwd: ws, HostPorts: []string{strconv.Itoa(port)}}, func(string) string { return "" }, "linux")
+	pol, err := policytest.Resolve(policy.Options{Cwd: ws, HostPorts: []string{strconv.Itoa(port)}}, func(string) string { return "" })
 	if err != nil {
 		t.Fatal(err)
 	}

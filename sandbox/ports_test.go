@@ -6,25 +6,25 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/agentbox/agentbox/internal/rawpolicy"
+	"github.com/agentbox/agentbox/internal/policytest"
 	"github.com/agentbox/agentbox/policy"
 )
 
 // TestCheckPorts: published ports and host ports are carried on Linux
 // only; elsewhere a policy with them is refused, naming the option.
 func TestCheckPorts(t *testing.T) {
-	none := rawpolicy.New(rawpolicy.Fields{Mode: policy.WorkspaceWrite})
+	none := policytest.New(policytest.Fields{Mode: policy.WorkspaceWrite})
 	if err := checkPorts(none); err != nil {
 		t.Errorf("no ports: %v", err)
 	}
 	for _, c := range []struct {
-		f    rawpolicy.Fields
+		f    policytest.Fields
 		name string
 	}{
-		{rawpolicy.Fields{Mode: policy.WorkspaceWrite, Publish: []policy.PortMap{{Host: 8080, Inner: 3000}}}, "Options.Publish"},
-		{rawpolicy.Fields{Mode: policy.WorkspaceWrite, HostPorts: []uint16{5432}}, "Options.HostPorts"},
+		{policytest.Fields{Mode: policy.WorkspaceWrite, Publish: []policy.PortMap{{Host: 8080, Inner: 3000}}}, "Options.Publish"},
+		{policytest.Fields{Mode: policy.WorkspaceWrite, HostPorts: []uint16{5432}}, "Options.HostPorts"},
 	} {
-		err := checkPorts(rawpolicy.New(c.f))
+		err := checkPorts(policytest.New(c.f))
 		if runtime.GOOS == "linux" {
 			if err != nil {
 				t.Errorf("%s on linux: %v", c.name, err)

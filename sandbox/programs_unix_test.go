@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/agentbox/agentbox/internal/cacheplan"
-	"github.com/agentbox/agentbox/internal/rawpolicy"
+	"github.com/agentbox/agentbox/internal/policytest"
 	"github.com/agentbox/agentbox/policy"
 )
 
@@ -20,7 +20,7 @@ func TestProgramsNote(t *testing.T) {
 	dir := t.TempDir()
 	ws := filepath.Join(dir, "ws")
 	layers := filepath.Join(dir, "state", "toolcache", "k")
-	pol := rawpolicy.New(rawpolicy.Fields{Mode: policy.WorkspaceWrite, Cwd: ws, WritableRoots: []string{ws}, ToolCacheMode: policy.CachesOverlay,
+	pol := policytest.New(policytest.Fields{Mode: policy.WorkspaceWrite, Cwd: ws, WritableRoots: []string{ws}, ToolCacheMode: policy.CachesOverlay,
 		ToolCaches: []policy.ToolCache{
 			{Name: "go-bin", Desc: "programs from go install", Env: "GOBIN", Programs: true, Host: "/h/go/bin", Layer: filepath.Join(layers, "go-bin")},
 			{Name: "cargo-install", Desc: "programs from cargo install", Env: "CARGO_INSTALL_ROOT", Programs: true, Bin: "bin", Host: "/h/.cargo/bin", Layer: filepath.Join(layers, "cargo-install")},

@@ -12,7 +12,6 @@ import (
 	"github.com/agentbox/agentbox/internal/fsreport"
 	"github.com/agentbox/agentbox/internal/netpolicy"
 	"github.com/agentbox/agentbox/internal/netproxy"
-	"github.com/agentbox/agentbox/internal/rawpolicy"
 	"github.com/agentbox/agentbox/policy"
 )
 
@@ -181,7 +180,7 @@ type NetworkDenied struct {
 func NewRunReport(pol *policy.Policy, exitCode int) *RunReport {
 	mode := NetworkOff
 	switch {
-	case pol != nil && rawpolicy.Egress(pol) != nil:
+	case pol != nil && pol.AllowList() != nil:
 		mode = NetworkAllowList
 	case pol != nil && pol.Network():
 		mode = NetworkOn
@@ -296,7 +295,7 @@ func newEgressProxy(pol *policy.Policy) (*netproxy.Server, error) {
 	if err := checkEgress(pol); err != nil {
 		return nil, err
 	}
-	cfg := netproxy.Config{Rules: rawpolicy.Egress(pol)}
+	cfg := netproxy.Config{Rules: pol.AllowList()}
 	if f := os.Getenv(testHostsEnv); f != "" {
 		b, err := os.ReadFile(f)
 		if err != nil {
@@ -318,7 +317,7 @@ type networkReporter interface {
 
 // checkEgress refuses an allow-list where no backend can enforce it yet.
 func checkEgress(pol *policy.Policy) error {
-	if rawpolicy.Egress(pol) == nil {
+	if pol.AllowList() == nil {
 		return nil
 	}
 	switch {

@@ -10,7 +10,6 @@ import (
 	"github.com/agentbox/agentbox/internal/agentdirs"
 	"github.com/agentbox/agentbox/internal/cacheplan"
 	"github.com/agentbox/agentbox/internal/lookpath"
-	"github.com/agentbox/agentbox/internal/rawpolicy"
 
 	"github.com/agentbox/agentbox/internal/darwin"
 	"github.com/agentbox/agentbox/internal/netproxy"
@@ -79,7 +78,7 @@ func start(c *Cmd) (process, error) {
 	argv := append([]string{c.Path}, c.Args[1:]...)
 	in, env := darwinInput(pol), c.Env
 	var proxy *netproxy.Server
-	if rawpolicy.Egress(pol) != nil {
+	if pol.AllowList() != nil {
 		var err error
 		if proxy, in, env, err = darwinEgress(pol, in, env); err != nil {
 			return nil, &StartError{Code: CodeSandboxFailure, Err: err}
@@ -116,7 +115,7 @@ func start(c *Cmd) (process, error) {
 func doctor(pol *policy.Policy) *Report {
 	r := &Report{OS: runtime.GOOS, Backend: "seatbelt (sandbox-exec)"}
 	if pol == nil {
-		pol = rawpolicy.New(rawpolicy.Fields{Mode: policy.ReadOnly, Cwd: "/"})
+		pol = policy.ReadOnlyAt("/")
 	}
 	r.Mode = string(pol.Mode())
 	if _, err := os.Stat("/usr/bin/sandbox-exec"); err != nil {

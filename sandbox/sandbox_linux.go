@@ -17,7 +17,6 @@ import (
 	"github.com/agentbox/agentbox/internal/nameserver"
 	"github.com/agentbox/agentbox/internal/netpolicy"
 	"github.com/agentbox/agentbox/internal/netproxy"
-	"github.com/agentbox/agentbox/internal/rawpolicy"
 	"github.com/agentbox/agentbox/policy"
 )
 
@@ -73,7 +72,7 @@ func start(c *Cmd) (process, error) {
 		cl.Release()
 		cl = nil
 		err = nil
-		if rawpolicy.Egress(pol) != nil {
+		if pol.AllowList() != nil {
 			proxy, err = degradedEgress(pol, &base)
 		}
 		if err == nil {
@@ -210,7 +209,7 @@ func linuxSpec(pol *policy.Policy, ph *linux.Placeholders) *linux.Spec {
 		MediateUnixConnect: true,
 		GuardStickyRoots:   os.Geteuid() == 0,
 		AllowUnixSockets:   pol.AllowUnixSockets(),
-		Proxy:              rawpolicy.Egress(pol) != nil,
+		Proxy:              pol.AllowList() != nil,
 		HostPorts:          pol.HostPorts(),
 		Publish:            len(pol.Publish()) > 0,
 	}

@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentbox/agentbox/internal/rawpolicy"
+	"github.com/agentbox/agentbox/internal/policytest"
 	"github.com/agentbox/agentbox/policy"
 )
 
@@ -30,7 +30,7 @@ func testPolicyAt(t testing.TB, dir string) (*policy.Policy, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pol, err := rawpolicy.Resolve(policy.Options{Cwd: ws}, func(string) string { return "" }, "linux")
+	pol, err := policytest.Resolve(policy.Options{Cwd: ws}, func(string) string { return "" })
 	if err != nil {
 		t.Fatal(err)
 	}

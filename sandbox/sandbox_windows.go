@@ -13,7 +13,7 @@ import (
 
 	"golang.org/x/sys/windows"
 
-	"github.com/agentbox/agentbox/internal/rawpolicy"
+	"github.com/agentbox/agentbox/internal/exitcode"
 	"github.com/agentbox/agentbox/internal/windows/loopguard"
 	winsetup "github.com/agentbox/agentbox/internal/windows/setup"
 	"github.com/agentbox/agentbox/internal/windows/sid"
@@ -84,7 +84,7 @@ func start(c *Cmd) (process, error) {
 		if n := len(sb.ACL.Modified); n > 0 {
 			c.diag("granted the sandbox SID access on %d path(s) (first run for these roots; later runs only check)", n)
 		}
-		if rawpolicy.Egress(pol) != nil {
+		if pol.AllowList() != nil {
 			c.diag("%s", unelevated.EgressNote)
 		} else if !pol.Network() {
 			c.diag("%s", unelevated.NetworkNote)
@@ -110,7 +110,7 @@ func start(c *Cmd) (process, error) {
 	if err != nil {
 		sio.abort()
 		closeProxy(proxy)
-		return nil, &StartError{Code: startCode(err), Err: err}
+		return nil, &StartError{Code: exitcode.Classify(err), Err: err}
 	}
 	if l := p.JobLimits(); pol.Mode() != policy.DangerFullAccess && !l.UI && !winapi.IsWine() {
 		c.diag("%s", l)
@@ -136,16 +136,6 @@ func privateTemp(pol *policy.Policy, env []string) (*policy.Policy, []string, er
 		return nil, nil, fmt.Errorf("private temporary directory: %w", err)
 	}
 	return unelevated.WithTemp(pol, tmp), unelevated.TempEnv(env, tmp), nil
-}
-
-func startCode(err error) int {
-	switch {
-	case errors.Is(err, unelevated.ErrNotFound), errors.Is(err, fs.ErrNotExist):
-		return CodeNotFound
-	case errors.Is(err, windows.ERROR_BAD_EXE_FORMAT), errors.Is(err, windows.ERROR_ACCESS_DENIED):
-		return CodeNotExecutable
-	}
-	return CodeSandboxFailure
 }
 
 // stdio holds the handles the child gets and the copies that feed
@@ -421,7 +411,7 @@ func doctor(pol *policy.Policy) *Report {
 			add("network", false, "off, NOT enforced: "+err.Error()+"; elevated runs with the network off refuse to start")
 			r.Missing = append(r.Missing, err.Error())
 			r.CanSandbox = false
-		} else if pol != nil && rawpolicy.Egress(pol) != nil {
+		} else if pol != nil && pol.AllowList() != nil {
 			add("network", true, "allow-list, enforced: the Windows Firewall lets "+winsetup.OfflineUser+
 				" reach only TCP 127.0.0.1 on agentbox's proxy ports, and the run's proxy serves only the run's own processes (see \"proxy ports\")")
 		} else {
@@ -510,7 +500,7 @@ func setup(ctx context.Context, pol *policy.Policy, out io.Writer) error {
 		return err
 	}
 	if pol == nil {
-		pol = rawpolicy.New(rawpolicy.Fields{Mode: policy.ReadOnly})
+		pol = policy.ReadOnlyAt("")
 	}
 	sb, err := unelevated.Prepare(pol, dir)
 	if err != nil {

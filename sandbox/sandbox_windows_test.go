@@ -17,7 +17,7 @@ import (
 
 	"golang.org/x/sys/windows"
 
-	"github.com/agentbox/agentbox/internal/rawpolicy"
+	"github.com/agentbox/agentbox/internal/policytest"
 	"github.com/agentbox/agentbox/internal/windows/sid"
 	"github.com/agentbox/agentbox/internal/windows/unelevated"
 	"github.com/agentbox/agentbox/internal/windows/winapi"
@@ -166,13 +166,13 @@ func testPolicy(t *testing.T, mode policy.Mode) (*policy.Policy, string) {
 	os.WriteFile(filepath.Join(outside, "file.txt"), []byte("keep"), 0o644)
 	state := filepath.Join(base, "localappdata")
 	t.Setenv("LOCALAPPDATA", state)
-	pol, err := rawpolicy.Resolve(policy.Options{Mode: mode, Cwd: ws},
+	pol, err := policytest.Resolve(policy.Options{Mode: mode, Cwd: ws},
 		func(k string) string {
 			if k == "TEMP" || k == "TMP" {
 				return ""
 			}
 			return os.Getenv(k)
-		}, "windows")
+		})
 	if err != nil {
 		t.Fatal(err)
 	}

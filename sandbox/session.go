@@ -92,7 +92,7 @@ type Session struct {
 	// request. Set it before the first command starts.
 	Approve func(ctx context.Context, r Request) (Grant, error)
 
-	init string // the prepared commands' PID 1 (see newSessionInit)
+	init string // the prepared commands' PID 1 (SessionOptions.CommandInit)
 
 	growMu sync.Mutex // one session grant at a time
 
@@ -120,6 +120,17 @@ type sessionImpl interface {
 	done() <-chan struct{}
 }
 
+// Prepared reports whether the session's commands start from a sandbox
+// prepared once (a zygote), rather than each as a lone [Cmd] (degraded
+// mode, an allow-list, danger-full-access, other platforms). agentbox's
+// resident helper serves only prepared sessions: for the others it would
+// only add a hop.
+func (s *Session) Prepared() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.impl != nil
+}
+
 // ErrSessionClosed is returned by commands started after Close.
 var ErrSessionClosed = errors.New("sandbox: session closed")
 
@@ -127,14 +138,34 @@ var ErrSessionClosed = errors.New("sandbox: session closed")
 // command's Start would report (a *StartError for a policy that cannot be
 // enforced).
 func NewSession(pol *policy.Policy) (*Session, error) {
+	return NewSessionWith(pol, SessionOptions{})
+}
+
+// SessionOptions are a session's choices beyond its policy.
+type SessionOptions struct {
+	// CommandInit, when set, is the path of an executable that links this
+	// package: on Linux each prepared command then runs under it as PID 1
+	// of its pid namespace (a small init that forwards signals, reaps
+	// orphans and reports once the command's tree is gone), started from
+	// the command's prepared thread before the command is asked for.
+	// Without it a prepared command is PID 1 itself: the kernel drops a
+	// default-action signal sent to it from inside (kill -TERM $$,
+	// SIGPIPE), and one relayed from outside is replaced by SIGKILL.
+	// agentbox's resident helper sets it; it costs the init's start,
+	// which the helper pays before the request comes.
+	CommandInit string
+}
+
+// NewSessionWith is [NewSession] with options.
+func NewSessionWith(pol *policy.Policy, o SessionOptions) (*Session, error) {
 	if pol == nil {
 		return nil, &StartError{Code: CodeSandboxFailure, Err: errors.New("sandbox: no policy")}
 	}
-	return newSessionInit(pol, "")
+	return newSessionInit(pol, o.CommandInit)
 }
 
 // newSessionInit is NewSession; with init, each prepared command runs
-// under that executable as its PID 1 (see internal/sessionhook).
+// under that executable as its PID 1 ([SessionOptions].CommandInit).
 func newSessionInit(pol *policy.Policy, init string) (*Session, error) {
 	if err := checkPorts(pol); err != nil {
 		return nil, &StartError{Code: CodeSandboxFailure, Err: err}

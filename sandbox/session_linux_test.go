@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentbox/agentbox/internal/rawpolicy"
+	"github.com/agentbox/agentbox/internal/policytest"
 	"github.com/agentbox/agentbox/policy"
 )
 
@@ -511,7 +511,7 @@ func TestSessionGitWritesChecked(t *testing.T) {
 		t.Fatalf("git init: %v: %s", err, out)
 	}
 	pol, ws := testPolicyAt(t, dir)
-	pol = rawpolicy.Edit(pol, func(f *rawpolicy.Fields) { f.AllowGitWrites = true })
+	pol = policytest.Edit(pol, func(f *policytest.Fields) { f.AllowGitWrites = true })
 	s := sessionFor(t, pol)
 	outside := filepath.Join(t.TempDir(), "bashrc")
 	var diag bytes.Buffer

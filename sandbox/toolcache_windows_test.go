@@ -14,7 +14,7 @@ import (
 	"testing"
 
 	"github.com/agentbox/agentbox/internal/agentdirs"
-	"github.com/agentbox/agentbox/internal/rawpolicy"
+	"github.com/agentbox/agentbox/internal/policytest"
 	"github.com/agentbox/agentbox/internal/windows/sid"
 	"github.com/agentbox/agentbox/internal/windows/unelevated"
 	"github.com/agentbox/agentbox/policy"
@@ -155,7 +155,7 @@ func TestDoctorToolCaches(t *testing.T) {
 		t.Errorf("tool caches failure reported: %+v", r.Checks)
 	}
 	dir, _ := unelevated.StateDir()
-	bad := rawpolicy.Edit(pol, func(f *rawpolicy.Fields) { f.ToolCaches[0].Named = dir })
+	bad := policytest.Edit(pol, func(f *policytest.Fields) { f.ToolCaches[0].Named = dir })
 	if c, ok := check(Doctor(bad), "tool caches"); !ok || c.OK || !strings.Contains(c.Detail, "must never be writable") {
 		t.Errorf("overlap not reported: %+v", c)
 	}

@@ -3,11 +3,10 @@
 package sandbox
 
 import (
-	"errors"
-	"os"
 	"os/exec"
 	"syscall"
 
+	"github.com/agentbox/agentbox/internal/exitcode"
 	"github.com/agentbox/agentbox/internal/lookpath"
 )
 
@@ -28,14 +27,7 @@ func startUnsandboxed(c *Cmd) (process, error) {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	g, err := startGroup(cmd, c.Stdin, c.Stdout, c.Stderr, c.WaitDelay)
 	if err != nil {
-		code := CodeSandboxFailure
-		switch {
-		case errors.Is(err, exec.ErrNotFound), errors.Is(err, os.ErrNotExist):
-			code = CodeNotFound
-		case errors.Is(err, os.ErrPermission):
-			code = CodeNotExecutable
-		}
-		return nil, &StartError{Code: code, Err: err}
+		return nil, &StartError{Code: exitcode.Classify(err), Err: err}
 	}
 	return g, nil
 }

@@ -11,7 +11,6 @@ import (
 	"strings"
 
 	"github.com/agentbox/agentbox/internal/fspath"
-	"github.com/agentbox/agentbox/internal/policyhook"
 	"github.com/agentbox/agentbox/policy"
 )
 
@@ -178,7 +177,7 @@ func PrivateEnvAt(c policy.ToolCache, dir string, env []string) string {
 			old = v
 		}
 	}
-	return c.Env + "=" + policyhook.CacheEnvValue(c.Name, dir, old)
+	return c.Env + "=" + c.EnvValue(dir, old)
 }
 
 // ProgramsDir is where the programs of a directory-of-programs entry

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/agentbox/agentbox/internal/rawpolicy"
+	"github.com/agentbox/agentbox/internal/policytest"
 	"github.com/agentbox/agentbox/policy"
 )
 
@@ -39,7 +39,7 @@ func testPolicy(ws string, mode policy.ToolCacheMode, cs ...policy.ToolCache) *p
 	for i := range cs {
 		cs[i].Layer = filepath.Join("/state", "caches", "ws", cs[i].Name)
 	}
-	return rawpolicy.New(rawpolicy.Fields{Mode: policy.WorkspaceWrite, Cwd: ws, WritableRoots: []string{ws}, ToolCacheMode: mode, ToolCaches: cs})
+	return policytest.New(policytest.Fields{Mode: policy.WorkspaceWrite, Cwd: ws, WritableRoots: []string{ws}, ToolCacheMode: mode, ToolCaches: cs})
 }
 
 func decisions(p *policy.Policy, overlays bool) map[string]Decision {
@@ -56,7 +56,9 @@ func decisions(p *policy.Policy, overlays bool) map[string]Decision {
 func TestDecidePrograms(t *testing.T) {
 	bin := policy.ToolCache{Name: "go-bin", Env: "GOBIN", Programs: true, Host: "/h/go/bin", HostExists: true}
 	cargo := policy.ToolCache{Name: "cargo-install", Env: "CARGO_INSTALL_ROOT", Programs: true, Bin: "bin", Host: "/h/.cargo/bin"}
-	local := policy.ToolCache{Name: "local-bin", Env: "GOBIN", Programs: true, Host: "/ws/bin", HostExists: true}
+	// Decide reads no names, and a policy holds only caches this build
+	// knows: "npm" stands for a GOBIN inside the workspace.
+	local := policy.ToolCache{Name: "npm", Env: "GOBIN", Programs: true, Host: "/ws/bin", HostExists: true}
 	for _, mode := range []policy.ToolCacheMode{policy.CachesOverlay, policy.CachesPrivate} {
 		for _, overlays := range []bool{true, false} {
 			ds := decisions(testPolicy("/ws", mode, bin, cargo, local), overlays)
@@ -66,7 +68,7 @@ func TestDecidePrograms(t *testing.T) {
 			if d := ds["cargo-install"]; d.How != Private {
 				t.Errorf("%s overlays=%v: cargo-install %s, want private", mode, overlays, d.How)
 			}
-			if d := ds["local-bin"]; d.How != Untouched || !strings.Contains(d.Why, "writable root /ws") {
+			if d := ds["npm"]; d.How != Untouched || !strings.Contains(d.Why, "writable root /ws") {
 				t.Errorf("%s overlays=%v: a GOBIN in the workspace: %s (%s)", mode, overlays, d.How, d.Why)
 			}
 		}

@@ -16,15 +16,13 @@ import (
 	"runtime/debug"
 	"slices"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
 	"github.com/agentbox/agentbox/internal/agentdirs"
-	"github.com/agentbox/agentbox/internal/cli/flagnames"
-	"github.com/agentbox/agentbox/internal/rawpolicy"
+	"github.com/agentbox/agentbox/internal/contract"
 	"github.com/agentbox/agentbox/internal/spelling"
 	"github.com/agentbox/agentbox/policy"
 	"github.com/agentbox/agentbox/sandbox"
@@ -83,7 +81,7 @@ func exitStatus(err error, stderr io.Writer) int {
 	var ee *exitError
 	if errors.As(err, &ee) {
 		if ee.err != nil {
-			fmt.Fprintf(stderr, "agentbox: %s\n", flagnames.In(ee.err.Error()))
+			fmt.Fprintf(stderr, "agentbox: %s\n", contract.FlagNames(ee.err.Error()))
 		}
 		return ee.code
 	}
@@ -189,13 +187,13 @@ func (f *runFlags) register(cmd *cobra.Command, withRunOnly bool) {
 
 // resolve builds the policy from flags and config; errors are 125.
 func (f *runFlags) resolve(cmd *cobra.Command) (*policy.Policy, error) {
-	return f.resolveFor(cmd, rawpolicy.Caller{})
+	return f.resolveFor(cmd, policy.Caller{})
 }
 
 // resolveFor is resolve for the process c describes (this one when c is
 // empty): the resident helper resolves a run for the client that handed
 // it over (see resolveForClient).
-func (f *runFlags) resolveFor(cmd *cobra.Command, c rawpolicy.Caller) (*policy.Policy, error) {
+func (f *runFlags) resolveFor(cmd *cobra.Command, c policy.Caller) (*policy.Policy, error) {
 	getenv := c.Env()
 	// An empty path would silently mean the current directory: a writable
 	// root nobody asked for.
@@ -261,7 +259,7 @@ func (f *runFlags) resolveFor(cmd *cobra.Command, c rawpolicy.Caller) (*policy.P
 	if cmd.Flags().Changed("allow-git-writes") {
 		o.AllowGitWrites = &f.allowGit
 	}
-	pol, err := rawpolicy.ResolveFor(o, c)
+	pol, err := policy.ResolveFor(o, c)
 	if err != nil {
 		return nil, failure("%w", err)
 	}
@@ -333,7 +331,7 @@ func runCommand(pol *policy.Policy, timeout time.Duration, args []string, stdin 
 	// Catch the signals a user or harness sends to stop a command and pass
 	// them on; agentbox itself waits for the command to finish.
 	sigs := make(chan os.Signal, 8)
-	signal.Notify(sigs, forwardedSignals...)
+	signal.Notify(sigs, contract.Forwarded...)
 	// Stopped off the exit path: each signal Stop disables waits for the
 	// runtime's signal thread (0.05-0.2 ms in all in a fresh process),
 	// and the process exits right after; a caller that goes on has them
@@ -348,44 +346,21 @@ func runCommand(pol *policy.Policy, timeout time.Duration, args []string, stdin 
 	restore := saveTerminal(stdin)
 	defer restore()
 	if err := c.Start(); err != nil {
-		var se *sandbox.StartError
-		if errors.As(err, &se) {
-			err = &exitError{code: se.Code, err: se.Err}
-		} else {
-			err = failure("%v", err)
-		}
-		rep.failed(pol, err)
-		return err
+		return finish(contract.Of(pol, timeout, err, nil), stderr, rep)
 	}
-	done := make(chan struct{})
-	defer close(done)
-	go func() {
-		for {
-			select {
-			case s := <-sigs:
-				c.Signal(s)
-			case <-done:
-				return
-			}
-		}
-	}()
+	defer contract.Relay(sigs, func(s os.Signal) { c.Signal(s) })()
 	err := c.Wait()
-	finishRun(c, rep, stderr)
-	var ee *sandbox.ExitError
-	switch {
-	case err == nil:
-		return nil
-	case errors.As(err, &ee):
-		if ee.TimedOut {
-			fmt.Fprintf(stderr, "agentbox: command timed out after %v and was killed with everything it started\n", timeout)
-		}
-		return &exitError{code: ee.ExitCode()}
-	default:
-		return failure("%v", err)
-	}
+	return finish(contract.Of(c.Policy, timeout, err, c.Report), stderr, rep)
 }
 
-var forwardedSignals = []os.Signal{os.Interrupt, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT}
+// finish says on stderr what the contract adds for a run's outcome o,
+// saves its report in rep, and returns its status.
+func finish(o *contract.Outcome, stderr io.Writer, rep *reportFile) error {
+	if code := o.Finish(stderr, rep.save); code != 0 {
+		return &exitError{code: code}
+	}
+	return nil
+}
 
 func newDoctor(stdout io.Writer) *cobra.Command {
 	var f runFlags
@@ -430,14 +405,14 @@ func newDoctor(stdout io.Writer) *cobra.Command {
 // text replaced by the CLI's flags.
 func withFlagNames(r *sandbox.Report) *sandbox.Report {
 	c := *r
-	c.Backend = flagnames.In(r.Backend)
+	c.Backend = contract.FlagNames(r.Backend)
 	c.Checks = slices.Clone(r.Checks)
 	for i := range c.Checks {
-		c.Checks[i].Detail = flagnames.In(c.Checks[i].Detail)
+		c.Checks[i].Detail = contract.FlagNames(c.Checks[i].Detail)
 	}
 	c.Missing = append([]string{}, r.Missing...) // [] rather than null
 	for i := range c.Missing {
-		c.Missing[i] = flagnames.In(c.Missing[i])
+		c.Missing[i] = contract.FlagNames(c.Missing[i])
 	}
 	return &c
 }

@@ -4,10 +4,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 
-	"github.com/agentbox/agentbox/internal/cli/refusals"
 	"github.com/agentbox/agentbox/policy"
 	"github.com/agentbox/agentbox/sandbox"
 )
@@ -42,10 +40,19 @@ func (r *reportFile) Close() {
 	}
 }
 
-func (r *reportFile) write(rep *sandbox.RunReport) error {
+// save writes rep to the file (nothing without one); its error names
+// the file.
+func (r *reportFile) save(rep *sandbox.RunReport) error {
 	if r == nil {
 		return nil
 	}
+	if err := r.write(rep); err != nil {
+		return fmt.Errorf("--report %s: %w", r.path, err)
+	}
+	return nil
+}
+
+func (r *reportFile) write(rep *sandbox.RunReport) error {
 	b, err := json.MarshalIndent(rep, "", "  ")
 	if err != nil {
 		return err
@@ -71,17 +78,4 @@ func (r *reportFile) failed(pol *policy.Policy, err error) {
 		code = ee.code
 	}
 	r.write(sandbox.NewRunReport(pol, code))
-}
-
-// finishRun prints the refusals and writes the report of a finished run.
-func finishRun(c *sandbox.Cmd, r *reportFile, stderr io.Writer) {
-	rep := c.Report
-	if rep == nil {
-		// Wait failed without an exit status.
-		rep = sandbox.NewRunReport(c.Policy, sandbox.CodeSandboxFailure)
-	}
-	refusals.Write(stderr, rep)
-	if err := r.write(rep); err != nil {
-		fmt.Fprintf(stderr, "agentbox: --report %s: %v\n", r.path, err)
-	}
 }

@@ -6,17 +6,13 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/agentbox/agentbox/internal/agentdirs"
-	"github.com/agentbox/agentbox/internal/cli/refusals"
-	"github.com/agentbox/agentbox/internal/rawpolicy"
 	"github.com/agentbox/agentbox/internal/resident"
 	"github.com/agentbox/agentbox/policy"
-	"github.com/agentbox/agentbox/sandbox"
 )
 
 // runResident runs the command through the resident helper when it can
@@ -42,43 +38,7 @@ func runResident(pol *policy.Policy, timeout time.Duration, args []string, stdin
 	if !served {
 		return false, nil
 	}
-	return true, residentOutcome(pol, timeout, res, stderr, rep)
-}
-
-// residentOutcome is what the CLI says and returns for a run the helper
-// ran: the exit status and its contract, the timeout message, the
-// report, the notes of the post-run checks.
-func residentOutcome(pol *policy.Policy, timeout time.Duration, res *resident.Result, stderr io.Writer, rep *reportFile) error {
-	if res.Diag != "" {
-		io.WriteString(stderr, res.Diag)
-	}
-	code := res.Code
-	switch {
-	case res.Failed != "":
-		code = sandbox.CodeSandboxFailure
-	case res.Signal != 0:
-		code = 128 + res.Signal
-	}
-	r := sandbox.NewRunReport(pol, code)
-	for _, d := range res.Denied {
-		r.Network.Denied = append(r.Network.Denied, sandbox.NetworkDenied(d))
-	}
-	r.SetFilesystem(res.Files, res.FilesUnavailable)
-	r.SetSuggest()
-	refusals.Write(stderr, r)
-	if werr := rep.write(r); werr != nil {
-		fmt.Fprintf(stderr, "agentbox: --report %s: %v\n", rep.path, werr)
-	}
-	switch {
-	case res.Failed != "":
-		return failure("%s", res.Failed)
-	case res.TimedOut:
-		fmt.Fprintf(stderr, "agentbox: command timed out after %v and was killed with everything it started\n", timeout)
-	}
-	if code == 0 {
-		return nil
-	}
-	return &exitError{code: code}
+	return true, finish(res.Outcome(pol, timeout), stderr, rep)
 }
 
 // notPaths are variables policy resolution reads that hold no path, or a
@@ -91,7 +51,7 @@ var notPaths = map[string]bool{"AGENTBOX_RESIDENT": true, "GIT_CONFIG_NOSYSTEM":
 // as the CLI's run command does (c stands for the client), for the
 // helper to run. Anything but a plain run with a command (an error,
 // --help, --report, the helper switched off) is the full CLI's.
-func resolveForClient(args []string, c rawpolicy.Caller) (*resident.Resolved, string) {
+func resolveForClient(args []string, c policy.Caller) (*resident.Resolved, string) {
 	if len(args) == 0 || args[0] != "run" {
 		return nil, "not a run"
 	}
@@ -134,12 +94,7 @@ func resolveForClient(args []string, c rawpolicy.Caller) (*resident.Resolved, st
 	if resident.Disabled(c.Getenv, f.cfg != nil && f.cfg.Linux.Resident != nil && !*f.cfg.Linux.Resident) {
 		return nil, "the resident helper is switched off"
 	}
-	timeout := f.timeout
-	return &resident.Resolved{Policy: pol, Argv: argv, Timeout: timeout, Finish: func(res *resident.Result) (string, int) {
-		var b strings.Builder
-		code := exitStatus(residentOutcome(pol, timeout, res, &b, nil), &b)
-		return b.String(), code
-	}}, ""
+	return &resident.Resolved{Policy: pol, Argv: argv, Timeout: f.timeout}, ""
 }
 
 // stopResident stops the resident helper if it is idle, and says on out

@@ -9,8 +9,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/agentbox/agentbox/internal/rawpolicy"
 	"github.com/agentbox/agentbox/internal/resident"
+	"github.com/agentbox/agentbox/policy"
 )
 
 // The resident helper resolves a lean client's run (package fastpath) in
@@ -67,14 +67,14 @@ func TestResolveForClientAsTheCLI(t *testing.T) {
 				// The helper's side: this process is elsewhere, in
 				// the helper's directory.
 				t.Chdir("/")
-				run, why := resolveForClient(args, rawpolicy.Caller{
+				run, why := resolveForClient(args, policy.Caller{
 					Getenv: func(k string) string { return env[k] }, Dir: ws,
 					Executable: exe, Remote: true, Arg0: arg0,
 				})
 				if run == nil {
 					t.Fatalf("not resolved: %s", why)
 				}
-				got, err := rawpolicy.Encode(run.Policy)
+				got, err := run.Policy.MarshalBinary()
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -102,7 +102,7 @@ func TestResolveForClientAsTheCLI(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				want, err := rawpolicy.Encode(pol)
+				want, err := pol.MarshalBinary()
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -126,7 +126,7 @@ func TestResolveForClientDeclines(t *testing.T) {
 		}
 		return ""
 	}
-	c := rawpolicy.Caller{Getenv: getenv, Dir: ws, Executable: "/bin/true", Remote: true, Arg0: "agentbox"}
+	c := policy.Caller{Getenv: getenv, Dir: ws, Executable: "/bin/true", Remote: true, Arg0: "agentbox"}
 	for _, args := range [][]string{
 		{"run"},
 		{"run", "--help"},
@@ -145,7 +145,7 @@ func TestResolveForClientDeclines(t *testing.T) {
 	// A relative path in a variable resolution reads names a file from
 	// the client's directory: the full CLI's (as is a missing directory).
 	for _, kv := range [][2]string{{"GIT_CONFIG_GLOBAL", "g.cfg"}, {"HOME", "."}, {"XDG_CONFIG_HOME", "cfg"}, {"GIT_CONFIG_SYSTEM", "sys.cfg"}} {
-		rel := rawpolicy.Caller{Getenv: func(k string) string {
+		rel := policy.Caller{Getenv: func(k string) string {
 			if k == kv[0] {
 				return kv[1]
 			}
@@ -155,10 +155,10 @@ func TestResolveForClientDeclines(t *testing.T) {
 			t.Errorf("%s=%s: accepted", kv[0], kv[1])
 		}
 	}
-	if run, _ := resolveForClient([]string{"run", "--", "true"}, rawpolicy.Caller{Getenv: getenv, Executable: "/bin/true", Remote: true, Arg0: "agentbox"}); run != nil {
+	if run, _ := resolveForClient([]string{"run", "--", "true"}, policy.Caller{Getenv: getenv, Executable: "/bin/true", Remote: true, Arg0: "agentbox"}); run != nil {
 		t.Error("no directory: accepted")
 	}
-	off := rawpolicy.Caller{Getenv: func(k string) string {
+	off := policy.Caller{Getenv: func(k string) string {
 		if k == "AGENTBOX_RESIDENT" {
 			return "Off"
 		}

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentbox/agentbox/internal/rawpolicy"
+	"github.com/agentbox/agentbox/internal/policytest"
 	"github.com/agentbox/agentbox/policy"
 )
 
@@ -124,7 +124,7 @@ func nestedPolicy(root string, gitWrites, degraded bool, gitdirs ...string) *pol
 	for _, g := range gitdirs {
 		prs = append(prs, policy.Protected{Path: g, Kind: policy.Dir, Root: root, Why: ".git in " + root})
 	}
-	return rawpolicy.New(rawpolicy.Fields{
+	return policytest.New(policytest.Fields{
 		Mode: policy.WorkspaceWrite, Cwd: root, WritableRoots: []string{root},
 		Protected: prs, ProtectedNames: []string{".git"}, AllowGitWrites: gitWrites, AllowDegraded: degraded,
 	})

@@ -12,7 +12,6 @@ import (
 	"path/filepath"
 
 	"github.com/agentbox/agentbox/internal/fspath"
-	"github.com/agentbox/agentbox/internal/policyhook"
 	"github.com/agentbox/agentbox/policy"
 )
 
@@ -110,17 +109,4 @@ func Carveouts(gitdir string) ([]Carveout, error) {
 		out = append(out, c)
 	}
 	return out, nil
-}
-
-// SafeBareRepository reads the user's effective safe.bareRepository from
-// the global and system git config (git honours it only there) as the
-// environment getenv reads points at them: the value ("" when unset, git's
-// default "all") and the file that set it. agentbox cannot stop a command
-// from writing a repository skeleton (HEAD, objects/, refs/, config) in a
-// directory it may write; with "explicit", git refuses to use one that is
-// not named with --git-dir or GIT_DIR, which is git's own defence (git
-// 2.38 and later). It is package policy's git config reader, which the
-// policy uses to find what git would run.
-func SafeBareRepository(getenv func(string) string) (value, file string, err error) {
-	return policyhook.SafeBareRepository(getenv)
 }

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentbox/agentbox/internal/rawpolicy"
+	"github.com/agentbox/agentbox/internal/policytest"
 	"github.com/agentbox/agentbox/policy"
 )
 
@@ -34,7 +34,7 @@ func must(t *testing.T, err error) {
 // testPolicy is a workspace-write policy over root alone, with root's own
 // .git protected (and opened, with gitWrites).
 func testPolicy(root string, gitWrites bool) *policy.Policy {
-	return rawpolicy.New(rawpolicy.Fields{
+	return policytest.New(policytest.Fields{
 		Mode: policy.WorkspaceWrite, Cwd: root, WritableRoots: []string{root},
 		Protected:      []policy.Protected{{Path: filepath.Join(root, ".git"), Kind: policy.Dir, Root: root, Why: ".git in " + root}},
 		ProtectedNames: []string{".git"}, AllowGitWrites: gitWrites,

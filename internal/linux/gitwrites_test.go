@@ -6,7 +6,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/agentbox/agentbox/internal/rawpolicy"
+	"github.com/agentbox/agentbox/internal/policytest"
 	"github.com/agentbox/agentbox/policy"
 )
 
@@ -19,7 +19,7 @@ func TestGitWritesPlan(t *testing.T) {
 	os.WriteFile(filepath.Join(gd, "HEAD"), []byte("ref: refs/heads/main\n"), 0o644)
 	os.WriteFile(filepath.Join(gd, "config"), nil, 0o644)
 	codex := filepath.Join(ws, ".codex")
-	p := rawpolicy.New(rawpolicy.Fields{Mode: policy.WorkspaceWrite, WritableRoots: []string{ws}, AllowGitWrites: true,
+	p := policytest.New(policytest.Fields{Mode: policy.WorkspaceWrite, WritableRoots: []string{ws}, AllowGitWrites: true,
 		Protected: []policy.Protected{{Path: gd, Kind: policy.Dir, Root: ws}, {Path: codex, Kind: policy.Missing, Root: ws}}})
 	mounts, dirs, files, err := GitWritesPlan(p, Plan(p, []string{codex}))
 	if err != nil {

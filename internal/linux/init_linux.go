@@ -215,13 +215,7 @@ func RunInit() {
 	<-sigs.ready // so that it can be signalled from the start
 	pid, err := startCommand(path, env, spec, stdio)
 	if err != nil {
-		code := exitcode.SandboxFailure
-		if errors.Is(err, os.ErrPermission) || errors.Is(err, syscall.ENOEXEC) || errors.Is(err, syscall.EISDIR) {
-			code = exitcode.NotExecutable
-		} else if errors.Is(err, os.ErrNotExist) {
-			code = exitcode.NotFound
-		}
-		fail(code, fmt.Errorf("starting %s: %w", spec.Argv[0], err))
+		fail(exitcode.Classify(err), fmt.Errorf("starting %s: %w", spec.Argv[0], err))
 	}
 	stdio.close()
 	report(message{Started: true, StdinReopened: stdio.stdinReopened})

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/agentbox/agentbox/internal/linux/scm"
 	"os"
 	"syscall"
 
@@ -115,7 +116,7 @@ func runMounter() {
 		if err != nil || n == 0 {
 			os.Exit(0) // the zygote is gone
 		}
-		fds := parseRights(oob[:oobn])
+		fds := scm.Rights(oob[:oobn])
 		var req mounterReq
 		var rep mountReply
 		switch {
@@ -141,9 +142,9 @@ func runMounter() {
 				}
 			}
 		}
-		closeAll(fds)
+		scm.CloseAll(fds)
 		b, _ := json.Marshal(rep)
-		if sendMsg(mounterFD, b, nil) != nil {
+		if scm.Send(mounterFD, b, nil) != nil {
 			os.Exit(0)
 		}
 	}
@@ -273,7 +274,7 @@ func (z *zygote) askMounter(r mounterReq, fds []int) error {
 	}
 	z.mountMu.Lock()
 	defer z.mountMu.Unlock()
-	if err := sendMsg(z.mounter, b, fds); err != nil {
+	if err := scm.Send(z.mounter, b, fds); err != nil {
 		return fmt.Errorf("asking the session's mounter: %w", err)
 	}
 	var buf [4096]byte

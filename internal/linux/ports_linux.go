@@ -3,6 +3,7 @@ package linux
 import (
 	"errors"
 	"fmt"
+	"github.com/agentbox/agentbox/internal/linux/scm"
 	"net"
 	"net/netip"
 	"os"
@@ -80,7 +81,7 @@ func receivePorts(s *proxySocket, spec *Spec) (*Ports, error) {
 		uc.Close()
 		return nil, err
 	}
-	fds := parseRights(oob[:oobn])
+	fds := scm.Rights(oob[:oobn])
 	p := &Ports{}
 	for i, fd := range fds {
 		f := os.NewFile(uintptr(fd), "host-port-listener")
@@ -93,7 +94,7 @@ func receivePorts(s *proxySocket, spec *Spec) (*Ports, error) {
 			if ln != nil {
 				ln.Close()
 			}
-			closeAll(fds[i+1:])
+			scm.CloseAll(fds[i+1:])
 			p.Close()
 			uc.Close()
 			return nil, fmt.Errorf("host port listener: %w", err)
@@ -188,9 +189,9 @@ func (p *Ports) socket() (int, error) {
 	if err != nil {
 		return -1, err
 	}
-	fds := parseRights(oob[:oobn])
+	fds := scm.Rights(oob[:oobn])
 	if n != 1 || len(fds) != 1 {
-		closeAll(fds)
+		scm.CloseAll(fds)
 		if n == 1 && buf[0] != 0 {
 			return -1, unix.Errno(buf[0])
 		}
@@ -264,7 +265,7 @@ func setupPorts(spec *Spec) error {
 		return nil
 	}
 	var fds []int
-	defer func() { closeAll(fds) }()
+	defer func() { scm.CloseAll(fds) }()
 	for _, port := range spec.HostPorts {
 		fd, err := listenAt(unix.AF_INET, netip.AddrPortFrom(netip.AddrFrom4([4]byte{127, 0, 0, 1}), port))
 		if err != nil {

@@ -3,6 +3,7 @@ package linux
 import (
 	"errors"
 	"fmt"
+	"github.com/agentbox/agentbox/internal/linux/scm"
 	"net"
 	"net/netip"
 	"os"
@@ -97,7 +98,7 @@ func (s *proxySocket) receive(proxy, resolver, transparent bool) ([]net.Listener
 	if err != nil {
 		return nil, nil, err
 	}
-	fds := parseRights(oob[:oobn])
+	fds := scm.Rights(oob[:oobn])
 	var noTransparent string
 	if n > 0 && buf[0] == handoverNoTransparent && transparent {
 		noTransparent, transparent = string(buf[1:n]), false
@@ -121,7 +122,7 @@ func (s *proxySocket) receive(proxy, resolver, transparent bool) ([]net.Listener
 		want += nt
 	}
 	if len(fds) != want {
-		closeAll(fds)
+		scm.CloseAll(fds)
 		return nil, nil, fmt.Errorf("got %d descriptors, want %d", len(fds), want)
 	}
 	var tls []net.Listener
@@ -133,8 +134,8 @@ func (s *proxySocket) receive(proxy, resolver, transparent bool) ([]net.Listener
 			for _, l := range tls {
 				l.Close()
 			}
-			closeAll(fds[len(fds)-nt+i+1:])
-			closeAll(fds[:len(fds)-nt])
+			scm.CloseAll(fds[len(fds)-nt+i+1:])
+			scm.CloseAll(fds[:len(fds)-nt])
 			return nil, nil, err
 		}
 		tls = append(tls, tl)
@@ -143,7 +144,7 @@ func (s *proxySocket) receive(proxy, resolver, transparent bool) ([]net.Listener
 	var r *Resolver
 	if resolver {
 		if r, err = resolverOf(fds[len(fds)-2:]); err != nil {
-			closeAll(fds[:len(fds)-2])
+			scm.CloseAll(fds[:len(fds)-2])
 			for _, l := range tls {
 				l.Close()
 			}
@@ -336,7 +337,7 @@ func commandListeners() (fds, ports []int, err error) {
 	for range 2 {
 		fd, port, err := listenLoopback()
 		if err != nil {
-			closeAll(fds)
+			scm.CloseAll(fds)
 			return nil, nil, err
 		}
 		fds = append(fds, fd)
@@ -366,7 +367,7 @@ func truncate(s string, n int) string {
 // listeners; it closes them all on failure.
 func listenersOf(fds []int) ([]net.Listener, error) {
 	if len(fds) != 2 {
-		closeAll(fds)
+		scm.CloseAll(fds)
 		return nil, fmt.Errorf("got %d descriptors, want 2", len(fds))
 	}
 	var lns []net.Listener
@@ -378,7 +379,7 @@ func listenersOf(fds []int) ([]net.Listener, error) {
 			for _, l := range lns {
 				l.Close()
 			}
-			closeAll(fds[i+1:])
+			scm.CloseAll(fds[i+1:])
 			return nil, err
 		}
 		lns = append(lns, ln)

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"github.com/agentbox/agentbox/internal/linux/scm"
 	"net"
 	"net/netip"
 	"os"
@@ -82,7 +83,7 @@ func listenResolver() (udp, tcp int, err error) {
 // their Go forms; it closes them all.
 func resolverOf(fds []int) (*Resolver, error) {
 	if len(fds) != 2 {
-		closeAll(fds)
+		scm.CloseAll(fds)
 		return nil, fmt.Errorf("got %d name server sockets, want 2", len(fds))
 	}
 	uf, tf := os.NewFile(uintptr(fds[0]), "resolver-udp"), os.NewFile(uintptr(fds[1]), "resolver-tcp")

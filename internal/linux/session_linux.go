@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/agentbox/agentbox/internal/fsreport"
+	"github.com/agentbox/agentbox/internal/linux/scm"
 	"io"
 	"net"
 	"os"
@@ -332,7 +333,7 @@ func (s *Session) send(r zreq, fds []int) error {
 	}
 	s.sendMu.Lock()
 	defer s.sendMu.Unlock()
-	if err := sendMsg(s.ctl, b, fds); err != nil {
+	if err := scm.Send(s.ctl, b, fds); err != nil {
 		return fmt.Errorf("session: %w", err)
 	}
 	return nil
@@ -377,18 +378,18 @@ func (p *SessionProcess) answer() (zresp, error) {
 	})
 	var fds []int
 	if oobn > 0 {
-		fds = parseRights(oob[:oobn])
+		fds = scm.Rights(oob[:oobn])
 	}
 	var r zresp
 	if err == nil && rerr == nil && n > 0 && json.Unmarshal(buf[:n], &r) == nil {
 		if r.Started {
 			r.fds = fds
 		} else {
-			closeAll(fds)
+			scm.CloseAll(fds)
 		}
 		return r, nil
 	}
-	closeAll(fds)
+	scm.CloseAll(fds)
 	return zresp{}, fmt.Errorf("session: %w", p.s.ended())
 }
 
@@ -620,6 +621,12 @@ func (rl *relay) devNull(flag int) (int, error) {
 	rl.closers = append(rl.closers, f)
 	return int(f.Fd()), nil
 }
+
+// PassesStdio reports whether a lone run hands f to the command as it is
+// (or reopens it from the sandbox's /dev): an anonymous pipe, a connected
+// unix stream socket, or one of the sandbox's devices. Anything else a
+// lone run relays or gives a pseudo-terminal (see classifyStdio).
+func PassesStdio(f *os.File) bool { return passable(f) }
 
 // passable reports whether f may be handed to the command as it is.
 func passable(f *os.File) bool {

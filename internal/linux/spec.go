@@ -20,7 +20,6 @@ import (
 
 	"github.com/agentbox/agentbox/internal/fspath"
 	"github.com/agentbox/agentbox/internal/fsreport"
-	"github.com/agentbox/agentbox/internal/rawpolicy"
 	"github.com/agentbox/agentbox/internal/wirestr"
 	"github.com/agentbox/agentbox/policy"
 )
@@ -450,7 +449,7 @@ func DegradedGaps(p *policy.Policy, landlockABI int) []string {
 		gaps = append(gaps, fmt.Sprintf("protected paths inside writable roots (%s, and gitdirs) stay writable: Landlock can only add access, not carve read-only holes", strings.Join(p.ProtectedNames(), ", ")))
 	}
 	switch {
-	case rawpolicy.Egress(p) != nil:
+	case p.AllowList() != nil:
 		gaps = append(gaps, "no network namespace: the allow-list proxy listens on the host's loopback, where other local processes can use it during the run; the command may only make TCP connections to it (every connect is checked), and UDP and listen(2) are refused, so servers inside the command do not work")
 	case !p.Network():
 		gaps = append(gaps, "no network namespace: all non-unix sockets are refused by seccomp, so servers on 127.0.0.1 inside the command do not work either")

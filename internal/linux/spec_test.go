@@ -4,12 +4,12 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/agentbox/agentbox/internal/rawpolicy"
+	"github.com/agentbox/agentbox/internal/policytest"
 	"github.com/agentbox/agentbox/policy"
 )
 
 func TestPlanOrder(t *testing.T) {
-	p := rawpolicy.New(rawpolicy.Fields{
+	p := policytest.New(policytest.Fields{
 		WritableRoots: []string{"/tmp", "/tmp/ws", "/home/u/extra"},
 		Protected: []policy.Protected{
 			{Path: "/tmp/.git", Kind: policy.Missing, Root: "/tmp"},
@@ -45,7 +45,7 @@ func TestPlanOrder(t *testing.T) {
 func TestPlanReadOnlyAfterEveryWritableRoot(t *testing.T) {
 	// A writable root nested inside a protected directory must not
 	// re-expose it: carve-outs come after every root.
-	p := rawpolicy.New(rawpolicy.Fields{
+	p := policytest.New(policytest.Fields{
 		WritableRoots: []string{"/w", "/w/.git/sub"},
 		Protected:     []policy.Protected{{Path: "/w/.git", Kind: policy.Dir, Root: "/w"}},
 	})
@@ -57,7 +57,7 @@ func TestPlanReadOnlyAfterEveryWritableRoot(t *testing.T) {
 }
 
 func TestPlanPinsChainToNestedRoot(t *testing.T) {
-	p := rawpolicy.New(rawpolicy.Fields{
+	p := policytest.New(policytest.Fields{
 		WritableRoots: []string{"/tmp", "/tmp/p/q/ws"},
 		Protected:     []policy.Protected{{Path: "/tmp/p/q/ws/.git", Kind: policy.Dir, Root: "/tmp/p/q/ws"}},
 	})
@@ -73,7 +73,7 @@ func TestPlanPinsChainToNestedRoot(t *testing.T) {
 }
 
 func TestHeldDirs(t *testing.T) {
-	p := rawpolicy.New(rawpolicy.Fields{Protected: []policy.Protected{
+	p := policytest.New(policytest.Fields{Protected: []policy.Protected{
 		{Path: "/w/.git", Kind: policy.Dir, Root: "/w"},
 		{Path: "/w/.codex", Kind: policy.Missing, Root: "/w"},
 		{Path: "/w/.agents", Kind: policy.File, Root: "/w"},
@@ -89,7 +89,7 @@ func TestHeldDirs(t *testing.T) {
 // with nothing held (no placeholder needed, or a session's, bound per
 // command) gets the pins of the directories on its way from the root.
 func TestPlanCoverAncestor(t *testing.T) {
-	p := rawpolicy.New(rawpolicy.Fields{
+	p := policytest.New(policytest.Fields{
 		WritableRoots: []string{"/h"},
 		Protected: []policy.Protected{
 			{Path: "/h/.config/agentbox", Kind: policy.Missing, Root: "/h"},
@@ -111,7 +111,7 @@ func TestPlanCoverAncestor(t *testing.T) {
 // stay the host's, read-only; the chain up to a nested root is pinned;
 // carve-outs come last.
 func TestPlanPrivateTmp(t *testing.T) {
-	p := rawpolicy.New(rawpolicy.Fields{
+	p := policytest.New(policytest.Fields{
 		Mode:             policy.WorkspaceWrite,
 		WritableRoots:    []string{"/home/u/ws", "/tmp/a/ws"},
 		AllowUnixSockets: []string{"/tmp/.X11-unix/X0", "/run/docker.sock"},

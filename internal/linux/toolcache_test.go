@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/agentbox/agentbox/internal/cacheplan"
-	"github.com/agentbox/agentbox/internal/rawpolicy"
+	"github.com/agentbox/agentbox/internal/policytest"
 	"github.com/agentbox/agentbox/policy"
 )
 
@@ -19,18 +19,20 @@ func TestDecideAndPlanCaches(t *testing.T) {
 	os.MkdirAll(filepath.Join(out, "go-build"), 0o755)
 	os.Symlink(out, filepath.Join(ws, "home", ".cache"))
 	os.MkdirAll(filepath.Join(ws, "home", ".npm"), 0o755)
+	// A policy holds only caches this build knows; "uv" stands for a
+	// cache over the whole state, "yarn" for one skipped by policy.
 	layer := func(n string) string { return filepath.Join(dir, "state", "ws", n) }
-	p := rawpolicy.New(rawpolicy.Fields{Mode: policy.WorkspaceWrite, WritableRoots: []string{ws}, ToolCacheMode: policy.CachesOverlay,
+	p := policytest.New(policytest.Fields{Mode: policy.WorkspaceWrite, WritableRoots: []string{ws}, ToolCacheMode: policy.CachesOverlay,
 		ToolCaches: []policy.ToolCache{
 			{Name: "go-build", Named: filepath.Join(ws, "home", ".cache", "go-build"), Host: filepath.Join(out, "go-build"), HostExists: true, Env: "GOCACHE", Layer: layer("go-build")},
 			{Name: "npm", Named: filepath.Join(ws, "home", ".npm"), Host: filepath.Join(ws, "home", ".npm"), HostExists: true, Env: "npm_config_cache", Layer: layer("npm")},
 			{Name: "pip", Host: "/nonexistent/pip", Env: "PIP_CACHE_DIR", Layer: layer("pip")},
 			{Name: "cargo-registry", Host: "/nonexistent/registry", Layer: layer("cargo")},
-			{Name: "whole", Host: dir, HostExists: true, Env: "X", Layer: layer("whole")},
-			{Name: "skipped", Host: "/x", Skip: "overlaps protected", Layer: layer("s")},
+			{Name: "uv", Host: dir, HostExists: true, Env: "X", Layer: layer("whole")},
+			{Name: "yarn", Host: "/x", Skip: "overlaps protected", Layer: layer("s")},
 		}})
 	want := map[string]cacheplan.How{"go-build": cacheplan.Overlay, "npm": cacheplan.Overlay, "pip": cacheplan.Private,
-		"cargo-registry": cacheplan.Untouched, "whole": cacheplan.Untouched, "skipped": cacheplan.Untouched}
+		"cargo-registry": cacheplan.Untouched, "uv": cacheplan.Untouched, "yarn": cacheplan.Untouched}
 	ds := cacheplan.Decide(p, true)
 	layers := map[string]CacheLayer{}
 	for _, d := range ds {

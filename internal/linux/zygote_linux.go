@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/agentbox/agentbox/internal/fsreport"
+	"github.com/agentbox/agentbox/internal/linux/scm"
 	"net/netip"
 	"os"
 	"runtime"
@@ -333,14 +334,14 @@ func (z *zygote) next() (job, bool) {
 			close(z.end) // the client is gone: so is the session
 			return job{}, false
 		}
-		fds := parseRights(z.oob[:oobn])
+		fds := scm.Rights(z.oob[:oobn])
 		var r zreq
 		if flags&(unix.MSG_TRUNC|unix.MSG_CTRUNC) != 0 || json.Unmarshal(z.buf[:n], &r) != nil {
 			// A truncated request lost descriptors (a placeholder's
 			// among them): never served, and without its reply
 			// socket never answered; the client's wait ends with
 			// the session.
-			closeAll(fds)
+			scm.CloseAll(fds)
 			continue
 		}
 		switch r.Op {
@@ -349,10 +350,10 @@ func (z *zygote) next() (job, bool) {
 				return j, true
 			}
 		case "signal", "kill":
-			closeAll(fds)
+			scm.CloseAll(fds)
 			z.ctl <- r
 		default:
-			closeAll(fds)
+			scm.CloseAll(fds)
 		}
 	}
 }
@@ -365,15 +366,15 @@ func (z *zygote) startJob(r zreq, fds []int) (job, bool) {
 		want++
 	}
 	if len(fds) != want || len(fds) < 4 {
-		closeAll(fds)
+		scm.CloseAll(fds)
 		return job{}, false // no reply socket to answer on
 	}
 	j := job{stdio: [3]int{fds[0], fds[1], fds[2]}, reply: fds[3]}
 	held := fds[4 : 4+len(r.Held)]
-	defer closeAll(held)
+	defer scm.CloseAll(held)
 	fail := func(msg string) (job, bool) {
 		sendReply(j.reply, zresp{ID: r.ID, Error: msg, Code: exitcode.SandboxFailure})
-		closeAll(j.stdio[:])
+		scm.CloseAll(j.stdio[:])
 		unix.Close(j.reply)
 		return job{}, false
 	}
@@ -436,22 +437,7 @@ func (z *zygote) startJob(r zreq, fds []int) (job, bool) {
 // when it closes the session (or dies).
 func sendReply(fd int, r zresp, fds ...int) {
 	b, _ := json.Marshal(r)
-	sendMsg(fd, b, fds)
-}
-
-// sendMsg sends b on the socket fd, with fds (if any) as SCM_RIGHTS,
-// retrying on EINTR; a peer gone is an error, not a SIGPIPE.
-func sendMsg(fd int, b []byte, fds []int) error {
-	var oob []byte
-	if len(fds) > 0 {
-		oob = unix.UnixRights(fds...)
-	}
-	for {
-		err := unix.Sendmsg(fd, b, oob, nil, unix.MSG_NOSIGNAL)
-		if !errors.Is(err, unix.EINTR) {
-			return err
-		}
-	}
+	scm.Send(fd, b, fds)
 }
 
 // worker prepares a thread of its own for the next command, reads that
@@ -490,9 +476,9 @@ func (z *zygote) worker() {
 	if err == nil {
 		pid, pidfd, code, err = z.fork(r, stdio, j.ports, in)
 	}
-	closeAll(stdio[:])
+	scm.CloseAll(stdio[:])
 	if err != nil {
-		closeAll(j.proxy)
+		scm.CloseAll(j.proxy)
 		sendReply(j.reply, zresp{ID: r.ID, Error: err.Error(), Code: code})
 		go z.worker()
 		return
@@ -505,7 +491,7 @@ func (z *zygote) worker() {
 	// no copy: agentbox's closing them when the command ends is their
 	// end (the command never had them: they are close-on-exec).
 	sendReply(j.reply, zresp{ID: r.ID, Started: true}, j.proxy...)
-	closeAll(j.proxy)
+	scm.CloseAll(j.proxy)
 	go z.worker()
 
 	var ws unix.WaitStatus
@@ -660,14 +646,7 @@ func (z *zygote) fork(r zreq, stdio [3]int, ports []int, in *waitingInit) (pid, 
 		},
 	})
 	if err != nil {
-		code := exitcode.SandboxFailure
-		switch {
-		case errors.Is(err, os.ErrPermission), errors.Is(err, syscall.ENOEXEC), errors.Is(err, syscall.EISDIR):
-			code = exitcode.NotExecutable
-		case errors.Is(err, os.ErrNotExist):
-			code = exitcode.NotFound
-		}
-		return fail(code, fmt.Errorf("starting %s: %w", r.Argv[0], err))
+		return fail(exitcode.Classify(err), fmt.Errorf("starting %s: %w", r.Argv[0], err))
 	}
 	return pid, pidfd, 0, nil
 }
@@ -922,26 +901,6 @@ func reopenDevices(stdio *[3]int) error {
 		}
 	}
 	return nil
-}
-
-func parseRights(oob []byte) []int {
-	msgs, err := unix.ParseSocketControlMessage(oob)
-	if err != nil {
-		return nil
-	}
-	var fds []int
-	for _, m := range msgs {
-		if f, err := unix.ParseUnixRights(&m); err == nil {
-			fds = append(fds, f...)
-		}
-	}
-	return fds
-}
-
-func closeAll(fds []int) {
-	for _, fd := range fds {
-		unix.Close(fd)
-	}
 }
 
 func readMemfd(fd int) ([]byte, error) {

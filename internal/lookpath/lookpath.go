@@ -108,9 +108,12 @@ func executable(p string) error {
 	return nil
 }
 
+// statusOf is the exec table's status for a file the lookup refused:
+// what exec would have said of it (a loop of symlinks, a name too
+// long: 126, as bash says), and 127 for a stat that failed otherwise.
 func statusOf(err error) int {
-	if errors.Is(err, fs.ErrPermission) {
-		return exitcode.NotExecutable
+	if c := exitcode.Classify(err); c != exitcode.SandboxFailure {
+		return c
 	}
 	return exitcode.NotFound
 }

@@ -23,8 +23,7 @@ import (
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/agentbox/agentbox/internal/cli/flagnames"
-	"github.com/agentbox/agentbox/internal/cli/refusals"
+	"github.com/agentbox/agentbox/internal/contract"
 	"github.com/agentbox/agentbox/internal/fspath"
 	"github.com/agentbox/agentbox/policy"
 	"github.com/agentbox/agentbox/sandbox"
@@ -359,46 +358,27 @@ func (h *handler) run(ctx context.Context, req *mcp.CallToolRequest, in RunInput
 	c.Diagnostics = stderr
 	c.WaitDelay = 2 * time.Second
 
-	out := RunOutput{}
 	err = c.Run()
-	var se *sandbox.StartError
-	var ee *sandbox.ExitError
-	isErr := false
-	switch {
-	case err == nil:
-	case errors.As(err, &ee):
-		out.ExitCode = ee.ExitCode()
-		out.TimedOut = ee.TimedOut
-		if ee.TimedOut {
-			fmt.Fprintf(stderr, "\nagentbox: command timed out after %v and was killed with everything it started\n", timeout)
-		}
-	case errors.As(err, &se):
-		out.ExitCode = se.Code
-		fmt.Fprintf(stderr, "agentbox: %s\n", flagnames.In(se.Err.Error()))
-		var re *sandbox.RefusedError
-		if errors.As(se.Err, &re) {
-			hint := restartHint(re.Request)
-			if re.Unhonourable {
-				hint = "No one was asked: the sandbox can grant only existing absolute directories that are not /, the home, a directory above it, a system directory or a protected path, and domains [network] denied_domains does not refuse."
-			}
-			fmt.Fprintf(stderr, "agentbox: the command did not run. %s\n", hint)
-		}
-		isErr = true
-	default:
-		out.ExitCode = sandbox.CodeSandboxFailure
-		fmt.Fprintf(stderr, "agentbox: %s\n", flagnames.In(err.Error()))
-		isErr = true
+	o := contract.Of(c.Policy, timeout, err, c.Report) // Report: set by Wait
+	if o.TimedOut {
+		// A killed command is mostly cut mid-line; the agent reads
+		// its stderr and agentbox's lines as one text.
+		io.WriteString(stderr, "\n")
 	}
-	out.Report = c.Report // set by Wait
-	if out.Report == nil {
-		out.Report = sandbox.NewRunReport(c.Policy, out.ExitCode)
+	o.Finish(stderr, nil)
+	var re *sandbox.RefusedError
+	if errors.As(o.Failure, &re) {
+		hint := restartHint(re.Request)
+		if re.Unhonourable {
+			hint = "No one was asked: the sandbox can grant only existing absolute directories that are not /, the home, a directory above it, a system directory or a protected path, and domains [network] denied_domains does not refuse."
+		}
+		fmt.Fprintf(stderr, "agentbox: the command did not run. %s\n", hint)
 	}
-	// The proxy's refusals, as the CLI prints them at the end of a run.
-	refusals.Write(stderr, out.Report)
+	out := RunOutput{ExitCode: o.Code, TimedOut: o.TimedOut, Report: o.Report}
 	out.Stdout, out.Stderr = stdout.String(), stderr.String()
 	return &mcp.CallToolResult{
 		Content: []mcp.Content{&mcp.TextContent{Text: text(out)}},
-		IsError: isErr,
+		IsError: o.Failure != nil,
 	}, out, nil
 }
 

@@ -16,7 +16,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agentbox/agentbox/internal/netpolicy"
-	"github.com/agentbox/agentbox/internal/rawpolicy"
+	"github.com/agentbox/agentbox/internal/policytest"
 	"github.com/agentbox/agentbox/policy"
 	"github.com/agentbox/agentbox/sandbox"
 )
@@ -67,7 +67,7 @@ func newSessionWith(t *testing.T, o policy.Options) (*sandbox.Session, string) {
 		t.Fatal(err)
 	}
 	o.Cwd = ws
-	pol, err := rawpolicy.Resolve(o, func(string) string { return "" }, runtime.GOOS)
+	pol, err := policytest.Resolve(o, func(string) string { return "" })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -256,7 +256,7 @@ func TestServeClientHangsUp(t *testing.T) {
 // an in-memory pipe.
 func BenchmarkRunTrue(b *testing.B) {
 	ws, _ := filepath.EvalSymlinks(b.TempDir())
-	pol, err := rawpolicy.Resolve(policy.Options{Cwd: ws}, func(string) string { return "" }, runtime.GOOS)
+	pol, err := policytest.Resolve(policy.Options{Cwd: ws}, func(string) string { return "" })
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -292,7 +292,7 @@ func TestDescribeNetwork(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := describePolicy(rawpolicy.New(rawpolicy.Fields{Mode: policy.WorkspaceWrite, Cwd: "/ws", Egress: rules}))
+	got := describePolicy(policytest.New(policytest.Fields{Mode: policy.WorkspaceWrite, Cwd: "/ws", Egress: rules}))
 	for _, w := range []string{"reaches only github.com, *.npmjs.org (except what", "http_proxy", "have no network"} {
 		if !strings.Contains(got, w) {
 			t.Errorf("description lacks %q: %s", w, got)
@@ -301,10 +301,10 @@ func TestDescribeNetwork(t *testing.T) {
 	if strings.Contains(got, "network is off") {
 		t.Errorf("an allow-list described as the network off: %s", got)
 	}
-	if got := describePolicy(rawpolicy.New(rawpolicy.Fields{Mode: policy.WorkspaceWrite, Cwd: "/ws"})); !strings.Contains(got, "the network is off") || strings.Contains(got, "port") {
+	if got := describePolicy(policytest.New(policytest.Fields{Mode: policy.WorkspaceWrite, Cwd: "/ws"})); !strings.Contains(got, "the network is off") || strings.Contains(got, "port") {
 		t.Errorf("network off: %s", got)
 	}
-	got = describePolicy(rawpolicy.New(rawpolicy.Fields{Mode: policy.WorkspaceWrite, Cwd: "/ws",
+	got = describePolicy(policytest.New(policytest.Fields{Mode: policy.WorkspaceWrite, Cwd: "/ws",
 		Publish: []policy.PortMap{{Host: 8080, Inner: 3000}}, HostPorts: []uint16{5432, 6379}}))
 	for _, w := range []string{"sandbox's 127.0.0.1:3000 at the host's 127.0.0.1:8080", "host's 127.0.0.1 and [::1] on port 5432, 6379"} {
 		if !strings.Contains(got, w) {

@@ -14,8 +14,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/agentbox/agentbox/internal/contract"
 	"github.com/agentbox/agentbox/internal/linux"
-	"github.com/agentbox/agentbox/internal/rawpolicy"
 	"github.com/agentbox/agentbox/internal/resident/ident"
 	"github.com/agentbox/agentbox/policy"
 )
@@ -76,20 +76,11 @@ func Run(stateDir string, pol *policy.Policy, argv []string, timeout time.Durati
 		return nil, false
 	}
 	// From here on the command runs: the helper's answer is the run's.
-	done := make(chan struct{})
-	defer close(done)
-	go func() {
-		for {
-			select {
-			case s := <-sigs:
-				if ss, ok := s.(syscall.Signal); ok {
-					sendJSON(fd, control{Op: "signal", Sig: int(ss)})
-				}
-			case <-done:
-				return
-			}
+	defer contract.Relay(sigs, func(s os.Signal) {
+		if ss, ok := s.(syscall.Signal); ok {
+			sendJSON(fd, control{Op: "signal", Sig: int(ss)})
 		}
-	}()
+	})()
 	for {
 		n, rfds, err = recvMsg(fd, buf, nil)
 		closeAll(rfds)
@@ -102,7 +93,7 @@ func Run(stateDir string, pol *policy.Policy, argv []string, timeout time.Durati
 		}
 		r = reply{}
 		if json.Unmarshal(buf[:n], &r) == nil && r.Exited {
-			return &Result{Code: r.Code, Signal: r.Signal, TimedOut: r.TimedOut, Failed: r.Failed, Diag: r.Diag, Denied: r.Denied, Files: r.Files, FilesUnavailable: r.FilesUnavailable}, true
+			return &r.Result, true
 		}
 	}
 }
@@ -112,7 +103,7 @@ func Run(stateDir string, pol *policy.Policy, argv []string, timeout time.Durati
 // along as SCM_RIGHTS. The escape tests send it from inside sandboxes:
 // it is exactly what the helper would serve from an unconfined peer.
 func EncodeRequest(stateDir, binary string, pol *policy.Policy, argv, env []string, timeout time.Duration) ([]byte, error) {
-	polBytes, err := rawpolicy.Encode(pol)
+	polBytes, err := pol.MarshalBinary()
 	if err != nil {
 		return nil, err
 	}
@@ -146,7 +137,7 @@ func Eligible(pol *policy.Policy, stdio [3]*os.File) bool {
 	// session the helper keeps between runs would keep it open. Such a
 	// run starts on its own; host ports have nothing on the host side
 	// to keep open, and are served.
-	if pol.Mode() == policy.DangerFullAccess || rawpolicy.Egress(pol) != nil || len(pol.Publish()) > 0 {
+	if pol.Mode() == policy.DangerFullAccess || pol.AllowList() != nil || len(pol.Publish()) > 0 {
 		return false
 	}
 	for _, f := range stdio {

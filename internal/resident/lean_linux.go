@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/agentbox/agentbox/internal/rawpolicy"
 	"github.com/agentbox/agentbox/internal/resident/fastpath"
+	"github.com/agentbox/agentbox/policy"
 )
 
 // serveLean serves a lean client's request (package fastpath): the
@@ -55,7 +55,7 @@ func (s *server) serveLean(fd int, lr *fastpath.Request, fds []int) {
 			}
 		}
 	}
-	caller := rawpolicy.Caller{Getenv: func(k string) string { return env[k] },
+	caller := policy.Caller{Getenv: func(k string) string { return env[k] },
 		Dir: lr.Dir, Executable: lr.Executable, Remote: true, Arg0: lr.Args[0]}
 	run, why := s.resolve(lr.Args[1:], caller)
 	if run == nil {
@@ -66,7 +66,7 @@ func (s *server) serveLean(fd int, lr *fastpath.Request, fds []int) {
 		out.fallback(fd, "not a run the helper serves")
 		return
 	}
-	polBytes, err := rawpolicy.Encode(run.Policy)
+	polBytes, err := run.Policy.MarshalBinary()
 	if err != nil {
 		out.fallback(fd, err.Error())
 		return
@@ -103,7 +103,7 @@ func (leanReplies) fallback(fd int, why string) error {
 func (leanReplies) started(fd int) error { return sendMsg(fd, fastpath.Started(), nil) }
 
 func (l leanReplies) exited(fd int, r reply) error {
-	stderr, code := l.finish(&Result{Code: r.Code, Signal: r.Signal, TimedOut: r.TimedOut, Failed: r.Failed, Diag: r.Diag, Denied: r.Denied, Files: r.Files, FilesUnavailable: r.FilesUnavailable})
+	stderr, code := l.finish(&r.Result)
 	for _, m := range fastpath.Exited(code, stderr) {
 		if err := sendMsg(fd, m, nil); err != nil {
 			return err

@@ -20,9 +20,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/agentbox/agentbox/internal/fsreport"
+	"github.com/agentbox/agentbox/internal/contract"
 	"github.com/agentbox/agentbox/internal/netpolicy"
-	"github.com/agentbox/agentbox/internal/rawpolicy"
 	"github.com/agentbox/agentbox/internal/wirestr"
 	"github.com/agentbox/agentbox/policy"
 )
@@ -64,25 +63,10 @@ func idlePeriod() time.Duration {
 	return defaultIdle
 }
 
-// Result is how a command the helper ran ended.
-type Result struct {
-	Code, Signal int
-	TimedOut     bool
-	// Failed is set when the command's end could not be learnt
-	// (agentbox's own failure, 125).
-	Failed string
-	// Diag is the run's notes for stderr (git-writes checks).
-	Diag string
-	// Denied is what the network refused the command (with the network
-	// off: the names it looked up, the hosts it asked the proxy for), at
-	// most maxDenied entries and the rest counted in one more.
-	Denied []netpolicy.Denied
-	// Files is what the sandbox refused the command's file operations,
-	// fitted to maxFiles bytes; FilesUnavailable says why nothing was
-	// observed (the run report's "filesystem" section).
-	Files            []fsreport.Denied
-	FilesUnavailable string
-}
+// Result is how a command the helper ran ended: its Denied holds at
+// most maxDenied entries and the rest counted in one more, its Files
+// fit in maxFiles bytes.
+type Result = contract.Parts
 
 // maxFiles bounds the bytes of file refusals a reply carries: with
 // maxDenied network refusals it fits the client's 64 KiB buffer.
@@ -138,17 +122,8 @@ type reply struct {
 	Started  bool   `json:"started,omitempty"`
 	Fallback string `json:"fallback,omitempty"` // why the CLI must run the command itself
 	Exited   bool   `json:"exited,omitempty"`
-	Code     int    `json:"code,omitempty"`
-	Signal   int    `json:"signal,omitempty"`
-	TimedOut bool   `json:"timed_out,omitempty"`
-	Failed   string `json:"failed,omitempty"` // Wait failed: agentbox's own failure (125)
-	Diag     string `json:"diag,omitempty"`   // the run's notes for stderr
-	// Denied is the run report's network.denied (see Result.Denied).
-	Denied []netpolicy.Denied `json:"denied,omitempty"`
-	// Files and FilesUnavailable are the run report's filesystem
-	// section (see Result.Files).
-	Files            []fsreport.Denied `json:"files,omitempty"`
-	FilesUnavailable string            `json:"files_unavailable,omitempty"`
+	// The outcome of an Exited command, its fields inline.
+	Result
 	// Busy answers a stop-idle request the helper did not stop for: the
 	// connections it serves (commands running, or being prepared).
 	Busy int `json:"busy,omitempty"`
@@ -182,14 +157,20 @@ type control struct {
 // handle itself (a flag error, --help, a report file, the helper switched
 // off): nothing has happened yet, and the client's full CLI then does it
 // all, its messages included.
-type Resolver func(args []string, c rawpolicy.Caller) (run *Resolved, why string)
+type Resolver func(args []string, c policy.Caller) (run *Resolved, why string)
 
 // Resolved is a run a Resolver accepted.
 type Resolved struct {
 	Policy  *policy.Policy
 	Argv    []string
 	Timeout time.Duration
-	// Finish is what the CLI would have written to stderr after the
-	// command ended, and the status it would have exited with.
-	Finish func(*Result) (stderr string, code int)
+}
+
+// Finish is what the CLI would have written to stderr after the command
+// ended with res, and the status it would have exited with: the
+// contract's, which the CLI's own runs use too.
+func (r *Resolved) Finish(res *Result) (stderr string, code int) {
+	var b strings.Builder
+	code = res.Outcome(r.Policy, r.Timeout).Finish(&b, nil)
+	return b.String(), code
 }

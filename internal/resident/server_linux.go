@@ -19,12 +19,10 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/agentbox/agentbox/internal/agentdirs"
+	"github.com/agentbox/agentbox/internal/contract"
 	"github.com/agentbox/agentbox/internal/fsreport"
-	"github.com/agentbox/agentbox/internal/netpolicy"
-	"github.com/agentbox/agentbox/internal/rawpolicy"
 	"github.com/agentbox/agentbox/internal/resident/fastpath"
 	"github.com/agentbox/agentbox/internal/resident/ident"
-	"github.com/agentbox/agentbox/internal/sessionhook"
 	"github.com/agentbox/agentbox/internal/syncbuf"
 	"github.com/agentbox/agentbox/policy"
 	"github.com/agentbox/agentbox/sandbox"
@@ -561,14 +559,14 @@ func (s *server) makeRoom() bool {
 // saw.
 func (s *server) prepare(e *entry, r *runRequest, polBytes []byte) {
 	defer close(e.ready)
-	pol, err := rawpolicy.Decode(polBytes)
+	pol, err := policy.Unmarshal(polBytes)
 	if err != nil {
 		e.refuse = err.Error()
 		return
 	}
 	// Published ports, as in Eligible: a kept session would keep them
 	// open on the host between runs.
-	if pol.Mode() == policy.DangerFullAccess || rawpolicy.Egress(pol) != nil || len(pol.Publish()) > 0 {
+	if pol.Mode() == policy.DangerFullAccess || pol.AllowList() != nil || len(pol.Publish()) > 0 {
 		e.refuse = "not a policy the helper serves"
 		return
 	}
@@ -583,7 +581,7 @@ func (s *server) prepare(e *entry, r *runRequest, polBytes []byte) {
 	// pid namespace's init and its signals, exit codes and 128+N
 	// statuses are as in a lone run. The binary is at the same path in
 	// the sandbox (the host's tree, read-only).
-	sess, err := sessionhook.NewInitSession.(func(*policy.Policy, string) (*sandbox.Session, error))(pol, s.exe)
+	sess, err := sandbox.NewSessionWith(pol, sandbox.SessionOptions{CommandInit: s.exe})
 	if err != nil {
 		// The CLI's own run reports the error; a later request may
 		// succeed (a transient failure is not cached).
@@ -616,7 +614,7 @@ func (s *server) prepare(e *entry, r *runRequest, polBytes []byte) {
 // same workspace would get a sandbox of its own (the placeholders'
 // inodes are new each time), and with it a throwaway tool-cache layer.
 func (s *server) alias(key string, r *runRequest, polBytes []byte) *entry {
-	reqPol, err := rawpolicy.Decode(polBytes)
+	reqPol, err := policy.Unmarshal(polBytes)
 	if err != nil {
 		return nil
 	}
@@ -628,27 +626,27 @@ func (s *server) alias(key string, r *runRequest, polBytes []byte) *entry {
 			continue
 		}
 		have := e.pol.Protected()
-		norm := rawpolicy.Of(reqPol)
-		if len(have) != len(norm.Protected) {
+		norm := reqPol.Protected()
+		if len(have) != len(norm) {
 			continue
 		}
 		held := map[string]bool{}
-		for i, pr := range norm.Protected {
+		for i, pr := range norm {
 			if have[i].Kind != policy.Missing || have[i].Root == "" || have[i].Path != pr.Path {
 				continue
 			}
 			// What a held placeholder of the same kind is found as.
 			if pr.Kind == policy.Dir && !have[i].FileWhenMissing || pr.Kind == policy.File && have[i].FileWhenMissing {
-				norm.Protected[i].Kind = policy.Missing
-				norm.Protected[i].FileWhenMissing = have[i].FileWhenMissing
+				norm[i].Kind = policy.Missing
+				norm[i].FileWhenMissing = have[i].FileWhenMissing
 				held[pr.Path] = true
 			}
 		}
 		if len(held) == 0 {
 			continue
 		}
-		a, err1 := rawpolicy.Encode(rawpolicy.New(norm))
-		b, err2 := rawpolicy.Encode(e.pol)
+		a, err1 := reqPol.WithProtected(norm).MarshalBinary()
+		b, err2 := e.pol.MarshalBinary()
 		if err1 != nil || err2 != nil || !bytes.Equal(a, b) {
 			continue
 		}
@@ -745,29 +743,10 @@ func (s *server) run(fd int, sess *sandbox.Session, r *runRequest, stdio [3]*os.
 		}
 	}()
 	err := c.Wait()
-	rep := reply{Exited: true}
-	var ee *sandbox.ExitError
-	switch {
-	case err == nil:
-	case errors.As(err, &ee):
-		rep.Code, rep.Signal, rep.TimedOut = ee.Code, ee.Signal, ee.TimedOut
-	default:
-		rep.Failed = err.Error()
-	}
+	rep := reply{Exited: true, Result: contract.PartsOf(err, c.Report)}
 	rep.Diag = diag.String()
-	if c.Report != nil && c.Report.Network != nil {
-		for _, d := range c.Report.Network.Denied {
-			rep.Denied = append(rep.Denied, netpolicy.Denied(d))
-		}
-		rep.Denied = capDenied(rep.Denied)
-	}
-	if c.Report != nil && c.Report.Filesystem != nil {
-		for _, d := range c.Report.Filesystem.Denied {
-			rep.Files = append(rep.Files, fsreport.Denied(d))
-		}
-		rep.Files = fsreport.Fit(rep.Files, maxFiles)
-		rep.FilesUnavailable = c.Report.Filesystem.Unavailable
-	}
+	rep.Denied = capDenied(rep.Denied)
+	rep.Files = fsreport.Fit(rep.Files, maxFiles)
 	out.exited(fd, rep)
 	// The CLI closes its end on this reply; the lifeline then ends.
 	unix.Shutdown(fd, unix.SHUT_RD)

@@ -9,7 +9,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/agentbox/agentbox/internal/linux"
+	"github.com/agentbox/agentbox/internal/linux/scm"
 	"github.com/agentbox/agentbox/policy"
 )
 
@@ -74,9 +74,9 @@ func recvMsg(fd int, buf, oob []byte) (n int, fds []int, err error) {
 }
 
 var (
-	sendMsg     = linux.SendMsg
-	parseRights = linux.ParseRights
-	closeAll    = linux.CloseAll
+	sendMsg     = scm.Send
+	parseRights = scm.Rights
+	closeAll    = scm.CloseAll
 )
 
 func sendJSON(fd int, v any) error {

@@ -44,16 +44,14 @@ func TestPathUnsearchableDir(t *testing.T) {
 			t.Fatal(err)
 		}
 		path := "PATH=" + filepath.Join(locked, "bin") + ":" + plain + ":" + hostPATH
-		lone := runOpts{env: append(fx.env(), path, "AGENTBOX_RESIDENT=0"), dir: fx.ws}
-
 		// The control: the directory really is unsearchable in the
 		// sandbox, for this user.
-		if r := runWith(t, u, lone, "run", "-C", fx.ws, "--", "/bin/sh", "-c", "ls "+locked+"/bin"); r.code == 0 {
+		if r := runWith(t, u, runOpts{env: append(fx.env(), path, "AGENTBOX_RESIDENT=0"), dir: fx.ws}, "run", "-C", fx.ws, "--", "/bin/sh", "-c", "ls "+locked+"/bin"); r.code == 0 {
 			t.Logf("%s can search %s inside the sandbox: this user tests nothing here (%v)", u.name, locked, r)
 		}
 
-		check := func(t *testing.T, how string, run func(argv ...string) (int, string, string)) {
-			t.Helper()
+		for _, p := range argvPaths(t, fx, path) {
+			how, run := p.how, p.run
 			if code, out, errs := run("sh", "-c", "echo ran"); code != 0 || out != "ran\n" {
 				t.Errorf("%s: sh -c: exit %d, stdout %q, stderr %q", how, code, out, errs)
 			}
@@ -66,32 +64,46 @@ func TestPathUnsearchableDir(t *testing.T) {
 				t.Errorf("%s: a file that is not executable: exit %d, stderr %q; want 126", how, code, errs)
 			}
 		}
+	})
+}
 
-		check(t, "lone run", func(argv ...string) (int, string, string) {
-			r := runWith(t, u, lone, append([]string{"run", "-C", fx.ws, "--"}, argv...)...)
+// argvPath is one way a command given as argv runs (trust_test.go's
+// runPath runs a script): a lone run, one without a sandbox,
+// one the resident helper serves, a session's.
+type argvPath struct {
+	how string
+	run func(argv ...string) (code int, stdout, stderr string)
+}
+
+// argvPaths are the paths `agentbox run -C ws -- argv` and the MCP run
+// tool take for fx's user, each with env added to the fixture's.
+func argvPaths(t *testing.T, fx *fixture, env ...string) []argvPath {
+	t.Helper()
+	u := fx.u
+	lone := runOpts{env: append(append(fx.env(), env...), "AGENTBOX_RESIDENT=0"), dir: fx.ws}
+	cli := func(o runOpts, flags ...string) func(argv ...string) (int, string, string) {
+		return func(argv ...string) (int, string, string) {
+			r := execute(t, u, o, binPath, append(append([]string{"run", "-C", fx.ws}, flags...), append([]string{"--"}, argv...)...)...)
 			return r.code, r.stdout, r.stderr
-		})
-
-		check(t, "danger-full-access", func(argv ...string) (int, string, string) {
-			r := runWith(t, u, lone, append([]string{"run", "-s", "danger-full-access", "-C", fx.ws, "--"}, argv...)...)
-			return r.code, r.stdout, r.stderr
-		})
-
-		re := newResidentEnv(t, fx, path)
-		re.warm(t)
-		check(t, "resident helper", func(argv ...string) (int, string, string) {
+		}
+	}
+	re := newResidentEnv(t, fx, env...)
+	re.warm(t)
+	served := cli(runOpts{env: re.env(), dir: fx.ws})
+	cs, _, _ := mcpServerCmd(t, command(u, runOpts{env: append(fx.env(), env...), dir: fx.ws}, binPath, "mcp", "-C", fx.ws))
+	return []argvPath{
+		{"lone run", cli(lone)},
+		{"danger-full-access", cli(lone, "-s", "danger-full-access")},
+		{"resident helper", func(argv ...string) (int, string, string) {
 			// Served, or the check is of a lone run again.
 			if ok, r := re.served(t, runOpts{}, nil, "true"); !ok {
 				t.Fatalf("not served by the helper: %v", r)
 			}
-			r := execute(t, u, runOpts{env: re.env(), dir: fx.ws}, binPath, append([]string{"run", "-C", fx.ws, "--"}, argv...)...)
-			return r.code, r.stdout, r.stderr
-		})
-
-		cs, _, _ := mcpServerCmd(t, command(u, runOpts{env: append(fx.env(), path), dir: fx.ws}, binPath, "mcp", "-C", fx.ws))
-		check(t, "session", func(argv ...string) (int, string, string) {
+			return served(argv...)
+		}},
+		{"session", func(argv ...string) (int, string, string) {
 			r := mcpRun(t, cs, map[string]any{"command": argv})
 			return r.ExitCode, r.Stdout, r.Stderr
-		})
-	})
+		}},
+	}
 }

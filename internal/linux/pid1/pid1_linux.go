@@ -67,11 +67,7 @@ func run() int {
 	})
 	if err != nil {
 		say("starting " + j.Argv[0] + ": " + err.Error())
-		switch err {
-		case syscall.ENOENT, syscall.ENOTDIR:
-			return exitcode.NotFound
-		}
-		return exitcode.NotExecutable
+		return exitcode.Classify(err)
 	}
 	go func() {
 		for s := range sigs {

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/agentbox/agentbox/internal/rawpolicy"
+	"github.com/agentbox/agentbox/internal/policytest"
 	"github.com/agentbox/agentbox/policy"
 )
 
@@ -175,7 +175,7 @@ func TestPlanEntries(t *testing.T) {
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("plan:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
-	if pl := PlanFor(rawpolicy.New(rawpolicy.Fields{Mode: policy.DangerFullAccess}), wsSID); len(pl.Entries) != 0 {
+	if pl := PlanFor(policytest.New(policytest.Fields{Mode: policy.DangerFullAccess}), wsSID); len(pl.Entries) != 0 {
 		t.Error("full access planned ACEs")
 	}
 }
@@ -282,7 +282,7 @@ func (l *linkStore) SetLinkDACL(p, sddl string, protected bool) error {
 // link's inherited allow (DELETE included) would let the command delete
 // it and put another link there.
 func TestApplyDeniesOnLinkObject(t *testing.T) {
-	pol := rawpolicy.New(rawpolicy.Fields{
+	pol := policytest.New(policytest.Fields{
 		Mode: policy.WorkspaceWrite, Cwd: `C:\w`, WritableRoots: []string{`C:\w`},
 		Protected: []policy.Protected{
 			{Path: `C:\w\.agents`, Kind: policy.Symlink, Root: `C:\w`},

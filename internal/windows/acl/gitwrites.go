@@ -6,7 +6,6 @@ import (
 	"strings"
 
 	"github.com/agentbox/agentbox/internal/gitguard"
-	"github.com/agentbox/agentbox/internal/rawpolicy"
 	"github.com/agentbox/agentbox/policy"
 )
 
@@ -164,12 +163,10 @@ func (g GitPlan) Policy(pol *policy.Policy) *policy.Policy {
 	if len(g.GitDirs) == 0 {
 		return pol
 	}
-	return rawpolicy.Edit(pol, func(f *rawpolicy.Fields) {
-		f.Protected = slices.DeleteFunc(f.Protected, func(pr policy.Protected) bool {
-			return slices.ContainsFunc(g.GitDirs, func(x string) bool { return SamePath(x, pr.Path) })
-		})
-		f.Protected = append(f.Protected, g.Carveouts...)
+	pr := slices.DeleteFunc(pol.Protected(), func(pr policy.Protected) bool {
+		return slices.ContainsFunc(g.GitDirs, func(x string) bool { return SamePath(x, pr.Path) })
 	})
+	return pol.WithProtected(append(pr, g.Carveouts...))
 }
 
 // SIDPlan is the DACL part for the run's SIDs (sidOf as for PlanForRoots):

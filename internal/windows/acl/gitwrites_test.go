@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/agentbox/agentbox/internal/rawpolicy"
+	"github.com/agentbox/agentbox/internal/policytest"
 	"github.com/agentbox/agentbox/policy"
 )
 
@@ -37,7 +37,7 @@ func modelStat(m *Model) func(string) (PathInfo, error) {
 }
 
 func gitPolicy() *policy.Policy {
-	return rawpolicy.Edit(scenePolicy(), func(f *rawpolicy.Fields) { f.AllowGitWrites = true })
+	return policytest.Edit(scenePolicy(), func(f *policytest.Fields) { f.AllowGitWrites = true })
 }
 
 // unelevatedPlan is what Prepare applies for pol (SIDs, labels, guards),
@@ -226,7 +226,7 @@ func TestGitWritesOffPlanUnchanged(t *testing.T) {
 	if got := unelevatedPlan(t, m, pol); !reflect.DeepEqual(got, plain) {
 		t.Errorf("plan without allow_git_writes changed:\n got %+v\nwant %+v", got, plain)
 	}
-	ro := rawpolicy.Edit(gitPolicy(), func(f *rawpolicy.Fields) { f.Mode = policy.ReadOnly })
+	ro := policytest.Edit(gitPolicy(), func(f *policytest.Fields) { f.Mode = policy.ReadOnly })
 	if g, _ := ResolveGitWrites(ro, modelStat(m)); len(g.GitDirs) != 0 {
 		t.Errorf("read-only policy opened %q", g.GitDirs)
 	}

@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/agentbox/agentbox/internal/rawpolicy"
+	"github.com/agentbox/agentbox/internal/policytest"
 	"github.com/agentbox/agentbox/policy"
 )
 
@@ -30,7 +30,7 @@ func hiddenScene() *Model {
 }
 
 func hiddenPolicy(mode policy.Mode) *policy.Policy {
-	f := rawpolicy.Fields{
+	f := policytest.Fields{
 		Mode: mode,
 		Cwd:  proj,
 		Hidden: []policy.Hidden{
@@ -45,7 +45,7 @@ func hiddenPolicy(mode policy.Mode) *policy.Policy {
 		f.Protected = sp.Protected()
 		f.ProtectedNames = sp.ProtectedNames()
 	}
-	return rawpolicy.New(f)
+	return policytest.New(f)
 }
 
 func notDir(string) bool { return false }
@@ -160,7 +160,7 @@ func TestUnhide(t *testing.T) {
 	first.Merge(IntegrityPlan(pol, userSID))
 	m.ApplyPlan(first)
 	// The next policy re-opens .netrc (allow_read).
-	next := rawpolicy.New(rawpolicy.Fields{Mode: policy.WorkspaceWrite, Cwd: proj, WritableRoots: pol.WritableRoots(), Protected: pol.Protected(),
+	next := policytest.New(policytest.Fields{Mode: policy.WorkspaceWrite, Cwd: proj, WritableRoots: pol.WritableRoots(), Protected: pol.Protected(),
 		Hidden: []policy.Hidden{{Path: ssh, Kind: policy.Dir, Reopen: []string{sshPub}}, {Path: dotenv, Kind: policy.File}}})
 	recorded := []string{ssh, sshPub, netrc, dotenv, proj, proj + `\.git`}
 	pl := HiddenPlan(next, notDir, recorded)

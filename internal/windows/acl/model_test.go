@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/agentbox/agentbox/internal/rawpolicy"
+	"github.com/agentbox/agentbox/internal/policytest"
 	"github.com/agentbox/agentbox/policy"
 )
 
@@ -52,7 +52,7 @@ func scene() *Model {
 }
 
 func scenePolicy() *policy.Policy {
-	return rawpolicy.New(rawpolicy.Fields{
+	return policytest.New(policytest.Fields{
 		Mode:          policy.WorkspaceWrite,
 		Cwd:           proj,
 		WritableRoots: []string{temp, proj, wt},
@@ -194,7 +194,7 @@ func TestReadOnlyPolicy(t *testing.T) {
 	// The workspace SID's grants are on disk from an earlier
 	// workspace-write run; a read-only run uses a different SID.
 	m.ApplyPlan(PlanFor(scenePolicy(), wsSID))
-	ro := rawpolicy.New(rawpolicy.Fields{Mode: policy.ReadOnly, Cwd: proj})
+	ro := policytest.New(policytest.Fields{Mode: policy.ReadOnly, Cwd: proj})
 	if pl := PlanFor(ro, roSID); len(pl.Entries) != 0 || len(pl.Mkdirs) != 0 {
 		t.Fatalf("read-only plan = %+v, want empty", pl)
 	}
@@ -388,7 +388,7 @@ func TestIntegrityPartsNeeded(t *testing.T) {
 // ResidualRisks names it.
 func TestIntegrityResidualNested(t *testing.T) {
 	nested := proj + `\vendor\lib\.git`
-	pol := rawpolicy.Edit(scenePolicy(), func(f *rawpolicy.Fields) {
+	pol := policytest.Edit(scenePolicy(), func(f *policytest.Fields) {
 		f.Protected = append(f.Protected, policy.Protected{Path: nested, Kind: policy.Dir, Root: proj})
 	})
 	m := scene()
@@ -475,7 +475,7 @@ func TestMandatoryAllowed(t *testing.T) {
 // this run's SIDs in the token it cannot.
 func TestRootSIDsIsolateWorkspaces(t *testing.T) {
 	other := `C:\Users\u\src\other`
-	lastWeek := rawpolicy.New(rawpolicy.Fields{Mode: policy.WorkspaceWrite, Cwd: other, WritableRoots: []string{other}})
+	lastWeek := policytest.New(policytest.Fields{Mode: policy.WorkspaceWrite, Cwd: other, WritableRoots: []string{other}})
 	sids := map[string]string{Key(other): "S-1-5-21-9-9-9-1", Key(temp): "S-1-5-21-9-9-9-2", Key(proj): "S-1-5-21-9-9-9-3", Key(wt): "S-1-5-21-9-9-9-4"}
 	perRoot := func(r string) string { return sids[Key(r)] }
 	for _, c := range []struct {
@@ -516,7 +516,7 @@ func TestRootSIDsIsolateWorkspaces(t *testing.T) {
 // nor replace it.
 func TestMissingFilePlaceholder(t *testing.T) {
 	mcp := proj + `\.mcp.json`
-	pol := rawpolicy.Edit(scenePolicy(), func(f *rawpolicy.Fields) {
+	pol := policytest.Edit(scenePolicy(), func(f *policytest.Fields) {
 		f.Protected = append(f.Protected, policy.Protected{Path: mcp, Kind: policy.Missing, Root: proj, FileWhenMissing: true})
 	})
 	for name, pl := range map[string]Plan{"PlanFor": PlanFor(pol, wsSID), "IntegrityPlan": IntegrityPlan(pol, userSID)} {

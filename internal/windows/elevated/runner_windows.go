@@ -298,10 +298,10 @@ func (q *stdinQueue) run(w *os.File) {
 
 func spawnError(err error) error {
 	code := ipc.CodeSpawnFailed
-	switch {
-	case errors.Is(err, windows.ERROR_FILE_NOT_FOUND), errors.Is(err, windows.ERROR_PATH_NOT_FOUND):
+	switch exitcode.Classify(err) {
+	case exitcode.NotFound:
 		code = ipc.CodeNotFound
-	case errors.Is(err, windows.ERROR_BAD_EXE_FORMAT), errors.Is(err, windows.ERROR_ACCESS_DENIED):
+	case exitcode.NotExecutable:
 		code = ipc.CodeNotExec
 	}
 	return &ipc.Error{Code: code, Message: err.Error()}

@@ -4,7 +4,7 @@ import (
 	"testing"
 
 	"github.com/agentbox/agentbox/internal/netpolicy"
-	"github.com/agentbox/agentbox/internal/rawpolicy"
+	"github.com/agentbox/agentbox/internal/policytest"
 	"github.com/agentbox/agentbox/internal/windows/winenv"
 )
 
@@ -12,7 +12,7 @@ import (
 // child is pointed at agentbox's proxy; without them (a caller that did
 // not start the proxy) it gets the dead proxy, never the caller's own.
 func TestChildEnvEgress(t *testing.T) {
-	pol := rawpolicy.New(rawpolicy.Fields{Egress: &netpolicy.Rules{}})
+	pol := policytest.New(policytest.Fields{Egress: &netpolicy.Rules{}})
 	env := []string{`PATH=C:\bin`, "HTTPS_PROXY=http://corp:8080"}
 	got := ChildEnv(pol, env, `C:\d`, "HTTPS_PROXY=http://127.0.0.1:5000")
 	if v, _ := winenv.Get(got, "HTTPS_PROXY"); v != "http://127.0.0.1:5000" {

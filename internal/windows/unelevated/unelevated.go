@@ -39,7 +39,6 @@ import (
 
 	"github.com/agentbox/agentbox/internal/agentdirs"
 	"github.com/agentbox/agentbox/internal/cacheplan"
-	"github.com/agentbox/agentbox/internal/rawpolicy"
 	"github.com/agentbox/agentbox/internal/windows/acl"
 	"github.com/agentbox/agentbox/internal/windows/sid"
 	"github.com/agentbox/agentbox/internal/windows/winenv"
@@ -109,7 +108,7 @@ func ChildEnv(pol *policy.Policy, env []string, denybin string, proxyEnv ...stri
 	if pol.Network() {
 		return env
 	}
-	if rawpolicy.Egress(pol) != nil && len(proxyEnv) > 0 {
+	if pol.AllowList() != nil && len(proxyEnv) > 0 {
 		return winenv.AllowListed(env, denybin, proxyEnv)
 	}
 	return winenv.NoNetwork(env, denybin)
@@ -220,7 +219,7 @@ func withRoot(pol *policy.Policy, root string) *policy.Policy {
 	if root == "" {
 		return pol
 	}
-	return rawpolicy.Edit(pol, func(f *rawpolicy.Fields) { f.WritableRoots = append(f.WritableRoots, root) })
+	return pol.WithWritableRoot(root)
 }
 
 // Temp is the workspace's private temporary directory on this backend

@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/agentbox/agentbox/internal/agentdirs"
-	"github.com/agentbox/agentbox/internal/rawpolicy"
+	"github.com/agentbox/agentbox/internal/policytest"
 	"github.com/agentbox/agentbox/internal/windows/acl"
 	"github.com/agentbox/agentbox/internal/windows/sid"
 
@@ -36,10 +36,10 @@ func TestWriteDenybin(t *testing.T) {
 
 func TestChildEnv(t *testing.T) {
 	env := []string{"PATH=C:\\bin"}
-	if got := ChildEnv(rawpolicy.New(rawpolicy.Fields{Network: true}), env, `C:\d`); len(got) != 1 {
+	if got := ChildEnv(policytest.New(policytest.Fields{Network: true}), env, `C:\d`); len(got) != 1 {
 		t.Errorf("network on changed env: %v", got)
 	}
-	got := ChildEnv(rawpolicy.New(rawpolicy.Fields{}), env, `C:\d`)
+	got := ChildEnv(policytest.New(policytest.Fields{}), env, `C:\d`)
 	if p, _ := winenv.Get(got, "PATH"); p != `C:\d;C:\bin` {
 		t.Errorf("PATH = %q", p)
 	}
@@ -58,7 +58,7 @@ func tempDir(t *testing.T) string {
 }
 
 func TestLimits(t *testing.T) {
-	ws := rawpolicy.New(rawpolicy.Fields{Mode: policy.WorkspaceWrite, WritableRoots: []string{`C:\w`}, Protected: []policy.Protected{
+	ws := policytest.New(policytest.Fields{Mode: policy.WorkspaceWrite, WritableRoots: []string{`C:\w`}, Protected: []policy.Protected{
 		{Path: `C:\w\.git`, Kind: policy.Dir, Root: `C:\w`},
 		{Path: `C:\w\vendor\x\.git`, Kind: policy.Dir, Root: `C:\w`},
 	}})
@@ -66,10 +66,10 @@ func TestLimits(t *testing.T) {
 	if len(got) != 2 || !strings.Contains(got[0], "Low integrity label") || !strings.Contains(got[1], `C:\w\vendor\x\.git`) {
 		t.Errorf("workspace-write limits = %q", got)
 	}
-	if got := Limits(rawpolicy.New(rawpolicy.Fields{Mode: policy.ReadOnly})); len(got) != 1 || !strings.Contains(got[0], "delete or rename") {
+	if got := Limits(policytest.New(policytest.Fields{Mode: policy.ReadOnly})); len(got) != 1 || !strings.Contains(got[0], "delete or rename") {
 		t.Errorf("read-only limits = %q", got)
 	}
-	if got := Limits(rawpolicy.New(rawpolicy.Fields{Mode: policy.DangerFullAccess})); got != nil {
+	if got := Limits(policytest.New(policytest.Fields{Mode: policy.DangerFullAccess})); got != nil {
 		t.Errorf("full access limits = %q", got)
 	}
 	if Limits(nil) != nil {
@@ -81,7 +81,7 @@ func TestLimits(t *testing.T) {
 // and Maven's repository resolved as policy does on Windows.
 func cachePolicy(mode policy.ToolCacheMode) *policy.Policy {
 	layer := `C:\Users\u\AppData\Local\agentbox` + "/toolcache/0123456789abcdef/"
-	return rawpolicy.New(rawpolicy.Fields{
+	return policytest.New(policytest.Fields{
 		Mode: policy.WorkspaceWrite, WritableRoots: []string{`C:\w`}, ToolCacheMode: mode,
 		Protected: []policy.Protected{{Path: `C:\w\.git`, Kind: policy.Dir, Root: `C:\w`}},
 		ToolCaches: []policy.ToolCache{
@@ -114,13 +114,13 @@ func TestPlanCaches(t *testing.T) {
 			t.Errorf("CacheEnv = %q", got)
 		}
 	}
-	for _, pol := range []*policy.Policy{cachePolicy(policy.CachesOff), rawpolicy.New(rawpolicy.Fields{Mode: policy.ReadOnly}), nil} {
+	for _, pol := range []*policy.Policy{cachePolicy(policy.CachesOff), policytest.New(policytest.Fields{Mode: policy.ReadOnly}), nil} {
 		if cs, err := PlanCaches(pol, env); err != nil || cs.Root != "" || cs.Env != nil {
 			t.Errorf("no caches expected: %+v, %v", cs, err)
 		}
 	}
 	// Maven's old MAVEN_OPTS is kept, whatever its spelling.
-	mvn := rawpolicy.Edit(cachePolicy(policy.CachesPrivate), func(f *rawpolicy.Fields) {
+	mvn := policytest.Edit(cachePolicy(policy.CachesPrivate), func(f *policytest.Fields) {
 		f.ToolCaches = f.ToolCaches[:1]
 		f.ToolCaches[0].Env = "MAVEN_OPTS"
 	})
@@ -134,7 +134,7 @@ func TestPlanCaches(t *testing.T) {
 // its own; yarn's cache brings the setting that stops its update check
 // writing ~/.yarnrc.
 func TestPlanCachesProgramsAndSettings(t *testing.T) {
-	pol := rawpolicy.Edit(cachePolicy(policy.CachesOverlay), func(f *rawpolicy.Fields) {
+	pol := policytest.Edit(cachePolicy(policy.CachesOverlay), func(f *policytest.Fields) {
 		layer := filepath.Dir(f.ToolCaches[0].Layer)
 		f.ToolCaches = append(f.ToolCaches[:1],
 			policy.ToolCache{Name: "go-bin", Desc: "programs from go install", Env: "GOBIN", Programs: true, Host: `C:\Users\u\go\bin`,
@@ -157,7 +157,7 @@ func TestPlanCachesRefuses(t *testing.T) {
 	// A host cache (even an untouched one) containing the private root,
 	// or inside it, would become writable.
 	for _, host := range []string{`C:\Users\u\AppData\Local`, `c:\users\U\appdata\local\agentbox\toolcache\0123456789abcdef\private\x`} {
-		pol := rawpolicy.Edit(cachePolicy(policy.CachesPrivate), func(f *rawpolicy.Fields) { f.ToolCaches[1].Named = host })
+		pol := policytest.Edit(cachePolicy(policy.CachesPrivate), func(f *policytest.Fields) { f.ToolCaches[1].Named = host })
 		if _, err := PlanCaches(pol, nil); err == nil || !strings.Contains(err.Error(), "must never be writable") {
 			t.Errorf("host cache %s: err = %v", host, err)
 		}
@@ -259,7 +259,7 @@ func TestRemoveCaches(t *testing.T) {
 // tempPolicy is cachePolicy with the private temporary directory policy
 // gives %TEMP% and %TMP% by default.
 func tempPolicy() *policy.Policy {
-	return rawpolicy.Edit(cachePolicy(policy.CachesOff), func(f *rawpolicy.Fields) {
+	return policytest.Edit(cachePolicy(policy.CachesOff), func(f *policytest.Fields) {
 		f.PrivateTemps = []policy.PrivateTemp{
 			{Path: `C:\Users\u\AppData\Local\Temp`, Dir: tempRoot, Env: "TEMP"},
 			{Path: `C:\Users\u\AppData\Local\Temp`, Dir: tempRoot, Env: "TMP"},
@@ -308,7 +308,7 @@ func TestPlanTemp(t *testing.T) {
 	if _, err := PlanTemp(pol, []string{`PATH=C:\Windows;` + tempRoot + `\bin`}); err == nil || !strings.Contains(err.Error(), "on PATH") {
 		t.Errorf("PATH inside the private temp: err = %v", err)
 	}
-	for _, p := range []*policy.Policy{cachePolicy(policy.CachesOff), rawpolicy.New(rawpolicy.Fields{Mode: policy.ReadOnly}), nil} {
+	for _, p := range []*policy.Policy{cachePolicy(policy.CachesOff), policytest.New(policytest.Fields{Mode: policy.ReadOnly}), nil} {
 		if tmp, err := PlanTemp(p, nil); err != nil || tmp.Root != "" {
 			t.Errorf("no private temp expected: %+v, %v", tmp, err)
 		}

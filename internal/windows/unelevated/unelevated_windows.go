@@ -229,8 +229,15 @@ type Spec struct {
 	Stdin, Stdout, Stderr windows.Handle
 }
 
-// ErrNotFound wraps a program that is not on the child's PATH.
-var ErrNotFound = errors.New("executable file not found in PATH")
+// ErrNotFound wraps a program that is not on the child's PATH. It is an
+// fs.ErrNotExist, so that exitcode.Classify makes it 127 as it makes a
+// path that names nothing.
+var ErrNotFound error = notOnPath{}
+
+type notOnPath struct{}
+
+func (notOnPath) Error() string        { return "executable file not found in PATH" }
+func (notOnPath) Is(target error) bool { return target == fs.ErrNotExist }
 
 // Proc is a running sandboxed command and its job.
 type Proc struct {

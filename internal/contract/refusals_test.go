@@ -1,4 +1,4 @@
-package refusals
+package contract
 
 import (
 	"strings"
@@ -7,14 +7,14 @@ import (
 	"github.com/agentbox/agentbox/sandbox"
 )
 
-func TestWrite(t *testing.T) {
+func TestWriteRefusals(t *testing.T) {
 	var b strings.Builder
-	Write(&b, nil)
-	Write(&b, &sandbox.RunReport{})
+	WriteRefusals(&b, nil)
+	WriteRefusals(&b, &sandbox.RunReport{})
 	if b.String() != "" {
 		t.Fatalf("an empty report printed %q", b.String())
 	}
-	Write(&b, &sandbox.RunReport{Network: &sandbox.NetworkReport{
+	WriteRefusals(&b, &sandbox.RunReport{Network: &sandbox.NetworkReport{
 		Allowed: []sandbox.NetworkAllowed{{Host: "good.test", Port: 443, Count: 1}},
 		Denied: []sandbox.NetworkDenied{
 			{Host: "evil.test", Port: 80, Reason: "not in allowed_domains", Count: 1},
@@ -29,7 +29,7 @@ func TestWrite(t *testing.T) {
 
 // TestWriteNetworkOff: with the network off, one line for all the
 // refusals, naming the host asked for most and how to allow it.
-func TestWriteNetworkOff(t *testing.T) {
+func TestWriteRefusalsNetworkOff(t *testing.T) {
 	for _, c := range []struct {
 		denied []sandbox.NetworkDenied
 		want   string
@@ -48,14 +48,14 @@ func TestWriteNetworkOff(t *testing.T) {
 			"agentbox: network is off: refused \"x y\"\n"},
 	} {
 		var b strings.Builder
-		Write(&b, &sandbox.RunReport{Network: &sandbox.NetworkReport{Mode: sandbox.NetworkOff, Denied: c.denied}})
+		WriteRefusals(&b, &sandbox.RunReport{Network: &sandbox.NetworkReport{Mode: sandbox.NetworkOff, Denied: c.denied}})
 		if b.String() != c.want {
 			t.Errorf("%+v:\n got %q\nwant %q", c.denied, b.String(), c.want)
 		}
 	}
 }
 
-func TestWriteFiles(t *testing.T) {
+func TestWriteRefusalsFiles(t *testing.T) {
 	d := func(op, path, reason string, n int) sandbox.FilesystemDenied {
 		return sandbox.FilesystemDenied{Op: op, Path: path, Reason: reason, Count: n}
 	}
@@ -89,7 +89,7 @@ func TestWriteFiles(t *testing.T) {
 				"agentbox: filesystem: refused 2 more (--report FILE lists them)\n"},
 	} {
 		var b strings.Builder
-		Write(&b, c.r)
+		WriteRefusals(&b, c.r)
 		if b.String() != c.want {
 			t.Errorf("%+v:\n got %q\nwant %q", c.r.Filesystem.Denied, b.String(), c.want)
 		}

@@ -1,7 +1,8 @@
-// Package refusals prints the refusals of a run (file operations of a
-// command that failed, network destinations) the way agentbox's CLI and
-// its MCP server show them at the end of a command.
-package refusals
+package contract
+
+// The refusals of a run (file operations of a command that failed,
+// network destinations), as every path shows them at the end of a
+// command.
 
 import (
 	"fmt"
@@ -16,7 +17,7 @@ import (
 	"github.com/agentbox/agentbox/sandbox"
 )
 
-// Write prints what the sandbox refused the run: for a command that
+// WriteRefusals prints what the sandbox refused the run: for a command that
 // exited non-zero, its refused file operations (writeFiles); then what
 // the network refused. With an allow-list, one
 // line per refused destination, "agentbox: network: refused host:port
@@ -26,7 +27,7 @@ import (
 // "agentbox: network is off: refused HOST (and N more); allow a host
 // with --allow-domain HOST". A nil report, one without a network section
 // or without refusals prints nothing.
-func Write(w io.Writer, r *sandbox.RunReport) {
+func WriteRefusals(w io.Writer, r *sandbox.RunReport) {
 	if r == nil {
 		return
 	}
@@ -52,7 +53,7 @@ func Write(w io.Writer, r *sandbox.RunReport) {
 	}
 }
 
-// writeOff is Write's line for a run without network. A host is counted
+// writeOff is WriteRefusals' line for a run without network. A host is counted
 // once whether it was looked up, asked of the proxy or connected to; the
 // one named is the one asked for most (the first by name on a tie), and
 // only a host refused because the network is off (not a malformed

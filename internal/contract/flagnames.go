@@ -1,8 +1,9 @@
-// Package flagnames puts the CLI's flag names in library messages. The
-// policy and sandbox packages name an option as Options.Field, which
-// means nothing to someone who typed a flag; the CLI and its MCP server
-// rewrite those names wherever they show a library message.
-package flagnames
+package contract
+
+// The CLI's flag names in library messages. The policy and sandbox
+// packages name an option as Options.Field, which means nothing to
+// someone who typed a flag; the CLI and its MCP server rewrite those
+// names wherever they show a library message.
 
 import "strings"
 
@@ -22,5 +23,5 @@ var replacer = strings.NewReplacer(
 	"Options.PassEnv", "--env",
 )
 
-// In returns s with policy.Options field names replaced by flags.
-func In(s string) string { return replacer.Replace(s) }
+// FlagNames returns s with policy.Options field names replaced by flags.
+func FlagNames(s string) string { return replacer.Replace(s) }

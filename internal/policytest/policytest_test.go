@@ -1,4 +1,4 @@
-package rawpolicy
+package policytest
 
 import (
 	"slices"
@@ -7,9 +7,9 @@ import (
 	"github.com/agentbox/agentbox/policy"
 )
 
-// TestFieldsMatch fails (the type assertions panic) when Fields and the
-// struct package policy keeps drift apart.
-func TestFieldsMatch(t *testing.T) {
+// TestFields fails (New and Of panic) when Fields and policy's encoding
+// drift apart.
+func TestFields(t *testing.T) {
 	p := New(Fields{Mode: policy.WorkspaceWrite, Cwd: "/w", WritableRoots: []string{"/w"}, AllowGitWrites: true})
 	if p.Mode() != policy.WorkspaceWrite || p.Cwd() != "/w" || !p.AllowGitWrites() {
 		t.Fatalf("New lost fields: %+v", Of(p))
@@ -26,7 +26,21 @@ func TestFieldsMatch(t *testing.T) {
 	if got := r.WritableRoots(); got[0] != "/a" {
 		t.Errorf("policy aliased a caller's slice: %q", got)
 	}
-	if _, err := Resolve(policy.Options{Cwd: t.TempDir()}, func(string) string { return "" }, "linux"); err != nil {
+	// Every field survives the trip: an allow-list, too.
+	s, err := Resolve(policy.Options{Cwd: t.TempDir(), AllowDomains: []string{"good.test"}}, func(string) string { return "" })
+	if err != nil {
 		t.Fatal(err)
 	}
+	if got := New(Of(s)); !slices.Equal(got.AllowedDomains(), []string{"good.test"}) {
+		t.Errorf("the allow-list did not survive Of and New: %q", got.AllowedDomains())
+	}
+}
+
+func TestNewPanicsOnWhatIsNoPolicy(t *testing.T) {
+	defer func() {
+		if recover() == nil {
+			t.Error("New accepted a tool cache this build does not know")
+		}
+	}()
+	New(Fields{ToolCaches: []policy.ToolCache{{Name: "nope"}}})
 }

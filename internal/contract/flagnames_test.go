@@ -1,8 +1,8 @@
-package flagnames
+package contract
 
 import "testing"
 
-func TestIn(t *testing.T) {
+func TestFlagNames(t *testing.T) {
 	for in, want := range map[string]string{
 		"workspace (Options.Cwd) /x does not exist":                          "workspace (-C) /x does not exist",
 		"Options.Network together with an allow-list (Options.AllowDomains)": "--network together with an allow-list (--allow-domain)",
@@ -10,8 +10,8 @@ func TestIn(t *testing.T) {
 		"Options.AddDirs /a: x; or with Options.Mode read-only":              "--add-dir /a: x; or with -s read-only",
 		"no option here": "no option here",
 	} {
-		if got := In(in); got != want {
-			t.Errorf("In(%q) = %q, want %q", in, got, want)
+		if got := FlagNames(in); got != want {
+			t.Errorf("FlagNames(%q) = %q, want %q", in, got, want)
 		}
 	}
 }
