@@ -62,8 +62,9 @@ type runReport struct {
 		} `json:"denied"`
 	} `json:"network"`
 	Filesystem *struct {
-		Denied      []fsDenied `json:"denied"`
-		Unavailable string     `json:"unavailable"`
+		Denied           []fsDenied `json:"denied"`
+		Unavailable      string     `json:"unavailable"`
+		ReadsUnavailable string     `json:"reads_unavailable"`
 	} `json:"filesystem"`
 	Suggest *struct {
 		AddDirs      []string `json:"add_dirs"`
