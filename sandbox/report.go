@@ -82,6 +82,9 @@ type TmpDir struct {
 type FilesystemReport struct {
 	Denied      []FilesystemDenied `json:"denied"`
 	Unavailable string             `json:"unavailable,omitempty"`
+	// ReadsUnavailable, when set, says why reads of hidden paths were
+	// not observed although the rest of the section was (a lone run).
+	ReadsUnavailable string `json:"reads_unavailable,omitempty"`
 }
 
 // FilesystemDenied is one refused file operation and how often it was
@@ -377,3 +380,6 @@ func closeProxy(p *netproxy.Server) {
 		p.Close()
 	}
 }
+
+// lonelyReads is why a lone run's report lists no reads of hidden paths.
+const lonelyReads = "reads of hidden paths are observed in sessions and runs the resident helper serves, not in lone runs (watching them would cost each run 10-15 ms)"

@@ -433,6 +433,9 @@ func (c *Cmd) Wait() error {
 	}
 	if r, ok := c.proc.(filesystemReporter); ok {
 		c.Report.SetFilesystem(r.files())
+		if c.session == nil && c.Report.Filesystem.Unavailable == "" && (len(c.Policy.Hidden()) > 0 || len(c.Policy.HideRules()) > 0) {
+			c.Report.Filesystem.ReadsUnavailable = lonelyReads
+		}
 	} else {
 		c.Report.Filesystem.Unavailable = "refused file operations are not observed on " + runtime.GOOS
 	}

@@ -136,6 +136,12 @@ func fileWhy(d sandbox.FilesystemDenied) string {
 	switch d.Reason {
 	case sandbox.FileReasonGit:
 		why += "; --allow-git-writes to allow"
+	case sandbox.FileReasonHidden:
+		// Never suggested to the agent (SetSuggest): re-opening a
+		// secret is the human's call.
+		if d.Op == sandbox.FileOpRead && filepath.IsAbs(d.Path) {
+			why += "; --allow-read " + shellQuote(d.Path) + " to allow"
+		}
 	case sandbox.FileReasonOutside:
 		if dir := filepath.Dir(d.Path); filepath.IsAbs(d.Path) && dir != "/" && dir != d.Path {
 			why += "; --add-dir " + shellQuote(dir) + " to allow"

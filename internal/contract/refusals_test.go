@@ -74,6 +74,9 @@ func TestWriteRefusalsFiles(t *testing.T) {
 		{rep(2, d("create", "/ws/.agents/x", "protected path .agents", 1), d("delete", "/x", sandbox.FileReasonOutside, 1)),
 			"agentbox: filesystem: refused create /ws/.agents/x (protected path .agents)\n" +
 				"agentbox: filesystem: refused delete /x (outside the writable roots)\n"},
+		{rep(1, d("read", "/home/u/.netrc", sandbox.FileReasonHidden, 2), d("write", "/home/u/.aws/x", sandbox.FileReasonHidden, 1)),
+			"agentbox: filesystem: refused read /home/u/.netrc (hidden, 2 times; --allow-read /home/u/.netrc to allow)\n" +
+				"agentbox: filesystem: refused write /home/u/.aws/x (hidden)\n"},
 		{rep(1, d("create", "/my dir/it's", sandbox.FileReasonOutside, 1)),
 			"agentbox: filesystem: refused create /my dir/it's (outside the writable roots; --add-dir '/my dir' to allow)\n"},
 		{rep(1, d("write", "/a/1", sandbox.FileReasonOutside, 1), d("write", "/a/2", sandbox.FileReasonOutside, 1),

@@ -163,8 +163,12 @@ func (rc *Recorder) Record(op, path, real string) bool {
 
 // Add records a refusal the caller has judged itself (a metadata call the
 // supervisor refused).
-func (rc *Recorder) Add(op, path, reason string) {
-	if rc == nil {
+func (rc *Recorder) Add(op, path, reason string) { rc.AddCount(op, path, reason, 1) }
+
+// AddCount records n refusals of one kind at once (the opens of a hidden
+// path, counted by the kernel).
+func (rc *Recorder) AddCount(op, path, reason string, n int) {
+	if rc == nil || n <= 0 {
 		return
 	}
 	path = clean(path)
@@ -172,15 +176,15 @@ func (rc *Recorder) Add(op, path, reason string) {
 	rc.mu.Lock()
 	defer rc.mu.Unlock()
 	if i, ok := rc.index[k]; ok {
-		rc.list[i].Count++
+		rc.list[i].Count += n
 		return
 	}
 	if len(rc.list) >= MaxDenied {
-		rc.extra++
+		rc.extra += n
 		return
 	}
 	rc.index[k] = len(rc.list)
-	k.Count = 1
+	k.Count = n
 	rc.list = append(rc.list, k)
 }
 

@@ -85,3 +85,15 @@ func TestRecorder(t *testing.T) {
 		t.Error("nil recorder")
 	}
 }
+
+func TestAddCount(t *testing.T) {
+	rc := NewRecorder(&Rules{})
+	rc.AddCount(OpRead, "/h/.netrc", ReasonHidden, 3)
+	rc.AddCount(OpRead, "/h/.netrc", ReasonHidden, 2)
+	rc.AddCount(OpRead, "/h/.aws", ReasonHidden, 0) // nothing seen: nothing listed
+	rc.Add(OpRead, "/h/.netrc", ReasonHidden)
+	want := []Denied{{Op: OpRead, Path: "/h/.netrc", Reason: ReasonHidden, Count: 6}}
+	if got := rc.List(); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("List() = %v, want %v", got, want)
+	}
+}

@@ -21,8 +21,8 @@ const (
 
 var maskAttrs = uint64(unix.MOUNT_ATTR_RDONLY | unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV | unix.MOUNT_ATTR_NOEXEC)
 
-// makeMaskSources creates the empty file and directory every mask is a
-// bind of.
+// makeMaskSources creates the empty file and directory a session's late
+// masks are copies of (bindMaskTemplates).
 func makeMaskSources() error {
 	if err := os.WriteFile(scratchHiddenFile, nil, 0o444); err != nil {
 		return err
@@ -62,10 +62,18 @@ func applyHide(i int, h Hide) error {
 		return nil
 	}
 	isDir := st.Mode&unix.S_IFMT == unix.S_IFDIR
+	// Each mask is an inode of its own in the scratch file system, so
+	// that an open of it names the hidden path (hidewatch_linux.go).
+	src := fmt.Sprintf("/hidden-%d", i)
 	if len(h.Reopen) == 0 || !isDir {
-		src := scratchHiddenFile
+		var err error
 		if isDir {
-			src = scratchHiddenDir
+			err = os.Mkdir(src, 0o555)
+		} else if err = os.WriteFile(src, nil, 0o444); err == nil {
+			err = os.Chmod(src, 0o444) // whatever the umask
+		}
+		if err != nil {
+			return err
 		}
 		return maskWith("/", src, h.Path, isDir)
 	}
@@ -121,9 +129,8 @@ func applyHide(i int, h Hide) error {
 		}
 		keep = append(keep, k)
 	}
-	// A directory of its own in the scratch file system, with a mount
-	// point (or the link) for each entry kept.
-	src := fmt.Sprintf("/hidden-%d", i)
+	// A directory of its own, with a mount point (or the link) for each
+	// entry kept.
 	if err := os.Mkdir(src, 0o755); err != nil {
 		return err
 	}
@@ -231,11 +238,17 @@ func (z *zygote) ensureHidden(hides []Hide) error {
 	if err := z.askMounter(mounterReq{Hides: todo}, nil); err != nil {
 		return err
 	}
-	// A directory's mask with re-opened entries is a file system of
-	// its own: known by its device from now on.
+	// Masks cloned from the template share its inode: only those on a
+	// file system of their own say which path was opened.
+	z.hidden.add(todo, &tmpl)
+	// A mask on a file system of its own (maskLate) is known by its
+	// device from now on: a mount's root whose device is not the
+	// template's. Not whatever the path shows, which a rename on the
+	// host may have made its file again since (recorded, it would be
+	// taken for masked by every later command).
 	for _, h := range todo {
 		var st unix.Stat_t
-		if len(h.Reopen) > 0 && unix.Lstat(h.Path, &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFDIR {
+		if unix.Lstat(h.Path, &st) == nil && st.Dev != tmpl.Dev && isMountRoot(h.Path, st.Dev) {
 			z.lateMu.Lock()
 			if z.lateMasks == nil {
 				z.lateMasks = map[string]uint64{}
@@ -245,6 +258,18 @@ func (z *zygote) ensureHidden(hides []Hide) error {
 		}
 	}
 	return nil
+}
+
+// isMountRoot reports whether path (of device dev) is the root of a
+// mount: by statx where the kernel says (Linux 5.8), else by its
+// parent's being on another device.
+func isMountRoot(path string, dev uint64) bool {
+	var sx unix.Statx_t
+	if unix.Statx(unix.AT_FDCWD, path, unix.AT_SYMLINK_NOFOLLOW, 0, &sx) == nil && sx.Attributes_mask&unix.STATX_ATTR_MOUNT_ROOT != 0 {
+		return sx.Attributes&unix.STATX_ATTR_MOUNT_ROOT != 0
+	}
+	var parent unix.Stat_t
+	return unix.Lstat(filepath.Dir(path), &parent) == nil && parent.Dev != dev
 }
 
 // maskLate, in the mounter, masks h.Path with a copy of the template of
@@ -287,13 +312,17 @@ func maskLate(h Hide) error {
 	if err := unix.Fstat(fd, &st); err != nil {
 		return err
 	}
-	if len(h.Reopen) > 0 && st.Mode&unix.S_IFMT == unix.S_IFDIR {
+	// A mask of its own, so that the session's watch on it names the
+	// path opened (hidewatch_linux.go): a directory is a tmpfs, a file
+	// one on a tmpfs where the kernel lets a detached mount's file be
+	// cloned (Linux 6.15 and later, it seems; before, the template's).
+	if st.Mode&unix.S_IFMT == unix.S_IFDIR {
 		return maskLateReopen(h, fd)
 	}
-	tmpl := hiddenFileTemplate
-	if st.Mode&unix.S_IFMT == unix.S_IFDIR {
-		tmpl = hiddenDirTemplate
+	if err := maskLateFile(h, fd); !errors.Is(err, unix.EINVAL) {
+		return err
 	}
+	tmpl := hiddenFileTemplate
 	sfd, err := openStrict(tmpl)
 	if err != nil {
 		return err
@@ -317,9 +346,69 @@ func maskLate(h Hide) error {
 	return nil
 }
 
+// maskLateFile, in the mounter, masks the file at fd (h.Path) with an
+// empty read-only file on a tmpfs of its own. EINVAL says the kernel
+// cannot clone the file out of the detached tmpfs.
+func maskLateFile(h Hide, fd int) error {
+	// Its root, where the file is made, is never shown.
+	mfd, err := newMaskTmpfs("0755")
+	if err != nil {
+		return err
+	}
+	defer unix.Close(mfd)
+	f, err := unix.Openat(mfd, "m", unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0o444)
+	if err != nil {
+		return &os.PathError{Op: "making a mask", Path: h.Path, Err: err}
+	}
+	unix.Close(f)
+	tree, err := unix.OpenTree(mfd, "m", unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC)
+	if err != nil {
+		return err // EINVAL on a kernel that will not
+	}
+	defer unix.Close(tree)
+	var want unix.Stat_t
+	if err := unix.Fstat(tree, &want); err != nil {
+		return err
+	}
+	if err := setAttr(tree, h.Path, maskAttrs, false); err != nil {
+		return err
+	}
+	if err := unix.MoveMount(tree, "", fd, "", unix.MOVE_MOUNT_F_EMPTY_PATH|unix.MOVE_MOUNT_T_EMPTY_PATH); err != nil {
+		return &os.PathError{Op: "move_mount", Path: h.Path, Err: err}
+	}
+	var now unix.Stat_t
+	if unix.Lstat(h.Path, &now) != nil || now.Dev != want.Dev || now.Ino != want.Ino {
+		return errors.New("the mask did not take (the path changed while it was made?)")
+	}
+	return nil
+}
+
+// newMaskTmpfs returns a detached tmpfs, its root of mode, for a mask.
+func newMaskTmpfs(mode string) (int, error) {
+	fsfd, err := unix.Fsopen("tmpfs", unix.FSOPEN_CLOEXEC)
+	if err != nil {
+		return -1, os.NewSyscallError("fsopen(tmpfs)", err)
+	}
+	defer unix.Close(fsfd)
+	for k, v := range map[string]string{"mode": mode, "size": "64k"} {
+		if err := unix.FsconfigSetString(fsfd, k, v); err != nil {
+			return -1, os.NewSyscallError("fsconfig", err)
+		}
+	}
+	if err := unix.FsconfigCreate(fsfd); err != nil {
+		return -1, os.NewSyscallError("fsconfig(create)", err)
+	}
+	mfd, err := unix.Fsmount(fsfd, unix.FSMOUNT_CLOEXEC, unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV|unix.MOUNT_ATTR_NOEXEC)
+	if err != nil {
+		return -1, os.NewSyscallError("fsmount", err)
+	}
+	return mfd, nil
+}
+
 // maskLateReopen, in the mounter, masks the directory at fd (h.Path)
-// with a tmpfs of its own holding what stays readable: the entries bound
-// from what the sandbox shows there now, or recreated as the same links.
+// with a tmpfs of its own holding what stays readable (nothing for a
+// directory hidden whole): the entries bound from what the sandbox shows
+// there now, or recreated as the same links.
 func maskLateReopen(h Hide, fd int) error {
 	type kept struct {
 		rel  string
@@ -368,22 +457,13 @@ func maskLateReopen(h Hide, fd int) error {
 		}
 		keep = append(keep, k)
 	}
-	fsfd, err := unix.Fsopen("tmpfs", unix.FSOPEN_CLOEXEC)
+	mode := "0755"
+	if len(h.Reopen) == 0 {
+		mode = "0555" // as the template: nothing may be made in it
+	}
+	mfd, err := newMaskTmpfs(mode)
 	if err != nil {
-		return os.NewSyscallError("fsopen(tmpfs)", err)
-	}
-	defer unix.Close(fsfd)
-	for k, v := range map[string]string{"mode": "0755", "size": "64k"} {
-		if err := unix.FsconfigSetString(fsfd, k, v); err != nil {
-			return os.NewSyscallError("fsconfig", err)
-		}
-	}
-	if err := unix.FsconfigCreate(fsfd); err != nil {
-		return os.NewSyscallError("fsconfig(create)", err)
-	}
-	mfd, err := unix.Fsmount(fsfd, unix.FSMOUNT_CLOEXEC, unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV|unix.MOUNT_ATTR_NOEXEC)
-	if err != nil {
-		return os.NewSyscallError("fsmount", err)
+		return err
 	}
 	defer unix.Close(mfd)
 	// The mount points (and links), made through the new file system's

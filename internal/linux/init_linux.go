@@ -175,6 +175,9 @@ func RunInit() {
 		fail(code, err)
 	}
 
+	// The masks' opens are the command's from here on.
+	hidden := watchHiddenFor(spec)
+
 	// From here on, nothing may be regained.
 	restrict := func(err error) {
 		if err != nil {
@@ -227,6 +230,7 @@ func RunInit() {
 	if err != nil {
 		fail(exitcode.SandboxFailure, fmt.Errorf("waiting for the command: %w", err))
 	}
+	files.hiddenRead(hidden, nil, spec.Files)
 	m := message{Exited: true, Unreachable: unreach.list(), Files: files.denied(maxFilesMessage), FilesUnavailable: files.unavailable}
 	if ws.Signaled() {
 		m.Signal = int(ws.Signal())

@@ -141,6 +141,19 @@ func (f *filesSeen) denied(budget int) []fsreport.Denied {
 	return fsreport.Fit(f.rec.List(), budget)
 }
 
+// hiddenRead records the reads of hidden paths w counted since before,
+// with a recorder of their own when the write observer has none (an
+// older kernel, a filter that would not install).
+func (f *filesSeen) hiddenRead(w *hiddenReads, before map[int32]int, rules *fsreport.Rules) {
+	if w == nil || rules == nil {
+		return
+	}
+	if f.rec == nil {
+		f.rec = fsreport.NewRecorder(rules)
+	}
+	w.record(f.rec, before)
+}
+
 // startSupervisor starts the connect supervisor with file observation
 // when the spec asks for it (spec.Files). The observer only reports: a
 // filter that cannot take its rules is installed without them, and files

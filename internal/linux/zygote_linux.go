@@ -167,11 +167,14 @@ type zygote struct {
 	// uses, holding mountMu.
 	mounter int
 	mountMu sync.Mutex
-	// lateMasks are the masks of hidden directories with re-opened
-	// entries that the mounter made for a later command (a tmpfs
-	// each): path to the device of its file system (see ensureHidden).
+	// lateMasks are the masks the mounter made for a later command (a
+	// tmpfs each, see maskLate): path to the device of its file system
+	// (see ensureHidden).
 	lateMu    sync.Mutex
 	lateMasks map[string]uint64
+	// hidden counts the opens of the masks, for each command's report
+	// (nil without one).
+	hidden *hiddenReads
 }
 
 // listeners are a command's proxy listeners and their ports.
@@ -263,7 +266,8 @@ func runZygote(spec *Spec, report func(message)) {
 	}
 	z := &zygote{
 		spec: spec, prog: prog, rules: rules, cmds: map[uint64]*zcmd{},
-		ctl: make(chan zreq), end: make(chan struct{}), listen: make(chan chan listeners),
+		hidden: watchHiddenFor(spec),
+		ctl:    make(chan zreq), end: make(chan struct{}), listen: make(chan chan listeners),
 		buf: make([]byte, maxPacket), oob: make([]byte, unix.CmsgSpace((5+maxHeld)*4)),
 		mounter: mounter,
 	}
@@ -468,6 +472,7 @@ func (z *zygote) worker() {
 	id.Store(uint32(r.ID))
 	defer unix.Close(j.reply)
 	pid, pidfd, code, err := 0, -1, exitcode.SandboxFailure, perr
+	hiddenBefore := z.hidden.counts()
 	if err == nil {
 		pid, pidfd, code, err = z.fork(r, stdio, j.ports, in)
 	}
@@ -506,6 +511,7 @@ func (z *zygote) worker() {
 	as := c.as
 	unix.Close(c.pidfd)
 	z.mu.Unlock()
+	files.hiddenRead(z.hidden, hiddenBefore, z.spec.Files)
 	m := zresp{ID: r.ID, Exited: true, Unreachable: unreach.list(), Files: files.denied(maxFilesAnswer), FilesUnavailable: files.unavailable}
 	switch {
 	case reported >= 0:

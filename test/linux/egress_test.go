@@ -62,18 +62,22 @@ type runReport struct {
 		} `json:"denied"`
 	} `json:"network"`
 	Filesystem *struct {
-		Denied []struct {
-			Op     string `json:"op"`
-			Path   string `json:"path"`
-			Reason string `json:"reason"`
-			Count  int    `json:"count"`
-		} `json:"denied"`
-		Unavailable string `json:"unavailable"`
+		Denied           []fsDenied `json:"denied"`
+		Unavailable      string     `json:"unavailable"`
+		ReadsUnavailable string     `json:"reads_unavailable"`
 	} `json:"filesystem"`
 	Suggest *struct {
 		AddDirs      []string `json:"add_dirs"`
 		AllowDomains []string `json:"allow_domains"`
 	} `json:"suggest"`
+}
+
+// fsDenied is an entry of the report's filesystem.denied.
+type fsDenied struct {
+	Op     string `json:"op"`
+	Path   string `json:"path"`
+	Reason string `json:"reason"`
+	Count  int    `json:"count"`
 }
 
 func readReport(t *testing.T, path string) runReport {

@@ -395,3 +395,163 @@ func TestFsReportToolCaches(t *testing.T) {
 		}
 	})
 }
+
+// hiddenProbe opens hidden paths (a file twice, two directories), looks
+// at one without opening it, reads public files, and fails.
+const hiddenProbe = `cat "$HOME/.netrc"; cat "$HOME/.netrc"; ls "$HOME/.aws"; ls "$HOME/.ssh" >/dev/null
+stat "$HOME/.config/gh/hosts.yml" >/dev/null; cat "$HOME/.ssh/id_ed25519.pub" "$WS/file.txt" >/dev/null; exit 3`
+
+// checkHiddenReads checks the report and stderr of hiddenProbe.
+func checkHiddenReads(t *testing.T, fx *fixture, rep runReport, stdout, stderr string) {
+	t.Helper()
+	home, err := filepath.EvalSymlinks(fx.home)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(stdout, secretMark) {
+		t.Fatalf("a hidden file was read: %q", stdout)
+	}
+	if rep.Filesystem == nil {
+		t.Fatalf("report without a filesystem section; stderr %q", stderr)
+	}
+	got := map[string]int{}
+	for _, d := range rep.Filesystem.Denied {
+		if d.Op != "read" || d.Reason != "hidden" {
+			t.Errorf("unexpected entry: %+v", d)
+			continue
+		}
+		got[d.Path] = d.Count
+	}
+	want := map[string]int{home + "/.netrc": 2, home + "/.aws": 1, home + "/.ssh": 1}
+	for p, n := range want {
+		if got[p] < n {
+			t.Errorf("read of %s: count %d, want at least %d, in %+v", p, got[p], n, rep.Filesystem.Denied)
+		}
+	}
+	if len(got) != len(want) {
+		t.Errorf("reads listed: %v, want exactly those of %v (a stat or a public file is no read of a secret)", got, want)
+	}
+	line := "agentbox: filesystem: refused read " + home + "/.netrc (hidden, 2 times; --allow-read " + home + "/.netrc to allow)"
+	if !strings.Contains(stderr, line+"\n") {
+		t.Errorf("stderr lacks %q: %q", line, stderr)
+	}
+	// Re-opening a secret is the human's call: nothing suggests it.
+	if rep.Suggest != nil && slices.ContainsFunc(rep.Suggest.AddDirs, func(d string) bool { return strings.HasPrefix(d, home) }) {
+		t.Errorf("suggest names the home: %+v", rep.Suggest)
+	}
+}
+
+// TestFsReportHiddenReads: opens of hidden paths are listed as reads,
+// through the three run paths; what the command may read is not.
+func TestFsReportHiddenReads(t *testing.T) {
+	forEachUser(t, func(t *testing.T, u *testUser) {
+		t.Run("lone", func(t *testing.T) {
+			fx := newFixture(t, u)
+			plantSecrets(t, fx)
+			report := filepath.Join(fx.dir, "report.json")
+			o := runOpts{env: append(fx.env(), "AGENTBOX_RESIDENT=0"), dir: fx.ws}
+			r := runWith(t, u, o, "run", "-C", fx.ws, "--report", report, "--", "/bin/sh", "-c", hiddenProbe)
+			if r.code != 3 {
+				t.Fatalf("want exit 3: %v", r)
+			}
+			// Not watched in a lone run (its cost), and the report says
+			// so rather than listing nothing.
+			rep := readReport(t, report)
+			if rep.Filesystem == nil || rep.Filesystem.ReadsUnavailable == "" {
+				t.Fatalf("lone run: the report does not say reads of hidden paths went unobserved: %+v", rep.Filesystem)
+			}
+			for _, d := range rep.Filesystem.Denied {
+				if d.Op == "read" {
+					t.Errorf("lone run listed a read: %+v", d)
+				}
+			}
+		})
+		t.Run("resident", func(t *testing.T) {
+			fx := newFixture(t, u)
+			plantSecrets(t, fx)
+			re := newResidentEnv(t, fx)
+			re.warm(t)
+			report := filepath.Join(fx.dir, "report.json")
+			served, r := re.served(t, runOpts{}, []string{"--report", report}, hiddenProbe)
+			if !served || r.code != 3 {
+				t.Fatalf("served %v: %v", served, r)
+			}
+			checkHiddenReads(t, fx, readReport(t, report), r.stdout, r.stderr)
+		})
+		t.Run("session", func(t *testing.T) {
+			fx := newFixture(t, u)
+			plantSecrets(t, fx)
+			cs, _, _ := mcpServer(t, u, fx)
+			r := mcpSh(t, cs, hiddenProbe)
+			if r.ExitCode != 3 {
+				t.Fatalf("want exit 3: %v", r)
+			}
+			checkHiddenReads(t, fx, r.Report, r.Stdout, r.Stderr)
+			// The next command's report holds its own reads only.
+			r = mcpSh(t, cs, `cat "$WS/file.txt" >/dev/null; ls "$HOME/.aws" >/dev/null`)
+			if r.Report.Filesystem == nil || len(r.Report.Filesystem.Denied) != 1 || r.Report.Filesystem.Denied[0].Count != 1 ||
+				!strings.HasSuffix(r.Report.Filesystem.Denied[0].Path, "/.aws") {
+				t.Errorf("second command's filesystem section: %+v", r.Report.Filesystem)
+			}
+		})
+	})
+}
+
+// TestFsReportHiddenLate: a session's masks made for a later command (a
+// secret file and directory that appeared after the session began, and
+// the file rewritten by a rename on the host, which takes its mask away)
+// are watched too, and still hide.
+func TestFsReportHiddenLate(t *testing.T) {
+	forEachUser(t, func(t *testing.T, u *testUser) {
+		fx := newFixture(t, u)
+		cs, _, _ := mcpServer(t, u, fx)
+		if r := mcpSh(t, cs, "true"); r.ExitCode != 0 {
+			t.Fatal(r)
+		}
+		home, err := filepath.EvalSymlinks(fx.home)
+		if err != nil {
+			t.Fatal(err)
+		}
+		netrc := filepath.Join(home, ".netrc")
+		if err := os.WriteFile(netrc, []byte(secretMark+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.MkdirAll(filepath.Join(home, ".kube"), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(home, ".kube", "config"), []byte(secretMark+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		chownR(t, fx.home, u)
+		for i := 0; i < 3; i++ {
+			if i == 2 {
+				if err := os.WriteFile(netrc+".new", []byte(secretMark+" renamed\n"), 0o600); err != nil {
+					t.Fatal(err)
+				}
+				chownR(t, fx.home, u)
+				if err := os.Rename(netrc+".new", netrc); err != nil {
+					t.Fatal(err)
+				}
+			}
+			r := mcpSh(t, cs, `cat "$HOME/.netrc" "$HOME/.kube/config" 2>/dev/null; ls "$HOME/.kube"; exit 3`)
+			if r.ExitCode != 3 || strings.Contains(r.Stdout, secretMark) {
+				t.Fatalf("command %d: %v", i, r)
+			}
+			got := map[string]int{}
+			if r.Report.Filesystem != nil {
+				for _, d := range r.Report.Filesystem.Denied {
+					if d.Op == "read" && d.Reason == "hidden" {
+						got[d.Path] = d.Count
+					}
+				}
+			}
+			if got[netrc] != 1 || got[home+"/.kube"] != 1 {
+				t.Errorf("command %d: reads %v, want %s and %s/.kube once each (%+v)", i, got, netrc, home, r.Report.Filesystem)
+			}
+		}
+		// One mask each, not one per command.
+		if r := mcpSh(t, cs, "grep -c ' "+netrc+" ' /proc/self/mountinfo"); strings.TrimSpace(r.Stdout) != "1" {
+			t.Errorf("masks on ~/.netrc: %v", r)
+		}
+	})
+}

@@ -387,6 +387,13 @@ func TestSecretsSessionLateSSH(t *testing.T) {
 			if r.ExitCode != 0 || strings.Contains(r.Stdout, secretMark) || !strings.Contains(r.Stdout, "PUBKEY") || !strings.Contains(r.Stdout, "KNOWNHOSTS") || strings.Contains(r.Stdout, "id_rsa\n") {
 				t.Errorf("command %d after ~/.ssh appeared: %v", i, r)
 			}
+			// The late mask is watched too: the listing is a read.
+			real, _ := filepath.EvalSymlinks(ssh)
+			if r.Report.Filesystem == nil || !slices.ContainsFunc(r.Report.Filesystem.Denied, func(d fsDenied) bool {
+				return d.Op == "read" && d.Path == real && d.Reason == "hidden" && d.Count == 1
+			}) {
+				t.Errorf("command %d: no read of %s in %+v", i, real, r.Report.Filesystem)
+			}
 		}
 		if exists(filepath.Join(ssh, "new")) {
 			t.Error("a file was created in the hidden directory")
