@@ -130,12 +130,6 @@ func (r *RunReport) SetFilesystem(ds []fsreport.Denied, unavailable string) {
 	}
 }
 
-// filesystemReporter is implemented by backends that observe file
-// operations.
-type filesystemReporter interface {
-	files() ([]fsreport.Denied, string)
-}
-
 // Network modes in [NetworkReport].Mode: no network, only the
 // allow-list's destinations through agentbox's proxy, or the network
 // without limits.
@@ -311,11 +305,6 @@ func newEgressProxy(pol *policy.Policy) (*netproxy.Server, error) {
 	return netproxy.New(cfg), nil
 }
 
-// networkReporter is implemented by backends that ran a proxy.
-type networkReporter interface {
-	networkReport() netpolicy.Report
-}
-
 // checkEgress refuses an allow-list where no backend can enforce it yet.
 func checkEgress(pol *policy.Policy) error {
 	if rawpolicy.Egress(pol) == nil {
@@ -352,26 +341,13 @@ func hostLoopbackProxy(pol *policy.Policy) (*netproxy.Server, []net.Listener, er
 	return srv, lns, nil
 }
 
-// proxiedProcess ends the allow-list proxy when the command's run ends
-// (backends whose process type knows nothing of the proxy).
-type proxiedProcess struct {
-	process
-	proxy *netproxy.Server
-	// after, when set, runs once the proxy is closed: it releases what
-	// only the proxy used (Windows elevated mode's ports and job handle).
-	after func()
+// proxied is p with the allow-list proxy closed once the run ends and
+// its decisions in the report (backends whose own wait knows nothing of
+// the proxy).
+func (p *proc) proxied(srv *netproxy.Server) {
+	p.cleanup.addErr(srv.Close)
+	p.report = func(s *sections) { s.network = srv.Recorder().Report() }
 }
-
-func (p *proxiedProcess) Wait() (*Status, error) {
-	st, err := p.process.Wait()
-	p.proxy.Close()
-	if p.after != nil {
-		p.after()
-	}
-	return st, err
-}
-
-func (p *proxiedProcess) networkReport() netpolicy.Report { return p.proxy.Recorder().Report() }
 
 func closeProxy(p *netproxy.Server) {
 	if p != nil {
