@@ -112,10 +112,10 @@ func startElevatedCmd(c *Cmd, p *proc) error {
 		if eg, err = startElevatedEgress(pol, cmdEnv, dir, st.Marker.ProxyPorts); err != nil {
 			return &StartError{Code: CodeSandboxFailure, Err: err}
 		}
-		// Last, once the proxy is closed: what only the proxy used
-		// (the ports and the job handle).
-		p.cleanup.add(eg.close)
-		if eg.srv != nil {
+		if eg != nil && eg.srv != nil {
+			// Last, once the proxy is closed: what only the proxy
+			// used (the ports and the job handle).
+			p.cleanup.add(eg.close)
 			p.proxied(eg.srv)
 		}
 		if egressStarted != nil {
