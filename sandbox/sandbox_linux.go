@@ -39,13 +39,10 @@ func start(c *Cmd, p *proc) error {
 	if pol.Mode() == policy.DangerFullAccess {
 		return startUnsandboxed(c, p)
 	}
-	ph, spec, git, td, _, err := prepareLinux(pol, nil)
+	spec, td, _, err := prepareLinux(pol, nil, &p.cleanup, &p.cleanup)
 	if err != nil {
 		return err
 	}
-	p.cleanup.add(ph.Release)
-	p.cleanup.add(td.Release)
-	p.cleanup.add(git.Release)
 	spec.Path, spec.Argv, spec.Cwd = c.Path, c.Args, c.workDir()
 	base := *spec
 	base.Env = td.Env(pol, c.Env, false)
@@ -177,37 +174,40 @@ func serveEgress(pol *policy.Policy, p *linux.Process) (*netproxy.Server, error)
 }
 
 // prepareLinux is what a lone run and a session share before their
-// commands: stale placeholders swept, this policy's held (the caller
-// releases them with ph.Release and git.Release; with a pool, into it),
-// the private temporary directories made and held (td.Release), and the
+// commands: stale placeholders swept, this policy's held (their release
+// pushed on held; with a pool, into it), the private temporary
+// directories made and held (their release pushed on kept), and the
 // sandbox's spec with git writes applied; gh says what git's placeholders
-// were made for. The spec's Env is the caller's to set (td.Env).
-func prepareLinux(pol *policy.Policy, pool *linux.Pool) (ph *linux.Placeholders, spec *linux.Spec, git *linux.GitHeld, td *linux.TempDirs, gh gitHolds, err error) {
+// were made for. On an error the caller runs the stacks. The spec's Env
+// is the caller's to set (td.Env).
+func prepareLinux(pol *policy.Policy, pool *linux.Pool, held, kept *cleanupStack) (spec *linux.Spec, td *linux.TempDirs, gh gitHolds, err error) {
 	state := stateDir()
 	if state != "" {
 		linux.SweepPlaceholders(state)
 	}
-	if ph, err = linux.AcquirePooled(linux.HeldDirs(pol), state, pool); err != nil {
-		return nil, nil, nil, nil, gh, &StartError{Code: CodeSandboxFailure, Err: err}
+	ph, err := linux.AcquirePooled(linux.HeldDirs(pol), state, pool)
+	if err != nil {
+		return nil, nil, gh, &StartError{Code: CodeSandboxFailure, Err: err}
 	}
+	held.add(ph.Release)
 	if td, err = linux.PrepareTemps(pol); err != nil {
-		ph.Release()
-		return nil, nil, nil, nil, gh, &StartError{Code: CodeSandboxFailure, Err: err}
+		return nil, nil, gh, &StartError{Code: CodeSandboxFailure, Err: err}
 	}
+	kept.add(td.Release)
 	spec = linuxSpec(pol, ph)
 	applyNetworkOff(pol, spec)
 	applyTransparent(pol, spec)
 	td.Apply(spec)
 	spec.WritableRoots = append(spec.WritableRoots, td.Roots(pol, true)...)
-	if git, gh, err = applyGitWrites(pol, spec, state, pool); err != nil {
-		td.Release()
-		ph.Release()
-		return nil, nil, nil, nil, gh, &StartError{Code: CodeSandboxFailure, Err: err}
+	git, gh, err := applyGitWrites(pol, spec, state, pool)
+	if err != nil {
+		return nil, nil, gh, &StartError{Code: CodeSandboxFailure, Err: err}
 	}
+	held.add(git.Release)
 	if os.Getenv(fsReportEnv) != "0" {
 		spec.Files = fileRules(pol, spec)
 	}
-	return ph, spec, git, td, gh, nil
+	return spec, td, gh, nil
 }
 
 // linuxSpec is the sandbox for pol, without the command: a lone run adds

@@ -66,45 +66,42 @@ func newSession(pol *policy.Policy, init string) (sessionImpl, error) {
 	if pol.Mode() == policy.WorkspaceWrite {
 		pool = linux.NewPool(state)
 	}
-	ph, spec, git, td, gh, err := prepareLinux(pol, pool)
-	if err != nil {
-		pool.Close()
+	// undo releases what the session would hold for its life, if it
+	// does not start; built, the policy's placeholders, once the
+	// zygote has built the root.
+	var undo, built cleanupStack
+	undo.add(pool.Close)
+	fail := func(err error) (sessionImpl, error) {
+		built.run()
+		undo.run()
 		return nil, err
 	}
-	held := linux.HeldDirs(pol)
-	release := func() {
-		git.Release()
-		ph.Release()
+	spec, td, gh, err := prepareLinux(pol, pool, &built, &undo)
+	if err != nil {
+		return fail(err)
 	}
+	held := linux.HeldDirs(pol)
 	// The published ports' listeners on the host, before the sandbox:
 	// a port in use fails the session at once.
 	relay, err := listenPublished(pol)
 	if err != nil {
-		td.Release()
-		release()
-		pool.Close()
-		return nil, err
+		return fail(err)
 	}
+	undo.add(relay.Close)
 	cl, err := applyCaches(pol, spec, true)
 	if err != nil {
-		relay.Close()
-		td.Release()
-		release()
-		pool.Close()
-		return nil, &StartError{Code: CodeSandboxFailure, Err: err}
+		return fail(&StartError{Code: CodeSandboxFailure, Err: err})
 	}
+	undo.add(cl.Release)
 	spec.Init = init
 	// The mounter also masks what a hiding rule matches that was not
 	// there when the session began (or was replaced on the host since,
 	// which took its mask away).
 	spec.BindPerCommand = len(held) > 0 || len(gh.dirs) > 0 || len(gh.files) > 0 || len(pol.HideRules()) > 0
 	z, err := linux.StartSession(spec)
-	release()
+	built.run()
 	if err != nil {
-		relay.Close()
-		cl.Release()
-		td.Release()
-		pool.Close()
+		undo.run()
 		var nu *linux.NoUsernsError
 		if errors.As(err, &nu) {
 			// Degraded mode: each command starts (or is refused) on
