@@ -28,10 +28,10 @@ type proc struct {
 	// cleanup releases what the run holds, once it has ended, or when
 	// Start fails after the backend took something.
 	cleanup cleanupStack
-	// report, when set, fills sections once the command has ended and
-	// cleanup has run (a proxy's recorder is complete once the proxy
-	// is closed).
-	report   func(*sections)
+	// reports fill sections once the command has ended and cleanup
+	// has run (a proxy's recorder is complete once the proxy is
+	// closed), in the order added; see addReport.
+	reports  []func(*sections)
 	sections sections
 }
 
@@ -57,14 +57,19 @@ func (p *proc) Wait() (*Status, error) {
 	if cerr := p.cleanup.run(); cerr != nil {
 		err = errors.Join(err, cerr)
 	}
-	if p.report != nil {
-		p.report(&p.sections)
+	for _, f := range p.reports {
+		f(&p.sections)
 	}
 	if err != nil {
 		return nil, err
 	}
 	return st, nil
 }
+
+// addReport adds f to what fills the report's sections: a backend and a
+// part of the run it did not start itself (a proxy) each add their own,
+// and none replaces another's.
+func (p *proc) addReport(f func(*sections)) { p.reports = append(p.reports, f) }
 
 func (p *proc) Signal(sig os.Signal) error { return p.signal(sig) }
 func (p *proc) Kill() error                { return p.kill() }

@@ -38,12 +38,12 @@ func TestProcWaitReleasesThenReports(t *testing.T) {
 	p := newProc()
 	closed := false
 	p.cleanup.add(func() { closed = true })
-	p.report = func(s *sections) {
+	p.addReport(func(s *sections) {
 		if !closed {
 			t.Error("report ran before the release steps")
 		}
 		s.published = []NetworkPublished{{HostPort: 1, Port: 2, Count: 3}}
-	}
+	})
 	werr := errors.New("wait failed")
 	p.wait = func() (*Status, error) { return &Status{Code: 1}, werr }
 	if st, err := p.Wait(); st != nil || !errors.Is(err, werr) {

@@ -111,14 +111,14 @@ func start(c *Cmd, p *proc) error {
 	}
 	p.wait = statusOf(lp.Wait)
 	p.signal, p.kill, p.pid = lp.Signal, lp.Kill, lp.Pid()
-	p.report = func(s *sections) {
+	p.addReport(func(s *sections) {
 		if proxy != nil {
 			recordUnreachable(proxy.Recorder(), lp.Unreachable())
 			s.network = proxy.Recorder().Report()
 		}
 		s.published = published.report()
 		s.files, s.filesUnavailable = lp.Files()
-	}
+	})
 	return nil
 }
 

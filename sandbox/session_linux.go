@@ -264,14 +264,14 @@ func (l *linuxSession) start(c *Cmd, p *proc) error {
 	// pid: the session's init started the command; agentbox has no
 	// process of its own for it.
 	p.signal, p.kill, p.pid = sp.Signal, sp.Kill, 0
-	p.report = func(s *sections) {
+	p.addReport(func(s *sections) {
 		if sc.rec != nil {
 			recordUnreachable(sc.rec, sp.Unreachable())
 			s.network = sc.rec.Report()
 		}
 		s.published = sc.published.report()
 		s.files, s.filesUnavailable = sp.Files()
-	}
+	})
 	if sc.scope != nil {
 		// The command's own listeners in the session's network
 		// namespace, which its proxy variables name, served in a
