@@ -341,14 +341,6 @@ func hostLoopbackProxy(pol *policy.Policy) (*netproxy.Server, []net.Listener, er
 	return srv, lns, nil
 }
 
-// proxied closes the allow-list proxy srv once the run has ended and puts
-// its decisions in the report (backends whose own wait knows nothing of
-// the proxy).
-func (p *proc) proxied(srv *netproxy.Server) {
-	p.cleanup.addErr(srv.Close)
-	p.addReport(func(s *sections) { s.network = srv.Recorder().Report() })
-}
-
 func closeProxy(p *netproxy.Server) {
 	if p != nil {
 		p.Close()
