@@ -38,16 +38,16 @@ func init() {
 	}
 }
 
-func startElevatedCmd(c *Cmd) (process, error) {
+func startElevatedCmd(c *Cmd, p *proc) error {
 	pol := c.Policy
 	// Setup first: without it nothing may touch the disk.
 	group, st, err := elevatedGroup(pol.AllowList() != nil)
 	if err != nil {
-		return nil, &StartError{Code: CodeSandboxFailure, Err: err}
+		return &StartError{Code: CodeSandboxFailure, Err: err}
 	}
 	dir, err := unelevated.StateDir()
 	if err != nil {
-		return nil, &StartError{Code: CodeSandboxFailure, Err: err}
+		return &StartError{Code: CodeSandboxFailure, Err: err}
 	}
 	// The private tool caches are one more writable root here too: the
 	// sandbox group and the cache root's own SID get the allow, so the
@@ -58,18 +58,18 @@ func startElevatedCmd(c *Cmd) (process, error) {
 	// ACE with the other recorded paths.
 	cs, err := unelevated.PlanCaches(pol, c.Env)
 	if err != nil {
-		return nil, &StartError{Code: CodeSandboxFailure, Err: err}
+		return &StartError{Code: CodeSandboxFailure, Err: err}
 	}
 	cmdEnv := c.Env
 	if cs.Root != "" {
 		if err := os.MkdirAll(cs.Root, 0o700); err != nil {
-			return nil, &StartError{Code: CodeSandboxFailure, Err: fmt.Errorf("tool caches: %w", err)}
+			return &StartError{Code: CodeSandboxFailure, Err: fmt.Errorf("tool caches: %w", err)}
 		}
 		pol = unelevated.WithCaches(pol, cs)
 		cmdEnv = unelevated.CacheEnv(cmdEnv, cs)
 	}
 	if pol, cmdEnv, err = privateTemp(pol, cmdEnv); err != nil {
-		return nil, &StartError{Code: CodeSandboxFailure, Err: err}
+		return &StartError{Code: CodeSandboxFailure, Err: err}
 	}
 	// The command's token is the sandbox user's, write-restricted with the
 	// synthetic SID: a write must be allowed to both, so the writable
@@ -78,7 +78,7 @@ func startElevatedCmd(c *Cmd) (process, error) {
 	// `agentbox cleanup` hands to agentbox-setup to revoke.
 	sb, err := unelevated.PrepareACL(pol, dir, group)
 	if err != nil {
-		return nil, &StartError{Code: CodeSandboxFailure, Err: err}
+		return &StartError{Code: CodeSandboxFailure, Err: err}
 	}
 	if n := len(sb.ACL.Modified); n > 0 {
 		c.diag("granted the sandbox SID and the %s group access on %d path(s) (first run for these roots; later runs only check)", winsetup.Group, n)
@@ -89,13 +89,13 @@ func startElevatedCmd(c *Cmd) (process, error) {
 	}
 	restricting, err := sb.RunSIDs(pol)
 	if err != nil {
-		return nil, &StartError{Code: CodeSandboxFailure, Err: err}
+		return &StartError{Code: CodeSandboxFailure, Err: err}
 	}
 	// The runner takes the program as given; resolve it here, with the
 	// command's PATH and PATHEXT, as unelevated mode does.
 	path, err := unelevated.Resolve(c.Path, c.Env)
 	if err != nil {
-		return nil, &StartError{Code: exitcode.Classify(err), Err: err}
+		return &StartError{Code: exitcode.Classify(err), Err: err}
 	}
 	// Network off is the Offline user's firewall rules: run only when the
 	// firewall enforces them now (every profile on, local rules honoured).
@@ -107,10 +107,16 @@ func startElevatedCmd(c *Cmd) (process, error) {
 		err := checkFirewall(ctx)
 		cancel()
 		if err != nil {
-			return nil, &StartError{Code: CodeSandboxFailure, Err: fmt.Errorf("refusing to run with the network off: %w", err)}
+			return &StartError{Code: CodeSandboxFailure, Err: fmt.Errorf("refusing to run with the network off: %w", err)}
 		}
 		if eg, err = startElevatedEgress(pol, cmdEnv, dir, st.Marker.ProxyPorts); err != nil {
-			return nil, &StartError{Code: CodeSandboxFailure, Err: err}
+			return &StartError{Code: CodeSandboxFailure, Err: err}
+		}
+		if eg != nil && eg.srv != nil {
+			// Last, once the proxy is closed: what only the proxy
+			// used (the ports and the job handle).
+			p.cleanup.add(eg.close)
+			p.proxied(eg.srv)
 		}
 		if egressStarted != nil {
 			egressStarted(eg)
@@ -121,8 +127,7 @@ func startElevatedCmd(c *Cmd) (process, error) {
 	// safe.directory (the policy's own roots, not the cache directory).
 	env, err := winenv.GitSafeDirectories(cmdEnv, append([]string{pol.Cwd()}, c.Policy.WritableRoots()...)...)
 	if err != nil {
-		eg.close()
-		return nil, &StartError{Code: CodeSandboxFailure, Err: err}
+		return &StartError{Code: CodeSandboxFailure, Err: err}
 	}
 	// Network off: no network variables, the firewall enforces the
 	// policy. An allow-list: the proxy variables, pointing at the one
@@ -138,26 +143,25 @@ func startElevatedCmd(c *Cmd) (process, error) {
 		spec.Env = winenv.ProxyEnforced(env, eg.env)
 		spec.ProxyPorts = eg.ports
 	}
-	p, err := elevated.Start(context.Background(), spec)
+	ep, err := elevated.Start(context.Background(), spec)
 	if err != nil {
-		eg.close()
 		code := CodeSandboxFailure
 		var se *elevated.StartError
 		if errors.As(err, &se) {
 			code = se.Code
 		}
-		return nil, &StartError{Code: code, Err: err}
+		return &StartError{Code: code, Err: err}
 	}
-	if !p.JobUI && p.Job != "" {
-		c.diag("%s", p.Job)
+	if !ep.JobUI && ep.Job != "" {
+		c.diag("%s", ep.Job)
 	}
-	proc := process(&elevatedProcess{p: p})
-	if eg == nil || eg.srv == nil {
-		return proc, nil
+	e := &elevatedProcess{p: ep}
+	p.wait, p.signal, p.kill, p.pid = e.Wait, e.Signal, e.Kill, int(ep.Pid())
+	if eg != nil && eg.srv != nil {
+		eg.job = ep.JobHandle()
+		eg.guard.SetJob(eg.job)
 	}
-	eg.job = p.JobHandle()
-	eg.guard.SetJob(eg.job)
-	return &proxiedProcess{process: proc, proxy: eg.srv, after: eg.close}, nil
+	return nil
 }
 
 // elevatedEgress is what an Offline run needs around agentbox's proxy
@@ -302,7 +306,8 @@ func elevatedGroup(allowList bool) (string, *winsetup.Status, error) {
 	return st.Marker.GroupSID, st, nil
 }
 
-// elevatedProcess adapts elevated.Process to process.
+// elevatedProcess is an elevated run's process: a kill is reported as
+// SIGKILL, as on the other backends.
 type elevatedProcess struct {
 	p      *elevated.Process
 	killed atomic.Bool
@@ -326,8 +331,6 @@ func (e *elevatedProcess) Signal(sig os.Signal) error {
 	}
 	return fmt.Errorf("signal %v on windows: %w", sig, ErrUnsupported)
 }
-
-func (e *elevatedProcess) pid() int { return int(e.p.Pid()) }
 
 func (e *elevatedProcess) Kill() error {
 	e.killed.Store(true)

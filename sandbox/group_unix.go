@@ -12,12 +12,13 @@ import (
 	"time"
 )
 
-// groupProcess is a command leading its own process group (a session on
-// macOS) without a pid namespace: Wait returns once the leader has exited,
+// group is a command leading its own process group (a session on macOS)
+// without a pid namespace, and its stdio relay: its wait returns once the
+// leader has exited,
 // the rest of its group has been killed and its output drained. os/exec
 // alone would wait for every holder of the output pipes first, so
 // `sh -c 'sleep 4 & echo hi'` took four seconds to return "hi".
-type groupProcess struct {
+type group struct {
 	cmd       *exec.Cmd
 	waitDelay time.Duration
 	copies    sync.WaitGroup
@@ -30,17 +31,18 @@ type groupProcess struct {
 // its own) with stdio relayed through pipes this process owns, so that
 // waiting for the leader does not mean waiting for everything that holds
 // its output. *os.File stdio is passed straight through, as in os/exec.
-func startGroup(cmd *exec.Cmd, stdin io.Reader, stdout, stderr io.Writer, waitDelay time.Duration) (*groupProcess, error) {
-	g := &groupProcess{cmd: cmd, waitDelay: waitDelay}
+// It fills p's wait, signal, kill and pid.
+func startGroup(p *proc, cmd *exec.Cmd, stdin io.Reader, stdout, stderr io.Writer, waitDelay time.Duration) error {
+	g := &group{cmd: cmd, waitDelay: waitDelay}
 	var childEnds []*os.File
-	fail := func(err error) (*groupProcess, error) {
+	fail := func(err error) error {
 		for _, f := range childEnds {
 			f.Close()
 		}
 		for _, c := range g.closers {
 			c.Close()
 		}
-		return nil, err
+		return err
 	}
 	switch f := stdin.(type) {
 	case nil:
@@ -101,10 +103,11 @@ func startGroup(cmd *exec.Cmd, stdin io.Reader, stdout, stderr io.Writer, waitDe
 	for _, f := range childEnds {
 		f.Close()
 	}
-	return g, nil
+	p.wait, p.signal, p.kill, p.pid = g.Wait, cmd.Process.Signal, g.Kill, cmd.Process.Pid
+	return nil
 }
 
-func (g *groupProcess) Wait() (*Status, error) {
+func (g *group) Wait() (*Status, error) {
 	// Every stdio of cmd is an *os.File, so this returns when the leader
 	// exits, whoever else still holds the pipes.
 	err := g.cmd.Wait()
@@ -129,7 +132,7 @@ func (g *groupProcess) Wait() (*Status, error) {
 // drain waits for the output copies, for at most waitDelay when it is set
 // (a process that left the group, with setsid, can hold the pipes open),
 // then closes our ends.
-func (g *groupProcess) drain() {
+func (g *group) drain() {
 	done := make(chan struct{})
 	go func() { g.copies.Wait(); close(done) }()
 	if g.waitDelay > 0 {
@@ -145,9 +148,6 @@ func (g *groupProcess) drain() {
 	}
 }
 
-func (g *groupProcess) Signal(s os.Signal) error { return g.cmd.Process.Signal(s) }
-func (g *groupProcess) pid() int                 { return g.cmd.Process.Pid }
-
-func (g *groupProcess) Kill() error {
+func (g *group) Kill() error {
 	return syscall.Kill(-g.cmd.Process.Pid, syscall.SIGKILL)
 }

@@ -18,12 +18,6 @@ type NetworkPublished struct {
 	Count    int    `json:"count"`
 }
 
-// publishedReporter is implemented by backends that carried published
-// ports.
-type publishedReporter interface {
-	publishedReport() []NetworkPublished
-}
-
 // portsNames names the policy's ports options for messages.
 const (
 	publishNames   = "published ports (Options.Publish, [network] publish)"

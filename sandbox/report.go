@@ -132,12 +132,6 @@ func (r *RunReport) SetFilesystem(ds []fsreport.Denied, unavailable string) {
 	}
 }
 
-// filesystemReporter is implemented by backends that observe file
-// operations.
-type filesystemReporter interface {
-	files() ([]fsreport.Denied, string)
-}
-
 // Network modes in [NetworkReport].Mode: no network, only the
 // allow-list's destinations through agentbox's proxy, or the network
 // without limits.
@@ -313,11 +307,6 @@ func newEgressProxy(pol *policy.Policy) (*netproxy.Server, error) {
 	return netproxy.New(cfg), nil
 }
 
-// networkReporter is implemented by backends that ran a proxy.
-type networkReporter interface {
-	networkReport() netpolicy.Report
-}
-
 // checkEgress refuses an allow-list where no backend can enforce it yet.
 func checkEgress(pol *policy.Policy) error {
 	if pol.AllowList() == nil {
@@ -353,27 +342,6 @@ func hostLoopbackProxy(pol *policy.Policy) (*netproxy.Server, []net.Listener, er
 	go srv.ServeSOCKS(lns[1])
 	return srv, lns, nil
 }
-
-// proxiedProcess ends the allow-list proxy when the command's run ends
-// (backends whose process type knows nothing of the proxy).
-type proxiedProcess struct {
-	process
-	proxy *netproxy.Server
-	// after, when set, runs once the proxy is closed: it releases what
-	// only the proxy used (Windows elevated mode's ports and job handle).
-	after func()
-}
-
-func (p *proxiedProcess) Wait() (*Status, error) {
-	st, err := p.process.Wait()
-	p.proxy.Close()
-	if p.after != nil {
-		p.after()
-	}
-	return st, err
-}
-
-func (p *proxiedProcess) networkReport() netpolicy.Report { return p.proxy.Recorder().Report() }
 
 func closeProxy(p *netproxy.Server) {
 	if p != nil {

@@ -38,7 +38,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"sync"
 	"time"
@@ -115,7 +114,7 @@ type Cmd struct {
 	session    *Session       // set by Session.Command
 	sessionPol *policy.Policy // the Policy Session.Command set
 	guard      guardHold      // this run's part in the post-run checks
-	proc       process
+	proc       *proc
 	programs   programDirs // the private directories of programs, watched
 	done       chan struct{}
 	withheld   []string // names of Env's variables the policy withheld
@@ -227,7 +226,7 @@ type Process struct {
 	// does to the init stage is not part of the API.
 	Pid int
 
-	proc process
+	proc *proc
 }
 
 // Signal sends sig to the command, as [Cmd.Signal] does. On Linux the
@@ -244,18 +243,6 @@ func (p *Process) Signal(sig os.Signal) error { return p.proc.Signal(sig) }
 // [os.Process.Kill], not the one process alone. [Cmd.Wait] still has to
 // be called.
 func (p *Process) Kill() error { return p.proc.Kill() }
-
-// process is what a backend hands back after starting a command.
-type process interface {
-	// Wait blocks until the command and its whole tree are gone.
-	Wait() (*Status, error)
-	// Signal forwards a signal to the sandboxed command.
-	Signal(os.Signal) error
-	// Kill ends the whole tree at once.
-	Kill() error
-	// pid is Process.Pid.
-	pid() int
-}
 
 // Command returns a Cmd for name with args under pol.
 func Command(pol *policy.Policy, name string, args ...string) *Cmd {
@@ -327,21 +314,24 @@ func (c *Cmd) Start() error {
 			return err
 		}
 	}
-	var p process
+	p := newProc()
 	var err error
 	if c.session != nil {
-		p, err = c.session.start(c)
+		err = c.session.start(c, p)
 	} else {
-		p, err = start(c)
+		err = start(c, p)
 	}
 	if err != nil {
-		if gerr := c.endGuard(); gerr != nil {
+		// What the backend took before it failed is released first:
+		// the checks then see the roots as the run left them.
+		cerr := p.cleanup.run()
+		if gerr := errors.Join(cerr, c.endGuard()); gerr != nil {
 			return &StartError{Code: CodeSandboxFailure, Err: errors.Join(err, gerr)}
 		}
 		return err
 	}
 	c.proc = p
-	c.Process = &Process{Pid: p.pid(), proc: p}
+	c.Process = &Process{Pid: p.pid, proc: p}
 	c.done = make(chan struct{})
 	if c.ctx != nil && c.ctx.Done() != nil {
 		go c.watchContext()
@@ -425,19 +415,12 @@ func (c *Cmd) Wait() error {
 	}
 	c.Report = NewRunReport(c.Policy, code)
 	c.Report.Environment.Withheld = nonNil(c.withheld)
-	if r, ok := c.proc.(networkReporter); ok {
-		c.Report.addNetwork(r.networkReport())
-		if p, ok := r.(publishedReporter); ok {
-			c.Report.Network.Published = p.publishedReport()
-		}
-	}
-	if r, ok := c.proc.(filesystemReporter); ok {
-		c.Report.SetFilesystem(r.files())
-		if c.session == nil && c.Report.Filesystem.Unavailable == "" && (len(c.Policy.Hidden()) > 0 || len(c.Policy.HideRules()) > 0) {
-			c.Report.Filesystem.ReadsUnavailable = lonelyReads
-		}
-	} else {
-		c.Report.Filesystem.Unavailable = "refused file operations are not observed on " + runtime.GOOS
+	sec := c.proc.sections
+	c.Report.addNetwork(sec.network)
+	c.Report.Network.Published = sec.published
+	c.Report.SetFilesystem(sec.files, sec.filesUnavailable)
+	if c.session == nil && c.Report.Filesystem.Unavailable == "" && (len(c.Policy.Hidden()) > 0 || len(c.Policy.HideRules()) > 0) {
+		c.Report.Filesystem.ReadsUnavailable = lonelyReads
 	}
 	c.Report.SetSuggest()
 	if gerr != nil {

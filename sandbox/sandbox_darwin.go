@@ -58,22 +58,22 @@ func darwinInput(pol *policy.Policy) darwin.Input {
 // preflight has nothing to refuse before the backend starts here.
 func preflight(*Cmd) error { return nil }
 
-func start(c *Cmd) (process, error) {
+func start(c *Cmd, p *proc) error {
 	pol := c.Policy
 	if pol.Mode() == policy.DangerFullAccess {
-		return startUnsandboxed(c)
+		return startUnsandboxed(c, p)
 	}
 	// Resolved with the command's own PATH so "not found" and "not
 	// executable" get 127 and 126 before sandbox-exec is involved.
 	if _, code, err := lookpath.FindIn(c.Path, lookpath.Env(c.Env), c.workDir()); err != nil {
-		return nil, &StartError{Code: code, Err: err}
+		return &StartError{Code: code, Err: err}
 	}
 	env, err := privateCaches(pol, c.Env)
 	if err != nil {
-		return nil, &StartError{Code: CodeSandboxFailure, Err: err}
+		return &StartError{Code: CodeSandboxFailure, Err: err}
 	}
 	if c.Env, err = privateTemps(pol, env); err != nil {
-		return nil, &StartError{Code: CodeSandboxFailure, Err: err}
+		return &StartError{Code: CodeSandboxFailure, Err: err}
 	}
 	argv := append([]string{c.Path}, c.Args[1:]...)
 	in, env := darwinInput(pol), c.Env
@@ -81,15 +81,13 @@ func start(c *Cmd) (process, error) {
 	if pol.AllowList() != nil {
 		var err error
 		if proxy, in, env, err = darwinEgress(pol, in, env); err != nil {
-			return nil, &StartError{Code: CodeSandboxFailure, Err: err}
+			return &StartError{Code: CodeSandboxFailure, Err: err}
 		}
+		p.proxied(proxy)
 	}
 	cmd, err := darwin.Command(context.Background(), in, argv)
 	if err != nil {
-		if proxy != nil {
-			proxy.Close()
-		}
-		return nil, &StartError{Code: CodeSandboxFailure, Err: err}
+		return &StartError{Code: CodeSandboxFailure, Err: err}
 	}
 	cmd.Env = env
 	cmd.Dir = c.workDir()
@@ -97,19 +95,13 @@ func start(c *Cmd) (process, error) {
 		// Zero keeps darwin.Command's own bound rather than none.
 		cmd.WaitDelay = c.WaitDelay
 	}
-	g, err := startGroup(cmd, c.Stdin, c.Stdout, c.Stderr, cmd.WaitDelay)
-	if err != nil {
-		if proxy != nil {
-			proxy.Close()
-		}
-		return nil, &StartError{Code: CodeSandboxFailure, Err: fmt.Errorf("starting sandbox-exec: %w", err)}
-	}
 	// sandbox-exec runs the command in its own session, so the group
-	// kill after Wait reaches what it left behind (no pid namespace here).
-	if proxy != nil {
-		return &proxiedProcess{process: g, proxy: proxy}, nil
+	// kill after the wait reaches what it left behind (no pid namespace
+	// here).
+	if err := startGroup(p, cmd, c.Stdin, c.Stdout, c.Stderr, cmd.WaitDelay); err != nil {
+		return &StartError{Code: CodeSandboxFailure, Err: fmt.Errorf("starting sandbox-exec: %w", err)}
 	}
-	return g, nil
+	return nil
 }
 
 func doctor(pol *policy.Policy) *Report {

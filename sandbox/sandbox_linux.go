@@ -10,11 +10,9 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/agentbox/agentbox/internal/fsreport"
 	"github.com/agentbox/agentbox/internal/linux"
 	"github.com/agentbox/agentbox/internal/linux/apparmor"
 	"github.com/agentbox/agentbox/internal/linux/landlock"
-	"github.com/agentbox/agentbox/internal/nameserver"
 	"github.com/agentbox/agentbox/internal/netpolicy"
 	"github.com/agentbox/agentbox/internal/netproxy"
 	"github.com/agentbox/agentbox/policy"
@@ -35,14 +33,14 @@ func Main() {
 // preflight has nothing to refuse before the backend starts here.
 func preflight(*Cmd) error { return nil }
 
-func start(c *Cmd) (process, error) {
+func start(c *Cmd, p *proc) error {
 	pol := c.Policy
 	if pol.Mode() == policy.DangerFullAccess {
-		return startUnsandboxed(c)
+		return startUnsandboxed(c, p)
 	}
-	ph, spec, git, td, _, err := prepareLinux(pol, nil)
+	spec, td, _, err := prepareLinux(pol, nil, &p.cleanup, &p.cleanup)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	spec.Path, spec.Argv, spec.Cwd = c.Path, c.Args, c.workDir()
 	base := *spec
@@ -50,20 +48,16 @@ func start(c *Cmd) (process, error) {
 	spec.Env = td.Env(pol, c.Env, true)
 	cl, err := applyCaches(pol, spec, true)
 	if err != nil {
-		td.Release()
-		git.Release()
-		ph.Release()
-		return nil, &StartError{Code: CodeSandboxFailure, Err: err}
+		return &StartError{Code: CodeSandboxFailure, Err: err}
 	}
+	// cl, not its value now: a degraded run replaces the layers.
+	p.cleanup.add(func() { cl.Release() })
 	relay, err := listenPublished(pol)
 	if err != nil {
-		cl.Release()
-		td.Release()
-		git.Release()
-		ph.Release()
-		return nil, err
+		return err
 	}
-	p, err := linux.Start(spec, c.stdio())
+	p.cleanup.add(relay.Close)
+	lp, err := linux.Start(spec, c.stdio())
 	var nu *linux.NoUsernsError
 	var proxy *netproxy.Server
 	if errors.As(err, &nu) {
@@ -81,39 +75,61 @@ func start(c *Cmd) (process, error) {
 			remapped := td.Roots(pol, true)
 			base.WritableRoots = append(slices.DeleteFunc(slices.Clone(base.WritableRoots), func(r string) bool { return slices.Contains(remapped, r) }),
 				td.Roots(pol, false)...)
-			p, err = startDegraded(c, &base, nu, &cl)
+			lp, err = startDegraded(c, &base, nu, &cl)
 		}
 		if err != nil && proxy != nil {
 			proxy.Close()
 			proxy = nil
 		}
 	} else if err == nil && spec.Proxy {
-		proxy, err = serveEgress(pol, p)
-	}
-	published := &publishCounter{}
-	if err == nil && nu == nil {
-		if err = relay.serve(p.Ports(), func() (*netpolicy.Recorder, *publishCounter) { return recorderOf(proxy), published }); err != nil {
-			closeProxy(proxy)
-			p.Resolver().Close()
-			p.Kill()
-			p.Wait()
-		}
+		proxy, err = serveEgress(pol, lp)
 	}
 	if err != nil {
-		relay.Close()
-		cl.Release()
-		td.Release()
-		git.Release()
-		ph.Release()
-		return nil, startError(err)
+		return startError(err)
 	}
-	var dns *nameserver.Server
+	if proxy != nil {
+		// The sandbox is gone: end its tunnels, and close the
+		// listeners, the last hold on its network namespace.
+		p.cleanup.addErr(proxy.Close)
+	}
+	published := &publishCounter{}
+	if nu == nil {
+		if err = relay.serve(lp.Ports(), func() (*netpolicy.Recorder, *publishCounter) { return recorderOf(proxy), published }); err != nil {
+			lp.Resolver().Close()
+			lp.Kill()
+			lp.Wait()
+			return startError(err)
+		}
+	}
 	if spec.Resolver && nu == nil {
-		// One run, one recorder: the proxy's.
+		// One run, one recorder: the proxy's. Every name the command
+		// was answered is recorded once its Close returns.
 		rec := proxy.Recorder()
-		dns = serveResolver(p.Resolver(), spec, pol, proxy, func(string, uint16) *netpolicy.Recorder { return rec })
+		dns := serveResolver(lp.Resolver(), spec, pol, proxy, func(string, uint16) *netpolicy.Recorder { return rec })
+		p.cleanup.add(func() { closeResolver(dns) })
 	}
-	return &linuxProcess{p: p, ph: ph, proxy: proxy, dns: dns, cl: cl, td: td, git: git, ports: relay, published: published}, nil
+	p.wait = statusOf(lp.Wait)
+	p.signal, p.kill, p.pid = lp.Signal, lp.Kill, lp.Pid()
+	p.addReport(func(s *sections) {
+		if proxy != nil {
+			recordUnreachable(proxy.Recorder(), lp.Unreachable())
+			s.network = proxy.Recorder().Report()
+		}
+		s.published = published.report()
+		s.files, s.filesUnavailable = lp.Files()
+	})
+	return nil
+}
+
+// statusOf is a Linux backend's wait as a proc's.
+func statusOf(wait func() (code, sig int, err error)) func() (*Status, error) {
+	return func() (*Status, error) {
+		code, sig, err := wait()
+		if err != nil {
+			return nil, err
+		}
+		return &Status{Code: code, Signal: sig}, nil
+	}
 }
 
 // degradedEgress starts the allow-list proxy on the host's loopback for a
@@ -157,37 +173,40 @@ func serveEgress(pol *policy.Policy, p *linux.Process) (*netproxy.Server, error)
 }
 
 // prepareLinux is what a lone run and a session share before their
-// commands: stale placeholders swept, this policy's held (the caller
-// releases them with ph.Release and git.Release; with a pool, into it),
-// the private temporary directories made and held (td.Release), and the
+// commands: stale placeholders swept, this policy's held (their release
+// pushed on held; with a pool, into it), the private temporary
+// directories made and held (their release pushed on kept), and the
 // sandbox's spec with git writes applied; gh says what git's placeholders
-// were made for. The spec's Env is the caller's to set (td.Env).
-func prepareLinux(pol *policy.Policy, pool *linux.Pool) (ph *linux.Placeholders, spec *linux.Spec, git *linux.GitHeld, td *linux.TempDirs, gh gitHolds, err error) {
+// were made for. On an error the caller runs the stacks. The spec's Env
+// is the caller's to set (td.Env).
+func prepareLinux(pol *policy.Policy, pool *linux.Pool, held, kept *cleanupStack) (spec *linux.Spec, td *linux.TempDirs, gh gitHolds, err error) {
 	state := stateDir()
 	if state != "" {
 		linux.SweepPlaceholders(state)
 	}
-	if ph, err = linux.AcquirePooled(linux.HeldDirs(pol), state, pool); err != nil {
-		return nil, nil, nil, nil, gh, &StartError{Code: CodeSandboxFailure, Err: err}
+	ph, err := linux.AcquirePooled(linux.HeldDirs(pol), state, pool)
+	if err != nil {
+		return nil, nil, gh, &StartError{Code: CodeSandboxFailure, Err: err}
 	}
+	held.add(ph.Release)
 	if td, err = linux.PrepareTemps(pol); err != nil {
-		ph.Release()
-		return nil, nil, nil, nil, gh, &StartError{Code: CodeSandboxFailure, Err: err}
+		return nil, nil, gh, &StartError{Code: CodeSandboxFailure, Err: err}
 	}
+	kept.add(td.Release)
 	spec = linuxSpec(pol, ph)
 	applyNetworkOff(pol, spec)
 	applyTransparent(pol, spec)
 	td.Apply(spec)
 	spec.WritableRoots = append(spec.WritableRoots, td.Roots(pol, true)...)
-	if git, gh, err = applyGitWrites(pol, spec, state, pool); err != nil {
-		td.Release()
-		ph.Release()
-		return nil, nil, nil, nil, gh, &StartError{Code: CodeSandboxFailure, Err: err}
+	git, gh, err := applyGitWrites(pol, spec, state, pool)
+	if err != nil {
+		return nil, nil, gh, &StartError{Code: CodeSandboxFailure, Err: err}
 	}
+	held.add(git.Release)
 	if os.Getenv(fsReportEnv) != "0" {
 		spec.Files = fileRules(pol, spec)
 	}
-	return ph, spec, git, td, gh, nil
+	return spec, td, gh, nil
 }
 
 // linuxSpec is the sandbox for pol, without the command: a lone run adds
@@ -269,52 +288,6 @@ func landlockUsable() bool {
 	return err == nil && abi >= landlock.DefaultMinABI
 }
 
-type linuxProcess struct {
-	p     *linux.Process
-	ph    *linux.Placeholders
-	proxy *netproxy.Server   // nil without an allow-list or the network off
-	dns   *nameserver.Server // nil but with the network off
-	cl    *linux.CacheLayers
-	td    *linux.TempDirs
-	git   *linux.GitHeld
-	// ports carries the published ports and host ports (nil without
-	// them), published counts the former's connections.
-	ports     *portRelay
-	published *publishCounter
-}
-
-func (l *linuxProcess) publishedReport() []NetworkPublished { return l.published.report() }
-
-func (l *linuxProcess) Wait() (*Status, error) {
-	code, sig, err := l.p.Wait()
-	// The sandbox is gone: the published ports close on the host.
-	l.ports.Close()
-	if l.proxy != nil {
-		// The sandbox is gone: end its tunnels, and close the
-		// listeners, the last hold on its network namespace.
-		l.proxy.Close()
-	}
-	// Every name the command was answered is recorded once this returns.
-	closeResolver(l.dns)
-	if l.proxy != nil {
-		recordUnreachable(l.proxy.Recorder(), l.p.Unreachable())
-	}
-	l.ph.Release()
-	l.cl.Release()
-	l.td.Release()
-	l.git.Release()
-	if err != nil {
-		return nil, err
-	}
-	return &Status{Code: code, Signal: sig}, nil
-}
-
-func (l *linuxProcess) files() ([]fsreport.Denied, string) { return l.p.Files() }
-
-func (l *linuxProcess) Signal(s os.Signal) error { return l.p.Signal(s) }
-func (l *linuxProcess) pid() int                 { return l.p.Pid() }
-func (l *linuxProcess) Kill() error              { return l.p.Kill() }
-
 func doctor(pol *policy.Policy) *Report {
 	r := linuxDoctor(pol)
 	ns := strings.HasPrefix(r.Backend, "namespaces")
@@ -384,11 +357,4 @@ func cleanup(ctx context.Context, out io.Writer) error {
 		fmt.Fprintln(out, "agentbox: nothing to clean up")
 	}
 	return nil
-}
-
-func (l *linuxProcess) networkReport() netpolicy.Report {
-	if l.proxy == nil {
-		return netpolicy.Report{}
-	}
-	return l.proxy.Recorder().Report()
 }

@@ -28,7 +28,7 @@ import (
 func Main() {}
 
 // startElevated is set by the elevated-mode backend when it is linked in.
-var startElevated func(c *Cmd) (process, error)
+var startElevated func(c *Cmd, p *proc) error
 
 // preflightElevated is set with startElevated: the setup check, which
 // must pass before anything (the checks' state, the private temporary
@@ -44,18 +44,18 @@ func preflight(c *Cmd) error {
 	return nil
 }
 
-func start(c *Cmd) (process, error) {
+func start(c *Cmd, p *proc) error {
 	pol := c.Policy
 	if pol.Mode() != policy.DangerFullAccess && pol.Windows() == policy.Elevated {
 		if startElevated == nil {
-			return nil, &StartError{Code: CodeSandboxFailure, Err: fmt.Errorf(
+			return &StartError{Code: CodeSandboxFailure, Err: fmt.Errorf(
 				`windows elevated sandbox is not available in this build (set [windows] sandbox = "unelevated"): %w`, ErrUnsupported)}
 		}
-		return startElevated(c)
+		return startElevated(c, p)
 	}
 	dir, err := unelevated.StateDir()
 	if err != nil {
-		return nil, &StartError{Code: CodeSandboxFailure, Err: err}
+		return &StartError{Code: CodeSandboxFailure, Err: err}
 	}
 	var sb *unelevated.Sandbox
 	env := c.Env
@@ -66,20 +66,20 @@ func start(c *Cmd) (process, error) {
 		// run: their own SID, an allow for it and a Low label.
 		cs, err := unelevated.PlanCaches(pol, env)
 		if err != nil {
-			return nil, &StartError{Code: CodeSandboxFailure, Err: err}
+			return &StartError{Code: CodeSandboxFailure, Err: err}
 		}
 		if cs.Root != "" {
 			if err := os.MkdirAll(cs.Root, 0o700); err != nil {
-				return nil, &StartError{Code: CodeSandboxFailure, Err: fmt.Errorf("tool caches: %w", err)}
+				return &StartError{Code: CodeSandboxFailure, Err: fmt.Errorf("tool caches: %w", err)}
 			}
 			pol = unelevated.WithCaches(pol, cs)
 			env = unelevated.CacheEnv(env, cs)
 		}
 		if pol, env, err = privateTemp(pol, env); err != nil {
-			return nil, &StartError{Code: CodeSandboxFailure, Err: err}
+			return &StartError{Code: CodeSandboxFailure, Err: err}
 		}
 		if sb, err = unelevated.Prepare(pol, dir); err != nil {
-			return nil, &StartError{Code: CodeSandboxFailure, Err: err}
+			return &StartError{Code: CodeSandboxFailure, Err: err}
 		}
 		if n := len(sb.ACL.Modified); n > 0 {
 			c.diag("granted the sandbox SID access on %d path(s) (first run for these roots; later runs only check)", n)
@@ -95,32 +95,31 @@ func start(c *Cmd) (process, error) {
 	}
 	proxy, proxyEnv, err := windowsEgress(pol, c.Env)
 	if err != nil {
-		return nil, &StartError{Code: CodeSandboxFailure, Err: err}
+		return &StartError{Code: CodeSandboxFailure, Err: err}
+	}
+	if proxy != nil {
+		p.proxied(proxy)
 	}
 	sio, err := newStdio(c, pol.Mode() != policy.DangerFullAccess)
 	if err != nil {
-		closeProxy(proxy)
-		return nil, &StartError{Code: CodeSandboxFailure, Err: err}
+		return &StartError{Code: CodeSandboxFailure, Err: err}
 	}
-	p, err := sb.Start(pol, unelevated.Spec{
+	wp, err := sb.Start(pol, unelevated.Spec{
 		Path: c.Path, Args: c.Args, Env: env, Dir: c.workDir(), ProxyEnv: proxyEnv,
 		Stdin: sio.handles[0], Stdout: sio.handles[1], Stderr: sio.handles[2],
 	})
 	sio.closeChildEnds()
 	if err != nil {
 		sio.abort()
-		closeProxy(proxy)
-		return nil, &StartError{Code: exitcode.Classify(err), Err: err}
+		return &StartError{Code: exitcode.Classify(err), Err: err}
 	}
-	if l := p.JobLimits(); pol.Mode() != policy.DangerFullAccess && !l.UI && !winapi.IsWine() {
+	if l := wp.JobLimits(); pol.Mode() != policy.DangerFullAccess && !l.UI && !winapi.IsWine() {
 		c.diag("%s", l)
 	}
 	sio.startCopies()
-	wp := &winProcess{p: p, io: sio, waitDelay: c.WaitDelay}
-	if proxy != nil {
-		return &proxiedProcess{process: wp, proxy: proxy}, nil
-	}
-	return wp, nil
+	w := &winProcess{p: wp, io: sio, waitDelay: c.WaitDelay}
+	p.wait, p.signal, p.kill, p.pid = w.Wait, w.Signal, wp.Kill, int(wp.Pid())
+	return nil
 }
 
 // privateTemp creates the workspace's private temporary directory, makes
@@ -268,6 +267,7 @@ func (s *stdio) abort() {
 	}
 }
 
+// winProcess is an unelevated run's process and its stdio relay.
 type winProcess struct {
 	p         *unelevated.Proc
 	io        *stdio
@@ -314,9 +314,6 @@ func (w *winProcess) Signal(sig os.Signal) error {
 	}
 	return fmt.Errorf("signal %v on windows: %w", sig, ErrUnsupported)
 }
-
-func (w *winProcess) Kill() error { return w.p.Kill() }
-func (w *winProcess) pid() int    { return int(w.p.Pid()) }
 
 func doctor(pol *policy.Policy) *Report {
 	r := &Report{OS: "windows", CanSandbox: true}

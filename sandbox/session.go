@@ -3,11 +3,8 @@ package sandbox
 import (
 	"context"
 	"errors"
-	"runtime"
 	"sync"
 
-	"github.com/agentbox/agentbox/internal/fsreport"
-	"github.com/agentbox/agentbox/internal/netpolicy"
 	"github.com/agentbox/agentbox/policy"
 )
 
@@ -113,7 +110,9 @@ type Session struct {
 
 // sessionImpl is a backend's prepared sandbox.
 type sessionImpl interface {
-	start(c *Cmd) (process, error)
+	// start starts c in the prepared sandbox, filling p and pushing
+	// what the command holds on p.cleanup.
+	start(c *Cmd, p *proc) error
 	close() error
 	// done is closed when the prepared sandbox has ended, expectedly or
 	// not.
@@ -231,7 +230,7 @@ func (s *Session) Command(ctx context.Context, name string, args ...string) *Cmd
 	return c
 }
 
-func (s *Session) start(c *Cmd) (process, error) {
+func (s *Session) start(c *Cmd, p *proc) error {
 	s.mu.Lock()
 	closed := s.closed
 	// The prepared sandbox of the command's policy; a policy widened for
@@ -243,17 +242,15 @@ func (s *Session) start(c *Cmd) (process, error) {
 	}
 	s.mu.Unlock()
 	if closed {
-		return nil, &StartError{Code: CodeSandboxFailure, Err: ErrSessionClosed}
+		return &StartError{Code: CodeSandboxFailure, Err: ErrSessionClosed}
 	}
 	if impl == nil {
-		return start(c)
+		return start(c, p)
 	}
-	p, err := impl.start(c)
-	if err != nil {
-		s.left(impl)
-		return nil, err
-	}
-	return &sessionCmd{process: p, end: func() { s.left(impl) }}, nil
+	// The first step pushed is the last run: the command's own releases
+	// (into impl's pool) come before impl may be closed.
+	p.cleanup.add(func() { s.left(impl) })
+	return impl.start(c, p)
 }
 
 // left is a command of impl gone (or never started): an earlier prepared
@@ -282,41 +279,6 @@ func (s *Session) retire(impl sessionImpl) bool {
 		}
 	}
 	return false
-}
-
-// sessionCmd is a command of a prepared sandbox of the session, which
-// tells the session when it is gone.
-type sessionCmd struct {
-	process
-	once sync.Once
-	end  func()
-}
-
-func (p *sessionCmd) Wait() (*Status, error) {
-	st, err := p.process.Wait()
-	p.once.Do(p.end)
-	return st, err
-}
-
-func (p *sessionCmd) networkReport() netpolicy.Report {
-	if r, ok := p.process.(networkReporter); ok {
-		return r.networkReport()
-	}
-	return netpolicy.Report{}
-}
-
-func (p *sessionCmd) files() ([]fsreport.Denied, string) {
-	if r, ok := p.process.(filesystemReporter); ok {
-		return r.files()
-	}
-	return nil, "refused file operations are not observed on " + runtime.GOOS
-}
-
-func (p *sessionCmd) publishedReport() []NetworkPublished {
-	if r, ok := p.process.(publishedReporter); ok {
-		return r.publishedReport()
-	}
-	return nil
 }
 
 // Close ends the session: commands still running are killed with their

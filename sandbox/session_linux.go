@@ -4,10 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"os"
 	"sync"
 
-	"github.com/agentbox/agentbox/internal/fsreport"
 	"github.com/agentbox/agentbox/internal/linux"
 	"github.com/agentbox/agentbox/internal/nameserver"
 	"github.com/agentbox/agentbox/internal/netpolicy"
@@ -45,7 +43,7 @@ type linuxSession struct {
 	// commands, to one of which a connection is counted (see
 	// portCounters).
 	ports  *portRelay
-	active map[*sessionProcess]bool
+	active map[*sessionCommand]bool
 
 	state string
 	held  []linux.HeldDir // the policy's, as a lone run holds them
@@ -68,45 +66,42 @@ func newSession(pol *policy.Policy, init string) (sessionImpl, error) {
 	if pol.Mode() == policy.WorkspaceWrite {
 		pool = linux.NewPool(state)
 	}
-	ph, spec, git, td, gh, err := prepareLinux(pol, pool)
-	if err != nil {
-		pool.Close()
+	// undo releases what the session would hold for its life, if it
+	// does not start; built, the policy's placeholders, once the
+	// zygote has built the root.
+	var undo, built cleanupStack
+	undo.add(pool.Close)
+	fail := func(err error) (sessionImpl, error) {
+		built.run()
+		undo.run()
 		return nil, err
 	}
-	held := linux.HeldDirs(pol)
-	release := func() {
-		git.Release()
-		ph.Release()
+	spec, td, gh, err := prepareLinux(pol, pool, &built, &undo)
+	if err != nil {
+		return fail(err)
 	}
+	held := linux.HeldDirs(pol)
 	// The published ports' listeners on the host, before the sandbox:
 	// a port in use fails the session at once.
 	relay, err := listenPublished(pol)
 	if err != nil {
-		td.Release()
-		release()
-		pool.Close()
-		return nil, err
+		return fail(err)
 	}
+	undo.add(relay.Close)
 	cl, err := applyCaches(pol, spec, true)
 	if err != nil {
-		relay.Close()
-		td.Release()
-		release()
-		pool.Close()
-		return nil, &StartError{Code: CodeSandboxFailure, Err: err}
+		return fail(&StartError{Code: CodeSandboxFailure, Err: err})
 	}
+	undo.add(cl.Release)
 	spec.Init = init
 	// The mounter also masks what a hiding rule matches that was not
 	// there when the session began (or was replaced on the host since,
 	// which took its mask away).
 	spec.BindPerCommand = len(held) > 0 || len(gh.dirs) > 0 || len(gh.files) > 0 || len(pol.HideRules()) > 0
 	z, err := linux.StartSession(spec)
-	release()
+	built.run()
 	if err != nil {
-		relay.Close()
-		cl.Release()
-		td.Release()
-		pool.Close()
+		undo.run()
 		var nu *linux.NoUsernsError
 		if errors.As(err, &nu) {
 			// Degraded mode: each command starts (or is refused) on
@@ -122,7 +117,7 @@ func newSession(pol *policy.Policy, init string) (sessionImpl, error) {
 		return nil, startError(err)
 	}
 	l := &linuxSession{z: z, cl: cl, td: td, pol: pol, state: state, held: held, git: gh, writable: map[string]bool{}, pool: pool,
-		running: map[uint32]*netpolicy.Recorder{}, active: map[*sessionProcess]bool{}}
+		running: map[uint32]*netpolicy.Recorder{}, active: map[*sessionCommand]bool{}}
 	for _, m := range spec.Mounts {
 		l.writable[m.Path] = m.Kind == linux.Pin || m.Kind == linux.BindWritable
 	}
@@ -175,7 +170,7 @@ func (l *linuxSession) portCounters() (*netpolicy.Recorder, *publishCounter) {
 		return nil, nil
 	}
 	for sp := range l.active {
-		return sp.recorder(), sp.published
+		return sp.rec, sp.published
 	}
 	return nil, nil
 }
@@ -202,92 +197,106 @@ func (l *linuxSession) recorder(network string, port uint16) *netpolicy.Recorder
 	return nil
 }
 
-func (l *linuxSession) start(c *Cmd) (process, error) {
-	// What a lone run would hold, held for this command alone.
+func (l *linuxSession) start(c *Cmd, p *proc) error {
+	// What a lone run would hold, held for this command alone; released
+	// once it has ended, with everything it started (its pid namespace
+	// is gone when the wait returns), so that nothing is left on the
+	// host.
 	ph, err := linux.AcquirePooled(l.held, l.state, l.pool)
 	if err != nil {
-		return nil, &StartError{Code: CodeSandboxFailure, Err: err}
+		return &StartError{Code: CodeSandboxFailure, Err: err}
 	}
+	p.cleanup.add(ph.Release)
 	git, err := l.git.hold(l.state, l.pool)
 	if err != nil {
-		ph.Release()
-		return nil, &StartError{Code: CodeSandboxFailure, Err: err}
+		return &StartError{Code: CodeSandboxFailure, Err: err}
 	}
+	p.cleanup.add(git.Release)
 	var bind []linux.HeldPath
 	for _, h := range append(ph.Held(), git.Held()...) {
 		if !l.writable[h.Path] {
 			bind = append(bind, h)
 		}
 	}
-	sp := &sessionProcess{ph: ph, git: git}
+	sc := &sessionCommand{session: l}
 	var onID func(uint32)
 	if l.proxy != nil && !l.off {
 		// The command's part of the session's allow-list proxy, made
 		// before it starts: its look-ups and transparent connections
 		// (by its sockets' ports, as with the network off) and its
-		// proxy requests go to its recorder.
-		sp.scope = l.proxy.NewScope()
+		// proxy requests go to its recorder. Once its tree is gone,
+		// closing the scope closes its listeners and ends its
+		// tunnels; once Close returns, its report is complete.
+		sc.scope = l.proxy.NewScope()
+		p.cleanup.addErr(sc.scope.Close)
 	}
-	if l.off || sp.scope != nil {
+	if l.off || sc.scope != nil {
 		// Known by its id before it starts: what it asks at once is
-		// its own.
-		sp.session, sp.rec = l, netpolicy.NewRecorder()
-		if sp.scope != nil {
-			sp.rec = sp.scope.Recorder()
+		// its own. With the network off, rec is the command's
+		// recorder, which the session's name server and refusing
+		// proxy find by id among the session's running commands.
+		sc.rec = netpolicy.NewRecorder()
+		if sc.scope != nil {
+			sc.rec = sc.scope.Recorder()
 		}
 		onID = func(id uint32) {
-			sp.id = id
 			l.mu.Lock()
-			l.running[id] = sp.rec
+			sc.id = id
+			l.running[id] = sc.rec
 			l.mu.Unlock()
 		}
 	}
+	// Out of the session's running commands once it has ended: every
+	// answer it got was recorded before it was sent.
+	p.cleanup.add(sc.forget)
 	// The hiding rules again, for what exists now: the zygote masks
 	// what is not masked yet.
 	hidden, err := l.pol.HiddenNow()
 	if err != nil {
-		sp.forget()
-		git.Release()
-		ph.Release()
-		return nil, &StartError{Code: CodeSandboxFailure, Err: err}
+		return &StartError{Code: CodeSandboxFailure, Err: err}
 	}
 	hides, _ := linux.HidePlan(hidden, l.pol.WritableRoots())
-	p, err := l.z.Start(c.Path, c.Args, l.td.Env(l.pol, c.Env, true), c.workDir(), c.stdio(), bind, hides, onID)
+	sp, err := l.z.Start(c.Path, c.Args, l.td.Env(l.pol, c.Env, true), c.workDir(), c.stdio(), bind, hides, onID)
 	if err != nil {
-		sp.forget()
-		if sp.scope != nil {
-			sp.scope.Close()
-		}
-		git.Release()
-		ph.Release()
-		return nil, startError(err)
+		return startError(err)
 	}
-	sp.p = p
-	if sp.scope != nil {
+	p.wait = statusOf(sp.Wait)
+	// pid: the session's init started the command; agentbox has no
+	// process of its own for it.
+	p.signal, p.kill, p.pid = sp.Signal, sp.Kill, 0
+	p.addReport(func(s *sections) {
+		if sc.rec != nil {
+			recordUnreachable(sc.rec, sp.Unreachable())
+			s.network = sc.rec.Report()
+		}
+		s.published = sc.published.report()
+		s.files, s.filesUnavailable = sp.Files()
+	})
+	if sc.scope != nil {
 		// The command's own listeners in the session's network
 		// namespace, which its proxy variables name, served in a
 		// scope of the session's proxy: its report holds its own
 		// decisions, whatever the session's other commands do at the
 		// same time.
-		lns := p.ProxyListeners()
+		lns := sp.ProxyListeners()
 		if len(lns) != 2 {
 			for _, ln := range lns {
 				ln.Close()
 			}
-			p.Kill()
-			sp.Wait()
-			return nil, startError(fmt.Errorf("the session's sandbox handed over %d proxy listeners for the command, want 2", len(lns)))
+			sp.Kill()
+			p.Wait()
+			return startError(fmt.Errorf("the session's sandbox handed over %d proxy listeners for the command, want 2", len(lns)))
 		}
-		go sp.scope.ServeHTTPProxy(lns[0])
-		go sp.scope.ServeSOCKS(lns[1])
+		go sc.scope.ServeHTTPProxy(lns[0])
+		go sc.scope.ServeSOCKS(lns[1])
 	}
 	if l.ports != nil {
-		sp.session, sp.published = l, &publishCounter{}
+		sc.published = &publishCounter{}
 		l.mu.Lock()
-		l.active[sp] = true
+		l.active[sc] = true
 		l.mu.Unlock()
 	}
-	return sp, nil
+	return nil
 }
 
 func (l *linuxSession) done() <-chan struct{} { return l.z.Done() }
@@ -313,43 +322,21 @@ func (l *linuxSession) close() error {
 	return err
 }
 
-type sessionProcess struct {
-	p     *linux.SessionProcess
-	scope *netproxy.Scope // the command's part of the session's allow-list proxy; nil without one
-	// What the command's start held; released once it has ended, with
-	// everything it started (its pid namespace is gone when Wait
-	// returns), so that nothing is left on the host.
-	ph  *linux.Placeholders
-	git *linux.GitHeld
-	// With the network off, rec is the command's recorder, which the
-	// session's name server and refusing proxy find by id among the
-	// session's running commands.
-	rec     *netpolicy.Recorder
+// sessionCommand is what the session knows of one of its running
+// commands: where its network decisions and published ports'
+// connections are counted.
+type sessionCommand struct {
 	session *linuxSession
+	scope   *netproxy.Scope // the command's part of the session's allow-list proxy; nil without one
+	rec     *netpolicy.Recorder
 	id      uint32
 	// published counts the session's published ports' connections
 	// while the command runs alone (see portCounters).
 	published *publishCounter
 }
 
-// recorder is the command's own network recorder.
-func (s *sessionProcess) recorder() *netpolicy.Recorder {
-	switch {
-	case s.rec != nil:
-		return s.rec
-	case s.scope != nil:
-		return s.scope.Recorder()
-	}
-	return nil
-}
-
-func (s *sessionProcess) publishedReport() []NetworkPublished { return s.published.report() }
-
 // forget takes the command out of its session's running ones.
-func (s *sessionProcess) forget() {
-	if s.session == nil {
-		return
-	}
+func (s *sessionCommand) forget() {
 	s.session.mu.Lock()
 	if s.rec != nil && s.session.running[s.id] == s.rec {
 		delete(s.session.running, s.id)
@@ -357,40 +344,3 @@ func (s *sessionProcess) forget() {
 	delete(s.session.active, s)
 	s.session.mu.Unlock()
 }
-
-func (s *sessionProcess) Wait() (*Status, error) {
-	code, sig, err := s.p.Wait()
-	s.git.Release()
-	s.ph.Release()
-	// The command's tree is gone, and every answer it got was recorded
-	// before it was sent.
-	s.forget()
-	if s.rec != nil {
-		recordUnreachable(s.rec, s.p.Unreachable())
-	}
-	if s.scope != nil {
-		// The command's tree is gone: close its listeners and end its
-		// tunnels; once Close returns, its report is complete.
-		s.scope.Close()
-	}
-	if err != nil {
-		return nil, err
-	}
-	return &Status{Code: code, Signal: sig}, nil
-}
-
-func (s *sessionProcess) networkReport() netpolicy.Report {
-	if r := s.recorder(); r != nil {
-		return r.Report()
-	}
-	return netpolicy.Report{}
-}
-
-func (s *sessionProcess) files() ([]fsreport.Denied, string) { return s.p.Files() }
-
-func (s *sessionProcess) Signal(sig os.Signal) error { return s.p.Signal(sig) }
-
-// pid: the session's init started the command; agentbox has no process
-// of its own for it.
-func (s *sessionProcess) pid() int    { return 0 }
-func (s *sessionProcess) Kill() error { return s.p.Kill() }
