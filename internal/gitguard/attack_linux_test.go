@@ -532,3 +532,33 @@ func TestGuardWatchMissingRoot(t *testing.T) {
 		time.Sleep(30 * time.Millisecond)
 	}
 }
+
+// TestGuardEmptyDotGit: an empty .git made during the window (agentbox's
+// own placeholder for a missing one, from a session being prepared) is
+// left alone; filled in a later window, it is moved aside.
+func TestGuardEmptyDotGit(t *testing.T) {
+	ws, state := t.TempDir(), t.TempDir()
+	fakeRepo(t, filepath.Join(ws, ".git"))
+	pol := nestedPolicy(ws, false, false, filepath.Join(ws, ".git"))
+	sub := filepath.Join(ws, "sub")
+	must(t, os.MkdirAll(sub, 0o755))
+	time.Sleep(30 * time.Millisecond)
+	g, err := Begin(pol, state)
+	must(t, err)
+	must(t, os.Mkdir(filepath.Join(sub, ".git"), 0o555))
+	notes, err := g.End()
+	must(t, err)
+	if _, err := os.Stat(filepath.Join(sub, ".git")); err != nil {
+		t.Fatalf("the empty .git was moved (%v); notes %q", err, notes)
+	}
+	time.Sleep(30 * time.Millisecond)
+	g, err = Begin(pol, state)
+	must(t, err)
+	must(t, os.Chmod(filepath.Join(sub, ".git"), 0o755))
+	fakeRepo(t, filepath.Join(sub, ".git"))
+	notes, err = g.End()
+	must(t, err)
+	if _, err := os.Lstat(filepath.Join(sub, ".git")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a .git filled in a later window stayed (%v); notes %q", err, notes)
+	}
+}

@@ -298,7 +298,9 @@ func (s *scan) dotGit(d *dir, name string) {
 			why = "the command made or changed it"
 		}
 	case st.born(s.since):
-		why = "the command made it"
+		if !emptyDir(d, name) {
+			why = "the command made it"
+		}
 	default:
 		g, restore, err := d.open(name)
 		if err != nil {
@@ -551,4 +553,22 @@ func hashLenOf(d *dir) int {
 		}
 	}
 	return 20
+}
+
+// emptyDir reports whether name in d is a directory with nothing in it.
+// Git finds nothing there to obey (it is no git directory, and git looks
+// further up), and it is what agentbox itself puts at a missing .git: a
+// session being prepared, or a neighbour run, makes one while this
+// window is open, and may take it away again at any moment. A command
+// that fills it later does so in a window of its own, which sees a git
+// directory changed.
+func emptyDir(d *dir, name string) bool {
+	g, restore, err := d.open(name)
+	if err != nil {
+		return false
+	}
+	defer restore()
+	defer g.close()
+	ents, err := g.entries()
+	return err == nil && len(ents) == 0
 }
