@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -79,56 +80,11 @@ func applyHide(i int, h Hide) error {
 	}
 	// What stays readable, copied from the sandbox's view before the
 	// mask covers it.
-	type kept struct {
-		rel  string
-		tree int
-		link string
-		dir  bool
+	keep, err := keepReopened(h, newRoot, func(r string) (int, error) { return openNoFollow(newRoot, r, unix.O_NOFOLLOW) })
+	if err != nil {
+		return err
 	}
-	var keep []kept
-	defer func() {
-		for _, k := range keep {
-			if k.tree > 0 {
-				unix.Close(k.tree)
-			}
-		}
-	}()
-	for _, r := range h.Reopen {
-		rel := strings.TrimPrefix(r, h.Path+"/")
-		if rel == r || rel == "" {
-			return fmt.Errorf("re-opened %s is not inside it", r)
-		}
-		var rst unix.Stat_t
-		if err := unix.Lstat(newRoot+r, &rst); err != nil {
-			if errors.Is(err, unix.ENOENT) {
-				continue
-			}
-			return &os.PathError{Op: "lstat", Path: r, Err: err}
-		}
-		k := kept{rel: rel}
-		switch rst.Mode & unix.S_IFMT {
-		case unix.S_IFLNK:
-			// The same link, made anew: it leads where the host's
-			// leads, through the masks like any other path.
-			l, err := os.Readlink(newRoot + r)
-			if err != nil {
-				return err
-			}
-			k.link = l
-		default:
-			fd, err := openNoFollow(newRoot, r, unix.O_NOFOLLOW)
-			if err != nil {
-				return err
-			}
-			k.tree, err = unix.OpenTree(fd, "", unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_EMPTY_PATH|unix.AT_RECURSIVE)
-			unix.Close(fd)
-			if err != nil {
-				return &os.PathError{Op: "open_tree", Path: r, Err: err}
-			}
-			k.dir = rst.Mode&unix.S_IFMT == unix.S_IFDIR
-		}
-		keep = append(keep, k)
-	}
+	defer closeKept(keep)
 	// A directory of its own, with a mount point (or the link) for each
 	// entry kept.
 	if err := os.Mkdir(src, 0o755); err != nil {
@@ -410,53 +366,11 @@ func newMaskTmpfs(mode string) (int, error) {
 // directory hidden whole): the entries bound from what the sandbox shows
 // there now, or recreated as the same links.
 func maskLateReopen(h Hide, fd int) error {
-	type kept struct {
-		rel  string
-		tree int
-		link string
-		dir  bool
+	keep, err := keepReopened(h, "", openStrict)
+	if err != nil {
+		return err
 	}
-	var keep []kept
-	defer func() {
-		for _, k := range keep {
-			if k.tree > 0 {
-				unix.Close(k.tree)
-			}
-		}
-	}()
-	for _, r := range h.Reopen {
-		rel := strings.TrimPrefix(r, h.Path+"/")
-		if rel == r || rel == "" || strings.Contains(rel, "..") {
-			return fmt.Errorf("re-opened %s is not inside it", r)
-		}
-		var rst unix.Stat_t
-		if err := unix.Lstat(r, &rst); err != nil {
-			if errors.Is(err, unix.ENOENT) {
-				continue
-			}
-			return &os.PathError{Op: "lstat", Path: r, Err: err}
-		}
-		k := kept{rel: rel}
-		if rst.Mode&unix.S_IFMT == unix.S_IFLNK {
-			l, err := os.Readlink(r)
-			if err != nil {
-				return err
-			}
-			k.link = l
-		} else {
-			rfd, err := openStrict(r)
-			if err != nil {
-				return err
-			}
-			k.tree, err = unix.OpenTree(rfd, "", unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_EMPTY_PATH|unix.AT_RECURSIVE)
-			unix.Close(rfd)
-			if err != nil {
-				return &os.PathError{Op: "open_tree", Path: r, Err: err}
-			}
-			k.dir = rst.Mode&unix.S_IFMT == unix.S_IFDIR
-		}
-		keep = append(keep, k)
-	}
+	defer closeKept(keep)
 	mode := "0755"
 	if len(h.Reopen) == 0 {
 		mode = "0555" // as the template: nothing may be made in it
@@ -511,4 +425,70 @@ func maskLateReopen(h Hide, fd int) error {
 	}
 	// Read-only last: nothing may be added to the mask.
 	return setAttr(mfd, h.Path, maskAttrs, false)
+}
+
+// kept is an entry of a hidden directory that stays readable (one of its
+// Reopen paths): a link, made anew in the mask, or a detached clone of
+// the mount tree the sandbox shows there, moved onto the mask's mount
+// point for it.
+type kept struct {
+	rel  string // below the hidden directory
+	tree int    // the clone (0 for a link)
+	link string
+	dir  bool
+}
+
+// keepReopened collects h's re-opened entries as the sandbox shows them
+// at root+path, before the mask covers them; open opens root+path without
+// following a link. A missing entry is skipped. The caller closes the
+// clones (closeKept).
+func keepReopened(h Hide, root string, open func(path string) (int, error)) (keep []kept, err error) {
+	defer func() {
+		if err != nil {
+			closeKept(keep)
+			keep = nil
+		}
+	}()
+	for _, r := range h.Reopen {
+		rel := strings.TrimPrefix(r, h.Path+"/")
+		if rel == r || rel == "" || slices.Contains(strings.Split(rel, "/"), "..") {
+			return keep, fmt.Errorf("re-opened %s is not inside it", r)
+		}
+		var rst unix.Stat_t
+		if err := unix.Lstat(root+r, &rst); err != nil {
+			if errors.Is(err, unix.ENOENT) {
+				continue
+			}
+			return keep, &os.PathError{Op: "lstat", Path: r, Err: err}
+		}
+		k := kept{rel: rel}
+		if rst.Mode&unix.S_IFMT == unix.S_IFLNK {
+			// The same link, made anew: it leads where the host's
+			// leads, through the masks like any other path.
+			if k.link, err = os.Readlink(root + r); err != nil {
+				return keep, err
+			}
+		} else {
+			fd, err := open(r)
+			if err != nil {
+				return keep, err
+			}
+			k.tree, err = unix.OpenTree(fd, "", unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_EMPTY_PATH|unix.AT_RECURSIVE)
+			unix.Close(fd)
+			if err != nil {
+				return keep, &os.PathError{Op: "open_tree", Path: r, Err: err}
+			}
+			k.dir = rst.Mode&unix.S_IFMT == unix.S_IFDIR
+		}
+		keep = append(keep, k)
+	}
+	return keep, nil
+}
+
+func closeKept(keep []kept) {
+	for _, k := range keep {
+		if k.tree > 0 {
+			unix.Close(k.tree)
+		}
+	}
 }
