@@ -175,6 +175,19 @@ type NetworkDenied struct {
 // caller that writes a report for every command, including those whose
 // Start failed (then exitCode is the [StartError]'s Code).
 func NewRunReport(pol *policy.Policy, exitCode int) *RunReport {
+	r := newRunReport(pol, exitCode)
+	if pol != nil {
+		// What this process's environment loses: the CLI's own runs,
+		// through the helper or not, pass it whole to the command.
+		_, wh := pol.FilterEnv(os.Environ())
+		r.Environment.Withheld = nonNil(wh)
+	}
+	return r
+}
+
+// newRunReport is NewRunReport without the environment's section, for a
+// Cmd that filtered its own environment at Start.
+func newRunReport(pol *policy.Policy, exitCode int) *RunReport {
 	mode := NetworkOff
 	switch {
 	case pol != nil && pol.AllowList() != nil:
@@ -186,10 +199,6 @@ func NewRunReport(pol *policy.Policy, exitCode int) *RunReport {
 		Filesystem: &FilesystemReport{Denied: []FilesystemDenied{}}, pol: pol}
 	r.Environment = &EnvironmentReport{Withheld: []string{}}
 	if pol != nil {
-		// What this process's environment loses: the CLI's own runs,
-		// through the helper or not, pass it whole to the command.
-		_, wh := pol.FilterEnv(os.Environ())
-		r.Environment.Withheld = nonNil(wh)
 		for _, t := range pol.PrivateTemps() {
 			r.Tmp = append(r.Tmp, TmpDir{Path: t.Path, Host: t.Dir})
 		}

@@ -413,7 +413,7 @@ func (c *Cmd) Wait() error {
 	if gerr != nil {
 		code = CodeSandboxFailure
 	}
-	c.Report = NewRunReport(c.Policy, code)
+	c.Report = newRunReport(c.Policy, code)
 	c.Report.Environment.Withheld = nonNil(c.withheld)
 	sec := c.proc.sections
 	c.Report.addNetwork(sec.network)
