@@ -47,13 +47,11 @@ func preparePorts(spec *Spec, cmd *exec.Cmd) (*proxySocket, error) {
 	if spec.Degraded || spec.Network {
 		return nil, errors.New("published ports and host ports need the sandbox's own network namespace")
 	}
-	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	s, fd, err := inheritSocketpair(cmd, unix.SOCK_SEQPACKET, "ports")
 	if err != nil {
-		return nil, &os.SyscallError{Syscall: "socketpair", Err: err}
+		return nil, err
 	}
-	s := &proxySocket{parent: os.NewFile(uintptr(fds[0]), "ports-parent"), child: os.NewFile(uintptr(fds[1]), "ports-child")}
-	cmd.ExtraFiles = append(cmd.ExtraFiles, s.child)
-	spec.PortsFD = 3 + len(cmd.ExtraFiles) - 1
+	spec.PortsFD = fd
 	return s, nil
 }
 

@@ -47,14 +47,24 @@ func prepareHandover(spec *Spec, cmd *exec.Cmd) (*proxySocket, error) {
 	if spec.Degraded || spec.Network {
 		return nil, errors.New("the sandbox's proxy and name server need the sandbox's own network namespace")
 	}
-	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	s, fd, err := inheritSocketpair(cmd, unix.SOCK_STREAM, "proxy")
 	if err != nil {
-		return nil, &os.SyscallError{Syscall: "socketpair", Err: err}
+		return nil, err
 	}
-	s := &proxySocket{parent: os.NewFile(uintptr(fds[0]), "proxy-parent"), child: os.NewFile(uintptr(fds[1]), "proxy-child")}
-	cmd.ExtraFiles = append(cmd.ExtraFiles, s.child)
-	spec.ProxyFD = 3 + len(cmd.ExtraFiles) - 1
+	spec.ProxyFD = fd
 	return s, nil
+}
+
+// inheritSocketpair makes a socketpair of typ and adds its child end to
+// cmd's inherited files; fd is the child end's number in the stage.
+func inheritSocketpair(cmd *exec.Cmd, typ int, name string) (s *proxySocket, fd int, err error) {
+	fds, err := unix.Socketpair(unix.AF_UNIX, typ|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, 0, &os.SyscallError{Syscall: "socketpair", Err: err}
+	}
+	s = &proxySocket{parent: os.NewFile(uintptr(fds[0]), name+"-parent"), child: os.NewFile(uintptr(fds[1]), name+"-child")}
+	cmd.ExtraFiles = append(cmd.ExtraFiles, s.child)
+	return s, 3 + len(cmd.ExtraFiles) - 1, nil
 }
 
 func (s *proxySocket) closeChildEnd() {
@@ -389,59 +399,48 @@ func listenersOf(fds []int) ([]net.Listener, error) {
 
 // listenLoopback6 is listenLoopback on ::1 (IPv6 only).
 func listenLoopback6() (int, int, error) {
-	fd, err := unix.Socket(unix.AF_INET6, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		return -1, 0, &os.SyscallError{Syscall: "socket", Err: err}
-	}
-	if err := unix.SetsockoptInt(fd, unix.IPPROTO_IPV6, unix.IPV6_V6ONLY, 1); err != nil {
-		unix.Close(fd)
-		return -1, 0, &os.SyscallError{Syscall: "setsockopt(IPV6_V6ONLY)", Err: err}
-	}
-	if err := unix.Bind(fd, &unix.SockaddrInet6{Addr: netip.IPv6Loopback().As16()}); err != nil {
-		unix.Close(fd)
-		return -1, 0, &os.SyscallError{Syscall: "bind(::1)", Err: err}
-	}
-	if err := unix.Listen(fd, 256); err != nil {
-		unix.Close(fd)
-		return -1, 0, &os.SyscallError{Syscall: "listen", Err: err}
-	}
-	sa, err := unix.Getsockname(fd)
-	if err != nil {
-		unix.Close(fd)
-		return -1, 0, &os.SyscallError{Syscall: "getsockname", Err: err}
-	}
-	in, ok := sa.(*unix.SockaddrInet6)
-	if !ok {
-		unix.Close(fd)
-		return -1, 0, errors.New("getsockname: not an IPv6 address")
-	}
-	return fd, in.Port, nil
+	return listenTCP(unix.AF_INET6, &unix.SockaddrInet6{Addr: netip.IPv6Loopback().As16()}, "::1")
 }
 
 // listenLoopback opens a TCP listener on 127.0.0.1 with a port of the
 // kernel's choosing. Not SO_REUSEPORT: nobody else may bind the port.
 func listenLoopback() (int, int, error) {
-	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	return listenTCP(unix.AF_INET, &unix.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}, "127.0.0.1")
+}
+
+// listenTCP opens a TCP listener of family at addr (port 0: the
+// kernel's choice; an AF_INET6 one IPv6 only) and returns it with its
+// port.
+func listenTCP(family int, addr unix.Sockaddr, name string) (int, int, error) {
+	fd, err := unix.Socket(family, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return -1, 0, &os.SyscallError{Syscall: "socket", Err: err}
 	}
-	if err := unix.Bind(fd, &unix.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+	fail := func(call string, err error) (int, int, error) {
 		unix.Close(fd)
-		return -1, 0, &os.SyscallError{Syscall: "bind(127.0.0.1)", Err: err}
+		return -1, 0, &os.SyscallError{Syscall: call, Err: err}
+	}
+	if family == unix.AF_INET6 {
+		if err := unix.SetsockoptInt(fd, unix.IPPROTO_IPV6, unix.IPV6_V6ONLY, 1); err != nil {
+			return fail("setsockopt(IPV6_V6ONLY)", err)
+		}
+	}
+	if err := unix.Bind(fd, addr); err != nil {
+		return fail("bind("+name+")", err)
 	}
 	if err := unix.Listen(fd, 256); err != nil {
-		unix.Close(fd)
-		return -1, 0, &os.SyscallError{Syscall: "listen", Err: err}
+		return fail("listen", err)
 	}
 	sa, err := unix.Getsockname(fd)
 	if err != nil {
-		unix.Close(fd)
-		return -1, 0, &os.SyscallError{Syscall: "getsockname", Err: err}
+		return fail("getsockname", err)
 	}
-	in, ok := sa.(*unix.SockaddrInet4)
-	if !ok {
-		unix.Close(fd)
-		return -1, 0, errors.New("getsockname: not an IPv4 address")
+	switch in := sa.(type) {
+	case *unix.SockaddrInet4:
+		return fd, in.Port, nil
+	case *unix.SockaddrInet6:
+		return fd, in.Port, nil
 	}
-	return fd, in.Port, nil
+	unix.Close(fd)
+	return -1, 0, errors.New("getsockname: not an IP address")
 }
