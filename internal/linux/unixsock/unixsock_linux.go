@@ -493,26 +493,11 @@ func (s *Supervisor) serve() {
 // Wait4 or WaitPidfd) and returns when f has; false when WaitPidfd has
 // returned: the command is gone, and there is nothing left to do.
 func (s *Supervisor) onThread(f func()) bool {
-	// Counted before it is handed over, for WaitPidfd; Wait4 ignores
-	// the count.
-	s.wakeMu.Lock()
-	select {
-	case <-s.waited:
-		s.wakeMu.Unlock()
-		return false
-	default:
-	}
-	var one [8]byte
-	*(*uint64)(unsafe.Pointer(&one[0])) = 1
-	unix.Write(s.wake, one[:])
-	s.wakeMu.Unlock()
 	done := make(chan struct{})
-	select {
-	case s.work <- func() {
+	if !s.post(func() {
 		f()
 		close(done)
-	}:
-	case <-s.waited:
+	}) {
 		return false
 	}
 	<-done
@@ -522,6 +507,8 @@ func (s *Supervisor) onThread(f func()) bool {
 // post hands f to the thread that started the supervisor, as onThread
 // does, without waiting for it to run; false when WaitPidfd has returned.
 func (s *Supervisor) post(f func()) bool {
+	// Counted before it is handed over, for WaitPidfd; Wait4 ignores
+	// the count.
 	s.wakeMu.Lock()
 	select {
 	case <-s.waited:
