@@ -12,7 +12,7 @@ import (
 	"strings"
 
 	"github.com/agentbox/agentbox/internal/fspath"
-	"github.com/agentbox/agentbox/internal/gitfile"
+	"github.com/agentbox/agentbox/internal/git"
 )
 
 // Users review what an agent did by running git on the host afterwards.
@@ -133,7 +133,7 @@ var gitHookNames = []string{
 }
 
 // keyPattern is e's name with any subsection replaced by "*".
-func keyPattern(e gitfile.ConfigEntry) string {
+func keyPattern(e git.ConfigEntry) string {
 	if e.Subsection() == "" {
 		return e.Name
 	}
@@ -142,7 +142,7 @@ func keyPattern(e gitfile.ConfigEntry) string {
 
 // gitConfigVar is one variable with the file it came from.
 type gitConfigVar struct {
-	gitfile.ConfigEntry
+	git.ConfigEntry
 	file string // "" for the environment (GIT_CONFIG_COUNT)
 }
 
@@ -298,7 +298,7 @@ func (s *gitScan) loadGlobal() error {
 			if k == "" {
 				continue
 			}
-			s.global = append(s.global, gitConfigVar{ConfigEntry: gitfile.ConfigEntry{
+			s.global = append(s.global, gitConfigVar{ConfigEntry: git.ConfigEntry{
 				Name: canonicalKey(k), Value: s.getenv(fmt.Sprintf("GIT_CONFIG_VALUE_%d", i))}})
 		}
 	}
@@ -351,17 +351,17 @@ func (s *gitScan) loadConfig1(path string, depth int, planted bool) ([]gitConfig
 	if s.scanned++; s.scanned > 256 {
 		return nil, fmt.Errorf("git config %s: more than 256 config files to read", path)
 	}
-	data, err := gitfile.ReadConfigFile(path)
+	data, err := git.ReadConfigFile(path)
 	if err != nil {
 		// A directory holds no config, and git reads none from it: it is
 		// typically another run's placeholder for a missing protected
 		// config file (~/.gitconfig with the workspace at $HOME).
-		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission) || errors.Is(err, gitfile.ErrConfigDir) {
+		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission) || errors.Is(err, git.ErrConfigDir) {
 			return nil, nil
 		}
 		return nil, fmt.Errorf("git config %s: %w", path, err)
 	}
-	entries, err := gitfile.ParseConfig(data)
+	entries, err := git.ParseConfig(data)
 	if err != nil {
 		return nil, fmt.Errorf("git config %s: %w (git refuses this file too; agentbox cannot tell which programs it makes git run)", path, err)
 	}
@@ -450,7 +450,7 @@ func (s *gitScan) scanRepo(repo gitRepo, depth int) error {
 				break
 			}
 			wgd := filepath.Join(repo.common, "worktrees", e.Name())
-			data, err := gitfile.ReadSmall(filepath.Join(wgd, "gitdir"))
+			data, err := git.ReadSmall(filepath.Join(wgd, "gitdir"))
 			if err != nil {
 				continue
 			}
@@ -481,7 +481,7 @@ func (s *gitScan) scanRepo(repo gitRepo, depth int) error {
 	indexes = append(indexes, shared...)
 	var links []string
 	for _, ix := range indexes {
-		l, err := gitfile.IndexGitlinks(ix, hashLen)
+		l, err := git.IndexGitlinks(ix, hashLen)
 		if err != nil {
 			if errors.Is(err, fs.ErrNotExist) {
 				continue
@@ -497,7 +497,7 @@ func (s *gitScan) scanRepo(repo gitRepo, depth int) error {
 		links = append(links, l...)
 	}
 	for _, l := range links {
-		if !gitfile.SafeIndexPath(l) {
+		if !git.SafeIndexPath(l) {
 			continue
 		}
 		subTop := filepath.Join(repo.top, filepath.FromSlash(l))
@@ -580,7 +580,7 @@ func (s *gitScan) applyVars(vars []gitConfigVar, repo gitRepo) error {
 					continue
 				}
 			case v.Section() == "pager" || pat == "core.fsmonitor":
-				if _, isBool := gitfile.Bool(v.ConfigEntry); isBool {
+				if _, isBool := git.Bool(v.ConfigEntry); isBool {
 					continue
 				}
 			case pat == "credential.helper" || pat == "credential.*.helper":

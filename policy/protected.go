@@ -12,7 +12,7 @@ import (
 	"strings"
 
 	"github.com/agentbox/agentbox/internal/fspath"
-	"github.com/agentbox/agentbox/internal/gitfile"
+	"github.com/agentbox/agentbox/internal/git"
 )
 
 // protectedPaths lists every carve-out for the given roots: each protected
@@ -209,7 +209,7 @@ func resolve(path string) (string, []string) {
 // readGitdirFile parses a "gitdir: <path>" file as git writes it for
 // worktrees and submodules; a relative path is relative to the file.
 func readGitdirFile(path string) (string, error) {
-	data, err := gitfile.ReadSmall(path)
+	data, err := git.ReadSmall(path)
 	if err != nil {
 		return "", fmt.Errorf("reading %s: %w", path, err)
 	}
@@ -230,7 +230,7 @@ func readGitdirFile(path string) (string, error) {
 // readCommondir reads a worktree gitdir's "commondir" as git does
 // (path.c): trailing CR and LF trimmed, relative to the gitdir.
 func readCommondir(gitdir string) (string, error) {
-	data, err := gitfile.ReadSmall(filepath.Join(gitdir, "commondir"))
+	data, err := git.ReadSmall(filepath.Join(gitdir, "commondir"))
 	if err != nil {
 		return "", err
 	}

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/agentbox/agentbox/internal/gitfile"
+	"github.com/agentbox/agentbox/internal/git"
 )
 
 // Baseline is what the first allow_git_writes run of a window recorded
@@ -49,7 +49,7 @@ func newBaseline(gitdir string) Baseline {
 	b := Baseline{GitDir: gitdir, Replace: map[string]string{}}
 	hidden := map[string]bool{}
 	for _, ix := range indexFiles(gitdir) {
-		gitfile.ReadIndexGitlinks(ix, hashLenAt(gitdir), false, func(e gitfile.IndexEntry) {
+		git.ReadIndexGitlinks(ix, hashLenAt(gitdir), false, func(e git.IndexEntry) {
 			if e.Hidden {
 				hidden[e.Path] = true
 			}
@@ -398,8 +398,8 @@ func (s *scan) checkIndex(g *dir, name, top string, b Baseline) error {
 	if err != nil {
 		return err
 	}
-	var entries []gitfile.IndexEntry
-	_, err = gitfile.ParseIndex(f, hashLenOf(g), true, func(e gitfile.IndexEntry) { entries = append(entries, e) })
+	var entries []git.IndexEntry
+	_, err = git.ParseIndex(f, hashLenOf(g), true, func(e git.IndexEntry) { entries = append(entries, e) })
 	f.Close()
 	if err != nil {
 		return err

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/agentbox/agentbox/internal/gitfile"
+	"github.com/agentbox/agentbox/internal/git"
 )
 
 // A scan looks at one writable root after a window closed, for what git
@@ -532,7 +532,7 @@ func (s *scan) indexSafe(d *dir, name string) error {
 		return err
 	}
 	defer f.Close()
-	_, err = gitfile.ParseIndex(f, hashLenOf(d), true, nil)
+	_, err = git.ParseIndex(f, hashLenOf(d), true, nil)
 	return err
 }
 
@@ -543,7 +543,7 @@ func hashLenOf(d *dir) int {
 	if err != nil || !ok {
 		return 20
 	}
-	es, err := gitfile.ParseConfig(data)
+	es, err := git.ParseConfig(data)
 	if err != nil {
 		return 20
 	}

@@ -1,8 +1,10 @@
-// Package gitfile reads the files of a git directory agentbox must
-// understand without running git: config files, as git's own parser does,
-// and the gitlink entries of an index. Everything here is bounded in time
-// and memory, whatever the file holds.
-package gitfile
+// Package git is what agentbox knows of git's files and layout, read
+// without running git: config files, as git's own parser does, the
+// gitlink entries of an index, and the files through which one git
+// directory names another. It decides nothing: which of these paths a
+// sandbox protects is the policy's business. Everything here is bounded
+// in time and memory, whatever the file holds.
+package git
 
 import (
 	"bytes"
