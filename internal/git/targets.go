@@ -473,17 +473,13 @@ func (s *gitScan) scanRepo(repo gitRepo, depth int) error {
 	if repo.top == "" || !s.relatesToRoot(repo.top) {
 		return nil
 	}
-	hashLen := 20
-	for _, v := range vars {
-		if v.Name == "extensions.objectformat" && strings.EqualFold(v.Value, "sha256") {
-			hashLen = 32
-		}
+	config := make([]ConfigEntry, len(vars))
+	for i, v := range vars {
+		config[i] = v.ConfigEntry
 	}
-	indexes := []string{filepath.Join(repo.gitdir, "index")}
-	shared, _ := filepath.Glob(filepath.Join(repo.gitdir, "sharedindex.*"))
-	indexes = append(indexes, shared...)
+	hashLen := HashLen(config)
 	var links []string
-	for _, ix := range indexes {
+	for _, ix := range IndexFiles(repo.gitdir) {
 		l, err := IndexGitlinks(ix, hashLen)
 		if err != nil {
 			if errors.Is(err, fs.ErrNotExist) {

@@ -139,7 +139,7 @@ func (s *scan) oddFiles(d *dir, rel, top string, depth int, sparse bool) {
 			continue
 		}
 		changed := st.changed(s.since)
-		if changed && (isDotGit(e.name) || st.mode.IsDir() && s.nestedGitDir(d, e.name, r)) {
+		if changed && (git.IsDotGit(e.name) || st.mode.IsDir() && s.nestedGitDir(d, e.name, r)) {
 			// A repository inside the git directory, which git's
 			// discovery from a directory below finds first.
 			to, err := s.q.move(d, e.name)
@@ -209,7 +209,7 @@ func (s *scan) nestedGitDir(d *dir, name, rel string) bool {
 
 func (s *scan) gitDirOf(d *dir) string {
 	for p := d.path; p != filepath.Dir(p); p = filepath.Dir(p) {
-		if isDotGit(filepath.Base(p)) {
+		if git.IsDotGit(filepath.Base(p)) {
 			return p
 		}
 	}
@@ -465,16 +465,25 @@ func (s *scan) checkIndex(g *dir, name, top string, b Baseline) error {
 	return nil
 }
 
-// indexFiles are the index and the split index's shared files of gitdir.
+// indexFiles are [git.IndexFiles] less agentbox's own temporary files.
 func indexFiles(gitdir string) []string {
-	out := []string{filepath.Join(gitdir, "index")}
-	shared, _ := filepath.Glob(filepath.Join(gitdir, "sharedindex.*"))
-	for _, p := range shared {
-		if !strings.Contains(filepath.Base(p), ".agentbox-") {
-			out = append(out, p)
-		}
+	return slices.DeleteFunc(git.IndexFiles(gitdir), func(p string) bool {
+		return strings.Contains(filepath.Base(p), ".agentbox-")
+	})
+}
+
+// hashLenOf is the object id length of the repository whose git
+// directory is d.
+func hashLenOf(d *dir) int {
+	data, ok, err := d.readFile("config", 1<<20)
+	if err != nil || !ok {
+		return 20
 	}
-	return out
+	es, err := git.ParseConfig(data)
+	if err != nil {
+		return 20
+	}
+	return git.HashLen(es)
 }
 
 // hashLenAt is hashLenOf for a path.
