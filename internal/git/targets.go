@@ -295,14 +295,14 @@ func (s *gitScan) loadGlobal() error {
 	}
 	// GIT_CONFIG_COUNT/KEY_n/VALUE_n as in agentbox's environment: the
 	// shell the user runs git from afterwards likely has the same.
-	if n, err := strconv.Atoi(s.getenv("GIT_CONFIG_COUNT")); err == nil && n > 0 {
+	if n, err := strconv.Atoi(s.getenv(EnvCount)); err == nil && n > 0 {
 		for i := 0; i < n && i < 1000; i++ {
-			k := s.getenv(fmt.Sprintf("GIT_CONFIG_KEY_%d", i))
+			k := s.getenv(EnvKey(i))
 			if k == "" {
 				continue
 			}
 			s.global = append(s.global, gitConfigVar{ConfigEntry: ConfigEntry{
-				Name: canonicalKey(k), Value: s.getenv(fmt.Sprintf("GIT_CONFIG_VALUE_%d", i))}})
+				Name: canonicalKey(k), Value: s.getenv(EnvValue(i))}})
 		}
 	}
 	return nil
