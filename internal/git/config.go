@@ -1,9 +1,10 @@
-// Package git is what agentbox knows of git's files and layout, read
-// without running git: config files, as git's own parser does, the
-// gitlink entries of an index, and the files through which one git
-// directory names another. It decides nothing: which of these paths a
-// sandbox protects is the policy's business. Everything here is bounded
-// in time and memory, whatever the file holds.
+// Package git is what agentbox knows of git, read without running git:
+// config files (parsed as git parses them) and the paths they make git
+// run or trust, the gitlinks of an index, the files through which one
+// git directory names another, and what git takes for a git directory.
+// It decides nothing: what a run protects is the policy's, what is
+// moved aside after one is gitguard's. Everything here is bounded in
+// time and memory, whatever the file holds.
 package git
 
 import (
