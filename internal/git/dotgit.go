@@ -33,13 +33,29 @@ func ReadGitdirFile(path string) (string, error) {
 // ReadCommondir reads a worktree gitdir's "commondir" as git does
 // (path.c): trailing CR and LF trimmed, relative to the gitdir.
 func ReadCommondir(gitdir string) (string, error) {
-	data, err := ReadSmall(filepath.Join(gitdir, "commondir"))
+	dir, err := readLine(filepath.Join(gitdir, "commondir"))
+	if err != nil || dir == "" {
+		return "", err
+	}
+	return fspath.JoinRaw(gitdir, dir), nil
+}
+
+// ReadWorktreeGitdir reads the "gitdir" file of a linked worktree's git
+// directory wgd (<common>/worktrees/<id>): the worktree's .git file, an
+// absolute path git writes itself ("" for anything else).
+func ReadWorktreeGitdir(wgd string) (string, error) {
+	dotgit, err := readLine(filepath.Join(wgd, "gitdir"))
+	if err != nil || !filepath.IsAbs(dotgit) {
+		return "", err
+	}
+	return dotgit, nil
+}
+
+// readLine reads a file git keeps one path in, less trailing CR and LF.
+func readLine(path string) (string, error) {
+	data, err := ReadSmall(path)
 	if err != nil {
 		return "", err
 	}
-	dir := strings.TrimRight(string(data), "\r\n")
-	if dir == "" {
-		return "", nil
-	}
-	return fspath.JoinRaw(gitdir, dir), nil
+	return strings.TrimRight(string(data), "\r\n"), nil
 }

@@ -453,12 +453,8 @@ func (s *gitScan) scanRepo(repo gitRepo, depth int) error {
 				break
 			}
 			wgd := filepath.Join(repo.common, "worktrees", e.Name())
-			data, err := ReadSmall(filepath.Join(wgd, "gitdir"))
-			if err != nil {
-				continue
-			}
-			dotgit := strings.TrimRight(string(data), "\r\n")
-			if !filepath.IsAbs(dotgit) {
+			dotgit, err := ReadWorktreeGitdir(wgd)
+			if err != nil || dotgit == "" {
 				continue
 			}
 			s.target(dotgit, "linked worktree of "+repo.common)
