@@ -355,28 +355,6 @@ func TestGitConfigRootsAndErrors(t *testing.T) {
 	}
 }
 
-func TestShellWords(t *testing.T) {
-	for in, want := range map[string]string{
-		`less -R`:                   "less* -R",
-		`FOO=1 ./x.sh 'a b' "c\"d"`: `FOO=1 ./x.sh* a b c"d`,
-		`f() { ./a; }; f`:           "f* ./a* f*",
-		`a|b&&c;d`:                  "a* b* c* d*",
-		`x\ y z`:                    "x y* z",
-	} {
-		var got []string
-		for _, w := range shellWords(in) {
-			s := w.text
-			if w.program {
-				s += "*"
-			}
-			got = append(got, s)
-		}
-		if strings.Join(got, " ") != want {
-			t.Errorf("%q: %q, want %q", in, strings.Join(got, " "), want)
-		}
-	}
-}
-
 // husky 9: core.hooksPath = .husky/_, whose generated hooks run the
 // scripts in .husky/; a hooksPath through a symlink protects the link and
 // its target.

@@ -574,7 +574,7 @@ func invokedAs(c Caller, path string, absolute func(string) (string, error)) str
 	if err != nil {
 		return ""
 	}
-	return joinRaw(abs, arg0)
+	return fspath.JoinRaw(abs, arg0)
 }
 
 // slashTmpPath is /tmp as symlinks resolve it on this machine (macOS's is

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/agentbox/agentbox/internal/git"
 	"github.com/agentbox/agentbox/internal/secrets"
 	"github.com/agentbox/agentbox/policy"
 )
@@ -134,7 +135,7 @@ func hardLinkCheck(hidden []policy.Hidden) Check {
 // failed guarantee.
 func gitBareCheck() Check {
 	c := Check{Name: "git safe.bareRepository", OK: true}
-	v, file, err := policy.SafeBareRepository(os.Getenv)
+	v, file, err := git.SafeBareRepository(os.Getenv)
 	switch {
 	case err != nil:
 		c.Warning = true

@@ -1,8 +1,9 @@
-// Package fspath compares absolute, cleaned paths as the policy and every
+// Package fspath compares and resolves absolute paths as the policy and every
 // backend do: by components, never as plain string prefixes.
 package fspath
 
 import (
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -43,6 +44,74 @@ func FirstMissing(path string) string {
 		}
 		path = parent
 	}
+}
+
+// IsLink reports whether fi (from Lstat of path) is a link to follow: a
+// symlink, or on Windows a junction, which Go reports as an irregular file
+// but which redirects a path just the same.
+func IsLink(path string, fi fs.FileInfo) bool {
+	if fi.Mode()&fs.ModeSymlink != 0 {
+		return true
+	}
+	if fi.Mode()&fs.ModeIrregular != 0 {
+		_, err := os.Readlink(path)
+		return err == nil
+	}
+	return false
+}
+
+// Resolve follows symlinks in path one component at a time, as the kernel
+// does, and returns where it leads together with every symlink it passed
+// through. Components past the first missing one are kept as written.
+func Resolve(path string) (string, []string) {
+	var links []string
+	vol := filepath.VolumeName(path)
+	sep := string(filepath.Separator)
+	cur := vol + sep
+	parts := strings.Split(strings.Trim(path[len(vol):], sep), sep)
+	for hops := 0; len(parts) > 0; {
+		p := parts[0]
+		parts = parts[1:]
+		if p == "" || p == "." {
+			continue
+		}
+		if p == ".." {
+			cur = filepath.Dir(cur)
+			continue
+		}
+		next := filepath.Join(cur, p)
+		fi, err := os.Lstat(next)
+		if err != nil {
+			return filepath.Join(append([]string{next}, parts...)...), links
+		}
+		if !IsLink(next, fi) {
+			cur = next
+			continue
+		}
+		t, err := os.Readlink(next)
+		if hops++; err != nil || hops > 40 {
+			return filepath.Join(append([]string{next}, parts...)...), links
+		}
+		links = append(links, next)
+		if filepath.IsAbs(t) {
+			tvol := filepath.VolumeName(t)
+			cur = tvol + sep
+			t = t[len(tvol):]
+		}
+		parts = append(strings.Split(strings.Trim(t, sep), sep), parts...)
+	}
+	return cur, links
+}
+
+// JoinRaw makes rel absolute against base without simplifying "..": the
+// kernel resolves "link/../x" through the link's target, and so does
+// [Resolve]; filepath.Join would cancel the pair textually and protect a
+// different directory from the one git then uses.
+func JoinRaw(base, rel string) string {
+	if filepath.IsAbs(rel) {
+		return rel
+	}
+	return strings.TrimRight(base, string(filepath.Separator)) + string(filepath.Separator) + rel
 }
 
 // Windows paths are compared as Windows compares them, on every GOOS (so

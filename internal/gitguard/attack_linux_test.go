@@ -333,17 +333,6 @@ func TestGuardRepoInsideGitDir(t *testing.T) {
 	}
 }
 
-func TestIsDotGit(t *testing.T) {
-	for name, want := range map[string]bool{
-		".git": true, ".GIT": true, ".g\u200cit": true, "\ufeff.git": true, ".git\u200d": true,
-		".git.": true, ".git ": true, ".gitignore": false, ".gi": false, "git": false, "x.git": false,
-	} {
-		if got := isDotGit(name); got != want {
-			t.Errorf("isDotGit(%q) = %v, want %v", name, got, want)
-		}
-	}
-}
-
 // TestGuardTaintedBaseline: a run of ws marks a file of ws/sub's index
 // skip-worktree (git status then never shows its changes) and rewrites
 // the file; a run of ws/sub with allow_git_writes starts after that. Its

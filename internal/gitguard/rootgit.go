@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/agentbox/agentbox/internal/gitfile"
+	"github.com/agentbox/agentbox/internal/git"
 )
 
 // Baseline is what the first allow_git_writes run of a window recorded
@@ -49,7 +49,7 @@ func newBaseline(gitdir string) Baseline {
 	b := Baseline{GitDir: gitdir, Replace: map[string]string{}}
 	hidden := map[string]bool{}
 	for _, ix := range indexFiles(gitdir) {
-		gitfile.ReadIndexGitlinks(ix, hashLenAt(gitdir), false, func(e gitfile.IndexEntry) {
+		git.ReadIndexGitlinks(ix, hashLenAt(gitdir), false, func(e git.IndexEntry) {
 			if e.Hidden {
 				hidden[e.Path] = true
 			}
@@ -139,7 +139,7 @@ func (s *scan) oddFiles(d *dir, rel, top string, depth int, sparse bool) {
 			continue
 		}
 		changed := st.changed(s.since)
-		if changed && (isDotGit(e.name) || st.mode.IsDir() && s.nestedGitDir(d, e.name, r)) {
+		if changed && (git.IsDotGit(e.name) || st.mode.IsDir() && s.nestedGitDir(d, e.name, r)) {
 			// A repository inside the git directory, which git's
 			// discovery from a directory below finds first.
 			to, err := s.q.move(d, e.name)
@@ -209,7 +209,7 @@ func (s *scan) nestedGitDir(d *dir, name, rel string) bool {
 
 func (s *scan) gitDirOf(d *dir) string {
 	for p := d.path; p != filepath.Dir(p); p = filepath.Dir(p) {
-		if isDotGit(filepath.Base(p)) {
+		if git.IsDotGit(filepath.Base(p)) {
 			return p
 		}
 	}
@@ -398,8 +398,8 @@ func (s *scan) checkIndex(g *dir, name, top string, b Baseline) error {
 	if err != nil {
 		return err
 	}
-	var entries []gitfile.IndexEntry
-	_, err = gitfile.ParseIndex(f, hashLenOf(g), true, func(e gitfile.IndexEntry) { entries = append(entries, e) })
+	var entries []git.IndexEntry
+	_, err = git.ParseIndex(f, hashLenOf(g), true, func(e git.IndexEntry) { entries = append(entries, e) })
 	f.Close()
 	if err != nil {
 		return err
@@ -465,16 +465,25 @@ func (s *scan) checkIndex(g *dir, name, top string, b Baseline) error {
 	return nil
 }
 
-// indexFiles are the index and the split index's shared files of gitdir.
+// indexFiles are [git.IndexFiles] less agentbox's own temporary files.
 func indexFiles(gitdir string) []string {
-	out := []string{filepath.Join(gitdir, "index")}
-	shared, _ := filepath.Glob(filepath.Join(gitdir, "sharedindex.*"))
-	for _, p := range shared {
-		if !strings.Contains(filepath.Base(p), ".agentbox-") {
-			out = append(out, p)
-		}
+	return slices.DeleteFunc(git.IndexFiles(gitdir), func(p string) bool {
+		return strings.Contains(filepath.Base(p), ".agentbox-")
+	})
+}
+
+// hashLenOf is the object id length of the repository whose git
+// directory is d.
+func hashLenOf(d *dir) int {
+	data, ok, err := d.readFile("config", 1<<20)
+	if err != nil || !ok {
+		return 20
 	}
-	return out
+	es, err := git.ParseConfig(data)
+	if err != nil {
+		return 20
+	}
+	return git.HashLen(es)
 }
 
 // hashLenAt is hashLenOf for a path.

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/agentbox/agentbox/internal/gitfile"
+	"github.com/agentbox/agentbox/internal/git"
 )
 
 // A scan looks at one writable root after a window closed, for what git
@@ -123,7 +123,7 @@ func (s *scan) walk(d *dir, depth int, sparse bool) {
 			continue
 		}
 		marked := s.dirty[p] || s.anc[p]
-		if isDotGit(e.name) {
+		if git.IsDotGit(e.name) {
 			if !s.own[p] && (examine || marked) {
 				s.dotGit(d, e.name)
 			}
@@ -171,14 +171,10 @@ func (s *scan) walk(d *dir, depth int, sparse bool) {
 	}
 }
 
-// repoParts are the entries that make a directory a git directory for
-// git's discovery (is_git_directory), or its name .git does.
-var repoParts = []string{"HEAD", "objects", "refs", "commondir"}
-
 // partsOfRepo stops a repository from being assembled over several
 // windows, each check seeing only part of it: a directory (not a git
 // directory: walk does not enter those) that holds two or more of
-// repoParts, one of them made during this window, loses those made
+// [git.DirEntries], one of them made during this window, loses those made
 // during it to the quarantine. Otherwise a command could lay out
 // objects, refs and a config in one run, which git does not take for a
 // repository, and in a later one add a HEAD and rename the directory to
@@ -190,7 +186,7 @@ func (s *scan) partsOfRepo(d *dir, ents []entry) {
 	for _, e := range ents {
 		// By any case: on a case-insensitive file system git's
 		// lookups find them so.
-		if slices.ContainsFunc(repoParts, func(p string) bool { return strings.EqualFold(p, e.name) }) {
+		if slices.ContainsFunc(git.DirEntries, func(p string) bool { return strings.EqualFold(p, e.name) }) {
 			have = append(have, e.name)
 		}
 	}
@@ -242,38 +238,6 @@ func (s *scan) remembered(d *dir, name string) bool {
 	}
 	s.note("%s is a git repository agentbox moved aside before, and it was moved back; moved it to %s", p, to)
 	return true
-}
-
-// isDotGit: git finds .git by that name; on a case-insensitive file system
-// .GIT is the same entry, HFS+ ignores some code points in names (git's
-// is_hfs_dotgit: ".g\u200cit" is .git there) and Windows drops trailing
-// dots and spaces (is_ntfs_dotgit). All count, on every system: erring
-// towards yes costs a weirdly named directory its trust, no more.
-func isDotGit(name string) bool {
-	if len(name) == 4 {
-		return strings.EqualFold(name, ".git")
-	}
-	if len(name) < 4 || name[0] != '.' && name[0] < 0x80 {
-		return false
-	}
-	clean := strings.Map(func(r rune) rune {
-		if hfsIgnorable(r) {
-			return -1
-		}
-		return r
-	}, name)
-	return strings.EqualFold(strings.TrimRight(clean, ". "), ".git")
-}
-
-// hfsIgnorable are the code points HFS+ leaves out of names it compares
-// (the list git's utf8.c keeps).
-func hfsIgnorable(r rune) bool {
-	switch {
-	case r == 0x200c, r == 0x200d, r == 0x200e, r == 0x200f,
-		0x202a <= r && r <= 0x202e, 0x206a <= r && r <= 0x206f, r == 0xfeff:
-		return true
-	}
-	return false
 }
 
 // dotGit decides about the .git entry name of d, and moves it aside when
@@ -358,63 +322,26 @@ func (s *scan) bare(g *dir, parent *dir, name string) {
 	s.note("%s was laid out as a bare git repository (%s): git run there on the host would use its configuration; moved its HEAD to %s, so git no longer takes it for one (inspect it; move it back only if you trust it)", g.path, why, to)
 }
 
-// bareShape reports whether git's is_git_directory would take d for a
-// git directory (setup.c): a HEAD that validate_headref accepts, and
-// objects and refs that access(2) finds searchable in the common
-// directory, which is d itself or what a commondir file names. It errs
-// towards yes: a commondir file of any content counts (it can name any
-// directory that has objects and refs, the user's own repository
-// included), objects and refs count whatever their type (a symlink to a
-// directory, an executable file and, with the reftable format, a refs
-// file pass git's test), and so does a HEAD the guard cannot read.
-func bareShape(d *dir) (bool, error) {
-	data, ok, err := d.readFile("HEAD", 4096)
+// bareShape is [git.IsGitDir] for d.
+func bareShape(d *dir) (bool, error) { return git.IsGitDir(gitDir{d}) }
+
+// gitDir is d as [git.IsGitDir] reads it.
+type gitDir struct{ d *dir }
+
+func (g gitDir) ReadFile(name string, max int) (data []byte, found, complete bool, err error) {
+	data, complete, err = g.d.readFile(name, max)
+	if isNotExist(err) {
+		return nil, false, false, nil
+	}
+	return data, true, complete, err
+}
+
+func (g gitDir) Exists(name string) (bool, error) {
+	_, err := g.d.stat(name)
 	if isNotExist(err) {
 		return false, nil
 	}
-	if err == nil && ok && !headLike(data) {
-		return false, nil
-	}
-	// A HEAD that is a symlink, FIFO or too large: git may still follow
-	// or read it; it counts as a HEAD.
-	if _, err := d.stat("commondir"); err == nil {
-		return true, nil
-	} else if !isNotExist(err) {
-		return false, err
-	}
-	for _, n := range []string{"objects", "refs"} {
-		if _, err := d.stat(n); isNotExist(err) {
-			return false, nil
-		} else if err != nil {
-			return false, err
-		}
-	}
-	return true, nil
-}
-
-// headLike reports whether a HEAD's content passes validate_headref: "ref:",
-// optional white space and "refs/", or an object id in hex (either case)
-// followed by anything.
-func headLike(data []byte) bool {
-	if len(data) > 255 {
-		data = data[:255] // git reads no more
-	}
-	if ref, ok := bytes.CutPrefix(data, []byte("ref:")); ok {
-		return bytes.HasPrefix(bytes.TrimLeft(ref, " \t\n\v\f\r"), []byte("refs/"))
-	}
-	return hexPrefix(data, 40) || hexPrefix(data, 64)
-}
-
-func hexPrefix(b []byte, n int) bool {
-	if len(b) < n {
-		return false
-	}
-	for _, c := range b[:n] {
-		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F') {
-			return false
-		}
-	}
-	return true
+	return err == nil, err
 }
 
 // sensitive are the paths of a git directory, relative to it, through
@@ -470,7 +397,7 @@ func (s *scan) gitDirChange(g *dir) (string, error) {
 				// git never makes these again in a repository: the
 				// repository was assembled (and renamed into place) now.
 				why = fmt.Sprintf("the command made %s in it", r)
-			case changed && isDotGit(e.name):
+			case changed && git.IsDotGit(e.name):
 				// git's discovery from a directory inside this one finds
 				// it before this one (a repository inside a git directory).
 				why = fmt.Sprintf("the command made %s in it, a repository of its own", r)
@@ -482,7 +409,7 @@ func (s *scan) gitDirChange(g *dir) (string, error) {
 				if data, ok, err := d.readFile(e.name, maxGitFile); err != nil || !ok || bytes.Contains(data, []byte("refs/replace/")) {
 					why = "the command packed replace refs into it"
 				}
-			case changed && isIndex(r):
+			case changed && git.IsIndexName(r):
 				if err := s.indexSafe(d, e.name); err != nil {
 					why = fmt.Sprintf("the command left an index git would act on wrongly (%v)", err)
 				}
@@ -519,10 +446,6 @@ func (s *scan) gitDirChange(g *dir) (string, error) {
 	return why, err
 }
 
-func isIndex(rel string) bool {
-	return rel == "index" || strings.HasPrefix(rel, "sharedindex.") && !strings.Contains(rel, "/")
-}
-
 // indexSafe checks an index as git would use it for the worktree: its
 // paths (an empty, ".", ".." or ".git" component makes checkout write
 // outside the worktree or into a git directory).
@@ -532,27 +455,8 @@ func (s *scan) indexSafe(d *dir, name string) error {
 		return err
 	}
 	defer f.Close()
-	_, err = gitfile.ParseIndex(f, hashLenOf(d), true, nil)
+	_, err = git.ParseIndex(f, hashLenOf(d), true, nil)
 	return err
-}
-
-// hashLenOf is the object id length of the repository whose git
-// directory is d (SHA-256 repositories say so in their config).
-func hashLenOf(d *dir) int {
-	data, ok, err := d.readFile("config", 1<<20)
-	if err != nil || !ok {
-		return 20
-	}
-	es, err := gitfile.ParseConfig(data)
-	if err != nil {
-		return 20
-	}
-	for _, e := range es {
-		if e.Name == "extensions.objectformat" && strings.EqualFold(e.Value, "sha256") {
-			return 32
-		}
-	}
-	return 20
 }
 
 // emptyDir reports whether name in d is a directory with nothing in it.

@@ -12,6 +12,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/agentbox/agentbox/internal/git"
 )
 
 // A watcher is a kernel notification (inotify) on every directory of a
@@ -178,7 +180,7 @@ func (w *watcher) addTree(dir string, depth int, mark int64) error {
 	switch {
 	case inGit:
 		rel = path.Join(rel, filepath.Base(dir))
-	case isDotGit(filepath.Base(dir)):
+	case git.IsDotGit(filepath.Base(dir)):
 		rel, inGit = ".", true
 	default:
 		if bare, _ := bareShape(d); bare {

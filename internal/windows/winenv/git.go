@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/agentbox/agentbox/internal/git"
 )
 
 // GitSafeDirectories returns env with each of dirs added to git's
@@ -23,7 +25,7 @@ import (
 // non-negative number is an error, since git itself would refuse it.
 func GitSafeDirectories(env []string, dirs ...string) ([]string, error) {
 	n := 0
-	if v, ok := Get(env, "GIT_CONFIG_COUNT"); ok && strings.TrimSpace(v) != "" {
+	if v, ok := Get(env, git.EnvCount); ok && strings.TrimSpace(v) != "" {
 		c, err := strconv.Atoi(strings.TrimSpace(v))
 		if err != nil || c < 0 {
 			return nil, fmt.Errorf("GIT_CONFIG_COUNT=%q is not a count of git config entries; fix or unset it", v)
@@ -48,9 +50,9 @@ func GitSafeDirectories(env []string, dirs ...string) ([]string, error) {
 		return env, nil
 	}
 	for _, v := range values {
-		env = Set(env, fmt.Sprintf("GIT_CONFIG_KEY_%d", n), "safe.directory")
-		env = Set(env, fmt.Sprintf("GIT_CONFIG_VALUE_%d", n), v)
+		env = Set(env, git.EnvKey(n), "safe.directory")
+		env = Set(env, git.EnvValue(n), v)
 		n++
 	}
-	return Set(env, "GIT_CONFIG_COUNT", strconv.Itoa(n)), nil
+	return Set(env, git.EnvCount, strconv.Itoa(n)), nil
 }

@@ -1,4 +1,4 @@
-package policy
+package git
 
 import (
 	"errors"
@@ -12,26 +12,29 @@ import (
 	"strings"
 
 	"github.com/agentbox/agentbox/internal/fspath"
-	"github.com/agentbox/agentbox/internal/gitfile"
 )
 
 // Users review what an agent did by running git on the host afterwards.
 // The rule this file enforces: no git command run there executes or trusts
 // anything the sandbox wrote. .git itself is a protected name; beyond it,
 // git runs or trusts paths that its configuration names, and a
-// superproject trusts each submodule's .git file. gitTargets finds those
-// paths so they can be protected like .git, missing or not.
+// superproject trusts each submodule's .git file. [Targets] finds those
+// paths so that the policy can protect them like .git, missing or not.
 //
 // It reads only what the command cannot write (the repository's config and
 // index inside the read-only .git, and the user's global and system config
 // outside, or protected inside, every writable root), starts no git
 // process, and costs a few small reads per run.
 
-// gitTarget is one path git would run or trust.
-type gitTarget struct {
-	path string
-	why  string
-	file bool // git reads it as a file (see Protected.FileWhenMissing)
+// Target is one path git would run or trust.
+type Target struct {
+	Path string
+	// Why names the configuration or repository that makes git use it,
+	// for messages.
+	Why string
+	// File: git reads it as a file (a missing one is then held as a
+	// file, not a directory).
+	File bool
 }
 
 // gitRunKeys are the variables whose value is a command git runs (through
@@ -96,7 +99,7 @@ var gitRunKeys = map[string]bool{
 // gitPathKeys are variables naming a file or directory git runs from
 // (hooks, templates whose hooks `git init` copies) or trusts (ignore and
 // attribute rules, signers, TLS trust anchors). The value says whether git
-// itself reads it as a file (see Protected.FileWhenMissing); the others
+// itself reads it as a file (see [Target.File]); the others
 // name directories, or files read by a program git runs.
 var gitPathKeys = map[string]bool{
 	"core.hookspath":             false,
@@ -133,7 +136,7 @@ var gitHookNames = []string{
 }
 
 // keyPattern is e's name with any subsection replaced by "*".
-func keyPattern(e gitfile.ConfigEntry) string {
+func keyPattern(e ConfigEntry) string {
 	if e.Subsection() == "" {
 		return e.Name
 	}
@@ -142,7 +145,7 @@ func keyPattern(e gitfile.ConfigEntry) string {
 
 // gitConfigVar is one variable with the file it came from.
 type gitConfigVar struct {
-	gitfile.ConfigEntry
+	ConfigEntry
 	file string // "" for the environment (GIT_CONFIG_COUNT)
 }
 
@@ -157,19 +160,19 @@ type gitScan struct {
 	roots   []string
 	getenv  func(string) string
 	home    string
-	out     []gitTarget
+	out     []Target
 	files   map[string][]gitConfigVar // parsed config files (with includes)
 	repos   map[string]bool           // gitdirs already scanned
 	global  []gitConfigVar
 	scanned int
 }
 
-// gitTargets returns the paths inside the writable roots that git's
+// Targets returns the paths inside the writable roots that git's
 // configuration or a repository's index makes git run or trust, for every
 // repository that contains a writable root or is a submodule or linked
 // worktree of one. An error means a config file git would read cannot be
 // parsed: git would refuse it too, and agentbox cannot tell what it names.
-func gitTargets(roots []string, getenv func(string) string) ([]gitTarget, error) {
+func Targets(roots []string, getenv func(string) string) ([]Target, error) {
 	s := &gitScan{roots: roots, getenv: getenv, home: getenv("HOME"),
 		files: map[string][]gitConfigVar{}, repos: map[string]bool{}}
 	if err := s.loadGlobal(); err != nil {
@@ -233,7 +236,7 @@ func repoAt(top string) (gitRepo, bool) {
 	}
 	gitdir := dotgit
 	if fi.Mode().IsRegular() {
-		gd, err := readGitdirFile(dotgit)
+		gd, err := ReadGitdirFile(dotgit)
 		if err != nil || gd == "" {
 			return gitRepo{}, false
 		}
@@ -249,7 +252,7 @@ func repoAt(top string) (gitRepo, bool) {
 		return gitRepo{}, false
 	}
 	repo := gitRepo{gitdir: gitdir, common: gitdir, top: top}
-	if c, err := readCommondir(gitdir); err == nil && c != "" {
+	if c, err := ReadCommondir(gitdir); err == nil && c != "" {
 		repo.common = c
 	}
 	return repo, true
@@ -292,14 +295,14 @@ func (s *gitScan) loadGlobal() error {
 	}
 	// GIT_CONFIG_COUNT/KEY_n/VALUE_n as in agentbox's environment: the
 	// shell the user runs git from afterwards likely has the same.
-	if n, err := strconv.Atoi(s.getenv("GIT_CONFIG_COUNT")); err == nil && n > 0 {
+	if n, err := strconv.Atoi(s.getenv(EnvCount)); err == nil && n > 0 {
 		for i := 0; i < n && i < 1000; i++ {
-			k := s.getenv(fmt.Sprintf("GIT_CONFIG_KEY_%d", i))
+			k := s.getenv(EnvKey(i))
 			if k == "" {
 				continue
 			}
-			s.global = append(s.global, gitConfigVar{ConfigEntry: gitfile.ConfigEntry{
-				Name: canonicalKey(k), Value: s.getenv(fmt.Sprintf("GIT_CONFIG_VALUE_%d", i))}})
+			s.global = append(s.global, gitConfigVar{ConfigEntry: ConfigEntry{
+				Name: canonicalKey(k), Value: s.getenv(EnvValue(i))}})
 		}
 	}
 	return nil
@@ -351,17 +354,17 @@ func (s *gitScan) loadConfig1(path string, depth int, planted bool) ([]gitConfig
 	if s.scanned++; s.scanned > 256 {
 		return nil, fmt.Errorf("git config %s: more than 256 config files to read", path)
 	}
-	data, err := gitfile.ReadConfigFile(path)
+	data, err := ReadConfigFile(path)
 	if err != nil {
 		// A directory holds no config, and git reads none from it: it is
 		// typically another run's placeholder for a missing protected
 		// config file (~/.gitconfig with the workspace at $HOME).
-		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission) || errors.Is(err, gitfile.ErrConfigDir) {
+		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission) || errors.Is(err, ErrConfigDir) {
 			return nil, nil
 		}
 		return nil, fmt.Errorf("git config %s: %w", path, err)
 	}
-	entries, err := gitfile.ParseConfig(data)
+	entries, err := ParseConfig(data)
 	if err != nil {
 		return nil, fmt.Errorf("git config %s: %w (git refuses this file too; agentbox cannot tell which programs it makes git run)", path, err)
 	}
@@ -380,7 +383,7 @@ func (s *gitScan) loadConfig1(path string, depth int, planted bool) ([]gitConfig
 			continue
 		}
 		if !filepath.IsAbs(inc) {
-			inc = joinRaw(filepath.Dir(path), inc)
+			inc = fspath.JoinRaw(filepath.Dir(path), inc)
 		}
 		s.fileTarget(inc, "included from "+v.where())
 		sub, err := s.loadConfig(inc, depth+1, planted)
@@ -450,12 +453,8 @@ func (s *gitScan) scanRepo(repo gitRepo, depth int) error {
 				break
 			}
 			wgd := filepath.Join(repo.common, "worktrees", e.Name())
-			data, err := gitfile.ReadSmall(filepath.Join(wgd, "gitdir"))
-			if err != nil {
-				continue
-			}
-			dotgit := strings.TrimRight(string(data), "\r\n")
-			if !filepath.IsAbs(dotgit) {
+			dotgit, err := ReadWorktreeGitdir(wgd)
+			if err != nil || dotgit == "" {
 				continue
 			}
 			s.target(dotgit, "linked worktree of "+repo.common)
@@ -470,18 +469,14 @@ func (s *gitScan) scanRepo(repo gitRepo, depth int) error {
 	if repo.top == "" || !s.relatesToRoot(repo.top) {
 		return nil
 	}
-	hashLen := 20
-	for _, v := range vars {
-		if v.Name == "extensions.objectformat" && strings.EqualFold(v.Value, "sha256") {
-			hashLen = 32
-		}
+	config := make([]ConfigEntry, len(vars))
+	for i, v := range vars {
+		config[i] = v.ConfigEntry
 	}
-	indexes := []string{filepath.Join(repo.gitdir, "index")}
-	shared, _ := filepath.Glob(filepath.Join(repo.gitdir, "sharedindex.*"))
-	indexes = append(indexes, shared...)
+	hashLen := HashLen(config)
 	var links []string
-	for _, ix := range indexes {
-		l, err := gitfile.IndexGitlinks(ix, hashLen)
+	for _, ix := range IndexFiles(repo.gitdir) {
+		l, err := IndexGitlinks(ix, hashLen)
 		if err != nil {
 			if errors.Is(err, fs.ErrNotExist) {
 				continue
@@ -497,7 +492,7 @@ func (s *gitScan) scanRepo(repo gitRepo, depth int) error {
 		links = append(links, l...)
 	}
 	for _, l := range links {
-		if !gitfile.SafeIndexPath(l) {
+		if !SafeIndexPath(l) {
 			continue
 		}
 		subTop := filepath.Join(repo.top, filepath.FromSlash(l))
@@ -532,7 +527,7 @@ func (s *gitScan) applyVars(vars []gitConfigVar, repo gitRepo) error {
 		if base == "" {
 			return ""
 		}
-		return joinRaw(base, p)
+		return fspath.JoinRaw(base, p)
 	}
 	for _, v := range vars {
 		pat := keyPattern(v.ConfigEntry)
@@ -580,7 +575,7 @@ func (s *gitScan) applyVars(vars []gitConfigVar, repo gitRepo) error {
 					continue
 				}
 			case v.Section() == "pager" || pat == "core.fsmonitor":
-				if _, isBool := gitfile.Bool(v.ConfigEntry); isBool {
+				if _, isBool := Bool(v.ConfigEntry); isBool {
 					continue
 				}
 			case pat == "credential.helper" || pat == "credential.*.helper":
@@ -636,7 +631,7 @@ func (s *gitScan) inRoot(p string) bool {
 	if fspath.InnermostRoot(filepath.Clean(p), s.roots) != "" {
 		return true
 	}
-	target, links := resolve(p)
+	target, links := fspath.Resolve(p)
 	in := fspath.InnermostRoot(target, s.roots) != ""
 	for _, l := range links {
 		in = in || fspath.InnermostRoot(l, s.roots) != ""
@@ -646,13 +641,13 @@ func (s *gitScan) inRoot(p string) bool {
 
 // target records p if it lies inside a writable root (elsewhere it is
 // read-only anyway).
-func (s *gitScan) target(p, why string) { s.add(gitTarget{path: p, why: why}) }
+func (s *gitScan) target(p, why string) { s.add(Target{Path: p, Why: why}) }
 
 // fileTarget records p, which git reads as a file, like target.
-func (s *gitScan) fileTarget(p, why string) { s.add(gitTarget{path: p, why: why, file: true}) }
+func (s *gitScan) fileTarget(p, why string) { s.add(Target{Path: p, Why: why, File: true}) }
 
-func (s *gitScan) add(t gitTarget) {
-	if filepath.IsAbs(t.path) && s.inRoot(t.path) {
+func (s *gitScan) add(t Target) {
+	if filepath.IsAbs(t.Path) && s.inRoot(t.Path) {
 		s.out = append(s.out, t)
 	}
 }
@@ -737,7 +732,7 @@ func shellWords(s string) []shellWord {
 
 // SafeBareRepository reads the user's effective safe.bareRepository
 // from the global and system git config (git honours it only there) as
-// the environment getenv reads points at them, with the reader Resolve
+// the environment getenv reads points at them, with the reader [Targets]
 // uses to find what git would run: the value ("" when unset, git's
 // default "all") and the file that set it. agentbox cannot stop a command
 // from writing a repository skeleton (HEAD, objects/, refs/, config) in a

@@ -1,4 +1,4 @@
-package gitfile
+package git
 
 import (
 	"bytes"

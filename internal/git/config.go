@@ -1,8 +1,11 @@
-// Package gitfile reads the files of a git directory agentbox must
-// understand without running git: config files, as git's own parser does,
-// and the gitlink entries of an index. Everything here is bounded in time
-// and memory, whatever the file holds.
-package gitfile
+// Package git is what agentbox knows of git, read without running git:
+// config files (parsed as git parses them) and the paths they make git
+// run or trust, the gitlinks of an index, the files through which one
+// git directory names another, and what git takes for a git directory.
+// It decides nothing: what a run protects is the policy's, what is
+// moved aside after one is gitguard's. Everything here is bounded in
+// time and memory, whatever the file holds.
+package git
 
 import (
 	"bytes"
