@@ -73,8 +73,8 @@ func (d *Decoder) Rest() []byte {
 	return b
 }
 
-// Uint reads an unsigned integer.
-func (d *Decoder) Uint() uint64 {
+// ReadUint reads an unsigned integer.
+func (d *Decoder) ReadUint() uint64 {
 	if len(d.b) < 8 {
 		d.Fail("short")
 		return 0
@@ -87,11 +87,11 @@ func (d *Decoder) Uint() uint64 {
 	return v
 }
 
-// Count reads a count of items of at least min bytes each, refused when
+// ReadCount reads a count of items of at least min bytes each, refused when
 // what is left cannot hold that many: nothing is allocated for a count
 // the input does not back.
-func (d *Decoder) Count(min int) int {
-	n := d.Uint()
+func (d *Decoder) ReadCount(min int) int {
+	n := d.ReadUint()
 	if n > uint64(len(d.b)/min) {
 		d.Fail("count " + strconv.FormatUint(n, 10))
 		return 0
@@ -99,9 +99,9 @@ func (d *Decoder) Count(min int) int {
 	return int(n)
 }
 
-// String reads a string.
-func (d *Decoder) String() string {
-	n := d.Uint()
+// ReadString reads a string.
+func (d *Decoder) ReadString() string {
+	n := d.ReadUint()
 	if n > uint64(len(d.b)) {
 		d.Fail("length " + strconv.FormatUint(n, 10))
 		return ""
@@ -111,12 +111,12 @@ func (d *Decoder) String() string {
 	return s
 }
 
-// Strings reads a list of strings.
-func (d *Decoder) Strings() []string {
-	n := d.Count(8)
+// ReadStrings reads a list of strings.
+func (d *Decoder) ReadStrings() []string {
+	n := d.ReadCount(8)
 	out := make([]string, 0, n)
 	for range n {
-		out = append(out, d.String())
+		out = append(out, d.ReadString())
 	}
 	return out
 }

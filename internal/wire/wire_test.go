@@ -12,13 +12,13 @@ func TestRoundTrip(t *testing.T) {
 	b = AppendStrings(b, ss)
 	b = append(b, "tail"...)
 	d := NewDecoder(b)
-	if v := d.Uint(); v != 1<<63|5 {
+	if v := d.ReadUint(); v != 1<<63|5 {
 		t.Errorf("uint %d", v)
 	}
-	if s := d.String(); s != "caf\xe9" {
+	if s := d.ReadString(); s != "caf\xe9" {
 		t.Errorf("string %q", s)
 	}
-	if got := d.Strings(); !reflect.DeepEqual(got, ss) {
+	if got := d.ReadStrings(); !reflect.DeepEqual(got, ss) {
 		t.Errorf("strings %q", got)
 	}
 	if r := string(d.Rest()); r != "tail" || d.End() != nil {
@@ -32,26 +32,26 @@ func TestMalformed(t *testing.T) {
 	b := AppendStrings(AppendString(AppendUint(nil, 7), "xy"), []string{"a", "bc"})
 	for n := 0; n < len(b); n++ {
 		d := NewDecoder(b[:n])
-		d.Uint()
-		d.String()
-		d.Strings()
+		d.ReadUint()
+		d.ReadString()
+		d.ReadStrings()
 		if d.End() == nil {
 			t.Errorf("cut to %d of %d bytes: decoded", n, len(b))
 		}
 	}
 	d := NewDecoder(append(AppendUint(nil, 1<<62), 0))
-	if d.Strings(); d.Err() == nil {
+	if d.ReadStrings(); d.Err() == nil {
 		t.Error("a count of 2^62 strings in one byte decoded")
 	}
 	d = NewDecoder(AppendUint(nil, ^uint64(0)))
-	if d.String(); d.Err() == nil {
+	if d.ReadString(); d.Err() == nil {
 		t.Error("a string of 2^64-1 bytes decoded")
 	}
 	d = NewDecoder(AppendUint(nil, 1))
-	d.Uint()
+	d.ReadUint()
 	d.Fail("first")
 	d.Fail("second")
-	if d.Uint() != 0 || d.Err() == nil || d.Err().Error() != "malformed message: first" {
+	if d.ReadUint() != 0 || d.Err() == nil || d.Err().Error() != "malformed message: first" {
 		t.Errorf("after a failure: %v", d.Err())
 	}
 	if NewDecoder([]byte{1}).End() == nil {

@@ -4,7 +4,7 @@
 // start its command as the client would have (the same build, umask and
 // resource limits).
 //
-// The lean `agentbox run` client (package fastpath) uses it from a
+// The lean `agentbox run` client (package client) uses it from a
 // package init that runs before most of the binary's packages are
 // initialised, so it imports only packages that initialise early: os,
 // syscall, strconv and errors (no fmt, strings, bytes or x/sys/unix,

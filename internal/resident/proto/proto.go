@@ -145,29 +145,29 @@ func Unmarshal(b []byte, nfds int) (*Message, error) {
 	switch m.Kind {
 	case KindRun:
 		r := &Run{}
-		r.Binary = d.String()
-		r.StateDir = d.String()
-		umask := d.Uint()
+		r.Binary = d.ReadString()
+		r.StateDir = d.ReadString()
+		umask := d.ReadUint()
 		if umask > 0o777 {
 			d.Fail("umask " + strconv.FormatUint(umask, 8))
 		}
 		r.Umask = int(umask)
-		for range d.Count(16) {
-			r.Rlimits = append(r.Rlimits, [2]uint64{d.Uint(), d.Uint()})
+		for range d.ReadCount(16) {
+			r.Rlimits = append(r.Rlimits, [2]uint64{d.ReadUint(), d.ReadUint()})
 		}
-		r.Dir = d.String()
-		r.Executable = d.String()
-		r.Args = d.Strings()
-		r.Env = d.Strings()
+		r.Dir = d.ReadString()
+		r.Executable = d.ReadString()
+		r.Args = d.ReadStrings()
+		r.Env = d.ReadStrings()
 		m.Run = r
 	case KindSignal:
-		sig := d.Uint()
+		sig := d.ReadUint()
 		if sig < 1 || sig > 64 {
 			d.Fail("signal " + strconv.FormatUint(sig, 10))
 		}
 		m.Code = int(sig)
 	case KindExited:
-		code := d.Uint()
+		code := d.ReadUint()
 		if code > 255 {
 			d.Fail("exit status " + strconv.FormatUint(code, 10))
 		}
@@ -176,7 +176,7 @@ func Unmarshal(b []byte, nfds int) (*Message, error) {
 	case KindFallback, KindOpenReport, KindText:
 		m.Text = string(d.Rest())
 	case KindBusy:
-		busy, closed := d.Uint(), d.Uint()
+		busy, closed := d.ReadUint(), d.ReadUint()
 		if busy > 1<<20 || closed > 1<<20 {
 			d.Fail("counts")
 		}
