@@ -70,13 +70,15 @@ func idlePeriod() time.Duration {
 // fit in maxFiles bytes.
 type Result = contract.Parts
 
-// maxFiles bounds the bytes of file refusals a reply carries: with
-// maxDenied network refusals it fits the client's 64 KiB buffer.
-const maxFiles = 16 << 10
-
-// maxDenied bounds the refusals a reply carries, so that it fits in one
-// message of the client's buffer.
-const maxDenied = 128
+// maxFiles bounds the bytes of file refusals a served run's report and
+// stderr carry; maxDenied the network refusals. A lone run has no such
+// bound: a helper's command that floods refusals must not make every
+// run's answer large (the stderr lines they make travel in the client's
+// 64 KiB messages, proto.MaxReply).
+const (
+	maxFiles  = 16 << 10
+	maxDenied = 128
+)
 
 // capDenied is ds, the entries beyond maxDenied counted in one.
 func capDenied(ds []netpolicy.Denied) []netpolicy.Denied {

@@ -203,3 +203,18 @@ func TestResolveForClientDeclines(t *testing.T) {
 		}
 	}
 }
+
+// --report is the helper's to serve: parsed, with the path as typed (the
+// client opens it, from its own directory).
+func TestParseRunReport(t *testing.T) {
+	run, why := parseRun([]string{"run", "--report", "r.json", "--", "true", "--report", "x"})
+	if run == nil {
+		t.Fatalf("declined: %s", why)
+	}
+	if run.f.Report != "r.json" || strings.Join(run.argv, " ") != "true --report x" {
+		t.Errorf("report %q, argv %q", run.f.Report, run.argv)
+	}
+	if run, _ := parseRun([]string{"run", "--", "true"}); run == nil || run.f.Report != "" {
+		t.Errorf("no --report: %+v", run)
+	}
+}
