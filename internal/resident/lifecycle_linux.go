@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/agentbox/agentbox/internal/linux"
+	"github.com/agentbox/agentbox/internal/resident/ident"
 	"github.com/agentbox/agentbox/internal/resident/proto"
 	"github.com/agentbox/agentbox/policy"
 )
@@ -31,7 +32,7 @@ func Spawn(stateDir string, pol *policy.Policy, stdio [3]*os.File) {
 	if len(sock) >= 108 {
 		return
 	}
-	if err := checkDir(dir); err != nil {
+	if err := ident.CheckDir(dir); err != nil {
 		if errors.Is(err, os.ErrNotExist) {
 			spawn(stateDir)
 		}
@@ -79,7 +80,7 @@ func spawn(stateDir string) {
 	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
 		return
 	}
-	if checkDir(dir) != nil {
+	if ident.CheckDir(dir) != nil {
 		return
 	}
 	// One CLI at a time starts a helper, and only when none holds the
@@ -162,7 +163,7 @@ func helperAlive(dir string) bool {
 // runs may be killed.
 func StopIdle(stateDir string) (StopOutcome, error) {
 	dir := Dir(stateDir)
-	if checkDir(dir) != nil || !helperAlive(dir) {
+	if ident.CheckDir(dir) != nil || !helperAlive(dir) {
 		return StopOutcome{}, nil
 	}
 	out := StopOutcome{Pid: lockPid(filepath.Join(dir, "lock"))}

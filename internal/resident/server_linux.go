@@ -87,7 +87,7 @@ func Serve(stateDir string) error {
 		// than the CLIs they serve.
 		return fmt.Errorf("state directory %q from the environment, not %q", got, stateDir)
 	}
-	if err := checkDir(s.dir); err != nil {
+	if err := ident.CheckDir(s.dir); err != nil {
 		return err
 	}
 	var err error
@@ -151,19 +151,6 @@ func Serve(stateDir string) error {
 //
 //lint:ignore U1000 kept for its reachability, never read
 var heldLock *os.File
-
-// checkDir refuses a helper directory that is not a real directory of
-// ours with mode 0700.
-func checkDir(dir string) error {
-	var st unix.Stat_t
-	if err := unix.Lstat(dir, &st); err != nil {
-		return &os.PathError{Op: "lstat", Path: dir, Err: err}
-	}
-	if st.Mode&unix.S_IFMT != unix.S_IFDIR || int(st.Uid) != os.Geteuid() || st.Mode&0o777 != 0o700 {
-		return fmt.Errorf("%s: not a directory of uid %d with mode 0700 (mode %o, uid %d); remove it", dir, os.Geteuid(), st.Mode, st.Uid)
-	}
-	return nil
-}
 
 func (s *server) listen() error {
 	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)

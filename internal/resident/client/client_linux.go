@@ -51,7 +51,7 @@ func run() (code int, served bool) {
 	}
 	dir := state + "/resident"
 	sock := dir + "/sock"
-	if len(sock) >= 108 || !ownDir(dir) {
+	if len(sock) >= 108 || ident.CheckDir(dir) != nil {
 		return 0, false
 	}
 	fd, err := syscall.Socket(syscall.AF_UNIX, syscall.SOCK_SEQPACKET|syscall.SOCK_CLOEXEC, 0)
@@ -160,15 +160,6 @@ func clean(p string) string {
 		return ""
 	}
 	return p
-}
-
-// ownDir reports whether dir is a real directory of ours with mode 0700.
-func ownDir(dir string) bool {
-	var st syscall.Stat_t
-	if syscall.Lstat(dir, &st) != nil {
-		return false
-	}
-	return st.Mode&syscall.S_IFMT == syscall.S_IFDIR && int(st.Uid) == os.Geteuid() && st.Mode&0o777 == 0o700
 }
 
 func isTerminal(fd int) bool {
