@@ -121,8 +121,9 @@ func run() (code int, served bool) {
 		r = recvReply(fd, buf)
 		switch {
 		case r == nil:
-			// The same words as the full CLI's for a helper gone
-			// mid-run.
+			// The command ran, and is gone with the helper (the
+			// connection was its lifeline): running it again would
+			// run it twice. Agentbox's failure, 125.
 			os.Stderr.WriteString("agentbox: the resident helper ended while the command ran (connection lost); its sandbox was killed with it\n")
 			return 125, true
 		case r.Kind == proto.KindText:
