@@ -11,7 +11,7 @@ import (
 	// On Linux, hands `agentbox run` to the resident helper from a
 	// package init, before most of the binary initialises; when the
 	// helper does not serve the run, main runs the CLI as usual.
-	_ "github.com/agentbox/agentbox/internal/resident/fastpath"
+	_ "github.com/agentbox/agentbox/internal/resident/client"
 )
 
 func main() {

@@ -21,7 +21,6 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/agentbox/agentbox/internal/agentdirs"
 	"github.com/agentbox/agentbox/internal/contract"
 	"github.com/agentbox/agentbox/internal/spelling"
 	"github.com/agentbox/agentbox/policy"
@@ -144,122 +143,10 @@ func flagError(root, c *cobra.Command, err error) error {
 	return err
 }
 
-type runFlags struct {
-	mode          string
-	cwd           string
-	addDirs       []string
-	publish       []string
-	hostPorts     []string
-	network       bool
-	config        string
-	timeout       time.Duration
-	allowDegraded bool
-	allowGit      bool
-	allowDomains  []string
-	denyRead      []string
-	allowRead     []string
-	passEnv       []string
-	report        string
-	// cfg is the config file resolve read (nil: none).
-	cfg *policy.Config
-}
-
-func (f *runFlags) register(cmd *cobra.Command, withRunOnly bool) {
-	fs := cmd.Flags()
-	fs.StringVarP(&f.mode, "sandbox", "s", "", "sandbox mode: read-only, workspace-write (default) or danger-full-access")
-	fs.StringVarP(&f.cwd, "cd", "C", "", "workspace and working directory (default: the current directory)")
-	fs.StringArrayVar(&f.addDirs, "add-dir", nil, "another writable root (repeatable)")
-	fs.BoolVar(&f.network, "network", false, "allow network access")
-	fs.StringArrayVar(&f.allowDomains, "allow-domain", nil, "allow egress to PATTERN only, through agentbox's proxy (repeatable: name, *.suffix, name:port, IP, CIDR)")
-	fs.StringArrayVar(&f.publish, "publish", nil, "Linux: offer the command's listener on the sandbox's 127.0.0.1:INNER at the host's 127.0.0.1:PORT while it runs (PORT[:INNER], repeatable; [network] publish)")
-	fs.StringArrayVar(&f.hostPorts, "host-port", nil, "Linux: let the command connect to the host's 127.0.0.1:PORT and [::1]:PORT, and no other host port (repeatable; [network] host_ports)")
-	fs.StringVar(&f.config, "config", "", "config file (default: $XDG_CONFIG_HOME/agentbox/config.toml)")
-	fs.BoolVar(&f.allowDegraded, "allow-degraded", false, "Linux: run with the guarantees this machine can give when user namespaces are unavailable")
-	fs.BoolVar(&f.allowGit, "allow-git-writes", false, "let git write .git (commit, branch, stash), except what makes git run a program ([sandbox_workspace_write] allow_git_writes)")
-	fs.StringArrayVar(&f.denyRead, "deny-read", nil, "hide PATH or glob from the command (repeatable; ~ is the home, a relative pattern matches under the workspace and every writable root)")
-	fs.StringArrayVar(&f.allowRead, "allow-read", nil, "re-open one PATH the built-in list or deny_read hides (repeatable)")
-	fs.StringArrayVar(&f.passEnv, "env", nil, "pass the environment variable NAME although it looks secret or the config withholds it (repeatable)")
-	if withRunOnly {
-		fs.DurationVar(&f.timeout, "timeout", 0, "kill the command and everything it started after this long (e.g. 30s, 5m)")
-		fs.StringVar(&f.report, "report", "", "write a JSON run report (exit code, network destinations allowed and refused) to FILE")
-	}
-}
-
-// resolve builds the policy from flags and config; errors are 125.
-func (f *runFlags) resolve(cmd *cobra.Command) (*policy.Policy, error) {
-	return f.resolveFor(cmd, policy.Caller{})
-}
-
-// resolveFor is resolve for the process c describes (this one when c is
-// empty): the resident helper resolves a run for the client that handed
-// it over (see resolveForClient).
-func (f *runFlags) resolveFor(cmd *cobra.Command, c policy.Caller) (*policy.Policy, error) {
-	getenv := c.Env()
-	// An empty path would silently mean the current directory: a writable
-	// root nobody asked for.
-	for _, d := range f.addDirs {
-		if d == "" {
-			return nil, failure("--add-dir: empty path (name a directory)")
-		}
-	}
-	if cmd.Flags().Changed("cd") && f.cwd == "" {
-		return nil, failure("-C/--cd: empty path (name a directory, or leave the flag out for the current directory)")
-	}
-	if cmd.Flags().Changed("config") && f.config == "" {
-		return nil, failure("--config: empty path (name a file, or leave the flag out for the default config)")
-	}
-	// Not filepath.Abs: it would cancel "link/../x" textually while
-	// the kernel, opening the file, follows the link first.
-	configPath := f.config
-	if configPath != "" && !filepath.IsAbs(configPath) {
-		d, err := c.Wd()
-		if err != nil {
-			return nil, failure("current directory: %v", err)
-		}
-		configPath = d + string(filepath.Separator) + configPath
-	}
-	var cfg *policy.Config
-	if configPath != "" {
-		// Opened as named here (messages name it so), from the
-		// client's directory for a client.
-		load := f.config
-		if c.Dir != "" {
-			load = configPath
-		}
-		c, err := policy.LoadConfig(load)
-		if err != nil {
-			return nil, failure("%v", err)
-		}
-		cfg = c
-	} else if path := agentdirs.Config(getenv); path != "" {
-		c, err := policy.LoadConfig(path)
-		switch {
-		case err == nil:
-			cfg = c
-		case errors.Is(err, os.ErrNotExist):
-		default:
-			return nil, failure("%v", err)
-		}
-	}
-	f.cfg = cfg
-	o := policy.Options{Mode: policy.Mode(f.mode), Cwd: f.cwd, AddDirs: f.addDirs, Config: cfg, AllowDomains: f.allowDomains,
-		DenyRead: f.denyRead, AllowRead: f.allowRead, PassEnv: f.passEnv}
-	// A --config file decides how the next command is sandboxed too; the
-	// default config and state directories are protected by Resolve.
-	if configPath != "" {
-		o.ExtraProtected = append(o.ExtraProtected, configPath)
-	}
-	if cmd.Flags().Changed("network") {
-		o.Network = &f.network
-	}
-	o.Publish, o.HostPorts = f.publish, f.hostPorts
-	if cmd.Flags().Changed("allow-degraded") {
-		o.AllowDegraded = &f.allowDegraded
-	}
-	if cmd.Flags().Changed("allow-git-writes") {
-		o.AllowGitWrites = &f.allowGit
-	}
-	pol, err := policy.ResolveFor(o, c)
+// resolve builds the policy from the flags cmd parsed (package
+// contract) and the config; errors are 125.
+func resolve(f *contract.Flags, cmd *cobra.Command) (*policy.Policy, error) {
+	pol, err := f.Resolve(cmd, policy.Caller{})
 	if err != nil {
 		return nil, failure("%w", err)
 	}
@@ -270,54 +157,43 @@ func (f *runFlags) resolveFor(cmd *cobra.Command, c policy.Caller) (*policy.Poli
 // machine: run where the workspace would be refused (the home directory,
 // /), they go on with the read-only policy of the same directory and
 // return the refusal.
-func (f *runFlags) resolveMachine(cmd *cobra.Command) (pol *policy.Policy, refused *policy.RootError, err error) {
-	pol, err = f.resolve(cmd)
+func resolveMachine(f *contract.Flags, cmd *cobra.Command) (pol *policy.Policy, refused *policy.RootError, err error) {
+	pol, err = resolve(f, cmd)
 	if !errors.As(err, &refused) {
 		return pol, nil, err
 	}
-	ro := *f
-	ro.mode = string(policy.ReadOnly)
-	pol, err = ro.resolve(cmd)
+	pol, err = resolve(f.ReadOnly(), cmd)
 	return pol, refused, err
 }
 
 func newRun(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
-	var f runFlags
+	var f contract.Flags
 	cmd := &cobra.Command{
 		Use:   "run [flags] -- COMMAND [ARG...]",
 		Short: "Run a command in the sandbox",
 		Args:  cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if f.timeout < 0 {
-				return failure("--timeout %v is negative", f.timeout)
+			if f.Timeout < 0 {
+				return failure("--timeout %v is negative", f.Timeout)
 			}
-			rep, err := openReport(f.report)
+			rep, err := openReport(f.Report)
 			if err != nil {
 				return err
 			}
 			defer rep.Close()
-			pol, err := f.resolve(cmd)
+			pol, err := resolve(&f, cmd)
 			if err != nil {
-				rep.failed(nil, err)
+				reportFailed(rep, err)
 				return err
 			}
-			residentOff := f.cfg != nil && f.cfg.Linux.Resident != nil && !*f.cfg.Linux.Resident
-			return runCommand(pol, f.timeout, args, stdin, stdout, stderr, rep, !residentOff)
+			return runCommand(pol, f.Timeout, args, stdin, stdout, stderr, rep, !f.ResidentOff())
 		},
 	}
-	f.registerRun(cmd)
+	f.RegisterRun(cmd)
 	return cmd
 }
 
-// registerRun gives cmd the run command's flags, as `agentbox run` parses
-// them (and the resident helper, for a lean client's run).
-func (f *runFlags) registerRun(cmd *cobra.Command) {
-	// Everything after the command belongs to it, flags included.
-	cmd.Flags().SetInterspersed(false)
-	f.register(cmd, true)
-}
-
-func runCommand(pol *policy.Policy, timeout time.Duration, args []string, stdin io.Reader, stdout, stderr io.Writer, rep *reportFile, mayResident bool) error {
+func runCommand(pol *policy.Policy, timeout time.Duration, args []string, stdin io.Reader, stdout, stderr io.Writer, rep *contract.ReportFile, mayResident bool) error {
 	ctx := context.Background()
 	if timeout > 0 {
 		var cancel context.CancelFunc
@@ -339,9 +215,7 @@ func runCommand(pol *policy.Policy, timeout time.Duration, args []string, stdin 
 	defer func() { go signal.Stop(sigs) }()
 
 	if mayResident {
-		if handled, err := runResident(pol, timeout, args, stdin, stdout, stderr, rep, sigs); handled {
-			return err
-		}
+		spawnResident(pol, stdin, stdout, stderr)
 	}
 	restore := saveTerminal(stdin)
 	defer restore()
@@ -355,22 +229,22 @@ func runCommand(pol *policy.Policy, timeout time.Duration, args []string, stdin 
 
 // finish says on stderr what the contract adds for a run's outcome o,
 // saves its report in rep, and returns its status.
-func finish(o *contract.Outcome, stderr io.Writer, rep *reportFile) error {
-	if code := o.Finish(stderr, rep.save); code != 0 {
+func finish(o *contract.Outcome, stderr io.Writer, rep *contract.ReportFile) error {
+	if code := o.Finish(stderr, rep.Save); code != 0 {
 		return &exitError{code: code}
 	}
 	return nil
 }
 
 func newDoctor(stdout io.Writer) *cobra.Command {
-	var f runFlags
+	var f contract.Flags
 	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "doctor",
 		Short: "Report what this machine can enforce",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			pol, refused, err := f.resolveMachine(cmd)
+			pol, refused, err := resolveMachine(&f, cmd)
 			if err != nil {
 				return err
 			}
@@ -396,7 +270,7 @@ func newDoctor(stdout io.Writer) *cobra.Command {
 			return nil
 		},
 	}
-	f.register(cmd, false)
+	f.Register(cmd, false)
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the report as JSON")
 	return cmd
 }
@@ -471,13 +345,13 @@ func printReport(w io.Writer, r *sandbox.Report) {
 }
 
 func newSetup(stdout io.Writer) *cobra.Command {
-	var f runFlags
+	var f contract.Flags
 	cmd := &cobra.Command{
 		Use:   "setup",
 		Short: "One-time machine setup (Windows elevated mode); elsewhere says what is needed",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			pol, _, err := f.resolveMachine(cmd)
+			pol, _, err := resolveMachine(&f, cmd)
 			if err != nil {
 				return err
 			}
@@ -487,7 +361,7 @@ func newSetup(stdout io.Writer) *cobra.Command {
 			return nil
 		},
 	}
-	f.register(cmd, false)
+	f.Register(cmd, false)
 	return cmd
 }
 

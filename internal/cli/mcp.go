@@ -11,13 +11,14 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/agentbox/agentbox/internal/contract"
 	"github.com/agentbox/agentbox/internal/mcpserver"
 	"github.com/agentbox/agentbox/policy"
 	"github.com/agentbox/agentbox/sandbox"
 )
 
 func newMCP(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
-	var f runFlags
+	var f contract.Flags
 	cmd := &cobra.Command{
 		Use:   "mcp [flags]",
 		Short: "Serve MCP on stdin/stdout: one sandbox session, tool \"run\"",
@@ -34,13 +35,13 @@ Each call runs as isolated as one 'agentbox run'. --timeout is the default
 for calls that give none.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if f.timeout < 0 {
-				return failure("--timeout %v is negative", f.timeout)
+			if f.Timeout < 0 {
+				return failure("--timeout %v is negative", f.Timeout)
 			}
 			// Before anything reads stdin: an MCP client that started
 			// the server in a directory that confines nothing (Claude
 			// Desktop starts them in /) learns it from the exit.
-			pol, err := f.resolve(cmd)
+			pol, err := resolve(&f, cmd)
 			var re *policy.RootError
 			if errors.As(err, &re) && !cmd.Flags().Changed("cd") && strings.HasPrefix(re.What, "workspace") {
 				return failure("%w; agentbox mcp runs in the directory its client starts it in: add -C DIR (the project) to the server's arguments in the client's configuration", err)
@@ -65,12 +66,12 @@ for calls that give none.`,
 			// on stderr, not a SIGPIPE that kills us silently (caught,
 			// not ignored: the sandbox's commands get the default).
 			signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
-			if err := mcpserver.Serve(ctx, s, stdin, stdout, mcpserver.Options{Version: version(), DefaultTimeout: f.timeout}); err != nil {
+			if err := mcpserver.Serve(ctx, s, stdin, stdout, mcpserver.Options{Version: version(), DefaultTimeout: f.Timeout}); err != nil {
 				return failure("mcp: %v", err)
 			}
 			return nil
 		},
 	}
-	f.register(cmd, true)
+	f.Register(cmd, true)
 	return cmd
 }

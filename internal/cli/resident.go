@@ -4,9 +4,7 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"runtime"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -15,86 +13,23 @@ import (
 	"github.com/agentbox/agentbox/policy"
 )
 
-// runResident runs the command through the resident helper when it can
-// (see internal/resident); handled is false when it did not, and nothing
-// ran.
-// Everything the CLI does around a lone run it does here too: the exit
-// status and its contract, the timeout message, the report, the notes of
-// the post-run checks.
-func runResident(pol *policy.Policy, timeout time.Duration, args []string, stdin io.Reader, stdout, stderr io.Writer, rep *reportFile, sigs <-chan os.Signal) (handled bool, err error) {
+// spawnResident starts the resident helper for the next run when this
+// one, which the lean client (internal/resident/client) did not hand
+// over, is one it could serve and none is there (see resident.Spawn).
+func spawnResident(pol *policy.Policy, stdin io.Reader, stdout, stderr io.Writer) {
 	state := agentdirs.State(os.Getenv, runtime.GOOS)
 	if state == "" || resident.Disabled(os.Getenv, false) {
-		return false, nil
+		return
 	}
 	var stdio [3]*os.File
 	for i, s := range []any{stdin, stdout, stderr} {
 		f, isFile := s.(*os.File)
 		if !isFile {
-			return false, nil
+			return
 		}
 		stdio[i] = f
 	}
-	res, served := resident.Run(state, pol, args, timeout, stdio, sigs)
-	if !served {
-		return false, nil
-	}
-	return true, finish(res.Outcome(pol, timeout), stderr, rep)
-}
-
-// notPaths are variables policy resolution reads that hold no path, or a
-// relative one it resolves itself ($TMPDIR from the workspace, PATH's
-// entries from the caller's directory).
-var notPaths = map[string]bool{"AGENTBOX_RESIDENT": true, "GIT_CONFIG_NOSYSTEM": true, "GIT_CONFIG_COUNT": true, "TMPDIR": true, "PATH": true}
-
-// resolveForClient is the helper's half of a lean client's run (package
-// fastpath): `agentbox run` as the client typed it, parsed and resolved
-// as the CLI's run command does (c stands for the client), for the
-// helper to run. Anything but a plain run with a command (an error,
-// --help, --report, the helper switched off) is the full CLI's.
-func resolveForClient(args []string, c policy.Caller) (*resident.Resolved, string) {
-	if len(args) == 0 || args[0] != "run" {
-		return nil, "not a run"
-	}
-	var f runFlags
-	cmd := &cobra.Command{Use: "run"}
-	f.registerRun(cmd)
-	if err := cmd.ParseFlags(args[1:]); err != nil {
-		return nil, "flags: " + err.Error()
-	}
-	argv := cmd.Flags().Args()
-	switch {
-	case len(argv) == 0:
-		return nil, "no command"
-	case f.timeout < 0:
-		return nil, "negative --timeout"
-	case f.report != "":
-		return nil, "--report is written by the CLI"
-	}
-	// What resolution reads of the environment, recorded: a relative
-	// path there (GIT_CONFIG_GLOBAL=g.cfg, HOME=.) names a file from the
-	// caller's directory, which resolution opens from its own. Such a
-	// run is the full CLI's, in the client's own directory.
-	getenv, read := c.Getenv, map[string]bool{}
-	c.Getenv = func(k string) string {
-		v := getenv(k)
-		if v != "" {
-			read[k] = true
-		}
-		return v
-	}
-	pol, err := f.resolveFor(cmd, c)
-	if err != nil {
-		return nil, "resolving the policy: " + err.Error()
-	}
-	for k := range read {
-		if v := getenv(k); !filepath.IsAbs(v) && !notPaths[k] {
-			return nil, "$" + k + " is not an absolute path"
-		}
-	}
-	if resident.Disabled(c.Getenv, f.cfg != nil && f.cfg.Linux.Resident != nil && !*f.cfg.Linux.Resident) {
-		return nil, "the resident helper is switched off"
-	}
-	return &resident.Resolved{Policy: pol, Argv: argv, Timeout: f.timeout}, ""
+	resident.Spawn(state, pol, stdio)
 }
 
 // stopResident stops the resident helper if it is idle, and says on out
@@ -142,7 +77,7 @@ func newResident() *cobra.Command {
 			if detach {
 				err = resident.Detach(state)
 			} else {
-				err = resident.Serve(state, resolveForClient)
+				err = resident.Serve(state)
 			}
 			if err != nil {
 				return failure("resident: %v", err)

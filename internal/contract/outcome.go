@@ -54,9 +54,9 @@ func Of(pol *policy.Policy, timeout time.Duration, err error, rep *sandbox.RunRe
 	return o
 }
 
-// Parts is an outcome as the resident helper carries it to its client
-// (the JSON is its reply's): the status by its parts and the report's
-// refusals.
+// Parts is an outcome as the resident helper collects it from a
+// session's command, its refusals capped to what a reply carries: the
+// status by its parts and the report's refusals.
 type Parts struct {
 	Code     int  `json:"code,omitempty"`
 	Signal   int  `json:"signal,omitempty"`

@@ -8,7 +8,7 @@ import (
 // Forwarded are the signals `agentbox run` catches and passes on to its
 // command (a user's Ctrl-C, a harness's TERM, a closed terminal's HUP,
 // QUIT): agentbox itself waits for the command to end, and exits with
-// its status. The lean client (internal/resident/fastpath) keeps a copy
+// its status. The lean client (internal/resident/client) keeps a copy
 // of this list, as it runs before anything heavy is linked in.
 var Forwarded = []os.Signal{os.Interrupt, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT}
 

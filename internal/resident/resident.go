@@ -3,14 +3,18 @@
 // so that `agentbox run` need not build one for every command, and exits
 // when idle. Only Linux has one; elsewhere every run starts on its own.
 //
-// The CLI resolves the policy for every run as it always does and sends
-// the helper the policy's canonical bytes ([policy.Policy.Encode]) with
-// everything else that shapes the sandbox (the identity of the roots and
-// tool caches, the binary, the state directory, the umask and resource
-// limits); the helper serves the run only from a session prepared for
-// exactly those bytes, and otherwise prepares a new one. Anything the
-// helper does not handle as a lone run would, the CLI runs on its own:
-// the helper only ever makes a run faster, never different.
+// Its one client is the lean one (package client): from a package init
+// of `agentbox run` it sends the run as typed (arguments, directory,
+// environment, stdio; package proto), and the helper resolves the policy
+// exactly as the client's CLI would have (package contract's flags,
+// [policy.ResolveFor]). It serves the run only from a session prepared
+// for exactly that policy's canonical bytes and everything else that
+// shapes the sandbox (the identity of the roots and tool caches, the
+// binary, the state directory, the umask and resource limits), and
+// otherwise prepares a new one. Anything the helper does not handle as a
+// lone run would, it declines before anything runs, and the client's
+// full CLI runs it on its own: the helper only ever makes a run faster,
+// never different.
 package resident
 
 import (
@@ -22,8 +26,6 @@ import (
 
 	"github.com/agentbox/agentbox/internal/contract"
 	"github.com/agentbox/agentbox/internal/netpolicy"
-	"github.com/agentbox/agentbox/internal/wirestr"
-	"github.com/agentbox/agentbox/policy"
 )
 
 // Disabled reports whether the resident helper is switched off for this
@@ -68,13 +70,15 @@ func idlePeriod() time.Duration {
 // fit in maxFiles bytes.
 type Result = contract.Parts
 
-// maxFiles bounds the bytes of file refusals a reply carries: with
-// maxDenied network refusals it fits the client's 64 KiB buffer.
-const maxFiles = 16 << 10
-
-// maxDenied bounds the refusals a reply carries, so that it fits in one
-// message of the client's buffer.
-const maxDenied = 128
+// maxFiles bounds the bytes of file refusals a served run's report and
+// stderr carry; maxDenied the network refusals. A lone run has no such
+// bound: a helper's command that floods refusals must not make every
+// run's answer large (the stderr lines they make travel in the client's
+// 64 KiB messages, proto.MaxReply).
+const (
+	maxFiles  = 16 << 10
+	maxDenied = 128
+)
 
 // capDenied is ds, the entries beyond maxDenied counted in one.
 func capDenied(ds []netpolicy.Denied) []netpolicy.Denied {
@@ -89,46 +93,14 @@ func capDenied(ds []netpolicy.Denied) []netpolicy.Denied {
 	return append(out, rest)
 }
 
-// runRequest is the CLI's request for one command. The policy's canonical
-// bytes travel after it in the same message (see encodeRequest).
-type runRequest struct {
-	Op string `json:"op"` // "run", "stop" or "stop-idle"
-	// Key fields: together with the policy's bytes, the exact key of the
-	// prepared sandbox that may serve the request.
-	Binary   string      `json:"binary"` // identity of the CLI's executable
-	StateDir string      `json:"state_dir"`
-	Roots    []rootID    `json:"roots"`
-	Umask    int         `json:"umask"`
-	Rlimits  [][2]uint64 `json:"rlimits"`
-	// The command.
-	Argv    wirestr.Strings `json:"argv,omitempty"`
-	Env     wirestr.Strings `json:"env,omitempty"`
-	Timeout int64           `json:"timeout_ns,omitempty"`
-}
-
 // rootID is what is on disk at a root, a tool cache or the workspace when
-// the CLI resolved the policy: a sandbox prepared for another directory at
+// the policy was resolved: a sandbox prepared for another directory at
 // the same path must not serve it.
 type rootID struct {
-	Path   string `json:"path"`
-	Exists bool   `json:"exists"`
-	Dev    uint64 `json:"dev,omitempty"`
-	Ino    uint64 `json:"ino,omitempty"`
-}
-
-// reply is the helper's answer: one Started (or Fallback), then one
-// Exited.
-type reply struct {
-	Started  bool   `json:"started,omitempty"`
-	Fallback string `json:"fallback,omitempty"` // why the CLI must run the command itself
-	Exited   bool   `json:"exited,omitempty"`
-	// The outcome of an Exited command, its fields inline.
-	Result
-	// Busy answers a stop-idle request the helper did not stop for: the
-	// connections it serves (commands running, or being prepared).
-	Busy int `json:"busy,omitempty"`
-	// Closed is how many idle sessions it closed meanwhile.
-	Closed int `json:"closed,omitempty"`
+	Path   string
+	Exists bool
+	Dev    uint64
+	Ino    uint64
 }
 
 // StopOutcome is what [StopIdle] did.
@@ -143,34 +115,4 @@ type StopOutcome struct {
 	Busy, Closed int
 	// Why says why a helper was left running.
 	Why string
-}
-
-// control is a message from the CLI while the command runs.
-type control struct {
-	Op  string `json:"op"` // "signal"
-	Sig int    `json:"sig"`
-}
-
-// Resolver turns a lean client's run, as typed (args from "run" on), into
-// what the CLI would have run, resolving the policy with c standing for
-// the client. It returns nil, with why, for anything the full CLI must
-// handle itself (a flag error, --help, a report file, the helper switched
-// off): nothing has happened yet, and the client's full CLI then does it
-// all, its messages included.
-type Resolver func(args []string, c policy.Caller) (run *Resolved, why string)
-
-// Resolved is a run a Resolver accepted.
-type Resolved struct {
-	Policy  *policy.Policy
-	Argv    []string
-	Timeout time.Duration
-}
-
-// Finish is what the CLI would have written to stderr after the command
-// ended with res, and the status it would have exited with: the
-// contract's, which the CLI's own runs use too.
-func (r *Resolved) Finish(res *Result) (stderr string, code int) {
-	var b strings.Builder
-	code = res.Outcome(r.Policy, r.Timeout).Finish(&b, nil)
-	return b.String(), code
 }

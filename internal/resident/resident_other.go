@@ -5,18 +5,15 @@ package resident
 import (
 	"errors"
 	"os"
-	"time"
 
 	"github.com/agentbox/agentbox/policy"
 )
 
-// Run never handles a run here: only Linux has a resident helper.
-func Run(stateDir string, pol *policy.Policy, argv []string, timeout time.Duration, stdio [3]*os.File, sigs <-chan os.Signal) (*Result, bool) {
-	return nil, false
-}
+// Spawn starts nothing here: only Linux has a resident helper.
+func Spawn(stateDir string, pol *policy.Policy, stdio [3]*os.File) {}
 
 // Serve fails: only Linux has a resident helper.
-func Serve(stateDir string, resolve Resolver) error {
+func Serve(stateDir string) error {
 	return errors.New("agentbox: the resident helper exists on Linux only")
 }
 
@@ -24,4 +21,4 @@ func Serve(stateDir string, resolve Resolver) error {
 func StopIdle(stateDir string) (StopOutcome, error) { return StopOutcome{}, nil }
 
 // Detach fails: only Linux has a resident helper.
-func Detach(stateDir string) error { return Serve(stateDir, nil) }
+func Detach(stateDir string) error { return Serve(stateDir) }

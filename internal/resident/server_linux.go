@@ -3,7 +3,6 @@ package resident
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -12,6 +11,7 @@ import (
 	"reflect"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -21,9 +21,10 @@ import (
 	"github.com/agentbox/agentbox/internal/agentdirs"
 	"github.com/agentbox/agentbox/internal/contract"
 	"github.com/agentbox/agentbox/internal/fsreport"
-	"github.com/agentbox/agentbox/internal/resident/fastpath"
 	"github.com/agentbox/agentbox/internal/resident/ident"
+	"github.com/agentbox/agentbox/internal/resident/proto"
 	"github.com/agentbox/agentbox/internal/syncbuf"
+	"github.com/agentbox/agentbox/internal/wire"
 	"github.com/agentbox/agentbox/policy"
 	"github.com/agentbox/agentbox/sandbox"
 )
@@ -45,7 +46,6 @@ type server struct {
 	exeID   string
 	umask   int
 	rlimits [][2]uint64
-	resolve Resolver
 
 	mu       sync.Mutex
 	sessions map[string]*entry
@@ -73,15 +73,13 @@ type entry struct {
 
 // Serve runs the helper for the state directory stateDir; it returns when
 // the helper exits. Another helper already serving it is not an error.
-// resolve serves the lean client's runs (package fastpath); nil serves
-// only the CLI's resolved ones.
-func Serve(stateDir string, resolve Resolver) error {
+func Serve(stateDir string) error {
 	if err := os.Chdir("/"); err != nil {
 		return err
 	}
 	// Nothing inherited may leak into the sandboxes' zygotes.
 	unix.CloseRange(3, ^uint(0), unix.CLOSE_RANGE_CLOEXEC)
-	s := &server{stateDir: stateDir, dir: Dir(stateDir), idle: idlePeriod(), resolve: resolve,
+	s := &server{stateDir: stateDir, dir: Dir(stateDir), idle: idlePeriod(),
 		sessions: map[string]*entry{}, last: time.Now(), quit: make(chan struct{})}
 	s.sock = filepath.Join(s.dir, "sock")
 	if got := agentdirs.State(os.Getenv, runtime.GOOS); got != stateDir {
@@ -89,7 +87,7 @@ func Serve(stateDir string, resolve Resolver) error {
 		// than the CLIs they serve.
 		return fmt.Errorf("state directory %q from the environment, not %q", got, stateDir)
 	}
-	if err := checkDir(s.dir); err != nil {
+	if err := ident.CheckDir(s.dir); err != nil {
 		return err
 	}
 	var err error
@@ -153,19 +151,6 @@ func Serve(stateDir string, resolve Resolver) error {
 //
 //lint:ignore U1000 kept for its reachability, never read
 var heldLock *os.File
-
-// checkDir refuses a helper directory that is not a real directory of
-// ours with mode 0700.
-func checkDir(dir string) error {
-	var st unix.Stat_t
-	if err := unix.Lstat(dir, &st); err != nil {
-		return &os.PathError{Op: "lstat", Path: dir, Err: err}
-	}
-	if st.Mode&unix.S_IFMT != unix.S_IFDIR || int(st.Uid) != os.Geteuid() || st.Mode&0o777 != 0o700 {
-		return fmt.Errorf("%s: not a directory of uid %d with mode 0700 (mode %o, uid %d); remove it", dir, os.Geteuid(), st.Mode, st.Uid)
-	}
-	return nil
-}
 
 func (s *server) listen() error {
 	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
@@ -326,65 +311,161 @@ func isReady(e *entry) bool {
 	}
 }
 
-// serve handles one connection: one command, or a stop request.
+// serve handles one connection: one run, or a stop request.
 func (s *server) serve(fd int) {
 	if _, err := checkPeer(fd, true); err != nil {
 		// Nothing is said to a peer we do not trust.
 		return
 	}
 	// A buffer of the request's size (a few KiB), learnt by peeking: a
-	// pooled one of maxMessage would be reallocated, and zeroed, after
+	// pooled one of MaxMessage would be reallocated, and zeroed, after
 	// every GC cycle, which in a helper comes every few requests.
 	size, err := peekSize(fd)
-	if err != nil || size == 0 || size > maxMessage {
+	if err != nil || size == 0 || size > proto.MaxMessage {
 		return
 	}
 	buf := make([]byte, size)
+	// Room for a Run's descriptors: more is a truncated message, refused.
 	oob := make([]byte, unix.CmsgSpace(3*4))
 	n, fds, err := recvMsg(fd, buf, oob)
 	if err != nil || n == 0 {
 		return
 	}
-	if fastpath.IsRequest(buf[:n]) {
-		lr, err := fastpath.Decode(buf[:n])
-		if err != nil {
-			closeAll(fds)
-			return
-		}
-		s.serveLean(fd, lr, fds)
-		return
-	}
-	req, polBytes, err := decodeRequest(buf[:n])
+	m, err := proto.Unmarshal(buf[:n], len(fds))
 	if err != nil {
+		// Nothing is said to a malformed request either: no client of
+		// this build sends one.
 		closeAll(fds)
 		return
 	}
-	switch req.Op {
-	case "stop":
-		closeAll(fds)
-		s.mu.Lock()
-		s.stopping = true
-		s.mu.Unlock()
-		sendJSON(fd, reply{Exited: true})
-		s.stop()
-		return
-	case "stop-idle":
-		closeAll(fds)
+	switch m.Kind {
+	case proto.KindRun:
+		s.serveRun(fd, m.Run, fds)
+	case proto.KindStopIdle:
 		s.stopIdle(fd)
-		return
-	case "run":
 	default:
 		closeAll(fds)
-		return
 	}
-	if len(fds) != 3 {
-		closeAll(fds)
-		sendJSON(fd, reply{Fallback: "malformed request"})
-		return
-	}
+}
+
+// job is a client's run as the helper resolved it: what keys its session
+// and what it runs.
+type job struct {
+	// Key fields: together with the policy's bytes, the exact key of
+	// the prepared sandbox that may serve the run.
+	binary   string // identity of the client's executable
+	stateDir string
+	roots    []rootID
+	umask    int
+	rlimits  [][2]uint64
+	pol      *policy.Policy
+	polBytes []byte
+	// The command.
+	argv, env []string
+	timeout   time.Duration
+	report    *contract.ReportFile
+}
+
+// serveRun serves a client's run: the policy is resolved here, exactly
+// as the client's full CLI would have resolved it, from the client's
+// arguments, directory, environment, executable and argv[0].
+func (s *server) serveRun(fd int, r *proto.Run, fds []int) {
+	defer func() {
+		// The helper parses the client's flags, config and git files
+		// now: a bug there must not end the helper and every other
+		// client's command with it. Nothing ran yet if it panicked
+		// before start; the full CLI then reports what it finds.
+		if p := recover(); p != nil {
+			fallback(fd, fmt.Sprintf("internal error: %v", p))
+		}
+	}()
 	stdio := stdioFiles(fds)
 	defer closeStdio(&stdio)
-	s.start(fd, req, polBytes, stdio, jsonReplies{})
+	if len(r.Args) < 2 || !strings.HasPrefix(r.Dir, "/") || !strings.HasPrefix(r.Executable, "/") {
+		fallback(fd, "malformed request")
+		return
+	}
+	j := &job{binary: r.Binary, stateDir: r.StateDir, umask: r.Umask, rlimits: r.Rlimits, env: r.Env}
+	// The cheap refusals before resolving anything.
+	if why := s.mismatch(j); why != "" {
+		fallback(fd, why)
+		return
+	}
+	run, why := parseRun(r.Args[1:])
+	if run == nil {
+		fallback(fd, why)
+		return
+	}
+	if run.f.Report != "" {
+		// Opened by the client, as its CLI would before resolving.
+		if j.report = s.openReport(fd, run.f.Report); j.report == nil {
+			return
+		}
+		defer j.report.Close()
+	}
+	pol, why := run.resolve(clientCaller(r))
+	if pol == nil {
+		fallback(fd, why)
+		return
+	}
+	if !Eligible(pol, stdio) {
+		fallback(fd, "not a run the helper serves")
+		return
+	}
+	polBytes, err := pol.MarshalBinary()
+	if err != nil {
+		fallback(fd, err.Error())
+		return
+	}
+	j.pol, j.polBytes, j.roots, j.argv, j.timeout = pol, polBytes, rootIDs(pol), run.argv, run.f.Timeout
+	e, why := s.session(j)
+	if e == nil {
+		fallback(fd, why)
+		return
+	}
+	defer s.release(e)
+	s.run(fd, e.s, j, stdio)
+}
+
+// clientCaller is the client of r, for policy resolution.
+func clientCaller(r *proto.Run) policy.Caller {
+	env := make(map[string]string, len(r.Env))
+	for _, kv := range r.Env {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			// The first wins, as for os.Getenv (os.Environ has no
+			// duplicates anyway).
+			if _, dup := env[k]; !dup {
+				env[k] = v
+			}
+		}
+	}
+	return policy.Caller{Getenv: func(k string) string { return env[k] },
+		Dir: r.Dir, Executable: r.Executable, Remote: true, Arg0: r.Args[0]}
+}
+
+// openReport asks the client to open the --report file path, and
+// returns the file it sent; nil when it sent none (it could not open it:
+// its full CLI says why) or something else.
+func (s *server) openReport(fd int, path string) *contract.ReportFile {
+	if send(fd, &proto.Message{Kind: proto.KindOpenReport, Text: path}, nil) != nil {
+		return nil
+	}
+	buf := make([]byte, 16)
+	oob := make([]byte, unix.CmsgSpace(4))
+	n, fds, err := recvMsg(fd, buf, oob)
+	if err != nil || n == 0 {
+		return nil
+	}
+	m, err := proto.Unmarshal(buf[:n], len(fds))
+	if err != nil || m.Kind != proto.KindReport {
+		closeAll(fds)
+		return nil
+	}
+	return contract.ReportTo(os.NewFile(uintptr(fds[0]), path), path)
+}
+
+func fallback(fd int, why string) error {
+	return send(fd, &proto.Message{Kind: proto.KindFallback, Text: why}, nil)
 }
 
 // stopIdle is `agentbox cleanup`'s request: the helper stops if it runs
@@ -414,7 +495,7 @@ func (s *server) stopIdle(fd int) {
 	}
 	s.mu.Unlock()
 	if busy == 0 {
-		sendJSON(fd, reply{Exited: true})
+		send(fd, &proto.Message{Kind: proto.KindStopped}, nil)
 		s.stop()
 		return
 	}
@@ -425,55 +506,31 @@ func (s *server) stopIdle(fd int) {
 			s.closing.Done()
 		}
 	}
-	sendJSON(fd, reply{Busy: busy, Closed: len(idle)})
-}
-
-// start runs the request's command in the session for its key, if the
-// helper can start it as the CLI would have.
-func (s *server) start(fd int, req *runRequest, polBytes []byte, stdio [3]*os.File, out replier) {
-	if why := s.mismatch(req); why != "" {
-		out.fallback(fd, why)
-		return
-	}
-	e, why := s.session(req, polBytes)
-	if e == nil {
-		out.fallback(fd, why)
-		return
-	}
-	defer s.release(e)
-	s.run(fd, e.s, req, stdio, out)
+	send(fd, &proto.Message{Kind: proto.KindBusy, Busy: busy, Closed: len(idle)}, nil)
 }
 
 // mismatch says why the helper cannot start this request's command as
 // the CLI would have: another build, state directory, umask or limits.
-func (s *server) mismatch(r *runRequest) string {
+func (s *server) mismatch(j *job) string {
 	switch {
-	case r.Binary != s.binary:
+	case j.binary != s.binary:
 		return "the helper is another build"
-	case r.StateDir != s.stateDir:
+	case j.stateDir != s.stateDir:
 		return "another state directory"
-	case r.Umask != s.umask:
+	case j.umask != s.umask:
 		return "another umask"
-	case !reflect.DeepEqual(r.Rlimits, s.rlimits):
+	case !reflect.DeepEqual(j.rlimits, s.rlimits):
 		return "other resource limits"
-	case len(r.Argv) == 0:
-		return "no command"
 	}
 	return ""
 }
 
-// session finds, or prepares, the session for exactly this request's
-// key. The entry is marked active until release.
-func (s *server) session(r *runRequest, polBytes []byte) (*entry, string) {
-	kb, _ := json.Marshal(struct {
-		Binary, StateDir string
-		Roots            []rootID
-		Umask            int
-		Rlimits          [][2]uint64
-	}{r.Binary, r.StateDir, r.Roots, r.Umask, r.Rlimits})
+// session finds, or prepares, the session for exactly this job's key.
+// The entry is marked active until release.
+func (s *server) session(j *job) (*entry, string) {
 	// The exact bytes, not a hash of them: equal keys are equal
 	// policies.
-	key := string(polBytes) + "\x00" + string(kb)
+	key := string(jobKey(j))
 	for {
 		s.mu.Lock()
 		if s.stopping {
@@ -483,7 +540,7 @@ func (s *server) session(r *runRequest, polBytes []byte) (*entry, string) {
 		e := s.sessions[key]
 		if e == nil {
 			s.mu.Unlock()
-			e = s.alias(key, r, polBytes)
+			e = s.alias(key, j)
 			s.mu.Lock()
 			if e == nil {
 				// A request racing this one may have filed a session
@@ -501,7 +558,7 @@ func (s *server) session(r *runRequest, polBytes []byte) (*entry, string) {
 			e = &entry{key: key, ready: make(chan struct{}), active: 1}
 			s.sessions[key] = e
 			s.mu.Unlock()
-			s.prepare(e, r, polBytes)
+			s.prepare(e, j)
 			if e.s == nil {
 				s.release(e)
 				return nil, e.refuse
@@ -555,11 +612,12 @@ func (s *server) makeRoom() bool {
 }
 
 // prepare builds the session for e: from the policy decoded from exactly
-// the bytes the CLI sent, and only if the roots are still what the CLI
-// saw.
-func (s *server) prepare(e *entry, r *runRequest, polBytes []byte) {
+// the bytes of its key (a session serves every client with that key:
+// nothing of the client it was resolved for may stay in it), and only if
+// the roots are still what resolution saw.
+func (s *server) prepare(e *entry, j *job) {
 	defer close(e.ready)
-	pol, err := policy.Unmarshal(polBytes)
+	pol, err := policy.Unmarshal(j.polBytes)
 	if err != nil {
 		e.refuse = err.Error()
 		return
@@ -570,7 +628,7 @@ func (s *server) prepare(e *entry, r *runRequest, polBytes []byte) {
 		e.refuse = "not a policy the helper serves"
 		return
 	}
-	if !reflect.DeepEqual(rootIDs(pol), r.Roots) {
+	if !reflect.DeepEqual(rootIDs(pol), j.roots) {
 		// Not cached: the next request may see the roots settled.
 		e.refuse = "the roots changed on disk"
 		s.forget(e)
@@ -594,7 +652,7 @@ func (s *server) prepare(e *entry, r *runRequest, polBytes []byte) {
 		e.refuse = "no prepared sandbox for this policy here (degraded mode)"
 		return
 	}
-	e.pol, e.roots = pol, r.Roots
+	e.pol, e.roots = pol, j.roots
 	e.s = sess
 }
 
@@ -613,16 +671,13 @@ func (s *server) prepare(e *entry, r *runRequest, polBytes []byte) {
 // inode for inode. Without this, every run that overlaps another of the
 // same workspace would get a sandbox of its own (the placeholders'
 // inodes are new each time), and with it a throwaway tool-cache layer.
-func (s *server) alias(key string, r *runRequest, polBytes []byte) *entry {
-	reqPol, err := policy.Unmarshal(polBytes)
-	if err != nil {
-		return nil
-	}
+func (s *server) alias(key string, j *job) *entry {
+	reqPol := j.pol
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, e := range s.sessions {
 		// Ready first: e.pol is set (and safe to read) only then.
-		if !isReady(e) || e.s == nil || len(e.roots) != len(r.Roots) {
+		if !isReady(e) || e.s == nil || len(e.roots) != len(j.roots) {
 			continue
 		}
 		have := e.pol.Protected()
@@ -651,8 +706,8 @@ func (s *server) alias(key string, r *runRequest, polBytes []byte) *entry {
 			continue
 		}
 		ok := true
-		for j, id := range r.Roots {
-			if id != e.roots[j] && !(held[id.Path] && !e.roots[j].Exists && e.roots[j].Path == id.Path) {
+		for i, id := range j.roots {
+			if id != e.roots[i] && !(held[id.Path] && !e.roots[i].Exists && e.roots[i].Path == id.Path) {
 				ok = false
 				break
 			}
@@ -692,18 +747,18 @@ func (s *server) release(e *entry) {
 }
 
 // run starts the command in the session and reports its end. The
-// connection is the command's lifeline: when the CLI goes away (exits,
-// is killed), the command's whole tree is killed.
-func (s *server) run(fd int, sess *sandbox.Session, r *runRequest, stdio [3]*os.File, out replier) {
+// connection is the command's lifeline: when the client goes away
+// (exits, is killed), the command's whole tree is killed.
+func (s *server) run(fd int, sess *sandbox.Session, j *job, stdio [3]*os.File) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	if r.Timeout > 0 {
-		ctx, cancel = context.WithTimeout(ctx, time.Duration(r.Timeout))
+	if j.timeout > 0 {
+		ctx, cancel = context.WithTimeout(ctx, j.timeout)
 		defer cancel()
 	}
 	// Its session runs it under an init of its own (see prepare).
-	c := sess.Command(ctx, r.Argv[0], r.Argv[1:]...)
-	c.Env = r.Env
+	c := sess.Command(ctx, j.argv[0], j.argv[1:]...)
+	c.Env = j.env
 	if c.Env == nil {
 		c.Env = []string{}
 	}
@@ -714,7 +769,7 @@ func (s *server) run(fd int, sess *sandbox.Session, r *runRequest, stdio [3]*os.
 	if err := c.Start(); err != nil {
 		// The CLI's own run gives the same answer (126, 127, 125)
 		// with the same message.
-		out.fallback(fd, fmt.Sprintf("start: %v", err))
+		fallback(fd, fmt.Sprintf("start: %v", err))
 		return
 	}
 	// The zygote holds its own copies now.
@@ -722,7 +777,7 @@ func (s *server) run(fd int, sess *sandbox.Session, r *runRequest, stdio [3]*os.
 		f.Close()
 		stdio[i] = nil
 	}
-	if err := out.started(fd); err != nil {
+	if err := send(fd, &proto.Message{Kind: proto.KindStarted}, nil); err != nil {
 		cancel() // the CLI is gone: so is the command
 	}
 	lifeline := make(chan struct{})
@@ -736,19 +791,47 @@ func (s *server) run(fd int, sess *sandbox.Session, r *runRequest, stdio [3]*os.
 				cancel()
 				return
 			}
-			var m control
-			if json.Unmarshal(buf[:n], &m) == nil && m.Op == "signal" && m.Sig > 0 && m.Sig < 65 {
-				c.Signal(syscall.Signal(m.Sig))
+			// Anything but a signal is ignored: the command runs on.
+			if m, err := proto.Unmarshal(buf[:n], len(fds)); err == nil && m.Kind == proto.KindSignal {
+				c.Signal(syscall.Signal(m.Code))
 			}
 		}
 	}()
 	err := c.Wait()
-	rep := reply{Exited: true, Result: contract.PartsOf(err, c.Report)}
-	rep.Diag = diag.String()
-	rep.Denied = capDenied(rep.Denied)
-	rep.Files = fsreport.Fit(rep.Files, maxFiles)
-	out.exited(fd, rep)
-	// The CLI closes its end on this reply; the lifeline then ends.
+	res := contract.PartsOf(err, c.Report)
+	res.Diag = diag.String()
+	res.Denied = capDenied(res.Denied)
+	res.Files = fsreport.Fit(res.Files, maxFiles)
+	stderr, code := finish(j.pol, j.timeout, &res, j.report)
+	for _, m := range proto.Exited(code, stderr) {
+		if send(fd, m, nil) != nil {
+			break
+		}
+	}
+	// The client closes its end on this reply; the lifeline then ends.
 	unix.Shutdown(fd, unix.SHUT_RD)
 	<-lifeline
+}
+
+// jobKey is the key of j's session: the policy's canonical bytes, then
+// everything else that shapes the sandbox.
+func jobKey(j *job) []byte {
+	b := append(append([]byte(nil), j.polBytes...), 0)
+	b = wire.AppendString(b, j.binary)
+	b = wire.AppendString(b, j.stateDir)
+	b = wire.AppendUint(b, uint64(len(j.roots)))
+	for _, r := range j.roots {
+		b = wire.AppendString(b, r.Path)
+		exists := uint64(0)
+		if r.Exists {
+			exists = 1
+		}
+		b = wire.AppendUint(wire.AppendUint(wire.AppendUint(b, exists), r.Dev), r.Ino)
+	}
+	b = wire.AppendUint(b, uint64(j.umask))
+	b = wire.AppendUint(b, uint64(len(j.rlimits)))
+	for _, l := range j.rlimits {
+		b = wire.AppendUint(wire.AppendUint(b, l[0]), l[1])
+	}
+	return b
 }

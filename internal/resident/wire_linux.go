@@ -1,53 +1,15 @@
 package resident
 
 import (
-	"encoding/binary"
-	"encoding/json"
 	"errors"
-	"fmt"
 	"os"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/agentbox/agentbox/internal/linux/scm"
+	"github.com/agentbox/agentbox/internal/resident/proto"
 	"github.com/agentbox/agentbox/policy"
 )
-
-// maxMessage bounds a request: the policy, argv and the environment. A
-// larger one is not sent (the CLI runs the command itself).
-const maxMessage = 1 << 20
-
-// encodeRequest frames a request: the header's length (4 bytes, big
-// endian), the header, then the policy's bytes exactly as Encode gave
-// them.
-func encodeRequest(r *runRequest, pol []byte) ([]byte, error) {
-	h, err := json.Marshal(r)
-	if err != nil {
-		return nil, err
-	}
-	b := make([]byte, 4, 4+len(h)+len(pol))
-	binary.BigEndian.PutUint32(b, uint32(len(h)))
-	b = append(append(b, h...), pol...)
-	if len(b) > maxMessage {
-		return nil, fmt.Errorf("request of %d bytes exceeds %d", len(b), maxMessage)
-	}
-	return b, nil
-}
-
-func decodeRequest(b []byte) (*runRequest, []byte, error) {
-	if len(b) < 4 {
-		return nil, nil, errors.New("short request")
-	}
-	n := binary.BigEndian.Uint32(b)
-	if uint64(n) > uint64(len(b)-4) {
-		return nil, nil, errors.New("truncated request")
-	}
-	var r runRequest
-	if err := json.Unmarshal(b[4:4+n], &r); err != nil {
-		return nil, nil, err
-	}
-	return &r, b[4+n:], nil
-}
 
 // recvMsg reads one message; received descriptors are close-on-exec.
 // A message that did not fit (MSG_TRUNC, MSG_CTRUNC) is an error, its
@@ -79,13 +41,8 @@ var (
 	closeAll    = scm.CloseAll
 )
 
-func sendJSON(fd int, v any) error {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return err
-	}
-	return sendMsg(fd, b, nil)
-}
+// send sends m, with fds.
+func send(fd int, m *proto.Message, fds []int) error { return sendMsg(fd, m.Marshal(), fds) }
 
 // rootIDs is what is on disk at every path whose identity shapes the
 // sandbox: the workspace, the writable roots, every protected path (a

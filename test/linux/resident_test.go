@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -342,14 +343,10 @@ func TestResidentExactPolicy(t *testing.T) {
 	})
 }
 
-// attack runs the resident attacker (resident_attack_test.go) with script
-// wrapped as the command of `agentbox run` (sandboxed) or directly.
-func attackArgs(re *residentEnv, file string, lean bool) string {
-	s := fmt.Sprintf(`AGENTBOX_TEST_WRAPPER=%s %q %q %q %q %q`, attackMode, wrapperPath, re.state+"/agentbox", binPath, re.fx.out, file)
-	if lean {
-		s += " lean"
-	}
-	return s
+// attackArgs is the shell command of the resident attacker
+// (resident_attack_test.go) sending attack, writing file when served.
+func attackArgs(re *residentEnv, file, attack string) string {
+	return fmt.Sprintf(`AGENTBOX_TEST_WRAPPER=%s %q %q %q %q %q %q`, attackMode, wrapperPath, re.state+"/agentbox", binPath, re.fx.out, file, attack)
 }
 
 // TestResidentUnreachableFromSandbox: a command inside the sandbox (with
@@ -372,10 +369,10 @@ func TestResidentUnreachableFromSandbox(t *testing.T) {
 			t.Fatal(err)
 		}
 
-		for _, lean := range []bool{false, true} {
-			kind := map[bool]string{false: "CLI's", true: "lean client's"}[lean]
+		{
+			kind := "client's"
 			// The control: unconfined, the request is served.
-			ctl := host(t, u, runOpts{env: re.env(), dir: fx.ws}, "/bin/sh", "-c", attackArgs(re, "pwned-control", lean))
+			ctl := host(t, u, runOpts{env: re.env(), dir: fx.ws}, "/bin/sh", "-c", attackArgs(re, "pwned-control", "request"))
 			if ctl.code != 0 || !strings.Contains(ctl.stdout, "served: exit 0") {
 				t.Fatalf("control: the forged %s request from an unconfined process was not served, so the test shows nothing: %v", kind, ctl)
 			}
@@ -394,7 +391,7 @@ func TestResidentUnreachableFromSandbox(t *testing.T) {
 				{"degraded, socket listed", true, []string{"--allow-degraded", "--config", cfg}, "no answer"},
 			} {
 				file := "pwned-" + strings.NewReplacer(" ", "", ",", "-").Replace(c.name)
-				script := attackArgs(re, file, lean)
+				script := attackArgs(re, file, "request")
 				var r result
 				if c.degraded {
 					r = degradedOpts(t, fx, runOpts{env: []string{"XDG_STATE_HOME=" + re.state}}, c.extra, script)
@@ -412,6 +409,69 @@ func TestResidentUnreachableFromSandbox(t *testing.T) {
 		// And the helper still serves its own user afterwards.
 		if ok, r := re.served(t, runOpts{}, nil, "true"); !ok {
 			t.Errorf("the helper no longer serves after the attempts: %v", r)
+		}
+	})
+}
+
+// TestResidentRefusesMalformed: from an unconfined process of the user
+// (one the peer check lets through), every malformed message made of the
+// genuine request (cut short, a byte too many, a length or count of
+// 2^64-1 or 2^40, an unknown tag, empty, over the size bound, the JSON
+// of old, the wrong number of descriptors, a reply's kind, a signal
+// before any run, and a --report answered without its descriptor, with
+// three, with a byte too many or with another kind) is refused without a
+// word and runs nothing, and the same helper serves the genuine request
+// and a CLI's run afterwards.
+func TestResidentRefusesMalformed(t *testing.T) {
+	forEachUser(t, func(t *testing.T, u *testUser) {
+		fx := newFixture(t, u)
+		re := newResidentEnv(t, fx)
+		re.warm(t)
+		before := re.helpers()
+		names := make([]string, 0, len(attacks)+len(reportAttacks))
+		for a := range attacks {
+			names = append(names, a)
+		}
+		for a := range reportAttacks {
+			names = append(names, a)
+		}
+		sort.Strings(names)
+		for _, a := range names {
+			if a == "request" || a == "report" {
+				continue
+			}
+			file := "pwned-" + a
+			r := host(t, u, runOpts{env: re.env(), dir: fx.ws}, "/bin/sh", "-c", attackArgs(re, file, a))
+			if !strings.Contains(r.stdout, "no answer") {
+				t.Errorf("%s: the attacker reports %q, want no answer: %v", a, r.stdout, r)
+			}
+			// A report attack is answered at the report: its run was
+			// accepted as far as that.
+			if _, ok := reportAttacks[a]; ok && !strings.Contains(r.stdout, "open report") {
+				t.Errorf("%s: the helper never asked for the report: %v", a, r)
+			}
+			if exists(filepath.Join(fx.out, file)) {
+				t.Errorf("%s: host: the helper ran a malformed request (%s written)", a, file)
+			}
+		}
+		// The controls: the genuine request, and one with --report, are
+		// served by the same helper, which survived every attempt.
+		for _, a := range []string{"request", "report"} {
+			file := "pwned-control-" + a
+			r := host(t, u, runOpts{env: re.env(), dir: fx.ws}, "/bin/sh", "-c", attackArgs(re, file, a))
+			if r.code != 0 || !strings.Contains(r.stdout, "served: exit 0") {
+				t.Errorf("control %s: not served after the attempts: %v", a, r)
+			}
+			assertContent(t, filepath.Join(fx.out, file), "pwned\n")
+		}
+		if b, err := os.ReadFile(filepath.Join(fx.out, "pwned-control-report.report")); err != nil || !strings.Contains(string(b), `"exit_code": 0`) {
+			t.Errorf("control report: the helper did not write the report through the descriptor passed: %q, %v", b, err)
+		}
+		if ok, r := re.served(t, runOpts{}, nil, "true"); !ok || r.code != 0 {
+			t.Errorf("the helper no longer serves the CLI after the attempts: %v", r)
+		}
+		if after := re.helpers(); fmt.Sprint(after) != fmt.Sprint(before) || len(after) != 1 {
+			t.Errorf("helpers %v before the attempts, %v after: one crashed or was replaced", before, after)
 		}
 	})
 }
@@ -721,7 +781,7 @@ func TestResidentIPCNotShared(t *testing.T) {
 }
 
 // inits counts the Go package inits GODEBUG=inittrace=1 reported on a
-// CLI's stderr: about 20 when the lean client (internal/resident/fastpath)
+// CLI's stderr: about 20 when the lean client (internal/resident/client)
 // handed the run over from its init, over 100 when the full CLI ran.
 func inits(stderr string) int {
 	n := 0
@@ -737,9 +797,9 @@ func inits(stderr string) int {
 // client before the CLI starts (few package inits on stderr), with the
 // policy the CLI would have resolved: relative -C from another directory,
 // the default config's writable roots, writes outside refused on the host.
-// What the lean client must not decide (a flag error, --report) goes to
-// the full CLI: the same message and status as without a helper, and a
-// report written.
+// What the helper must not decide (a flag error) goes to the full CLI:
+// the same message and status as without a helper. A --report file is
+// opened by the client and written by the helper.
 func TestResidentLeanClient(t *testing.T) {
 	forEachUser(t, func(t *testing.T, u *testUser) {
 		fx := newFixture(t, u)
@@ -785,11 +845,12 @@ func TestResidentLeanClient(t *testing.T) {
 		if r.code != 125 || !strings.Contains(r.stderr, "unknown flag: --bogus") || inits(r.stderr) < 100 {
 			t.Errorf("--bogus: want the full CLI's 125 and message: %v", r)
 		}
-		// --report: the full CLI, still through the helper, report written.
+		// --report: the lean client too, the report written through
+		// the file it opened and passed.
 		rep := filepath.Join(fx.dir, "report.json")
 		ok, r := re.served(t, runOpts{env: trace}, []string{"--report", rep}, "exit 3")
-		if !ok || r.code != 3 || inits(r.stderr) < 100 {
-			t.Errorf("--report: want the full CLI's run through the helper, exit 3: served %v, %v", ok, r)
+		if !ok || r.code != 3 || inits(r.stderr) > 40 {
+			t.Errorf("--report: want the lean client's run through the helper, exit 3: served %v, %v", ok, r)
 		}
 		if b, err := os.ReadFile(rep); err != nil || !strings.Contains(string(b), `"exit_code": 3`) {
 			t.Errorf("--report: %s, %v", b, err)
@@ -799,9 +860,9 @@ func TestResidentLeanClient(t *testing.T) {
 
 // TestNonUTF8ArgvAndEnv: an argument and an environment value that are
 // not UTF-8 (a Latin-1 file name) reach the command byte for byte: in a
-// lone run, through the lean client and through the CLI's own request to
-// the helper (--report), the three wire formats a run crosses (the init
-// stage's spec, the helper's requests, a session's zygote).
+// lone run, through the lean client and through it with --report, the
+// wire formats a run crosses (the init stage's spec, the helper's
+// request, a session's zygote).
 func TestNonUTF8ArgvAndEnv(t *testing.T) {
 	forEachUser(t, func(t *testing.T, u *testUser) {
 		fx := newFixture(t, u)
@@ -817,7 +878,7 @@ func TestNonUTF8ArgvAndEnv(t *testing.T) {
 		}{
 			{"lone run", []string{"AGENTBOX_RESIDENT=0"}, nil},
 			{"lean client", nil, nil},
-			{"CLI's request", nil, []string{"--report", rep}},
+			{"lean client, --report", nil, []string{"--report", rep}},
 		} {
 			args := append([]string{"run", "-C", fx.ws}, c.extra...)
 			args = append(args, "--", "/bin/sh", "-c", script, "sh", "\xffx")

@@ -4,7 +4,7 @@
 // start its command as the client would have (the same build, umask and
 // resource limits).
 //
-// The lean `agentbox run` client (package fastpath) uses it from a
+// The lean `agentbox run` client (package client) uses it from a
 // package init that runs before most of the binary's packages are
 // initialised, so it imports only packages that initialise early: os,
 // syscall, strconv and errors (no fmt, strings, bytes or x/sys/unix,
@@ -449,4 +449,19 @@ func trimSpace(s string) string {
 		s = s[:len(s)-1]
 	}
 	return s
+}
+
+// CheckDir refuses a helper directory that is not a real directory of
+// ours with mode 0700: the helper's, before it listens there, and its
+// clients', before they connect.
+func CheckDir(dir string) error {
+	var st syscall.Stat_t
+	if err := syscall.Lstat(dir, &st); err != nil {
+		return &os.PathError{Op: "lstat", Path: dir, Err: err}
+	}
+	if st.Mode&syscall.S_IFMT != syscall.S_IFDIR || int(st.Uid) != os.Geteuid() || st.Mode&0o777 != 0o700 {
+		return errors.New(dir + ": not a directory of uid " + strconv.Itoa(os.Geteuid()) + " with mode 0700 (mode " +
+			strconv.FormatUint(uint64(st.Mode), 8) + ", uid " + strconv.FormatUint(uint64(st.Uid), 10) + "); remove it")
+	}
+	return nil
 }

@@ -1,7 +1,6 @@
 package resident
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -14,116 +13,39 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/agentbox/agentbox/internal/contract"
 	"github.com/agentbox/agentbox/internal/linux"
 	"github.com/agentbox/agentbox/internal/resident/ident"
+	"github.com/agentbox/agentbox/internal/resident/proto"
 	"github.com/agentbox/agentbox/policy"
 )
 
-// Run runs the command through the helper for stateDir when it can, and
-// says so with handled. When handled is false nothing ran and the caller
-// runs the command itself, as it would have without a helper; the helper
-// is then started for the next run if none is alive. stdin, stdout and
-// stderr must be what the command gets; sigs carries the signals to relay.
-func Run(stateDir string, pol *policy.Policy, argv []string, timeout time.Duration, stdio [3]*os.File, sigs <-chan os.Signal) (res *Result, handled bool) {
+// Spawn starts the helper for stateDir, for the next run, when this run
+// of pol with stdio is one it could serve and no helper is there to
+// serve it: the lean client (package client) found none, and this run
+// starts on its own.
+func Spawn(stateDir string, pol *policy.Policy, stdio [3]*os.File) {
 	if !Eligible(pol, stdio) {
-		return nil, false
+		return
 	}
 	dir := Dir(stateDir)
 	sock := filepath.Join(dir, "sock")
-	if len(sock) >= 108 || checkDir(dir) != nil {
-		if errors.Is(checkDir(dir), os.ErrNotExist) {
+	if len(sock) >= 108 {
+		return
+	}
+	if err := ident.CheckDir(dir); err != nil {
+		if errors.Is(err, os.ErrNotExist) {
 			spawn(stateDir)
 		}
-		return nil, false
+		return
 	}
 	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
-		return nil, false
+		return
 	}
 	defer unix.Close(fd)
-	if err := unix.Connect(fd, &unix.SockaddrUnix{Name: sock}); err != nil {
-		if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ECONNREFUSED) {
-			spawn(stateDir)
-		}
-		return nil, false
+	if err := unix.Connect(fd, &unix.SockaddrUnix{Name: sock}); errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ECONNREFUSED) {
+		spawn(stateDir)
 	}
-	// The listener must be the helper, not a socket a sandboxed process
-	// put there (a degraded command may write the state directory when
-	// the workspace holds it).
-	if _, err := checkPeer(fd, false); err != nil {
-		return nil, false
-	}
-	binary, err := ident.Binary()
-	if err != nil {
-		return nil, false
-	}
-	b, err := EncodeRequest(stateDir, binary, pol, argv, os.Environ(), timeout)
-	if err != nil {
-		return nil, false
-	}
-	fds := []int{int(stdio[0].Fd()), int(stdio[1].Fd()), int(stdio[2].Fd())}
-	if err := sendMsg(fd, b, fds); err != nil {
-		return nil, false
-	}
-	buf := make([]byte, 64<<10)
-	var r reply
-	n, rfds, err := recvMsg(fd, buf, nil)
-	closeAll(rfds)
-	if err != nil || n == 0 || json.Unmarshal(buf[:n], &r) != nil || !r.Started {
-		// Nothing started (the helper says so before it starts
-		// anything): run it ourselves.
-		return nil, false
-	}
-	// From here on the command runs: the helper's answer is the run's.
-	defer contract.Relay(sigs, func(s os.Signal) {
-		if ss, ok := s.(syscall.Signal); ok {
-			sendJSON(fd, control{Op: "signal", Sig: int(ss)})
-		}
-	})()
-	for {
-		n, rfds, err = recvMsg(fd, buf, nil)
-		closeAll(rfds)
-		if err != nil || n == 0 {
-			why := "connection lost"
-			if err != nil {
-				why = err.Error()
-			}
-			return &Result{Failed: fmt.Sprintf("the resident helper ended while the command ran (%s); its sandbox was killed with it", why)}, true
-		}
-		r = reply{}
-		if json.Unmarshal(buf[:n], &r) == nil && r.Exited {
-			return &r.Result, true
-		}
-	}
-}
-
-// EncodeRequest is the message a CLI whose executable has the identity
-// binary (see [BinaryID]) sends to run argv under pol, its stdio passed
-// along as SCM_RIGHTS. The escape tests send it from inside sandboxes:
-// it is exactly what the helper would serve from an unconfined peer.
-func EncodeRequest(stateDir, binary string, pol *policy.Policy, argv, env []string, timeout time.Duration) ([]byte, error) {
-	polBytes, err := pol.MarshalBinary()
-	if err != nil {
-		return nil, err
-	}
-	if env == nil {
-		env = []string{}
-	}
-	req := &runRequest{Op: "run", Binary: binary, StateDir: stateDir, Roots: rootIDs(pol), Argv: argv, Env: env, Timeout: int64(timeout)}
-	if req.Umask, err = ident.Umask(); err != nil {
-		return nil, err
-	}
-	if req.Rlimits, err = ident.Rlimits(); err != nil {
-		return nil, err
-	}
-	return encodeRequest(req, polBytes)
-}
-
-// BinaryID is the identity of the executable at path, as the helper
-// compares it with its own.
-func BinaryID(path string) (string, error) {
-	return ident.FileID(path)
 }
 
 // Eligible reports whether a run could go through the helper: a policy
@@ -158,7 +80,7 @@ func spawn(stateDir string) {
 	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
 		return
 	}
-	if checkDir(dir) != nil {
+	if ident.CheckDir(dir) != nil {
 		return
 	}
 	// One CLI at a time starts a helper, and only when none holds the
@@ -241,11 +163,11 @@ func helperAlive(dir string) bool {
 // runs may be killed.
 func StopIdle(stateDir string) (StopOutcome, error) {
 	dir := Dir(stateDir)
-	if checkDir(dir) != nil || !helperAlive(dir) {
+	if ident.CheckDir(dir) != nil || !helperAlive(dir) {
 		return StopOutcome{}, nil
 	}
 	out := StopOutcome{Pid: lockPid(filepath.Join(dir, "lock"))}
-	r, ok := ask(filepath.Join(dir, "sock"), "stop-idle")
+	r, ok := askStopIdle(filepath.Join(dir, "sock"))
 	switch {
 	case !ok:
 		// It may be exiting on its own (a replaced binary, idle).
@@ -255,7 +177,7 @@ func StopIdle(stateDir string) (StopOutcome, error) {
 		}
 		out.Why = "it does not answer (another build of agentbox, or started in another user namespace)"
 		return out, nil
-	case !r.Exited:
+	case r.Kind == proto.KindBusy:
 		out.Busy, out.Closed = r.Busy, r.Closed
 		return out, nil
 	}
@@ -266,23 +188,23 @@ func StopIdle(stateDir string) (StopOutcome, error) {
 	return out, nil
 }
 
-// ask sends op to the helper at sock and returns its reply; false when
-// there is no listener, it fails the peer check or it does not answer.
-func ask(sock, op string) (reply, bool) {
+// askStopIdle sends StopIdle to the helper at sock and returns its
+// reply; false when there is no listener, it fails the peer check or it
+// does not answer.
+func askStopIdle(sock string) (*proto.Message, bool) {
 	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
-		return reply{}, false
+		return nil, false
 	}
 	defer unix.Close(fd)
 	if err := unix.Connect(fd, &unix.SockaddrUnix{Name: sock}); err != nil {
-		return reply{}, false
+		return nil, false
 	}
 	if _, err := checkPeer(fd, false); err != nil {
-		return reply{}, false
+		return nil, false
 	}
-	b, _ := encodeRequest(&runRequest{Op: op}, nil)
-	if sendMsg(fd, b, nil) != nil {
-		return reply{}, false
+	if send(fd, &proto.Message{Kind: proto.KindStopIdle}, nil) != nil {
+		return nil, false
 	}
 	// Closing idle sessions takes a moment each; a helper that says
 	// nothing in this long is not one that answers.
@@ -291,11 +213,14 @@ func ask(sock, op string) (reply, bool) {
 	buf := make([]byte, 4096)
 	n, rfds, err := recvMsg(fd, buf, nil)
 	closeAll(rfds)
-	var r reply
-	if err != nil || n == 0 || json.Unmarshal(buf[:n], &r) != nil {
-		return reply{}, false
+	if err != nil || n == 0 {
+		return nil, false
 	}
-	return r, true
+	m, err := proto.Unmarshal(buf[:n], len(rfds))
+	if err != nil || m.Kind != proto.KindStopped && m.Kind != proto.KindBusy {
+		return nil, false
+	}
+	return m, true
 }
 
 func waitGone(dir string, within time.Duration) bool {

@@ -1,4 +1,4 @@
-package cli
+package resident
 
 import (
 	"bytes"
@@ -9,18 +9,32 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/agentbox/agentbox/internal/resident"
+	"github.com/agentbox/agentbox/internal/contract"
 	"github.com/agentbox/agentbox/policy"
 )
 
-// The resident helper resolves a lean client's run (package fastpath) in
+// resolveForClient is the helper's parse and resolution of a client's
+// run, as serveRun does them.
+func resolveForClient(args []string, c policy.Caller) (*clientRun, *policy.Policy, string) {
+	run, why := parseRun(args)
+	if run == nil {
+		return nil, nil, why
+	}
+	pol, why := run.resolve(c)
+	if pol == nil {
+		return nil, nil, why
+	}
+	return run, pol, ""
+}
+
+// The resident helper resolves a lean client's run (package client) in
 // its own process: another working directory, another environment. For
 // every way the CLI's resolution reads its process (relative -C,
 // --add-dir and --config, the default config under $XDG_CONFIG_HOME,
 // $TMPDIR relative to the workspace, $HOME's tool caches, argv[0] found
-// in PATH or relative), resolveForClient given the client's facts must
-// give exactly the policy the client's own CLI resolves, with this
-// process moved into the client's directory and environment.
+// in PATH or relative), the helper given the client's facts must give
+// exactly the policy the client's own CLI resolves, with this process
+// moved into the client's directory and environment.
 func TestResolveForClientAsTheCLI(t *testing.T) {
 	base := t.TempDir()
 	ws := filepath.Join(base, "ws")
@@ -67,14 +81,14 @@ func TestResolveForClientAsTheCLI(t *testing.T) {
 				// The helper's side: this process is elsewhere, in
 				// the helper's directory.
 				t.Chdir("/")
-				run, why := resolveForClient(args, policy.Caller{
+				run, pol, why := resolveForClient(args, policy.Caller{
 					Getenv: func(k string) string { return env[k] }, Dir: ws,
 					Executable: exe, Remote: true, Arg0: arg0,
 				})
 				if run == nil {
 					t.Fatalf("not resolved: %s", why)
 				}
-				got, err := run.Policy.MarshalBinary()
+				got, err := pol.MarshalBinary()
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -92,13 +106,13 @@ func TestResolveForClientAsTheCLI(t *testing.T) {
 				old := os.Args[0]
 				os.Args[0] = arg0
 				defer func() { os.Args[0] = old }()
-				var f runFlags
+				var f contract.Flags
 				cmd := &cobra.Command{Use: "run"}
-				f.registerRun(cmd)
+				f.RegisterRun(cmd)
 				if err := cmd.ParseFlags(args[1:]); err != nil {
 					t.Fatal(err)
 				}
-				pol, err := f.resolve(cmd)
+				pol, err = f.Resolve(cmd, policy.Caller{})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -109,8 +123,8 @@ func TestResolveForClientAsTheCLI(t *testing.T) {
 				if !bytes.Equal(got, want) {
 					t.Errorf("the helper resolves another policy than the client's CLI:\nhelper %s\nclient %s", got, want)
 				}
-				if strings.Join(run.Argv, " ") != strings.Join(cmd.Flags().Args(), " ") || run.Timeout != f.timeout {
-					t.Errorf("command %q timeout %v, want %q %v", run.Argv, run.Timeout, cmd.Flags().Args(), f.timeout)
+				if strings.Join(run.argv, " ") != strings.Join(cmd.Flags().Args(), " ") || run.f.Timeout != f.Timeout {
+					t.Errorf("command %q timeout %v, want %q %v", run.argv, run.f.Timeout, cmd.Flags().Args(), f.Timeout)
 				}
 			})
 		}
@@ -132,13 +146,12 @@ func TestResolveForClientDeclines(t *testing.T) {
 		{"run", "--help"},
 		{"run", "-h"},
 		{"run", "--bogus", "--", "true"},
-		{"run", "--report", "r.json", "--", "true"},
 		{"run", "--timeout", "-1s", "--", "true"},
 		{"run", "-C", "no-such-dir", "--", "true"},
 		{"run", "-s", "wide-open", "--", "true"},
 		{"doctor"},
 	} {
-		if run, why := resolveForClient(args, c); run != nil || why == "" {
+		if run, _, why := resolveForClient(args, c); run != nil || why == "" {
 			t.Errorf("%q: accepted (%v, %q)", args, run, why)
 		}
 	}
@@ -151,11 +164,11 @@ func TestResolveForClientDeclines(t *testing.T) {
 			}
 			return getenv(k)
 		}, Dir: ws, Executable: "/bin/true", Remote: true, Arg0: "agentbox"}
-		if run, _ := resolveForClient([]string{"run", "--", "true"}, rel); run != nil {
+		if run, _, _ := resolveForClient([]string{"run", "--", "true"}, rel); run != nil {
 			t.Errorf("%s=%s: accepted", kv[0], kv[1])
 		}
 	}
-	if run, _ := resolveForClient([]string{"run", "--", "true"}, policy.Caller{Getenv: getenv, Executable: "/bin/true", Remote: true, Arg0: "agentbox"}); run != nil {
+	if run, _, _ := resolveForClient([]string{"run", "--", "true"}, policy.Caller{Getenv: getenv, Executable: "/bin/true", Remote: true, Arg0: "agentbox"}); run != nil {
 		t.Error("no directory: accepted")
 	}
 	off := policy.Caller{Getenv: func(k string) string {
@@ -164,29 +177,44 @@ func TestResolveForClientDeclines(t *testing.T) {
 		}
 		return getenv(k)
 	}, Dir: ws, Executable: "/bin/true", Remote: true, Arg0: "agentbox"}
-	if run, _ := resolveForClient([]string{"run", "--", "true"}, off); run != nil {
+	if run, _, _ := resolveForClient([]string{"run", "--", "true"}, off); run != nil {
 		t.Error("AGENTBOX_RESIDENT=Off: accepted")
 	}
 	// The control: a plain run is accepted, and its outcome is what the
 	// CLI says for it.
-	run, why := resolveForClient([]string{"run", "--timeout", "2s", "--", "true"}, c)
+	run, pol, why := resolveForClient([]string{"run", "--timeout", "2s", "--", "true"}, c)
 	if run == nil {
 		t.Fatalf("a plain run declined: %s", why)
 	}
 	for _, tc := range []struct {
-		res    resident.Result
+		res    Result
 		code   int
 		stderr string
 	}{
-		{resident.Result{}, 0, ""},
-		{resident.Result{Code: 3, Diag: "note\n"}, 3, "note\n"},
-		{resident.Result{Signal: 9}, 137, ""},
-		{resident.Result{Signal: 9, TimedOut: true}, 137, "agentbox: command timed out after 2s and was killed with everything it started\n"},
-		{resident.Result{Failed: "wait: boom"}, 125, "agentbox: wait: boom\n"},
+		{Result{}, 0, ""},
+		{Result{Code: 3, Diag: "note\n"}, 3, "note\n"},
+		{Result{Signal: 9}, 137, ""},
+		{Result{Signal: 9, TimedOut: true}, 137, "agentbox: command timed out after 2s and was killed with everything it started\n"},
+		{Result{Failed: "wait: boom"}, 125, "agentbox: wait: boom\n"},
 	} {
-		stderr, code := run.Finish(&tc.res)
+		stderr, code := finish(pol, run.f.Timeout, &tc.res, nil)
 		if code != tc.code || stderr != tc.stderr {
 			t.Errorf("%+v: status %d, stderr %q; want %d, %q", tc.res, code, stderr, tc.code, tc.stderr)
 		}
+	}
+}
+
+// --report is the helper's to serve: parsed, with the path as typed (the
+// client opens it, from its own directory).
+func TestParseRunReport(t *testing.T) {
+	run, why := parseRun([]string{"run", "--report", "r.json", "--", "true", "--report", "x"})
+	if run == nil {
+		t.Fatalf("declined: %s", why)
+	}
+	if run.f.Report != "r.json" || strings.Join(run.argv, " ") != "true --report x" {
+		t.Errorf("report %q, argv %q", run.f.Report, run.argv)
+	}
+	if run, _ := parseRun([]string{"run", "--", "true"}); run == nil || run.f.Report != "" {
+		t.Errorf("no --report: %+v", run)
 	}
 }

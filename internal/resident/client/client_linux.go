@@ -1,13 +1,13 @@
-package fastpath
+package client
 
 import (
 	"os"
 	"os/signal"
-	"strconv"
 	"syscall"
 	"unsafe"
 
 	"github.com/agentbox/agentbox/internal/resident/ident"
+	"github.com/agentbox/agentbox/internal/resident/proto"
 )
 
 // Only cmd/agentbox imports this package: in any other program (the
@@ -24,10 +24,10 @@ func init() {
 // replyBuf receives the helper's replies. Not on the stack, where 64 KiB
 // would grow the goroutine's stack by copying (page faults worth a tenth
 // of a millisecond): untouched pages of it are never faulted in.
-var replyBuf [maxReply]byte
+var replyBuf [proto.MaxReply]byte
 
-// forwarded are the signals the CLI relays to its command (as the full
-// CLI does).
+// forwarded are the signals the CLI relays to its command: the full
+// CLI's (contract.Forwarded), which this package cannot import.
 var forwarded = []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT}
 
 // run hands this process's run to the helper; served is false when the
@@ -51,7 +51,7 @@ func run() (code int, served bool) {
 	}
 	dir := state + "/resident"
 	sock := dir + "/sock"
-	if len(sock) >= 108 || !ownDir(dir) {
+	if len(sock) >= 108 || ident.CheckDir(dir) != nil {
 		return 0, false
 	}
 	fd, err := syscall.Socket(syscall.AF_UNIX, syscall.SOCK_SEQPACKET|syscall.SOCK_CLOEXEC, 0)
@@ -67,7 +67,7 @@ func run() (code int, served bool) {
 	if _, err := ident.Check(fd, false); err != nil {
 		return 0, false
 	}
-	req := &Request{Args: os.Args, Env: os.Environ(), StateDir: state}
+	req := &proto.Run{Args: os.Args, Env: os.Environ(), StateDir: state}
 	if req.Binary, err = ident.Binary(); err != nil {
 		return 0, false
 	}
@@ -83,8 +83,8 @@ func run() (code int, served bool) {
 	if req.Executable, err = os.Executable(); err != nil || req.Executable == "" {
 		return 0, false
 	}
-	b := Encode(req)
-	if len(b) > MaxMessage {
+	b := (&proto.Message{Kind: proto.KindRun, Run: req}).Marshal()
+	if len(b) > proto.MaxMessage {
 		return 0, false
 	}
 	if sendmsg(fd, b, syscall.UnixRights(0, 1, 2)) != nil {
@@ -96,7 +96,10 @@ func run() (code int, served bool) {
 	signal.Notify(sigs, forwarded...)
 	buf := replyBuf[:]
 	r := recvReply(fd, buf)
-	if r.failed || r.kind != replyStarted {
+	if r != nil && r.Kind == proto.KindOpenReport && sendReport(fd, r.Text) {
+		r = recvReply(fd, buf)
+	}
+	if r == nil || r.Kind != proto.KindStarted {
 		// Nothing runs. A signal caught meanwhile was meant for the
 		// run: it gets it as the full CLI would have before it
 		// started anything (the default action).
@@ -111,25 +114,25 @@ func run() (code int, served bool) {
 	}
 	go func() {
 		for s := range sigs {
-			msg := `{"op":"signal","sig":` + strconv.Itoa(int(s.(syscall.Signal))) + `}`
-			sendmsg(fd, []byte(msg), nil)
+			sendmsg(fd, (&proto.Message{Kind: proto.KindSignal, Code: int(s.(syscall.Signal))}).Marshal(), nil)
 		}
 	}()
 	for {
 		r = recvReply(fd, buf)
 		switch {
-		case r.failed:
-			// The same words as the full CLI's for a helper gone
-			// mid-run.
+		case r == nil:
+			// The command ran, and is gone with the helper (the
+			// connection was its lifeline): running it again would
+			// run it twice. Agentbox's failure, 125.
 			os.Stderr.WriteString("agentbox: the resident helper ended while the command ran (connection lost); its sandbox was killed with it\n")
 			return 125, true
-		case r.kind == replyText:
-			os.Stderr.WriteString(r.text)
-		case r.kind == replyExited:
-			if r.text != "" {
-				os.Stderr.WriteString(r.text)
+		case r.Kind == proto.KindText:
+			os.Stderr.WriteString(r.Text)
+		case r.Kind == proto.KindExited:
+			if r.Text != "" {
+				os.Stderr.WriteString(r.Text)
 			}
-			return r.code, true
+			return r.Code, true
 		}
 	}
 }
@@ -160,15 +163,6 @@ func clean(p string) string {
 	return p
 }
 
-// ownDir reports whether dir is a real directory of ours with mode 0700.
-func ownDir(dir string) bool {
-	var st syscall.Stat_t
-	if syscall.Lstat(dir, &st) != nil {
-		return false
-	}
-	return st.Mode&syscall.S_IFMT == syscall.S_IFDIR && int(st.Uid) == os.Geteuid() && st.Mode&0o777 == 0o700
-}
-
 func isTerminal(fd int) bool {
 	var t syscall.Termios
 	_, _, errno := syscall.Syscall(syscall.SYS_IOCTL, uintptr(fd), syscall.TCGETS, uintptr(unsafe.Pointer(&t)))
@@ -185,17 +179,36 @@ func sendmsg(fd int, b, oob []byte) error {
 	}
 }
 
-// recvReply reads one reply; a broken connection or a message that did
-// not fit is a failed one.
-func recvReply(fd int, buf []byte) reply {
+// recvReply reads one reply; nil for a broken connection, a message
+// that did not fit or a malformed one.
+func recvReply(fd int, buf []byte) *proto.Message {
 	for {
 		n, oobn, flags, _, err := syscall.Recvmsg(fd, buf, nil, syscall.MSG_CMSG_CLOEXEC)
 		if err == syscall.EINTR {
 			continue
 		}
 		if err != nil || n == 0 || oobn != 0 || flags&(syscall.MSG_TRUNC|syscall.MSG_CTRUNC) != 0 {
-			return reply{failed: true}
+			return nil
 		}
-		return parseReply(buf[:n])
+		m, err := proto.Unmarshal(buf[:n], 0)
+		if err != nil {
+			return nil
+		}
+		return m
 	}
+}
+
+// sendReport opens the --report file path as the full CLI does
+// (contract.OpenReport, which this package cannot import) and sends it
+// to the helper; false when it cannot, and the full CLI then says why.
+func sendReport(fd int, path string) bool {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		return false
+	}
+	return sendmsg(fd, (&proto.Message{Kind: proto.KindReport}).Marshal(), syscall.UnixRights(int(f.Fd()))) == nil
 }
