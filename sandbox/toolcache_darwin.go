@@ -6,10 +6,10 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/agentbox/agentbox/internal/cacheplan"
 	"github.com/agentbox/agentbox/internal/darwin"
 	"github.com/agentbox/agentbox/internal/fspath"
 	"github.com/agentbox/agentbox/internal/gitguard"
+	"github.com/agentbox/agentbox/internal/toolcache"
 	"github.com/agentbox/agentbox/policy"
 )
 
@@ -40,14 +40,14 @@ func addGitWrites(in *darwin.Input, pol *policy.Policy) {
 // makes writable (macOS has no overlays: caches are private and start
 // cold) and points the tools at them.
 func privateCaches(pol *policy.Policy, env []string) ([]string, error) {
-	for _, d := range cacheplan.Decide(pol, false) {
-		if d.How != cacheplan.Private {
+	for _, d := range toolcache.Decide(pol.ToolCacheInputs(), false) {
+		if d.How != toolcache.Private {
 			continue
 		}
-		if err := os.MkdirAll(cacheplan.PrivateRoot(d.Cache), 0o700); err != nil {
+		if err := os.MkdirAll(toolcache.PrivateRoot(d.Cache), 0o700); err != nil {
 			return nil, fmt.Errorf("tool cache %s: %w", d.Cache.Name, err)
 		}
-		for _, kv := range cacheplan.Env(d, cacheplan.PrivateDir(d.Cache), env) {
+		for _, kv := range toolcache.Env(d, toolcache.PrivateDir(d.Cache), env) {
 			env = setEnv(env, kv)
 		}
 	}

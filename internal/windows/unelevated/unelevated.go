@@ -38,7 +38,7 @@ import (
 	"strings"
 
 	"github.com/agentbox/agentbox/internal/agentdirs"
-	"github.com/agentbox/agentbox/internal/cacheplan"
+	"github.com/agentbox/agentbox/internal/toolcache"
 	"github.com/agentbox/agentbox/internal/windows/acl"
 	"github.com/agentbox/agentbox/internal/windows/sid"
 	"github.com/agentbox/agentbox/internal/windows/winenv"
@@ -173,12 +173,12 @@ func PlanCaches(pol *policy.Policy, env []string) (Caches, error) {
 	if pol == nil || pol.Mode() != policy.WorkspaceWrite || pol.ToolCacheMode() == policy.CachesOff {
 		return cs, nil
 	}
-	for _, d := range cacheplan.Decide(pol, false) {
-		if d.How != cacheplan.Private {
+	for _, d := range toolcache.Decide(pol.ToolCacheInputs(), false) {
+		if d.How != toolcache.Private {
 			continue
 		}
 		c := d.Cache
-		root := acl.Clean(cacheplan.PrivateRoot(c))
+		root := acl.Clean(toolcache.PrivateRoot(c))
 		if cs.Root != "" && !acl.SamePath(cs.Root, root) {
 			return Caches{}, fmt.Errorf("tool cache %s: private directory %s is not under %s", c.Name, root, cs.Root)
 		}
@@ -186,7 +186,7 @@ func PlanCaches(pol *policy.Policy, env []string) (Caches, error) {
 		// Windows variable names are case-insensitive: the old value
 		// (MAVEN_OPTS) may be spelled any way.
 		old, _ := winenv.Get(env, c.Env)
-		cs.Env = append(cs.Env, cacheplan.Env(d, acl.Join(root, c.Name), []string{c.Env + "=" + old})...)
+		cs.Env = append(cs.Env, toolcache.Env(d, acl.Join(root, c.Name), []string{c.Env + "=" + old})...)
 	}
 	if cs.Root == "" {
 		return cs, nil
