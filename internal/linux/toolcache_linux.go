@@ -98,7 +98,7 @@ func (cl *CacheLayers) prepare(d toolcache.Decision) (toolcache.Layer, error) {
 		}
 		base = tmp
 	}
-	l.Upper, l.Work = filepath.Join(base, "upper"), filepath.Join(base, "work")
+	l.Upper, l.Work = toolcache.OverlayDirs(base)
 	return l, mkdirs(l.Upper, l.Work)
 }
 
@@ -221,7 +221,7 @@ func RemoveCacheLayers(stateDir string) (removed, kept []string) {
 		free, _ := cl.lock(filepath.Join(wdir, privateLock), unix.LOCK_EX|unix.LOCK_NB)
 		caches, _ := os.ReadDir(wdir)
 		for _, c := range caches {
-			if c.IsDir() && c.Name() != "private" {
+			if c.IsDir() && c.Name() != toolcache.PrivateName {
 				ok, _ := cl.lock(filepath.Join(wdir, c.Name(), upperLock), unix.LOCK_EX|unix.LOCK_NB)
 				free = free && ok
 			}

@@ -160,16 +160,26 @@ func rootAtOrBelow(path string, roots []string) string {
 	return ""
 }
 
+// PrivateName names the directory, beside a workspace's cache layers,
+// that holds the private directories of all its caches.
+const PrivateName = "private"
+
+// OverlayDirs are the upper and work directories of an overlay layer
+// in base: a cache's own layer, or a run's throwaway one.
+func OverlayDirs(base string) (upper, work string) {
+	return filepath.Join(base, "upper"), filepath.Join(base, "work")
+}
+
 // UpperDir is the overlay's upper layer of c: the command's changes.
-func UpperDir(c Cache) string { return filepath.Join(c.Layer, "upper") }
+func UpperDir(c Cache) string { u, _ := OverlayDirs(c.Layer); return u }
 
 // WorkDir is the overlay's work directory of c (same file system as UpperDir).
-func WorkDir(c Cache) string { return filepath.Join(c.Layer, "work") }
+func WorkDir(c Cache) string { _, w := OverlayDirs(c.Layer); return w }
 
 // PrivateRoot holds the private directories of all of a workspace's
 // caches, so that one writable mount (or profile rule) serves them all.
 func PrivateRoot(c Cache) string {
-	return filepath.Join(filepath.Dir(c.Layer), "private")
+	return filepath.Join(filepath.Dir(c.Layer), PrivateName)
 }
 
 // PrivateDir is the directory the tool of c is pointed at when no overlay
