@@ -198,11 +198,8 @@ func PlanCaches(pol *policy.Policy, env []string) (Caches, error) {
 			}
 		}
 	}
-	path, _ := winenv.Get(env, "PATH")
-	for _, p := range strings.Split(path, ";") {
-		if p = strings.Trim(p, `" `); p != "" && acl.Within(p, cs.Root) {
-			return Caches{}, fmt.Errorf("tool caches: %s on PATH lies in the private cache directory %s, which the sandbox may write; remove it from PATH or set [sandbox_workspace_write] tool_caches = \"off\"", p, cs.Root)
-		}
+	if p := pathWithin(env, cs.Root); p != "" {
+		return Caches{}, fmt.Errorf("tool caches: %s on PATH lies in the private cache directory %s, which the sandbox may write; remove it from PATH or set [sandbox_workspace_write] tool_caches = \"off\"", p, cs.Root)
 	}
 	return cs, nil
 }
@@ -251,13 +248,23 @@ func PlanTemp(pol *policy.Policy, env []string) (Temp, error) {
 		return tmp, nil
 	}
 	tmp.Env = []string{"TEMP=" + tmp.Root, "TMP=" + tmp.Root}
-	path, _ := winenv.Get(env, "PATH")
-	for _, p := range strings.Split(path, ";") {
-		if p = strings.Trim(p, `" `); p != "" && acl.Within(p, tmp.Root) {
-			return Temp{}, fmt.Errorf("%s on PATH lies in the private temporary directory %s, which the sandbox may write; remove it from PATH or set [sandbox_workspace_write] share_slash_tmp = true", p, tmp.Root)
-		}
+	if p := pathWithin(env, tmp.Root); p != "" {
+		return Temp{}, fmt.Errorf("%s on PATH lies in the private temporary directory %s, which the sandbox may write; remove it from PATH or set [sandbox_workspace_write] share_slash_tmp = true", p, tmp.Root)
 	}
 	return tmp, nil
+}
+
+// pathWithin returns the first directory on env's PATH that lies in
+// root, "" when none does: the command could plant programs there that
+// the user's shell runs.
+func pathWithin(env []string, root string) string {
+	path, _ := winenv.Get(env, "PATH")
+	for _, p := range strings.Split(path, ";") {
+		if p = strings.Trim(p, `" `); p != "" && acl.Within(p, root) {
+			return p
+		}
+	}
+	return ""
 }
 
 // CacheEnv returns env with cs's variables set, replacing every other
