@@ -17,19 +17,10 @@ func applyCaches(pol *policy.Policy, spec *linux.Spec, overlays bool) (*linux.Ca
 	if err != nil {
 		return nil, err
 	}
-	pins, mounts, writable, err := linux.CachePlan(pol, ds, cl.Layers)
+	pins, mounts, writable, err := linux.CachePlan(pol, ds, cl.Layers, spec.Env)
 	if err != nil {
 		cl.Release()
 		return nil, err
-	}
-	byName := map[string]policy.ToolCache{}
-	for _, d := range ds {
-		byName[d.Cache.Name] = d.Cache
-	}
-	for i, m := range mounts {
-		if m.Fallback != "" {
-			mounts[i].FallbackEnv = toolcache.PrivateEnvAt(byName[m.Name], m.Fallback, spec.Env)
-		}
 	}
 	if overlays {
 		spec.Mounts = append(append([]linux.Mount{}, spec.Mounts...), pins...)

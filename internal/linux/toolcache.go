@@ -14,9 +14,10 @@ type CacheMount = toolcache.Mount
 // CachePlan turns decisions into init-stage steps ([toolcache.Plan]): the
 // pins as Pin and PinLink mounts, ordered outermost first, the cache
 // mounts, and the paths the Landlock layer must let the command write.
-// layers maps a cache name to its prepared layer (see PrepareCaches).
-func CachePlan(p *policy.Policy, ds []toolcache.Decision, layers map[string]toolcache.Layer) (pins []Mount, mounts []CacheMount, writable []string, err error) {
-	ps, mounts, writable, err := toolcache.Plan(p.WritableRoots(), ds, layers)
+// layers maps a cache name to its prepared layer (see PrepareCaches); env
+// is the command's environment.
+func CachePlan(p *policy.Policy, ds []toolcache.Decision, layers map[string]toolcache.Layer, env []string) (pins []Mount, mounts []CacheMount, writable []string, err error) {
+	ps, mounts, writable, err := toolcache.Plan(p.WritableRoots(), ds, layers, env)
 	if err != nil {
 		return nil, nil, nil, err
 	}

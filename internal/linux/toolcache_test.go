@@ -51,7 +51,7 @@ func TestDecideAndPlanCaches(t *testing.T) {
 			t.Errorf("%s overlaid without overlays", d.Cache.Name)
 		}
 	}
-	pins, mounts, writable, err := CachePlan(p, ds, layers)
+	pins, mounts, writable, err := CachePlan(p, ds, layers, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,13 +61,14 @@ func TestDecideAndPlanCaches(t *testing.T) {
 	}
 	privRoot := filepath.Dir(layers["pip"].Private)
 	if len(mounts) != 3 || mounts[0].Lower != "" || mounts[0].Target != privRoot ||
-		mounts[1].Lower != filepath.Join(out, "go-build") || mounts[1].Target != mounts[1].Lower || mounts[1].Fallback != layers["go-build"].Private {
+		mounts[1].Lower != filepath.Join(out, "go-build") || mounts[1].Target != mounts[1].Lower || mounts[1].Fallback != layers["go-build"].Private ||
+		mounts[1].FallbackEnv != "GOCACHE="+layers["go-build"].Private {
 		t.Errorf("mounts %+v", mounts)
 	}
 	if !slices.Contains(writable, filepath.Join(out, "go-build")) || !slices.Contains(writable, privRoot) {
 		t.Errorf("writable %v", writable)
 	}
-	if _, _, _, err := CachePlan(p, ds, nil); err == nil {
+	if _, _, _, err := CachePlan(p, ds, nil, nil); err == nil {
 		t.Error("plan without layers succeeded")
 	}
 }

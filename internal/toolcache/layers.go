@@ -49,8 +49,9 @@ type Pin struct {
 // renaming them aside, and putting a plain directory where the overlay
 // was, fails), the cache mounts, and the paths the Landlock layer must
 // let the command write. roots are the policy's writable roots; layers
-// maps a cache name to its prepared layer.
-func Plan(roots []string, ds []Decision, layers map[string]Layer) (pins []Pin, mounts []Mount, writable []string, err error) {
+// maps a cache name to its prepared layer; env is the command's
+// environment, for the variable an overlay's fallback sets.
+func Plan(roots []string, ds []Decision, layers map[string]Layer, env []string) (pins []Pin, mounts []Mount, writable []string, err error) {
 	// One writable mount serves every private directory (and fallback).
 	for _, l := range layers {
 		if l.Private != "" {
@@ -70,7 +71,11 @@ func Plan(roots []string, ds []Decision, layers map[string]Layer) (pins []Pin, m
 			return nil, nil, nil, fmt.Errorf("tool cache %s: no layer prepared", d.Cache.Name)
 		}
 		if d.How == Overlay {
-			mounts = append(mounts, Mount{Name: d.Cache.Name, Target: d.Cache.Host, Lower: d.Cache.Host, Upper: l.Upper, Work: l.Work, Fallback: l.Private})
+			m := Mount{Name: d.Cache.Name, Target: d.Cache.Host, Lower: d.Cache.Host, Upper: l.Upper, Work: l.Work, Fallback: l.Private}
+			if m.Fallback != "" {
+				m.FallbackEnv = PrivateEnvAt(d.Cache, m.Fallback, env)
+			}
+			mounts = append(mounts, m)
 			writable = append(writable, d.Cache.Host)
 			// Inside a writable root (a workspace at $HOME), the command
 			// could otherwise rename a directory on the way aside, or
