@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/agentbox/agentbox/internal/agentdirs"
 	"github.com/agentbox/agentbox/internal/codexprofile"
 	"github.com/agentbox/agentbox/internal/fspath"
 	"github.com/agentbox/agentbox/internal/netpolicy"
@@ -146,7 +147,7 @@ func (cfg *Config) withProfile(getenv func(string) string, goos string) (*Config
 	// Windows) names nothing here.
 	for _, list := range [][]codexprofile.Ref{pl.WorkspaceRoots, pl.WritableRoots, pl.ReadOnly, pl.DenyRead, pl.AllowRead} {
 		for _, r := range list {
-			if r.Anchor == codexprofile.Abs && !isAbs(filepath.FromSlash(r.Path), goos) {
+			if r.Anchor == codexprofile.Abs && !agentdirs.Abs(filepath.FromSlash(r.Path), goos) {
 				return nil, fmt.Errorf("config %s: key %s: %q is not an absolute path on %s", cfg.Path, r.Key, r.Path, goos)
 			}
 		}

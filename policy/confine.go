@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/agentbox/agentbox/internal/agentdirs"
 	"github.com/agentbox/agentbox/internal/fspath"
 )
 
@@ -107,14 +108,14 @@ func newConfineRule(getenv func(string) string, goos string) confineRule {
 			namedDir{getenv("XDG_RUNTIME_DIR"), "$XDG_RUNTIME_DIR, where your own servers listen", true})
 	}
 	for _, h := range homes {
-		if h.path != "" && isAbs(h.path, goos) {
+		if h.path != "" && agentdirs.Abs(h.path, goos) {
 			h.path = resolved(h.path)
 			r.homes = append(r.homes, h)
 		}
 	}
 	if goos == "windows" {
 		for _, v := range windowsSystemVars {
-			if d := getenv(v); d != "" && isAbs(d, goos) {
+			if d := getenv(v); d != "" && agentdirs.Abs(d, goos) {
 				r.system = append(r.system, resolved(d))
 			}
 		}

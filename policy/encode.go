@@ -8,6 +8,7 @@ import (
 	"slices"
 
 	"github.com/agentbox/agentbox/internal/netpolicy"
+	"github.com/agentbox/agentbox/internal/toolcache"
 )
 
 // MarshalBinary returns p's canonical encoding: every field that shapes
@@ -72,7 +73,7 @@ func Unmarshal(b []byte) (*Policy, error) {
 	// A tool's relocation rule is code, not data, found by name in this
 	// build's table: the name must be one it knows.
 	for _, c := range f.ToolCaches {
-		if !slices.ContainsFunc(knownCaches, func(d cacheDef) bool { return d.Name == c.Name }) {
+		if !toolcache.Known(c.Name) {
 			return nil, fmt.Errorf("policy: decode: unknown tool cache %q", c.Name)
 		}
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/agentbox/agentbox/internal/fspath"
 	"github.com/agentbox/agentbox/internal/lookpath"
 	"github.com/agentbox/agentbox/internal/netpolicy"
+	"github.com/agentbox/agentbox/internal/toolcache"
 )
 
 // DefaultProtectedNames returns the names kept read-only inside every
@@ -187,7 +188,7 @@ func rawPatterns(ps []netpolicy.Pattern) []string {
 func (p *Policy) ToolCacheMode() ToolCacheMode { return p.f.ToolCacheMode }
 
 // ToolCaches are the known tool caches as resolved for this policy.
-func (p *Policy) ToolCaches() []ToolCache { return cloneCaches(p.f.ToolCaches) }
+func (p *Policy) ToolCaches() []ToolCache { return toolcache.Clone(p.f.ToolCaches) }
 
 // AllowGitWrites reports whether the backend may open .git directories
 // for writing but for the paths through which git runs programs or

@@ -4,6 +4,7 @@ import (
 	"slices"
 
 	"github.com/agentbox/agentbox/internal/netpolicy"
+	"github.com/agentbox/agentbox/internal/toolcache"
 )
 
 // The variants below are for agentbox's own probes and planners, which
@@ -67,7 +68,7 @@ func (p *Policy) clone() *Policy {
 	f.AllowUnixSockets = slices.Clone(f.AllowUnixSockets)
 	f.Publish = slices.Clone(f.Publish)
 	f.HostPorts = slices.Clone(f.HostPorts)
-	f.ToolCaches = cloneCaches(f.ToolCaches)
+	f.ToolCaches = toolcache.Clone(f.ToolCaches)
 	f.PrivateTemps = slices.Clone(f.PrivateTemps)
 	f.SharedTemps = slices.Clone(f.SharedTemps)
 	f.Hidden = cloneHidden(f.Hidden)

@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/agentbox/agentbox/internal/cacheplan"
 	"github.com/agentbox/agentbox/internal/policytest"
+	"github.com/agentbox/agentbox/internal/toolcache"
 	"github.com/agentbox/agentbox/policy"
 )
 
@@ -27,7 +27,7 @@ func TestProgramsNote(t *testing.T) {
 		}})
 	gobin := filepath.Join(layers, "private", "go-bin")
 	cargo := filepath.Join(layers, "private", "cargo-install")
-	if got := cacheplan.ProgramsDir(pol.ToolCaches()[1]); got != filepath.Join(cargo, "bin") {
+	if got := toolcache.ProgramsDir(pol.ToolCaches()[1]); got != filepath.Join(cargo, "bin") {
 		t.Fatalf("ProgramsDir = %q", got)
 	}
 	w := watchPrograms(pol)

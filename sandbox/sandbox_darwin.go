@@ -8,8 +8,8 @@ import (
 	"runtime"
 
 	"github.com/agentbox/agentbox/internal/agentdirs"
-	"github.com/agentbox/agentbox/internal/cacheplan"
 	"github.com/agentbox/agentbox/internal/lookpath"
+	"github.com/agentbox/agentbox/internal/toolcache"
 
 	"github.com/agentbox/agentbox/internal/darwin"
 	"github.com/agentbox/agentbox/internal/netproxy"
@@ -33,9 +33,9 @@ func darwinInput(pol *policy.Policy) darwin.Input {
 			in.Protected = append(in.Protected, pr.Path)
 		}
 		addGitWrites(&in, pol)
-		for _, d := range cacheplan.Decide(pol, false) {
-			if d.How == cacheplan.Private {
-				in.CacheDirs = []string{cacheplan.PrivateRoot(d.Cache)}
+		for _, d := range toolcache.Decide(pol.ToolCacheInputs(), false) {
+			if d.How == toolcache.Private {
+				in.CacheDirs = []string{toolcache.PrivateRoot(d.Cache)}
 			}
 		}
 		for _, t := range pol.PrivateTemps() {

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/agentbox/agentbox/internal/cacheplan"
+	"github.com/agentbox/agentbox/internal/toolcache"
 	"github.com/agentbox/agentbox/policy"
 )
 
@@ -21,21 +21,21 @@ func cacheChecks(pol *policy.Policy, overlays bool) []Check {
 		return []Check{{Name: "tool caches", OK: true, Detail: "off: caches under $HOME stay read-only"}}
 	}
 	var out []Check
-	for _, d := range cacheplan.Decide(pol, overlays) {
+	for _, d := range toolcache.Decide(pol.ToolCacheInputs(), overlays) {
 		c := d.Cache
 		name, detail := "cache "+c.Name, ""
 		switch {
-		case c.Programs && d.How == cacheplan.Private:
+		case c.Programs && d.How == toolcache.Private:
 			name = "programs " + c.Name
-			detail = fmt.Sprintf("%s: %s (private to this workspace; the host's %s untouched)", cacheplan.PrivateEnv(c, nil), cacheplan.ProgramsDir(c), c.Host)
-		case d.How == cacheplan.Overlay:
-			detail = fmt.Sprintf("overlay at %s: host cache read-only below, changes in %s", c.Host, cacheplan.UpperDir(c))
-		case d.How == cacheplan.Private:
-			detail = fmt.Sprintf("private: %s (host %s untouched)", cacheplan.PrivateEnv(c, nil), c.Host)
+			detail = fmt.Sprintf("%s: %s (private to this workspace; the host's %s untouched)", toolcache.PrivateEnv(c, nil), toolcache.ProgramsDir(c), c.Host)
+		case d.How == toolcache.Overlay:
+			detail = fmt.Sprintf("overlay at %s: host cache read-only below, changes in %s", c.Host, toolcache.UpperDir(c))
+		case d.How == toolcache.Private:
+			detail = fmt.Sprintf("private: %s (host %s untouched)", toolcache.PrivateEnv(c, nil), c.Host)
 		default:
 			detail = fmt.Sprintf("untouched (%s): %s", c.Host, d.Why)
 		}
-		if d.How != cacheplan.Untouched && len(c.Settings) > 0 {
+		if d.How != toolcache.Untouched && len(c.Settings) > 0 {
 			detail += "; sets " + strings.Join(c.Settings, " ")
 		}
 		out = append(out, Check{Name: name, OK: true, Detail: detail})
@@ -63,10 +63,10 @@ func watchPrograms(pol *policy.Policy) programDirs {
 	var out programDirs
 	// Every backend places a directory of programs alike (overlays play
 	// no part): private unless skipped or inside a writable root.
-	for _, d := range cacheplan.Decide(pol, false) {
-		if d.Cache.Programs && d.How == cacheplan.Private {
-			root := cacheplan.PrivateRoot(d.Cache)
-			rel, err := filepath.Rel(root, cacheplan.ProgramsDir(d.Cache))
+	for _, d := range toolcache.Decide(pol.ToolCacheInputs(), false) {
+		if d.Cache.Programs && d.How == toolcache.Private {
+			root := toolcache.PrivateRoot(d.Cache)
+			rel, err := filepath.Rel(root, toolcache.ProgramsDir(d.Cache))
 			if err != nil {
 				continue
 			}
@@ -119,7 +119,7 @@ func checkPrivatePath(pol *policy.Policy, env []string) error {
 			path = v
 		}
 	}
-	return cacheplan.CheckPath(pol.ToolCaches(), path)
+	return toolcache.CheckPath(pol.ToolCaches(), path)
 }
 
 // setEnv returns env with kv's variable replaced (or added).

@@ -1,8 +1,8 @@
 package sandbox
 
 import (
-	"github.com/agentbox/agentbox/internal/cacheplan"
 	"github.com/agentbox/agentbox/internal/linux"
+	"github.com/agentbox/agentbox/internal/toolcache"
 	"github.com/agentbox/agentbox/policy"
 )
 
@@ -12,24 +12,15 @@ import (
 // let the command write, and the variables that point tools at private
 // directories. The caller releases the layers when the run ends.
 func applyCaches(pol *policy.Policy, spec *linux.Spec, overlays bool) (*linux.CacheLayers, error) {
-	ds := cacheplan.Decide(pol, overlays)
+	ds := toolcache.Decide(pol.ToolCacheInputs(), overlays)
 	cl, err := linux.PrepareCaches(ds)
 	if err != nil {
 		return nil, err
 	}
-	pins, mounts, writable, err := linux.CachePlan(pol, ds, cl.Layers)
+	pins, mounts, writable, err := linux.CachePlan(pol, ds, cl.Layers, spec.Env)
 	if err != nil {
 		cl.Release()
 		return nil, err
-	}
-	byName := map[string]policy.ToolCache{}
-	for _, d := range ds {
-		byName[d.Cache.Name] = d.Cache
-	}
-	for i, m := range mounts {
-		if m.Fallback != "" {
-			mounts[i].FallbackEnv = cacheplan.PrivateEnvAt(byName[m.Name], m.Fallback, spec.Env)
-		}
 	}
 	if overlays {
 		spec.Mounts = append(append([]linux.Mount{}, spec.Mounts...), pins...)
@@ -48,7 +39,7 @@ func applyCaches(pol *policy.Policy, spec *linux.Spec, overlays bool) (*linux.Ca
 	}
 	env := spec.Env
 	for _, d := range ds {
-		for _, kv := range cacheplan.Env(d, cl.Layers[d.Cache.Name].Private, env) {
+		for _, kv := range toolcache.Env(d, cl.Layers[d.Cache.Name].Private, env) {
 			env = setEnv(env, kv)
 		}
 	}

@@ -64,6 +64,15 @@ func WindowsAbs(p string) bool {
 	return len(p) >= 3 && p[1] == ':' && (p[2] == '\\' || p[2] == '/')
 }
 
+// Abs reports whether p is an absolute path in goos's syntax, on any OS
+// (a policy is resolved, and tested, for another OS than the host's).
+func Abs(p, goos string) bool {
+	if goos == "windows" {
+		return WindowsAbs(p)
+	}
+	return strings.HasPrefix(p, "/")
+}
+
 // ToolCacheRoot is where per-workspace cache layers live under the state
 // directory.
 func ToolCacheRoot(stateDir string) string { return filepath.Join(stateDir, "toolcache") }

@@ -11,7 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/agentbox/agentbox/internal/agentdirs"
-	"github.com/agentbox/agentbox/internal/cacheplan"
+	"github.com/agentbox/agentbox/internal/toolcache"
 )
 
 // Lock files. A run that overlays a cache holds the upperLock in its layer
@@ -31,7 +31,7 @@ const (
 
 // CacheLayers are the layers one run holds.
 type CacheLayers struct {
-	Layers map[string]CacheLayer
+	Layers map[string]toolcache.Layer
 	// PrivateRoot is the workspace's private directory, when a cache
 	// needs it (symlinks resolved).
 	PrivateRoot string
@@ -41,10 +41,10 @@ type CacheLayers struct {
 
 // PrepareCaches creates and locks the per-workspace layers the decisions
 // need. Release them when the run ends.
-func PrepareCaches(ds []cacheplan.Decision) (*CacheLayers, error) {
-	cl := &CacheLayers{Layers: map[string]CacheLayer{}}
+func PrepareCaches(ds []toolcache.Decision) (*CacheLayers, error) {
+	cl := &CacheLayers{Layers: map[string]toolcache.Layer{}}
 	for _, d := range ds {
-		if d.How == cacheplan.Untouched {
+		if d.How == toolcache.Untouched {
 			continue
 		}
 		l, err := cl.prepare(d)
@@ -57,18 +57,18 @@ func PrepareCaches(ds []cacheplan.Decision) (*CacheLayers, error) {
 	return cl, nil
 }
 
-func (cl *CacheLayers) prepare(d cacheplan.Decision) (CacheLayer, error) {
-	var l CacheLayer
+func (cl *CacheLayers) prepare(d toolcache.Decision) (toolcache.Layer, error) {
+	var l toolcache.Layer
 	if d.Cache.Env != "" {
 		// The private directory: the placement itself, or the fallback
 		// if the kernel refuses the overlay.
-		root, err := cl.privateRoot(cacheplan.PrivateRoot(d.Cache))
+		root, err := cl.privateRoot(toolcache.PrivateRoot(d.Cache))
 		if err != nil {
 			return l, err
 		}
 		l.Private = filepath.Join(root, d.Cache.Name)
 	}
-	if d.How == cacheplan.Private {
+	if d.How == toolcache.Private {
 		return l, nil
 	}
 	dir := d.Cache.Layer
@@ -98,7 +98,7 @@ func (cl *CacheLayers) prepare(d cacheplan.Decision) (CacheLayer, error) {
 		}
 		base = tmp
 	}
-	l.Upper, l.Work = filepath.Join(base, "upper"), filepath.Join(base, "work")
+	l.Upper, l.Work = toolcache.OverlayDirs(base)
 	return l, mkdirs(l.Upper, l.Work)
 }
 
@@ -221,7 +221,7 @@ func RemoveCacheLayers(stateDir string) (removed, kept []string) {
 		free, _ := cl.lock(filepath.Join(wdir, privateLock), unix.LOCK_EX|unix.LOCK_NB)
 		caches, _ := os.ReadDir(wdir)
 		for _, c := range caches {
-			if c.IsDir() && c.Name() != "private" {
+			if c.IsDir() && c.Name() != toolcache.PrivateName {
 				ok, _ := cl.lock(filepath.Join(wdir, c.Name(), upperLock), unix.LOCK_EX|unix.LOCK_NB)
 				free = free && ok
 			}

@@ -6,8 +6,8 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/agentbox/agentbox/internal/cacheplan"
 	"github.com/agentbox/agentbox/internal/policytest"
+	"github.com/agentbox/agentbox/internal/toolcache"
 	"github.com/agentbox/agentbox/policy"
 )
 
@@ -31,27 +31,27 @@ func TestDecideAndPlanCaches(t *testing.T) {
 			{Name: "uv", Host: dir, HostExists: true, Env: "X", Layer: layer("whole")},
 			{Name: "yarn", Host: "/x", Skip: "overlaps protected", Layer: layer("s")},
 		}})
-	want := map[string]cacheplan.How{"go-build": cacheplan.Overlay, "npm": cacheplan.Overlay, "pip": cacheplan.Private,
-		"cargo-registry": cacheplan.Untouched, "uv": cacheplan.Untouched, "yarn": cacheplan.Untouched}
-	ds := cacheplan.Decide(p, true)
-	layers := map[string]CacheLayer{}
+	want := map[string]toolcache.How{"go-build": toolcache.Overlay, "npm": toolcache.Overlay, "pip": toolcache.Private,
+		"cargo-registry": toolcache.Untouched, "uv": toolcache.Untouched, "yarn": toolcache.Untouched}
+	ds := toolcache.Decide(p.ToolCacheInputs(), true)
+	layers := map[string]toolcache.Layer{}
 	for _, d := range ds {
 		if d.How != want[d.Cache.Name] {
 			t.Errorf("%s: %s (%s), want %s", d.Cache.Name, d.How, d.Why, want[d.Cache.Name])
 		}
-		l := CacheLayer{Upper: cacheplan.UpperDir(d.Cache), Work: cacheplan.WorkDir(d.Cache)}
+		l := toolcache.Layer{Upper: toolcache.UpperDir(d.Cache), Work: toolcache.WorkDir(d.Cache)}
 		if d.Cache.Env != "" {
-			l.Private = cacheplan.PrivateDir(d.Cache)
+			l.Private = toolcache.PrivateDir(d.Cache)
 		}
 		layers[d.Cache.Name] = l
 	}
 	// Without overlays (degraded), everything relocatable goes private.
-	for _, d := range cacheplan.Decide(p, false) {
-		if d.How == cacheplan.Overlay {
+	for _, d := range toolcache.Decide(p.ToolCacheInputs(), false) {
+		if d.How == toolcache.Overlay {
 			t.Errorf("%s overlaid without overlays", d.Cache.Name)
 		}
 	}
-	pins, mounts, writable, err := CachePlan(p, ds, layers)
+	pins, mounts, writable, err := CachePlan(p, ds, layers, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,13 +61,14 @@ func TestDecideAndPlanCaches(t *testing.T) {
 	}
 	privRoot := filepath.Dir(layers["pip"].Private)
 	if len(mounts) != 3 || mounts[0].Lower != "" || mounts[0].Target != privRoot ||
-		mounts[1].Lower != filepath.Join(out, "go-build") || mounts[1].Target != mounts[1].Lower || mounts[1].Fallback != layers["go-build"].Private {
+		mounts[1].Lower != filepath.Join(out, "go-build") || mounts[1].Target != mounts[1].Lower || mounts[1].Fallback != layers["go-build"].Private ||
+		mounts[1].FallbackEnv != "GOCACHE="+layers["go-build"].Private {
 		t.Errorf("mounts %+v", mounts)
 	}
 	if !slices.Contains(writable, filepath.Join(out, "go-build")) || !slices.Contains(writable, privRoot) {
 		t.Errorf("writable %v", writable)
 	}
-	if _, _, _, err := CachePlan(p, ds, nil); err == nil {
+	if _, _, _, err := CachePlan(p, ds, nil, nil); err == nil {
 		t.Error("plan without layers succeeded")
 	}
 }

@@ -38,7 +38,7 @@ import (
 	"strings"
 
 	"github.com/agentbox/agentbox/internal/agentdirs"
-	"github.com/agentbox/agentbox/internal/cacheplan"
+	"github.com/agentbox/agentbox/internal/toolcache"
 	"github.com/agentbox/agentbox/internal/windows/acl"
 	"github.com/agentbox/agentbox/internal/windows/sid"
 	"github.com/agentbox/agentbox/internal/windows/winenv"
@@ -173,12 +173,12 @@ func PlanCaches(pol *policy.Policy, env []string) (Caches, error) {
 	if pol == nil || pol.Mode() != policy.WorkspaceWrite || pol.ToolCacheMode() == policy.CachesOff {
 		return cs, nil
 	}
-	for _, d := range cacheplan.Decide(pol, false) {
-		if d.How != cacheplan.Private {
+	for _, d := range toolcache.Decide(pol.ToolCacheInputs(), false) {
+		if d.How != toolcache.Private {
 			continue
 		}
 		c := d.Cache
-		root := acl.Clean(cacheplan.PrivateRoot(c))
+		root := acl.Clean(toolcache.PrivateRoot(c))
 		if cs.Root != "" && !acl.SamePath(cs.Root, root) {
 			return Caches{}, fmt.Errorf("tool cache %s: private directory %s is not under %s", c.Name, root, cs.Root)
 		}
@@ -186,7 +186,7 @@ func PlanCaches(pol *policy.Policy, env []string) (Caches, error) {
 		// Windows variable names are case-insensitive: the old value
 		// (MAVEN_OPTS) may be spelled any way.
 		old, _ := winenv.Get(env, c.Env)
-		cs.Env = append(cs.Env, cacheplan.Env(d, acl.Join(root, c.Name), []string{c.Env + "=" + old})...)
+		cs.Env = append(cs.Env, toolcache.Env(d, acl.Join(root, c.Name), []string{c.Env + "=" + old})...)
 	}
 	if cs.Root == "" {
 		return cs, nil
@@ -198,11 +198,8 @@ func PlanCaches(pol *policy.Policy, env []string) (Caches, error) {
 			}
 		}
 	}
-	path, _ := winenv.Get(env, "PATH")
-	for _, p := range strings.Split(path, ";") {
-		if p = strings.Trim(p, `" `); p != "" && acl.Within(p, cs.Root) {
-			return Caches{}, fmt.Errorf("tool caches: %s on PATH lies in the private cache directory %s, which the sandbox may write; remove it from PATH or set [sandbox_workspace_write] tool_caches = \"off\"", p, cs.Root)
-		}
+	if p := pathWithin(env, cs.Root); p != "" {
+		return Caches{}, fmt.Errorf("tool caches: %s on PATH lies in the private cache directory %s, which the sandbox may write; remove it from PATH or set [sandbox_workspace_write] tool_caches = \"off\"", p, cs.Root)
 	}
 	return cs, nil
 }
@@ -251,13 +248,23 @@ func PlanTemp(pol *policy.Policy, env []string) (Temp, error) {
 		return tmp, nil
 	}
 	tmp.Env = []string{"TEMP=" + tmp.Root, "TMP=" + tmp.Root}
-	path, _ := winenv.Get(env, "PATH")
-	for _, p := range strings.Split(path, ";") {
-		if p = strings.Trim(p, `" `); p != "" && acl.Within(p, tmp.Root) {
-			return Temp{}, fmt.Errorf("%s on PATH lies in the private temporary directory %s, which the sandbox may write; remove it from PATH or set [sandbox_workspace_write] share_slash_tmp = true", p, tmp.Root)
-		}
+	if p := pathWithin(env, tmp.Root); p != "" {
+		return Temp{}, fmt.Errorf("%s on PATH lies in the private temporary directory %s, which the sandbox may write; remove it from PATH or set [sandbox_workspace_write] share_slash_tmp = true", p, tmp.Root)
 	}
 	return tmp, nil
+}
+
+// pathWithin returns the first directory on env's PATH that lies in
+// root, "" when none does: the command could plant programs there that
+// the user's shell runs.
+func pathWithin(env []string, root string) string {
+	path, _ := winenv.Get(env, "PATH")
+	for _, p := range strings.Split(path, ";") {
+		if p = strings.Trim(p, `" `); p != "" && acl.Within(p, root) {
+			return p
+		}
+	}
+	return ""
 }
 
 // CacheEnv returns env with cs's variables set, replacing every other

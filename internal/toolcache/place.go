@@ -1,8 +1,4 @@
-// Package cacheplan decides where each of a policy's tool caches goes in
-// the sandbox: an overlay over the host's cache, a private directory the
-// tool is pointed at, or nowhere (left read-only). The backends mount or
-// grant what it decides.
-package cacheplan
+package toolcache
 
 import (
 	"fmt"
@@ -11,7 +7,6 @@ import (
 	"strings"
 
 	"github.com/agentbox/agentbox/internal/fspath"
-	"github.com/agentbox/agentbox/policy"
 )
 
 // How is where one tool cache goes in the sandbox.
@@ -28,9 +23,30 @@ const (
 	Untouched How = "untouched"
 )
 
+// Inputs is what placing a policy's caches reads of it
+// (policy.Policy.ToolCacheInputs).
+type Inputs struct {
+	// Caches are the policy's resolved caches.
+	Caches []Cache
+	// Private: tool_caches = "private", never an overlay.
+	Private bool
+	// WritableRoots are the paths the command may write.
+	WritableRoots []string
+	// PrivateTemps are the sandbox's private temporary directories.
+	PrivateTemps []Temp
+}
+
+// Temp is a private temporary directory as the command names it (Path)
+// and the host directories inside it that stay visible there (Keep); see
+// policy.PrivateTemp.
+type Temp struct {
+	Path string
+	Keep []string
+}
+
 // Decision is the placement of one cache and, when untouched, why.
 type Decision struct {
-	Cache policy.ToolCache
+	Cache Cache
 	How   How
 	Why   string
 }
@@ -38,10 +54,10 @@ type Decision struct {
 // Decide places each of the policy's tool caches. overlays says
 // whether overlay mounts are possible (a user namespace: not in degraded
 // mode).
-func Decide(p *policy.Policy, overlays bool) []Decision {
+func Decide(in Inputs, overlays bool) []Decision {
 	var out []Decision
-	roots := p.WritableRoots()
-	for _, c := range p.ToolCaches() {
+	roots := in.WritableRoots
+	for _, c := range in.Caches {
 		d := Decision{Cache: c, How: Untouched}
 		private := func(why string) {
 			if c.Env != "" {
@@ -65,10 +81,10 @@ func Decide(p *policy.Policy, overlays bool) []Decision {
 		case rootAtOrBelow(c.Host, roots) != "":
 			// An overlay would cover a root the user asked to write.
 			d.Why = "is or contains the writable root " + rootAtOrBelow(c.Host, roots) + ": left as it is"
-		case overlays && privateTempOf(c.Host, p) != "":
+		case overlays && privateTempOf(c.Host, in.PrivateTemps) != "":
 			// GOCACHE=/tmp/go: the command's /tmp is the workspace's
 			// own already, and the host's is not there to overlay.
-			d.Why = "lies in the sandbox's private " + privateTempOf(c.Host, p) + ", the workspace's own: used there as it is"
+			d.Why = "lies in the sandbox's private " + privateTempOf(c.Host, in.PrivateTemps) + ", the workspace's own: used there as it is"
 		case len(c.Covers) > 0:
 			// A tool's whole home: never overlaid (it holds the tool's
 			// configuration and programs), private where that loses
@@ -81,7 +97,7 @@ func Decide(p *policy.Policy, overlays bool) []Decision {
 			default:
 				d.How = Private
 			}
-		case p.ToolCacheMode() == policy.CachesPrivate:
+		case in.Private:
 			private("tool_caches is private")
 		case !overlays:
 			private("overlays need user namespaces")
@@ -109,8 +125,8 @@ func Decide(p *policy.Policy, overlays bool) []Decision {
 // privateTempOf is the private temporary directory (as the command sees
 // it, in a mount namespace) that path lies in, but for the host
 // directories kept visible there (a home under /tmp); "" when none.
-func privateTempOf(path string, p *policy.Policy) string {
-	for _, t := range p.PrivateTemps() {
+func privateTempOf(path string, temps []Temp) string {
+	for _, t := range temps {
 		if !fspath.Within(path, t.Path) {
 			continue
 		}
@@ -144,30 +160,40 @@ func rootAtOrBelow(path string, roots []string) string {
 	return ""
 }
 
+// PrivateName names the directory, beside a workspace's cache layers,
+// that holds the private directories of all its caches.
+const PrivateName = "private"
+
+// OverlayDirs are the upper and work directories of an overlay layer
+// in base: a cache's own layer, or a run's throwaway one.
+func OverlayDirs(base string) (upper, work string) {
+	return filepath.Join(base, "upper"), filepath.Join(base, "work")
+}
+
 // UpperDir is the overlay's upper layer of c: the command's changes.
-func UpperDir(c policy.ToolCache) string { return filepath.Join(c.Layer, "upper") }
+func UpperDir(c Cache) string { u, _ := OverlayDirs(c.Layer); return u }
 
 // WorkDir is the overlay's work directory of c (same file system as UpperDir).
-func WorkDir(c policy.ToolCache) string { return filepath.Join(c.Layer, "work") }
+func WorkDir(c Cache) string { _, w := OverlayDirs(c.Layer); return w }
 
 // PrivateRoot holds the private directories of all of a workspace's
 // caches, so that one writable mount (or profile rule) serves them all.
-func PrivateRoot(c policy.ToolCache) string {
-	return filepath.Join(filepath.Dir(c.Layer), "private")
+func PrivateRoot(c Cache) string {
+	return filepath.Join(filepath.Dir(c.Layer), PrivateName)
 }
 
 // PrivateDir is the directory the tool of c is pointed at when no overlay
 // is used; the tool creates it.
-func PrivateDir(c policy.ToolCache) string { return filepath.Join(PrivateRoot(c), c.Name) }
+func PrivateDir(c Cache) string { return filepath.Join(PrivateRoot(c), c.Name) }
 
 // PrivateEnv returns the NAME=value that points the tool of c at its
 // private directory, given the command's environment, or "" when the
 // cache has no relocating variable.
-func PrivateEnv(c policy.ToolCache, env []string) string { return PrivateEnvAt(c, PrivateDir(c), env) }
+func PrivateEnv(c Cache, env []string) string { return PrivateEnvAt(c, PrivateDir(c), env) }
 
 // PrivateEnvAt is PrivateEnv for the private directory spelled as dir
 // (as the sandbox sees it, or in another platform's syntax).
-func PrivateEnvAt(c policy.ToolCache, dir string, env []string) string {
+func PrivateEnvAt(c Cache, dir string, env []string) string {
 	if c.Env == "" {
 		return ""
 	}
@@ -181,14 +207,14 @@ func PrivateEnvAt(c policy.ToolCache, dir string, env []string) string {
 }
 
 // ProgramsDir is where the programs of a directory-of-programs entry
-// (policy.ToolCache.Programs) land when it is private: PrivateDir, or
+// (Cache.Programs) land when it is private: PrivateDir, or
 // its Bin subdirectory.
-func ProgramsDir(c policy.ToolCache) string { return filepath.Join(PrivateDir(c), c.Bin) }
+func ProgramsDir(c Cache) string { return filepath.Join(PrivateDir(c), c.Bin) }
 
 // Env returns every NAME=value a decision sets for the command, the
 // private directory spelled as dir: the relocating variable of a
 // private cache, the cache's own path for an overlaid one whose default
-// another entry moves (policy.ToolCache.PinEnv), and the cache's
+// another entry moves (Cache.PinEnv), and the cache's
 // settings whenever it is placed. env is the command's environment (for
 // the variable's old value).
 func Env(d Decision, dir string, env []string) []string {
@@ -213,7 +239,7 @@ func Env(d Decision, dir string, env []string) []string {
 // the sandbox write: the user's own shell would run what one planted
 // there (the private directories of programs are the likeliest to be
 // added). list is PATH's value, split by filepath.SplitList.
-func CheckPath(cs []policy.ToolCache, list string) error {
+func CheckPath(cs []Cache, list string) error {
 	if len(cs) == 0 || list == "" {
 		return nil
 	}

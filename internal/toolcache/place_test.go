@@ -1,4 +1,4 @@
-package cacheplan
+package toolcache_test
 
 import (
 	"path/filepath"
@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/agentbox/agentbox/internal/policytest"
+	"github.com/agentbox/agentbox/internal/toolcache"
 	"github.com/agentbox/agentbox/policy"
 )
 
@@ -15,20 +16,20 @@ import (
 func TestPrivateEnv(t *testing.T) {
 	layer := filepath.Join("/state", "caches", "ws", "maven")
 	mv := policy.ToolCache{Name: "maven", Env: "MAVEN_OPTS", Layer: layer}
-	if got, want := PrivateDir(mv), filepath.Join("/state", "caches", "ws", "private", "maven"); got != want {
+	if got, want := toolcache.PrivateDir(mv), filepath.Join("/state", "caches", "ws", "private", "maven"); got != want {
 		t.Errorf("PrivateDir = %q, want %q", got, want)
 	}
-	if got, want := UpperDir(mv), filepath.Join(layer, "upper"); got != want {
+	if got, want := toolcache.UpperDir(mv), filepath.Join(layer, "upper"); got != want {
 		t.Errorf("UpperDir = %q, want %q", got, want)
 	}
-	if got, want := PrivateEnv(mv, []string{"MAVEN_OPTS=-Xmx1g"}), "MAVEN_OPTS=-Xmx1g -Dmaven.repo.local="+PrivateDir(mv); got != want {
+	if got, want := toolcache.PrivateEnv(mv, []string{"MAVEN_OPTS=-Xmx1g"}), "MAVEN_OPTS=-Xmx1g -Dmaven.repo.local="+toolcache.PrivateDir(mv); got != want {
 		t.Errorf("PrivateEnv = %q, want %q", got, want)
 	}
 	gb := policy.ToolCache{Name: "go-build", Env: "GOCACHE", Layer: layer}
-	if got := PrivateEnvAt(gb, "/in/sandbox", []string{"GOCACHE=/old"}); got != "GOCACHE=/in/sandbox" {
+	if got := toolcache.PrivateEnvAt(gb, "/in/sandbox", []string{"GOCACHE=/old"}); got != "GOCACHE=/in/sandbox" {
 		t.Errorf("PrivateEnvAt = %q", got)
 	}
-	if got := PrivateEnv(policy.ToolCache{Name: "cargo-registry", Layer: layer}, nil); got != "" {
+	if got := toolcache.PrivateEnv(policy.ToolCache{Name: "cargo-registry", Layer: layer}, nil); got != "" {
 		t.Errorf("a cache without a variable got %q", got)
 	}
 }
@@ -42,9 +43,9 @@ func testPolicy(ws string, mode policy.ToolCacheMode, cs ...policy.ToolCache) *p
 	return policytest.New(policytest.Fields{Mode: policy.WorkspaceWrite, Cwd: ws, WritableRoots: []string{ws}, ToolCacheMode: mode, ToolCaches: cs})
 }
 
-func decisions(p *policy.Policy, overlays bool) map[string]Decision {
-	m := map[string]Decision{}
-	for _, d := range Decide(p, overlays) {
+func decisions(p *policy.Policy, overlays bool) map[string]toolcache.Decision {
+	m := map[string]toolcache.Decision{}
+	for _, d := range toolcache.Decide(p.ToolCacheInputs(), overlays) {
 		m[d.Cache.Name] = d
 	}
 	return m
@@ -62,22 +63,22 @@ func TestDecidePrograms(t *testing.T) {
 	for _, mode := range []policy.ToolCacheMode{policy.CachesOverlay, policy.CachesPrivate} {
 		for _, overlays := range []bool{true, false} {
 			ds := decisions(testPolicy("/ws", mode, bin, cargo, local), overlays)
-			if d := ds["go-bin"]; d.How != Private {
+			if d := ds["go-bin"]; d.How != toolcache.Private {
 				t.Errorf("%s overlays=%v: go-bin %s (%s), want private", mode, overlays, d.How, d.Why)
 			}
-			if d := ds["cargo-install"]; d.How != Private {
+			if d := ds["cargo-install"]; d.How != toolcache.Private {
 				t.Errorf("%s overlays=%v: cargo-install %s, want private", mode, overlays, d.How)
 			}
-			if d := ds["npm"]; d.How != Untouched || !strings.Contains(d.Why, "writable root /ws") {
+			if d := ds["npm"]; d.How != toolcache.Untouched || !strings.Contains(d.Why, "writable root /ws") {
 				t.Errorf("%s overlays=%v: a GOBIN in the workspace: %s (%s)", mode, overlays, d.How, d.Why)
 			}
 		}
 	}
 	c := decisions(testPolicy("/ws", policy.CachesOverlay, cargo), true)["cargo-install"].Cache
-	if got, want := ProgramsDir(c), filepath.Join("/state", "caches", "ws", "private", "cargo-install", "bin"); got != want {
+	if got, want := toolcache.ProgramsDir(c), filepath.Join("/state", "caches", "ws", "private", "cargo-install", "bin"); got != want {
 		t.Errorf("ProgramsDir = %q, want %q", got, want)
 	}
-	if got := PrivateEnv(c, nil); got != "CARGO_INSTALL_ROOT="+filepath.Join("/state", "caches", "ws", "private", "cargo-install") {
+	if got := toolcache.PrivateEnv(c, nil); got != "CARGO_INSTALL_ROOT="+filepath.Join("/state", "caches", "ws", "private", "cargo-install") {
 		t.Errorf("PrivateEnv = %q", got)
 	}
 }
@@ -95,14 +96,14 @@ func TestDecideCargoHome(t *testing.T) {
 		name           string
 		reg, git, home policy.ToolCache
 		overlays       bool
-		want           How
+		want           toolcache.How
 		why            string
 	}{
-		{"no ~/.cargo", reg, git, home, true, Private, ""},
-		{"rustup's ~/.cargo, no registry yet", reg, git, with(home, exists), true, Private, ""},
-		{"a registry to overlay", with(reg, exists), git, with(home, exists), true, Untouched, "overlaid"},
-		{"a registry, no overlays", with(reg, exists), git, with(home, exists), false, Private, ""},
-		{"a config.toml", reg, git, with(home, func(c *policy.ToolCache) { c.HostExists, c.Kept = true, "/h/.cargo/config.toml" }), false, Untouched, "config.toml"},
+		{"no ~/.cargo", reg, git, home, true, toolcache.Private, ""},
+		{"rustup's ~/.cargo, no registry yet", reg, git, with(home, exists), true, toolcache.Private, ""},
+		{"a registry to overlay", with(reg, exists), git, with(home, exists), true, toolcache.Untouched, "overlaid"},
+		{"a registry, no overlays", with(reg, exists), git, with(home, exists), false, toolcache.Private, ""},
+		{"a config.toml", reg, git, with(home, func(c *policy.ToolCache) { c.HostExists, c.Kept = true, "/h/.cargo/config.toml" }), false, toolcache.Untouched, "config.toml"},
 	}
 	for _, tt := range tests {
 		ds := decisions(testPolicy("/ws", policy.CachesOverlay, tt.reg, tt.git, tt.home), tt.overlays)
@@ -111,11 +112,11 @@ func TestDecideCargoHome(t *testing.T) {
 			t.Errorf("%s: cargo-home %s (%s), want %s (%q)", tt.name, d.How, d.Why, tt.want, tt.why)
 		}
 		for _, n := range []string{"cargo-registry", "cargo-git"} {
-			if c := ds[n]; d.How == Private && (c.How != Untouched || !strings.Contains(c.Why, "moves with cargo-home")) {
+			if c := ds[n]; d.How == toolcache.Private && (c.How != toolcache.Untouched || !strings.Contains(c.Why, "moves with cargo-home")) {
 				t.Errorf("%s: %s %s (%s), want it to move with the home", tt.name, n, c.How, c.Why)
 			}
 		}
-		if d.How == Overlay {
+		if d.How == toolcache.Overlay {
 			t.Errorf("%s: a tool's home overlaid", tt.name)
 		}
 	}
@@ -130,8 +131,8 @@ func TestEnv(t *testing.T) {
 	yarn := policy.ToolCache{Name: "yarn", Env: "YARN_CACHE_FOLDER", Host: "/h/.cache/yarn", HostExists: true, Settings: []string{"YARN_DISABLE_SELF_UPDATE_CHECK=true"}}
 	skipped := policy.ToolCache{Name: "pip", Env: "PIP_CACHE_DIR", Host: "/h/.cache/pip", Skip: "overlaps protected", Settings: []string{"A=1"}}
 	got := map[string][]string{}
-	for _, d := range Decide(testPolicy("/ws", policy.CachesOverlay, mod, sum, yarn, skipped), true) {
-		got[d.Cache.Name] = Env(d, "/priv/"+d.Cache.Name, []string{"GOPATH=/old"})
+	for _, d := range toolcache.Decide(testPolicy("/ws", policy.CachesOverlay, mod, sum, yarn, skipped).ToolCacheInputs(), true) {
+		got[d.Cache.Name] = toolcache.Env(d, "/priv/"+d.Cache.Name, []string{"GOPATH=/old"})
 	}
 	want := map[string][]string{
 		"go-mod":   {"GOMODCACHE=/h/go/pkg/mod"},
@@ -144,8 +145,8 @@ func TestEnv(t *testing.T) {
 			t.Errorf("%s: Env = %q, want %q", n, got[n], w)
 		}
 	}
-	for _, d := range Decide(testPolicy("/ws", policy.CachesOverlay, yarn), false) {
-		if e := Env(d, "/priv/yarn", nil); !slices.Equal(e, []string{"YARN_CACHE_FOLDER=/priv/yarn", "YARN_DISABLE_SELF_UPDATE_CHECK=true"}) {
+	for _, d := range toolcache.Decide(testPolicy("/ws", policy.CachesOverlay, yarn).ToolCacheInputs(), false) {
+		if e := toolcache.Env(d, "/priv/yarn", nil); !slices.Equal(e, []string{"YARN_CACHE_FOLDER=/priv/yarn", "YARN_DISABLE_SELF_UPDATE_CHECK=true"}) {
 			t.Errorf("private yarn: Env = %q", e)
 		}
 	}
@@ -164,7 +165,7 @@ func TestCheckPath(t *testing.T) {
 		priv + "/cargo-install/bin/../bin:/bin": true,
 		priv:                                    true,
 	} {
-		err := CheckPath(p.ToolCaches(), list)
+		err := toolcache.CheckPath(p.ToolCaches(), list)
 		if (err != nil) != refuse {
 			t.Errorf("PATH=%q: %v, want refused=%v", list, err, refuse)
 		}
@@ -172,7 +173,7 @@ func TestCheckPath(t *testing.T) {
 			t.Errorf("PATH=%q: %v does not say how to fix it", list, err)
 		}
 	}
-	if err := CheckPath(nil, "/x"); err != nil {
+	if err := toolcache.CheckPath(nil, "/x"); err != nil {
 		t.Errorf("no caches: %v", err)
 	}
 }
