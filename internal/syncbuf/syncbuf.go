@@ -1,37 +1,10 @@
-// Package syncbuf holds Buffer: a bytes.Buffer that several goroutines may
-// write at once, as the relays of a command's stdout and stderr (or its
-// diagnostics) do when both go to one buffer.
+// Package syncbuf is what is left of the buffer that moved to
+// internal/stdio: an alias, for the one caller (internal/resident) that
+// another branch edits at the same time. It goes with that caller's
+// next import change.
 package syncbuf
 
-import (
-	"bytes"
-	"sync"
-)
+import "github.com/agentbox/agentbox/internal/stdio"
 
-// Buffer is a bytes.Buffer safe for concurrent use. Its zero value is an
-// empty buffer ready to use.
-type Buffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *Buffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-// Bytes returns what was written so far; as with bytes.Buffer, the slice
-// is valid until the next write.
-func (b *Buffer) Bytes() []byte {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Bytes()
-}
-
-// String returns what was written so far.
-func (b *Buffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
-}
+// Buffer is [stdio.Buffer].
+type Buffer = stdio.Buffer
