@@ -119,7 +119,7 @@ func newStdioRelay(s Stdio) (r *stdioRelay, err error) {
 }
 
 func (r *stdioRelay) newPty(f *os.File) error {
-	fd, err := rawFd(f)
+	fd, err := stdio.RawFd(f)
 	if err != nil {
 		return err
 	}
@@ -218,7 +218,7 @@ func (p *hostPty) run(rel *stdio.Relay) {
 	}
 	defer master.Close()
 	if p.in != nil {
-		if fd, err := rawFd(p.in); err == nil {
+		if fd, err := stdio.RawFd(p.in); err == nil {
 			// Raw mode on the caller's terminal: keystrokes (^C, ^Z,
 			// arrows) reach the sandbox's terminal as bytes, and its
 			// line discipline turns them into signals for the command's
@@ -263,7 +263,7 @@ func (p *hostPty) run(rel *stdio.Relay) {
 }
 
 func copyWinsize(from, to *os.File) {
-	ffd, err := rawFd(from)
+	ffd, err := stdio.RawFd(from)
 	if err != nil {
 		return
 	}
@@ -279,7 +279,7 @@ func copyWinsize(from, to *os.File) {
 // would stop agentbox with SIGTTOU or SIGTTIN, and the input is the
 // shell's: the command then gets the sandbox's terminal without input.
 func foreground(f *os.File) bool {
-	fd, err := rawFd(f)
+	fd, err := stdio.RawFd(f)
 	if err != nil {
 		return false
 	}
@@ -307,7 +307,7 @@ func reopenCandidate(i int, f *os.File, facts stdioFacts) (ReopenSpec, bool) {
 	if facts.mode != unix.S_IFREG {
 		return rs, false
 	}
-	fd, err := rawFd(f)
+	fd, err := stdio.RawFd(f)
 	if err != nil {
 		return rs, false
 	}
@@ -339,23 +339,8 @@ func reopenCandidate(i int, f *os.File, facts stdioFacts) (ReopenSpec, bool) {
 	return rs, true
 }
 
-// rawFd is f's descriptor. Unlike f.Fd it leaves the descriptor's
-// blocking mode alone: the open file description is shared with the
-// caller (a shell's terminal), and O_NONBLOCK on it is theirs.
-func rawFd(f *os.File) (int, error) {
-	sc, err := f.SyscallConn()
-	if err != nil {
-		return -1, err
-	}
-	fd := -1
-	if err := sc.Control(func(u uintptr) { fd = int(u) }); err != nil {
-		return -1, err
-	}
-	return fd, nil
-}
-
 func writable(f *os.File) bool {
-	fd, err := rawFd(f)
+	fd, err := stdio.RawFd(f)
 	if err != nil {
 		return false
 	}
@@ -366,7 +351,7 @@ func writable(f *os.File) bool {
 // stdioFactsOf gathers what classifyStdio needs about f.
 func stdioFactsOf(f *os.File) (stdioFacts, error) {
 	var facts stdioFacts
-	fd, err := rawFd(f)
+	fd, err := stdio.RawFd(f)
 	if err != nil {
 		return facts, err
 	}

@@ -16,9 +16,15 @@ import (
 
 // The test binary is its own child: STDIO_HELPER names what it does.
 func TestMain(m *testing.M) {
-	switch os.Getenv("STDIO_HELPER") {
-	case "":
-		os.Exit(m.Run())
+	if h := os.Getenv("STDIO_HELPER"); h != "" {
+		helper(h)
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+func helper(name string) {
+	switch name {
 	case "cat": // stdin to stdout, then the byte count to stderr
 		n, _ := io.Copy(os.Stdout, os.Stdin)
 		fmt.Fprintf(os.Stderr, "%d\n", n)
@@ -30,7 +36,6 @@ func TestMain(m *testing.M) {
 		}
 	case "ignore": // never reads its input
 	}
-	os.Exit(0)
 }
 
 // run runs the helper with the relay and returns its error.
