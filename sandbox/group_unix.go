@@ -3,13 +3,13 @@
 package sandbox
 
 import (
-	"errors"
+	"fmt"
 	"io"
-	"os"
 	"os/exec"
-	"sync"
 	"syscall"
 	"time"
+
+	"github.com/agentbox/agentbox/internal/stdio"
 )
 
 // group is a command leading its own process group (a session on macOS)
@@ -21,10 +21,7 @@ import (
 type group struct {
 	cmd       *exec.Cmd
 	waitDelay time.Duration
-	copies    sync.WaitGroup
-	copyErr   error
-	copyMu    sync.Mutex
-	closers   []io.Closer // our ends of the pipes, closed after Wait
+	relay     *stdio.Relay
 }
 
 // startGroup starts cmd (whose SysProcAttr must give it a process group of
@@ -33,76 +30,19 @@ type group struct {
 // its output. *os.File stdio is passed straight through, as in os/exec.
 // It fills p's wait, signal, kill and pid.
 func startGroup(p *proc, cmd *exec.Cmd, stdin io.Reader, stdout, stderr io.Writer, waitDelay time.Duration) error {
-	g := &group{cmd: cmd, waitDelay: waitDelay}
-	var childEnds []*os.File
-	fail := func(err error) error {
-		for _, f := range childEnds {
-			f.Close()
-		}
-		for _, c := range g.closers {
-			c.Close()
-		}
+	rl, err := stdio.New(stdio.Config{Stdin: stdin, Stdout: stdout, Stderr: stderr})
+	if err != nil {
 		return err
 	}
-	switch f := stdin.(type) {
-	case nil:
-	case *os.File:
-		cmd.Stdin = f
-	default:
-		r, w, err := os.Pipe()
-		if err != nil {
-			return fail(err)
-		}
-		childEnds = append(childEnds, r)
-		g.closers = append(g.closers, w)
-		cmd.Stdin = r
-		go func() {
-			// A command that stops reading is not an error (EPIPE).
-			io.Copy(w, stdin)
-			w.Close()
-		}()
-	}
-	out := func(dst io.Writer) (io.Writer, error) {
-		switch f := dst.(type) {
-		case nil:
-			return nil, nil
-		case *os.File:
-			return f, nil
-		}
-		r, w, err := os.Pipe()
-		if err != nil {
-			return nil, err
-		}
-		childEnds = append(childEnds, w)
-		g.closers = append(g.closers, r)
-		g.copies.Add(1)
-		go func() {
-			defer g.copies.Done()
-			if _, err := io.Copy(dst, r); err != nil && !errors.Is(err, os.ErrClosed) {
-				g.copyMu.Lock()
-				if g.copyErr == nil {
-					g.copyErr = err
-				}
-				g.copyMu.Unlock()
-			}
-		}()
-		return w, nil
-	}
-	var err error
-	if cmd.Stdout, err = out(stdout); err != nil {
-		return fail(err)
-	}
-	if stderr != nil && stderr == stdout {
-		cmd.Stderr = cmd.Stdout
-	} else if cmd.Stderr, err = out(stderr); err != nil {
-		return fail(err)
-	}
+	f := rl.Files()
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = f[0], f[1], f[2]
 	if err := cmd.Start(); err != nil {
-		return fail(err)
+		rl.Abort()
+		return err
 	}
-	for _, f := range childEnds {
-		f.Close()
-	}
+	rl.CloseChild()
+	rl.Start()
+	g := &group{cmd: cmd, waitDelay: waitDelay, relay: rl}
 	p.wait, p.signal, p.kill, p.pid = g.Wait, cmd.Process.Signal, g.Kill, cmd.Process.Pid
 	return nil
 }
@@ -111,9 +51,11 @@ func (g *group) Wait() (*Status, error) {
 	// Every stdio of cmd is an *os.File, so this returns when the leader
 	// exits, whoever else still holds the pipes.
 	err := g.cmd.Wait()
-	// The leader is gone; nothing it started may outlive the run.
+	// The leader is gone; nothing it started may outlive the run. A
+	// process that left the group (setsid) can still hold the pipes:
+	// waitDelay bounds the drain.
 	syscall.Kill(-g.cmd.Process.Pid, syscall.SIGKILL)
-	g.drain()
+	cerr := g.relay.Wait(g.waitDelay)
 	ws, ok := g.cmd.ProcessState.Sys().(syscall.WaitStatus)
 	if !ok {
 		return nil, err
@@ -121,31 +63,12 @@ func (g *group) Wait() (*Status, error) {
 	if ws.Signaled() {
 		return &Status{Signal: int(ws.Signal())}, nil
 	}
-	g.copyMu.Lock()
-	defer g.copyMu.Unlock()
-	if g.copyErr != nil {
-		return nil, g.copyErr
+	if cerr != nil && ws.ExitStatus() == 0 {
+		// As os/exec: a lost output is the error of a command that
+		// otherwise succeeded.
+		return nil, fmt.Errorf("copying the command's output: %w", cerr)
 	}
 	return &Status{Code: ws.ExitStatus()}, nil
-}
-
-// drain waits for the output copies, for at most waitDelay when it is set
-// (a process that left the group, with setsid, can hold the pipes open),
-// then closes our ends.
-func (g *group) drain() {
-	done := make(chan struct{})
-	go func() { g.copies.Wait(); close(done) }()
-	if g.waitDelay > 0 {
-		select {
-		case <-done:
-		case <-time.After(g.waitDelay):
-		}
-	} else {
-		<-done
-	}
-	for _, c := range g.closers {
-		c.Close()
-	}
 }
 
 func (g *group) Kill() error {

@@ -43,7 +43,7 @@ import (
 	"time"
 
 	"github.com/agentbox/agentbox/internal/exitcode"
-	"github.com/agentbox/agentbox/internal/syncbuf"
+	"github.com/agentbox/agentbox/internal/stdio"
 
 	"github.com/agentbox/agentbox/policy"
 )
@@ -463,7 +463,7 @@ func (c *Cmd) CombinedOutput() ([]byte, error) {
 	if c.Stdout != nil || c.Stderr != nil {
 		return nil, errors.New("sandbox: Stdout or Stderr already set")
 	}
-	var b syncbuf.Buffer
+	var b stdio.Buffer
 	c.Stdout, c.Stderr = &b, &b
 	err := c.Run()
 	return b.Bytes(), err

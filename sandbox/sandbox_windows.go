@@ -8,12 +8,12 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"sync"
 	"time"
 
 	"golang.org/x/sys/windows"
 
 	"github.com/agentbox/agentbox/internal/exitcode"
+	"github.com/agentbox/agentbox/internal/stdio"
 	"github.com/agentbox/agentbox/internal/windows/loopguard"
 	winsetup "github.com/agentbox/agentbox/internal/windows/setup"
 	"github.com/agentbox/agentbox/internal/windows/sid"
@@ -104,19 +104,22 @@ func start(c *Cmd, p *proc) error {
 	if err != nil {
 		return &StartError{Code: CodeSandboxFailure, Err: err}
 	}
+	f := sio.Files()
 	wp, err := sb.Start(pol, unelevated.Spec{
 		Path: c.Path, Args: c.Args, Env: env, Dir: c.workDir(), ProxyEnv: proxyEnv,
-		Stdin: sio.handles[0], Stdout: sio.handles[1], Stderr: sio.handles[2],
+		Stdin: windows.Handle(f[0].Fd()), Stdout: windows.Handle(f[1].Fd()), Stderr: windows.Handle(f[2].Fd()),
 	})
-	sio.closeChildEnds()
 	if err != nil {
-		sio.abort()
+		sio.Abort()
 		return &StartError{Code: exitcode.Classify(err), Err: err}
 	}
 	if l := wp.JobLimits(); pol.Mode() != policy.DangerFullAccess && !l.UI && !winapi.IsWine() {
 		c.diag("%s", l)
 	}
-	sio.startCopies()
+	// The child has its own duplicates now; ours would keep its
+	// output open past its end.
+	sio.CloseChild()
+	sio.Start()
 	w := &winProcess{p: wp, io: sio, waitDelay: c.WaitDelay}
 	p.wait, p.signal, p.kill, p.pid = w.Wait, w.Signal, wp.Kill, int(wp.Pid())
 	return nil
@@ -137,173 +140,40 @@ func privateTemp(pol *policy.Policy, env []string) (*policy.Policy, []string, er
 	return unelevated.WithTemp(pol, tmp), unelevated.TempEnv(env, tmp), nil
 }
 
-// stdio holds the handles the child gets and the copies that feed
-// non-file readers and writers through pipes, as os/exec does.
-type stdio struct {
-	handles    [3]windows.Handle
-	childEnds  []*os.File
-	parentEnds []*os.File
-	copies     []func() error
-	stdinW     *os.File
-	wg         sync.WaitGroup
-	errs       []error
-	mu         sync.Mutex
-}
-
 // newStdio sets up the child's stdio. confined (every mode but
 // danger-full-access) relays a console through pipes instead of handing
 // the child the console handle: with it, the child could write input
 // records into the user's shell (WriteConsoleInput) or read its screen.
 // The command then sees pipes, not a terminal.
-func newStdio(c *Cmd, confined bool) (*stdio, error) {
-	s := &stdio{}
-	relay := func(f *os.File) bool { return confined && winapi.IsConsole(windows.Handle(f.Fd())) }
-	// stdin
-	if f, ok := c.Stdin.(*os.File); c.Stdin == nil {
-		f, err := os.Open(os.DevNull)
-		if err != nil {
-			return nil, err
-		}
-		s.childEnds = append(s.childEnds, f)
-		s.handles[0] = windows.Handle(f.Fd())
-	} else if ok && !relay(f) {
-		s.handles[0] = windows.Handle(f.Fd())
-	} else {
-		r := c.Stdin
-		pr, pw, err := os.Pipe()
-		if err != nil {
-			return nil, err
-		}
-		s.childEnds = append(s.childEnds, pr)
-		s.stdinW = pw
-		s.handles[0] = windows.Handle(pr.Fd())
-		s.copies = append(s.copies, func() error {
-			_, err := io.Copy(pw, r)
-			pw.Close()
-			if errors.Is(err, os.ErrClosed) || errors.Is(err, windows.ERROR_BROKEN_PIPE) || errors.Is(err, windows.ERROR_NO_DATA) {
-				err = nil // the command stopped reading
-			}
-			return err
-		})
-	}
-	// stdout and stderr; one pipe when both are the same writer.
-	var shared *os.File
-	for i, w := range []io.Writer{c.Stdout, c.Stderr} {
-		if w == nil {
-			f, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
-			if err != nil {
-				s.abort()
-				return nil, err
-			}
-			s.childEnds = append(s.childEnds, f)
-			s.handles[1+i] = windows.Handle(f.Fd())
-			continue
-		}
-		if f, ok := w.(*os.File); ok && !relay(f) {
-			s.handles[1+i] = windows.Handle(f.Fd())
-			continue
-		}
-		if i == 1 && c.Stderr == c.Stdout && shared != nil {
-			s.handles[2] = windows.Handle(shared.Fd())
-			continue
-		}
-		pr, pw, err := os.Pipe()
-		if err != nil {
-			s.abort()
-			return nil, err
-		}
-		shared = pw
-		s.childEnds = append(s.childEnds, pw)
-		s.parentEnds = append(s.parentEnds, pr)
-		s.handles[1+i] = windows.Handle(pw.Fd())
-		s.copies = append(s.copies, func() error {
-			_, err := io.Copy(w, pr)
-			pr.Close()
-			if errors.Is(err, os.ErrClosed) {
-				err = nil
-			}
-			return err
-		})
-	}
-	return s, nil
-}
-
-// closeChildEnds drops this process's copies of the child's handles (the
-// child has its own duplicates), so EOF arrives when the tree is gone.
-func (s *stdio) closeChildEnds() {
-	for _, f := range s.childEnds {
-		f.Close()
-	}
-	s.childEnds = nil
-}
-
-func (s *stdio) startCopies() {
-	for i, fn := range s.copies {
-		stdinCopy := s.stdinW != nil && i == 0
-		if !stdinCopy {
-			s.wg.Add(1)
-		}
-		go func() {
-			err := fn()
-			if err != nil {
-				s.mu.Lock()
-				s.errs = append(s.errs, err)
-				s.mu.Unlock()
-			}
-			if !stdinCopy {
-				s.wg.Done()
-			}
-		}()
-	}
-}
-
-func (s *stdio) abort() {
-	s.closeChildEnds()
-	for _, f := range s.parentEnds {
-		f.Close()
-	}
-	if s.stdinW != nil {
-		s.stdinW.Close()
-	}
+func newStdio(c *Cmd, confined bool) (*stdio.Relay, error) {
+	return stdio.New(stdio.Config{
+		Stdin: c.Stdin, Stdout: c.Stdout, Stderr: c.Stderr,
+		Pass: func(f *os.File) bool { return !confined || !winapi.IsConsole(windows.Handle(f.Fd())) },
+	})
 }
 
 // winProcess is an unelevated run's process and its stdio relay.
 type winProcess struct {
 	p         *unelevated.Proc
-	io        *stdio
+	io        *stdio.Relay
 	waitDelay time.Duration
 }
 
 func (w *winProcess) Wait() (*Status, error) {
 	code, killed, err := w.p.Wait()
-	// Nothing reads stdin any more; unblock a copy stuck writing it.
-	if w.io.stdinW != nil {
-		w.io.stdinW.Close()
-	}
-	done := make(chan struct{})
-	go func() { w.io.wg.Wait(); close(done) }()
-	if w.waitDelay > 0 {
-		select {
-		case <-done:
-		case <-time.After(w.waitDelay):
-			for _, f := range w.io.parentEnds {
-				f.Close()
-			}
-			<-done
-		}
-	} else {
-		<-done
-	}
+	cerr := w.io.Wait(w.waitDelay)
 	if err != nil {
 		return nil, err
 	}
 	if killed {
 		return &Status{Code: int(code), Signal: 9}, nil
 	}
-	w.io.mu.Lock()
-	cerr := errors.Join(w.io.errs...)
-	w.io.mu.Unlock()
-	return &Status{Code: int(code)}, cerr
+	if cerr != nil && code == 0 {
+		// As os/exec: a lost output is the error of a command that
+		// otherwise succeeded.
+		return nil, fmt.Errorf("copying the command's output: %w", cerr)
+	}
+	return &Status{Code: int(code)}, nil
 }
 
 // Signal: Windows has no signals to send to another process tree; both

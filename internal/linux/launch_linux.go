@@ -247,7 +247,7 @@ func (p *Process) next() (message, error) {
 func (p *Process) Wait() (code, signal int, err error) {
 	m, merr := p.next()
 	werr := p.cmd.Wait()
-	p.relay.finish(p.waitDelay)
+	cerr := p.relay.finish(p.waitDelay)
 	p.file.Close()
 	if p.lifeline != nil {
 		p.killOnce.Do(func() { p.lifeline.Close() })
@@ -255,6 +255,11 @@ func (p *Process) Wait() (code, signal int, err error) {
 	if merr == nil && m.Exited {
 		p.unreachable = m.Unreachable
 		p.files, p.filesUnavailable = m.Files, m.FilesUnavailable
+		if cerr != nil && m.Status == 0 && m.Signal == 0 {
+			// As os/exec: a lost output is the error of a command that
+			// otherwise succeeded.
+			return 0, 0, fmt.Errorf("copying the command's output: %w", cerr)
+		}
 		return m.Status, m.Signal, nil
 	}
 	// No report: the init stage itself was killed (timeout, cancel, or

@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"github.com/agentbox/agentbox/internal/fsreport"
 	"github.com/agentbox/agentbox/internal/linux/scm"
-	"io"
+	"github.com/agentbox/agentbox/internal/stdio"
 	"net"
 	"os"
 	"os/exec"
@@ -561,12 +561,16 @@ func (p *SessionProcess) ProxyListeners() []net.Listener { return p.proxy }
 func (p *SessionProcess) Wait() (code, signal int, err error) {
 	r, err := p.answer()
 	p.reply.Close()
-	p.stdio.wait()
+	cerr := p.stdio.wait()
 	switch {
 	case err != nil:
 		return 0, 0, err
 	case r.Error != "":
 		return 0, 0, errors.New(r.Error)
+	case cerr != nil && r.Status == 0 && r.Signal == 0:
+		// As os/exec: a lost output is the error of a command that
+		// otherwise succeeded.
+		return 0, 0, fmt.Errorf("copying the command's output: %w", cerr)
 	}
 	p.unreachable = r.Unreachable
 	p.files, p.filesUnavailable = r.Files, r.FilesUnavailable
@@ -588,38 +592,27 @@ func (p *SessionProcess) Kill() error {
 	return p.s.send(zreq{Op: "kill", ID: p.id}, nil)
 }
 
-// relay connects a command's stdio to the caller's readers and writers.
+// relay is a command's stdio relay (internal/stdio), with the
+// descriptors the zygote gets and the WaitDelay that bounds its drain.
+// The command's tree is gone when Wait drains, but it may have passed a
+// pipe on (there is no one to pass it to outside the session, so the
+// bound is a safety net).
 type relay struct {
-	child     [3]int     // fds for the command
-	closers   []*os.File // our ends and the child's, to close
-	copies    []func() error
-	wg        sync.WaitGroup
+	*stdio.Relay
+	child     [3]int
 	waitDelay time.Duration
-	parent    []*os.File // our ends of output pipes, closed on WaitDelay
 }
 
 func newRelay(st Stdio) (*relay, error) {
-	rl := &relay{waitDelay: st.WaitDelay}
-	var err error
-	if rl.child[0], err = rl.input(st.Stdin); err == nil {
-		if rl.child[1], err = rl.output(st.Stdout); err == nil {
-			rl.child[2], err = rl.output(st.Stderr)
-		}
-	}
+	r, err := stdio.New(stdio.Config{Stdin: st.Stdin, Stdout: st.Stdout, Stderr: st.Stderr, Pass: passable})
 	if err != nil {
-		rl.abort()
 		return nil, err
 	}
-	return rl, nil
-}
-
-func (rl *relay) devNull(flag int) (int, error) {
-	f, err := os.OpenFile(os.DevNull, flag, 0)
-	if err != nil {
-		return -1, err
+	rl := &relay{Relay: r, waitDelay: st.WaitDelay}
+	for i, f := range r.Files() {
+		rl.child[i] = int(f.Fd())
 	}
-	rl.closers = append(rl.closers, f)
-	return int(f.Fd()), nil
+	return rl, nil
 }
 
 // PassesStdio reports whether a lone run hands f to the command as it is
@@ -634,114 +627,13 @@ func passable(f *os.File) bool {
 	return err == nil && classifyStdio(facts) == stdioPass
 }
 
-func (rl *relay) input(r io.Reader) (int, error) {
-	if r == nil {
-		return rl.devNull(os.O_RDONLY)
-	}
-	if f, ok := r.(*os.File); ok && passable(f) {
-		return int(f.Fd()), nil
-	}
-	pr, pw, err := os.Pipe()
-	if err != nil {
-		return -1, err
-	}
-	rl.closers = append(rl.closers, pr)
-	rl.parent = append(rl.parent, pw)
-	rl.copies = append(rl.copies, func() error {
-		// Not waited for: a command need not read all of its input,
-		// and the reader may block forever (as with exec.Cmd).
-		go func() {
-			io.Copy(pw, r)
-			pw.Close()
-		}()
-		return nil
-	})
-	return int(pr.Fd()), nil
-}
+func (rl *relay) closeChild() { rl.CloseChild() }
 
-func (rl *relay) output(w io.Writer) (int, error) {
-	if w == nil {
-		return rl.devNull(os.O_WRONLY)
-	}
-	if f, ok := w.(*os.File); ok && passable(f) {
-		return int(f.Fd()), nil
-	}
-	pr, pw, err := os.Pipe()
-	if err != nil {
-		return -1, err
-	}
-	rl.closers = append(rl.closers, pw)
-	rl.parent = append(rl.parent, pr)
-	rl.copies = append(rl.copies, func() error {
-		rl.wg.Add(1)
-		go func() {
-			defer rl.wg.Done()
-			copyOut(w, pr)
-		}()
-		return nil
-	})
-	return int(pw.Fd()), nil
-}
+func (rl *relay) run() { rl.Start() }
 
-// copyBufs are the buffers of copyOut.
-var copyBufs = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
+func (rl *relay) abort() { rl.Abort() }
 
-// copyOut is io.Copy with a pooled buffer (io.Copy allocates 32 KiB for
-// each stream of each command). The reader's WriteTo is hidden: for a
-// pipe it is io.Copy's allocation again; a ReadFrom of w's still serves.
-func copyOut(w io.Writer, r io.Reader) {
-	bp := copyBufs.Get().(*[]byte)
-	io.CopyBuffer(w, struct{ io.Reader }{r}, *bp)
-	copyBufs.Put(bp)
-}
-
-// closeChild closes our copies of the command's ends once the zygote has
-// its own.
-func (rl *relay) closeChild() {
-	for _, f := range rl.closers {
-		f.Close()
-	}
-	rl.closers = nil
-}
-
-func (rl *relay) run() {
-	for _, c := range rl.copies {
-		c()
-	}
-}
-
-func (rl *relay) abort() {
-	rl.closeChild()
-	for _, f := range rl.parent {
-		f.Close()
-	}
-}
-
-// wait waits for the output to drain, at most WaitDelay when it is set:
-// the command's tree is gone, but it may have passed a pipe on (there is
-// no one to pass it to outside the session, so this is a safety net).
-func (rl *relay) wait() {
-	done := make(chan struct{})
-	go func() {
-		rl.wg.Wait()
-		close(done)
-	}()
-	if rl.waitDelay > 0 {
-		select {
-		case <-done:
-		case <-time.After(rl.waitDelay):
-			for _, f := range rl.parent {
-				f.Close()
-			}
-			<-done
-		}
-	} else {
-		<-done
-	}
-	for _, f := range rl.parent {
-		f.Close()
-	}
-}
+func (rl *relay) wait() error { return rl.Wait(rl.waitDelay) }
 
 // Files is what the file observer saw the sandbox refuse the command, and
 // when it did not run, why (empty when it ran, or when the command's end

@@ -8,42 +8,29 @@ import (
 	"os/signal"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/agentbox/agentbox/internal/stdio"
 )
 
 // ---------------------------------------------------------------------------
 // Host side: agentbox decides per stream (classifyStdio) and relays.
 
 // stdioRelay is what Start hands exec.Cmd for the init stage's standard
-// streams, and the copies agentbox runs for those it relays.
+// streams: the relay of internal/stdio, and the pseudo-terminal and
+// reopened files around it.
 type stdioRelay struct {
 	stdin          io.Reader
 	stdout, stderr io.Writer
 
-	// childEnds are the init's ends of our pipes and socket, closed in
-	// agentbox once the init has them.
-	childEnds []*os.File
-	outputs   []func() // copies into the caller's files; Wait waits for them
-	inputs    []func() // copies from the caller's files
-	closers   []*os.File
-
+	rel *stdio.Relay
 	pty *hostPty
 	// reopen are the relayed regular files the init may open itself.
-	reopen []ReopenSpec
-	stdinW *os.File // our end of the stdin relay pipe
-
-	// stopR/stopW wake the input copies when the sandbox is gone, so
-	// that they never sit in a read of the caller's terminal or FIFO and
-	// swallow input meant for whoever reads it next.
-	stopR, stopW *os.File
-	wg           sync.WaitGroup // output copies
-	inputWG      sync.WaitGroup // input copies; stopR closes after them
-	ptyRunning   bool
-	stopOnce     sync.Once
+	reopen     []ReopenSpec
+	ptyRunning bool
 }
 
 // hostPty is the caller's side of a sandbox pseudo-terminal.
@@ -58,21 +45,20 @@ type hostPty struct {
 }
 
 func newStdioRelay(s Stdio) (r *stdioRelay, err error) {
-	r = &stdioRelay{stdin: s.Stdin, stdout: s.Stdout, stderr: s.Stderr}
+	r = &stdioRelay{}
 	defer func() {
 		if err != nil {
 			r.abort()
 		}
 	}()
-	if r.stopR, r.stopW, err = os.Pipe(); err != nil {
-		return nil, err
-	}
+	in := s.Stdin
+	passed := map[*os.File]bool{}
 	var ttyDev uint64
 	streams := []any{s.Stdin, s.Stdout, s.Stderr}
 	for i, v := range streams {
 		f, ok := v.(*os.File)
 		if !ok || f == nil {
-			continue // exec.Cmd copies io.Readers/Writers through its own pipes
+			continue // relayed through a pipe
 		}
 		facts, err := stdioFactsOf(f)
 		if err != nil {
@@ -84,19 +70,10 @@ func newStdioRelay(s Stdio) (r *stdioRelay, err error) {
 		}
 		switch kind {
 		case stdioPass:
+			passed[f] = true
 		case stdioCopy:
 			if rs, ok := reopenCandidate(i, f, facts); ok {
 				r.reopen = append(r.reopen, rs)
-			}
-			if i == 2 && sameStdioFile(s.Stdout, f) {
-				// `>> log 2>&1`: one pipe for both keeps their order.
-				if w, ok := r.stdout.(*os.File); ok && w != s.Stdout {
-					r.stderr = w
-					continue
-				}
-			}
-			if err := r.addPipe(i, f); err != nil {
-				return nil, err
 			}
 		case stdioTTY:
 			if r.pty == nil {
@@ -108,22 +85,26 @@ func newStdioRelay(s Stdio) (r *stdioRelay, err error) {
 			r.pty.spec.Streams = append(r.pty.spec.Streams, i)
 			if i == 0 {
 				// The init itself reads nothing; the command gets the slave.
-				r.stdin = nil
+				in = nil
 				if foreground(f) {
 					r.pty.in, r.pty.rawInput = f, true
 				}
-			} else {
-				if r.pty.out == nil {
-					r.pty.out = f
-				}
+			} else if r.pty.out == nil {
 				// The init's own diagnostics still reach the terminal,
-				// through a pipe.
-				if err := r.addPipe(i, f); err != nil {
-					return nil, err
-				}
+				// through the relay's pipe.
+				r.pty.out = f
 			}
 		}
 	}
+	// A bigger pipe means fewer wake-ups for a fast writer.
+	if r.rel, err = stdio.New(stdio.Config{
+		Stdin: in, Stdout: s.Stdout, Stderr: s.Stderr,
+		Pass: func(f *os.File) bool { return passed[f] }, PipeSize: 1 << 20,
+	}); err != nil {
+		return nil, err
+	}
+	f := r.rel.Files()
+	r.stdin, r.stdout, r.stderr = f[0], f[1], f[2]
 	if p := r.pty; p != nil {
 		if p.out == nil && p.in != nil && writable(p.in) {
 			p.out = p.in // echo goes back to the terminal typed on
@@ -137,35 +118,8 @@ func newStdioRelay(s Stdio) (r *stdioRelay, err error) {
 	return r, nil
 }
 
-// addPipe replaces stream i by a pipe relayed to or from f.
-func (r *stdioRelay) addPipe(i int, f *os.File) error {
-	pr, pw, err := os.Pipe()
-	if err != nil {
-		return err
-	}
-	if i == 0 {
-		r.stdin, r.stdinW = pr, pw
-		r.childEnds = append(r.childEnds, pr)
-		r.closers = append(r.closers, pw)
-		r.inputs = append(r.inputs, func() { copyInput(pw, f, r.stopR) })
-		return nil
-	}
-	// A bigger pipe means fewer wake-ups for a fast writer; best effort
-	// (fs.pipe-max-size and the per-user limits may refuse).
-	unix.FcntlInt(pw.Fd(), unix.F_SETPIPE_SZ, 1<<20)
-	if i == 1 {
-		r.stdout = pw
-	} else {
-		r.stderr = pw
-	}
-	r.childEnds = append(r.childEnds, pw)
-	r.closers = append(r.closers, pr)
-	r.outputs = append(r.outputs, func() { copyOutput(f, pr) })
-	return nil
-}
-
 func (r *stdioRelay) newPty(f *os.File) error {
-	fd, err := rawFd(f)
+	fd, err := stdio.RawFd(f)
 	if err != nil {
 		return err
 	}
@@ -186,7 +140,6 @@ func (r *stdioRelay) newPty(f *os.File) error {
 	}
 	p.sock = os.NewFile(uintptr(pair[0]), "pty-socket")
 	p.child = os.NewFile(uintptr(pair[1]), "pty-socket-init")
-	r.childEnds = append(r.childEnds, p.child)
 	r.pty = p
 	return nil
 }
@@ -210,17 +163,11 @@ func (r *stdioRelay) ptySpec(fd int) *PtySpec {
 // started runs once the init stage exists: our copies of its ends go,
 // and the output copies start (the init's own errors come through them).
 func (r *stdioRelay) started() {
-	for _, f := range r.childEnds {
-		f.Close()
+	if r.pty != nil {
+		r.pty.child.Close()
 	}
-	r.childEnds = nil
-	for _, out := range r.outputs {
-		r.wg.Add(1)
-		go func() {
-			defer r.wg.Done()
-			out()
-		}()
-	}
+	r.rel.CloseChild()
+	r.rel.StartOutput()
 }
 
 // commandStarted runs once the command runs: only now is input taken from
@@ -228,86 +175,42 @@ func (r *stdioRelay) started() {
 // degraded mode) has consumed none of it. stdinReopened says the init
 // opened the caller's stdin file itself: nothing is relayed then.
 func (r *stdioRelay) commandStarted(stdinReopened bool) {
-	if stdinReopened && r.stdinW != nil {
-		r.inputs = nil
-		r.stdinW.Close()
-	}
-	for _, in := range r.inputs {
-		r.inputWG.Add(1)
-		go func() {
-			defer r.inputWG.Done()
-			in()
-		}()
+	if stdinReopened {
+		r.rel.DropInput()
+	} else {
+		r.rel.StartInput()
 	}
 	if r.pty != nil {
 		r.ptyRunning = true
-		r.wg.Add(1)
-		go func() {
-			defer r.wg.Done()
-			r.pty.run(r.stopR, &r.inputWG)
-		}()
+		r.rel.Go(func() { r.pty.run(r.rel) })
 	}
 }
 
 // finish waits for the output copies to drain (the sandbox is gone, so
 // every writer has closed), at most delay if it is positive, then stops
-// the input copies.
-func (r *stdioRelay) finish(delay time.Duration) {
-	done := make(chan struct{})
-	go func() {
-		r.wg.Wait()
-		close(done)
-	}()
-	if delay > 0 {
-		select {
-		case <-done:
-		case <-time.After(delay):
-			// Something outside the sandbox holds a pipe: stop waiting.
-			for _, f := range r.closers {
-				f.Close()
-			}
-		}
-	} else {
-		<-done
-	}
+// the input copies. It returns the first output copy's error.
+func (r *stdioRelay) finish(delay time.Duration) error {
+	err := r.rel.Wait(delay)
 	if r.pty != nil && !r.ptyRunning {
 		r.pty.sock.Close() // the init failed before the command ran
 	}
-	r.stop()
-	go func() {
-		// Nothing polls stopR any more once the inputs are done; they
-		// end at once (stop) or at the pipe's EPIPE.
-		r.inputWG.Wait()
-		r.stopR.Close()
-	}()
-}
-
-func (r *stdioRelay) stop() {
-	r.stopOnce.Do(func() {
-		if r.stopW != nil {
-			r.stopW.Close() // wakes every poll on stopR
-		}
-	})
+	return err
 }
 
 // abort undoes newStdioRelay when the init never started.
 func (r *stdioRelay) abort() {
-	for _, f := range append(r.childEnds, r.closers...) {
-		f.Close()
+	if r.rel != nil {
+		r.rel.Abort()
 	}
 	if r.pty != nil {
 		r.pty.sock.Close()
 		r.pty.child.Close()
 	}
-	r.stop()
-	if r.stopR != nil {
-		r.stopR.Close()
-	}
 }
 
 // run receives the master from the init and relays until the command's
 // side of the terminal is closed by everyone.
-func (p *hostPty) run(stop *os.File, inputs *sync.WaitGroup) {
+func (p *hostPty) run(rel *stdio.Relay) {
 	master, err := recvFD(p.sock)
 	p.sock.Close()
 	if err != nil {
@@ -315,7 +218,7 @@ func (p *hostPty) run(stop *os.File, inputs *sync.WaitGroup) {
 	}
 	defer master.Close()
 	if p.in != nil {
-		if fd, err := rawFd(p.in); err == nil {
+		if fd, err := stdio.RawFd(p.in); err == nil {
 			// Raw mode on the caller's terminal: keystrokes (^C, ^Z,
 			// arrows) reach the sandbox's terminal as bytes, and its
 			// line discipline turns them into signals for the command's
@@ -327,11 +230,7 @@ func (p *hostPty) run(stop *os.File, inputs *sync.WaitGroup) {
 				defer unix.IoctlSetTermios(fd, unix.TCSETSW, saved)
 			}
 		}
-		inputs.Add(1)
-		go func() {
-			defer inputs.Done()
-			copyInput(master, p.in, stop)
-		}()
+		rel.CopyIn(master, p.in)
 	}
 	{
 		// A resized window reaches agentbox as SIGWINCH (it is in the
@@ -356,11 +255,15 @@ func (p *hostPty) run(stop *os.File, inputs *sync.WaitGroup) {
 	}
 	// Everything the command wrote: read until the last slave is closed
 	// (EIO), which happens when the sandbox is gone.
-	copyOutput(p.out, master)
+	var out io.Writer = io.Discard
+	if p.out != nil {
+		out = p.out
+	}
+	stdio.CopyOut(out, master)
 }
 
 func copyWinsize(from, to *os.File) {
-	ffd, err := rawFd(from)
+	ffd, err := stdio.RawFd(from)
 	if err != nil {
 		return
 	}
@@ -376,7 +279,7 @@ func copyWinsize(from, to *os.File) {
 // would stop agentbox with SIGTTOU or SIGTTIN, and the input is the
 // shell's: the command then gets the sandbox's terminal without input.
 func foreground(f *os.File) bool {
-	fd, err := rawFd(f)
+	fd, err := stdio.RawFd(f)
 	if err != nil {
 		return false
 	}
@@ -397,91 +300,6 @@ func makeRaw(t *unix.Termios) {
 	t.Cc[unix.VMIN], t.Cc[unix.VTIME] = 1, 0
 }
 
-// copyInput copies src to dst until src ends or stop becomes readable,
-// then closes dst (the command sees EOF). It only reads when poll says
-// src has data, so it never holds a read of the caller's terminal open
-// past the end of the sandbox.
-func copyInput(dst, src, stop *os.File) {
-	defer dst.Close()
-	sfd, err := rawFd(src)
-	if err != nil {
-		return
-	}
-	buf := make([]byte, 64<<10)
-	for {
-		fds := []unix.PollFd{{Fd: int32(sfd), Events: unix.POLLIN}, {Fd: int32(stop.Fd()), Events: unix.POLLIN}}
-		if _, err := unix.Poll(fds, -1); err != nil {
-			if err == unix.EINTR {
-				continue
-			}
-			return
-		}
-		if fds[1].Revents != 0 {
-			return
-		}
-		if fds[0].Revents == 0 {
-			continue
-		}
-		n, err := unix.Read(sfd, buf)
-		if err == unix.EINTR || err == unix.EAGAIN {
-			continue
-		}
-		if n <= 0 {
-			return // EOF, or an error: either way the command sees EOF
-		}
-		if _, err := dst.Write(buf[:n]); err != nil {
-			return
-		}
-	}
-}
-
-// copyOutput copies src until EOF (or EIO, a pty without slaves) into
-// dst, the caller's file, by its own open file description, so O_APPEND
-// and the offset the caller shares are honoured. dst nil discards. On a
-// write error the copy stops and src is closed, so the command's writes
-// fail (EPIPE) rather than block.
-func copyOutput(dst, src *os.File) {
-	defer src.Close()
-	dfd := -1
-	if dst != nil {
-		fd, err := rawFd(dst)
-		if err != nil {
-			return
-		}
-		dfd = fd
-	}
-	buf := make([]byte, 256<<10)
-	for {
-		n, err := src.Read(buf)
-		if n > 0 && dfd >= 0 {
-			if err := writeAll(dfd, buf[:n]); err != nil {
-				return
-			}
-		}
-		if err != nil {
-			return // io.EOF, EIO from a pty, or a closed pipe
-		}
-	}
-}
-
-// writeAll writes b to fd, waiting out a non-blocking descriptor.
-func writeAll(fd int, b []byte) error {
-	for len(b) > 0 {
-		n, err := unix.Write(fd, b)
-		switch {
-		case err == unix.EINTR:
-			continue
-		case err == unix.EAGAIN:
-			unix.Poll([]unix.PollFd{{Fd: int32(fd), Events: unix.POLLOUT}}, -1)
-			continue
-		case err != nil:
-			return err
-		}
-		b = b[n:]
-	}
-	return nil
-}
-
 // reopenCandidate returns what the init needs to reopen stream i, a
 // regular file, inside the sandbox (see ReopenSpec).
 func reopenCandidate(i int, f *os.File, facts stdioFacts) (ReopenSpec, bool) {
@@ -489,7 +307,7 @@ func reopenCandidate(i int, f *os.File, facts stdioFacts) (ReopenSpec, bool) {
 	if facts.mode != unix.S_IFREG {
 		return rs, false
 	}
-	fd, err := rawFd(f)
+	fd, err := stdio.RawFd(f)
 	if err != nil {
 		return rs, false
 	}
@@ -521,34 +339,8 @@ func reopenCandidate(i int, f *os.File, facts stdioFacts) (ReopenSpec, bool) {
 	return rs, true
 }
 
-// sameStdioFile reports whether w is an *os.File for the same inode as f.
-func sameStdioFile(w io.Writer, f *os.File) bool {
-	g, ok := w.(*os.File)
-	if !ok || g == nil {
-		return false
-	}
-	a, err1 := g.Stat()
-	b, err2 := f.Stat()
-	return err1 == nil && err2 == nil && os.SameFile(a, b)
-}
-
-// rawFd is f's descriptor. Unlike f.Fd it leaves the descriptor's
-// blocking mode alone: the open file description is shared with the
-// caller (a shell's terminal), and O_NONBLOCK on it is theirs.
-func rawFd(f *os.File) (int, error) {
-	sc, err := f.SyscallConn()
-	if err != nil {
-		return -1, err
-	}
-	fd := -1
-	if err := sc.Control(func(u uintptr) { fd = int(u) }); err != nil {
-		return -1, err
-	}
-	return fd, nil
-}
-
 func writable(f *os.File) bool {
-	fd, err := rawFd(f)
+	fd, err := stdio.RawFd(f)
 	if err != nil {
 		return false
 	}
@@ -559,7 +351,7 @@ func writable(f *os.File) bool {
 // stdioFactsOf gathers what classifyStdio needs about f.
 func stdioFactsOf(f *os.File) (stdioFacts, error) {
 	var facts stdioFacts
-	fd, err := rawFd(f)
+	fd, err := stdio.RawFd(f)
 	if err != nil {
 		return facts, err
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -160,6 +161,26 @@ func TestRunToolTruncates(t *testing.T) {
 	}
 	if !strings.HasPrefix(out.Stdout, strings.Repeat("a", 1000)+"\n[agentbox: stdout truncated: 4000 more bytes not shown]") {
 		t.Errorf("stdout: %q", out.Stdout)
+	}
+}
+
+// TestRunToolLargeOutputAndStdin: nothing of a large output is lost (the
+// cap counts what it drops) and a large stdin reaches its end.
+func TestRunToolLargeOutputAndStdin(t *testing.T) {
+	cs, _ := connect(t, Options{MaxOutput: 1000})
+	const n = 10 << 20
+	_, out, err := call(t, context.Background(), cs, map[string]any{
+		"command": []string{"sh", "-c", fmt.Sprintf("wc -c >&2; head -c %d /dev/zero | tr '\\0' a", n)},
+		"stdin":   strings.Repeat("y", 1<<20),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := fmt.Sprintf("[agentbox: stdout truncated: %d more bytes not shown]", n-1000); !strings.Contains(out.Stdout, want) {
+		t.Errorf("stdout ends %q, want %q", out.Stdout[max(0, len(out.Stdout)-80):], want)
+	}
+	if !strings.HasPrefix(out.Stderr, fmt.Sprint(1<<20)+"\n") {
+		t.Errorf("stderr %q, want the stdin's size", out.Stderr)
 	}
 }
 

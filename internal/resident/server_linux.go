@@ -23,7 +23,7 @@ import (
 	"github.com/agentbox/agentbox/internal/fsreport"
 	"github.com/agentbox/agentbox/internal/resident/ident"
 	"github.com/agentbox/agentbox/internal/resident/proto"
-	"github.com/agentbox/agentbox/internal/syncbuf"
+	streams "github.com/agentbox/agentbox/internal/stdio"
 	"github.com/agentbox/agentbox/internal/wire"
 	"github.com/agentbox/agentbox/policy"
 	"github.com/agentbox/agentbox/sandbox"
@@ -764,7 +764,7 @@ func (s *server) run(fd int, sess *sandbox.Session, j *job, stdio [3]*os.File) {
 	}
 	c.Stdin, c.Stdout, c.Stderr = stdio[0], stdio[1], stdio[2]
 	// The run's notes (git-writes checks) for the CLI's stderr.
-	var diag syncbuf.Buffer
+	var diag streams.Buffer
 	c.Diagnostics = &diag
 	if err := c.Start(); err != nil {
 		// The CLI's own run gives the same answer (126, 127, 125)

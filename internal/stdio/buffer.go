@@ -1,15 +1,13 @@
-// Package syncbuf holds Buffer: a bytes.Buffer that several goroutines may
-// write at once, as the relays of a command's stdout and stderr (or its
-// diagnostics) do when both go to one buffer.
-package syncbuf
+package stdio
 
 import (
 	"bytes"
 	"sync"
 )
 
-// Buffer is a bytes.Buffer safe for concurrent use. Its zero value is an
-// empty buffer ready to use.
+// Buffer is a bytes.Buffer safe for concurrent use, for a command's
+// stdout and stderr (or its diagnostics) written to one buffer by two
+// copies at once. Its zero value is an empty buffer ready to use.
 type Buffer struct {
 	mu sync.Mutex
 	b  bytes.Buffer

@@ -1,0 +1,7 @@
+//go:build !linux
+
+package stdio
+
+import "os"
+
+func setPipeSize(*os.File, int) {}
