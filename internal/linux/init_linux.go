@@ -13,51 +13,11 @@ import (
 	"syscall"
 
 	"github.com/agentbox/agentbox/internal/exitcode"
-	"github.com/agentbox/agentbox/internal/fsreport"
 
 	"github.com/agentbox/agentbox/internal/lookpath"
 
 	"golang.org/x/sys/unix"
 )
-
-// The parent hands the init stage two pipes, named by these fds (runc's
-// pattern): the spec to read, and a status channel to report on.
-const (
-	specFD   = 3
-	statusFD = 4
-	// stageEnv marks the re-exec'd process; argv[0] alone could be faked
-	// by any program named like our stage.
-	stageEnv   = "_AGENTBOX_STAGE"
-	stageValue = "init"
-	stageArg0  = "agentbox-init"
-)
-
-// message is what the init stage reports on the status pipe.
-type message struct {
-	// Error is set when the sandbox could not be built or the command not
-	// started; Code is then the exit status agentbox should use.
-	Error string `json:"error,omitempty"`
-	Code  int    `json:"code,omitempty"`
-	// Started is sent once the command runs.
-	Started bool `json:"started,omitempty"`
-	// StdinReopened, with Started: the init opened the caller's stdin
-	// file itself, and agentbox must not relay it (stdio_linux.go).
-	StdinReopened bool `json:"stdin_reopened,omitempty"`
-	// Exited reports how the command ended.
-	Exited bool `json:"exited,omitempty"`
-	Status int  `json:"status,omitempty"`
-	Signal int  `json:"signal,omitempty"`
-	// Unreachable, with Exited, is what the command's connects could
-	// not reach with the network off.
-	Unreachable []Unreachable `json:"unreachable,omitempty"`
-	// Files, with Exited, is what the file observer saw the sandbox
-	// refuse (Spec.Files); FilesUnavailable says why it saw nothing.
-	Files            []fsreport.Denied `json:"files,omitempty"`
-	FilesUnavailable string            `json:"files_unavailable,omitempty"`
-	// NoUserns marks an Error caused by a user namespace without the
-	// capabilities it should have (AppArmor's restriction on Ubuntu).
-	NoUserns bool `json:"no_userns,omitempty"`
-}
 
 // IsInit reports whether this process is a re-exec'd stage: the init or,
 // in degraded mode, the reaper above it. RunInit runs either.

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/agentbox/agentbox/internal/fsreport"
 	"io"
 	"net"
 	"os"
@@ -17,6 +16,7 @@ import (
 	"time"
 
 	"github.com/agentbox/agentbox/internal/exitcode"
+	"github.com/agentbox/agentbox/internal/fsreport"
 
 	"golang.org/x/sys/unix"
 )
@@ -381,4 +381,20 @@ func initSysProcAttr(spec *Spec) *syscall.SysProcAttr {
 // was not reported). Call it after Wait.
 func (p *Process) Files() ([]fsreport.Denied, string) {
 	return p.files, p.filesUnavailable
+}
+
+// underSeccomp reports whether a seccomp filter already confines this
+// process (a container runtime's, typically): the likely reason a user
+// namespace is refused with EPERM when no sysctl forbids it.
+func underSeccomp() bool {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return false
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "Seccomp:"); ok {
+			return strings.TrimSpace(v) == "2"
+		}
+	}
+	return false
 }

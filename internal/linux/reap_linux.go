@@ -36,15 +36,6 @@ import (
 // (the command ended), when agentbox closes the lifeline (Kill: a timeout
 // or a cancelled context) and when the lifeline breaks because agentbox
 // died, SIGKILL included: the kernel closes a dead process's descriptors.
-const (
-	reaperArg0  = "agentbox-reaper"
-	reaperValue = "reaper"
-	// initFDsEnv tells the reaper how many descriptors from 3 up are the
-	// init's, to pass on in place; the next one is the lifeline, the read
-	// end of a pipe whose only write end agentbox holds: it reads
-	// end-of-file once agentbox closes it or dies.
-	initFDsEnv = "_AGENTBOX_INIT_FDS"
-)
 
 // isReaper reports whether this process is the reaper stage.
 func isReaper() bool {
@@ -355,20 +346,4 @@ func children(pid int) []int {
 		}
 	}
 	return out
-}
-
-// underSeccomp reports whether a seccomp filter already confines this
-// process (a container runtime's, typically): the likely reason a user
-// namespace is refused with EPERM when no sysctl forbids it.
-func underSeccomp() bool {
-	b, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		return false
-	}
-	for _, l := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(l, "Seccomp:"); ok {
-			return strings.TrimSpace(v) == "2"
-		}
-	}
-	return false
 }

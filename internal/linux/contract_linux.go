@@ -1,0 +1,141 @@
+package linux
+
+import (
+	"github.com/agentbox/agentbox/internal/fsreport"
+	"github.com/agentbox/agentbox/internal/wirestr"
+)
+
+// This file is the contract between agentbox (the host side) and the
+// re-executed stage (init, reaper, zygote): the descriptor numbers and
+// marks both sides agree on, the stage's status messages and a session's
+// requests and answers. Nothing here runs on one side only.
+
+// The parent hands the init stage two pipes, named by these fds (runc's
+// pattern): the spec to read, and a status channel to report on.
+const (
+	specFD   = 3
+	statusFD = 4
+	// stageEnv marks the re-exec'd process; argv[0] alone could be faked
+	// by any program named like our stage.
+	stageEnv   = "_AGENTBOX_STAGE"
+	stageValue = "init"
+	stageArg0  = "agentbox-init"
+)
+
+// message is what the init stage reports on the status pipe.
+type message struct {
+	// Error is set when the sandbox could not be built or the command not
+	// started; Code is then the exit status agentbox should use.
+	Error string `json:"error,omitempty"`
+	Code  int    `json:"code,omitempty"`
+	// Started is sent once the command runs.
+	Started bool `json:"started,omitempty"`
+	// StdinReopened, with Started: the init opened the caller's stdin
+	// file itself, and agentbox must not relay it (stdio_linux.go).
+	StdinReopened bool `json:"stdin_reopened,omitempty"`
+	// Exited reports how the command ended.
+	Exited bool `json:"exited,omitempty"`
+	Status int  `json:"status,omitempty"`
+	Signal int  `json:"signal,omitempty"`
+	// Unreachable, with Exited, is what the command's connects could
+	// not reach with the network off.
+	Unreachable []Unreachable `json:"unreachable,omitempty"`
+	// Files, with Exited, is what the file observer saw the sandbox
+	// refuse (Spec.Files); FilesUnavailable says why it saw nothing.
+	Files            []fsreport.Denied `json:"files,omitempty"`
+	FilesUnavailable string            `json:"files_unavailable,omitempty"`
+	// NoUserns marks an Error caused by a user namespace without the
+	// capabilities it should have (AppArmor's restriction on Ubuntu).
+	NoUserns bool `json:"no_userns,omitempty"`
+}
+
+// The reaper stage's marks (reap_linux.go): its argv[0] and stage value,
+// and how it learns which descriptors are the init's.
+const (
+	reaperArg0  = "agentbox-reaper"
+	reaperValue = "reaper"
+	// initFDsEnv tells the reaper how many descriptors from 3 up are the
+	// init's, to pass on in place; the next one is the lifeline, the read
+	// end of a pipe whose only write end agentbox holds: it reads
+	// end-of-file once agentbox closes it or dies.
+	initFDsEnv = "_AGENTBOX_INIT_FDS"
+)
+
+// controlFD is a session's control socket in the zygote (zygote_linux.go).
+const controlFD = 5
+
+// zreq is a request on the control socket. A start request carries, as
+// SCM_RIGHTS, the command's stdin, stdout and stderr, then the command's
+// reply socket (a SOCK_SEQPACKET end on which the zygote answers that
+// request alone, so that the caller's goroutine waiting for the answer
+// reads it itself), then a descriptor of what is at each of Held (see
+// mounter_linux.go), and, when the request would not fit in one packet,
+// last, a memfd holding it.
+type zreq struct {
+	Op   string   `json:"op"` // "start", "signal", "kill", "big"
+	ID   uint64   `json:"id"`
+	Path string   `json:"path,omitempty"`
+	Argv []string `json:"argv,omitempty"`
+	Env  []string `json:"env,omitempty"`
+	// Raw carries Argv and Env instead when one of their strings is not
+	// UTF-8 (package wirestr): the common request pays no custom
+	// marshaller.
+	Raw *rawArgs `json:"raw,omitempty"`
+	Dir string   `json:"dir,omitempty"` // "" means the session's workspace
+	Sig int      `json:"sig,omitempty"`
+	// Held are the protected paths the host holds for this command
+	// (placeholders it made for it, and existing protected directories),
+	// to be bound read-only before the command starts where they are not
+	// already. Also set in a "big" request's own packet.
+	Held []string `json:"held,omitempty"`
+	// Hides are the masks the command needs (see Session.Start).
+	Hides []Hide `json:"hides,omitempty"`
+}
+
+// rawArgs are a start request's argv and environment, byte for byte.
+type rawArgs struct {
+	Argv wirestr.Strings `json:"argv"`
+	Env  wirestr.Strings `json:"env"`
+}
+
+// zreqStart is the start request for a command.
+func zreqStart(id uint64, path string, argv, env []string, dir string) zreq {
+	r := zreq{Op: "start", ID: id, Path: path, Dir: dir}
+	if wirestr.Valid(argv) && wirestr.Valid(env) {
+		r.Argv, r.Env = argv, env
+	} else {
+		r.Raw = &rawArgs{Argv: argv, Env: env}
+	}
+	return r
+}
+
+// zresp answers a start request, on its reply socket: one Started (or
+// Error), then one Exited. With an allow-list, Started carries the
+// command's two proxy listeners as SCM_RIGHTS (HTTP, then SOCKS5; see
+// commandListeners).
+type zresp struct {
+	ID      uint64 `json:"id"`
+	Started bool   `json:"started,omitempty"`
+	Exited  bool   `json:"exited,omitempty"`
+	Status  int    `json:"status,omitempty"`
+	Signal  int    `json:"signal,omitempty"`
+	Error   string `json:"error,omitempty"`
+	Code    int    `json:"code,omitempty"`
+	// Unreachable, with Exited, is what the command's connects could
+	// not reach with the network off.
+	Unreachable []Unreachable `json:"unreachable,omitempty"`
+	// Files and FilesUnavailable, with Exited, are the file
+	// observer's (see message).
+	Files            []fsreport.Denied `json:"files,omitempty"`
+	FilesUnavailable string            `json:"files_unavailable,omitempty"`
+
+	fds []int // received with the answer (the client's side only)
+}
+
+// maxPacket bounds a control message; larger start requests travel in a
+// memfd. It stays below the default socket buffer (net.core.wmem_default).
+const maxPacket = 64 << 10
+
+// maxBigRequest bounds a start request passed in a memfd (argv and the
+// environment together; the kernel's own limit for execve is near this).
+const maxBigRequest = 8 << 20
