@@ -138,37 +138,19 @@ func RunInit() {
 	// The masks' opens are the command's from here on.
 	hidden := watchHiddenFor(spec)
 
-	// From here on, nothing may be regained.
-	restrict := func(err error) {
-		if err != nil {
-			fail(exitcode.SandboxFailure, fmt.Errorf("restricting the sandbox: %w", err))
-		}
-	}
-	// 4. Nobody, not even the command running as the same uid, may read
-	// our memory or fds (the supervisor's notify fd) through /proc/1.
-	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
-		restrict(&os.SyscallError{Syscall: "prctl(PR_SET_DUMPABLE)", Err: err})
-	}
-	// 5. no_new_privs, on every thread, once (lockdown_linux.go).
-	restrict(setNoNewPrivs())
-	// 6. Capabilities: securebits locked and the bounding set emptied on
-	// this thread (they need CAP_SETPCAP, so before the rest), then every
-	// set of every thread emptied (lockdown_linux.go).
-	restrict(dropCapabilities())
-	// 7. Landlock: every thread, then this thread's own scoped domain.
-	if spec.Landlock {
-		restrict(landlockWalls(spec))
-	}
-	// 8. seccomp, on every thread, after the steps whose syscalls its
-	// filter denies.
-	if spec.Seccomp {
-		restrict(installSeccomp(spec))
-	}
-	// 9. The unix socket supervisor's filter, on this thread only.
+	// From here on, nothing may be regained: steps 4 to 9, the
+	// hardening of every thread (harden_linux.go).
 	unreach := newUnreachables(spec)
 	var files filesSeen
-	wait4, err := superviseConnects(spec, unreach, &files)
-	restrict(err)
+	h := hardening{spec: spec, scope: wholeProcess, unreach: unreach, files: &files}
+	sup, err := h.harden()
+	if err != nil {
+		fail(exitcode.SandboxFailure, fmt.Errorf("restricting the sandbox: %w", err))
+	}
+	var wait4 waitFunc = unix.Wait4
+	if sup != nil {
+		wait4 = sup.Wait4
+	}
 
 	// 10. The command, forked from this thread: it inherits exactly what
 	// the steps above left on it.

@@ -2,6 +2,7 @@ package linux
 
 import (
 	"fmt"
+	"net/netip"
 	"path/filepath"
 	"slices"
 
@@ -93,18 +94,26 @@ func installSeccomp(spec *Spec) error {
 // when the spec asks for it: a second, thread-only filter that routes the
 // command's connect(2) (and, where needed, chmod and friends) to the init
 // for a decision. It must come after installSeccomp, whose TSYNC would
-// otherwise copy this thread-only filter onto the supervisor's threads. It
-// returns how to wait for the command.
+// otherwise copy this thread-only filter onto the supervisor's threads.
+// It returns nil when the spec asks for none.
 //
 // With the network off it records in unreach the destinations the
-// command could not reach.
-func superviseConnects(spec *Spec, unreach *unreachables, files *filesSeen) (waitFunc, error) {
+// command could not reach; connected, when set, sees every connect too.
+func superviseConnects(spec *Spec, unreach *unreachables, files *filesSeen, connected func(int, netip.AddrPort, unix.Errno)) (*unixsock.Supervisor, error) {
 	if !spec.MediateUnixConnect {
 		files.unavailable = "no connect supervisor to observe them"
-		return unix.Wait4, nil
+		return nil, nil
 	}
 	allow, opts := unixMediation(spec)
-	if recordsUnreachable(spec) {
+	switch records := recordsUnreachable(spec); {
+	case connected != nil:
+		opts.Connected = func(sock int, dst netip.AddrPort, errno unix.Errno) {
+			connected(sock, dst, errno)
+			if records {
+				unreach.record(sock, dst, errno)
+			}
+		}
+	case records:
 		opts.Connected = unreach.record
 	}
 	if g := transparentGate(spec, unreach); g != nil {
@@ -114,7 +123,7 @@ func superviseConnects(spec *Spec, unreach *unreachables, files *filesSeen) (wai
 	if err != nil {
 		return nil, fmt.Errorf("unix socket mediation: %w", err)
 	}
-	return sup.Wait4, nil
+	return sup, nil
 }
 
 // Budgets for the file refusals a message carries: the init's status

@@ -13,7 +13,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
-	"unsafe"
 
 	"github.com/agentbox/agentbox/internal/exitcode"
 	"github.com/agentbox/agentbox/internal/linux/pid1"
@@ -135,9 +134,10 @@ func runZygote(spec *Spec, report func(message)) {
 		fail(errors.New("sessions need a pid namespace; degraded runs start each command on its own"))
 	}
 	// Nobody, not even a command running as the same uid, may read our
-	// memory or our fds (the control socket) through /proc/1.
-	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
-		fail(&os.SyscallError{Syscall: "prctl(PR_SET_DUMPABLE)", Err: err})
+	// memory or our fds (the control socket) through /proc/1: the first
+	// step of the hardening (harden_linux.go), for the whole zygote.
+	if err := notDumpable(); err != nil {
+		fail(err)
 	}
 	// The filter is the same for every command: build it once.
 	prog, err := seccomp.BuildNativeProgram(seccompOptions(spec))
@@ -464,51 +464,16 @@ func wait4(pid int, ws *unix.WaitStatus) error {
 }
 
 // prepare restricts the calling (locked) thread, which the command will
-// be forked from. The order is the kernel's: no_new_privs first (Landlock and seccomp
-// need it), securebits while CAP_SETPCAP is still held, then the bounding
-// and ambient sets, then the capability sets themselves, Landlock, and
-// seccomp last but one (its filter is what the command inherits); the unix
-// socket supervisor's filter goes after the main one, which must not be
-// installed with TSYNC on top of it.
+// be forked from: the hardening of a lone run's init, on this thread
+// alone (harden_linux.go).
 func (z *zygote) prepare(id *atomic.Uint32, unreach *unreachables, files *filesSeen) (*unixsock.Supervisor, error) {
-	spec := z.spec
-	if err := thisThread(unix.PR_SET_NO_NEW_PRIVS, 1, 0); err != nil {
-		return nil, &os.SyscallError{Syscall: "prctl(PR_SET_NO_NEW_PRIVS)", Err: err}
-	}
-	if err := keepOnlyNewPIDCap(); err != nil {
-		return nil, err
-	}
-	if z.rules != nil {
-		if _, err := z.rules.RestrictThread(); err != nil {
-			return nil, err
+	h := hardening{spec: z.spec, scope: oneThread, rules: z.rules, prog: z.prog, unreach: unreach, files: files}
+	if z.owners != nil {
+		h.connected = func(sock int, dst netip.AddrPort, errno unix.Errno) {
+			z.owners.own(id.Load(), sock, dst, errno)
 		}
 	}
-	if spec.Seccomp {
-		if err := seccomp.InstallThread(z.prog); err != nil {
-			return nil, fmt.Errorf("seccomp: %w", err)
-		}
-	}
-	if spec.MediateUnixConnect {
-		allow, opts := unixMediation(spec)
-		if z.owners != nil || recordsUnreachable(spec) {
-			opts.Connected = func(sock int, dst netip.AddrPort, errno unix.Errno) {
-				z.owners.own(id.Load(), sock, dst, errno)
-				if recordsUnreachable(spec) {
-					unreach.record(sock, dst, errno)
-				}
-			}
-		}
-		if g := transparentGate(spec, unreach); g != nil {
-			opts.AllowInet = g
-		}
-		sup, err := startSupervisor(allow, opts, spec, files)
-		if err != nil {
-			return nil, fmt.Errorf("unix socket mediation: %w", err)
-		}
-		return sup, nil
-	}
-	files.unavailable = "no connect supervisor to observe them"
-	return nil, nil
+	return h.harden()
 }
 
 // fork starts the command from the calling, prepared thread. ports, with
@@ -700,43 +665,6 @@ func (in *waitingInit) kill() {
 	wait4(in.pid, &ws)
 	unix.Close(in.pidfd)
 	in.pidfd = -1
-}
-
-// keepOnlyNewPIDCap leaves this thread CAP_SYS_ADMIN in its effective and
-// permitted sets and nothing else anywhere: clone(CLONE_NEWPID) needs it,
-// and exec takes it away (locked SECBIT_NOROOT grants root nothing, an
-// empty bounding set lets no file capability in, ambient is empty and
-// cannot be raised).
-func keepOnlyNewPIDCap() error {
-	if err := thisThread(unix.PR_SET_SECUREBITS, lockedSecurebits, 0); err != nil {
-		return &os.SyscallError{Syscall: "prctl(PR_SET_SECUREBITS)", Err: err}
-	}
-	for c := 0; c <= 63; c++ {
-		err := thisThread(unix.PR_CAPBSET_DROP, uintptr(c), 0)
-		if err == unix.EINVAL {
-			break
-		}
-		if err != nil {
-			return &os.SyscallError{Syscall: fmt.Sprintf("prctl(PR_CAPBSET_DROP, %d)", c), Err: err}
-		}
-	}
-	if err := thisThread(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0); err != nil {
-		return &os.SyscallError{Syscall: "prctl(PR_CAP_AMBIENT_CLEAR_ALL)", Err: err}
-	}
-	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
-	var data [2]unix.CapUserData
-	data[0].Effective = 1 << unix.CAP_SYS_ADMIN
-	data[0].Permitted = 1 << unix.CAP_SYS_ADMIN
-	if _, _, errno := unix.RawSyscall(unix.SYS_CAPSET, uintptr(unsafe.Pointer(&hdr)), uintptr(unsafe.Pointer(&data[0])), 0); errno != 0 {
-		return &os.SyscallError{Syscall: "capset", Err: errno}
-	}
-	if err := unix.Capget(&hdr, &data[0]); err != nil {
-		return &os.SyscallError{Syscall: "capget", Err: err}
-	}
-	if data[0].Inheritable|data[1].Inheritable != 0 || data[0].Permitted != 1<<unix.CAP_SYS_ADMIN || data[1].Permitted != 0 {
-		return fmt.Errorf("capabilities other than CAP_SYS_ADMIN remain on the spawning thread: %+v", data)
-	}
-	return nil
 }
 
 // landlockRoots are the writable roots for Landlock: the policy's, and
