@@ -139,3 +139,16 @@ const maxPacket = 64 << 10
 // maxBigRequest bounds a start request passed in a memfd (argv and the
 // environment together; the kernel's own limit for execve is near this).
 const maxBigRequest = 8 << 20
+
+// Unreachable is a destination a command's connect could not reach
+// because the sandbox has no network (ENETUNREACH: its namespace has only
+// loopback), and how often it tried. The connect supervisor sees every
+// connect; a datagram sent without one is not seen.
+type Unreachable struct {
+	Addr  string `json:"addr"`
+	Port  uint16 `json:"port"`
+	Count int    `json:"count"`
+	// Reason is why, when the connect supervisor refused the connect
+	// itself (transparent mode); empty for ENETUNREACH.
+	Reason string `json:"reason,omitempty"`
+}
