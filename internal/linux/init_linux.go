@@ -111,7 +111,7 @@ func RunInit() {
 	}
 	for _, a := range proxyAddrs {
 		if ap, err := netip.ParseAddrPort(a); err == nil && spec.Session {
-			spec.sessionProxy = append(spec.sessionProxy, ap)
+			spec.SessionProxy = append(spec.SessionProxy, ap)
 		}
 	}
 	if err := unix.Chdir(spec.Cwd); err != nil {

@@ -66,7 +66,7 @@ type Stdio struct {
 // Start launches the init stage in fresh namespaces and waits until it
 // has either started the command or failed to build the sandbox.
 func Start(spec *Spec, stdio Stdio) (*Process, error) {
-	if bad := spec.nonUTF8(); bad != "" {
+	if bad := spec.NonUTF8(); bad != "" {
 		return nil, errNonUTF8(bad)
 	}
 	// Host files and terminals never reach the command (stdio_linux.go).

@@ -56,7 +56,7 @@ type Session struct {
 // StartSession starts a session's zygote for spec (Path, Argv and Env are
 // unused; each command brings its own).
 func StartSession(spec *Spec) (*Session, error) {
-	if bad := spec.nonUTF8(); bad != "" {
+	if bad := spec.NonUTF8(); bad != "" {
 		return nil, errNonUTF8(bad)
 	}
 	if spec.Degraded {
@@ -314,7 +314,7 @@ func (p *SessionProcess) answer() (zresp, error) {
 	var r zresp
 	if err == nil && rerr == nil && n > 0 && json.Unmarshal(buf[:n], &r) == nil {
 		if r.Started {
-			r.fds = fds
+			r.FDs = fds
 		} else {
 			scm.CloseAll(fds)
 		}
@@ -453,8 +453,8 @@ func (s *Session) Start(path string, argv, env []string, dir string, stdio Stdio
 		}
 		s.mu.Unlock()
 	}
-	if len(r.fds) > 0 {
-		if p.proxy, err = listenersOf(r.fds); err != nil {
+	if len(r.FDs) > 0 {
+		if p.proxy, err = listenersOf(r.FDs); err != nil {
 			p.Kill()
 			rl.abort()
 			p.Wait()

@@ -93,34 +93,3 @@ func classifyStdio(f stdioFacts) stdioKind {
 	}
 	return stdioCopy
 }
-
-// PtySpec asks the init stage for a pseudo-terminal from the sandbox's own
-// devpts: the command gets its slave on the streams in Streams (and as its
-// controlling terminal), and agentbox gets the master over the unix socket
-// at descriptor FD.
-type PtySpec struct {
-	FD      int   `json:"fd"`
-	Streams []int `json:"streams"`
-	// The caller's terminal settings and size, to start from.
-	Iflag, Oflag, Cflag, Lflag uint32
-	Cc                         []byte
-	Ispeed, Ospeed             uint32
-	Rows, Cols, Xpixel, Ypixel uint16
-}
-
-// ReopenSpec asks the init stage to reopen a regular file the caller gave
-// as a standard stream by its path, inside the sandbox, instead of
-// relaying it: the command then holds a descriptor on the sandbox's own
-// mount of the file (read-only outside the writable roots, so its
-// metadata cannot be changed through /proc/self/fd), which is seekable
-// and costs nothing to read or write. Stdin is reopened read-only at the
-// caller's offset; stdout and stderr only when opened O_APPEND (an
-// appended file needs no shared offset), and only where the sandbox may
-// write. When the open fails or reaches another inode, the relay stays.
-type ReopenSpec struct {
-	Stream int    `json:"stream"`
-	Path   string `json:"path"`
-	Dev    uint64 `json:"dev"`
-	Ino    uint64 `json:"ino"`
-	Offset int64  `json:"offset"`
-}

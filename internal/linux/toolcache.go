@@ -12,27 +12,6 @@ import (
 	"github.com/agentbox/agentbox/policy"
 )
 
-// CacheMount is one tool cache step of the init stage, applied after the
-// plan's read-only carve-outs (the layers live in agentbox's state
-// directory, itself a carve-out).
-type CacheMount struct {
-	Name string `json:"name"`
-	// Target is where the cache appears inside the sandbox.
-	Target string `json:"target"`
-	// Lower, Upper and Work make an overlay at Target (all host paths,
-	// free of symlinks). Without Lower, Upper is bound writable at Target.
-	Lower string `json:"lower,omitempty"`
-	Upper string `json:"upper"`
-	Work  string `json:"work,omitempty"`
-	// Fallback, for an overlay, is the private directory to bind instead
-	// if the kernel refuses the overlay (an upper layer on a file system
-	// overlayfs cannot use, such as NFS), and FallbackEnv the variable
-	// that points the tool at it. Without them a refused overlay fails
-	// the run.
-	Fallback    string `json:"fallback,omitempty"`
-	FallbackEnv string `json:"fallback_env,omitempty"`
-}
-
 // CachePlan turns decisions into init-stage steps: pins for the directories
 // between an overlaid cache and the writable root it lies in (so that
 // renaming them aside, and putting a plain directory where the overlay

@@ -196,7 +196,7 @@ func runZygote(spec *Spec, report func(message)) {
 		if z.owners, err = mapPortOwners(spec.PortOwnersFD); err != nil {
 			fail(err)
 		}
-		z.owners.watched = append([]netip.AddrPort{resolverAddr}, spec.sessionProxy...)
+		z.owners.watched = append([]netip.AddrPort{resolverAddr}, spec.SessionProxy...)
 		z.owners.transparent = spec.Transparent
 		unix.Close(spec.PortOwnersFD)
 	}

@@ -1,29 +1,24 @@
-package linux
+package spec
 
 import (
 	"github.com/agentbox/agentbox/internal/fsreport"
 	"github.com/agentbox/agentbox/internal/wirestr"
 )
 
-// This file is the contract between agentbox (the host side) and the
-// re-executed stage (init, reaper, zygote): the descriptor numbers and
-// marks both sides agree on, the stage's status messages and a session's
-// requests and answers. Nothing here runs on one side only.
-
 // The parent hands the init stage two pipes, named by these fds (runc's
 // pattern): the spec to read, and a status channel to report on.
 const (
-	specFD   = 3
-	statusFD = 4
+	SpecFD   = 3
+	StatusFD = 4
 	// stageEnv marks the re-exec'd process; argv[0] alone could be faked
 	// by any program named like our stage.
-	stageEnv   = "_AGENTBOX_STAGE"
-	stageValue = "init"
-	stageArg0  = "agentbox-init"
+	StageEnv   = "_AGENTBOX_STAGE"
+	StageValue = "init"
+	StageArg0  = "agentbox-init"
 )
 
-// message is what the init stage reports on the status pipe.
-type message struct {
+// Message is what the init stage reports on the status pipe.
+type Message struct {
 	// Error is set when the sandbox could not be built or the command not
 	// started; Code is then the exit status agentbox should use.
 	Error string `json:"error,omitempty"`
@@ -52,26 +47,26 @@ type message struct {
 // The reaper stage's marks (reap_linux.go): its argv[0] and stage value,
 // and how it learns which descriptors are the init's.
 const (
-	reaperArg0  = "agentbox-reaper"
-	reaperValue = "reaper"
+	ReaperArg0  = "agentbox-reaper"
+	ReaperValue = "reaper"
 	// initFDsEnv tells the reaper how many descriptors from 3 up are the
 	// init's, to pass on in place; the next one is the lifeline, the read
 	// end of a pipe whose only write end agentbox holds: it reads
 	// end-of-file once agentbox closes it or dies.
-	initFDsEnv = "_AGENTBOX_INIT_FDS"
+	InitFDsEnv = "_AGENTBOX_INIT_FDS"
 )
 
-// controlFD is a session's control socket in the zygote (zygote_linux.go).
-const controlFD = 5
+// ControlFD is a session's control socket in the zygote (zygote_linux.go).
+const ControlFD = 5
 
-// zreq is a request on the control socket. A start request carries, as
+// Request is a request on the control socket. A start request carries, as
 // SCM_RIGHTS, the command's stdin, stdout and stderr, then the command's
 // reply socket (a SOCK_SEQPACKET end on which the zygote answers that
 // request alone, so that the caller's goroutine waiting for the answer
 // reads it itself), then a descriptor of what is at each of Held (see
 // mounter_linux.go), and, when the request would not fit in one packet,
 // last, a memfd holding it.
-type zreq struct {
+type Request struct {
 	Op   string   `json:"op"` // "start", "signal", "kill", "big"
 	ID   uint64   `json:"id"`
 	Path string   `json:"path,omitempty"`
@@ -80,7 +75,7 @@ type zreq struct {
 	// Raw carries Argv and Env instead when one of their strings is not
 	// UTF-8 (package wirestr): the common request pays no custom
 	// marshaller.
-	Raw *rawArgs `json:"raw,omitempty"`
+	Raw *RawArgs `json:"raw,omitempty"`
 	Dir string   `json:"dir,omitempty"` // "" means the session's workspace
 	Sig int      `json:"sig,omitempty"`
 	// Held are the protected paths the host holds for this command
@@ -92,28 +87,28 @@ type zreq struct {
 	Hides []Hide `json:"hides,omitempty"`
 }
 
-// rawArgs are a start request's argv and environment, byte for byte.
-type rawArgs struct {
+// RawArgs are a start request's argv and environment, byte for byte.
+type RawArgs struct {
 	Argv wirestr.Strings `json:"argv"`
 	Env  wirestr.Strings `json:"env"`
 }
 
-// zreqStart is the start request for a command.
-func zreqStart(id uint64, path string, argv, env []string, dir string) zreq {
-	r := zreq{Op: "start", ID: id, Path: path, Dir: dir}
+// StartRequest is the start request for a command.
+func StartRequest(id uint64, path string, argv, env []string, dir string) Request {
+	r := Request{Op: "start", ID: id, Path: path, Dir: dir}
 	if wirestr.Valid(argv) && wirestr.Valid(env) {
 		r.Argv, r.Env = argv, env
 	} else {
-		r.Raw = &rawArgs{Argv: argv, Env: env}
+		r.Raw = &RawArgs{Argv: argv, Env: env}
 	}
 	return r
 }
 
-// zresp answers a start request, on its reply socket: one Started (or
+// Answer answers a start request, on its reply socket: one Started (or
 // Error), then one Exited. With an allow-list, Started carries the
 // command's two proxy listeners as SCM_RIGHTS (HTTP, then SOCKS5; see
 // commandListeners).
-type zresp struct {
+type Answer struct {
 	ID      uint64 `json:"id"`
 	Started bool   `json:"started,omitempty"`
 	Exited  bool   `json:"exited,omitempty"`
@@ -125,20 +120,20 @@ type zresp struct {
 	// not reach with the network off.
 	Unreachable []Unreachable `json:"unreachable,omitempty"`
 	// Files and FilesUnavailable, with Exited, are the file
-	// observer's (see message).
+	// observer's (see Message).
 	Files            []fsreport.Denied `json:"files,omitempty"`
 	FilesUnavailable string            `json:"files_unavailable,omitempty"`
 
-	fds []int // received with the answer (the client's side only)
+	FDs []int `json:"-"` // received with the answer (the client's side only)
 }
 
-// maxPacket bounds a control message; larger start requests travel in a
+// MaxPacket bounds a control message; larger start requests travel in a
 // memfd. It stays below the default socket buffer (net.core.wmem_default).
-const maxPacket = 64 << 10
+const MaxPacket = 64 << 10
 
-// maxBigRequest bounds a start request passed in a memfd (argv and the
+// MaxBigRequest bounds a start request passed in a memfd (argv and the
 // environment together; the kernel's own limit for execve is near this).
-const maxBigRequest = 8 << 20
+const MaxBigRequest = 8 << 20
 
 // Unreachable is a destination a command's connect could not reach
 // because the sandbox has no network (ENETUNREACH: its namespace has only
