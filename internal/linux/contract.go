@@ -47,7 +47,14 @@ const (
 	initFDsEnv    = spec.InitFDsEnv
 	maxPacket     = spec.MaxPacket
 	maxBigRequest = spec.MaxBigRequest
+	maxHeld       = spec.MaxHeld
+
+	handoverNoTransparent = spec.HandoverNoTransparent
+	maxHandoverText       = spec.MaxHandoverText
 )
 
-// zreqStart is the start request for a command.
-var zreqStart = spec.StartRequest
+var (
+	zreqStart      = spec.StartRequest
+	sandboxDevices = spec.SandboxDevices
+	devNumber      = spec.DevNumber
+)

@@ -32,13 +32,3 @@ func HidePlan(hidden []policy.Hidden, roots []string) (hides []Hide, pins []stri
 	slices.SortFunc(pins, byDepth)
 	return hides, pins
 }
-
-// Paths of the mask templates: every mask is a bind of one of them (or,
-// for a directory that re-opens entries, of a directory of the same
-// scratch file system), so a path is masked exactly when it is on their
-// file system. A session's mounter clones them for the masks of a later
-// command. They live in the sandbox's read-only /dev.
-const (
-	hiddenFileTemplate = "/dev/.agentbox-hidden"
-	hiddenDirTemplate  = "/dev/.agentbox-hidden-dir"
-)

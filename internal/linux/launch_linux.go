@@ -154,9 +154,9 @@ type stageStart struct {
 	where, ended string
 }
 
-// stage is a started stage that reported ready: its process, its status
+// readyStage is a started stage that reported ready: its process, its status
 // pipe, its first message and what it handed over.
-type stage struct {
+type readyStage struct {
 	cmd        *exec.Cmd
 	status     *bufio.Reader
 	statusFile *os.File
@@ -171,7 +171,7 @@ type stage struct {
 // reports ready (Started) or fails; it then receives what the stage hands
 // over. ran reports, with an error, whether the process had started: it
 // is then killed and waited for.
-func spawnStage(spec *Spec, o stageStart) (st *stage, ran bool, err error) {
+func spawnStage(spec *Spec, o stageStart) (st *readyStage, ran bool, err error) {
 	specR, specW, err := os.Pipe()
 	if err != nil {
 		return nil, false, err
@@ -249,8 +249,8 @@ func spawnStage(spec *Spec, o stageStart) (st *stage, ran bool, err error) {
 		json.NewEncoder(specW).Encode(spec)
 		specW.Close()
 	}()
-	st = &stage{cmd: cmd, status: bufio.NewReader(statusR), statusFile: statusR}
-	fail := func(err error) (*stage, bool, error) {
+	st = &readyStage{cmd: cmd, status: bufio.NewReader(statusR), statusFile: statusR}
+	fail := func(err error) (*readyStage, bool, error) {
 		cmd.Process.Kill()
 		cmd.Wait()
 		statusR.Close()

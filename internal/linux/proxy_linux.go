@@ -180,22 +180,6 @@ func (p *Process) ProxyListeners() []net.Listener { return p.proxy }
 // when the process is gone.
 func (p *Process) Resolver() *Resolver { return p.resolver }
 
-// The first byte of the handover message: the sockets are all there, or
-// (then followed by why, at most maxHandoverText bytes) the transparent
-// listener is not, because transparent networking is unavailable.
-const (
-	handoverOK            = 1
-	handoverNoTransparent = 2
-	maxHandoverText       = 400
-)
-
-func truncate(s string, n int) string {
-	if len(s) > n {
-		return s[:n]
-	}
-	return s
-}
-
 // listenersOf turns the two descriptors the sandbox sent (a lone run's
 // init, or a session's zygote with a command's start) into the proxy's
 // listeners; it closes them all on failure.

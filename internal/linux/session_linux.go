@@ -74,7 +74,7 @@ func StartSession(spec *Spec) (*Session, error) {
 	s := &Session{ctl: fds[0], stop: make(chan struct{}), dead: make(chan struct{}), exited: make(chan struct{})}
 	child := os.NewFile(uintptr(fds[1]), "session-control")
 	if sp.Resolver {
-		if s.owners, err = NewPortOwners(); err != nil {
+		if s.owners, err = newPortOwners(); err != nil {
 			unix.Close(s.ctl)
 			child.Close()
 			return nil, err
@@ -129,7 +129,7 @@ func (s *Session) launch(spec *Spec, control *os.File) error {
 		// zygote.
 		o.proxy, o.resolver = spec.Proxy && spec.ProxyOff, spec.Resolver
 		if s.owners != nil {
-			o.owners = s.owners.file
+			o.owners = s.owners.File
 		}
 	}
 	st, _, err := spawnStage(spec, o)

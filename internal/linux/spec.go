@@ -1,12 +1,14 @@
-// Package linux is agentbox's Linux backend: a re-exec'd init stage that
-// builds the sandbox from the kernel's own primitives (user, mount, pid, ipc,
-// uts and network namespaces; read-only bind mounts; a fresh /proc and a
-// private /dev), drops every capability, sets no_new_privs, adds Landlock
-// and seccomp, and then runs the command as its child, so that the whole
-// process tree dies with it.
+// Package linux is agentbox's Linux backend on agentbox's side: it plans
+// the sandbox (the mounts, masks, tool caches and placeholders of a
+// policy), starts this binary again as the stage that builds it (package
+// stage: fresh user, mount, pid, ipc, uts and network namespaces,
+// read-only bind mounts, a fresh /proc and a private /dev, no
+// capabilities, no_new_privs, Landlock and seccomp, then the command as
+// its child, so that the whole process tree dies with it), and relays
+// the command's streams and network from outside.
 //
-// The mount plan is computed here by pure functions so it can be tested
-// anywhere; the syscalls live in the _linux.go files.
+// The plan is computed here by pure functions so it can be tested
+// anywhere; what agentbox and the stage exchange is package spec's.
 package linux
 
 import (

@@ -45,21 +45,6 @@ const (
 	sIFSOCK = 0o140000
 )
 
-// sandboxDevices are the character devices the sandbox's /dev holds, by
-// device number: the init reopens a stream that is one of them from its
-// own /dev, whose bind mounts are read-only, so nothing reaches the host's
-// node. Any other device is relayed.
-var sandboxDevices = map[[2]uint32]string{
-	{1, 3}: "null", {1, 5}: "zero", {1, 7}: "full", {1, 8}: "random", {1, 9}: "urandom",
-}
-
-// devNumber splits a Linux dev_t (glibc's gnu_dev_major/minor encoding).
-func devNumber(rdev uint64) [2]uint32 {
-	major := uint32((rdev>>32)&0xfffff000) | uint32((rdev>>8)&0xfff)
-	minor := uint32((rdev>>12)&0xffffff00) | uint32(rdev&0xff)
-	return [2]uint32{major, minor}
-}
-
 // classifyStdio decides how a stream reaches the command.
 //
 //   - An anonymous pipe or a connected unix stream socket passes: its inode

@@ -147,3 +147,32 @@ type Unreachable struct {
 	// itself (transparent mode); empty for ENETUNREACH.
 	Reason string `json:"reason,omitempty"`
 }
+
+// The first byte of the handover message: the sockets are all there, or
+// (then followed by why, at most MaxHandoverText bytes) the transparent
+// listener is not, because transparent networking is unavailable.
+const (
+	HandoverOK            = 1
+	HandoverNoTransparent = 2
+	MaxHandoverText       = 400
+)
+
+// MaxHeld bounds the paths one command's start request may ask to bind:
+// they travel as SCM_RIGHTS, whose kernel limit (SCM_MAX_FD) is 253 fds
+// per message, with the command's stdio, reply socket and memfd.
+const MaxHeld = 240
+
+// SandboxDevices are the character devices the sandbox's /dev holds, by
+// device number: the init reopens a stream that is one of them from its
+// own /dev, whose bind mounts are read-only, so nothing reaches the host's
+// node. Any other device is relayed.
+var SandboxDevices = map[[2]uint32]string{
+	{1, 3}: "null", {1, 5}: "zero", {1, 7}: "full", {1, 8}: "random", {1, 9}: "urandom",
+}
+
+// DevNumber splits a Linux dev_t (glibc's gnu_dev_major/minor encoding).
+func DevNumber(rdev uint64) [2]uint32 {
+	major := uint32((rdev>>32)&0xfffff000) | uint32((rdev>>8)&0xfff)
+	minor := uint32((rdev>>12)&0xffffff00) | uint32(rdev&0xff)
+	return [2]uint32{major, minor}
+}

@@ -1,4 +1,4 @@
-package linux
+package stage
 
 import (
 	"cmp"
@@ -8,9 +8,19 @@ import (
 	"os"
 	"slices"
 	"sync"
-	"sync/atomic"
+
+	"github.com/agentbox/agentbox/internal/linux/spec"
 
 	"golang.org/x/sys/unix"
+)
+
+// The port owners table and the name server's address are package
+// spec's, shared with agentbox.
+type PortOwners = spec.PortOwners
+
+var (
+	resolverAddr  = spec.ResolverAddr
+	mapPortOwners = spec.MapPortOwners
 )
 
 // The stage's side of the name server: its sockets and /etc files made
@@ -71,48 +81,6 @@ func bindEtc(files []EtcFile) error {
 		}
 	}
 	return nil
-}
-
-// mapPortOwners maps the table at fd (the zygote's end); fd may be closed
-// afterwards.
-func mapPortOwners(fd int) (*PortOwners, error) {
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil || st.Size != portOwnersSize {
-		return nil, fmt.Errorf("port owners table at fd %d: size %d, %v", fd, st.Size, err)
-	}
-	mem, err := unix.Mmap(fd, 0, portOwnersSize, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
-	if err != nil {
-		return nil, os.NewSyscallError("mmap", err)
-	}
-	return &PortOwners{mem: mem}, nil
-}
-
-// own records sock as command id's if dst is a watched address: its
-// connect supervisor calls it after every inet connect it made for the
-// command.
-func (p *PortOwners) own(id uint32, sock int, dst netip.AddrPort, errno unix.Errno) {
-	carried := p != nil && p.transparent && !dst.Addr().IsLoopback()
-	if p == nil || !slices.Contains(p.watched, dst) && !carried || errno != 0 && errno != unix.EINPROGRESS {
-		return
-	}
-	sa, err := unix.Getsockname(sock)
-	if err != nil {
-		return
-	}
-	var port int
-	switch a := sa.(type) {
-	case *unix.SockaddrInet4:
-		port = a.Port
-	case *unix.SockaddrInet6:
-		port = a.Port
-	default:
-		return
-	}
-	typ, err := unix.GetsockoptInt(sock, unix.SOL_SOCKET, unix.SO_TYPE)
-	if err != nil || typ != unix.SOCK_DGRAM && typ != unix.SOCK_STREAM {
-		return
-	}
-	atomic.StoreUint32(p.slot(typ == unix.SOCK_DGRAM, uint16(port)), id)
 }
 
 // maxUnreachable bounds the destinations a command's end reports, so

@@ -1,4 +1,4 @@
-package linux
+package stage
 
 import (
 	"encoding/json"
@@ -39,11 +39,6 @@ const (
 	mounterArg0  = "agentbox-mounter"
 	mounterFD    = 3
 )
-
-// maxHeld bounds the paths one command's start request may ask to bind:
-// they travel as SCM_RIGHTS, whose kernel limit (SCM_MAX_FD) is 253 fds
-// per message, with the command's stdio, reply socket and memfd.
-const maxHeld = 240
 
 // mounterReq is a mounter request: the held paths (one descriptor each,
 // in order) to bind read-only, and the masks to make.

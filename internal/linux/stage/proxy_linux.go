@@ -1,4 +1,4 @@
-package linux
+package stage
 
 import (
 	"errors"
@@ -236,4 +236,11 @@ func listenTCP(family int, addr unix.Sockaddr, name string) (int, int, error) {
 	}
 	unix.Close(fd)
 	return -1, 0, errors.New("getsockname: not an IP address")
+}
+
+func truncate(s string, n int) string {
+	if len(s) > n {
+		return s[:n]
+	}
+	return s
 }

@@ -1,4 +1,4 @@
-package linux
+package stage
 
 import (
 	"encoding/json"
@@ -196,8 +196,8 @@ func runZygote(spec *Spec, report func(message)) {
 		if z.owners, err = mapPortOwners(spec.PortOwnersFD); err != nil {
 			fail(err)
 		}
-		z.owners.watched = append([]netip.AddrPort{resolverAddr}, spec.SessionProxy...)
-		z.owners.transparent = spec.Transparent
+		z.owners.Watched = append([]netip.AddrPort{resolverAddr}, spec.SessionProxy...)
+		z.owners.Transparent = spec.Transparent
 		unix.Close(spec.PortOwnersFD)
 	}
 	go z.worker()
@@ -470,7 +470,7 @@ func (z *zygote) prepare(id *atomic.Uint32, unreach *unreachables, files *filesS
 	h := hardening{spec: z.spec, scope: oneThread, rules: z.rules, prog: z.prog, unreach: unreach, files: files}
 	if z.owners != nil {
 		h.connected = func(sock int, dst netip.AddrPort, errno unix.Errno) {
-			z.owners.own(id.Load(), sock, dst, errno)
+			z.owners.Own(id.Load(), sock, dst, errno)
 		}
 	}
 	return h.harden()
@@ -491,7 +491,7 @@ func (z *zygote) fork(r zreq, stdio [3]int, ports []int, in *waitingInit) (pid, 
 	// over the caller's, as in a lone run.
 	env := r.Env
 	for _, kv := range spec.Env {
-		env = replaceEnv(env, kv)
+		env = ReplaceEnv(env, kv)
 	}
 	if len(ports) == 2 {
 		// As in a lone run, the proxy variables win over the caller's.

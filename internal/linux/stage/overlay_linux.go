@@ -1,4 +1,4 @@
-package linux
+package stage
 
 import (
 	"fmt"
@@ -168,8 +168,8 @@ func attach(mfd int, target string) error {
 	return nil
 }
 
-// replaceEnv returns env with kv's variable set to kv's value.
-func replaceEnv(env []string, kv string) []string {
+// ReplaceEnv returns env with kv's variable set to kv's value.
+func ReplaceEnv(env []string, kv string) []string {
 	name, _, _ := strings.Cut(kv, "=")
 	out := make([]string, 0, len(env)+1)
 	for _, e := range env {

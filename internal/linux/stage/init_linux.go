@@ -1,4 +1,4 @@
-package linux
+package stage
 
 import (
 	"encoding/json"
@@ -91,7 +91,7 @@ func RunInit() {
 			fail(exitcode.SandboxFailure, fmt.Errorf("building the sandbox filesystem: %w", err))
 		}
 		for _, kv := range cacheEnv {
-			env = replaceEnv(env, kv)
+			env = ReplaceEnv(env, kv)
 		}
 	}
 	// 3. The network: loopback in the fresh namespace (needs

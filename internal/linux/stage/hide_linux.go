@@ -1,4 +1,4 @@
-package linux
+package stage
 
 import (
 	"errors"
@@ -385,7 +385,7 @@ func maskLateReopen(h Hide, fd int) error {
 	for _, k := range keep {
 		dir := filepath.Dir(k.rel)
 		if dir != "." {
-			if err := makeDirBeneath(fmt.Sprintf("/proc/self/fd/%d", mfd), dir); err != nil {
+			if err := MakeDirBeneath(fmt.Sprintf("/proc/self/fd/%d", mfd), dir); err != nil {
 				return err
 			}
 		}
@@ -492,3 +492,13 @@ func closeKept(keep []kept) {
 		}
 	}
 }
+
+// Paths of the mask templates: every mask is a bind of one of them (or,
+// for a directory that re-opens entries, of a directory of the same
+// scratch file system), so a path is masked exactly when it is on their
+// file system. A session's mounter clones them for the masks of a later
+// command. They live in the sandbox's read-only /dev.
+const (
+	hiddenFileTemplate = "/dev/.agentbox-hidden"
+	hiddenDirTemplate  = "/dev/.agentbox-hidden-dir"
+)

@@ -1,4 +1,4 @@
-package linux
+package stage
 
 import (
 	"errors"
@@ -79,12 +79,12 @@ func cloneOnto(srcDir, src, dst string, recursive, link bool) (int, error) {
 	return tree, nil
 }
 
-// makeDirBeneath creates path (absolute) beneath dir, and each missing
+// MakeDirBeneath creates path (absolute) beneath dir, and each missing
 // directory above it, one component at a time through descriptors,
 // following no symlink: the directories lie in a private temporary
 // directory that the workspace's other sandboxes may be writing. An
 // existing directory is left as it is; anything else on the way fails.
-func makeDirBeneath(dir, path string) error {
+func MakeDirBeneath(dir, path string) error {
 	fd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return &os.PathError{Op: "open", Path: dir, Err: err}
@@ -210,7 +210,7 @@ func buildRoot(spec *Spec) (cacheEnv []string, err error) {
 				err = setAttr(fd, m.Path, unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV, false)
 			}
 		case MakeDir:
-			err = makeDirBeneath(newRoot, m.Path)
+			err = MakeDirBeneath(newRoot, m.Path)
 		case MakeFile:
 			err = makeFileBeneath(newRoot, m.Path)
 		case BindHost:
