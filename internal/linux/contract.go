@@ -3,9 +3,9 @@ package linux
 import "github.com/agentbox/agentbox/internal/linux/spec"
 
 // The contract with the stage is package spec's. Its types keep their
-// names here, for agentbox's callers (package sandbox builds a Spec from
-// its parts) and for this package's two sides, whose code names a spec
-// variable spec throughout.
+// names here for agentbox's callers (package sandbox builds a Spec from
+// its parts), and for this package's code, which names its spec variable
+// spec throughout: that would shadow the package at each use.
 type (
 	Spec       = spec.Spec
 	MountKind  = spec.MountKind

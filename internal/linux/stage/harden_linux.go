@@ -7,6 +7,7 @@ import (
 
 	"github.com/agentbox/agentbox/internal/linux/landlock"
 	"github.com/agentbox/agentbox/internal/linux/seccomp"
+	"github.com/agentbox/agentbox/internal/linux/spec"
 	"github.com/agentbox/agentbox/internal/linux/unixsock"
 
 	"golang.org/x/net/bpf"
@@ -32,7 +33,7 @@ const (
 
 // hardening is what the steps need.
 type hardening struct {
-	spec  *Spec
+	sp    *spec.Spec
 	scope hardenScope
 	// rules and prog, with oneThread, are the commands' Landlock rules
 	// and seccomp filter, which the zygote builds once for every command.
@@ -81,9 +82,9 @@ func (h *hardening) harden() (*unixsock.Supervisor, error) {
 	// 4. Landlock: a lone run's every thread, then this thread's own
 	// scoped domain (landlockWalls); a command's thread, its own domain
 	// nested in the one the zygote put on all its threads at its start.
-	if h.spec.Landlock {
+	if h.sp.Landlock {
 		if h.scope == wholeProcess {
-			if err := landlockWalls(h.spec); err != nil {
+			if err := landlockWalls(h.sp); err != nil {
 				return nil, err
 			}
 		} else if h.rules != nil {
@@ -94,9 +95,9 @@ func (h *hardening) harden() (*unixsock.Supervisor, error) {
 	}
 	// 5. seccomp, after the steps whose syscalls its filter denies: on
 	// every thread (TSYNC), or on this thread alone.
-	if h.spec.Seccomp {
+	if h.sp.Seccomp {
 		if h.scope == wholeProcess {
-			if err := installSeccomp(h.spec); err != nil {
+			if err := installSeccomp(h.sp); err != nil {
 				return nil, err
 			}
 		} else if err := seccomp.InstallThread(h.prog); err != nil {
@@ -105,7 +106,7 @@ func (h *hardening) harden() (*unixsock.Supervisor, error) {
 	}
 	// 6. The unix socket supervisor's filter, on this thread only, last:
 	// the main filter must not be installed with TSYNC on top of it.
-	return superviseConnects(h.spec, h.unreach, h.files, h.connected)
+	return superviseConnects(h.sp, h.unreach, h.files, h.connected)
 }
 
 // notDumpable makes this process not dumpable (see harden).

@@ -7,6 +7,7 @@ import (
 	"os"
 
 	"github.com/agentbox/agentbox/internal/linux/scm"
+	"github.com/agentbox/agentbox/internal/linux/spec"
 
 	"golang.org/x/sys/unix"
 )
@@ -19,13 +20,13 @@ import (
 // network namespace with loopback up: it makes the host ports' listeners
 // and sends them to agentbox; with published ports it then serves the
 // socket factory for the sandbox's life, else it closes the socketpair.
-func setupPorts(spec *Spec) error {
-	if spec.PortsFD == 0 {
+func setupPorts(sp *spec.Spec) error {
+	if sp.PortsFD == 0 {
 		return nil
 	}
 	var fds []int
 	defer func() { scm.CloseAll(fds) }()
-	for _, port := range spec.HostPorts {
+	for _, port := range sp.HostPorts {
 		fd, err := listenAt(unix.AF_INET, netip.AddrPortFrom(netip.AddrFrom4([4]byte{127, 0, 0, 1}), port))
 		if err != nil {
 			return fmt.Errorf("the host port's listener on the sandbox's 127.0.0.1:%d: %w", port, err)
@@ -46,14 +47,14 @@ func setupPorts(spec *Spec) error {
 	if len(fds) > 0 {
 		rights = unix.UnixRights(fds...)
 	}
-	if err := unix.Sendmsg(spec.PortsFD, []byte{1}, rights, nil, 0); err != nil {
+	if err := unix.Sendmsg(sp.PortsFD, []byte{1}, rights, nil, 0); err != nil {
 		return &os.SyscallError{Syscall: "sendmsg(SCM_RIGHTS)", Err: err}
 	}
-	if !spec.Publish {
-		unix.Close(spec.PortsFD)
+	if !sp.Publish {
+		unix.Close(sp.PortsFD)
 		return nil
 	}
-	go serveSocketFactory(spec.PortsFD)
+	go serveSocketFactory(sp.PortsFD)
 	return nil
 }
 

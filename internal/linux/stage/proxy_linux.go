@@ -9,6 +9,7 @@ import (
 	"strconv"
 
 	"github.com/agentbox/agentbox/internal/linux/scm"
+	"github.com/agentbox/agentbox/internal/linux/spec"
 	"github.com/agentbox/agentbox/internal/netproxy"
 
 	"golang.org/x/sys/unix"
@@ -23,25 +24,25 @@ import (
 // ([proxyListeners]); in degraded mode the host-loopback proxy is already
 // listening. It returns the addresses (HTTP, then SOCKS5) the command's
 // proxy variables must point at, nil without a proxy.
-func setupProxy(spec *Spec) ([]string, error) {
+func setupProxy(sp *spec.Spec) ([]string, error) {
 	switch {
-	case spec.Resolver || spec.Proxy && !spec.Session:
+	case sp.Resolver || sp.Proxy && !sp.Session:
 		// A session's zygote makes an allow-list's proxy listeners
 		// for each command instead (commandListeners), so that each
 		// command's decisions are its own. The refusing proxy of a
 		// session without network, like its name server, is the
 		// session's: agentbox tells the commands apart by their
 		// sockets' ports (PortOwners), which costs a command nothing.
-		addrs, err := proxyListeners(spec, spec.Proxy && (!spec.Session || spec.ProxyOff))
+		addrs, err := proxyListeners(sp, sp.Proxy && (!sp.Session || sp.ProxyOff))
 		if err != nil {
 			return nil, fmt.Errorf("listeners on the sandbox's loopback: %w", err)
 		}
 		return addrs, nil
-	case len(spec.ProxyAddrs) > 0:
-		if len(spec.ProxyAddrs) != 2 || !spec.MediateUnixConnect {
+	case len(sp.ProxyAddrs) > 0:
+		if len(sp.ProxyAddrs) != 2 || !sp.MediateUnixConnect {
 			return nil, errors.New("degraded allow-list needs two proxy addresses and connect mediation")
 		}
-		return spec.ProxyAddrs, nil
+		return sp.ProxyAddrs, nil
 	}
 	return nil, nil
 }
@@ -49,12 +50,12 @@ func setupProxy(spec *Spec) ([]string, error) {
 // withProxyEnv points env's proxy variables at addrs (from setupProxy):
 // all of them for an allow-list's proxy, the conventional ones for the
 // refusing proxy of a sandbox without network.
-func withProxyEnv(env, addrs []string, spec *Spec) []string {
+func withProxyEnv(env, addrs []string, sp *spec.Spec) []string {
 	if len(addrs) != 2 {
 		return env
 	}
-	if spec.ProxyOff {
-		return netproxy.MergeEnv(env, netproxy.OffEnv(addrs[0], addrs[1], spec.LocalNames))
+	if sp.ProxyOff {
+		return netproxy.MergeEnv(env, netproxy.OffEnv(addrs[0], addrs[1], sp.LocalNames))
 	}
 	return netproxy.MergeEnv(env, netproxy.Env(addrs[0], addrs[1], netproxy.Lookup(env, "JAVA_TOOL_OPTIONS")))
 }
@@ -82,10 +83,10 @@ func proxyOnly(addrs []string) func(netip.AddrPort) bool {
 // Spec.Resolver it binds the name server's sockets; it sends them all to
 // agentbox and closes its own copies (the command must not accept on
 // them), and returns the proxy's addresses (HTTP, then SOCKS5).
-func proxyListeners(spec *Spec, proxy bool) ([]string, error) {
-	sock := os.NewFile(uintptr(spec.ProxyFD), "proxy")
+func proxyListeners(sp *spec.Spec, proxy bool) ([]string, error) {
+	sock := os.NewFile(uintptr(sp.ProxyFD), "proxy")
 	if sock == nil {
-		return nil, fmt.Errorf("no proxy socket at fd %d", spec.ProxyFD)
+		return nil, fmt.Errorf("no proxy socket at fd %d", sp.ProxyFD)
 	}
 	defer sock.Close()
 	var fds, ports []int
@@ -94,7 +95,7 @@ func proxyListeners(spec *Spec, proxy bool) ([]string, error) {
 			unix.Close(fd)
 		}
 	}()
-	msg := []byte{handoverOK}
+	msg := []byte{spec.HandoverOK}
 	for range 2 {
 		if !proxy {
 			break
@@ -106,13 +107,13 @@ func proxyListeners(spec *Spec, proxy bool) ([]string, error) {
 		fds = append(fds, fd)
 		ports = append(ports, port)
 	}
-	if spec.Resolver {
+	if sp.Resolver {
 		udp, tcp, err := listenResolver()
 		if err != nil {
 			return nil, fmt.Errorf("the name server's sockets on 127.0.0.1:53: %w", err)
 		}
 		fds = append(fds, udp, tcp)
-		if spec.Transparent {
+		if sp.Transparent {
 			fd, port, err := listenLoopback()
 			if err != nil {
 				return nil, err
@@ -141,8 +142,8 @@ func proxyListeners(spec *Spec, proxy bool) ([]string, error) {
 				// goes on without (spec is what the connect
 				// supervisor reads next).
 				closeBoth()
-				msg = append([]byte{handoverNoTransparent}, truncate(un.Error(), maxHandoverText)...)
-				spec.Transparent = false
+				msg = append([]byte{spec.HandoverNoTransparent}, truncate(un.Error(), spec.MaxHandoverText)...)
+				sp.Transparent = false
 			case err != nil:
 				closeBoth()
 				return nil, err

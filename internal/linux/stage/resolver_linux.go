@@ -14,15 +14,6 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// The port owners table and the name server's address are package
-// spec's, shared with agentbox.
-type PortOwners = spec.PortOwners
-
-var (
-	resolverAddr  = spec.ResolverAddr
-	mapPortOwners = spec.MapPortOwners
-)
-
 // The stage's side of the name server: its sockets and /etc files made
 // inside the sandbox, the port owners table as a command's supervisor
 // fills it, and the record of what the command could not reach
@@ -31,7 +22,7 @@ var (
 // listenResolver binds a UDP socket and a listening TCP socket to
 // 127.0.0.1:53 (not SO_REUSEADDR: nobody else may bind the port).
 func listenResolver() (udp, tcp int, err error) {
-	sa := &unix.SockaddrInet4{Addr: resolverAddr.Addr().As4(), Port: int(resolverAddr.Port())}
+	sa := &unix.SockaddrInet4{Addr: spec.ResolverAddr.Addr().As4(), Port: int(spec.ResolverAddr.Port())}
 	udp, err = unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return -1, -1, &os.SyscallError{Syscall: "socket", Err: err}
@@ -61,7 +52,7 @@ func listenResolver() (udp, tcp int, err error) {
 // root while the new one is assembled; the binds keep its files after it
 // is detached) and bound over the host's file, or over the host's link
 // itself when that is a symbolic link. A path the host lacks is skipped.
-func bindEtc(files []EtcFile) error {
+func bindEtc(files []spec.EtcFile) error {
 	for i, f := range files {
 		var st unix.Stat_t
 		if err := unix.Lstat(newRoot+f.Path, &st); errors.Is(err, unix.ENOENT) {
@@ -102,9 +93,9 @@ type unreachables struct {
 
 // newUnreachables is the collector for a command of spec (read after
 // setupProxy, which may have turned Transparent off).
-func newUnreachables(spec *Spec) *unreachables {
+func newUnreachables(sp *spec.Spec) *unreachables {
 	u := &unreachables{}
-	if spec.Proxy && !spec.ProxyOff {
+	if sp.Proxy && !sp.ProxyOff {
 		u.enetReason = "not carried: only the proxy variables reach the allow-list here (transparent networking unavailable)"
 	}
 	return u
@@ -138,18 +129,18 @@ func (u *unreachables) add(dst netip.AddrPort, reason string) {
 }
 
 // list is what was recorded, by address.
-func (u *unreachables) list() []Unreachable {
+func (u *unreachables) list() []spec.Unreachable {
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	var out []Unreachable
+	var out []spec.Unreachable
 	for k, n := range u.m {
 		a := "(other addresses)"
 		if k.dst.IsValid() {
 			a = k.dst.Addr().String()
 		}
-		out = append(out, Unreachable{Addr: a, Port: k.dst.Port(), Count: n, Reason: k.reason})
+		out = append(out, spec.Unreachable{Addr: a, Port: k.dst.Port(), Count: n, Reason: k.reason})
 	}
-	slices.SortFunc(out, func(a, b Unreachable) int {
+	slices.SortFunc(out, func(a, b spec.Unreachable) int {
 		return cmp.Or(cmp.Compare(a.Addr, b.Addr), cmp.Compare(a.Port, b.Port), cmp.Compare(a.Reason, b.Reason))
 	})
 	return out
@@ -158,6 +149,6 @@ func (u *unreachables) list() []Unreachable {
 // recordsUnreachable reports whether the command's connect supervisor
 // records the destinations it cannot reach: with the network off, in a
 // namespace of the sandbox's own.
-func recordsUnreachable(spec *Spec) bool {
-	return spec.Resolver && spec.MediateUnixConnect && !spec.Degraded && !spec.Transparent
+func recordsUnreachable(sp *spec.Spec) bool {
+	return sp.Resolver && sp.MediateUnixConnect && !sp.Degraded && !sp.Transparent
 }

@@ -5,6 +5,8 @@ import (
 	"io"
 	"os"
 
+	"github.com/agentbox/agentbox/internal/linux/spec"
+
 	"golang.org/x/sys/unix"
 )
 
@@ -27,7 +29,7 @@ type commandStdio struct {
 // sandbox's own /dev, and the sandbox's pseudo-terminal when asked for.
 // It runs after the root is built (the new devpts is mounted) and before
 // the walls go up.
-func sandboxStdio(spec *Spec) (*commandStdio, error) {
+func sandboxStdio(sp *spec.Spec) (*commandStdio, error) {
 	s := &commandStdio{files: [3]*os.File{os.Stdin, os.Stdout, os.Stderr}, ctty: -1}
 	for i := range 3 {
 		f, err := reopenDevice(i)
@@ -39,7 +41,7 @@ func sandboxStdio(spec *Spec) (*commandStdio, error) {
 			s.opened = append(s.opened, f)
 		}
 	}
-	for _, rs := range spec.Reopen {
+	for _, rs := range sp.Reopen {
 		if rs.Stream < 0 || rs.Stream > 2 {
 			continue
 		}
@@ -51,14 +53,14 @@ func sandboxStdio(spec *Spec) (*commandStdio, error) {
 			}
 		}
 	}
-	if spec.Pty != nil {
-		slave, err := openPty(spec.Pty)
+	if sp.Pty != nil {
+		slave, err := openPty(sp.Pty)
 		if err != nil {
 			s.close()
 			return nil, fmt.Errorf("allocating the sandbox's terminal: %w", err)
 		}
 		s.opened = append(s.opened, slave)
-		for _, i := range spec.Pty.Streams {
+		for _, i := range sp.Pty.Streams {
 			if i >= 0 && i < 3 {
 				s.files[i] = slave
 				if s.ctty < 0 {
@@ -91,7 +93,7 @@ func reopenDevice(fd int) (*os.File, error) {
 	if st.Mode&unix.S_IFMT != unix.S_IFCHR {
 		return nil, nil
 	}
-	name, ok := sandboxDevices[devNumber(st.Rdev)]
+	name, ok := spec.SandboxDevices[spec.DevNumber(st.Rdev)]
 	if !ok {
 		return nil, nil
 	}
@@ -110,7 +112,7 @@ func reopenDevice(fd int) (*os.File, error) {
 // reopenFile opens rs by its path in the sandbox's view, or returns nil
 // when that fails (outside the writable roots for writing, say) or names
 // another inode than the caller's: the relay then stays.
-func reopenFile(rs ReopenSpec) *os.File {
+func reopenFile(rs spec.ReopenSpec) *os.File {
 	flags := unix.O_RDONLY
 	if rs.Stream > 0 {
 		flags = unix.O_WRONLY | unix.O_APPEND
@@ -137,7 +139,7 @@ func reopenFile(rs ReopenSpec) *os.File {
 // devpts instance; the host's only in degraded mode, where /dev is the
 // host's), sets it up like the caller's terminal, sends the master to
 // agentbox and returns the slave.
-func openPty(ps *PtySpec) (*os.File, error) {
+func openPty(ps *spec.PtySpec) (*os.File, error) {
 	defer unix.Close(ps.FD)
 	m, err := unix.Open("/dev/ptmx", unix.O_RDWR|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
 	if err != nil {

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/agentbox/agentbox/internal/linux/scm"
 	"net/netip"
 	"os"
 	"runtime"
@@ -15,15 +14,16 @@ import (
 	"syscall"
 
 	"github.com/agentbox/agentbox/internal/exitcode"
+	"github.com/agentbox/agentbox/internal/linux/landlock"
 	"github.com/agentbox/agentbox/internal/linux/pid1"
+	"github.com/agentbox/agentbox/internal/linux/scm"
+	"github.com/agentbox/agentbox/internal/linux/seccomp"
+	"github.com/agentbox/agentbox/internal/linux/spec"
+	"github.com/agentbox/agentbox/internal/linux/unixsock"
 	"github.com/agentbox/agentbox/internal/lookpath"
 
 	"golang.org/x/net/bpf"
 	"golang.org/x/sys/unix"
-
-	"github.com/agentbox/agentbox/internal/linux/landlock"
-	"github.com/agentbox/agentbox/internal/linux/seccomp"
-	"github.com/agentbox/agentbox/internal/linux/unixsock"
 )
 
 // A session's zygote is the init stage in "session" mode: PID 1 of the
@@ -50,7 +50,7 @@ import (
 // destroys the thread, so a restricted thread is never reused.
 
 type zygote struct {
-	spec *Spec
+	sp   *spec.Spec
 	prog []bpf.RawInstruction
 	// rules is every command's Landlock ruleset, built once; each
 	// command's thread gets a domain of its own from it (nil without
@@ -64,7 +64,7 @@ type zygote struct {
 	// read to the zygote's main goroutine: a command's thread has a
 	// Landlock domain of its own, from which the other commands are out
 	// of reach, so only the zygote's own threads signal commands.
-	ctl chan zreq
+	ctl chan spec.Request
 	// end is closed when the control socket ends: the client is gone,
 	// and so is the session.
 	end chan struct{}
@@ -75,7 +75,7 @@ type zygote struct {
 	// owners is the table of the name server's clients (with
 	// Spec.Resolver), in which each command's supervisor records its
 	// sockets.
-	owners *PortOwners
+	owners *spec.PortOwners
 
 	// buf and oob receive requests. Exactly one thread reads the
 	// control socket at a time (the next command's, see worker), and it
@@ -106,7 +106,7 @@ type listeners struct {
 // job is a start request, the command's stdio, its reply socket and,
 // with an allow-list, its proxy listeners and their ports.
 type job struct {
-	r     zreq
+	r     spec.Request
 	stdio [3]int
 	reply int
 	proxy []int
@@ -125,12 +125,12 @@ type zcmd struct {
 // runZygote serves the session until the client closes its end of the
 // control socket (or dies); then it exits, and with PID 1 every process of
 // the session dies. It never returns.
-func runZygote(spec *Spec, report func(message)) {
+func runZygote(sp *spec.Spec, report func(spec.Message)) {
 	fail := func(err error) {
-		report(message{Error: err.Error(), Code: exitcode.SandboxFailure})
+		report(spec.Message{Error: err.Error(), Code: exitcode.SandboxFailure})
 		os.Exit(exitcode.SandboxFailure)
 	}
-	if spec.Degraded {
+	if sp.Degraded {
 		fail(errors.New("sessions need a pid namespace; degraded runs start each command on its own"))
 	}
 	// Nobody, not even a command running as the same uid, may read our
@@ -140,23 +140,23 @@ func runZygote(spec *Spec, report func(message)) {
 		fail(err)
 	}
 	// The filter is the same for every command: build it once.
-	prog, err := seccomp.BuildNativeProgram(seccompOptions(spec))
+	prog, err := seccomp.BuildNativeProgram(seccompOptions(sp))
 	if err != nil {
 		fail(fmt.Errorf("seccomp: %w", err))
 	}
 	var st unix.Stat_t
-	if err := unix.Fstat(controlFD, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFSOCK {
-		fail(fmt.Errorf("session control socket missing (fd %d): %v", controlFD, err))
+	if err := unix.Fstat(spec.ControlFD, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFSOCK {
+		fail(fmt.Errorf("session control socket missing (fd %d): %v", spec.ControlFD, err))
 	}
 	// Before Landlock, which would refuse it every mount: the process
 	// that binds each command's placeholders (mounter_linux.go).
 	mounter := -1
-	if spec.BindPerCommand {
+	if sp.BindPerCommand {
 		if mounter, err = startMounter(); err != nil {
 			fail(err)
 		}
 	}
-	if spec.Landlock {
+	if sp.Landlock {
 		// Every thread of the zygote first, with the commands'
 		// filesystem rules and no scoping, as a lone run's init does
 		// (landlockWalls): its threads that serve the session (signals,
@@ -165,7 +165,7 @@ func runZygote(spec *Spec, report func(message)) {
 		// so no command can reach these threads (Landlock lets a domain
 		// reach only itself and its descendants). Threads made later
 		// inherit it from the runtime's template thread.
-		if _, err := landlock.Restrict(landlock.Config{WritableRoots: landlockRoots(spec), UnixConnect: true}); err != nil {
+		if _, err := landlock.Restrict(landlock.Config{WritableRoots: landlockRoots(sp), UnixConnect: true}); err != nil {
 			fail(fmt.Errorf("landlock on the zygote's threads: %w", err))
 		}
 	}
@@ -173,11 +173,11 @@ func runZygote(spec *Spec, report func(message)) {
 	// applyWalls), built once: each command's thread is then restricted
 	// by them in a domain of its own, nested in the zygote's.
 	var rules *landlock.Ruleset
-	if spec.Landlock {
+	if sp.Landlock {
 		abi, _ := landlock.ABI()
 		scoped := abi >= 6
 		rules, err = landlock.NewRuleset(landlock.Config{
-			WritableRoots:     landlockRoots(spec),
+			WritableRoots:     landlockRoots(sp),
 			ScopeAbstractUnix: scoped,
 			ScopeSignals:      scoped,
 		})
@@ -186,19 +186,19 @@ func runZygote(spec *Spec, report func(message)) {
 		}
 	}
 	z := &zygote{
-		spec: spec, prog: prog, rules: rules, cmds: map[uint64]*zcmd{},
-		hidden: watchHiddenFor(spec),
-		ctl:    make(chan zreq), end: make(chan struct{}), listen: make(chan chan listeners),
-		buf: make([]byte, maxPacket), oob: make([]byte, unix.CmsgSpace((5+maxHeld)*4)),
+		sp: sp, prog: prog, rules: rules, cmds: map[uint64]*zcmd{},
+		hidden: watchHiddenFor(sp),
+		ctl:    make(chan spec.Request), end: make(chan struct{}), listen: make(chan chan listeners),
+		buf: make([]byte, spec.MaxPacket), oob: make([]byte, unix.CmsgSpace((5+spec.MaxHeld)*4)),
 		mounter: mounter,
 	}
-	if spec.PortOwnersFD > 0 {
-		if z.owners, err = mapPortOwners(spec.PortOwnersFD); err != nil {
+	if sp.PortOwnersFD > 0 {
+		if z.owners, err = spec.MapPortOwners(sp.PortOwnersFD); err != nil {
 			fail(err)
 		}
-		z.owners.Watched = append([]netip.AddrPort{resolverAddr}, spec.SessionProxy...)
-		z.owners.Transparent = spec.Transparent
-		unix.Close(spec.PortOwnersFD)
+		z.owners.Watched = append([]netip.AddrPort{spec.ResolverAddr}, sp.SessionProxy...)
+		z.owners.Transparent = sp.Transparent
+		unix.Close(sp.PortOwnersFD)
 	}
 	go z.worker()
 	// The status pipe stays open: it belongs to the *os.File in
@@ -206,7 +206,7 @@ func runZygote(spec *Spec, report func(message)) {
 	// garbage. Closing the number here let that finalizer close
 	// whatever reused it later: a running command's reply socket or
 	// pidfd (seen as "the session's sandbox ended" under load).
-	report(message{Started: true})
+	report(spec.Message{Started: true})
 	for {
 		select {
 		case r := <-z.ctl:
@@ -231,12 +231,12 @@ func runZygote(spec *Spec, report func(message)) {
 
 // seccompOptions is the filter of a session's commands: that of a lone
 // run (see installSeccomp), plus CLONE_NEWPID for the zygote's own fork.
-func seccompOptions(spec *Spec) seccomp.Options {
+func seccompOptions(sp *spec.Spec) seccomp.Options {
 	return seccomp.Options{
-		DenyInetSockets:        spec.DenyInetSockets,
-		TCPOnly:                len(spec.ProxyAddrs) > 0,
-		RestrictSocketFamilies: !spec.Network,
-		DenyIPC:                spec.Degraded,
+		DenyInetSockets:        sp.DenyInetSockets,
+		TCPOnly:                len(sp.ProxyAddrs) > 0,
+		RestrictSocketFamilies: !sp.Network,
+		DenyIPC:                sp.Degraded,
 		AllowNewPID:            true,
 	}
 }
@@ -247,7 +247,7 @@ func seccompOptions(spec *Spec) seccomp.Options {
 // cannot be served is answered on its reply socket, if it has one.
 func (z *zygote) next() (job, bool) {
 	for {
-		n, oobn, flags, _, err := unix.Recvmsg(controlFD, z.buf, z.oob, unix.MSG_CMSG_CLOEXEC)
+		n, oobn, flags, _, err := unix.Recvmsg(spec.ControlFD, z.buf, z.oob, unix.MSG_CMSG_CLOEXEC)
 		if errors.Is(err, unix.EINTR) {
 			continue
 		}
@@ -256,7 +256,7 @@ func (z *zygote) next() (job, bool) {
 			return job{}, false
 		}
 		fds := scm.Rights(z.oob[:oobn])
-		var r zreq
+		var r spec.Request
 		if flags&(unix.MSG_TRUNC|unix.MSG_CTRUNC) != 0 || json.Unmarshal(z.buf[:n], &r) != nil {
 			// A truncated request lost descriptors (a placeholder's
 			// among them): never served, and without its reply
@@ -281,7 +281,7 @@ func (z *zygote) next() (job, bool) {
 
 // startJob checks a start request and its fds; a request it cannot serve
 // is answered (when it has a reply socket) and its fds closed.
-func (z *zygote) startJob(r zreq, fds []int) (job, bool) {
+func (z *zygote) startJob(r spec.Request, fds []int) (job, bool) {
 	want := 4 + len(r.Held)
 	if r.Op == "big" {
 		want++
@@ -294,7 +294,7 @@ func (z *zygote) startJob(r zreq, fds []int) (job, bool) {
 	held := fds[4 : 4+len(r.Held)]
 	defer scm.CloseAll(held)
 	fail := func(msg string) (job, bool) {
-		sendReply(j.reply, zresp{ID: r.ID, Error: msg, Code: exitcode.SandboxFailure})
+		sendReply(j.reply, spec.Answer{ID: r.ID, Error: msg, Code: exitcode.SandboxFailure})
 		scm.CloseAll(j.stdio[:])
 		unix.Close(j.reply)
 		return job{}, false
@@ -338,7 +338,7 @@ func (z *zygote) startJob(r zreq, fds []int) (job, bool) {
 	if err := z.ensureHidden(r.Hides); err != nil {
 		return fail(fmt.Sprintf("session: hiding secrets: %v", err))
 	}
-	if z.spec.Proxy && !z.spec.ProxyOff {
+	if z.sp.Proxy && !z.sp.ProxyOff {
 		// On the zygote's main goroutine, as the rest of its own
 		// sockets: this thread is already the command's.
 		ch := make(chan listeners)
@@ -356,7 +356,7 @@ func (z *zygote) startJob(r zreq, fds []int) (job, bool) {
 // sendReply answers on a command's reply socket, with fds as SCM_RIGHTS.
 // A caller that has gone away does not matter: its command is killed
 // when it closes the session (or dies).
-func sendReply(fd int, r zresp, fds ...int) {
+func sendReply(fd int, r spec.Answer, fds ...int) {
 	b, _ := json.Marshal(r)
 	scm.Send(fd, b, fds)
 }
@@ -377,11 +377,11 @@ func (z *zygote) worker() {
 	// The command's id, once its request is read: its supervisor, started
 	// before, records its name server sockets under it.
 	var id atomic.Uint32
-	unreach := newUnreachables(z.spec)
+	unreach := newUnreachables(z.sp)
 	var files filesSeen
 	sup, perr := z.prepare(&id, unreach, &files)
 	var in *waitingInit
-	if perr == nil && z.spec.Init != "" {
+	if perr == nil && z.sp.Init != "" {
 		in, perr = z.startInit()
 	}
 	j, ok := z.next()
@@ -400,7 +400,7 @@ func (z *zygote) worker() {
 	scm.CloseAll(stdio[:])
 	if err != nil {
 		scm.CloseAll(j.proxy)
-		sendReply(j.reply, zresp{ID: r.ID, Error: err.Error(), Code: code})
+		sendReply(j.reply, spec.Answer{ID: r.ID, Error: err.Error(), Code: code})
 		go z.worker()
 		return
 	}
@@ -411,7 +411,7 @@ func (z *zygote) worker() {
 	// The listeners go to agentbox with the answer, and the zygote keeps
 	// no copy: agentbox's closing them when the command ends is their
 	// end (the command never had them: they are close-on-exec).
-	sendReply(j.reply, zresp{ID: r.ID, Started: true}, j.proxy...)
+	sendReply(j.reply, spec.Answer{ID: r.ID, Started: true}, j.proxy...)
 	scm.CloseAll(j.proxy)
 	go z.worker()
 
@@ -432,8 +432,8 @@ func (z *zygote) worker() {
 	as := c.as
 	unix.Close(c.pidfd)
 	z.mu.Unlock()
-	files.hiddenRead(z.hidden, hiddenBefore, z.spec.Files)
-	m := zresp{ID: r.ID, Exited: true, Unreachable: unreach.list(), Files: files.denied(maxFilesAnswer), FilesUnavailable: files.unavailable}
+	files.hiddenRead(z.hidden, hiddenBefore, z.sp.Files)
+	m := spec.Answer{ID: r.ID, Exited: true, Unreachable: unreach.list(), Files: files.denied(maxFilesAnswer), FilesUnavailable: files.unavailable}
 	switch {
 	case reported >= 0:
 		m.Status = reported
@@ -467,7 +467,7 @@ func wait4(pid int, ws *unix.WaitStatus) error {
 // be forked from: the hardening of a lone run's init, on this thread
 // alone (harden_linux.go).
 func (z *zygote) prepare(id *atomic.Uint32, unreach *unreachables, files *filesSeen) (*unixsock.Supervisor, error) {
-	h := hardening{spec: z.spec, scope: oneThread, rules: z.rules, prog: z.prog, unreach: unreach, files: files}
+	h := hardening{sp: z.sp, scope: oneThread, rules: z.rules, prog: z.prog, unreach: unreach, files: files}
 	if z.owners != nil {
 		h.connected = func(sock int, dst netip.AddrPort, errno unix.Errno) {
 			z.owners.Own(id.Load(), sock, dst, errno)
@@ -480,8 +480,8 @@ func (z *zygote) prepare(id *atomic.Uint32, unreach *unreachables, files *filesS
 // an allow-list, are those of the command's own proxy listeners. With an
 // init waiting (in), the init runs the command and is what fork returns;
 // it is killed if the command cannot be started.
-func (z *zygote) fork(r zreq, stdio [3]int, ports []int, in *waitingInit) (pid, pidfd, code int, err error) {
-	spec := z.spec
+func (z *zygote) fork(r spec.Request, stdio [3]int, ports []int, in *waitingInit) (pid, pidfd, code int, err error) {
+	sp := z.sp
 	fail := func(code int, err error) (int, int, int, error) {
 		in.kill()
 		return 0, -1, code, err
@@ -490,14 +490,14 @@ func (z *zygote) fork(r zreq, stdio [3]int, ports []int, in *waitingInit) (pid, 
 	// directories, and fallbacks chosen while the root was built) win
 	// over the caller's, as in a lone run.
 	env := r.Env
-	for _, kv := range spec.Env {
+	for _, kv := range sp.Env {
 		env = ReplaceEnv(env, kv)
 	}
 	if len(ports) == 2 {
 		// As in a lone run, the proxy variables win over the caller's.
-		env = withProxyEnv(env, loopbackAddrs(ports), spec)
+		env = withProxyEnv(env, loopbackAddrs(ports), sp)
 	}
-	dir := spec.Cwd
+	dir := sp.Cwd
 	if r.Dir != "" {
 		dir = r.Dir
 	}
@@ -550,25 +550,25 @@ type waitingInit struct {
 // thread, in the pid and IPC namespaces the command will have, as fork
 // would start the command itself.
 func (z *zygote) startInit() (*waitingInit, error) {
-	sp, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return nil, &os.SyscallError{Syscall: "socketpair", Err: err}
 	}
-	defer unix.Close(sp[1])
+	defer unix.Close(pair[1])
 	null, err := unix.Open("/dev/null", unix.O_RDWR|unix.O_CLOEXEC, 0)
 	if err != nil {
-		unix.Close(sp[0])
+		unix.Close(pair[0])
 		return nil, &os.PathError{Op: "open", Path: "/dev/null", Err: err}
 	}
 	defer unix.Close(null)
-	in := &waitingInit{pidfd: -1, sock: sp[0], report: -1}
-	in.pid, err = syscall.ForkExec(z.spec.Init, []string{pid1.Arg0}, &syscall.ProcAttr{
+	in := &waitingInit{pidfd: -1, sock: pair[0], report: -1}
+	in.pid, err = syscall.ForkExec(z.sp.Init, []string{pid1.Arg0}, &syscall.ProcAttr{
 		Dir: "/",
 		// Nothing of the caller's: the command's environment comes
 		// with its job. One P: the init runs one goroutine at a time
 		// at most, and fewer threads start and exit faster.
 		Env:   []string{"GOMAXPROCS=1"},
-		Files: []uintptr{uintptr(null), uintptr(null), uintptr(null), uintptr(sp[1])},
+		Files: []uintptr{uintptr(null), uintptr(null), uintptr(null), uintptr(pair[1])},
 		Sys: &syscall.SysProcAttr{
 			Cloneflags: unix.CLONE_NEWPID | unix.CLONE_NEWIPC,
 			Setsid:     true,
@@ -577,8 +577,8 @@ func (z *zygote) startInit() (*waitingInit, error) {
 		},
 	})
 	if err != nil {
-		unix.Close(sp[0])
-		return nil, fmt.Errorf("starting the command's init %s: %w", z.spec.Init, err)
+		unix.Close(pair[0])
+		return nil, fmt.Errorf("starting the command's init %s: %w", z.sp.Init, err)
 	}
 	return in, nil
 }
@@ -669,8 +669,8 @@ func (in *waitingInit) kill() {
 
 // landlockRoots are the writable roots for Landlock: the policy's, and
 // the session's own /dev/shm tmpfs.
-func landlockRoots(spec *Spec) []string {
-	return append(append([]string{}, spec.WritableRoots...), "/dev/shm")
+func landlockRoots(sp *spec.Spec) []string {
+	return append(append([]string{}, sp.WritableRoots...), "/dev/shm")
 }
 
 // deliver sends sig to a command that is PID 1 of its pid namespace. The
@@ -757,8 +757,8 @@ func readMemfd(fd int) ([]byte, error) {
 	if err := unix.Fstat(fd, &st); err != nil {
 		return nil, err
 	}
-	if st.Size > maxBigRequest || st.Size < 0 {
-		return nil, fmt.Errorf("request of %d bytes exceeds %d", st.Size, maxBigRequest)
+	if st.Size > spec.MaxBigRequest || st.Size < 0 {
+		return nil, fmt.Errorf("request of %d bytes exceeds %d", st.Size, spec.MaxBigRequest)
 	}
 	b := make([]byte, st.Size)
 	for off := 0; off < len(b); {
