@@ -8,23 +8,6 @@ import (
 	"github.com/agentbox/agentbox/policy"
 )
 
-// Hide is one mask of the sandbox: an empty read-only file over a
-// hidden file, an empty read-only directory over a hidden directory
-// (policy.Hidden), applied last, over the plan, the tool caches and the
-// sandbox's own files, so that nothing mounted later shows the hidden
-// bytes again.
-type Hide struct {
-	Path string `json:"path"`
-	Dir  bool   `json:"dir,omitempty"`
-	// Reopen are paths beneath a hidden directory shown again inside
-	// its mask: bound from what the sandbox showed there before the
-	// mask, or recreated as the same symbolic link.
-	Reopen []string `json:"reopen,omitempty"`
-	// Pins are the directories between a writable root and Path, which
-	// a session's mounter pins when it masks Path late (see HidePlan).
-	Pins []string `json:"pins,omitempty"`
-}
-
 // HidePlan is the masks for the hidden paths, in the policy's order (a
 // directory before what lies inside it, so that a path hidden inside a
 // re-opened one is masked on top), and the directories to pin before
@@ -49,13 +32,3 @@ func HidePlan(hidden []policy.Hidden, roots []string) (hides []Hide, pins []stri
 	slices.SortFunc(pins, byDepth)
 	return hides, pins
 }
-
-// Paths of the mask templates: every mask is a bind of one of them (or,
-// for a directory that re-opens entries, of a directory of the same
-// scratch file system), so a path is masked exactly when it is on their
-// file system. A session's mounter clones them for the masks of a later
-// command. They live in the sandbox's read-only /dev.
-const (
-	hiddenFileTemplate = "/dev/.agentbox-hidden"
-	hiddenDirTemplate  = "/dev/.agentbox-hidden-dir"
-)

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/agentbox/agentbox/internal/fsreport"
 	"io"
 	"net"
 	"os"
@@ -17,6 +16,7 @@ import (
 	"time"
 
 	"github.com/agentbox/agentbox/internal/exitcode"
+	"github.com/agentbox/agentbox/internal/fsreport"
 
 	"golang.org/x/sys/unix"
 )
@@ -66,31 +66,21 @@ type Stdio struct {
 // Start launches the init stage in fresh namespaces and waits until it
 // has either started the command or failed to build the sandbox.
 func Start(spec *Spec, stdio Stdio) (*Process, error) {
-	if bad := spec.nonUTF8(); bad != "" {
+	if bad := spec.NonUTF8(); bad != "" {
 		return nil, errNonUTF8(bad)
 	}
-	specR, specW, err := os.Pipe()
-	if err != nil {
-		return nil, err
-	}
-	statusR, statusW, err := os.Pipe()
-	if err != nil {
-		specR.Close()
-		specW.Close()
-		return nil, err
-	}
-	attr := initSysProcAttr(spec)
 	// Host files and terminals never reach the command (stdio_linux.go).
 	rel, err := newStdioRelay(stdio)
 	if err != nil {
-		specR.Close()
-		specW.Close()
-		statusR.Close()
-		statusW.Close()
 		return nil, fmt.Errorf("preparing the standard streams: %w", err)
 	}
-	args, env := []string{stageArg0}, []string{stageEnv + "=" + stageValue}
-	extra := []*os.File{specR, statusW}
+	o := stageStart{
+		args: []string{stageArg0}, env: []string{stageEnv + "=" + stageValue},
+		stdin: rel.stdin, stdout: rel.stdout, stderr: rel.stderr, waitDelay: stdio.WaitDelay,
+		proxy: spec.Proxy, resolver: spec.Resolver,
+		started: rel.started,
+		where:   "the sandbox", ended: "sandbox init ended before starting the command",
+	}
 	spec.Pty, spec.Reopen = nil, nil
 	if !spec.Degraded {
 		// Only a mount namespace makes a file reopened by path safer
@@ -98,148 +88,220 @@ func Start(spec *Spec, stdio Stdio) (*Process, error) {
 		spec.Reopen = rel.reopen
 	}
 	if f := rel.ptyFile(); f != nil {
-		spec.Pty = rel.ptySpec(3 + len(extra))
-		extra = append(extra, f)
+		spec.Pty = rel.ptySpec(statusFD + 1 + len(o.files))
+		o.files = append(o.files, f)
 	}
 	var lifeR, lifeW *os.File
 	if spec.Degraded {
-		// The reaper stage goes between us and the init; it must outlive
-		// us long enough to sweep, so no parent-death SIGKILL: it sees
-		// our death as the end of its lifeline.
+		// The reaper stage goes between us and the init (reap_linux.go).
 		if lifeR, lifeW, err = os.Pipe(); err != nil {
 			rel.abort()
-			specR.Close()
-			specW.Close()
-			statusR.Close()
-			statusW.Close()
 			return nil, err
 		}
-		args = []string{reaperArg0}
+		o.lifeline = lifeR
+		o.args = []string{reaperArg0}
 		// The reaper passes the init's environment on with the stage
 		// mark set back to the init's.
-		env = append(slices.DeleteFunc(env, func(kv string) bool { return strings.HasPrefix(kv, stageEnv+"=") }),
-			stageEnv+"="+reaperValue)
-		attr.Pdeathsig = 0
+		o.env = []string{stageEnv + "=" + reaperValue}
 	}
-	cmd := &exec.Cmd{
-		Path:        "/proc/self/exe",
-		Args:        args,
-		Env:         env,
-		Stdin:       rel.stdin,
-		Stdout:      rel.stdout,
-		Stderr:      rel.stderr,
-		WaitDelay:   stdio.WaitDelay,
-		ExtraFiles:  extra,
-		SysProcAttr: attr,
-	}
-	proxySock, err := prepareProxy(spec, cmd)
-	var portsSock *proxySocket
-	if err == nil {
-		if portsSock, err = preparePorts(spec, cmd); err != nil {
-			proxySock.Close()
-		}
-	}
-	if err != nil {
-		rel.abort()
-		specR.Close()
-		specW.Close()
-		statusR.Close()
-		statusW.Close()
-		if lifeR != nil {
-			lifeR.Close()
-			lifeW.Close()
-		}
-		return nil, err
-	}
-	if lifeR != nil {
-		// Last, after every descriptor meant for the init: the reaper
-		// passes fds 3 to 3+n-1 on to it and keeps the next (initFDsEnv).
-		cmd.Env = append(cmd.Env, fmt.Sprintf("%s=%d", initFDsEnv, len(cmd.ExtraFiles)))
-		cmd.ExtraFiles = append(cmd.ExtraFiles, lifeR)
-	}
-	err = cmd.Start()
-	specR.Close()
-	statusW.Close()
-	proxySock.closeChildEnd()
-	portsSock.closeChildEnd()
+	st, ran, err := spawnStage(spec, o)
 	if lifeR != nil {
 		lifeR.Close()
 	}
 	if err != nil {
-		proxySock.Close()
-		portsSock.Close()
-		rel.abort()
-		specW.Close()
-		statusR.Close()
+		if ran {
+			rel.finish(stdio.WaitDelay)
+		} else {
+			rel.abort()
+		}
 		if lifeW != nil {
 			lifeW.Close()
 		}
-		if !spec.Degraded && isUsernsRefusal(err) {
-			return nil, &NoUsernsError{Err: err}
-		}
-		return nil, fmt.Errorf("starting the sandbox: %w", err)
+		return nil, err
 	}
-	rel.started()
-	p := &Process{cmd: cmd, status: bufio.NewReader(statusR), file: statusR, relay: rel, waitDelay: stdio.WaitDelay, lifeline: lifeW}
+	rel.commandStarted(st.ready.StdinReopened)
+	return &Process{
+		cmd: st.cmd, status: st.status, file: st.statusFile,
+		proxy: st.proxy, resolver: st.resolver, ports: st.ports,
+		relay: rel, waitDelay: stdio.WaitDelay, lifeline: lifeW,
+	}, nil
+}
+
+// stageStart is how a lone run's init and a session's zygote differ at
+// their start; spawnStage does the rest alike for both.
+type stageStart struct {
+	// args and env are the stage's argv and environment.
+	args, env []string
+	// files are inherited after the spec and status pipes, from fd 5.
+	files []*os.File
+	// The stage's standard streams, and how long Wait drains them.
+	stdin          io.Reader
+	stdout, stderr io.Writer
+	waitDelay      time.Duration
+	// proxy and resolver ask for the handover socketpair (Spec.ProxyFD)
+	// and say what arrives on it once the stage is ready.
+	proxy, resolver bool
+	// owners, with the handover, is the port owners table, inherited
+	// after its socket (Spec.PortOwnersFD).
+	owners *os.File
+	// lifeline, in degraded mode, is the read end of the reaper's
+	// lifeline, inherited last (initFDsEnv).
+	lifeline *os.File
+	// started runs once the process runs, before its spec is sent.
+	started func()
+	// where names the sandbox in errors, and ended is the error when the
+	// stage ends before it is ready.
+	where, ended string
+}
+
+// readyStage is a started stage that reported ready: its process, its status
+// pipe, its first message and what it handed over.
+type readyStage struct {
+	cmd        *exec.Cmd
+	status     *bufio.Reader
+	statusFile *os.File
+	ready      message
+	proxy      []net.Listener
+	resolver   *Resolver
+	ports      *Ports
+}
+
+// spawnStage starts this binary again as the stage for spec, in the
+// namespaces initSysProcAttr names, sends it the spec and waits until it
+// reports ready (Started) or fails; it then receives what the stage hands
+// over. ran reports, with an error, whether the process had started: it
+// is then killed and waited for.
+func spawnStage(spec *Spec, o stageStart) (st *readyStage, ran bool, err error) {
+	specR, specW, err := os.Pipe()
+	if err != nil {
+		return nil, false, err
+	}
+	statusR, statusW, err := os.Pipe()
+	if err != nil {
+		specR.Close()
+		specW.Close()
+		return nil, false, err
+	}
+	attr := initSysProcAttr(spec)
+	if o.lifeline != nil {
+		// The reaper must outlive us long enough to sweep, so no
+		// parent-death SIGKILL: it sees our death as the end of its
+		// lifeline.
+		attr.Pdeathsig = 0
+	}
+	cmd := &exec.Cmd{
+		Path:        "/proc/self/exe",
+		Args:        o.args,
+		Env:         o.env,
+		Stdin:       o.stdin,
+		Stdout:      o.stdout,
+		Stderr:      o.stderr,
+		WaitDelay:   o.waitDelay,
+		ExtraFiles:  append([]*os.File{specR, statusW}, o.files...),
+		SysProcAttr: attr,
+	}
+	var hand, ports *proxySocket
+	if o.proxy || o.resolver {
+		hand, err = prepareHandover(spec, cmd)
+		if err == nil && o.owners != nil {
+			cmd.ExtraFiles = append(cmd.ExtraFiles, o.owners)
+			spec.PortOwnersFD = 3 + len(cmd.ExtraFiles) - 1
+		}
+	}
+	if err == nil {
+		ports, err = preparePorts(spec, cmd)
+	}
+	if err != nil {
+		hand.Close()
+		specR.Close()
+		specW.Close()
+		statusR.Close()
+		statusW.Close()
+		return nil, false, err
+	}
+	defer hand.Close()
+	defer ports.Close()
+	if o.lifeline != nil {
+		// Last, after every descriptor meant for the init: the reaper
+		// passes fds 3 to 3+n-1 on to it and keeps the next (initFDsEnv).
+		cmd.Env = append(cmd.Env, fmt.Sprintf("%s=%d", initFDsEnv, len(cmd.ExtraFiles)))
+		cmd.ExtraFiles = append(cmd.ExtraFiles, o.lifeline)
+	}
+	err = cmd.Start()
+	specR.Close()
+	statusW.Close()
+	hand.closeChildEnd()
+	ports.closeChildEnd()
+	if err != nil {
+		specW.Close()
+		statusR.Close()
+		if !spec.Degraded && isUsernsRefusal(err) {
+			return nil, false, &NoUsernsError{Err: err}
+		}
+		return nil, false, fmt.Errorf("starting %s: %w", o.where, err)
+	}
+	if o.started != nil {
+		o.started()
+	}
 	go func() {
-		// The init stage reads the spec before anything else; a write
-		// error only means it died, which the status pipe reports.
+		// The stage reads the spec before anything else; a write error
+		// only means it died, which the status pipe reports.
 		json.NewEncoder(specW).Encode(spec)
 		specW.Close()
 	}()
-	m, err := p.next()
-	if err == nil && m.Started && (spec.Proxy || spec.Resolver) {
-		if p.proxy, p.resolver, err = proxySock.receive(spec.Proxy, spec.Resolver, spec.Transparent); err != nil {
-			err = fmt.Errorf("receiving the proxy listeners from the sandbox: %w", err)
-			cmd.Process.Kill()
-			cmd.Wait()
-			statusR.Close()
-			return nil, err
+	st = &readyStage{cmd: cmd, status: bufio.NewReader(statusR), statusFile: statusR}
+	fail := func(err error) (*readyStage, bool, error) {
+		cmd.Process.Kill()
+		cmd.Wait()
+		statusR.Close()
+		return nil, true, err
+	}
+	m, err := readMessage(st.status)
+	if err == nil && m.Started && hand != nil {
+		if st.proxy, st.resolver, err = hand.receive(o.proxy, o.resolver, spec.Transparent); err != nil {
+			what := "the name server's sockets"
+			if o.proxy {
+				what = "the proxy listeners"
+			}
+			return fail(fmt.Errorf("receiving %s from %s: %w", what, o.where, err))
 		}
 	}
-	proxySock.Close()
-	if err == nil && m.Started && portsSock != nil {
-		if p.ports, err = receivePorts(portsSock, spec); err != nil {
-			err = fmt.Errorf("receiving the host ports' listeners from the sandbox: %w", err)
-			p.proxy, p.resolver = closeHandover(p.proxy, p.resolver)
-			cmd.Process.Kill()
-			cmd.Wait()
-			statusR.Close()
-			return nil, err
+	if err == nil && m.Started && ports != nil {
+		if st.ports, err = receivePorts(ports, spec); err != nil {
+			st.proxy, st.resolver = closeHandover(st.proxy, st.resolver)
+			return fail(fmt.Errorf("receiving the host ports' listeners from %s: %w", o.where, err))
 		}
 	}
-	portsSock.Close()
 	if err != nil || !m.Started {
 		cmd.Process.Kill()
 		werr := cmd.Wait()
-		rel.finish(stdio.WaitDelay)
 		statusR.Close()
-		if lifeW != nil {
-			lifeW.Close()
-		}
 		switch {
 		case err == nil && m.NoUserns:
-			return nil, &NoUsernsError{Err: errors.New(m.Error)}
+			return nil, true, &NoUsernsError{Err: errors.New(m.Error)}
 		case err == nil && m.Error != "":
-			return nil, startError(m.Code, m.Error)
+			return nil, true, startError(m.Code, m.Error)
 		case err == nil:
-			return nil, fmt.Errorf("sandbox init sent an unexpected message: %+v", m)
+			return nil, true, fmt.Errorf("%s sent an unexpected message: %+v", o.where, m)
 		default:
-			return nil, fmt.Errorf("sandbox init ended before starting the command (%v)", werr)
+			return nil, true, fmt.Errorf("%s (%v)", o.ended, werr)
 		}
 	}
-	rel.commandStarted(m.StdinReopened)
-	return p, nil
+	st.ready = m
+	return st, true, nil
 }
 
-func (p *Process) next() (message, error) {
+// readMessage reads the stage's next message on its status pipe.
+func readMessage(status *bufio.Reader) (message, error) {
 	var m message
-	line, err := p.status.ReadBytes('\n')
+	line, err := status.ReadBytes('\n')
 	if err != nil {
 		return m, err
 	}
 	return m, json.Unmarshal(line, &m)
 }
+
+func (p *Process) next() (message, error) { return readMessage(p.status) }
 
 // Wait waits for the command; when it returns, the sandbox and every
 // process in it are gone. It returns the command's exit status and the
@@ -386,4 +448,20 @@ func initSysProcAttr(spec *Spec) *syscall.SysProcAttr {
 // was not reported). Call it after Wait.
 func (p *Process) Files() ([]fsreport.Denied, string) {
 	return p.files, p.filesUnavailable
+}
+
+// underSeccomp reports whether a seccomp filter already confines this
+// process (a container runtime's, typically): the likely reason a user
+// namespace is refused with EPERM when no sysctl forbids it.
+func underSeccomp() bool {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return false
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "Seccomp:"); ok {
+			return strings.TrimSpace(v) == "2"
+		}
+	}
+	return false
 }

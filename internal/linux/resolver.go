@@ -8,16 +8,6 @@ import (
 	"strings"
 )
 
-// EtcFile is a file of the sandbox's own that replaces the host's at
-// Path, bound read-only over it (over the link itself where the host's is
-// a symbolic link). Where the host has nothing at Path nothing is bound:
-// the host's root is read-only, and what a resolver does without the file
-// is what it would do on the host.
-type EtcFile struct {
-	Path    string `json:"path"`
-	Content string `json:"content"`
-}
-
 // resolvConf names agentbox's name server, on the sandbox's own loopback,
 // and nothing else. One try of one second: if the name server cannot
 // answer (it answers at once), a look-up still ends soon.

@@ -1,7 +1,6 @@
 package linux
 
 import (
-	"bufio"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -57,7 +56,7 @@ type Session struct {
 // StartSession starts a session's zygote for spec (Path, Argv and Env are
 // unused; each command brings its own).
 func StartSession(spec *Spec) (*Session, error) {
-	if bad := spec.nonUTF8(); bad != "" {
+	if bad := spec.NonUTF8(); bad != "" {
 		return nil, errNonUTF8(bad)
 	}
 	if spec.Degraded {
@@ -75,7 +74,7 @@ func StartSession(spec *Spec) (*Session, error) {
 	s := &Session{ctl: fds[0], stop: make(chan struct{}), dead: make(chan struct{}), exited: make(chan struct{})}
 	child := os.NewFile(uintptr(fds[1]), "session-control")
 	if sp.Resolver {
-		if s.owners, err = NewPortOwners(); err != nil {
+		if s.owners, err = newPortOwners(); err != nil {
 			unix.Close(s.ctl)
 			child.Close()
 			return nil, err
@@ -114,100 +113,32 @@ func StartSession(spec *Spec) (*Session, error) {
 // launch starts the zygote in fresh namespaces, exactly as Start starts a
 // lone run's init stage, and waits until it is ready or has failed.
 func (s *Session) launch(spec *Spec, control *os.File) error {
-	specR, specW, err := os.Pipe()
-	if err != nil {
-		return err
-	}
-	statusR, statusW, err := os.Pipe()
-	if err != nil {
-		specR.Close()
-		specW.Close()
-		return err
-	}
-	defer statusR.Close()
-	// Exactly as a lone run's init: the zygote keeps these capabilities
+	// Exactly as a lone run's init: the zygote keeps its capabilities
 	// for good (it forks every command), but each command's thread drops
 	// all but CAP_SYS_ADMIN before forking, and exec drops that.
-	attr := initSysProcAttr(spec)
-	cmd := &exec.Cmd{
-		Path: "/proc/self/exe",
-		Args: []string{stageArg0},
-		Env:  []string{stageEnv + "=" + stageValue},
-		// fds 3, 4 and 5: spec, status, control (controlFD).
-		ExtraFiles:  []*os.File{specR, statusW, control},
-		SysProcAttr: attr,
+	o := stageStart{
+		args: []string{stageArg0}, env: []string{stageEnv + "=" + stageValue},
+		// fd 5: the control socket (controlFD).
+		files: []*os.File{control},
+		where: "the session's sandbox", ended: "session sandbox ended before it was ready",
 	}
-	var hand *proxySocket
-	sessionProxy := spec.Proxy && spec.ProxyOff
-	if spec.Resolver || sessionProxy {
-		// The name server's sockets, made once by the zygote, come
-		// over a socketpair as a lone run's do; the port owners table
-		// goes with the zygote.
-		if hand, err = prepareHandover(spec, cmd); err != nil {
-			specR.Close()
-			specW.Close()
-			return err
+	if spec.Resolver || spec.Proxy && spec.ProxyOff {
+		// The name server's sockets and the refusing proxy's
+		// listeners, made once by the zygote, come over a socketpair
+		// as a lone run's do; the port owners table goes with the
+		// zygote.
+		o.proxy, o.resolver = spec.Proxy && spec.ProxyOff, spec.Resolver
+		if s.owners != nil {
+			o.owners = s.owners.File
 		}
-		defer hand.Close()
-		cmd.ExtraFiles = append(cmd.ExtraFiles, s.owners.file)
-		spec.PortOwnersFD = 3 + len(cmd.ExtraFiles) - 1
 	}
-	ports, err := preparePorts(spec, cmd)
+	st, _, err := spawnStage(spec, o)
 	if err != nil {
-		specR.Close()
-		specW.Close()
 		return err
 	}
-	defer ports.Close()
-	err = cmd.Start()
-	specR.Close()
-	statusW.Close()
-	hand.closeChildEnd()
-	ports.closeChildEnd()
-	if err != nil {
-		specW.Close()
-		if isUsernsRefusal(err) {
-			return &NoUsernsError{Err: err}
-		}
-		return fmt.Errorf("starting the session's sandbox: %w", err)
-	}
-	go func() {
-		json.NewEncoder(specW).Encode(spec)
-		specW.Close()
-	}()
-	var m message
-	line, err := bufio.NewReader(statusR).ReadBytes('\n')
-	if err == nil {
-		err = json.Unmarshal(line, &m)
-	}
-	if err == nil && m.Started && hand != nil {
-		if s.proxy, s.resolver, err = hand.receive(sessionProxy, spec.Resolver, spec.Transparent); err != nil {
-			cmd.Process.Kill()
-			cmd.Wait()
-			return fmt.Errorf("receiving the name server's sockets from the session's sandbox: %w", err)
-		}
-	}
-	if err == nil && m.Started && ports != nil {
-		if s.ports, err = receivePorts(ports, spec); err != nil {
-			s.proxy, s.resolver = closeHandover(s.proxy, s.resolver)
-			cmd.Process.Kill()
-			cmd.Wait()
-			return fmt.Errorf("receiving the host ports' listeners from the session's sandbox: %w", err)
-		}
-	}
-	if err != nil || !m.Started {
-		cmd.Process.Kill()
-		werr := cmd.Wait()
-		switch {
-		case err == nil && m.NoUserns:
-			return &NoUsernsError{Err: errors.New(m.Error)}
-		case err == nil && m.Error != "":
-			return startError(m.Code, m.Error)
-		default:
-			return fmt.Errorf("session sandbox ended before it was ready (%v)", werr)
-		}
-	}
-	s.zyg = cmd
+	// The zygote reports nothing more on its status pipe.
+	st.statusFile.Close()
+	s.zyg, s.proxy, s.resolver, s.ports = st.cmd, st.proxy, st.resolver, st.ports
 	return nil
 }
 
@@ -383,7 +314,7 @@ func (p *SessionProcess) answer() (zresp, error) {
 	var r zresp
 	if err == nil && rerr == nil && n > 0 && json.Unmarshal(buf[:n], &r) == nil {
 		if r.Started {
-			r.fds = fds
+			r.FDs = fds
 		} else {
 			scm.CloseAll(fds)
 		}
@@ -522,8 +453,8 @@ func (s *Session) Start(path string, argv, env []string, dir string, stdio Stdio
 		}
 		s.mu.Unlock()
 	}
-	if len(r.fds) > 0 {
-		if p.proxy, err = listenersOf(r.fds); err != nil {
+	if len(r.FDs) > 0 {
+		if p.proxy, err = listenersOf(r.FDs); err != nil {
 			p.Kill()
 			rl.abort()
 			p.Wait()

@@ -7,7 +7,7 @@ import "testing"
 func TestSpecNonUTF8(t *testing.T) {
 	ok := &Spec{Path: "/bin/sh", Argv: []string{"\xff"}, Env: []string{"A=\xff"}, Cwd: "/w",
 		Mounts: []Mount{{Path: "/w"}}, WritableRoots: []string{"/w"}}
-	if bad := ok.nonUTF8(); bad != "" {
+	if bad := ok.NonUTF8(); bad != "" {
 		t.Fatalf("a spec whose only invalid bytes are in argv and env refused: %q", bad)
 	}
 	for name, s := range map[string]*Spec{
@@ -17,7 +17,7 @@ func TestSpecNonUTF8(t *testing.T) {
 		"Caches":        {Caches: []CacheMount{{Target: "/caf\xe9"}}},
 		"Path":          {Path: "/caf\xe9"},
 	} {
-		if bad := s.nonUTF8(); bad != "/caf\xe9" {
+		if bad := s.NonUTF8(); bad != "/caf\xe9" {
 			t.Errorf("%s: got %q", name, bad)
 		}
 	}

@@ -45,21 +45,6 @@ const (
 	sIFSOCK = 0o140000
 )
 
-// sandboxDevices are the character devices the sandbox's /dev holds, by
-// device number: the init reopens a stream that is one of them from its
-// own /dev, whose bind mounts are read-only, so nothing reaches the host's
-// node. Any other device is relayed.
-var sandboxDevices = map[[2]uint32]string{
-	{1, 3}: "null", {1, 5}: "zero", {1, 7}: "full", {1, 8}: "random", {1, 9}: "urandom",
-}
-
-// devNumber splits a Linux dev_t (glibc's gnu_dev_major/minor encoding).
-func devNumber(rdev uint64) [2]uint32 {
-	major := uint32((rdev>>32)&0xfffff000) | uint32((rdev>>8)&0xfff)
-	minor := uint32((rdev>>12)&0xffffff00) | uint32(rdev&0xff)
-	return [2]uint32{major, minor}
-}
-
 // classifyStdio decides how a stream reaches the command.
 //
 //   - An anonymous pipe or a connected unix stream socket passes: its inode
@@ -92,35 +77,4 @@ func classifyStdio(f stdioFacts) stdioKind {
 		}
 	}
 	return stdioCopy
-}
-
-// PtySpec asks the init stage for a pseudo-terminal from the sandbox's own
-// devpts: the command gets its slave on the streams in Streams (and as its
-// controlling terminal), and agentbox gets the master over the unix socket
-// at descriptor FD.
-type PtySpec struct {
-	FD      int   `json:"fd"`
-	Streams []int `json:"streams"`
-	// The caller's terminal settings and size, to start from.
-	Iflag, Oflag, Cflag, Lflag uint32
-	Cc                         []byte
-	Ispeed, Ospeed             uint32
-	Rows, Cols, Xpixel, Ypixel uint16
-}
-
-// ReopenSpec asks the init stage to reopen a regular file the caller gave
-// as a standard stream by its path, inside the sandbox, instead of
-// relaying it: the command then holds a descriptor on the sandbox's own
-// mount of the file (read-only outside the writable roots, so its
-// metadata cannot be changed through /proc/self/fd), which is seekable
-// and costs nothing to read or write. Stdin is reopened read-only at the
-// caller's offset; stdout and stderr only when opened O_APPEND (an
-// appended file needs no shared offset), and only where the sandbox may
-// write. When the open fails or reaches another inode, the relay stays.
-type ReopenSpec struct {
-	Stream int    `json:"stream"`
-	Path   string `json:"path"`
-	Dev    uint64 `json:"dev"`
-	Ino    uint64 `json:"ino"`
-	Offset int64  `json:"offset"`
 }

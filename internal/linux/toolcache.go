@@ -7,10 +7,6 @@ import (
 	"github.com/agentbox/agentbox/policy"
 )
 
-// CacheMount is one tool cache step of the init stage (see
-// [toolcache.Mount]).
-type CacheMount = toolcache.Mount
-
 // CachePlan turns decisions into init-stage steps ([toolcache.Plan]): the
 // pins as Pin and PinLink mounts, ordered outermost first, the cache
 // mounts, and the paths the Landlock layer must let the command write.

@@ -1,11 +1,9 @@
-package linux
+package stage
 
 import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/agentbox/agentbox/internal/fsreport"
-	"github.com/agentbox/agentbox/internal/linux/scm"
 	"net/netip"
 	"os"
 	"runtime"
@@ -14,19 +12,18 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
-	"unsafe"
 
 	"github.com/agentbox/agentbox/internal/exitcode"
+	"github.com/agentbox/agentbox/internal/linux/landlock"
 	"github.com/agentbox/agentbox/internal/linux/pid1"
+	"github.com/agentbox/agentbox/internal/linux/scm"
+	"github.com/agentbox/agentbox/internal/linux/seccomp"
+	"github.com/agentbox/agentbox/internal/linux/spec"
+	"github.com/agentbox/agentbox/internal/linux/unixsock"
 	"github.com/agentbox/agentbox/internal/lookpath"
-	"github.com/agentbox/agentbox/internal/wirestr"
 
 	"golang.org/x/net/bpf"
 	"golang.org/x/sys/unix"
-
-	"github.com/agentbox/agentbox/internal/linux/landlock"
-	"github.com/agentbox/agentbox/internal/linux/seccomp"
-	"github.com/agentbox/agentbox/internal/linux/unixsock"
 )
 
 // A session's zygote is the init stage in "session" mode: PID 1 of the
@@ -51,86 +48,9 @@ import (
 // namespace: when it ends, the kernel kills everything it left behind.
 // When the thread's goroutine returns without unlocking, the Go runtime
 // destroys the thread, so a restricted thread is never reused.
-const controlFD = 5
-
-// zreq is a request on the control socket. A start request carries, as
-// SCM_RIGHTS, the command's stdin, stdout and stderr, then the command's
-// reply socket (a SOCK_SEQPACKET end on which the zygote answers that
-// request alone, so that the caller's goroutine waiting for the answer
-// reads it itself), then a descriptor of what is at each of Held (see
-// mounter_linux.go), and, when the request would not fit in one packet,
-// last, a memfd holding it.
-type zreq struct {
-	Op   string   `json:"op"` // "start", "signal", "kill", "big"
-	ID   uint64   `json:"id"`
-	Path string   `json:"path,omitempty"`
-	Argv []string `json:"argv,omitempty"`
-	Env  []string `json:"env,omitempty"`
-	// Raw carries Argv and Env instead when one of their strings is not
-	// UTF-8 (package wirestr): the common request pays no custom
-	// marshaller.
-	Raw *rawArgs `json:"raw,omitempty"`
-	Dir string   `json:"dir,omitempty"` // "" means the session's workspace
-	Sig int      `json:"sig,omitempty"`
-	// Held are the protected paths the host holds for this command
-	// (placeholders it made for it, and existing protected directories),
-	// to be bound read-only before the command starts where they are not
-	// already. Also set in a "big" request's own packet.
-	Held []string `json:"held,omitempty"`
-	// Hides are the masks the command needs (see Session.Start).
-	Hides []Hide `json:"hides,omitempty"`
-}
-
-// rawArgs are a start request's argv and environment, byte for byte.
-type rawArgs struct {
-	Argv wirestr.Strings `json:"argv"`
-	Env  wirestr.Strings `json:"env"`
-}
-
-// zreqStart is the start request for a command.
-func zreqStart(id uint64, path string, argv, env []string, dir string) zreq {
-	r := zreq{Op: "start", ID: id, Path: path, Dir: dir}
-	if wirestr.Valid(argv) && wirestr.Valid(env) {
-		r.Argv, r.Env = argv, env
-	} else {
-		r.Raw = &rawArgs{Argv: argv, Env: env}
-	}
-	return r
-}
-
-// zresp answers a start request, on its reply socket: one Started (or
-// Error), then one Exited. With an allow-list, Started carries the
-// command's two proxy listeners as SCM_RIGHTS (HTTP, then SOCKS5; see
-// commandListeners).
-type zresp struct {
-	ID      uint64 `json:"id"`
-	Started bool   `json:"started,omitempty"`
-	Exited  bool   `json:"exited,omitempty"`
-	Status  int    `json:"status,omitempty"`
-	Signal  int    `json:"signal,omitempty"`
-	Error   string `json:"error,omitempty"`
-	Code    int    `json:"code,omitempty"`
-	// Unreachable, with Exited, is what the command's connects could
-	// not reach with the network off.
-	Unreachable []Unreachable `json:"unreachable,omitempty"`
-	// Files and FilesUnavailable, with Exited, are the file
-	// observer's (see message).
-	Files            []fsreport.Denied `json:"files,omitempty"`
-	FilesUnavailable string            `json:"files_unavailable,omitempty"`
-
-	fds []int // received with the answer (the client's side only)
-}
-
-// maxPacket bounds a control message; larger start requests travel in a
-// memfd. It stays below the default socket buffer (net.core.wmem_default).
-const maxPacket = 64 << 10
-
-// maxBigRequest bounds a start request passed in a memfd (argv and the
-// environment together; the kernel's own limit for execve is near this).
-const maxBigRequest = 8 << 20
 
 type zygote struct {
-	spec *Spec
+	sp   *spec.Spec
 	prog []bpf.RawInstruction
 	// rules is every command's Landlock ruleset, built once; each
 	// command's thread gets a domain of its own from it (nil without
@@ -144,7 +64,7 @@ type zygote struct {
 	// read to the zygote's main goroutine: a command's thread has a
 	// Landlock domain of its own, from which the other commands are out
 	// of reach, so only the zygote's own threads signal commands.
-	ctl chan zreq
+	ctl chan spec.Request
 	// end is closed when the control socket ends: the client is gone,
 	// and so is the session.
 	end chan struct{}
@@ -155,7 +75,7 @@ type zygote struct {
 	// owners is the table of the name server's clients (with
 	// Spec.Resolver), in which each command's supervisor records its
 	// sockets.
-	owners *PortOwners
+	owners *spec.PortOwners
 
 	// buf and oob receive requests. Exactly one thread reads the
 	// control socket at a time (the next command's, see worker), and it
@@ -186,7 +106,7 @@ type listeners struct {
 // job is a start request, the command's stdio, its reply socket and,
 // with an allow-list, its proxy listeners and their ports.
 type job struct {
-	r     zreq
+	r     spec.Request
 	stdio [3]int
 	reply int
 	proxy []int
@@ -205,37 +125,38 @@ type zcmd struct {
 // runZygote serves the session until the client closes its end of the
 // control socket (or dies); then it exits, and with PID 1 every process of
 // the session dies. It never returns.
-func runZygote(spec *Spec, report func(message)) {
+func runZygote(sp *spec.Spec, report func(spec.Message)) {
 	fail := func(err error) {
-		report(message{Error: err.Error(), Code: exitcode.SandboxFailure})
+		report(spec.Message{Error: err.Error(), Code: exitcode.SandboxFailure})
 		os.Exit(exitcode.SandboxFailure)
 	}
-	if spec.Degraded {
+	if sp.Degraded {
 		fail(errors.New("sessions need a pid namespace; degraded runs start each command on its own"))
 	}
 	// Nobody, not even a command running as the same uid, may read our
-	// memory or our fds (the control socket) through /proc/1.
-	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
-		fail(&os.SyscallError{Syscall: "prctl(PR_SET_DUMPABLE)", Err: err})
+	// memory or our fds (the control socket) through /proc/1: the first
+	// step of the hardening (harden_linux.go), for the whole zygote.
+	if err := notDumpable(); err != nil {
+		fail(err)
 	}
 	// The filter is the same for every command: build it once.
-	prog, err := seccomp.BuildNativeProgram(seccompOptions(spec))
+	prog, err := seccomp.BuildNativeProgram(seccompOptions(sp))
 	if err != nil {
 		fail(fmt.Errorf("seccomp: %w", err))
 	}
 	var st unix.Stat_t
-	if err := unix.Fstat(controlFD, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFSOCK {
-		fail(fmt.Errorf("session control socket missing (fd %d): %v", controlFD, err))
+	if err := unix.Fstat(spec.ControlFD, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFSOCK {
+		fail(fmt.Errorf("session control socket missing (fd %d): %v", spec.ControlFD, err))
 	}
 	// Before Landlock, which would refuse it every mount: the process
 	// that binds each command's placeholders (mounter_linux.go).
 	mounter := -1
-	if spec.BindPerCommand {
+	if sp.BindPerCommand {
 		if mounter, err = startMounter(); err != nil {
 			fail(err)
 		}
 	}
-	if spec.Landlock {
+	if sp.Landlock {
 		// Every thread of the zygote first, with the commands'
 		// filesystem rules and no scoping, as a lone run's init does
 		// (landlockWalls): its threads that serve the session (signals,
@@ -244,7 +165,7 @@ func runZygote(spec *Spec, report func(message)) {
 		// so no command can reach these threads (Landlock lets a domain
 		// reach only itself and its descendants). Threads made later
 		// inherit it from the runtime's template thread.
-		if _, err := landlock.Restrict(landlock.Config{WritableRoots: landlockRoots(spec), UnixConnect: true}); err != nil {
+		if _, err := landlock.Restrict(landlock.Config{WritableRoots: landlockRoots(sp), UnixConnect: true}); err != nil {
 			fail(fmt.Errorf("landlock on the zygote's threads: %w", err))
 		}
 	}
@@ -252,11 +173,11 @@ func runZygote(spec *Spec, report func(message)) {
 	// applyWalls), built once: each command's thread is then restricted
 	// by them in a domain of its own, nested in the zygote's.
 	var rules *landlock.Ruleset
-	if spec.Landlock {
+	if sp.Landlock {
 		abi, _ := landlock.ABI()
 		scoped := abi >= 6
 		rules, err = landlock.NewRuleset(landlock.Config{
-			WritableRoots:     landlockRoots(spec),
+			WritableRoots:     landlockRoots(sp),
 			ScopeAbstractUnix: scoped,
 			ScopeSignals:      scoped,
 		})
@@ -265,19 +186,19 @@ func runZygote(spec *Spec, report func(message)) {
 		}
 	}
 	z := &zygote{
-		spec: spec, prog: prog, rules: rules, cmds: map[uint64]*zcmd{},
-		hidden: watchHiddenFor(spec),
-		ctl:    make(chan zreq), end: make(chan struct{}), listen: make(chan chan listeners),
-		buf: make([]byte, maxPacket), oob: make([]byte, unix.CmsgSpace((5+maxHeld)*4)),
+		sp: sp, prog: prog, rules: rules, cmds: map[uint64]*zcmd{},
+		hidden: watchHiddenFor(sp),
+		ctl:    make(chan spec.Request), end: make(chan struct{}), listen: make(chan chan listeners),
+		buf: make([]byte, spec.MaxPacket), oob: make([]byte, unix.CmsgSpace((5+spec.MaxHeld)*4)),
 		mounter: mounter,
 	}
-	if spec.PortOwnersFD > 0 {
-		if z.owners, err = mapPortOwners(spec.PortOwnersFD); err != nil {
+	if sp.PortOwnersFD > 0 {
+		if z.owners, err = spec.MapPortOwners(sp.PortOwnersFD); err != nil {
 			fail(err)
 		}
-		z.owners.watched = append([]netip.AddrPort{resolverAddr}, spec.sessionProxy...)
-		z.owners.transparent = spec.Transparent
-		unix.Close(spec.PortOwnersFD)
+		z.owners.Watched = append([]netip.AddrPort{spec.ResolverAddr}, sp.SessionProxy...)
+		z.owners.Transparent = sp.Transparent
+		unix.Close(sp.PortOwnersFD)
 	}
 	go z.worker()
 	// The status pipe stays open: it belongs to the *os.File in
@@ -285,7 +206,7 @@ func runZygote(spec *Spec, report func(message)) {
 	// garbage. Closing the number here let that finalizer close
 	// whatever reused it later: a running command's reply socket or
 	// pidfd (seen as "the session's sandbox ended" under load).
-	report(message{Started: true})
+	report(spec.Message{Started: true})
 	for {
 		select {
 		case r := <-z.ctl:
@@ -310,12 +231,12 @@ func runZygote(spec *Spec, report func(message)) {
 
 // seccompOptions is the filter of a session's commands: that of a lone
 // run (see installSeccomp), plus CLONE_NEWPID for the zygote's own fork.
-func seccompOptions(spec *Spec) seccomp.Options {
+func seccompOptions(sp *spec.Spec) seccomp.Options {
 	return seccomp.Options{
-		DenyInetSockets:        spec.DenyInetSockets,
-		TCPOnly:                len(spec.ProxyAddrs) > 0,
-		RestrictSocketFamilies: !spec.Network,
-		DenyIPC:                spec.Degraded,
+		DenyInetSockets:        sp.DenyInetSockets,
+		TCPOnly:                len(sp.ProxyAddrs) > 0,
+		RestrictSocketFamilies: !sp.Network,
+		DenyIPC:                sp.Degraded,
 		AllowNewPID:            true,
 	}
 }
@@ -326,7 +247,7 @@ func seccompOptions(spec *Spec) seccomp.Options {
 // cannot be served is answered on its reply socket, if it has one.
 func (z *zygote) next() (job, bool) {
 	for {
-		n, oobn, flags, _, err := unix.Recvmsg(controlFD, z.buf, z.oob, unix.MSG_CMSG_CLOEXEC)
+		n, oobn, flags, _, err := unix.Recvmsg(spec.ControlFD, z.buf, z.oob, unix.MSG_CMSG_CLOEXEC)
 		if errors.Is(err, unix.EINTR) {
 			continue
 		}
@@ -335,7 +256,7 @@ func (z *zygote) next() (job, bool) {
 			return job{}, false
 		}
 		fds := scm.Rights(z.oob[:oobn])
-		var r zreq
+		var r spec.Request
 		if flags&(unix.MSG_TRUNC|unix.MSG_CTRUNC) != 0 || json.Unmarshal(z.buf[:n], &r) != nil {
 			// A truncated request lost descriptors (a placeholder's
 			// among them): never served, and without its reply
@@ -360,7 +281,7 @@ func (z *zygote) next() (job, bool) {
 
 // startJob checks a start request and its fds; a request it cannot serve
 // is answered (when it has a reply socket) and its fds closed.
-func (z *zygote) startJob(r zreq, fds []int) (job, bool) {
+func (z *zygote) startJob(r spec.Request, fds []int) (job, bool) {
 	want := 4 + len(r.Held)
 	if r.Op == "big" {
 		want++
@@ -373,7 +294,7 @@ func (z *zygote) startJob(r zreq, fds []int) (job, bool) {
 	held := fds[4 : 4+len(r.Held)]
 	defer scm.CloseAll(held)
 	fail := func(msg string) (job, bool) {
-		sendReply(j.reply, zresp{ID: r.ID, Error: msg, Code: exitcode.SandboxFailure})
+		sendReply(j.reply, spec.Answer{ID: r.ID, Error: msg, Code: exitcode.SandboxFailure})
 		scm.CloseAll(j.stdio[:])
 		unix.Close(j.reply)
 		return job{}, false
@@ -417,7 +338,7 @@ func (z *zygote) startJob(r zreq, fds []int) (job, bool) {
 	if err := z.ensureHidden(r.Hides); err != nil {
 		return fail(fmt.Sprintf("session: hiding secrets: %v", err))
 	}
-	if z.spec.Proxy && !z.spec.ProxyOff {
+	if z.sp.Proxy && !z.sp.ProxyOff {
 		// On the zygote's main goroutine, as the rest of its own
 		// sockets: this thread is already the command's.
 		ch := make(chan listeners)
@@ -435,7 +356,7 @@ func (z *zygote) startJob(r zreq, fds []int) (job, bool) {
 // sendReply answers on a command's reply socket, with fds as SCM_RIGHTS.
 // A caller that has gone away does not matter: its command is killed
 // when it closes the session (or dies).
-func sendReply(fd int, r zresp, fds ...int) {
+func sendReply(fd int, r spec.Answer, fds ...int) {
 	b, _ := json.Marshal(r)
 	scm.Send(fd, b, fds)
 }
@@ -456,11 +377,11 @@ func (z *zygote) worker() {
 	// The command's id, once its request is read: its supervisor, started
 	// before, records its name server sockets under it.
 	var id atomic.Uint32
-	unreach := newUnreachables(z.spec)
+	unreach := newUnreachables(z.sp)
 	var files filesSeen
 	sup, perr := z.prepare(&id, unreach, &files)
 	var in *waitingInit
-	if perr == nil && z.spec.Init != "" {
+	if perr == nil && z.sp.Init != "" {
 		in, perr = z.startInit()
 	}
 	j, ok := z.next()
@@ -479,7 +400,7 @@ func (z *zygote) worker() {
 	scm.CloseAll(stdio[:])
 	if err != nil {
 		scm.CloseAll(j.proxy)
-		sendReply(j.reply, zresp{ID: r.ID, Error: err.Error(), Code: code})
+		sendReply(j.reply, spec.Answer{ID: r.ID, Error: err.Error(), Code: code})
 		go z.worker()
 		return
 	}
@@ -490,7 +411,7 @@ func (z *zygote) worker() {
 	// The listeners go to agentbox with the answer, and the zygote keeps
 	// no copy: agentbox's closing them when the command ends is their
 	// end (the command never had them: they are close-on-exec).
-	sendReply(j.reply, zresp{ID: r.ID, Started: true}, j.proxy...)
+	sendReply(j.reply, spec.Answer{ID: r.ID, Started: true}, j.proxy...)
 	scm.CloseAll(j.proxy)
 	go z.worker()
 
@@ -511,8 +432,8 @@ func (z *zygote) worker() {
 	as := c.as
 	unix.Close(c.pidfd)
 	z.mu.Unlock()
-	files.hiddenRead(z.hidden, hiddenBefore, z.spec.Files)
-	m := zresp{ID: r.ID, Exited: true, Unreachable: unreach.list(), Files: files.denied(maxFilesAnswer), FilesUnavailable: files.unavailable}
+	files.hiddenRead(z.hidden, hiddenBefore, z.sp.Files)
+	m := spec.Answer{ID: r.ID, Exited: true, Unreachable: unreach.list(), Files: files.denied(maxFilesAnswer), FilesUnavailable: files.unavailable}
 	switch {
 	case reported >= 0:
 		m.Status = reported
@@ -543,59 +464,24 @@ func wait4(pid int, ws *unix.WaitStatus) error {
 }
 
 // prepare restricts the calling (locked) thread, which the command will
-// be forked from. The order is the kernel's: no_new_privs first (Landlock and seccomp
-// need it), securebits while CAP_SETPCAP is still held, then the bounding
-// and ambient sets, then the capability sets themselves, Landlock, and
-// seccomp last but one (its filter is what the command inherits); the unix
-// socket supervisor's filter goes after the main one, which must not be
-// installed with TSYNC on top of it.
+// be forked from: the hardening of a lone run's init, on this thread
+// alone (harden_linux.go).
 func (z *zygote) prepare(id *atomic.Uint32, unreach *unreachables, files *filesSeen) (*unixsock.Supervisor, error) {
-	spec := z.spec
-	if err := thisThread(unix.PR_SET_NO_NEW_PRIVS, 1, 0); err != nil {
-		return nil, &os.SyscallError{Syscall: "prctl(PR_SET_NO_NEW_PRIVS)", Err: err}
-	}
-	if err := keepOnlyNewPIDCap(); err != nil {
-		return nil, err
-	}
-	if z.rules != nil {
-		if _, err := z.rules.RestrictThread(); err != nil {
-			return nil, err
+	h := hardening{sp: z.sp, scope: oneThread, rules: z.rules, prog: z.prog, unreach: unreach, files: files}
+	if z.owners != nil {
+		h.connected = func(sock int, dst netip.AddrPort, errno unix.Errno) {
+			z.owners.Own(id.Load(), sock, dst, errno)
 		}
 	}
-	if spec.Seccomp {
-		if err := seccomp.InstallThread(z.prog); err != nil {
-			return nil, fmt.Errorf("seccomp: %w", err)
-		}
-	}
-	if spec.MediateUnixConnect {
-		allow, opts := unixMediation(spec)
-		if z.owners != nil || recordsUnreachable(spec) {
-			opts.Connected = func(sock int, dst netip.AddrPort, errno unix.Errno) {
-				z.owners.own(id.Load(), sock, dst, errno)
-				if recordsUnreachable(spec) {
-					unreach.record(sock, dst, errno)
-				}
-			}
-		}
-		if g := transparentGate(spec, unreach); g != nil {
-			opts.AllowInet = g
-		}
-		sup, err := startSupervisor(allow, opts, spec, files)
-		if err != nil {
-			return nil, fmt.Errorf("unix socket mediation: %w", err)
-		}
-		return sup, nil
-	}
-	files.unavailable = "no connect supervisor to observe them"
-	return nil, nil
+	return h.harden()
 }
 
 // fork starts the command from the calling, prepared thread. ports, with
 // an allow-list, are those of the command's own proxy listeners. With an
 // init waiting (in), the init runs the command and is what fork returns;
 // it is killed if the command cannot be started.
-func (z *zygote) fork(r zreq, stdio [3]int, ports []int, in *waitingInit) (pid, pidfd, code int, err error) {
-	spec := z.spec
+func (z *zygote) fork(r spec.Request, stdio [3]int, ports []int, in *waitingInit) (pid, pidfd, code int, err error) {
+	sp := z.sp
 	fail := func(code int, err error) (int, int, int, error) {
 		in.kill()
 		return 0, -1, code, err
@@ -604,14 +490,14 @@ func (z *zygote) fork(r zreq, stdio [3]int, ports []int, in *waitingInit) (pid, 
 	// directories, and fallbacks chosen while the root was built) win
 	// over the caller's, as in a lone run.
 	env := r.Env
-	for _, kv := range spec.Env {
-		env = replaceEnv(env, kv)
+	for _, kv := range sp.Env {
+		env = ReplaceEnv(env, kv)
 	}
 	if len(ports) == 2 {
 		// As in a lone run, the proxy variables win over the caller's.
-		env = withProxyEnv(env, loopbackAddrs(ports), spec)
+		env = withProxyEnv(env, loopbackAddrs(ports), sp)
 	}
-	dir := spec.Cwd
+	dir := sp.Cwd
 	if r.Dir != "" {
 		dir = r.Dir
 	}
@@ -664,25 +550,25 @@ type waitingInit struct {
 // thread, in the pid and IPC namespaces the command will have, as fork
 // would start the command itself.
 func (z *zygote) startInit() (*waitingInit, error) {
-	sp, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return nil, &os.SyscallError{Syscall: "socketpair", Err: err}
 	}
-	defer unix.Close(sp[1])
+	defer unix.Close(pair[1])
 	null, err := unix.Open("/dev/null", unix.O_RDWR|unix.O_CLOEXEC, 0)
 	if err != nil {
-		unix.Close(sp[0])
+		unix.Close(pair[0])
 		return nil, &os.PathError{Op: "open", Path: "/dev/null", Err: err}
 	}
 	defer unix.Close(null)
-	in := &waitingInit{pidfd: -1, sock: sp[0], report: -1}
-	in.pid, err = syscall.ForkExec(z.spec.Init, []string{pid1.Arg0}, &syscall.ProcAttr{
+	in := &waitingInit{pidfd: -1, sock: pair[0], report: -1}
+	in.pid, err = syscall.ForkExec(z.sp.Init, []string{pid1.Arg0}, &syscall.ProcAttr{
 		Dir: "/",
 		// Nothing of the caller's: the command's environment comes
 		// with its job. One P: the init runs one goroutine at a time
 		// at most, and fewer threads start and exit faster.
 		Env:   []string{"GOMAXPROCS=1"},
-		Files: []uintptr{uintptr(null), uintptr(null), uintptr(null), uintptr(sp[1])},
+		Files: []uintptr{uintptr(null), uintptr(null), uintptr(null), uintptr(pair[1])},
 		Sys: &syscall.SysProcAttr{
 			Cloneflags: unix.CLONE_NEWPID | unix.CLONE_NEWIPC,
 			Setsid:     true,
@@ -691,8 +577,8 @@ func (z *zygote) startInit() (*waitingInit, error) {
 		},
 	})
 	if err != nil {
-		unix.Close(sp[0])
-		return nil, fmt.Errorf("starting the command's init %s: %w", z.spec.Init, err)
+		unix.Close(pair[0])
+		return nil, fmt.Errorf("starting the command's init %s: %w", z.sp.Init, err)
 	}
 	return in, nil
 }
@@ -781,47 +667,10 @@ func (in *waitingInit) kill() {
 	in.pidfd = -1
 }
 
-// keepOnlyNewPIDCap leaves this thread CAP_SYS_ADMIN in its effective and
-// permitted sets and nothing else anywhere: clone(CLONE_NEWPID) needs it,
-// and exec takes it away (locked SECBIT_NOROOT grants root nothing, an
-// empty bounding set lets no file capability in, ambient is empty and
-// cannot be raised).
-func keepOnlyNewPIDCap() error {
-	if err := thisThread(unix.PR_SET_SECUREBITS, lockedSecurebits, 0); err != nil {
-		return &os.SyscallError{Syscall: "prctl(PR_SET_SECUREBITS)", Err: err}
-	}
-	for c := 0; c <= 63; c++ {
-		err := thisThread(unix.PR_CAPBSET_DROP, uintptr(c), 0)
-		if err == unix.EINVAL {
-			break
-		}
-		if err != nil {
-			return &os.SyscallError{Syscall: fmt.Sprintf("prctl(PR_CAPBSET_DROP, %d)", c), Err: err}
-		}
-	}
-	if err := thisThread(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0); err != nil {
-		return &os.SyscallError{Syscall: "prctl(PR_CAP_AMBIENT_CLEAR_ALL)", Err: err}
-	}
-	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
-	var data [2]unix.CapUserData
-	data[0].Effective = 1 << unix.CAP_SYS_ADMIN
-	data[0].Permitted = 1 << unix.CAP_SYS_ADMIN
-	if _, _, errno := unix.RawSyscall(unix.SYS_CAPSET, uintptr(unsafe.Pointer(&hdr)), uintptr(unsafe.Pointer(&data[0])), 0); errno != 0 {
-		return &os.SyscallError{Syscall: "capset", Err: errno}
-	}
-	if err := unix.Capget(&hdr, &data[0]); err != nil {
-		return &os.SyscallError{Syscall: "capget", Err: err}
-	}
-	if data[0].Inheritable|data[1].Inheritable != 0 || data[0].Permitted != 1<<unix.CAP_SYS_ADMIN || data[1].Permitted != 0 {
-		return fmt.Errorf("capabilities other than CAP_SYS_ADMIN remain on the spawning thread: %+v", data)
-	}
-	return nil
-}
-
 // landlockRoots are the writable roots for Landlock: the policy's, and
 // the session's own /dev/shm tmpfs.
-func landlockRoots(spec *Spec) []string {
-	return append(append([]string{}, spec.WritableRoots...), "/dev/shm")
+func landlockRoots(sp *spec.Spec) []string {
+	return append(append([]string{}, sp.WritableRoots...), "/dev/shm")
 }
 
 // deliver sends sig to a command that is PID 1 of its pid namespace. The
@@ -908,8 +757,8 @@ func readMemfd(fd int) ([]byte, error) {
 	if err := unix.Fstat(fd, &st); err != nil {
 		return nil, err
 	}
-	if st.Size > maxBigRequest || st.Size < 0 {
-		return nil, fmt.Errorf("request of %d bytes exceeds %d", st.Size, maxBigRequest)
+	if st.Size > spec.MaxBigRequest || st.Size < 0 {
+		return nil, fmt.Errorf("request of %d bytes exceeds %d", st.Size, spec.MaxBigRequest)
 	}
 	b := make([]byte, st.Size)
 	for off := 0; off < len(b); {

@@ -1,12 +1,14 @@
-package linux
+package stage
 
 import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/agentbox/agentbox/internal/linux/scm"
 	"os"
 	"syscall"
+
+	"github.com/agentbox/agentbox/internal/linux/scm"
+	"github.com/agentbox/agentbox/internal/linux/spec"
 
 	"golang.org/x/sys/unix"
 )
@@ -40,16 +42,11 @@ const (
 	mounterFD    = 3
 )
 
-// maxHeld bounds the paths one command's start request may ask to bind:
-// they travel as SCM_RIGHTS, whose kernel limit (SCM_MAX_FD) is 253 fds
-// per message, with the command's stdio, reply socket and memfd.
-const maxHeld = 240
-
 // mounterReq is a mounter request: the held paths (one descriptor each,
 // in order) to bind read-only, and the masks to make.
 type mounterReq struct {
-	Held  []string `json:"held,omitempty"`
-	Hides []Hide   `json:"hides,omitempty"`
+	Held  []string    `json:"held,omitempty"`
+	Hides []spec.Hide `json:"hides,omitempty"`
 }
 
 // mountReply answers a mounter request.
@@ -58,7 +55,7 @@ type mountReply struct {
 }
 
 func isMounter() bool {
-	return len(os.Args) > 0 && os.Args[0] == mounterArg0 && os.Getenv(stageEnv) == mounterValue
+	return len(os.Args) > 0 && os.Args[0] == mounterArg0 && os.Getenv(spec.StageEnv) == mounterValue
 }
 
 // startMounter starts the session's mounter from the zygote, which still
@@ -66,30 +63,30 @@ func isMounter() bool {
 // ambient ones, see initSysProcAttr), and returns the zygote's end of
 // their socketpair.
 func startMounter() (int, error) {
-	sp, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return -1, os.NewSyscallError("socketpair", err)
 	}
-	defer unix.Close(sp[1])
+	defer unix.Close(pair[1])
 	null, err := unix.Open("/dev/null", unix.O_RDWR|unix.O_CLOEXEC, 0)
 	if err != nil {
-		unix.Close(sp[0])
+		unix.Close(pair[0])
 		return -1, &os.PathError{Op: "open", Path: "/dev/null", Err: err}
 	}
 	defer unix.Close(null)
 	_, err = syscall.ForkExec("/proc/self/exe", []string{mounterArg0}, &syscall.ProcAttr{
 		Dir:   "/",
-		Env:   []string{stageEnv + "=" + mounterValue, "GOMAXPROCS=1"},
-		Files: []uintptr{uintptr(null), uintptr(null), uintptr(null), uintptr(sp[1])},
+		Env:   []string{spec.StageEnv + "=" + mounterValue, "GOMAXPROCS=1"},
+		Files: []uintptr{uintptr(null), uintptr(null), uintptr(null), uintptr(pair[1])},
 		Sys:   &syscall.SysProcAttr{Setsid: true, Pdeathsig: syscall.SIGKILL},
 	})
 	if err != nil {
-		unix.Close(sp[0])
+		unix.Close(pair[0])
 		return -1, fmt.Errorf("starting the session's mounter: %w", err)
 	}
 	// Not waited for: it lives as long as the session, whose end (the
 	// zygote's exit, as PID 1) kills it.
-	return sp[0], nil
+	return pair[0], nil
 }
 
 // runMounter serves the zygote's requests until it goes away. It never
@@ -106,8 +103,8 @@ func runMounter() {
 	if err := keepOnlyNewPIDCap(); err != nil {
 		os.Exit(1)
 	}
-	buf := make([]byte, maxPacket)
-	oob := make([]byte, unix.CmsgSpace(maxHeld*4))
+	buf := make([]byte, spec.MaxPacket)
+	oob := make([]byte, unix.CmsgSpace(spec.MaxHeld*4))
 	for {
 		n, oobn, flags, _, err := unix.Recvmsg(mounterFD, buf, oob, unix.MSG_CMSG_CLOEXEC)
 		if errors.Is(err, unix.EINTR) {

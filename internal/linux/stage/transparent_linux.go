@@ -1,4 +1,4 @@
-package linux
+package stage
 
 import (
 	"encoding/binary"
@@ -8,12 +8,13 @@ import (
 	"net/netip"
 	"os"
 
+	"github.com/agentbox/agentbox/internal/linux/spec"
+	"github.com/agentbox/agentbox/internal/netpolicy"
+
 	"github.com/google/nftables"
 	"github.com/google/nftables/binaryutil"
 	"github.com/google/nftables/expr"
 	"golang.org/x/sys/unix"
-
-	"github.com/agentbox/agentbox/internal/netpolicy"
 )
 
 // Transparent networking (Spec.Transparent), for a sandbox with an
@@ -154,7 +155,7 @@ func redirectRules(port4, port6 uint16) error {
 		concat(notLoopback(), isProto(unix.IPPROTO_UDP), []expr.Any{
 			&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseTransportHeader, Offset: 2, Len: 2},
 			&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: binaryutil.BigEndian.PutUint16(53)},
-		}, redirectTo(resolverAddr.Port())),
+		}, redirectTo(spec.ResolverAddr.Port())),
 	}, notLoopback())
 	if port6 != 0 {
 		add(nftables.TableFamilyIPv6, [][]expr.Any{
@@ -236,11 +237,11 @@ func defaultRouteOverLoopback(family int) error {
 // allow-list's address patterns pass (the proxy then decides each with
 // its port); every other connect is refused before a packet leaves, and
 // recorded.
-func transparentGate(spec *Spec, unreach *unreachables) func(netip.AddrPort) bool {
-	if !spec.Transparent {
+func transparentGate(sp *spec.Spec, unreach *unreachables) func(netip.AddrPort) bool {
+	if !sp.Transparent {
 		return nil
 	}
-	carried := append([]netip.Prefix{netpolicy.FakePrefix, netpolicy.FakePrefix6}, spec.Carried...)
+	carried := append([]netip.Prefix{netpolicy.FakePrefix, netpolicy.FakePrefix6}, sp.Carried...)
 	return func(ap netip.AddrPort) bool {
 		a := ap.Addr().Unmap()
 		if a.IsLoopback() || a.IsUnspecified() || a.Is4() && ap.Port() == 53 {

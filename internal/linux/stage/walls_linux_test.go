@@ -1,4 +1,4 @@
-package linux
+package stage
 
 import (
 	"fmt"
@@ -11,6 +11,8 @@ import (
 	"testing"
 
 	"github.com/agentbox/agentbox/internal/linux/landlock"
+	"github.com/agentbox/agentbox/internal/linux/spec"
+
 	"golang.org/x/sys/unix"
 )
 
@@ -79,7 +81,7 @@ func wallsProbe(t *testing.T, base string, scoped bool) {
 	if err := setNoNewPrivs(); err != nil {
 		t.Fatal(err)
 	}
-	if err := landlockWalls(&Spec{WritableRoots: []string{rw}}); err != nil {
+	if err := landlockWalls(&spec.Spec{WritableRoots: []string{rw}}); err != nil {
 		t.Fatal(err)
 	}
 	create := func(p string) error { return os.WriteFile(p, nil, 0o644) }

@@ -1,4 +1,4 @@
-package linux
+package stage
 
 import (
 	"encoding/json"
@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/agentbox/agentbox/internal/exitcode"
+	"github.com/agentbox/agentbox/internal/linux/spec"
 
 	"golang.org/x/sys/unix"
 )
@@ -36,19 +37,10 @@ import (
 // (the command ended), when agentbox closes the lifeline (Kill: a timeout
 // or a cancelled context) and when the lifeline breaks because agentbox
 // died, SIGKILL included: the kernel closes a dead process's descriptors.
-const (
-	reaperArg0  = "agentbox-reaper"
-	reaperValue = "reaper"
-	// initFDsEnv tells the reaper how many descriptors from 3 up are the
-	// init's, to pass on in place; the next one is the lifeline, the read
-	// end of a pipe whose only write end agentbox holds: it reads
-	// end-of-file once agentbox closes it or dies.
-	initFDsEnv = "_AGENTBOX_INIT_FDS"
-)
 
 // isReaper reports whether this process is the reaper stage.
 func isReaper() bool {
-	return len(os.Args) > 0 && os.Args[0] == reaperArg0 && os.Getenv(stageEnv) == reaperValue
+	return len(os.Args) > 0 && os.Args[0] == spec.ReaperArg0 && os.Getenv(spec.StageEnv) == spec.ReaperValue
 }
 
 // reaperSignals are forwarded to the init, which forwards them to the
@@ -64,9 +56,9 @@ func runReaper() {
 			unix.CloseOnExec(fd)
 		}
 	}
-	status := os.NewFile(statusFD, "status")
+	status := os.NewFile(spec.StatusFD, "status")
 	fail := func(err error) {
-		b, _ := json.Marshal(message{Error: err.Error(), Code: exitcode.SandboxFailure})
+		b, _ := json.Marshal(spec.Message{Error: err.Error(), Code: exitcode.SandboxFailure})
 		status.Write(append(b, '\n'))
 		os.Exit(exitcode.SandboxFailure)
 	}
@@ -83,25 +75,25 @@ func runReaper() {
 
 	// The init gets what agentbox gave us for it, in place: the
 	// environment (but for our own marks) and fds 3 to 3+n-1.
-	n, err := strconv.Atoi(os.Getenv(initFDsEnv))
+	n, err := strconv.Atoi(os.Getenv(spec.InitFDsEnv))
 	if err != nil || n < 2 || n > 64 {
-		fail(fmt.Errorf("reaper: bad %s=%q", initFDsEnv, os.Getenv(initFDsEnv)))
+		fail(fmt.Errorf("reaper: bad %s=%q", spec.InitFDsEnv, os.Getenv(spec.InitFDsEnv)))
 	}
 	files := []*os.File{os.Stdin, os.Stdout, os.Stderr}
 	for fd := 3; fd < 3+n; fd++ {
 		files = append(files, os.NewFile(uintptr(fd), "init"))
 	}
-	files[statusFD] = status
+	files[spec.StatusFD] = status
 	lifelineFD := 3 + n
 	var initEnv []string
 	for _, kv := range os.Environ() {
 		switch {
-		case strings.HasPrefix(kv, initFDsEnv+"="), strings.HasPrefix(kv, stageEnv+"="):
+		case strings.HasPrefix(kv, spec.InitFDsEnv+"="), strings.HasPrefix(kv, spec.StageEnv+"="):
 		default:
 			initEnv = append(initEnv, kv)
 		}
 	}
-	initEnv = append(initEnv, stageEnv+"="+stageValue)
+	initEnv = append(initEnv, spec.StageEnv+"="+spec.StageValue)
 
 	// Where the caller's cgroup is delegated to it, the init is born in
 	// a cgroup of its own, which cgroup.kill empties in one step.
@@ -110,7 +102,7 @@ func runReaper() {
 		cg.remove()
 		cg = nil
 	}
-	init, err := os.StartProcess("/proc/self/exe", []string{stageArg0}, &os.ProcAttr{
+	init, err := os.StartProcess("/proc/self/exe", []string{spec.StageArg0}, &os.ProcAttr{
 		Env:   initEnv,
 		Files: files,
 		Sys: &syscall.SysProcAttr{
@@ -355,20 +347,4 @@ func children(pid int) []int {
 		}
 	}
 	return out
-}
-
-// underSeccomp reports whether a seccomp filter already confines this
-// process (a container runtime's, typically): the likely reason a user
-// namespace is refused with EPERM when no sysctl forbids it.
-func underSeccomp() bool {
-	b, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		return false
-	}
-	for _, l := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(l, "Seccomp:"); ok {
-			return strings.TrimSpace(v) == "2"
-		}
-	}
-	return false
 }

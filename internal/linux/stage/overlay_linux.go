@@ -1,10 +1,12 @@
-package linux
+package stage
 
 import (
 	"fmt"
 	"os"
 	"strings"
 	"sync"
+
+	"github.com/agentbox/agentbox/internal/linux/spec"
 
 	"golang.org/x/sys/unix"
 )
@@ -14,7 +16,7 @@ import (
 // missing user namespace (which RunInit recognises by EPERM), and the
 // message must name the cache and the way out.
 type cacheMountError struct {
-	m   CacheMount
+	m   spec.CacheMount
 	err error
 }
 
@@ -34,7 +36,7 @@ func (e *cacheMountError) Error() string {
 // their own path; the command writes them only through the overlay.
 // It returns the variables (NAME=value) that point a tool at its private
 // cache where the kernel refused the overlay.
-func mountCaches(spec *Spec) (fallbackEnv []string, err error) {
+func mountCaches(sp *spec.Spec) (fallbackEnv []string, err error) {
 	// Building an overlay costs the kernel several milliseconds of
 	// probing in the upper file system; build them side by side (the
 	// threads share the init stage's namespaces and capabilities), then
@@ -43,9 +45,9 @@ func mountCaches(spec *Spec) (fallbackEnv []string, err error) {
 		fd  int
 		err error
 	}
-	res := make([]built, len(spec.Caches))
+	res := make([]built, len(sp.Caches))
 	var wg sync.WaitGroup
-	for i, m := range spec.Caches {
+	for i, m := range sp.Caches {
 		if m.Lower == "" {
 			continue
 		}
@@ -64,7 +66,7 @@ func mountCaches(spec *Spec) (fallbackEnv []string, err error) {
 			}
 		}
 	}()
-	for i, m := range spec.Caches {
+	for i, m := range sp.Caches {
 		var err error
 		if m.Lower != "" {
 			err = res[i].err
@@ -103,7 +105,7 @@ func mountCaches(spec *Spec) (fallbackEnv []string, err error) {
 // resolved it fails instead of redirecting the mount. userxattr makes
 // overlayfs keep its bookkeeping in user.* xattrs, which an unprivileged
 // user namespace may set (Linux 5.11 and later).
-func makeOverlay(m CacheMount) (int, error) {
+func makeOverlay(m spec.CacheMount) (int, error) {
 	var fds []int
 	defer func() {
 		for _, fd := range fds {
@@ -168,8 +170,8 @@ func attach(mfd int, target string) error {
 	return nil
 }
 
-// replaceEnv returns env with kv's variable set to kv's value.
-func replaceEnv(env []string, kv string) []string {
+// ReplaceEnv returns env with kv's variable set to kv's value.
+func ReplaceEnv(env []string, kv string) []string {
 	name, _, _ := strings.Cut(kv, "=")
 	out := make([]string, 0, len(env)+1)
 	for _, e := range env {

@@ -1,4 +1,4 @@
-package linux
+package stage
 
 import (
 	"fmt"
@@ -104,6 +104,34 @@ func lockSecurebitsAndBounding() error {
 		if err != nil {
 			return &os.SyscallError{Syscall: fmt.Sprintf("prctl(PR_CAPBSET_DROP, %d)", c), Err: err}
 		}
+	}
+	return nil
+}
+
+// keepOnlyNewPIDCap leaves this thread CAP_SYS_ADMIN in its effective and
+// permitted sets and nothing else anywhere: clone(CLONE_NEWPID) needs it,
+// and exec takes it away (locked SECBIT_NOROOT grants root nothing, an
+// empty bounding set lets no file capability in, ambient is empty and
+// cannot be raised).
+func keepOnlyNewPIDCap() error {
+	if err := lockSecurebitsAndBounding(); err != nil {
+		return err
+	}
+	if err := thisThread(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0); err != nil {
+		return &os.SyscallError{Syscall: "prctl(PR_CAP_AMBIENT_CLEAR_ALL)", Err: err}
+	}
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var data [2]unix.CapUserData
+	data[0].Effective = 1 << unix.CAP_SYS_ADMIN
+	data[0].Permitted = 1 << unix.CAP_SYS_ADMIN
+	if _, _, errno := unix.RawSyscall(unix.SYS_CAPSET, uintptr(unsafe.Pointer(&hdr)), uintptr(unsafe.Pointer(&data[0])), 0); errno != 0 {
+		return &os.SyscallError{Syscall: "capset", Err: errno}
+	}
+	if err := unix.Capget(&hdr, &data[0]); err != nil {
+		return &os.SyscallError{Syscall: "capget", Err: err}
+	}
+	if data[0].Inheritable|data[1].Inheritable != 0 || data[0].Permitted != 1<<unix.CAP_SYS_ADMIN || data[1].Permitted != 0 {
+		return fmt.Errorf("capabilities other than CAP_SYS_ADMIN remain on the spawning thread: %+v", data)
 	}
 	return nil
 }

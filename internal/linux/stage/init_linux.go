@@ -1,4 +1,4 @@
-package linux
+package stage
 
 import (
 	"encoding/json"
@@ -13,56 +13,16 @@ import (
 	"syscall"
 
 	"github.com/agentbox/agentbox/internal/exitcode"
-	"github.com/agentbox/agentbox/internal/fsreport"
-
+	"github.com/agentbox/agentbox/internal/linux/spec"
 	"github.com/agentbox/agentbox/internal/lookpath"
 
 	"golang.org/x/sys/unix"
 )
 
-// The parent hands the init stage two pipes, named by these fds (runc's
-// pattern): the spec to read, and a status channel to report on.
-const (
-	specFD   = 3
-	statusFD = 4
-	// stageEnv marks the re-exec'd process; argv[0] alone could be faked
-	// by any program named like our stage.
-	stageEnv   = "_AGENTBOX_STAGE"
-	stageValue = "init"
-	stageArg0  = "agentbox-init"
-)
-
-// message is what the init stage reports on the status pipe.
-type message struct {
-	// Error is set when the sandbox could not be built or the command not
-	// started; Code is then the exit status agentbox should use.
-	Error string `json:"error,omitempty"`
-	Code  int    `json:"code,omitempty"`
-	// Started is sent once the command runs.
-	Started bool `json:"started,omitempty"`
-	// StdinReopened, with Started: the init opened the caller's stdin
-	// file itself, and agentbox must not relay it (stdio_linux.go).
-	StdinReopened bool `json:"stdin_reopened,omitempty"`
-	// Exited reports how the command ended.
-	Exited bool `json:"exited,omitempty"`
-	Status int  `json:"status,omitempty"`
-	Signal int  `json:"signal,omitempty"`
-	// Unreachable, with Exited, is what the command's connects could
-	// not reach with the network off.
-	Unreachable []Unreachable `json:"unreachable,omitempty"`
-	// Files, with Exited, is what the file observer saw the sandbox
-	// refuse (Spec.Files); FilesUnavailable says why it saw nothing.
-	Files            []fsreport.Denied `json:"files,omitempty"`
-	FilesUnavailable string            `json:"files_unavailable,omitempty"`
-	// NoUserns marks an Error caused by a user namespace without the
-	// capabilities it should have (AppArmor's restriction on Ubuntu).
-	NoUserns bool `json:"no_userns,omitempty"`
-}
-
 // IsInit reports whether this process is a re-exec'd stage: the init or,
 // in degraded mode, the reaper above it. RunInit runs either.
 func IsInit() bool {
-	return len(os.Args) > 0 && os.Args[0] == stageArg0 && os.Getenv(stageEnv) == stageValue || isReaper()
+	return len(os.Args) > 0 && os.Args[0] == spec.StageArg0 && os.Getenv(spec.StageEnv) == spec.StageValue || isReaper()
 }
 
 // RunInit is the init stage: PID 1 of the sandbox's pid namespace. It never
@@ -89,22 +49,22 @@ func RunInit() {
 			unix.CloseOnExec(fd)
 		}
 	}
-	status := os.NewFile(statusFD, "status")
-	report := func(m message) {
+	status := os.NewFile(spec.StatusFD, "status")
+	report := func(m spec.Message) {
 		b, _ := json.Marshal(m)
 		status.Write(append(b, '\n'))
 	}
 	fail := func(code int, err error) {
-		report(message{Error: err.Error(), Code: code})
+		report(spec.Message{Error: err.Error(), Code: code})
 		os.Exit(code)
 	}
-	spec, err := readSpec()
+	sp, err := readSpec()
 	if err != nil {
 		fail(exitcode.SandboxFailure, fmt.Errorf("sandbox init: %w", err))
 	}
-	os.Unsetenv(stageEnv)
+	os.Unsetenv(spec.StageEnv)
 	var sigs *caughtSignals
-	if !spec.Session {
+	if !sp.Session {
 		// The runtime enables each signal in a round trip with a
 		// thread of its own, which costs a few hundred microseconds:
 		// let that happen while the root is built.
@@ -114,111 +74,93 @@ func RunInit() {
 	// 1. Namespaces: entered at the clone. Without them (degraded mode),
 	// orphans of the command would escape to the system's init; as
 	// subreaper we inherit and kill them.
-	env := spec.Env
-	if spec.Degraded {
+	env := sp.Env
+	if sp.Degraded {
 		if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
 			fail(exitcode.SandboxFailure, &os.SyscallError{Syscall: "prctl(PR_SET_CHILD_SUBREAPER)", Err: err})
 		}
 	} else {
 		// 2. Mounts and the pivot into the new root, while we hold
 		// CAP_SYS_ADMIN in the user namespace (mount_linux.go).
-		cacheEnv, err := buildRoot(spec)
+		cacheEnv, err := buildRoot(sp)
 		if err != nil {
 			if errors.Is(err, unix.EPERM) {
-				report(message{Error: err.Error(), Code: exitcode.SandboxFailure, NoUserns: true})
+				report(spec.Message{Error: err.Error(), Code: exitcode.SandboxFailure, NoUserns: true})
 				os.Exit(exitcode.SandboxFailure)
 			}
 			fail(exitcode.SandboxFailure, fmt.Errorf("building the sandbox filesystem: %w", err))
 		}
 		for _, kv := range cacheEnv {
-			env = replaceEnv(env, kv)
+			env = ReplaceEnv(env, kv)
 		}
 	}
 	// 3. The network: loopback in the fresh namespace (needs
 	// CAP_NET_ADMIN), and the allow-list proxy's listeners on it.
-	if !spec.Network && !spec.Degraded {
+	if !sp.Network && !sp.Degraded {
 		if err := loopbackUp(); err != nil {
 			fail(exitcode.SandboxFailure, fmt.Errorf("bringing up loopback in the network namespace: %w", err))
 		}
 	}
-	proxyAddrs, err := setupProxy(spec)
+	proxyAddrs, err := setupProxy(sp)
 	if err != nil {
 		fail(exitcode.SandboxFailure, fmt.Errorf("setting up the allow-list proxy: %w", err))
 	}
-	env = withProxyEnv(env, proxyAddrs, spec)
-	if err := setupPorts(spec); err != nil {
+	env = withProxyEnv(env, proxyAddrs, sp)
+	if err := setupPorts(sp); err != nil {
 		fail(exitcode.SandboxFailure, fmt.Errorf("setting up the host ports and published ports: %w", err))
 	}
 	for _, a := range proxyAddrs {
-		if ap, err := netip.ParseAddrPort(a); err == nil && spec.Session {
-			spec.sessionProxy = append(spec.sessionProxy, ap)
+		if ap, err := netip.ParseAddrPort(a); err == nil && sp.Session {
+			sp.SessionProxy = append(sp.SessionProxy, ap)
 		}
 	}
-	if err := unix.Chdir(spec.Cwd); err != nil {
-		fail(exitcode.SandboxFailure, fmt.Errorf("entering %s inside the sandbox: %w", spec.Cwd, err))
+	if err := unix.Chdir(sp.Cwd); err != nil {
+		fail(exitcode.SandboxFailure, fmt.Errorf("entering %s inside the sandbox: %w", sp.Cwd, err))
 	}
-	if spec.Session {
-		spec.Env = env
-		runZygote(spec, report) // never returns
+	if sp.Session {
+		sp.Env = env
+		runZygote(sp, report) // never returns
 	}
 	// The command's streams, from inside the sandbox: the caller's
 	// terminal and files stay in agentbox (stdio_linux.go). They need
 	// the new /dev, so they come after the root is built.
-	stdio, err := sandboxStdio(spec)
+	stdio, err := sandboxStdio(sp)
 	if err != nil {
 		fail(exitcode.SandboxFailure, err)
 	}
 	// Look the command up now, inside the sandbox's view of PATH, so that
 	// "not found" and "not executable" get their own exit statuses.
-	path, code, err := lookpath.Find(spec.Path, lookpath.Env(env))
+	path, code, err := lookpath.Find(sp.Path, lookpath.Env(env))
 	if err != nil {
 		fail(code, err)
 	}
 
 	// The masks' opens are the command's from here on.
-	hidden := watchHiddenFor(spec)
+	hidden := watchHiddenFor(sp)
 
-	// From here on, nothing may be regained.
-	restrict := func(err error) {
-		if err != nil {
-			fail(exitcode.SandboxFailure, fmt.Errorf("restricting the sandbox: %w", err))
-		}
-	}
-	// 4. Nobody, not even the command running as the same uid, may read
-	// our memory or fds (the supervisor's notify fd) through /proc/1.
-	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
-		restrict(&os.SyscallError{Syscall: "prctl(PR_SET_DUMPABLE)", Err: err})
-	}
-	// 5. no_new_privs, on every thread, once (lockdown_linux.go).
-	restrict(setNoNewPrivs())
-	// 6. Capabilities: securebits locked and the bounding set emptied on
-	// this thread (they need CAP_SETPCAP, so before the rest), then every
-	// set of every thread emptied (lockdown_linux.go).
-	restrict(dropCapabilities())
-	// 7. Landlock: every thread, then this thread's own scoped domain.
-	if spec.Landlock {
-		restrict(landlockWalls(spec))
-	}
-	// 8. seccomp, on every thread, after the steps whose syscalls its
-	// filter denies.
-	if spec.Seccomp {
-		restrict(installSeccomp(spec))
-	}
-	// 9. The unix socket supervisor's filter, on this thread only.
-	unreach := newUnreachables(spec)
+	// From here on, nothing may be regained: steps 4 to 9, the
+	// hardening of every thread (harden_linux.go).
+	unreach := newUnreachables(sp)
 	var files filesSeen
-	wait4, err := superviseConnects(spec, unreach, &files)
-	restrict(err)
+	h := hardening{sp: sp, scope: wholeProcess, unreach: unreach, files: &files}
+	sup, err := h.harden()
+	if err != nil {
+		fail(exitcode.SandboxFailure, fmt.Errorf("restricting the sandbox: %w", err))
+	}
+	var wait4 waitFunc = unix.Wait4
+	if sup != nil {
+		wait4 = sup.Wait4
+	}
 
 	// 10. The command, forked from this thread: it inherits exactly what
 	// the steps above left on it.
 	<-sigs.ready // so that it can be signalled from the start
-	pid, err := startCommand(path, env, spec, stdio)
+	pid, err := startCommand(path, env, sp, stdio)
 	if err != nil {
-		fail(exitcode.Classify(err), fmt.Errorf("starting %s: %w", spec.Argv[0], err))
+		fail(exitcode.Classify(err), fmt.Errorf("starting %s: %w", sp.Argv[0], err))
 	}
 	stdio.close()
-	report(message{Started: true, StdinReopened: stdio.stdinReopened})
+	report(spec.Message{Started: true, StdinReopened: stdio.stdinReopened})
 	go sigs.forward(pid)
 
 	// 11. As PID 1 we inherit every orphan; reap them all, and stop as
@@ -230,8 +172,8 @@ func RunInit() {
 	if err != nil {
 		fail(exitcode.SandboxFailure, fmt.Errorf("waiting for the command: %w", err))
 	}
-	files.hiddenRead(hidden, nil, spec.Files)
-	m := message{Exited: true, Unreachable: unreach.list(), Files: files.denied(maxFilesMessage), FilesUnavailable: files.unavailable}
+	files.hiddenRead(hidden, nil, sp.Files)
+	m := spec.Message{Exited: true, Unreachable: unreach.list(), Files: files.denied(maxFilesMessage), FilesUnavailable: files.unavailable}
 	if ws.Signaled() {
 		m.Signal = int(ws.Signal())
 		report(m)
@@ -287,7 +229,7 @@ func (s *caughtSignals) forward(pid int) {
 // pid. syscall.ForkExec rather than os/exec: the init needs no pidfd for
 // its one child, and os/exec's first start probes pidfd support with a
 // fork of its own.
-func startCommand(path string, env []string, spec *Spec, stdio *commandStdio) (int, error) {
+func startCommand(path string, env []string, sp *spec.Spec, stdio *commandStdio) (int, error) {
 	// No parent-death signal: if this init dies, the kernel kills every
 	// process of its pid namespace, and in degraded mode the reaper
 	// above kills its tree (TestAgentboxKilled, TestDegradedInitKilled
@@ -300,8 +242,8 @@ func startCommand(path string, env []string, spec *Spec, stdio *commandStdio) (i
 		sys.Setctty = true
 		sys.Ctty = stdio.ctty
 	}
-	pid, err := syscall.ForkExec(path, spec.Argv, &syscall.ProcAttr{
-		Dir:   spec.Cwd,
+	pid, err := syscall.ForkExec(path, sp.Argv, &syscall.ProcAttr{
+		Dir:   sp.Cwd,
 		Env:   env,
 		Files: []uintptr{stdio.files[0].Fd(), stdio.files[1].Fd(), stdio.files[2].Fd()},
 		Sys:   sys,
@@ -327,14 +269,14 @@ func reap(wait4 waitFunc, pid int) (unix.WaitStatus, error) {
 	}
 }
 
-func readSpec() (*Spec, error) {
-	f := os.NewFile(specFD, "spec")
+func readSpec() (*spec.Spec, error) {
+	f := os.NewFile(spec.SpecFD, "spec")
 	defer f.Close()
 	data, err := io.ReadAll(io.LimitReader(f, 64<<20))
 	if err != nil {
 		return nil, fmt.Errorf("reading spec: %w", err)
 	}
-	var s Spec
+	var s spec.Spec
 	if err := json.Unmarshal(data, &s); err != nil {
 		return nil, fmt.Errorf("decoding spec: %w", err)
 	}

@@ -1,4 +1,4 @@
-package linux
+package stage
 
 import (
 	"errors"
@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+
+	"github.com/agentbox/agentbox/internal/linux/spec"
 
 	"golang.org/x/sys/unix"
 )
@@ -38,7 +40,7 @@ func makeMaskSources() error {
 // does not show (a private cache in place of the host's directory, a
 // file gone since the policy was resolved) has nothing to hide; a symlink
 // on the way means the tree changed under us, and fails.
-func applyHides(hides []Hide, pins []string) error {
+func applyHides(hides []spec.Hide, pins []string) error {
 	for _, p := range pins {
 		fd, err := cloneOnto(newRoot, p, p, true, false)
 		if errors.Is(err, unix.ENOENT) {
@@ -57,7 +59,7 @@ func applyHides(hides []Hide, pins []string) error {
 	return nil
 }
 
-func applyHide(i int, h Hide) error {
+func applyHide(i int, h spec.Hide) error {
 	var st unix.Stat_t
 	if err := unix.Lstat(newRoot+h.Path, &st); errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) {
 		return nil
@@ -160,7 +162,7 @@ func bindMaskTemplates(dev string) error {
 // the session began, or one replaced on the host (a rename over it takes
 // its mask away in every namespace). A path is masked when it is on the
 // file system of the mask templates.
-func (z *zygote) ensureHidden(hides []Hide) error {
+func (z *zygote) ensureHidden(hides []spec.Hide) error {
 	if len(hides) == 0 {
 		return nil
 	}
@@ -168,7 +170,7 @@ func (z *zygote) ensureHidden(hides []Hide) error {
 	if err := unix.Stat(hiddenFileTemplate, &tmpl); err != nil {
 		return &os.PathError{Op: "stat", Path: hiddenFileTemplate, Err: err}
 	}
-	var todo []Hide
+	var todo []spec.Hide
 	for _, h := range hides {
 		var st unix.Stat_t
 		if err := unix.Lstat(h.Path, &st); err != nil {
@@ -230,7 +232,7 @@ func isMountRoot(path string, dev uint64) bool {
 
 // maskLate, in the mounter, masks h.Path with a copy of the template of
 // its kind, and checks the mask took.
-func maskLate(h Hide) error {
+func maskLate(h spec.Hide) error {
 	// Its directories first, as a lone run pins them: a mount point
 	// already (an earlier command's pin, a writable root) is left.
 	for _, p := range h.Pins {
@@ -305,7 +307,7 @@ func maskLate(h Hide) error {
 // maskLateFile, in the mounter, masks the file at fd (h.Path) with an
 // empty read-only file on a tmpfs of its own. EINVAL says the kernel
 // cannot clone the file out of the detached tmpfs.
-func maskLateFile(h Hide, fd int) error {
+func maskLateFile(h spec.Hide, fd int) error {
 	// Its root, where the file is made, is never shown.
 	mfd, err := newMaskTmpfs("0755")
 	if err != nil {
@@ -365,7 +367,7 @@ func newMaskTmpfs(mode string) (int, error) {
 // with a tmpfs of its own holding what stays readable (nothing for a
 // directory hidden whole): the entries bound from what the sandbox shows
 // there now, or recreated as the same links.
-func maskLateReopen(h Hide, fd int) error {
+func maskLateReopen(h spec.Hide, fd int) error {
 	keep, err := keepReopened(h, "", openStrict)
 	if err != nil {
 		return err
@@ -385,7 +387,7 @@ func maskLateReopen(h Hide, fd int) error {
 	for _, k := range keep {
 		dir := filepath.Dir(k.rel)
 		if dir != "." {
-			if err := makeDirBeneath(fmt.Sprintf("/proc/self/fd/%d", mfd), dir); err != nil {
+			if err := MakeDirBeneath(fmt.Sprintf("/proc/self/fd/%d", mfd), dir); err != nil {
 				return err
 			}
 		}
@@ -442,7 +444,7 @@ type kept struct {
 // at root+path, before the mask covers them; open opens root+path without
 // following a link. A missing entry is skipped. The caller closes the
 // clones (closeKept).
-func keepReopened(h Hide, root string, open func(path string) (int, error)) (keep []kept, err error) {
+func keepReopened(h spec.Hide, root string, open func(path string) (int, error)) (keep []kept, err error) {
 	defer func() {
 		if err != nil {
 			closeKept(keep)
@@ -492,3 +494,13 @@ func closeKept(keep []kept) {
 		}
 	}
 }
+
+// Paths of the mask templates: every mask is a bind of one of them (or,
+// for a directory that re-opens entries, of a directory of the same
+// scratch file system), so a path is masked exactly when it is on their
+// file system. A session's mounter clones them for the masks of a later
+// command. They live in the sandbox's read-only /dev.
+const (
+	hiddenFileTemplate = "/dev/.agentbox-hidden"
+	hiddenDirTemplate  = "/dev/.agentbox-hidden-dir"
+)

@@ -1,4 +1,4 @@
-package linux
+package stage
 
 import (
 	"errors"
@@ -7,9 +7,10 @@ import (
 	"sync"
 	"unsafe"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/agentbox/agentbox/internal/fsreport"
+	"github.com/agentbox/agentbox/internal/linux/spec"
+
+	"golang.org/x/sys/unix"
 )
 
 // hiddenReads counts the opens of the masks over hidden paths, for the
@@ -36,24 +37,24 @@ type hiddenReads struct {
 
 // watchHiddenFor watches spec's masks when its report is on: a lone
 // run's, or a session's, which may mask more later (ensureHidden).
-func watchHiddenFor(spec *Spec) *hiddenReads {
+func watchHiddenFor(sp *spec.Spec) *hiddenReads {
 	// Degraded mode masks nothing: its hidden paths are the host's
 	// files, which the host's own programs open.
-	if spec.Files == nil || spec.Degraded || !spec.Session {
+	if sp.Files == nil || sp.Degraded || !sp.Session {
 		// A lone run is not watched: the kernel's teardown of an
 		// inotify instance, when the init exits, cost a lone run 10 to
 		// 15 ms (`true`: 24 -> 38 ms), and a session's zygote, which
 		// lives on, pays it once.
 		return nil
 	}
-	return watchHidden(spec.Hides)
+	return watchHidden(sp.Hides)
 }
 
 // watchHidden watches the masks at paths that are masks (on the file
 // system of the mask sources, a file or directory of its own); it
 // returns nil when inotify is not to be had (a per-user limit on
 // instances), since the report is all that is lost.
-func watchHidden(hides []Hide) *hiddenReads {
+func watchHidden(hides []spec.Hide) *hiddenReads {
 	fd, err := unix.InotifyInit1(unix.IN_NONBLOCK | unix.IN_CLOEXEC)
 	if err != nil {
 		return nil
@@ -65,7 +66,7 @@ func watchHidden(hides []Hide) *hiddenReads {
 
 // add watches each of hides not bound from shared (the template a
 // session's late masks are cloned from; nil for none).
-func (w *hiddenReads) add(hides []Hide, shared *unix.Stat_t) {
+func (w *hiddenReads) add(hides []spec.Hide, shared *unix.Stat_t) {
 	if w == nil {
 		return
 	}

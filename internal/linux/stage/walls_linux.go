@@ -1,7 +1,8 @@
-package linux
+package stage
 
 import (
 	"fmt"
+	"net/netip"
 	"path/filepath"
 	"slices"
 
@@ -9,7 +10,9 @@ import (
 	"github.com/agentbox/agentbox/internal/fsreport"
 	"github.com/agentbox/agentbox/internal/linux/landlock"
 	"github.com/agentbox/agentbox/internal/linux/seccomp"
+	"github.com/agentbox/agentbox/internal/linux/spec"
 	"github.com/agentbox/agentbox/internal/linux/unixsock"
+
 	"golang.org/x/sys/unix"
 )
 
@@ -22,9 +25,9 @@ type waitFunc func(pid int, ws *unix.WaitStatus, options int, ru *unix.Rusage) (
 // landlockWalls adds Landlock on top of the mount namespace: a second
 // filesystem wall that holds even if a mount were undone, and the only one
 // in degraded mode. It needs no_new_privs on every thread (setNoNewPrivs).
-func landlockWalls(spec *Spec) error {
-	roots := append([]string{}, spec.WritableRoots...)
-	if !spec.Degraded {
+func landlockWalls(sp *spec.Spec) error {
+	roots := append([]string{}, sp.WritableRoots...)
+	if !sp.Degraded {
 		// /dev/shm is the sandbox's own tmpfs; POSIX semaphores and
 		// shared memory (Python multiprocessing, Chromium) need it.
 		// Degraded runs see the host's, which stays out of reach.
@@ -36,13 +39,13 @@ func landlockWalls(spec *Spec) error {
 	// Without a mount namespace nothing masks the hidden paths: Landlock
 	// keeps reads out of them instead.
 	var hidden, reopen []string
-	if spec.Degraded {
-		for _, h := range spec.Hides {
+	if sp.Degraded {
+		for _, h := range sp.Hides {
 			hidden = append(hidden, h.Path)
 			reopen = append(reopen, h.Reopen...)
 		}
 	}
-	if _, err := landlock.Restrict(landlock.Config{WritableRoots: roots, UnixConnect: true, HostDev: spec.Degraded, NoNewPrivsSet: true, Hidden: hidden, Reopen: reopen}); err != nil {
+	if _, err := landlock.Restrict(landlock.Config{WritableRoots: roots, UnixConnect: true, HostDev: sp.Degraded, NoNewPrivsSet: true, Hidden: hidden, Reopen: reopen}); err != nil {
 		return fmt.Errorf("landlock on the init's threads: %w", err)
 	}
 	// Then the command's thread adds its own, scoped domain; the command
@@ -58,7 +61,7 @@ func landlockWalls(spec *Spec) error {
 		ThisThread:    true,
 		WritableRoots: roots,
 		// Without a private /dev, the host's terminals are there.
-		HostDev: spec.Degraded,
+		HostDev: sp.Degraded,
 		Hidden:  hidden, Reopen: reopen,
 		// Without a network namespace, abstract unix sockets of the host
 		// would be reachable: scope them, --network or not (opening the
@@ -76,8 +79,8 @@ func landlockWalls(spec *Spec) error {
 // io_uring, the socket families no namespace isolates. A session's
 // commands get the same filter (seccompOptions), plus the fork into a
 // new pid namespace their zygote makes.
-func installSeccomp(spec *Spec) error {
-	opts := seccompOptions(spec)
+func installSeccomp(sp *spec.Spec) error {
+	opts := seccompOptions(sp)
 	opts.AllowNewPID = false
 	prog, err := seccomp.BuildNativeProgram(opts)
 	if err != nil {
@@ -93,28 +96,36 @@ func installSeccomp(spec *Spec) error {
 // when the spec asks for it: a second, thread-only filter that routes the
 // command's connect(2) (and, where needed, chmod and friends) to the init
 // for a decision. It must come after installSeccomp, whose TSYNC would
-// otherwise copy this thread-only filter onto the supervisor's threads. It
-// returns how to wait for the command.
+// otherwise copy this thread-only filter onto the supervisor's threads.
+// It returns nil when the spec asks for none.
 //
 // With the network off it records in unreach the destinations the
-// command could not reach.
-func superviseConnects(spec *Spec, unreach *unreachables, files *filesSeen) (waitFunc, error) {
-	if !spec.MediateUnixConnect {
+// command could not reach; connected, when set, sees every connect too.
+func superviseConnects(sp *spec.Spec, unreach *unreachables, files *filesSeen, connected func(int, netip.AddrPort, unix.Errno)) (*unixsock.Supervisor, error) {
+	if !sp.MediateUnixConnect {
 		files.unavailable = "no connect supervisor to observe them"
-		return unix.Wait4, nil
+		return nil, nil
 	}
-	allow, opts := unixMediation(spec)
-	if recordsUnreachable(spec) {
+	allow, opts := unixMediation(sp)
+	switch records := recordsUnreachable(sp); {
+	case connected != nil:
+		opts.Connected = func(sock int, dst netip.AddrPort, errno unix.Errno) {
+			connected(sock, dst, errno)
+			if records {
+				unreach.record(sock, dst, errno)
+			}
+		}
+	case records:
 		opts.Connected = unreach.record
 	}
-	if g := transparentGate(spec, unreach); g != nil {
+	if g := transparentGate(sp, unreach); g != nil {
 		opts.AllowInet = g
 	}
-	sup, err := startSupervisor(allow, opts, spec, files)
+	sup, err := startSupervisor(allow, opts, sp, files)
 	if err != nil {
 		return nil, fmt.Errorf("unix socket mediation: %w", err)
 	}
-	return sup.Wait4, nil
+	return sup, nil
 }
 
 // Budgets for the file refusals a message carries: the init's status
@@ -158,8 +169,8 @@ func (f *filesSeen) hiddenRead(w *hiddenReads, before map[int32]int, rules *fsre
 // when the spec asks for it (spec.Files). The observer only reports: a
 // filter that cannot take its rules is installed without them, and files
 // says why nothing was observed.
-func startSupervisor(allow func(string, *unix.Stat_t) bool, opts unixsock.Options, spec *Spec, files *filesSeen) (*unixsock.Supervisor, error) {
-	if spec.Files == nil {
+func startSupervisor(allow func(string, *unix.Stat_t) bool, opts unixsock.Options, sp *spec.Spec, files *filesSeen) (*unixsock.Supervisor, error) {
+	if sp.Files == nil {
 		files.unavailable = "switched off (AGENTBOX_FSREPORT=0)"
 		return unixsock.Start(allow, opts)
 	}
@@ -169,7 +180,7 @@ func startSupervisor(allow func(string, *unix.Stat_t) bool, opts unixsock.Option
 		files.unavailable = "the file observer needs Linux 5.5 or later"
 		return unixsock.Start(allow, opts)
 	}
-	files.rec = fsreport.NewRecorder(spec.Files)
+	files.rec = fsreport.NewRecorder(sp.Files)
 	opts.Files = files.rec.Record
 	sup, err := unixsock.Start(allow, opts)
 	if err == nil {
@@ -197,12 +208,12 @@ func stickyRoots(roots []string) map[string]bool {
 // every path mounted in the writable-roots phase (a workspace, a kept
 // host directory or a listed socket inside a private /tmp is the host's
 // again).
-func privateMounts(spec *Spec) (private, mounted []string) {
-	for _, m := range spec.Mounts {
+func privateMounts(sp *spec.Spec) (private, mounted []string) {
+	for _, m := range sp.Mounts {
 		switch m.Kind {
-		case BindPrivate:
+		case spec.BindPrivate:
 			private = append(private, m.Path)
-		case BindWritable, BindHost:
+		case spec.BindWritable, spec.BindHost:
 		default:
 			continue
 		}
@@ -215,12 +226,12 @@ func privateMounts(spec *Spec) (private, mounted []string) {
 // for spec: which pathname sockets a command may reach, and what happens
 // to abstract names. A lone run's init and a session's zygote (for each
 // command) use the same.
-func unixMediation(spec *Spec) (func(string, *unix.Stat_t) bool, unixsock.Options) {
-	roots := spec.WritableRoots
-	listed := spec.AllowUnixSockets
-	ownNetns := !spec.Degraded && !spec.Network
-	ownPidns := !spec.Degraded
-	opts := unixsock.Options{AllowInet: proxyOnly(spec.ProxyAddrs)}
+func unixMediation(sp *spec.Spec) (func(string, *unix.Stat_t) bool, unixsock.Options) {
+	roots := sp.WritableRoots
+	listed := sp.AllowUnixSockets
+	ownNetns := !sp.Degraded && !sp.Network
+	ownPidns := !sp.Degraded
+	opts := unixsock.Options{AllowInet: proxyOnly(sp.ProxyAddrs)}
 	switch {
 	case ownNetns:
 		// Abstract names are the sandbox's own.
@@ -257,12 +268,12 @@ func unixMediation(spec *Spec) (func(string, *unix.Stat_t) bool, unixsock.Option
 			return false
 		}
 	}
-	if private, mounted := privateMounts(spec); len(private) > 0 {
+	if private, mounted := privateMounts(sp); len(private) > 0 {
 		opts.Stale = func(p string) bool {
 			return slices.Contains(private, fspath.InnermostRoot(p, mounted))
 		}
 	}
-	if opts.Metadata == nil && spec.GuardStickyRoots {
+	if opts.Metadata == nil && sp.GuardStickyRoots {
 		// The read-only mounts keep metadata outside the writable roots
 		// (EROFS); only a sticky root's own directory needs refusing.
 		if sticky := stickyRoots(roots); len(sticky) > 0 {

@@ -1,4 +1,4 @@
-package linux
+package stage
 
 import (
 	"errors"
@@ -6,6 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/agentbox/agentbox/internal/linux/spec"
 
 	"golang.org/x/sys/unix"
 )
@@ -79,12 +81,12 @@ func cloneOnto(srcDir, src, dst string, recursive, link bool) (int, error) {
 	return tree, nil
 }
 
-// makeDirBeneath creates path (absolute) beneath dir, and each missing
+// MakeDirBeneath creates path (absolute) beneath dir, and each missing
 // directory above it, one component at a time through descriptors,
 // following no symlink: the directories lie in a private temporary
 // directory that the workspace's other sandboxes may be writing. An
 // existing directory is left as it is; anything else on the way fails.
-func makeDirBeneath(dir, path string) error {
+func MakeDirBeneath(dir, path string) error {
 	fd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return &os.PathError{Op: "open", Path: dir, Err: err}
@@ -147,7 +149,7 @@ func setAttr(fd int, path string, set uint64, recursive bool) error {
 // it. The order matters and each step says why. It returns the variables
 // the command needs for tool caches that fell back to private directories
 // (mountCaches).
-func buildRoot(spec *Spec) (cacheEnv []string, err error) {
+func buildRoot(sp *spec.Spec) (cacheEnv []string, err error) {
 	// Nothing we mount may leak back to the host, and host mount events
 	// must not appear inside with their own (possibly writable) flags.
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
@@ -184,36 +186,36 @@ func buildRoot(spec *Spec) (cacheEnv []string, err error) {
 	// 2. The plan: writable roots, pins, then read-only carve-outs. Sources
 	// of writable roots come from the host (/oldroot); pins and carve-outs
 	// copy what the sandbox already shows, submounts included.
-	for _, m := range spec.Mounts {
+	for _, m := range sp.Mounts {
 		var fd int
 		var err error
 		switch m.Kind {
-		case BindWritable:
+		case spec.BindWritable:
 			fd, err = cloneOnto(oldRoot, m.Path, m.Path, true, false)
 			if err == nil {
 				err = setAttr(fd, m.Path, unix.MOUNT_ATTR_NOSUID, true)
 			}
-		case Pin:
+		case spec.Pin:
 			fd, err = cloneOnto(newRoot, m.Path, m.Path, true, false)
-		case BindReadOnly:
+		case spec.BindReadOnly:
 			fd, err = cloneOnto(newRoot, m.Path, m.Path, true, false)
 			if err == nil {
 				err = setAttr(fd, m.Path, unix.MOUNT_ATTR_RDONLY|unix.MOUNT_ATTR_NOSUID, true)
 			}
-		case PinLink:
+		case spec.PinLink:
 			fd, err = cloneOnto(newRoot, m.Path, m.Path, false, true)
-		case BindPrivate:
+		case spec.BindPrivate:
 			// Not recursive: the private directory is agentbox's own,
 			// and nothing mounted on the host below it belongs there.
 			fd, err = cloneOnto(oldRoot, m.Source, m.Path, false, false)
 			if err == nil {
 				err = setAttr(fd, m.Path, unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV, false)
 			}
-		case MakeDir:
-			err = makeDirBeneath(newRoot, m.Path)
-		case MakeFile:
+		case spec.MakeDir:
+			err = MakeDirBeneath(newRoot, m.Path)
+		case spec.MakeFile:
 			err = makeFileBeneath(newRoot, m.Path)
-		case BindHost:
+		case spec.BindHost:
 			fd, err = cloneOnto(oldRoot, m.Path, m.Path, true, false)
 			if err == nil {
 				err = setAttr(fd, m.Path, unix.MOUNT_ATTR_RDONLY|unix.MOUNT_ATTR_NOSUID, true)
@@ -233,12 +235,12 @@ func buildRoot(spec *Spec) (cacheEnv []string, err error) {
 		}
 	}
 
-	if cacheEnv, err = mountCaches(spec); err != nil {
+	if cacheEnv, err = mountCaches(sp); err != nil {
 		return nil, err
 	}
 	// The sandbox's own resolver files, over whatever the plan and the
 	// caches left at their paths.
-	if err := bindEtc(spec.Etc); err != nil {
+	if err := bindEtc(sp.Etc); err != nil {
 		return nil, err
 	}
 	// The masks over hidden paths, last of the host's paths, so that no
@@ -247,7 +249,7 @@ func buildRoot(spec *Spec) (cacheEnv []string, err error) {
 	if err := makeMaskSources(); err != nil {
 		return nil, fmt.Errorf("hiding secrets: %w", err)
 	}
-	if err := applyHides(spec.Hides, spec.HidePins); err != nil {
+	if err := applyHides(sp.Hides, sp.HidePins); err != nil {
 		return nil, err
 	}
 
