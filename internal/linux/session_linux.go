@@ -290,11 +290,22 @@ type SessionProcess struct {
 	filesUnavailable string
 }
 
+// answerSize is room for an exit answer, which carries the file
+// refusals (maxFilesAnswer).
+const answerSize = 64 << 10
+
+// answerBufs hold the answers' read buffers, reused: a fresh one for each
+// of a command's two answers was 128 KiB to clear and collect per command,
+// and the garbage collector's cycles it brought were a measurable part of
+// a session command's time. json.Unmarshal copies what it keeps, so a
+// buffer is free again once its answer is decoded.
+var answerBufs = sync.Pool{New: func() any { return new([answerSize]byte) }}
+
 // answer reads the zygote's next answer for this command; the zygote
 // gone (its end of the reply socket closed) is an error.
 func (p *SessionProcess) answer() (zresp, error) {
-	// An exit answer carries the file refusals (maxFilesAnswer).
-	buf := make([]byte, 64<<10)
+	buf := answerBufs.Get().(*[answerSize]byte)
+	defer answerBufs.Put(buf)
 	// Room for a command's two proxy listeners.
 	oob := make([]byte, unix.CmsgSpace(2*4))
 	rc, err := p.reply.SyscallConn()

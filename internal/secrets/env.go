@@ -81,15 +81,22 @@ func FilterEnv(p EnvPolicy, env []string, goos string) (out []string, withheld [
 		}
 		return n
 	}
-	core := map[string]bool{}
-	for _, n := range CoreVars(goos) {
-		core[key(n)] = true
+	var core map[string]bool
+	if p.Inherit == InheritCore {
+		core = map[string]bool{}
+		for _, n := range CoreVars(goos) {
+			core[key(n)] = true
+		}
 	}
-	type kv struct{ name, value string }
-	var vars []kv
-	index := map[string]int{}
-	caller := map[string]string{}
-	var callerNames []string
+	// Sized for env up front: a session filters its caller's environment
+	// for every command, and growing these maps was most of the cost.
+	// entry is env's own NAME=VALUE string while value is env's, reused
+	// for the result rather than joined again.
+	type kv struct{ name, value, entry string }
+	vars := make([]kv, 0, len(env))
+	index := make(map[string]int, len(env))
+	caller := make(map[string]string, len(env))
+	callerNames := make([]string, 0, len(env))
 	for _, e := range env {
 		name, value, ok := strings.Cut(e, "=")
 		if !ok {
@@ -117,11 +124,11 @@ func FilterEnv(p EnvPolicy, env []string, goos string) (out []string, withheld [
 			continue
 		}
 		if i, ok := index[key(name)]; ok {
-			vars[i].value = value // the last wins, as for getenv
+			vars[i].value, vars[i].entry = value, e // the last wins, as for getenv
 			continue
 		}
 		index[key(name)] = len(vars)
-		vars = append(vars, kv{name, value})
+		vars = append(vars, kv{name, value, e})
 	}
 	drop := func(pred func(string) bool) {
 		vars = slices.DeleteFunc(vars, func(v kv) bool { return pred(v.name) })
@@ -130,30 +137,38 @@ func FilterEnv(p EnvPolicy, env []string, goos string) (out []string, withheld [
 		drop(IsSecretName)
 	}
 	if len(p.Exclude) > 0 {
-		drop(func(n string) bool { return matchAny(p.Exclude, n) })
+		exclude := compileNames(p.Exclude)
+		drop(func(n string) bool { return matchAny(exclude, strings.ToUpper(n)) })
 	}
 	for _, s := range p.Set {
 		i := slices.IndexFunc(vars, func(v kv) bool { return key(v.name) == key(s.Name) })
 		if i >= 0 {
-			vars[i].value = s.Value
+			vars[i].value, vars[i].entry = s.Value, ""
 		} else {
-			vars = append(vars, kv{s.Name, s.Value})
+			vars = append(vars, kv{s.Name, s.Value, ""})
 		}
 	}
 	if len(p.IncludeOnly) > 0 {
-		drop(func(n string) bool { return !matchAny(p.IncludeOnly, n) })
+		only := compileNames(p.IncludeOnly)
+		drop(func(n string) bool { return !matchAny(only, strings.ToUpper(n)) })
 	}
 	for _, n := range p.Pass {
 		v, ok := caller[key(n)]
 		if !ok || slices.ContainsFunc(vars, func(x kv) bool { return key(x.name) == key(n) }) {
 			continue
 		}
-		vars = append(vars, kv{n, v})
+		vars = append(vars, kv{n, v, ""})
 	}
-	have := map[string]bool{}
+	have := make(map[string]bool, len(vars))
+	if len(vars) > 0 {
+		out = make([]string, 0, len(vars))
+	}
 	for _, v := range vars {
 		have[key(v.name)] = true
-		out = append(out, v.name+"="+v.value)
+		if v.entry == "" {
+			v.entry = v.name + "=" + v.value
+		}
+		out = append(out, v.entry)
 	}
 	for _, n := range callerNames {
 		if !have[key(n)] {
