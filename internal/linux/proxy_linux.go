@@ -29,16 +29,9 @@ type proxySocket struct {
 	parent, child *os.File
 }
 
-// prepareProxy adds the child end of a fresh socketpair to cmd's inherited
-// files and names its fd in the spec.
-func prepareProxy(spec *Spec, cmd *exec.Cmd) (*proxySocket, error) {
-	if !spec.Proxy && !spec.Resolver {
-		return nil, nil
-	}
-	return prepareHandover(spec, cmd)
-}
-
-// prepareHandover is prepareProxy's socketpair, made whatever the spec.
+// prepareHandover adds the child end of a fresh socketpair for the
+// proxy's and name server's handover to cmd's inherited files and names its
+// fd in the spec.
 func prepareHandover(spec *Spec, cmd *exec.Cmd) (*proxySocket, error) {
 	if spec.Degraded || spec.Network {
 		return nil, errors.New("the sandbox's proxy and name server need the sandbox's own network namespace")
