@@ -50,6 +50,12 @@ type server struct {
 	mu       sync.Mutex
 	sessions map[string]*entry
 	active   int // connections being served
+	// busy counts the connections whose last reply is not decided yet:
+	// a connection stops counting just before it sends its command's
+	// exit (or its fallback), so that a cleanup the client runs next
+	// never finds the helper busy with a command that has ended. The
+	// helper waits for the rest (see shutdown) before it exits.
+	busy     int
 	last     time.Time
 	stopping bool
 	quit     chan struct{}
@@ -209,16 +215,23 @@ func (s *server) accept() {
 			continue
 		}
 		s.active++
+		s.busy++
 		s.mu.Unlock()
 		go func() {
+			settle := sync.OnceFunc(func() {
+				s.mu.Lock()
+				s.busy--
+				s.mu.Unlock()
+			})
 			defer func() {
+				settle()
 				unix.Close(fd)
 				s.mu.Lock()
 				s.active--
 				s.last = time.Now()
 				s.mu.Unlock()
 			}()
-			s.serve(fd)
+			s.serve(fd, settle)
 		}()
 	}
 }
@@ -290,6 +303,18 @@ func (s *server) shutdown() {
 	s.removeSocket()
 	unix.Shutdown(s.ln, unix.SHUT_RDWR)
 	unix.Close(s.ln)
+	// A connection that has settled (see busy) may still be sending its
+	// command's exit: it goes out before the helper does. Its client
+	// closes the connection on it; one that does not is not waited for
+	// long.
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		s.mu.Lock()
+		sending := s.active - s.busy
+		s.mu.Unlock()
+		if sending == 0 {
+			break
+		}
+	}
 	distinct := map[*entry]bool{}
 	for _, e := range sessions {
 		distinct[e] = true
@@ -312,7 +337,7 @@ func isReady(e *entry) bool {
 }
 
 // serve handles one connection: one run, or a stop request.
-func (s *server) serve(fd int) {
+func (s *server) serve(fd int, settle func()) {
 	if _, err := checkPeer(fd, true); err != nil {
 		// Nothing is said to a peer we do not trust.
 		return
@@ -340,7 +365,7 @@ func (s *server) serve(fd int) {
 	}
 	switch m.Kind {
 	case proto.KindRun:
-		s.serveRun(fd, m.Run, fds)
+		s.serveRun(fd, settle, m.Run, fds)
 	case proto.KindStopIdle:
 		s.stopIdle(fd)
 	default:
@@ -369,31 +394,37 @@ type job struct {
 // serveRun serves a client's run: the policy is resolved here, exactly
 // as the client's full CLI would have resolved it, from the client's
 // arguments, directory, environment, executable and argv[0].
-func (s *server) serveRun(fd int, r *proto.Run, fds []int) {
+func (s *server) serveRun(fd int, settle func(), r *proto.Run, fds []int) {
+	// A fallback is the connection's last reply: the client then runs
+	// the command on its own.
+	fellBack := func(why string) {
+		settle()
+		fallback(fd, why)
+	}
 	defer func() {
 		// The helper parses the client's flags, config and git files
 		// now: a bug there must not end the helper and every other
 		// client's command with it. Nothing ran yet if it panicked
 		// before start; the full CLI then reports what it finds.
 		if p := recover(); p != nil {
-			fallback(fd, fmt.Sprintf("internal error: %v", p))
+			fellBack(fmt.Sprintf("internal error: %v", p))
 		}
 	}()
 	stdio := stdioFiles(fds)
 	defer closeStdio(&stdio)
 	if len(r.Args) < 2 || !strings.HasPrefix(r.Dir, "/") || !strings.HasPrefix(r.Executable, "/") {
-		fallback(fd, "malformed request")
+		fellBack("malformed request")
 		return
 	}
 	j := &job{binary: r.Binary, stateDir: r.StateDir, umask: r.Umask, rlimits: r.Rlimits, env: r.Env}
 	// The cheap refusals before resolving anything.
 	if why := s.mismatch(j); why != "" {
-		fallback(fd, why)
+		fellBack(why)
 		return
 	}
 	run, why := parseRun(r.Args[1:])
 	if run == nil {
-		fallback(fd, why)
+		fellBack(why)
 		return
 	}
 	if run.f.Report != "" {
@@ -405,26 +436,26 @@ func (s *server) serveRun(fd int, r *proto.Run, fds []int) {
 	}
 	pol, why := run.resolve(clientCaller(r))
 	if pol == nil {
-		fallback(fd, why)
+		fellBack(why)
 		return
 	}
 	if !Eligible(pol, stdio) {
-		fallback(fd, "not a run the helper serves")
+		fellBack("not a run the helper serves")
 		return
 	}
 	polBytes, err := pol.MarshalBinary()
 	if err != nil {
-		fallback(fd, err.Error())
+		fellBack(err.Error())
 		return
 	}
 	j.pol, j.polBytes, j.roots, j.argv, j.timeout = pol, polBytes, rootIDs(pol), run.argv, run.f.Timeout
 	e, why := s.session(j)
 	if e == nil {
-		fallback(fd, why)
+		fellBack(why)
 		return
 	}
 	defer s.release(e)
-	s.run(fd, e.s, j, stdio)
+	s.run(fd, settle, e.s, j, stdio)
 }
 
 // clientCaller is the client of r, for policy resolution.
@@ -472,10 +503,23 @@ func fallback(fd int, why string) error {
 // nothing, and otherwise stays for the commands it runs (which may be
 // another agent's, or another user's with the same state directory, as
 // every root session has) and closes its idle sessions, so that cleanup
-// finds their placeholders and tool-cache layers free.
+// finds their placeholders and tool-cache layers free. A command that is
+// ending (its CLI gone, its tree being killed, its exit being sent) is
+// given a moment first: a cleanup run right after the last command
+// should stop the helper, not find it busy with that command's end.
+// stopIdleGrace is how long cleanup's request waits for the commands
+// still counted to end.
+const stopIdleGrace = time.Second
+
 func (s *server) stopIdle(fd int) {
-	s.mu.Lock()
-	busy := s.active - 1 // not this connection
+	for deadline := time.Now().Add(stopIdleGrace); ; time.Sleep(10 * time.Millisecond) {
+		s.mu.Lock()
+		if s.busy == 1 || !time.Now().Before(deadline) {
+			break // s.mu held
+		}
+		s.mu.Unlock()
+	}
+	busy := s.busy - 1 // not this connection
 	var idle []*entry
 	if busy == 0 {
 		// Decided under the lock new connections are counted under:
@@ -749,7 +793,7 @@ func (s *server) release(e *entry) {
 // run starts the command in the session and reports its end. The
 // connection is the command's lifeline: when the client goes away
 // (exits, is killed), the command's whole tree is killed.
-func (s *server) run(fd int, sess *sandbox.Session, j *job, stdio [3]*os.File) {
+func (s *server) run(fd int, settle func(), sess *sandbox.Session, j *job, stdio [3]*os.File) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	if j.timeout > 0 {
@@ -769,6 +813,7 @@ func (s *server) run(fd int, sess *sandbox.Session, j *job, stdio [3]*os.File) {
 	if err := c.Start(); err != nil {
 		// The CLI's own run gives the same answer (126, 127, 125)
 		// with the same message.
+		settle()
 		fallback(fd, fmt.Sprintf("start: %v", err))
 		return
 	}
@@ -803,6 +848,7 @@ func (s *server) run(fd int, sess *sandbox.Session, j *job, stdio [3]*os.File) {
 	res.Denied = capDenied(res.Denied)
 	res.Files = fsreport.Fit(res.Files, maxFiles)
 	stderr, code := finish(j.pol, j.timeout, &res, j.report)
+	settle()
 	for _, m := range proto.Exited(code, stderr) {
 		if send(fd, m, nil) != nil {
 			break
