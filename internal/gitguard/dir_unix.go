@@ -7,7 +7,6 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"strconv"
 
 	"golang.org/x/sys/unix"
@@ -34,9 +33,6 @@ func openTop(path string) (*dir, error) {
 }
 
 func (d *dir) close() { unix.Close(d.fd) }
-
-// child is the path of name in d, for messages and skip lists.
-func (d *dir) child(name string) string { return filepath.Join(d.path, name) }
 
 // open opens the directory name in d. A directory the command left
 // unreadable or unsearchable is given u+rwx for the guard's look (git,
@@ -136,24 +132,6 @@ func (d *dir) openFile(name string) (*os.File, error) {
 		return nil, &os.PathError{Op: "open", Path: d.child(name), Err: unix.EINVAL}
 	}
 	return f, nil
-}
-
-// readFile reads name in d (not following a symlink), at most max bytes;
-// ok is false when it is larger.
-func (d *dir) readFile(name string, max int) (data []byte, ok bool, err error) {
-	f, err := d.openFile(name)
-	if err != nil {
-		return nil, false, err
-	}
-	defer f.Close()
-	data, err = io.ReadAll(io.LimitReader(f, int64(max)+1))
-	if err != nil {
-		return nil, false, err
-	}
-	if len(data) > max {
-		return nil, false, nil
-	}
-	return data, true, nil
 }
 
 // writeNew creates name in d with data; it must not exist.
