@@ -53,9 +53,6 @@ func TestGuardScenarios(t *testing.T) {
 		kept   []string
 		full   bool // with a watcher, the check must still walk everything
 	}
-	// Pause past the coarse clock's tick, so that what the user did
-	// before the window is older than its start.
-	settle := func() { time.Sleep(30 * time.Millisecond) }
 	scenarios := []scenario{
 		{name: "new nested repo", during: func(t *testing.T, ws string) { fakeRepo(t, filepath.Join(ws, "a/b/.git")) },
 			absent: []string{"a/b/.git"}},
@@ -125,20 +122,10 @@ func TestGuardScenarios(t *testing.T) {
 	for _, watched := range []bool{false, true} {
 		for _, sc := range scenarios {
 			t.Run(sc.name+map[bool]string{false: "/walk", true: "/watcher"}[watched], func(t *testing.T) {
-				ws, state := t.TempDir(), t.TempDir()
-				fakeRepo(t, filepath.Join(ws, ".git"))
-				if sc.before != nil {
-					sc.before(t, ws)
-				}
-				settle()
-				pol := testPolicy(ws, false)
+				ws, state, pol := guarded(t, watched, false, sc.before)
 				sparse := false
 				scanTrace = func(root string, sp bool, dirs int) { sparse = sp }
 				defer func() { scanTrace = nil }()
-				if watched {
-					defer Watch(Roots(pol))()
-					settle() // windows opened after the watcher was ready
-				}
 				g, err := Begin(pol, state)
 				must(t, err)
 				sc.during(t, ws)
@@ -304,4 +291,25 @@ func TestGuardFailsClosed(t *testing.T) {
 		t.Errorf("the plant is still there once the quarantine works: %v", err)
 	}
 	g.End()
+}
+
+// guarded makes a workspace with a repository (and what before adds), its
+// state directory and policy, and with watched the watcher a session
+// would hold on its root. The pauses pass the coarse clock's tick, so
+// that what was made before, and the watcher's start, are older than the
+// window the test then begins.
+func guarded(t *testing.T, watched, gitWrites bool, before func(t *testing.T, ws string)) (ws, state string, pol *policy.Policy) {
+	t.Helper()
+	ws, state = t.TempDir(), t.TempDir()
+	fakeRepo(t, filepath.Join(ws, ".git"))
+	if before != nil {
+		before(t, ws)
+	}
+	time.Sleep(30 * time.Millisecond)
+	pol = testPolicy(ws, gitWrites)
+	if watched {
+		t.Cleanup(Watch(Roots(pol)))
+		time.Sleep(30 * time.Millisecond)
+	}
+	return ws, state, pol
 }
