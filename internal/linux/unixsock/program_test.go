@@ -36,6 +36,42 @@ type testArch struct {
 
 const x32SyscallBit = 0x40000000
 
+// vmFor is buildProgram's program for arch name in a BPF interpreter.
+func vmFor(t *testing.T, name string, metadata, files bool) *bpf.VM {
+	t.Helper()
+	prog, err := buildProgram(name, metadata, files)
+	if err != nil {
+		t.Fatal(err)
+	}
+	insns, ok := bpf.Disassemble(prog)
+	if !ok {
+		t.Fatal("undecodable program")
+	}
+	vm, err := bpf.NewVM(insns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return vm
+}
+
+// runSys is vm's answer to the call sys of arch name with args.
+func runSys(t *testing.T, vm *bpf.VM, name, sys string, args ...uint64) uint32 {
+	t.Helper()
+	nr, ok := seccomp.Number(name, sys)
+	if !ok {
+		t.Fatalf("no %s number for %s", name, sys)
+	}
+	audit, ok := seccomp.AuditArch(name)
+	if !ok {
+		t.Fatalf("no audit arch for %s", name)
+	}
+	got, err := vm.Run(data(audit, nr, args...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return uint32(got)
+}
+
 func archFor(t *testing.T, name string) testArch {
 	t.Helper()
 	audit, ok := seccomp.AuditArch(name)
