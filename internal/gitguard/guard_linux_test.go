@@ -164,10 +164,7 @@ func TestGuardScenarios(t *testing.T) {
 // check (B still runs), and B cannot launder what A planted by putting
 // it back after A ended; B's end moves it, from A's start.
 func TestGuardWindowShared(t *testing.T) {
-	ws, state := t.TempDir(), t.TempDir()
-	fakeRepo(t, filepath.Join(ws, ".git"))
-	time.Sleep(30 * time.Millisecond)
-	pol := testPolicy(ws, false)
+	ws, state, pol := guarded(t, false, false, nil)
 	a, err := Begin(pol, state)
 	must(t, err)
 	fakeRepo(t, filepath.Join(ws, "sub/.git"))
@@ -188,10 +185,7 @@ func TestGuardWindowShared(t *testing.T) {
 // TestGuardKilledRun: a run that never ends its window (killed) leaves
 // its record; the next run of the root checks it before it starts.
 func TestGuardKilledRun(t *testing.T) {
-	ws, state := t.TempDir(), t.TempDir()
-	fakeRepo(t, filepath.Join(ws, ".git"))
-	time.Sleep(30 * time.Millisecond)
-	pol := testPolicy(ws, false)
+	ws, state, pol := guarded(t, false, false, nil)
 	a, err := Begin(pol, state)
 	must(t, err)
 	fakeRepo(t, filepath.Join(ws, "sub/.git"))
@@ -214,10 +208,7 @@ var errXDev = syscall.EXDEV
 // planted repository is renamed beside itself, made unreadable and
 // remembered; putting it back, under any name, moves it again.
 func TestGuardInPlace(t *testing.T) {
-	ws, state := t.TempDir(), t.TempDir()
-	fakeRepo(t, filepath.Join(ws, ".git"))
-	time.Sleep(30 * time.Millisecond)
-	pol := testPolicy(ws, false)
+	ws, state, pol := guarded(t, false, false, nil)
 	exdev := func(from *dir, name string, to *dir, toName string) error {
 		if to != from {
 			return &os.LinkError{Op: "rename", Err: errXDev}
@@ -269,10 +260,7 @@ func TestGuardInPlace(t *testing.T) {
 // TestGuardFailsClosed: a plant that cannot be moved is an error, and the
 // window stays for the next run to check again.
 func TestGuardFailsClosed(t *testing.T) {
-	ws, state := t.TempDir(), t.TempDir()
-	fakeRepo(t, filepath.Join(ws, ".git"))
-	time.Sleep(30 * time.Millisecond)
-	pol := testPolicy(ws, false)
+	ws, state, pol := guarded(t, false, false, nil)
 	must(t, os.MkdirAll(state, 0o700))
 	must(t, os.WriteFile(filepath.Join(state, "quarantine"), nil, 0o400))
 	g, err := Begin(pol, state)
