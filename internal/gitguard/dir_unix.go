@@ -7,7 +7,6 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"strconv"
 
 	"golang.org/x/sys/unix"
 )
@@ -204,10 +203,6 @@ func (d *dir) chmodEntry(name string, mode os.FileMode) error {
 
 // isCrossDevice reports whether err is a rename between file systems.
 func isCrossDevice(err error) bool { return errors.Is(err, unix.EXDEV) }
-
-// procFD is the /proc path through which a descriptor's own inode can be
-// changed by name (chmod of an O_PATH descriptor).
-func procFD(fd int) string { return "/proc/self/fd/" + strconv.Itoa(fd) }
 
 // rawPerm is the permission, set-id and sticky bits of m as chmod takes
 // them.
