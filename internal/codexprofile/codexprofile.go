@@ -506,22 +506,16 @@ func filesystemEntries(pfx string, fs map[string]any, spelt string, pl *Plan) ([
 		if k == ":root" {
 			if m, ok := v.(map[string]any); ok {
 				// Scoped below "/".
-				for _, sk := range sortedKeys(m) {
-					skey := key + "." + quoteKey(sk)
-					sub, err := subPath(sk, skey)
-					if err != nil {
-						return nil, err
-					}
-					a, err := parseAccess(m[sk], skey)
-					if err != nil {
-						return nil, err
-					}
+				es, err := scoped(key, m, func(sub, skey string, a Access) entry {
 					if sub == "" {
-						out = append(out, entry{special: ":root", access: a, ref: Ref{Key: skey}})
-						continue
+						return entry{special: ":root", access: a, ref: Ref{Key: skey}}
 					}
-					out = append(out, entry{ref: Ref{Anchor: Abs, Path: "/" + sub, Key: skey}, access: a})
+					return entry{ref: Ref{Anchor: Abs, Path: "/" + sub, Key: skey}, access: a}
+				})
+				if err != nil {
+					return nil, err
 				}
+				out = append(out, es...)
 				continue
 			}
 		}
@@ -541,16 +535,7 @@ func filesystemEntries(pfx string, fs map[string]any, spelt string, pl *Plan) ([
 			if base.IsGlob() {
 				return nil, fmt.Errorf("key %s: a table scopes entries below a path, not below a glob", key)
 			}
-			for _, sk := range sortedKeys(m) {
-				skey := key + "." + quoteKey(sk)
-				sub, err := subPath(sk, skey)
-				if err != nil {
-					return nil, err
-				}
-				a, err := parseAccess(m[sk], skey)
-				if err != nil {
-					return nil, err
-				}
+			es, err := scoped(key, m, func(sub, skey string, a Access) entry {
 				r := base
 				r.Key = skey
 				if sub != "" {
@@ -560,8 +545,12 @@ func filesystemEntries(pfx string, fs map[string]any, spelt string, pl *Plan) ([
 						r.Path += "/" + sub
 					}
 				}
-				out = append(out, entry{ref: r, access: a})
+				return entry{ref: r, access: a}
+			})
+			if err != nil {
+				return nil, err
 			}
+			out = append(out, es...)
 			continue
 		}
 		a, err := parseAccess(v, key)
@@ -569,6 +558,26 @@ func filesystemEntries(pfx string, fs map[string]any, spelt string, pl *Plan) ([
 			return nil, err
 		}
 		out = append(out, entry{ref: base, access: a})
+	}
+	return out, nil
+}
+
+// scoped reads m, the table at key that scopes accesses below a path:
+// each of its keys is a path relative to that one (sub, "" for the path
+// itself), which at makes an entry of.
+func scoped(key string, m map[string]any, at func(sub, skey string, a Access) entry) ([]entry, error) {
+	var out []entry
+	for _, sk := range sortedKeys(m) {
+		skey := key + "." + quoteKey(sk)
+		sub, err := subPath(sk, skey)
+		if err != nil {
+			return nil, err
+		}
+		a, err := parseAccess(m[sk], skey)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, at(sub, skey, a))
 	}
 	return out, nil
 }

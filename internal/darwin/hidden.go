@@ -78,13 +78,7 @@ func (g *gen) hidden(b *strings.Builder, in Input) {
 	if len(hidden) == 0 && len(in.HideRules) == 0 {
 		return
 	}
-	if len(hidden) > 0 {
-		b.WriteString("\n; Hidden paths found when the command started: no reading, no writing.\n(deny file-read* file-write*")
-		for _, p := range hidden {
-			b.WriteString("\n  (subpath " + g.param("HIDDEN", p) + ")")
-		}
-		b.WriteString(")\n")
-	}
+	g.rule(b, "\n; Hidden paths found when the command started: no reading, no writing.\n(deny file-read* file-write*", "subpath", "HIDDEN", hidden)
 	var keep []string
 	if len(in.HideRules) > 0 {
 		b.WriteString("\n; Hide rules, for whatever matches them whenever it appears.\n(deny file-read*")
@@ -105,9 +99,7 @@ func (g *gen) hidden(b *strings.Builder, in Input) {
 	reopen := dedupe(in.Reopen)
 	if len(reopen) > 0 || len(keep) > 0 {
 		b.WriteString("\n; Re-opened inside hidden paths: readable again.\n(allow file-read*")
-		for _, p := range reopen {
-			b.WriteString("\n  (subpath " + g.param("REOPEN", p) + ")")
-		}
+		g.filters(b, "subpath", "REOPEN", reopen)
 		for _, k := range dedupe(keep) {
 			b.WriteString(k)
 		}
@@ -129,31 +121,15 @@ func (g *gen) hidden(b *strings.Builder, in Input) {
 			meta = append(meta, r.Base)
 		}
 	}
-	if meta = dedupe(meta); len(meta) > 0 {
-		b.WriteString("\n; Hidden directories holding re-opened paths: their metadata, not their listing.\n(allow file-read-metadata")
-		for _, m := range meta {
-			b.WriteString("\n  (literal " + g.param("HIDDENDIR", m) + ")")
-		}
-		b.WriteString(")\n")
-	}
+	g.rule(b, "\n; Hidden directories holding re-opened paths: their metadata, not their listing.\n(allow file-read-metadata", "literal", "HIDDENDIR", dedupe(meta))
 	var pinned []string
 	for _, p := range hidden {
-		for a := path.Dir(p); a != "/"; a = path.Dir(a) {
-			pinned = append(pinned, a)
-		}
+		pinned = ancestors(pinned, path.Dir(p))
 	}
 	for _, r := range in.HideRules {
-		for a := r.Base; a != "/"; a = path.Dir(a) {
-			pinned = append(pinned, a)
-		}
+		pinned = ancestors(pinned, r.Base)
 	}
-	if pinned = dedupe(pinned); len(pinned) > 0 {
-		b.WriteString("\n; Directories above hidden paths and hide rules cannot be renamed or removed.\n(deny file-write-unlink")
-		for _, a := range pinned {
-			b.WriteString("\n  (literal " + g.param("ANCESTOR", a) + ")")
-		}
-		b.WriteString(")\n")
-	}
+	g.rule(b, "\n; Directories above hidden paths and hide rules cannot be renamed or removed.\n(deny file-write-unlink", "literal", "ANCESTOR", dedupe(pinned))
 }
 
 // within reports whether p is one of dirs or lies beneath one.

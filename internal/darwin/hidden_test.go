@@ -23,16 +23,9 @@ var hiddenInput = Input{
 }
 
 func TestHiddenDecisions(t *testing.T) {
-	profile, params, err := Profile(hiddenInput)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := newModel(t, profile, params)
+	m := modelOf(t, hiddenInput)
 	const ws = "/Users/dev/project"
-	for _, c := range []struct {
-		op, path string
-		allow    bool
-	}{
+	m.check(t, []decision{
 		{"file-read-data", "/Users/dev/.ssh/id_ed25519", false},
 		{"file-read-data", "/Users/dev/.ssh", false},
 		{"file-read-metadata", "/Users/dev/.ssh", true}, // on the way to its public keys
@@ -70,11 +63,7 @@ func TestHiddenDecisions(t *testing.T) {
 		{"file-write-create", ws + "/new.env", true},
 		{"file-write-data", ws + "/main.go", true},
 		{"file-write-unlink", ws + "/main.go", true},
-	} {
-		if got := m.allowed(t, c.op, c.path); got != c.allow {
-			t.Errorf("%s %q: allowed=%v, want %v", c.op, c.path, got, c.allow)
-		}
-	}
+	})
 }
 
 func TestHiddenPatternText(t *testing.T) {

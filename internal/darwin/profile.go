@@ -437,13 +437,7 @@ func (g *gen) profile(in Input) (string, []Param, error) {
 	}
 
 	roots := dedupe(in.WritableRoots)
-	if len(roots) > 0 {
-		b.WriteString("\n; Writable roots.\n(allow file-write*")
-		for _, r := range roots {
-			b.WriteString("\n  (subpath " + g.param("ROOT", r) + ")")
-		}
-		b.WriteString(")\n")
-	}
+	g.rule(&b, "\n; Writable roots.\n(allow file-write*", "subpath", "ROOT", roots)
 
 	switch in.Network {
 	case NetworkOn:
@@ -474,9 +468,7 @@ func (g *gen) profile(in Input) (string, []Param, error) {
 	}
 
 	b.WriteString("\n; Protected paths, existing or not, and every spelling of a protected\n; name in its parent. Last, so they override the writable roots.\n(deny file-write*")
-	for _, p := range protected {
-		b.WriteString("\n  (subpath " + g.param("PROTECTED", p) + ")")
-	}
+	g.filters(&b, "subpath", "PROTECTED", protected)
 	for _, p := range protected {
 		name := protectedName(path.Base(p), in.ProtectedNames)
 		if name == "" {
@@ -486,9 +478,7 @@ func (g *gen) profile(in Input) (string, []Param, error) {
 		if err != nil {
 			return "", nil, err
 		}
-		parent := path.Dir(p)
-		b.WriteString("\n  (require-all (subpath " + g.param("PARENT", parent) + ")")
-		b.WriteString("\n    (regex #\"^" + strings.Repeat("/[^/]+", depth(parent)) + "/" + re + "(/|$)\"))")
+		g.spellings(&b, p, re)
 	}
 	b.WriteString(")\n")
 
@@ -497,37 +487,16 @@ func (g *gen) profile(in Input) (string, []Param, error) {
 	// one put in its place. Pin every ancestor up to the filesystem root;
 	// those outside the writable roots are unwritable anyway, and pinning
 	// them too keeps nested roots correct without reasoning about them.
-	var ancestors []string
+	var pinned []string
 	for _, p := range protected {
-		for a := path.Dir(p); a != "/"; a = path.Dir(a) {
-			ancestors = append(ancestors, a)
-		}
+		pinned = ancestors(pinned, path.Dir(p))
 	}
-	ancestors = dedupe(ancestors)
-	if len(ancestors) > 0 {
-		b.WriteString("\n; Directories above protected paths cannot be renamed or removed.\n(deny file-write-unlink")
-		for _, a := range ancestors {
-			b.WriteString("\n  (literal " + g.param("ANCESTOR", a) + ")")
-		}
-		b.WriteString(")\n")
-	}
+	g.rule(&b, "\n; Directories above protected paths cannot be renamed or removed.\n(deny file-write-unlink", "literal", "ANCESTOR", dedupe(pinned))
 	if err := g.gitWrites(&b, in, protected); err != nil {
 		return "", nil, err
 	}
-	if dirs := dedupe(in.CacheDirs); len(dirs) > 0 {
-		b.WriteString("\n; Private tool caches of this workspace, inside agentbox's state directory.\n(allow file-write*")
-		for _, d := range dirs {
-			b.WriteString("\n  (subpath " + g.param("CACHE", d) + ")")
-		}
-		b.WriteString(")\n")
-	}
-	if dirs := dedupe(in.TempDirs); len(dirs) > 0 {
-		b.WriteString("\n; Private temporary directories of this workspace (TMPDIR), inside agentbox's\n; state directory.\n(allow file-write*")
-		for _, d := range dirs {
-			b.WriteString("\n  (subpath " + g.param("TMP", d) + ")")
-		}
-		b.WriteString(")\n")
-	}
+	g.rule(&b, "\n; Private tool caches of this workspace, inside agentbox's state directory.\n(allow file-write*", "subpath", "CACHE", dedupe(in.CacheDirs))
+	g.rule(&b, "\n; Private temporary directories of this workspace (TMPDIR), inside agentbox's\n; state directory.\n(allow file-write*", "subpath", "TMP", dedupe(in.TempDirs))
 	g.hidden(&b, in)
 	return b.String(), g.params, nil
 }
@@ -542,11 +511,7 @@ func (g *gen) gitWrites(b *strings.Builder, in Input, protected []string) error 
 	if len(gitdirs) == 0 {
 		return nil
 	}
-	b.WriteString("\n; allow_git_writes: these git directories are writable...\n(allow file-write*")
-	for _, d := range gitdirs {
-		b.WriteString("\n  (subpath " + g.param("GITDIR", d) + ")")
-	}
-	b.WriteString(")\n")
+	g.rule(b, "\n; allow_git_writes: these git directories are writable...\n(allow file-write*", "subpath", "GITDIR", gitdirs)
 	var deny []string
 	for _, p := range protected {
 		for _, d := range gitdirs {
@@ -557,17 +522,13 @@ func (g *gen) gitWrites(b *strings.Builder, in Input, protected []string) error 
 	}
 	deny = dedupe(append(deny, in.GitReadOnly...))
 	b.WriteString("\n; ...except what makes git run a program or read another repository.\n(deny file-write*")
-	for _, p := range deny {
-		b.WriteString("\n  (subpath " + g.param("GITRO", p) + ")")
-	}
+	g.filters(b, "subpath", "GITRO", deny)
 	for _, p := range dedupe(in.GitReadOnly) {
 		re, err := variantRegex(path.Base(p))
 		if err != nil {
 			return err
 		}
-		parent := path.Dir(p)
-		b.WriteString("\n  (require-all (subpath " + g.param("PARENT", parent) + ")")
-		b.WriteString("\n    (regex #\"^" + strings.Repeat("/[^/]+", depth(parent)) + "/" + re + "(/|$)\"))")
+		g.spellings(b, p, re)
 	}
 	b.WriteString(")\n")
 	var pinned []string
@@ -579,12 +540,45 @@ func (g *gen) gitWrites(b *strings.Builder, in Input, protected []string) error 
 			}
 		}
 	}
-	b.WriteString("\n; The git directories, and directories above read-only git paths, cannot be\n; renamed or removed.\n(deny file-write-unlink")
-	for _, a := range dedupe(pinned) {
-		b.WriteString("\n  (literal " + g.param("ANCESTOR", a) + ")")
-	}
-	b.WriteString(")\n")
+	g.rule(b, "\n; The git directories, and directories above read-only git paths, cannot be\n; renamed or removed.\n(deny file-write-unlink", "literal", "ANCESTOR", dedupe(pinned))
 	return nil
+}
+
+// rule writes a rule of b: head (its comment and its opening, up to the
+// operations), a filter of kind for each of paths (their parameters named
+// after prefix) and its close; nothing when paths is empty.
+func (g *gen) rule(b *strings.Builder, head, kind, prefix string, paths []string) {
+	if len(paths) == 0 {
+		return
+	}
+	b.WriteString(head)
+	g.filters(b, kind, prefix, paths)
+	b.WriteString(")\n")
+}
+
+// filters writes a filter of kind ("subpath", "literal") for each of
+// paths, in the rule being written.
+func (g *gen) filters(b *strings.Builder, kind, prefix string, paths []string) {
+	for _, p := range paths {
+		b.WriteString("\n  (" + kind + " " + g.param(prefix, p) + ")")
+	}
+}
+
+// spellings writes the filter of every spelling of p's name in its
+// parent, re being the name's regex (variantRegex).
+func (g *gen) spellings(b *strings.Builder, p, re string) {
+	parent := path.Dir(p)
+	b.WriteString("\n  (require-all (subpath " + g.param("PARENT", parent) + ")")
+	b.WriteString("\n    (regex #\"^" + strings.Repeat("/[^/]+", depth(parent)) + "/" + re + "(/|$)\"))")
+}
+
+// ancestors appends to out dir, a clean absolute path, and each
+// directory above it but "/".
+func ancestors(out []string, dir string) []string {
+	for a := dir; a != "/" && a != "."; a = path.Dir(a) {
+		out = append(out, a)
+	}
+	return out
 }
 
 // depth is the number of components in a clean absolute path ("/" has 0).

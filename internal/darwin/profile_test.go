@@ -84,16 +84,9 @@ var privateTmpInput = Input{
 // the workspace's private temporary directories are, and the rest of
 // the state directory is not.
 func TestPrivateTmpDecisions(t *testing.T) {
-	profile, params, err := Profile(privateTmpInput)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := newModel(t, profile, params)
+	m := modelOf(t, privateTmpInput)
 	const priv = "/Users/dev/.local/state/agentbox/tmp/0123456789abcdef"
-	cases := []struct {
-		op, path string
-		allow    bool
-	}{
+	cases := []decision{
 		{"file-write-create", "/private/tmp/tmux-501/default", false},
 		{"file-write-create", "/private/tmp/x", false},
 		{"file-write-create", "/private/var/folders/xy/abc123/T/ssh-agent.sock", false},
@@ -105,11 +98,7 @@ func TestPrivateTmpDecisions(t *testing.T) {
 		{"file-write-create", "/Users/dev/.local/state/agentbox/placeholders/x", false},
 		{"file-write-create", "/Users/dev/project/x", true},
 	}
-	for _, c := range cases {
-		if got := m.allowed(t, c.op, c.path); got != c.allow {
-			t.Errorf("%s %q: allowed=%v, want %v", c.op, c.path, got, c.allow)
-		}
-	}
+	m.check(t, cases)
 }
 
 // gitWritesInput has allow_git_writes and a private tool cache.
@@ -127,17 +116,10 @@ var gitWritesInput = Input{
 // are allowed and what makes git run a program is not, in any spelling;
 // the private cache is writable and the rest of the state directory not.
 func TestGitWritesDecisions(t *testing.T) {
-	profile, params, err := Profile(gitWritesInput)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := newModel(t, profile, params)
+	m := modelOf(t, gitWritesInput)
 	const git = "/Users/dev/project/.git"
 	const cache = "/Users/dev/.local/state/agentbox/toolcache/0123456789abcdef/private"
-	cases := []struct {
-		op, path string
-		allow    bool
-	}{
+	cases := []decision{
 		{"file-write-create", git + "/index.lock", true},
 		{"file-write-data", git + "/index", true},
 		{"file-write-create", git + "/objects/ab/cdef", true},
@@ -165,11 +147,7 @@ func TestGitWritesDecisions(t *testing.T) {
 		{"file-write-create", "/Users/dev/.local/state/agentbox/placeholders/x", false},
 		{"file-write-create", "/Users/dev/.local/state/agentbox/toolcache/0123456789abcdef/pip/upper", false},
 	}
-	for _, c := range cases {
-		if got := m.allowed(t, c.op, c.path); got != c.allow {
-			t.Errorf("%s %q: allowed=%v, want %v", c.op, c.path, got, c.allow)
-		}
-	}
+	m.check(t, cases)
 	if _, _, err := Profile(Input{WritableRoots: []string{"/w"}, GitWritable: []string{"/w/.git"}, GitReadOnly: []string{"/elsewhere/config"}}); err == nil {
 		t.Error("a read-only git path outside the git directories was accepted")
 	}
@@ -220,16 +198,9 @@ func TestDecisions(t *testing.T) {
 		ProtectedNames: names,
 		Protected:      []string{"/Users/dev/main/.git/worktrees/wt", "/private/tmp/shared-gitdir"},
 	}
-	profile, params, err := Profile(in)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := newModel(t, profile, params)
+	m := modelOf(t, in)
 	const ws = "/Users/dev/project"
-	cases := []struct {
-		op, path string
-		allow    bool
-	}{
+	cases := []decision{
 		{"file-write-data", ws + "/main.go", true},
 		{"file-write-create", ws + "/new/dir/file", true},
 		{"file-write-unlink", ws + "/main.go", true},
@@ -279,11 +250,7 @@ func TestDecisions(t *testing.T) {
 		// But writing inside them is fine.
 		{"file-write-create", ws + "/README", true},
 	}
-	for _, c := range cases {
-		if got := m.allowed(t, c.op, c.path); got != c.allow {
-			t.Errorf("%s %q: allowed=%v, want %v", c.op, c.path, got, c.allow)
-		}
-	}
+	m.check(t, cases)
 }
 
 func TestReadOnlyWritesNothing(t *testing.T) {
@@ -367,11 +334,7 @@ func TestInvalidInput(t *testing.T) {
 // a ligature folds to, and that such names stay bounded.
 func TestLigatureNames(t *testing.T) {
 	in := Input{WritableRoots: []string{"/w"}, ProtectedNames: []string{".first", ".office", ".class"}}
-	profile, params, err := Profile(in)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := newModel(t, profile, params)
+	m := modelOf(t, in)
 	for _, p := range []string{"/w/.\ufb01rst", "/w/.FIR\ufb06", "/w/.o\ufb03ce", "/w/.o\ufb00ICE", "/w/.cla\u00df", "/w/.cla\u1e9e", "/w/.cla\u017fs"} {
 		if m.allowed(t, "file-write-create", p) {
 			t.Errorf("creating %q is allowed", p)
@@ -527,15 +490,8 @@ func FuzzProfile(f *testing.F) {
 // writable.
 func TestDefaultNamesDecisions(t *testing.T) {
 	const ws = "/Users/dev/project"
-	profile, params, err := Profile(Input{WritableRoots: []string{ws, "/private/tmp"}, ProtectedNames: policy.DefaultProtectedNames()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := newModel(t, profile, params)
-	cases := []struct {
-		op, path string
-		allow    bool
-	}{
+	m := modelOf(t, Input{WritableRoots: []string{ws, "/private/tmp"}, ProtectedNames: policy.DefaultProtectedNames()})
+	cases := []decision{
 		{"file-write-create", ws + "/.claude/settings.json", false},
 		{"file-write-data", ws + "/.claude/settings.json", false},
 		{"file-write-create", ws + "/.Claude/settings.json", false},
@@ -561,9 +517,5 @@ func TestDefaultNamesDecisions(t *testing.T) {
 		{"file-write-create", ws + "/sub/.vscode/settings.json", true}, // not a root's own
 		{"file-write-create", ws + "/main.go", true},
 	}
-	for _, c := range cases {
-		if got := m.allowed(t, c.op, c.path); got != c.allow {
-			t.Errorf("%s %q: allowed=%v, want %v", c.op, c.path, got, c.allow)
-		}
-	}
+	m.check(t, cases)
 }

@@ -155,6 +155,32 @@ type model struct {
 	params map[string]string
 }
 
+// modelOf is the model of in's profile.
+func modelOf(t *testing.T, in Input) *model {
+	t.Helper()
+	profile, params, err := Profile(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return newModel(t, profile, params)
+}
+
+// A decision is an operation on a path, and whether the profile allows it.
+type decision struct {
+	op, path string
+	allow    bool
+}
+
+// check reports each of cases m decides otherwise.
+func (m *model) check(t *testing.T, cases []decision) {
+	t.Helper()
+	for _, c := range cases {
+		if got := m.allowed(t, c.op, c.path); got != c.allow {
+			t.Errorf("%s %q: allowed=%v, want %v", c.op, c.path, got, c.allow)
+		}
+	}
+}
+
 func newModel(t *testing.T, profile string, params []Param) *model {
 	t.Helper()
 	forms, err := parseSBPL(profile)

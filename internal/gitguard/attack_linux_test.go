@@ -52,14 +52,7 @@ func TestGuardBareShapes(t *testing.T) {
 	for name, plant := range cases {
 		for _, watched := range []bool{false, true} {
 			t.Run(name+map[bool]string{false: "/walk", true: "/watcher"}[watched], func(t *testing.T) {
-				ws, state := t.TempDir(), t.TempDir()
-				fakeRepo(t, filepath.Join(ws, ".git"))
-				time.Sleep(30 * time.Millisecond)
-				pol := testPolicy(ws, false)
-				if watched {
-					defer Watch(Roots(pol))()
-					time.Sleep(30 * time.Millisecond)
-				}
+				ws, state, pol := guarded(t, watched, false, nil)
 				g, err := Begin(pol, state)
 				must(t, err)
 				plant(t, filepath.Join(ws, "a/plant"))
@@ -238,13 +231,10 @@ func TestGuardDegradedChecksProtected(t *testing.T) {
 // root: 1.3 s a command at 100,000 directories), while a directory with
 // directories below it that moves still makes the next check walk.
 func TestGuardWatcherPlaceholderRename(t *testing.T) {
-	ws, state, pool := t.TempDir(), t.TempDir(), filepath.Join(t.TempDir(), "pool")
-	fakeRepo(t, filepath.Join(ws, ".git"))
-	must(t, os.MkdirAll(filepath.Join(ws, "a/b/c"), 0o755))
-	time.Sleep(30 * time.Millisecond)
-	pol := testPolicy(ws, false)
-	defer Watch(Roots(pol))()
-	time.Sleep(30 * time.Millisecond)
+	ws, state, pol := guarded(t, true, false, func(t *testing.T, ws string) {
+		must(t, os.MkdirAll(filepath.Join(ws, "a/b/c"), 0o755))
+	})
+	pool := filepath.Join(t.TempDir(), "pool")
 	window := func(during func()) (sparse bool) {
 		scanTrace = func(root string, sp bool, dirs int) { sparse = sp }
 		defer func() { scanTrace = nil }()
@@ -306,17 +296,7 @@ func TestGuardRepoInsideGitDir(t *testing.T) {
 	for _, c := range cases {
 		for _, watched := range []bool{false, true} {
 			t.Run(c.name+map[bool]string{false: "/walk", true: "/watcher"}[watched], func(t *testing.T) {
-				ws, state := t.TempDir(), t.TempDir()
-				fakeRepo(t, filepath.Join(ws, ".git"))
-				if c.before != nil {
-					c.before(t, ws)
-				}
-				time.Sleep(30 * time.Millisecond)
-				pol := testPolicy(ws, c.gitWrites)
-				if watched {
-					defer Watch(Roots(pol))()
-					time.Sleep(30 * time.Millisecond)
-				}
+				ws, state, pol := guarded(t, watched, c.gitWrites, c.before)
 				g, err := Begin(pol, state)
 				must(t, err)
 				c.during(t, ws)
@@ -401,14 +381,7 @@ func TestGuardOddPlants(t *testing.T) {
 	for name, c := range cases {
 		for _, watched := range []bool{false, true} {
 			t.Run(name+map[bool]string{false: "/walk", true: "/watcher"}[watched], func(t *testing.T) {
-				ws, state := t.TempDir(), t.TempDir()
-				fakeRepo(t, filepath.Join(ws, ".git"))
-				time.Sleep(30 * time.Millisecond)
-				pol := testPolicy(ws, false)
-				if watched {
-					defer Watch(Roots(pol))()
-					time.Sleep(30 * time.Millisecond)
-				}
+				ws, state, pol := guarded(t, watched, false, nil)
 				g, err := Begin(pol, state)
 				must(t, err)
 				c.plant(t, ws)
@@ -458,14 +431,7 @@ func TestGuardRepoAssembledOverRuns(t *testing.T) {
 	for name, runs := range variants {
 		for _, watched := range []bool{false, true} {
 			t.Run(name+map[bool]string{false: "/walk", true: "/watcher"}[watched], func(t *testing.T) {
-				ws, state := t.TempDir(), t.TempDir()
-				fakeRepo(t, filepath.Join(ws, ".git"))
-				time.Sleep(30 * time.Millisecond)
-				pol := testPolicy(ws, false)
-				if watched {
-					defer Watch(Roots(pol))()
-					time.Sleep(30 * time.Millisecond)
-				}
+				ws, state, pol := guarded(t, watched, false, nil)
 				var notes []string
 				for _, run := range runs {
 					g, err := Begin(pol, state)

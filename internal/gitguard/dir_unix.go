@@ -7,8 +7,6 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"path/filepath"
-	"strconv"
 
 	"golang.org/x/sys/unix"
 )
@@ -34,9 +32,6 @@ func openTop(path string) (*dir, error) {
 }
 
 func (d *dir) close() { unix.Close(d.fd) }
-
-// child is the path of name in d, for messages and skip lists.
-func (d *dir) child(name string) string { return filepath.Join(d.path, name) }
 
 // open opens the directory name in d. A directory the command left
 // unreadable or unsearchable is given u+rwx for the guard's look (git,
@@ -138,24 +133,6 @@ func (d *dir) openFile(name string) (*os.File, error) {
 	return f, nil
 }
 
-// readFile reads name in d (not following a symlink), at most max bytes;
-// ok is false when it is larger.
-func (d *dir) readFile(name string, max int) (data []byte, ok bool, err error) {
-	f, err := d.openFile(name)
-	if err != nil {
-		return nil, false, err
-	}
-	defer f.Close()
-	data, err = io.ReadAll(io.LimitReader(f, int64(max)+1))
-	if err != nil {
-		return nil, false, err
-	}
-	if len(data) > max {
-		return nil, false, nil
-	}
-	return data, true, nil
-}
-
 // writeNew creates name in d with data; it must not exist.
 func (d *dir) writeNew(name string, data []byte, perm os.FileMode) error {
 	fd, err := unix.Openat(d.fd, name, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, uint32(perm))
@@ -226,10 +203,6 @@ func (d *dir) chmodEntry(name string, mode os.FileMode) error {
 
 // isCrossDevice reports whether err is a rename between file systems.
 func isCrossDevice(err error) bool { return errors.Is(err, unix.EXDEV) }
-
-// procFD is the /proc path through which a descriptor's own inode can be
-// changed by name (chmod of an O_PATH descriptor).
-func procFD(fd int) string { return "/proc/self/fd/" + strconv.Itoa(fd) }
 
 // rawPerm is the permission, set-id and sticky bits of m as chmod takes
 // them.

@@ -2,10 +2,8 @@ package gitguard
 
 import (
 	"errors"
-	"io"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"time"
 	"unsafe"
 
@@ -30,8 +28,7 @@ func openTop(path string) (*dir, error) {
 	return &dir{path: path}, nil
 }
 
-func (d *dir) close()                   {}
-func (d *dir) child(name string) string { return filepath.Join(d.path, name) }
+func (d *dir) close() {}
 func (d *dir) openPlain(name string) (*dir, error) {
 	sub, _, err := d.open(name)
 	return sub, err
@@ -71,22 +68,6 @@ func (d *dir) openFile(name string) (*os.File, error) {
 		return nil, &os.PathError{Op: "open", Path: d.child(name), Err: windows.ERROR_INVALID_PARAMETER}
 	}
 	return os.Open(d.child(name))
-}
-
-func (d *dir) readFile(name string, max int) ([]byte, bool, error) {
-	f, err := d.openFile(name)
-	if err != nil {
-		return nil, false, err
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, int64(max)+1))
-	if err != nil {
-		return nil, false, err
-	}
-	if len(data) > max {
-		return nil, false, nil
-	}
-	return data, true, nil
 }
 
 func (d *dir) writeNew(name string, data []byte, perm os.FileMode) error {

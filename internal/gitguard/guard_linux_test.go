@@ -53,9 +53,6 @@ func TestGuardScenarios(t *testing.T) {
 		kept   []string
 		full   bool // with a watcher, the check must still walk everything
 	}
-	// Pause past the coarse clock's tick, so that what the user did
-	// before the window is older than its start.
-	settle := func() { time.Sleep(30 * time.Millisecond) }
 	scenarios := []scenario{
 		{name: "new nested repo", during: func(t *testing.T, ws string) { fakeRepo(t, filepath.Join(ws, "a/b/.git")) },
 			absent: []string{"a/b/.git"}},
@@ -125,20 +122,10 @@ func TestGuardScenarios(t *testing.T) {
 	for _, watched := range []bool{false, true} {
 		for _, sc := range scenarios {
 			t.Run(sc.name+map[bool]string{false: "/walk", true: "/watcher"}[watched], func(t *testing.T) {
-				ws, state := t.TempDir(), t.TempDir()
-				fakeRepo(t, filepath.Join(ws, ".git"))
-				if sc.before != nil {
-					sc.before(t, ws)
-				}
-				settle()
-				pol := testPolicy(ws, false)
+				ws, state, pol := guarded(t, watched, false, sc.before)
 				sparse := false
 				scanTrace = func(root string, sp bool, dirs int) { sparse = sp }
 				defer func() { scanTrace = nil }()
-				if watched {
-					defer Watch(Roots(pol))()
-					settle() // windows opened after the watcher was ready
-				}
 				g, err := Begin(pol, state)
 				must(t, err)
 				sc.during(t, ws)
@@ -177,10 +164,7 @@ func TestGuardScenarios(t *testing.T) {
 // check (B still runs), and B cannot launder what A planted by putting
 // it back after A ended; B's end moves it, from A's start.
 func TestGuardWindowShared(t *testing.T) {
-	ws, state := t.TempDir(), t.TempDir()
-	fakeRepo(t, filepath.Join(ws, ".git"))
-	time.Sleep(30 * time.Millisecond)
-	pol := testPolicy(ws, false)
+	ws, state, pol := guarded(t, false, false, nil)
 	a, err := Begin(pol, state)
 	must(t, err)
 	fakeRepo(t, filepath.Join(ws, "sub/.git"))
@@ -201,10 +185,7 @@ func TestGuardWindowShared(t *testing.T) {
 // TestGuardKilledRun: a run that never ends its window (killed) leaves
 // its record; the next run of the root checks it before it starts.
 func TestGuardKilledRun(t *testing.T) {
-	ws, state := t.TempDir(), t.TempDir()
-	fakeRepo(t, filepath.Join(ws, ".git"))
-	time.Sleep(30 * time.Millisecond)
-	pol := testPolicy(ws, false)
+	ws, state, pol := guarded(t, false, false, nil)
 	a, err := Begin(pol, state)
 	must(t, err)
 	fakeRepo(t, filepath.Join(ws, "sub/.git"))
@@ -227,10 +208,7 @@ var errXDev = syscall.EXDEV
 // planted repository is renamed beside itself, made unreadable and
 // remembered; putting it back, under any name, moves it again.
 func TestGuardInPlace(t *testing.T) {
-	ws, state := t.TempDir(), t.TempDir()
-	fakeRepo(t, filepath.Join(ws, ".git"))
-	time.Sleep(30 * time.Millisecond)
-	pol := testPolicy(ws, false)
+	ws, state, pol := guarded(t, false, false, nil)
 	exdev := func(from *dir, name string, to *dir, toName string) error {
 		if to != from {
 			return &os.LinkError{Op: "rename", Err: errXDev}
@@ -282,10 +260,7 @@ func TestGuardInPlace(t *testing.T) {
 // TestGuardFailsClosed: a plant that cannot be moved is an error, and the
 // window stays for the next run to check again.
 func TestGuardFailsClosed(t *testing.T) {
-	ws, state := t.TempDir(), t.TempDir()
-	fakeRepo(t, filepath.Join(ws, ".git"))
-	time.Sleep(30 * time.Millisecond)
-	pol := testPolicy(ws, false)
+	ws, state, pol := guarded(t, false, false, nil)
 	must(t, os.MkdirAll(state, 0o700))
 	must(t, os.WriteFile(filepath.Join(state, "quarantine"), nil, 0o400))
 	g, err := Begin(pol, state)
@@ -304,4 +279,25 @@ func TestGuardFailsClosed(t *testing.T) {
 		t.Errorf("the plant is still there once the quarantine works: %v", err)
 	}
 	g.End()
+}
+
+// guarded makes a workspace with a repository (and what before adds), its
+// state directory and policy, and with watched the watcher a session
+// would hold on its root. The pauses pass the coarse clock's tick, so
+// that what was made before, and the watcher's start, are older than the
+// window the test then begins.
+func guarded(t *testing.T, watched, gitWrites bool, before func(t *testing.T, ws string)) (ws, state string, pol *policy.Policy) {
+	t.Helper()
+	ws, state = t.TempDir(), t.TempDir()
+	fakeRepo(t, filepath.Join(ws, ".git"))
+	if before != nil {
+		before(t, ws)
+	}
+	time.Sleep(30 * time.Millisecond)
+	pol = testPolicy(ws, gitWrites)
+	if watched {
+		t.Cleanup(Watch(Roots(pol)))
+		time.Sleep(30 * time.Millisecond)
+	}
+	return ws, state, pol
 }

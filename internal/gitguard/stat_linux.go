@@ -3,6 +3,7 @@ package gitguard
 import (
 	"errors"
 	"os"
+	"strconv"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -89,3 +90,7 @@ func coarseNow() time.Time {
 	}
 	return c
 }
+
+// procFD is the /proc path through which a descriptor's own inode can be
+// changed by name (chmod of an O_PATH descriptor).
+func procFD(fd int) string { return "/proc/self/fd/" + strconv.Itoa(fd) }

@@ -9,11 +9,11 @@ import (
 	"strings"
 	"sync"
 	"time"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/agentbox/agentbox/internal/git"
+	"github.com/agentbox/agentbox/internal/linux/inotify"
 )
 
 // A watcher is a kernel notification (inotify) on every directory of a
@@ -260,34 +260,17 @@ func (w *watcher) read() {
 	}
 }
 
-// drainLocked reads every queued event.
+// drainLocked reads every queued event. A read that fails (or a record
+// the parser cannot trust) may have lost events: every check walks from
+// then on.
 func (w *watcher) drainLocked() {
 	var buf [64 << 10]byte
-	for {
-		n, err := unix.Read(w.fd, buf[:])
-		if errors.Is(err, unix.EINTR) {
-			continue
-		}
-		if err != nil || n <= 0 {
-			return
-		}
-		now := time.Now().UnixNano()
-		for off := 0; off+unix.SizeofInotifyEvent <= n; {
-			ev := (*unix.InotifyEvent)(unsafe.Pointer(&buf[off]))
-			name := ""
-			if ev.Len > 0 {
-				raw := buf[off+unix.SizeofInotifyEvent : off+unix.SizeofInotifyEvent+int(ev.Len)]
-				for i, c := range raw {
-					if c == 0 {
-						raw = raw[:i]
-						break
-					}
-				}
-				name = string(raw)
-			}
-			off += unix.SizeofInotifyEvent + int(ev.Len)
-			w.event(ev.Wd, ev.Mask, name, now)
-		}
+	if err := inotify.Drain(w.fd, buf[:], func(ev inotify.Event) {
+		// Its time is taken once it has been read, never before: a
+		// check's window that began before the change must see it.
+		w.event(ev.Wd, ev.Mask, ev.Name, time.Now().UnixNano())
+	}); err != nil {
+		w.broken = true
 	}
 }
 

@@ -127,10 +127,9 @@ func TestClaudeHookDenies(t *testing.T) {
 	}
 }
 
-// TestClaudeHookQuoting runs the rewritten command through a real shell
-// with a stand-in agentbox that prints the arguments it got: each must be
-// exactly what the hook meant, whatever the model's command holds.
-func TestClaudeHookQuoting(t *testing.T) {
+// posixShell is the path of sh; the test is skipped where there is none.
+func posixShell(t *testing.T) string {
+	t.Helper()
 	if runtime.GOOS == "windows" {
 		t.Skip("needs a POSIX shell")
 	}
@@ -138,6 +137,14 @@ func TestClaudeHookQuoting(t *testing.T) {
 	if err != nil {
 		t.Skip("no sh")
 	}
+	return sh
+}
+
+// TestClaudeHookQuoting runs the rewritten command through a real shell
+// with a stand-in agentbox that prints the arguments it got: each must be
+// exactly what the hook meant, whatever the model's command holds.
+func TestClaudeHookQuoting(t *testing.T) {
+	sh := posixShell(t)
 	dir := t.TempDir()
 	fake := filepath.Join(dir, "agent'box $(x)")
 	if err := os.WriteFile(fake, []byte("#!/bin/sh\nprintf '%s\\0' \"$@\"\n"), 0o755); err != nil {
@@ -216,13 +223,7 @@ func TestCursorHook(t *testing.T) {
 // Code's "block") when the hook cannot run at all or fails, and passes
 // the hook's answer through when it works.
 func TestHookLineFailsClosed(t *testing.T) {
-	if runtime.GOOS == "windows" {
-		t.Skip("needs a POSIX shell")
-	}
-	sh, err := exec.LookPath("sh")
-	if err != nil {
-		t.Skip("no sh")
-	}
+	sh := posixShell(t)
 	dir := t.TempDir()
 	ok := filepath.Join(dir, "ok")
 	bad := filepath.Join(dir, "bad")

@@ -187,27 +187,12 @@ func (p *jparser) object(depth int) (*jnode, error) {
 			return nil, err
 		}
 		n.members = append(n.members, m)
-		if err := p.ws(); err != nil {
+		done, err := p.next(n, '}', "object", "an object")
+		if err != nil {
 			return nil, err
 		}
-		if p.pos >= len(p.src) {
-			return nil, p.errorf("unterminated object")
-		}
-		switch p.src[p.pos] {
-		case ',':
-			p.pos++
-			if err := p.ws(); err != nil {
-				return nil, err
-			}
-			if p.pos < len(p.src) && p.src[p.pos] == '}' {
-				return nil, p.errorf("trailing comma")
-			}
-		case '}':
-			p.pos++
-			n.end = p.pos
+		if done {
 			return n, nil
-		default:
-			return nil, p.errorf("expected ',' or '}' in an object")
 		}
 	}
 }
@@ -229,29 +214,42 @@ func (p *jparser) array(depth int) (*jnode, error) {
 			return nil, err
 		}
 		n.elems = append(n.elems, e)
-		if err := p.ws(); err != nil {
+		done, err := p.next(n, ']', "array", "an array")
+		if err != nil {
 			return nil, err
 		}
-		if p.pos >= len(p.src) {
-			return nil, p.errorf("unterminated array")
-		}
-		switch p.src[p.pos] {
-		case ',':
-			p.pos++
-			if err := p.ws(); err != nil {
-				return nil, err
-			}
-			if p.pos < len(p.src) && p.src[p.pos] == ']' {
-				return nil, p.errorf("trailing comma")
-			}
-		case ']':
-			p.pos++
-			n.end = p.pos
+		if done {
 			return n, nil
-		default:
-			return nil, p.errorf("expected ',' or ']' in an array")
 		}
 	}
+}
+
+// next reads what follows a member of object n or an element of array n
+// (close is its closing bracket): a comma and more to come, or the close,
+// which ends n (done).
+func (p *jparser) next(n *jnode, close byte, kind, what string) (done bool, err error) {
+	if err := p.ws(); err != nil {
+		return false, err
+	}
+	if p.pos >= len(p.src) {
+		return false, p.errorf("unterminated %s", kind)
+	}
+	switch p.src[p.pos] {
+	case ',':
+		p.pos++
+		if err := p.ws(); err != nil {
+			return false, err
+		}
+		if p.pos < len(p.src) && p.src[p.pos] == close {
+			return false, p.errorf("trailing comma")
+		}
+		return false, nil
+	case close:
+		p.pos++
+		n.end = p.pos
+		return true, nil
+	}
+	return false, p.errorf("expected ',' or '%c' in %s", close, what)
 }
 
 // member is the value of key in object n (the last, when a key repeats:

@@ -74,4 +74,17 @@ func TestJSONParseErrors(t *testing.T) {
 	if _, err := parseJSON([]byte("{\"a\": 1 // c\n}"), false); err == nil {
 		t.Errorf("a comment parsed as strict JSON")
 	}
+	// What follows a member or an element, in objects and arrays alike.
+	for src, want := range map[string]string{
+		`{"a": 1,}`:    "line 1: trailing comma",
+		`[1, ]`:        "line 1: trailing comma",
+		`{"a": 1`:      "line 1: unterminated object",
+		"[1,\n2":       "line 2: unterminated array",
+		`{"a": 1 "b"}`: "line 1: expected ',' or '}' in an object",
+		`[1 2]`:        "line 1: expected ',' or ']' in an array",
+	} {
+		if _, err := parseJSON([]byte(src), true); err == nil || err.Error() != want {
+			t.Errorf("%q: %v, want %s", src, err, want)
+		}
+	}
 }

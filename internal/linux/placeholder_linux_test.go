@@ -145,20 +145,26 @@ func TestPlaceholderUserDirKept(t *testing.T) {
 	}
 }
 
+// killedRun acquires path's placeholder as a run killed then would leave
+// it: the descriptors gone with the process, the record kept.
+func killedRun(t *testing.T, root, path, state string) {
+	t.Helper()
+	p, err := AcquirePlaceholders(missing(root, path), state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, h := range p.held {
+		h.f.Close()
+		syscall.Close(h.parent)
+	}
+}
+
 // A record outliving its placeholder (removed by someone else, the name
 // reused by the user) does not make the user's directory agentbox's.
 func TestPlaceholderStaleRecord(t *testing.T) {
 	root, state := placeholderDirs(t)
 	path := filepath.Join(root, ".git")
-	p, err := AcquirePlaceholders(missing(root, path), state)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Simulate a killed run: the descriptors go, the record stays.
-	for _, h := range p.held {
-		h.f.Close()
-		syscall.Close(h.parent)
-	}
+	killedRun(t, root, path, state)
 	if err := os.Remove(path); err != nil {
 		t.Fatal(err)
 	}
@@ -179,14 +185,7 @@ func TestPlaceholderStaleRecord(t *testing.T) {
 func TestPlaceholderSweepKilledRun(t *testing.T) {
 	root, state := placeholderDirs(t)
 	path := filepath.Join(root, ".git")
-	p, err := AcquirePlaceholders(missing(root, path), state)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, h := range p.held {
-		h.f.Close()
-		syscall.Close(h.parent)
-	}
+	killedRun(t, root, path, state)
 	if got := SweepPlaceholders(state); !slices.Equal(got, []string{path}) {
 		t.Errorf("swept %v, want %v", got, []string{path})
 	}

@@ -61,24 +61,10 @@ func receivePorts(s *proxySocket, spec *Spec) (*Ports, error) {
 	if s == nil {
 		return nil, nil
 	}
-	c, err := net.FileConn(s.parent)
+	uc, _, fds, err := s.readMsg(make([]byte, 1), 2*len(spec.HostPorts))
 	if err != nil {
 		return nil, err
 	}
-	uc, ok := c.(*net.UnixConn)
-	if !ok {
-		c.Close()
-		return nil, fmt.Errorf("ports socket is a %T", c)
-	}
-	uc.SetReadDeadline(time.Now().Add(10 * time.Second))
-	buf := make([]byte, 1)
-	oob := make([]byte, unix.CmsgSpace(2*len(spec.HostPorts)*4))
-	_, oobn, _, _, err := uc.ReadMsgUnix(buf, oob)
-	if err != nil {
-		uc.Close()
-		return nil, err
-	}
-	fds := scm.Rights(oob[:oobn])
 	p := &Ports{}
 	for i, fd := range fds {
 		f := os.NewFile(uintptr(fd), "host-port-listener")

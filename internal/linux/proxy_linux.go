@@ -56,6 +56,29 @@ func inheritSocketpair(cmd *exec.Cmd, typ int, name string) (s *proxySocket, fd 
 	return s, 3 + len(cmd.ExtraFiles) - 1, nil
 }
 
+// readMsg reads the one message the stage sends on s: its bytes into
+// buf, and up to maxFDs descriptors. The stage answers at once; ten
+// seconds is one that will not. The caller closes uc, or keeps it.
+func (s *proxySocket) readMsg(buf []byte, maxFDs int) (uc *net.UnixConn, n int, fds []int, err error) {
+	c, err := net.FileConn(s.parent)
+	if err != nil {
+		return nil, 0, nil, err
+	}
+	uc, ok := c.(*net.UnixConn)
+	if !ok {
+		c.Close()
+		return nil, 0, nil, fmt.Errorf("%s is a %T", s.parent.Name(), c)
+	}
+	uc.SetReadDeadline(time.Now().Add(10 * time.Second))
+	oob := make([]byte, unix.CmsgSpace(maxFDs*4))
+	n, oobn, _, _, err := uc.ReadMsgUnix(buf, oob)
+	if err != nil {
+		uc.Close()
+		return nil, 0, nil, err
+	}
+	return uc, n, scm.Rights(oob[:oobn]), nil
+}
+
 func (s *proxySocket) closeChildEnd() {
 	if s != nil && s.child != nil {
 		s.child.Close()
@@ -81,23 +104,12 @@ func (s *proxySocket) Close() {
 // transparent (and resolver), then the transparent listener, which
 // becomes the Resolver's Transparent.
 func (s *proxySocket) receive(proxy, resolver, transparent bool) ([]net.Listener, *Resolver, error) {
-	c, err := net.FileConn(s.parent)
-	if err != nil {
-		return nil, nil, err
-	}
-	defer c.Close()
-	uc, ok := c.(*net.UnixConn)
-	if !ok {
-		return nil, nil, fmt.Errorf("proxy socket is a %T", c)
-	}
-	uc.SetReadDeadline(time.Now().Add(10 * time.Second))
 	buf := make([]byte, 1+maxHandoverText)
-	oob := make([]byte, unix.CmsgSpace(6*4))
-	n, oobn, _, _, err := uc.ReadMsgUnix(buf, oob)
+	uc, n, fds, err := s.readMsg(buf, 6)
 	if err != nil {
 		return nil, nil, err
 	}
-	fds := scm.Rights(oob[:oobn])
+	uc.Close()
 	var noTransparent string
 	if n > 0 && buf[0] == handoverNoTransparent && transparent {
 		noTransparent, transparent = string(buf[1:n]), false

@@ -105,23 +105,20 @@ func (m NoneOf) String() string {
 // All matches when every one of its matchers does.
 type All []Matcher
 
-func (m All) String() string {
-	s := make([]string, len(m))
-	for i, x := range m {
-		s[i] = x.String()
-	}
-	return "(" + strings.Join(s, " && ") + ")"
-}
+func (m All) String() string { return joinMatchers(m, " && ") }
 
 // Any matches when at least one of its matchers does.
 type Any []Matcher
 
-func (m Any) String() string {
-	s := make([]string, len(m))
-	for i, x := range m {
+func (m Any) String() string { return joinMatchers(m, " || ") }
+
+// joinMatchers is ms's strings joined with op, in parentheses.
+func joinMatchers(ms []Matcher, op string) string {
+	s := make([]string, len(ms))
+	for i, x := range ms {
 		s[i] = x.String()
 	}
-	return "(" + strings.Join(s, " || ") + ")"
+	return "(" + strings.Join(s, op) + ")"
 }
 
 func argString(arg int, mask uint32) string {

@@ -82,7 +82,8 @@ func applyHide(i int, h spec.Hide) error {
 	}
 	// What stays readable, copied from the sandbox's view before the
 	// mask covers it.
-	keep, err := keepReopened(h, newRoot, func(r string) (int, error) { return openNoFollow(newRoot, r, unix.O_NOFOLLOW) })
+	open := func(r string) (int, error) { return openNoFollow(newRoot, r, unix.O_NOFOLLOW) }
+	keep, err := keepReopened(h, newRoot, open)
 	if err != nil {
 		return err
 	}
@@ -113,21 +114,7 @@ func applyHide(i int, h spec.Hide) error {
 	if err := maskWith("/", src, h.Path, true); err != nil {
 		return err
 	}
-	for _, k := range keep {
-		if k.tree <= 0 {
-			continue
-		}
-		dfd, err := openNoFollow(newRoot, filepath.Join(h.Path, k.rel), unix.O_NOFOLLOW)
-		if err != nil {
-			return err
-		}
-		err = unix.MoveMount(k.tree, "", dfd, "", unix.MOVE_MOUNT_F_EMPTY_PATH|unix.MOVE_MOUNT_T_EMPTY_PATH)
-		unix.Close(dfd)
-		if err != nil {
-			return &os.PathError{Op: "move_mount", Path: filepath.Join(h.Path, k.rel), Err: err}
-		}
-	}
-	return nil
+	return moveKept(keep, h.Path, open)
 }
 
 // maskWith binds src (beneath srcDir) read-only over path beneath
@@ -411,19 +398,8 @@ func maskLateReopen(h spec.Hide, fd int) error {
 	if err := unix.MoveMount(mfd, "", fd, "", unix.MOVE_MOUNT_F_EMPTY_PATH|unix.MOVE_MOUNT_T_EMPTY_PATH); err != nil {
 		return &os.PathError{Op: "move_mount", Path: h.Path, Err: err}
 	}
-	for _, k := range keep {
-		if k.tree <= 0 {
-			continue
-		}
-		dfd, err := openStrict(filepath.Join(h.Path, k.rel))
-		if err != nil {
-			return err
-		}
-		err = unix.MoveMount(k.tree, "", dfd, "", unix.MOVE_MOUNT_F_EMPTY_PATH|unix.MOVE_MOUNT_T_EMPTY_PATH)
-		unix.Close(dfd)
-		if err != nil {
-			return &os.PathError{Op: "move_mount", Path: filepath.Join(h.Path, k.rel), Err: err}
-		}
+	if err := moveKept(keep, h.Path, openStrict); err != nil {
+		return err
 	}
 	// Read-only last: nothing may be added to the mask.
 	return setAttr(mfd, h.Path, maskAttrs, false)
@@ -485,6 +461,27 @@ func keepReopened(h spec.Hide, root string, open func(path string) (int, error))
 		keep = append(keep, k)
 	}
 	return keep, nil
+}
+
+// moveKept moves each clone of keep onto its mount point in the mask
+// now at path, opened with open (which follows no link).
+func moveKept(keep []kept, path string, open func(path string) (int, error)) error {
+	for _, k := range keep {
+		if k.tree <= 0 {
+			continue
+		}
+		p := filepath.Join(path, k.rel)
+		dfd, err := open(p)
+		if err != nil {
+			return err
+		}
+		err = unix.MoveMount(k.tree, "", dfd, "", unix.MOVE_MOUNT_F_EMPTY_PATH|unix.MOVE_MOUNT_T_EMPTY_PATH)
+		unix.Close(dfd)
+		if err != nil {
+			return &os.PathError{Op: "move_mount", Path: p, Err: err}
+		}
+	}
+	return nil
 }
 
 func closeKept(keep []kept) {

@@ -1,13 +1,12 @@
 package stage
 
 import (
-	"errors"
 	"slices"
 	"strings"
 	"sync"
-	"unsafe"
 
 	"github.com/agentbox/agentbox/internal/fsreport"
+	"github.com/agentbox/agentbox/internal/linux/inotify"
 	"github.com/agentbox/agentbox/internal/linux/spec"
 
 	"golang.org/x/sys/unix"
@@ -100,25 +99,15 @@ func (w *hiddenReads) add(hides []spec.Hide, shared *unix.Stat_t) {
 	}
 }
 
-// drain reads the queued events into w.opens. w.mu is held.
+// drain reads the queued events into w.opens. w.mu is held. An error
+// loses counts, and the report (all that they are for) with them.
 func (w *hiddenReads) drain() {
 	var buf [4096]byte
-	for {
-		n, err := unix.Read(w.fd, buf[:])
-		if errors.Is(err, unix.EINTR) {
-			continue
+	inotify.Drain(w.fd, buf[:], func(ev inotify.Event) {
+		if ev.Mask&unix.IN_OPEN != 0 {
+			w.opens[ev.Wd]++
 		}
-		if err != nil || n <= 0 {
-			return
-		}
-		for off := 0; off+unix.SizeofInotifyEvent <= n; {
-			ev := (*unix.InotifyEvent)(unsafe.Pointer(&buf[off]))
-			if ev.Mask&unix.IN_OPEN != 0 {
-				w.opens[ev.Wd]++
-			}
-			off += unix.SizeofInotifyEvent + int(ev.Len)
-		}
-	}
+	})
 }
 
 // counts returns the opens so far, to compare with when a command ends.

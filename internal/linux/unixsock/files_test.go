@@ -25,35 +25,11 @@ func TestFilesProgramInVM(t *testing.T) {
 	)
 	for _, name := range []string{"amd64", "arm64"} {
 		t.Run(name, func(t *testing.T) {
-			a := archFor(t, name)
-			vmFor := func(metadata, files bool) *bpf.VM {
-				prog, err := buildProgram(name, metadata, files)
-				if err != nil {
-					t.Fatal(err)
-				}
-				insns, ok := bpf.Disassemble(prog)
-				if !ok {
-					t.Fatal("undecodable program")
-				}
-				vm, err := bpf.NewVM(insns)
-				if err != nil {
-					t.Fatal(err)
-				}
-				return vm
-			}
 			run := func(vm *bpf.VM, sys string, args ...uint64) uint32 {
 				t.Helper()
-				nr, ok := seccomp.Number(name, sys)
-				if !ok {
-					t.Fatalf("no %s number for %s", name, sys)
-				}
-				got, err := vm.Run(data(a.audit, nr, args...))
-				if err != nil {
-					t.Fatal(err)
-				}
-				return uint32(got)
+				return runSys(t, vm, name, sys, args...)
 			}
-			obs, metaObs, none := vmFor(false, true), vmFor(true, true), vmFor(false, false)
+			obs, metaObs, none := vmFor(t, name, false, true), vmFor(t, name, true, true), vmFor(t, name, false, false)
 			opens := []struct {
 				flags uint64
 				want  uint32

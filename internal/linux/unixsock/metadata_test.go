@@ -16,34 +16,8 @@ func TestMetadataProgramInVM(t *testing.T) {
 	const tcgets = 0x5401
 	for _, name := range []string{"amd64", "arm64"} {
 		t.Run(name, func(t *testing.T) {
-			a := archFor(t, name)
-			vmFor := func(metadata bool) *bpf.VM {
-				prog, err := buildProgram(name, metadata, false)
-				if err != nil {
-					t.Fatal(err)
-				}
-				insns, ok := bpf.Disassemble(prog)
-				if !ok {
-					t.Fatal("undecodable program")
-				}
-				vm, err := bpf.NewVM(insns)
-				if err != nil {
-					t.Fatal(err)
-				}
-				return vm
-			}
-			with, without := vmFor(true), vmFor(false)
-			run := func(vm *bpf.VM, sys string, args ...uint64) uint32 {
-				nr, ok := seccomp.Number(name, sys)
-				if !ok {
-					t.Fatalf("no %s number for %s", name, sys)
-				}
-				got, err := vm.Run(data(a.audit, nr, args...))
-				if err != nil {
-					t.Fatal(err)
-				}
-				return uint32(got)
-			}
+			with, without := vmFor(t, name, true, false), vmFor(t, name, false, false)
+			run := func(vm *bpf.VM, sys string, args ...uint64) uint32 { return runSys(t, vm, name, sys, args...) }
 			n := 0
 			for sys := range metaCalls {
 				if _, ok := seccomp.Number(name, sys); !ok {

@@ -36,19 +36,60 @@ type testArch struct {
 
 const x32SyscallBit = 0x40000000
 
+// vmFor is buildProgram's program for arch name in a BPF interpreter;
+// when t fails, its log shows the program.
+func vmFor(t *testing.T, name string, metadata, files bool) *bpf.VM {
+	t.Helper()
+	prog, err := buildProgram(name, metadata, files)
+	if err != nil {
+		t.Fatal(err)
+	}
+	insns, ok := bpf.Disassemble(prog)
+	if !ok {
+		t.Fatal("undecodable program")
+	}
+	vm, err := bpf.NewVM(insns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("%s program (metadata %v, files %v):", name, metadata, files)
+			for i, ins := range insns {
+				t.Logf("%3d: %v", i, ins)
+			}
+		}
+	})
+	return vm
+}
+
+// runSys is vm's answer to the call sys of arch name with args.
+func runSys(t *testing.T, vm *bpf.VM, name, sys string, args ...uint64) uint32 {
+	t.Helper()
+	got, err := vm.Run(data(archFor(t, name).audit, sysNum(t, name, sys), args...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return uint32(got)
+}
+
+// sysNum is the number of the call sys on arch name.
+func sysNum(t *testing.T, name, sys string) uint32 {
+	t.Helper()
+	n, ok := seccomp.Number(name, sys)
+	if !ok {
+		t.Fatalf("no %s number for %s", name, sys)
+	}
+	return n
+}
+
 func archFor(t *testing.T, name string) testArch {
 	t.Helper()
 	audit, ok := seccomp.AuditArch(name)
 	if !ok {
 		t.Fatalf("no audit arch for %s", name)
 	}
-	nr := func(s string) uint32 {
-		n, ok := seccomp.Number(name, s)
-		if !ok {
-			t.Fatalf("no %s number for %s", name, s)
-		}
-		return n
-	}
+	nr := func(s string) uint32 { return sysNum(t, name, s) }
 	return testArch{audit: audit, x32: name == "amd64", connect: nr("connect"), socket: nr("socket"), socketpair: nr("socketpair")}
 }
 
@@ -68,18 +109,7 @@ func TestProgramInVM(t *testing.T) {
 	for _, name := range []string{"amd64", "arm64"} {
 		a := archFor(t, name)
 		t.Run(name, func(t *testing.T) {
-			prog, err := BuildProgram(name)
-			if err != nil {
-				t.Fatal(err)
-			}
-			insns, ok := bpf.Disassemble(prog)
-			if !ok {
-				t.Fatal("undecodable program")
-			}
-			vm, err := bpf.NewVM(insns)
-			if err != nil {
-				t.Fatal(err)
-			}
+			vm := vmFor(t, name, false, false)
 			other := archFor(t, "arm64").audit
 			if name == "arm64" {
 				other = archFor(t, "amd64").audit
@@ -131,11 +161,6 @@ func TestProgramInVM(t *testing.T) {
 				}
 				if uint32(got) != c.want {
 					t.Errorf("%s: got %#x, want %#x", c.name, got, c.want)
-				}
-			}
-			if t.Failed() {
-				for i, ins := range insns {
-					t.Logf("%3d: %v", i, ins)
 				}
 			}
 		})

@@ -137,17 +137,7 @@ func (c *Conn) Send(line string) error {
 
 // Open sends Initialize, checks its reply and sends Initialized.
 func (c *Conn) Open(within time.Duration) error {
-	if err := c.Send(Initialize); err != nil {
-		return err
-	}
-	r, err := c.Read(within)
-	if err != nil {
-		return err
-	}
-	if string(r.ID) != `"init"` || r.Error != nil {
-		return fmt.Errorf("initialize: %v", r)
-	}
-	return c.Send(Initialized)
+	return c.OpenWith("{}", within)
 }
 
 // Read reads the next reply, waiting at most within.
