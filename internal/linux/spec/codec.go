@@ -1,0 +1,175 @@
+package spec
+
+import (
+	"encoding/json"
+
+	"github.com/agentbox/agentbox/internal/fsreport"
+	"github.com/agentbox/agentbox/internal/wire"
+)
+
+// The tags of the session's messages (package wire): a message read by
+// the wrong reader fails instead of decoding as another.
+const (
+	tagRequest = 'Q'
+	tagAnswer  = 'A'
+)
+
+// The fewest bytes an encoded item of a list takes, by which a decoder
+// refuses a count the input cannot hold (wire.Decoder.ReadCount).
+const (
+	minHide        = 8 + 1 + 8 + 8
+	minUnreachable = 8 + 8 + 8 + 8
+	minDenied      = 8 + 8 + 8 + 8
+)
+
+// Append appends the request's encoding to b.
+func (r *Request) Append(b []byte) []byte {
+	b = wire.AppendTag(b, tagRequest)
+	b = wire.AppendString(b, r.Op)
+	b = wire.AppendUint(b, r.ID)
+	b = wire.AppendString(b, r.Path)
+	b = wire.AppendStrings(b, r.Argv)
+	b = wire.AppendStrings(b, r.Env)
+	b = wire.AppendString(b, r.Dir)
+	b = wire.AppendInt(b, r.Sig)
+	b = wire.AppendStrings(b, r.Held)
+	return AppendHides(b, r.Hides)
+}
+
+// Decode sets r to the request b encodes, all of b.
+func (r *Request) Decode(b []byte) error {
+	d := wire.NewDecoder(b)
+	d.Tag(tagRequest)
+	*r = Request{
+		Op:   d.ReadString(),
+		ID:   d.ReadUint(),
+		Path: d.ReadString(),
+		Argv: d.ReadStrings(),
+		Env:  d.ReadStrings(),
+		Dir:  d.ReadString(),
+		Sig:  d.ReadInt(),
+		Held: d.ReadStrings(),
+	}
+	r.Hides = ReadHides(d)
+	return d.End()
+}
+
+// AppendHides appends hs to b.
+func AppendHides(b []byte, hs []Hide) []byte {
+	b = wire.AppendUint(b, uint64(len(hs)))
+	for _, h := range hs {
+		b = wire.AppendString(b, h.Path)
+		b = wire.AppendBool(b, h.Dir)
+		b = wire.AppendStrings(b, h.Reopen)
+		b = wire.AppendStrings(b, h.Pins)
+	}
+	return b
+}
+
+// ReadHides reads what AppendHides wrote.
+func ReadHides(d *wire.Decoder) []Hide {
+	n := d.ReadCount(minHide)
+	if n == 0 {
+		return nil
+	}
+	hs := make([]Hide, n)
+	for i := range hs {
+		hs[i] = Hide{Path: d.ReadString(), Dir: d.ReadBool(), Reopen: d.ReadStrings(), Pins: d.ReadStrings()}
+	}
+	return hs
+}
+
+// Append appends the answer's encoding (not FDs, which travel beside it)
+// to b.
+func (a *Answer) Append(b []byte) []byte {
+	b = wire.AppendTag(b, tagAnswer)
+	b = wire.AppendUint(b, a.ID)
+	b = wire.AppendBool(b, a.Started)
+	b = wire.AppendBool(b, a.Exited)
+	b = wire.AppendInt(b, a.Status)
+	b = wire.AppendInt(b, a.Signal)
+	b = wire.AppendString(b, a.Error)
+	b = wire.AppendInt(b, a.Code)
+	b = wire.AppendUint(b, uint64(len(a.Unreachable)))
+	for _, u := range a.Unreachable {
+		b = wire.AppendString(b, u.Addr)
+		b = wire.AppendUint(b, uint64(u.Port))
+		b = wire.AppendInt(b, u.Count)
+		b = wire.AppendString(b, u.Reason)
+	}
+	b = wire.AppendUint(b, uint64(len(a.Files)))
+	for _, f := range a.Files {
+		b = wire.AppendString(b, f.Op)
+		b = wire.AppendString(b, f.Path)
+		b = wire.AppendString(b, f.Reason)
+		b = wire.AppendInt(b, f.Count)
+	}
+	return wire.AppendString(b, a.FilesUnavailable)
+}
+
+// Decode sets a to the answer b encodes, all of b; FDs is left unset.
+func (a *Answer) Decode(b []byte) error {
+	d := wire.NewDecoder(b)
+	d.Tag(tagAnswer)
+	*a = Answer{
+		ID:      d.ReadUint(),
+		Started: d.ReadBool(),
+		Exited:  d.ReadBool(),
+		Status:  d.ReadInt(),
+		Signal:  d.ReadInt(),
+		Error:   d.ReadString(),
+		Code:    d.ReadInt(),
+	}
+	if n := d.ReadCount(minUnreachable); n > 0 {
+		a.Unreachable = make([]Unreachable, n)
+		for i := range a.Unreachable {
+			u := &a.Unreachable[i]
+			u.Addr = d.ReadString()
+			port := d.ReadUint()
+			if port > 0xffff {
+				d.Fail("port")
+			}
+			u.Port = uint16(port)
+			u.Count = d.ReadInt()
+			u.Reason = d.ReadString()
+		}
+	}
+	if n := d.ReadCount(minDenied); n > 0 {
+		a.Files = make([]fsreport.Denied, n)
+		for i := range a.Files {
+			a.Files[i] = fsreport.Denied{Op: d.ReadString(), Path: d.ReadString(), Reason: d.ReadString(), Count: d.ReadInt()}
+		}
+	}
+	a.FilesUnavailable = d.ReadString()
+	return d.End()
+}
+
+// Encode is the spec's encoding for the init stage's spec pipe: Argv and
+// Env by package wire, byte for byte, then the rest as JSON. The rest is
+// one large message sent once per sandbox, where JSON's cost does not
+// show and its field names keep the struct easy to grow; Argv and Env
+// are the only strings of it that may be other than UTF-8 (see NonUTF8),
+// which JSON would change.
+func (s *Spec) Encode() ([]byte, error) {
+	b := wire.AppendStrings(wire.AppendStrings(nil, s.Argv), s.Env)
+	rest, err := json.Marshal(s)
+	if err != nil {
+		return nil, err
+	}
+	return append(b, rest...), nil
+}
+
+// DecodeSpec is the inverse of Encode.
+func DecodeSpec(b []byte) (*Spec, error) {
+	d := wire.NewDecoder(b)
+	argv, env := d.ReadStrings(), d.ReadStrings()
+	if err := d.Err(); err != nil {
+		return nil, err
+	}
+	var s Spec
+	if err := json.Unmarshal(d.Rest(), &s); err != nil {
+		return nil, err
+	}
+	s.Argv, s.Env = argv, env
+	return &s, nil
+}
