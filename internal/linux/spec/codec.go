@@ -2,6 +2,7 @@ package spec
 
 import (
 	"encoding/json"
+	"slices"
 
 	"github.com/agentbox/agentbox/internal/fsreport"
 	"github.com/agentbox/agentbox/internal/wire"
@@ -24,6 +25,8 @@ const (
 
 // Append appends the request's encoding to b.
 func (r *Request) Append(b []byte) []byte {
+	// Grown once: an environment's strings would grow it many times.
+	b = slices.Grow(b, r.size())
 	b = wire.AppendTag(b, tagRequest)
 	b = wire.AppendString(b, r.Op)
 	b = wire.AppendUint(b, r.ID)
@@ -34,6 +37,15 @@ func (r *Request) Append(b []byte) []byte {
 	b = wire.AppendInt(b, r.Sig)
 	b = wire.AppendStrings(b, r.Held)
 	return AppendHides(b, r.Hides)
+}
+
+// size is the length of the request's encoding.
+func (r *Request) size() int {
+	n := 1 + 6*8 + len(r.Op) + len(r.Path) + len(r.Dir) + stringsSize(r.Argv) + stringsSize(r.Env) + stringsSize(r.Held)
+	for _, h := range r.Hides {
+		n += 8 + len(h.Path) + 1 + stringsSize(h.Reopen) + stringsSize(h.Pins)
+	}
+	return n
 }
 
 // Decode sets r to the request b encodes, all of b.
@@ -52,6 +64,15 @@ func (r *Request) Decode(b []byte) error {
 	}
 	r.Hides = ReadHides(d)
 	return d.End()
+}
+
+// stringsSize is what wire.AppendStrings takes for ss.
+func stringsSize(ss []string) int {
+	n := 8
+	for _, s := range ss {
+		n += 8 + len(s)
+	}
+	return n
 }
 
 // AppendHides appends hs to b.
@@ -82,6 +103,7 @@ func ReadHides(d *wire.Decoder) []Hide {
 // Append appends the answer's encoding (not FDs, which travel beside it)
 // to b.
 func (a *Answer) Append(b []byte) []byte {
+	b = slices.Grow(b, a.size())
 	b = wire.AppendTag(b, tagAnswer)
 	b = wire.AppendUint(b, a.ID)
 	b = wire.AppendBool(b, a.Started)
@@ -105,6 +127,18 @@ func (a *Answer) Append(b []byte) []byte {
 		b = wire.AppendInt(b, f.Count)
 	}
 	return wire.AppendString(b, a.FilesUnavailable)
+}
+
+// size is the length of the answer's encoding.
+func (a *Answer) size() int {
+	n := 1 + 8*8 + 2 + len(a.Error) + len(a.FilesUnavailable)
+	for _, u := range a.Unreachable {
+		n += minUnreachable + len(u.Addr) + len(u.Reason)
+	}
+	for _, f := range a.Files {
+		n += minDenied + len(f.Op) + len(f.Path) + len(f.Reason)
+	}
+	return n
 }
 
 // Decode sets a to the answer b encodes, all of b; FDs is left unset.

@@ -126,3 +126,17 @@ func BenchmarkAnswer(b *testing.B) {
 		}
 	}
 }
+
+// size, by which Append grows its buffer once, is exact.
+func TestEncodingSize(t *testing.T) {
+	for _, r := range []Request{testRequest, {}} {
+		if n, want := r.size(), len(r.Append(nil)); n != want {
+			t.Errorf("request size %d, encoding %d", n, want)
+		}
+	}
+	for _, a := range []Answer{testAnswer, {}} {
+		if n, want := a.size(), len(a.Append(nil)); n != want {
+			t.Errorf("answer size %d, encoding %d", n, want)
+		}
+	}
+}
