@@ -26,17 +26,11 @@ const (
 // Append appends the request's encoding to b.
 func (r *Request) Append(b []byte) []byte {
 	// Grown once: an environment's strings would grow it many times.
-	b = slices.Grow(b, r.size())
-	b = wire.AppendTag(b, tagRequest)
-	b = wire.AppendString(b, r.Op)
-	b = wire.AppendUint(b, r.ID)
-	b = wire.AppendString(b, r.Path)
-	b = wire.AppendStrings(b, r.Argv)
-	b = wire.AppendStrings(b, r.Env)
-	b = wire.AppendString(b, r.Dir)
-	b = wire.AppendInt(b, r.Sig)
-	b = wire.AppendStrings(b, r.Held)
-	return AppendHides(b, r.Hides)
+	b = wire.AppendString(wire.AppendTag(slices.Grow(b, r.size()), tagRequest), r.Op)
+	b = wire.AppendString(wire.AppendUint(b, r.ID), r.Path)
+	b = wire.AppendStrings(wire.AppendStrings(b, r.Argv), r.Env)
+	b = wire.AppendInt(wire.AppendString(b, r.Dir), r.Sig)
+	return AppendHides(wire.AppendStrings(b, r.Held), r.Hides)
 }
 
 // size is the length of the request's encoding.
@@ -52,17 +46,11 @@ func (r *Request) size() int {
 func (r *Request) Decode(b []byte) error {
 	d := wire.NewDecoder(b)
 	d.Tag(tagRequest)
-	*r = Request{
-		Op:   d.ReadString(),
-		ID:   d.ReadUint(),
-		Path: d.ReadString(),
-		Argv: d.ReadStrings(),
-		Env:  d.ReadStrings(),
-		Dir:  d.ReadString(),
-		Sig:  d.ReadInt(),
-		Held: d.ReadStrings(),
-	}
-	r.Hides = ReadHides(d)
+	*r = Request{}
+	r.Op, r.ID, r.Path = d.ReadString(), d.ReadUint(), d.ReadString()
+	r.Argv, r.Env = d.ReadStrings(), d.ReadStrings()
+	r.Dir, r.Sig = d.ReadString(), d.ReadInt()
+	r.Held, r.Hides = d.ReadStrings(), ReadHides(d)
 	return d.End()
 }
 
@@ -103,28 +91,19 @@ func ReadHides(d *wire.Decoder) []Hide {
 // Append appends the answer's encoding (not FDs, which travel beside it)
 // to b.
 func (a *Answer) Append(b []byte) []byte {
-	b = slices.Grow(b, a.size())
-	b = wire.AppendTag(b, tagAnswer)
-	b = wire.AppendUint(b, a.ID)
-	b = wire.AppendBool(b, a.Started)
-	b = wire.AppendBool(b, a.Exited)
-	b = wire.AppendInt(b, a.Status)
-	b = wire.AppendInt(b, a.Signal)
-	b = wire.AppendString(b, a.Error)
-	b = wire.AppendInt(b, a.Code)
+	b = wire.AppendUint(wire.AppendTag(slices.Grow(b, a.size()), tagAnswer), a.ID)
+	b = wire.AppendBool(wire.AppendBool(b, a.Started), a.Exited)
+	b = wire.AppendInt(wire.AppendInt(b, a.Status), a.Signal)
+	b = wire.AppendInt(wire.AppendString(b, a.Error), a.Code)
 	b = wire.AppendUint(b, uint64(len(a.Unreachable)))
 	for _, u := range a.Unreachable {
-		b = wire.AppendString(b, u.Addr)
-		b = wire.AppendUint(b, uint64(u.Port))
-		b = wire.AppendInt(b, u.Count)
-		b = wire.AppendString(b, u.Reason)
+		b = wire.AppendUint(wire.AppendString(b, u.Addr), uint64(u.Port))
+		b = wire.AppendString(wire.AppendInt(b, u.Count), u.Reason)
 	}
 	b = wire.AppendUint(b, uint64(len(a.Files)))
 	for _, f := range a.Files {
-		b = wire.AppendString(b, f.Op)
-		b = wire.AppendString(b, f.Path)
-		b = wire.AppendString(b, f.Reason)
-		b = wire.AppendInt(b, f.Count)
+		b = wire.AppendString(wire.AppendString(b, f.Op), f.Path)
+		b = wire.AppendInt(wire.AppendString(b, f.Reason), f.Count)
 	}
 	return wire.AppendString(b, a.FilesUnavailable)
 }
@@ -145,15 +124,10 @@ func (a *Answer) size() int {
 func (a *Answer) Decode(b []byte) error {
 	d := wire.NewDecoder(b)
 	d.Tag(tagAnswer)
-	*a = Answer{
-		ID:      d.ReadUint(),
-		Started: d.ReadBool(),
-		Exited:  d.ReadBool(),
-		Status:  d.ReadInt(),
-		Signal:  d.ReadInt(),
-		Error:   d.ReadString(),
-		Code:    d.ReadInt(),
-	}
+	*a = Answer{ID: d.ReadUint()}
+	a.Started, a.Exited = d.ReadBool(), d.ReadBool()
+	a.Status, a.Signal = d.ReadInt(), d.ReadInt()
+	a.Error, a.Code = d.ReadString(), d.ReadInt()
 	if n := d.ReadCount(minUnreachable); n > 0 {
 		a.Unreachable = make([]Unreachable, n)
 		for i := range a.Unreachable {
