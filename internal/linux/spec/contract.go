@@ -58,11 +58,11 @@ const ControlFD = 5
 
 // Request is a request on the control socket, in its encoding (Append,
 // Decode). A start request carries, as SCM_RIGHTS, the command's stdin,
-// stdout and stderr, then the command's reply socket (a SOCK_SEQPACKET end on which the zygote answers that
-// request alone, so that the caller's goroutine waiting for the answer
-// reads it itself), then a descriptor of what is at each of Held (see
-// mounter_linux.go), and, when the request would not fit in one packet,
-// last, a memfd holding it.
+// stdout and stderr, then the command's reply socket (a SOCK_SEQPACKET
+// end on which the zygote answers that request alone, so that the
+// caller's goroutine waiting for the answer reads it itself), then a
+// descriptor of what is at each of Held (see mounter_linux.go), and, when
+// the request would not fit in one packet, last, a memfd holding it.
 type Request struct {
 	Op   string // "start", "signal", "kill", "big"
 	ID   uint64
@@ -88,8 +88,8 @@ func StartRequest(id uint64, path string, argv, env []string, dir string) Reques
 
 // Answer answers a start request, on its reply socket, in its encoding
 // (Append, Decode): one Started (or Error), then one Exited. With an
-// allow-list, Started carries the command's two proxy listeners as SCM_RIGHTS (HTTP, then SOCKS5; see
-// commandListeners).
+// allow-list, Started carries the command's two proxy listeners as
+// SCM_RIGHTS (HTTP, then SOCKS5; see commandListeners).
 type Answer struct {
 	ID      uint64
 	Started bool
