@@ -221,6 +221,15 @@ func spawnStage(spec *Spec, o stageStart) (st *readyStage, ran bool, err error) 
 	}
 	defer hand.Close()
 	defer ports.Close()
+	// Once every descriptor is numbered in it.
+	encoded, err := spec.Encode()
+	if err != nil {
+		specR.Close()
+		specW.Close()
+		statusR.Close()
+		statusW.Close()
+		return nil, false, fmt.Errorf("encoding the sandbox's spec: %w", err)
+	}
 	if o.lifeline != nil {
 		// Last, after every descriptor meant for the init: the reaper
 		// passes fds 3 to 3+n-1 on to it and keeps the next (initFDsEnv).
@@ -246,7 +255,7 @@ func spawnStage(spec *Spec, o stageStart) (st *readyStage, ran bool, err error) 
 	go func() {
 		// The stage reads the spec before anything else; a write error
 		// only means it died, which the status pipe reports.
-		json.NewEncoder(specW).Encode(spec)
+		specW.Write(encoded)
 		specW.Close()
 	}()
 	st = &readyStage{cmd: cmd, status: bufio.NewReader(statusR), statusFile: statusR}

@@ -1,7 +1,6 @@
 package linux
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"github.com/agentbox/agentbox/internal/fsreport"
@@ -238,11 +237,9 @@ func (s *Session) Pid() int { return s.zyg.Process.Pid }
 func (s *Session) Done() <-chan struct{} { return s.dead }
 
 func (s *Session) send(r zreq, fds []int) error {
-	b, err := json.Marshal(r)
-	if err != nil {
-		return err
-	}
+	b := r.Append(nil)
 	var memfd = -1
+	var err error
 	if len(b) > maxPacket {
 		if len(b) > maxBigRequest {
 			return fmt.Errorf("command line and environment take %d bytes, more than a session accepts (%d)", len(b), maxBigRequest)
@@ -260,7 +257,8 @@ func (s *Session) send(r zreq, fds []int) error {
 			off += n
 		}
 		fds = append(fds, memfd)
-		b, _ = json.Marshal(zreq{Op: "big", ID: r.ID, Held: r.Held})
+		big := zreq{Op: "big", ID: r.ID, Held: r.Held}
+		b = big.Append(nil)
 	}
 	s.sendMu.Lock()
 	defer s.sendMu.Unlock()
@@ -297,8 +295,8 @@ const answerSize = 64 << 10
 // answerBufs hold the answers' read buffers, reused: a fresh one for each
 // of a command's two answers was 128 KiB to clear and collect per command,
 // and the garbage collector's cycles it brought were a measurable part of
-// a session command's time. json.Unmarshal copies what it keeps, so a
-// buffer is free again once its answer is decoded.
+// a session command's time. Decode copies what it keeps, so a buffer is
+// free again once its answer is decoded.
 var answerBufs = sync.Pool{New: func() any { return new([answerSize]byte) }}
 
 // answer reads the zygote's next answer for this command; the zygote
@@ -323,7 +321,7 @@ func (p *SessionProcess) answer() (zresp, error) {
 		fds = scm.Rights(oob[:oobn])
 	}
 	var r zresp
-	if err == nil && rerr == nil && n > 0 && json.Unmarshal(buf[:n], &r) == nil {
+	if err == nil && rerr == nil && n > 0 && r.Decode(buf[:n]) == nil {
 		if r.Started {
 			r.FDs = fds
 		} else {

@@ -1,9 +1,11 @@
-// Package wire is agentbox's light binary codec: unsigned integers as 8
-// bytes big-endian, strings as their length then their bytes, lists as
-// their count then their items. Strings travel byte for byte, valid
-// UTF-8 or not, and nothing here needs reflection: a program that links
-// only this (the resident helper's lean client, a re-executed stage)
-// starts before most of agentbox's packages are initialised.
+// Package wire is agentbox's light binary codec, on every hop between its
+// processes: integers as 8 bytes big-endian (signed ones two's
+// complement), booleans and message tags as one byte, strings as their
+// length then their bytes, lists as their count then their items.
+// Strings travel byte for byte, valid UTF-8 or not, and nothing here
+// needs reflection: a program that links only this (the resident helper's
+// lean client, a session command's pid 1, a re-executed stage) starts
+// before most of agentbox's packages are initialised.
 //
 // A Decoder never panics on malformed input: the first malformation is
 // its error, and every read after it returns zero values.
@@ -21,6 +23,21 @@ func AppendUint(b []byte, v uint64) []byte {
 	}
 	return b
 }
+
+// AppendInt appends v.
+func AppendInt(b []byte, v int) []byte { return AppendUint(b, uint64(int64(v))) }
+
+// AppendBool appends v.
+func AppendBool(b []byte, v bool) []byte {
+	if v {
+		return append(b, 1)
+	}
+	return append(b, 0)
+}
+
+// AppendTag begins a message with its tag, which names what the message
+// is: read by the wrong reader it fails at once (see [Decoder.Tag]).
+func AppendTag(b []byte, tag byte) []byte { return append(b, tag) }
 
 // AppendString appends s, its length first.
 func AppendString(b []byte, s string) []byte {
@@ -85,6 +102,50 @@ func (d *Decoder) ReadUint() uint64 {
 	}
 	d.b = d.b[8:]
 	return v
+}
+
+// ReadInt reads a signed integer.
+func (d *Decoder) ReadInt() int {
+	v := int64(d.ReadUint())
+	if int64(int(v)) != v {
+		d.Fail("integer " + strconv.FormatInt(v, 10))
+		return 0
+	}
+	return int(v)
+}
+
+// ReadBool reads a boolean: a byte other than 0 or 1 is malformed.
+func (d *Decoder) ReadBool() bool {
+	switch d.readByte() {
+	case 1:
+		return true
+	case 0:
+		return false
+	}
+	d.Fail("boolean")
+	return false
+}
+
+// Tag reads a message's tag, a malformation unless it is want.
+func (d *Decoder) Tag(want byte) {
+	if d.err != nil {
+		return
+	}
+	if got := d.readByte(); d.err == nil && got != want {
+		d.Fail("tag " + strconv.Itoa(int(got)) + ", not " + strconv.Itoa(int(want)))
+	}
+}
+
+// readByte reads one byte; short input reads as 0xff, which no caller
+// accepts, once it has failed the decoder.
+func (d *Decoder) readByte() byte {
+	if len(d.b) < 1 {
+		d.Fail("short")
+		return 0xff
+	}
+	c := d.b[0]
+	d.b = d.b[1:]
+	return c
 }
 
 // ReadCount reads a count of items of at least min bytes each, refused when

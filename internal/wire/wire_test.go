@@ -58,3 +58,59 @@ func TestMalformed(t *testing.T) {
 		t.Error("a trailing byte is not an error")
 	}
 }
+
+func TestScalars(t *testing.T) {
+	b := AppendTag(nil, 'Q')
+	b = AppendInt(b, -2)
+	b = AppendInt(b, 1<<40)
+	b = AppendBool(b, true)
+	b = AppendBool(b, false)
+	d := NewDecoder(b)
+	d.Tag('Q')
+	if a, c := d.ReadInt(), d.ReadInt(); a != -2 || c != 1<<40 {
+		t.Errorf("ints %d %d", a, c)
+	}
+	if x, y := d.ReadBool(), d.ReadBool(); !x || y {
+		t.Errorf("bools %v %v", x, y)
+	}
+	if err := d.End(); err != nil {
+		t.Error(err)
+	}
+	for n := 0; n < len(b); n++ {
+		d := NewDecoder(b[:n])
+		d.Tag('Q')
+		d.ReadInt()
+		d.ReadInt()
+		d.ReadBool()
+		d.ReadBool()
+		if d.End() == nil {
+			t.Errorf("cut to %d of %d bytes: decoded", n, len(b))
+		}
+	}
+	if d := NewDecoder([]byte{2}); d.ReadBool() || d.Err() == nil {
+		t.Error("a boolean of 2 decoded")
+	}
+	d = NewDecoder([]byte{'A'})
+	if d.Tag('Q'); d.Err() == nil {
+		t.Error("the wrong tag decoded")
+	}
+}
+
+// FuzzDecoder: no input makes a decoder panic, and what it accepts
+// encodes back to the same bytes.
+func FuzzDecoder(f *testing.F) {
+	f.Add(AppendStrings(AppendBool(AppendInt(AppendTag(nil, 'Q'), -1), true), []string{"a", "\xff"}))
+	f.Add([]byte{'Q'})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		d := NewDecoder(b)
+		d.Tag('Q')
+		i, ok, ss := d.ReadInt(), d.ReadBool(), d.ReadStrings()
+		if d.End() != nil {
+			return
+		}
+		again := AppendStrings(AppendBool(AppendInt(AppendTag(nil, 'Q'), i), ok), ss)
+		if string(again) != string(b) {
+			t.Errorf("%x decoded and encoded as %x", b, again)
+		}
+	})
+}

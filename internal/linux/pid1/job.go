@@ -16,10 +16,12 @@ package pid1
 
 // Only packages that initialise before the heavy ones of the binary it
 // is part of (see run), so that it takes over early: not fmt, bytes or
-// strings, whose dependencies initialise late.
+// strings, whose dependencies initialise late. Package wire is as light.
 import (
 	"errors"
 	"strconv"
+
+	"github.com/agentbox/agentbox/internal/wire"
 )
 
 // Arg0 is argv[0] of the init; only a session's zygote starts a process
@@ -40,52 +42,59 @@ type Job struct {
 	Argv, Env []string
 }
 
-// Encode is the job's encoding: NUL-terminated strings (path, dir, the
-// number of arguments, the arguments, then the environment to the end).
-// exec's strings cannot hold a NUL, so neither may the job's.
+// tagJob is the tag of a job's encoding (package wire).
+const tagJob = 'J'
+
+// Encode is the job's encoding (package wire): path, dir, the arguments,
+// the environment. exec's strings cannot hold a NUL, so neither may the
+// job's.
 func (j *Job) Encode() ([]byte, error) {
 	if len(j.Argv) == 0 {
 		return nil, errors.New("no command")
 	}
-	fields := append([]string{j.Path, j.Dir, strconv.Itoa(len(j.Argv))}, j.Argv...)
-	fields = append(fields, j.Env...)
-	n := 0
-	for _, f := range fields {
-		n += len(f) + 1
+	n := 1 + 4*8
+	for _, list := range [][]string{{j.Path, j.Dir}, j.Argv, j.Env} {
+		for _, f := range list {
+			if err := noNUL(f); err != nil {
+				return nil, err
+			}
+			n += 8 + len(f)
+		}
 	}
 	if n > MaxJob {
 		return nil, errors.New("the command's arguments and environment take " + strconv.Itoa(n) + " bytes, over " + strconv.Itoa(MaxJob))
 	}
-	b := make([]byte, 0, n)
-	for _, f := range fields {
-		for i := 0; i < len(f); i++ {
-			if f[i] == 0 {
-				return nil, errors.New(strconv.Quote(f) + " holds a NUL byte")
-			}
-		}
-		b = append(append(b, f...), 0)
-	}
-	return b, nil
+	b := wire.AppendTag(make([]byte, 0, n), tagJob)
+	b = wire.AppendString(wire.AppendString(b, j.Path), j.Dir)
+	return wire.AppendStrings(wire.AppendStrings(b, j.Argv), j.Env), nil
 }
 
-// decodeJob is the inverse of Encode.
-func decodeJob(b []byte) (*Job, error) {
-	if len(b) == 0 || b[len(b)-1] != 0 {
-		return nil, errors.New("truncated job")
-	}
-	var f []string
-	for start, i := 0, 0; i < len(b); i++ {
-		if b[i] == 0 {
-			f = append(f, string(b[start:i]))
-			start = i + 1
+func noNUL(s string) error {
+	for i := 0; i < len(s); i++ {
+		if s[i] == 0 {
+			return errors.New(strconv.Quote(s) + " holds a NUL byte")
 		}
 	}
-	if len(f) < 3 {
-		return nil, errors.New("truncated job")
+	return nil
+}
+
+// decodeJob is the inverse of Encode; it refuses what Encode would.
+func decodeJob(b []byte) (*Job, error) {
+	d := wire.NewDecoder(b)
+	d.Tag(tagJob)
+	j := &Job{Path: d.ReadString(), Dir: d.ReadString(), Argv: d.ReadStrings(), Env: d.ReadStrings()}
+	if err := d.End(); err != nil {
+		return nil, errors.New("job: " + err.Error())
 	}
-	n, err := strconv.Atoi(f[2])
-	if err != nil || n < 1 || n > len(f)-3 {
-		return nil, errors.New("bad argument count " + strconv.Quote(f[2]))
+	if len(j.Argv) == 0 {
+		return nil, errors.New("job: no command")
 	}
-	return &Job{Path: f[0], Dir: f[1], Argv: f[3 : 3+n], Env: append([]string{}, f[3+n:]...)}, nil
+	for _, list := range [][]string{{j.Path, j.Dir}, j.Argv, j.Env} {
+		for _, f := range list {
+			if err := noNUL(f); err != nil {
+				return nil, errors.New("job: " + err.Error())
+			}
+		}
+	}
+	return j, nil
 }

@@ -4,6 +4,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/agentbox/agentbox/internal/wire"
 )
 
 func TestJobRoundTrip(t *testing.T) {
@@ -42,8 +44,23 @@ func TestJobRefusesNUL(t *testing.T) {
 	}
 }
 
+// Every cut of a job, a job with bytes after it, without a command, or
+// with a NUL byte is refused.
 func TestDecodeJobMalformed(t *testing.T) {
-	for _, b := range []string{"", "x", "/p\x00/d\x00", "/p\x00/d\x000\x00sh\x00", "/p\x00/d\x003\x00sh\x00", "/p\x00/d\x00x\x00sh\x00", "/p\x00/d\x001\x00sh"} {
+	good, err := (&Job{Path: "/bin/sh", Dir: "/ws", Argv: []string{"sh"}, Env: []string{"A=1"}}).Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad := []string{string(good) + "x"}
+	for n := range len(good) {
+		bad = append(bad, string(good[:n]))
+	}
+	job := func(path string, argv ...string) string {
+		b := wire.AppendString(wire.AppendString(wire.AppendTag(nil, tagJob), path), "/")
+		return string(wire.AppendStrings(wire.AppendStrings(b, argv), nil))
+	}
+	bad = append(bad, job("/bin/sh"), job("/bin/sh", "sh", "a\x00b"), job("/bin/s\x00h", "sh"))
+	for _, b := range bad {
 		if j, err := decodeJob([]byte(b)); err == nil {
 			t.Errorf("%q decoded as %+v", b, j)
 		}

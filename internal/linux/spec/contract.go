@@ -1,9 +1,6 @@
 package spec
 
-import (
-	"github.com/agentbox/agentbox/internal/fsreport"
-	"github.com/agentbox/agentbox/internal/wirestr"
-)
+import "github.com/agentbox/agentbox/internal/fsreport"
 
 // The parent hands the init stage two pipes, named by these fds (runc's
 // pattern): the spec to read, and a status channel to report on.
@@ -59,72 +56,57 @@ const (
 // ControlFD is a session's control socket in the zygote (zygote_linux.go).
 const ControlFD = 5
 
-// Request is a request on the control socket. A start request carries, as
-// SCM_RIGHTS, the command's stdin, stdout and stderr, then the command's
-// reply socket (a SOCK_SEQPACKET end on which the zygote answers that
-// request alone, so that the caller's goroutine waiting for the answer
-// reads it itself), then a descriptor of what is at each of Held (see
-// mounter_linux.go), and, when the request would not fit in one packet,
-// last, a memfd holding it.
+// Request is a request on the control socket, in its encoding (Append,
+// Decode). A start request carries, as SCM_RIGHTS, the command's stdin,
+// stdout and stderr, then the command's reply socket (a SOCK_SEQPACKET
+// end on which the zygote answers that request alone, so that the
+// caller's goroutine waiting for the answer reads it itself), then a
+// descriptor of what is at each of Held (see mounter_linux.go), and, when
+// the request would not fit in one packet, last, a memfd holding it.
 type Request struct {
-	Op   string   `json:"op"` // "start", "signal", "kill", "big"
-	ID   uint64   `json:"id"`
-	Path string   `json:"path,omitempty"`
-	Argv []string `json:"argv,omitempty"`
-	Env  []string `json:"env,omitempty"`
-	// Raw carries Argv and Env instead when one of their strings is not
-	// UTF-8 (package wirestr): the common request pays no custom
-	// marshaller.
-	Raw *RawArgs `json:"raw,omitempty"`
-	Dir string   `json:"dir,omitempty"` // "" means the session's workspace
-	Sig int      `json:"sig,omitempty"`
+	Op   string // "start", "signal", "kill", "big"
+	ID   uint64
+	Path string
+	// Argv and Env travel byte for byte, valid UTF-8 or not.
+	Argv []string
+	Env  []string
+	Dir  string // "" means the session's workspace
+	Sig  int
 	// Held are the protected paths the host holds for this command
 	// (placeholders it made for it, and existing protected directories),
 	// to be bound read-only before the command starts where they are not
 	// already. Also set in a "big" request's own packet.
-	Held []string `json:"held,omitempty"`
+	Held []string
 	// Hides are the masks the command needs (see Session.Start).
-	Hides []Hide `json:"hides,omitempty"`
-}
-
-// RawArgs are a start request's argv and environment, byte for byte.
-type RawArgs struct {
-	Argv wirestr.Strings `json:"argv"`
-	Env  wirestr.Strings `json:"env"`
+	Hides []Hide
 }
 
 // StartRequest is the start request for a command.
 func StartRequest(id uint64, path string, argv, env []string, dir string) Request {
-	r := Request{Op: "start", ID: id, Path: path, Dir: dir}
-	if wirestr.Valid(argv) && wirestr.Valid(env) {
-		r.Argv, r.Env = argv, env
-	} else {
-		r.Raw = &RawArgs{Argv: argv, Env: env}
-	}
-	return r
+	return Request{Op: "start", ID: id, Path: path, Argv: argv, Env: env, Dir: dir}
 }
 
-// Answer answers a start request, on its reply socket: one Started (or
-// Error), then one Exited. With an allow-list, Started carries the
-// command's two proxy listeners as SCM_RIGHTS (HTTP, then SOCKS5; see
-// commandListeners).
+// Answer answers a start request, on its reply socket, in its encoding
+// (Append, Decode): one Started (or Error), then one Exited. With an
+// allow-list, Started carries the command's two proxy listeners as
+// SCM_RIGHTS (HTTP, then SOCKS5; see commandListeners).
 type Answer struct {
-	ID      uint64 `json:"id"`
-	Started bool   `json:"started,omitempty"`
-	Exited  bool   `json:"exited,omitempty"`
-	Status  int    `json:"status,omitempty"`
-	Signal  int    `json:"signal,omitempty"`
-	Error   string `json:"error,omitempty"`
-	Code    int    `json:"code,omitempty"`
+	ID      uint64
+	Started bool
+	Exited  bool
+	Status  int
+	Signal  int
+	Error   string
+	Code    int
 	// Unreachable, with Exited, is what the command's connects could
 	// not reach with the network off.
-	Unreachable []Unreachable `json:"unreachable,omitempty"`
+	Unreachable []Unreachable
 	// Files and FilesUnavailable, with Exited, are the file
 	// observer's (see Message).
-	Files            []fsreport.Denied `json:"files,omitempty"`
-	FilesUnavailable string            `json:"files_unavailable,omitempty"`
+	Files            []fsreport.Denied
+	FilesUnavailable string
 
-	FDs []int `json:"-"` // received with the answer (the client's side only)
+	FDs []int // received with the answer (the client's side only)
 }
 
 // MaxPacket bounds a control message; larger start requests travel in a

@@ -12,16 +12,16 @@ import (
 
 	"github.com/agentbox/agentbox/internal/fsreport"
 	"github.com/agentbox/agentbox/internal/toolcache"
-	"github.com/agentbox/agentbox/internal/wirestr"
 )
 
-// Spec is everything the init stage needs, sent to it over a pipe as JSON.
+// Spec is everything the init stage needs, sent to it over a pipe (see
+// Encode): Argv and Env byte for byte, the rest as JSON.
 type Spec struct {
 	// Path is the command to run, looked up in PATH from Env when it has no slash.
-	Path string          `json:"path"`
-	Argv wirestr.Strings `json:"argv"`
-	Env  wirestr.Strings `json:"env"`
-	Cwd  string          `json:"cwd"`
+	Path string   `json:"path"`
+	Argv []string `json:"-"`
+	Env  []string `json:"-"`
+	Cwd  string   `json:"cwd"`
 	// Mounts are applied in order on top of a read-only view of the host.
 	Mounts []Mount `json:"mounts"`
 	// Caches are the tool cache mounts, applied after Mounts (see
@@ -204,7 +204,7 @@ type Mount struct {
 // and environment, that is not valid UTF-8 ("" when none is): the spec
 // reaches the init stage as JSON, which would replace the invalid bytes
 // and so name another path (a writable root, a protected one). Argv and
-// Env travel byte for byte (package wirestr).
+// Env travel byte for byte (see Encode).
 func (s *Spec) NonUTF8() string {
 	v := reflect.ValueOf(s).Elem()
 	for i := range v.NumField() {

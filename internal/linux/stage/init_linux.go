@@ -276,14 +276,14 @@ func readSpec() (*spec.Spec, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading spec: %w", err)
 	}
-	var s spec.Spec
-	if err := json.Unmarshal(data, &s); err != nil {
+	s, err := spec.DecodeSpec(data)
+	if err != nil {
 		return nil, fmt.Errorf("decoding spec: %w", err)
 	}
 	if !s.Session && (len(s.Argv) == 0 || s.Path == "") {
 		return nil, errors.New("empty command")
 	}
-	return &s, nil
+	return s, nil
 }
 
 // loopbackUp brings "lo" up in the fresh network namespace so servers the

@@ -1,7 +1,6 @@
 package stage
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -9,6 +8,7 @@ import (
 
 	"github.com/agentbox/agentbox/internal/linux/scm"
 	"github.com/agentbox/agentbox/internal/linux/spec"
+	"github.com/agentbox/agentbox/internal/wire"
 
 	"golang.org/x/sys/unix"
 )
@@ -45,13 +45,43 @@ const (
 // mounterReq is a mounter request: the held paths (one descriptor each,
 // in order) to bind read-only, and the masks to make.
 type mounterReq struct {
-	Held  []string    `json:"held,omitempty"`
-	Hides []spec.Hide `json:"hides,omitempty"`
+	Held  []string
+	Hides []spec.Hide
 }
 
 // mountReply answers a mounter request.
 type mountReply struct {
-	Error string `json:"error,omitempty"`
+	Error string
+}
+
+// The tags of the mounter's messages (package wire).
+const (
+	tagMounterReq = 'M'
+	tagMountReply = 'R'
+)
+
+func (r *mounterReq) append(b []byte) []byte {
+	b = wire.AppendTag(b, tagMounterReq)
+	return spec.AppendHides(wire.AppendStrings(b, r.Held), r.Hides)
+}
+
+func (r *mounterReq) decode(b []byte) error {
+	d := wire.NewDecoder(b)
+	d.Tag(tagMounterReq)
+	r.Held = d.ReadStrings()
+	r.Hides = spec.ReadHides(d)
+	return d.End()
+}
+
+func (r *mountReply) append(b []byte) []byte {
+	return wire.AppendString(wire.AppendTag(b, tagMountReply), r.Error)
+}
+
+func (r *mountReply) decode(b []byte) error {
+	d := wire.NewDecoder(b)
+	d.Tag(tagMountReply)
+	r.Error = d.ReadString()
+	return d.End()
 }
 
 func isMounter() bool {
@@ -119,7 +149,7 @@ func runMounter() {
 		switch {
 		case flags&(unix.MSG_TRUNC|unix.MSG_CTRUNC) != 0:
 			rep.Error = "request truncated"
-		case json.Unmarshal(buf[:n], &req) != nil:
+		case req.decode(buf[:n]) != nil:
 			rep.Error = "malformed request"
 		case len(req.Held) != len(fds):
 			rep.Error = fmt.Sprintf("%d paths but %d descriptors", len(req.Held), len(fds))
@@ -140,8 +170,7 @@ func runMounter() {
 			}
 		}
 		scm.CloseAll(fds)
-		b, _ := json.Marshal(rep)
-		if scm.Send(mounterFD, b, nil) != nil {
+		if scm.Send(mounterFD, rep.append(nil), nil) != nil {
 			os.Exit(0)
 		}
 	}
@@ -265,13 +294,9 @@ func (z *zygote) askMounter(r mounterReq, fds []int) error {
 	if z.mounter < 0 {
 		return errors.New("the session has no mounter for its placeholders")
 	}
-	b, err := json.Marshal(r)
-	if err != nil {
-		return err
-	}
 	z.mountMu.Lock()
 	defer z.mountMu.Unlock()
-	if err := scm.Send(z.mounter, b, fds); err != nil {
+	if err := scm.Send(z.mounter, r.append(nil), fds); err != nil {
 		return fmt.Errorf("asking the session's mounter: %w", err)
 	}
 	var buf [4096]byte
@@ -284,7 +309,7 @@ func (z *zygote) askMounter(r mounterReq, fds []int) error {
 			return fmt.Errorf("the session's mounter is gone (%v)", err)
 		}
 		var rep mountReply
-		if err := json.Unmarshal(buf[:n], &rep); err != nil {
+		if err := rep.decode(buf[:n]); err != nil {
 			return fmt.Errorf("the session's mounter: %w", err)
 		}
 		if rep.Error != "" {

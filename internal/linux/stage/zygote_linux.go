@@ -1,7 +1,6 @@
 package stage
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -257,7 +256,7 @@ func (z *zygote) next() (job, bool) {
 		}
 		fds := scm.Rights(z.oob[:oobn])
 		var r spec.Request
-		if flags&(unix.MSG_TRUNC|unix.MSG_CTRUNC) != 0 || json.Unmarshal(z.buf[:n], &r) != nil {
+		if flags&(unix.MSG_TRUNC|unix.MSG_CTRUNC) != 0 || r.Decode(z.buf[:n]) != nil {
 			// A truncated request lost descriptors (a placeholder's
 			// among them): never served, and without its reply
 			// socket never answered; the client's wait ends with
@@ -305,15 +304,12 @@ func (z *zygote) startJob(r spec.Request, fds []int) (job, bool) {
 		big, err := readMemfd(memfd)
 		unix.Close(memfd)
 		if err == nil {
-			err = json.Unmarshal(big, &r)
+			err = r.Decode(big)
 		}
 		if err != nil {
 			return fail(fmt.Sprintf("session: reading request: %v", err))
 		}
 		r.Held = heldPaths
-	}
-	if r.Raw != nil {
-		r.Argv, r.Env = r.Raw.Argv, r.Raw.Env
 	}
 	if len(r.Argv) == 0 || r.Path == "" {
 		return fail("session: malformed request")
@@ -357,8 +353,7 @@ func (z *zygote) startJob(r spec.Request, fds []int) (job, bool) {
 // A caller that has gone away does not matter: its command is killed
 // when it closes the session (or dies).
 func sendReply(fd int, r spec.Answer, fds ...int) {
-	b, _ := json.Marshal(r)
-	scm.Send(fd, b, fds)
+	scm.Send(fd, r.Append(nil), fds)
 }
 
 // worker prepares a thread of its own for the next command, reads that
