@@ -8,7 +8,9 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime"
 
+	"github.com/agentbox/agentbox/internal/agentdirs"
 	"github.com/agentbox/agentbox/internal/windows/loopguard"
 	winsetup "github.com/agentbox/agentbox/internal/windows/setup"
 	"github.com/agentbox/agentbox/internal/windows/sid"
@@ -36,7 +38,7 @@ func doctor(pol *policy.Policy) *Report {
 	if elevatedMode {
 		doctorSetup(r, add)
 	}
-	dir, err := unelevated.StateDir()
+	dir, err := agentdirs.RequireState(os.Getenv, runtime.GOOS)
 	if err != nil {
 		add("state dir", false, err.Error())
 		r.CanSandbox = false
@@ -174,7 +176,7 @@ func doctorProxyPorts(r *Report, add func(string, bool, string), open []int) {
 	rng := "127.0.0.1:" + winsetup.PortList(open)
 	rows, err := loopguard.Table()
 	if err == nil {
-		dir, derr := unelevated.StateDir()
+		dir, derr := agentdirs.RequireState(os.Getenv, runtime.GOOS)
 		if derr != nil {
 			err = derr
 		} else {
@@ -194,7 +196,7 @@ func setup(ctx context.Context, pol *policy.Policy, out io.Writer) error {
 	if pol != nil && pol.Windows() == policy.Elevated {
 		return setupElevated(ctx, pol, out)
 	}
-	dir, err := unelevated.StateDir()
+	dir, err := agentdirs.RequireState(os.Getenv, runtime.GOOS)
 	if err != nil {
 		return err
 	}
@@ -234,7 +236,7 @@ func setupElevated(ctx context.Context, pol *policy.Policy, out io.Writer) error
 	if err != nil {
 		return fmt.Errorf("agentbox-setup finished but: %w", err)
 	}
-	dir, err := unelevated.StateDir()
+	dir, err := agentdirs.RequireState(os.Getenv, runtime.GOOS)
 	if err != nil {
 		return err
 	}
@@ -264,7 +266,7 @@ func cleanup(ctx context.Context, out io.Writer) error {
 	if err := winsetup.Cleanup(ctx, out); err != nil {
 		return fmt.Errorf("elevated sandbox: %w (unelevated state kept, so a retry can still revoke every ACE)", uacError(err, "nothing was removed"))
 	}
-	dir, err := unelevated.StateDir()
+	dir, err := agentdirs.RequireState(os.Getenv, runtime.GOOS)
 	if err != nil {
 		return err
 	}

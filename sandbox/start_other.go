@@ -18,5 +18,3 @@ func start(c *Cmd, p *proc) error {
 //
 // Deprecated: nothing needs to call Main.
 func Main() {}
-
-func stateDir() string { return "" }

@@ -3,10 +3,12 @@ package sandbox
 import (
 	"fmt"
 	"os"
+	"runtime"
 	"time"
 
 	"golang.org/x/sys/windows"
 
+	"github.com/agentbox/agentbox/internal/agentdirs"
 	"github.com/agentbox/agentbox/internal/exitcode"
 	"github.com/agentbox/agentbox/internal/stdio"
 	"github.com/agentbox/agentbox/internal/windows/unelevated"
@@ -45,7 +47,7 @@ func start(c *Cmd, p *proc) error {
 		}
 		return startElevated(c, p)
 	}
-	dir, err := unelevated.StateDir()
+	dir, err := agentdirs.RequireState(os.Getenv, runtime.GOOS)
 	if err != nil {
 		return &StartError{Code: CodeSandboxFailure, Err: err}
 	}
