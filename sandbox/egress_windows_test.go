@@ -21,7 +21,6 @@ import (
 	"github.com/agentbox/agentbox/internal/policytest"
 	"github.com/agentbox/agentbox/internal/windows/loopguard"
 	winsetup "github.com/agentbox/agentbox/internal/windows/setup"
-	"github.com/agentbox/agentbox/internal/windows/unelevated"
 	"github.com/agentbox/agentbox/internal/windows/winapi"
 	"github.com/agentbox/agentbox/policy"
 )
@@ -117,7 +116,7 @@ func TestElevatedAllowListNeedsProxyPorts(t *testing.T) {
 		!strings.Contains(err.Error(), "run `agentbox setup` again") {
 		t.Fatalf("Run = %v, want 125 saying setup must run again", err)
 	}
-	dir, _ := unelevated.StateDir()
+	dir := stateDir()
 	if _, err := os.Stat(dir); err == nil {
 		t.Errorf("a refused run created the state dir %s", dir)
 	}
@@ -175,7 +174,7 @@ func TestElevatedAllowListReleases(t *testing.T) {
 	// and registered as this process's.
 	var held []int
 	egressStarted = func(eg *elevatedEgress) {
-		dir, _ := unelevated.StateDir()
+		dir := stateDir()
 		owned := loopguard.Owned(dir)
 		for _, p := range eg.ports {
 			if ln, err := net.Listen("tcp4", fmt.Sprintf("127.0.0.1:%d", p)); err == nil {
@@ -200,7 +199,7 @@ func TestElevatedAllowListReleases(t *testing.T) {
 		t.Fatalf("Run = %v, want 125 for the missing credentials", err)
 	}
 	t.Logf("run refused as expected: %v", err)
-	dir, _ := unelevated.StateDir()
+	dir := stateDir()
 	if o := loopguard.Owned(dir); len(o) != 0 {
 		t.Errorf("registry still holds %v", o)
 	}

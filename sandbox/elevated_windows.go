@@ -8,12 +8,14 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/windows"
 
+	"github.com/agentbox/agentbox/internal/agentdirs"
 	"github.com/agentbox/agentbox/internal/exitcode"
 	"github.com/agentbox/agentbox/internal/netproxy"
 	"github.com/agentbox/agentbox/internal/windows/elevated"
@@ -45,7 +47,7 @@ func startElevatedCmd(c *Cmd, p *proc) error {
 	if err != nil {
 		return &StartError{Code: CodeSandboxFailure, Err: err}
 	}
-	dir, err := unelevated.StateDir()
+	dir, err := agentdirs.RequireState(os.Getenv, runtime.GOOS)
 	if err != nil {
 		return &StartError{Code: CodeSandboxFailure, Err: err}
 	}

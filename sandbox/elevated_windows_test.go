@@ -91,7 +91,7 @@ func TestElevatedWithoutSetup(t *testing.T) {
 	if !errors.Is(err, winsetup.ErrMissing) || !strings.Contains(err.Error(), "run `agentbox setup`") {
 		t.Errorf("error %q does not say to run agentbox setup", err)
 	}
-	dir, _ := unelevated.StateDir()
+	dir := stateDir()
 	if _, err := sid.Load(dir); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("a refused run created or changed the SID state: %v", err)
 	}
@@ -187,7 +187,7 @@ func TestElevatedGrantsGroup(t *testing.T) {
 	if !errors.As(err, &se) || se.Code != CodeSandboxFailure || !errors.Is(err, winsetup.ErrMissing) {
 		t.Fatalf("Run = %v, want StartError 125 wrapping ErrMissing (no credentials)", err)
 	}
-	dir, _ := unelevated.StateDir()
+	dir := stateDir()
 	st, err := sid.Load(dir)
 	if err != nil {
 		t.Fatalf("SID state: %v", err)
@@ -296,7 +296,7 @@ func TestCleanupWithoutElevatedSetup(t *testing.T) {
 	if !strings.Contains(out.String(), "elevated sandbox: nothing to remove") || !strings.Contains(out.String(), sid.FileName) {
 		t.Errorf("cleanup output:\n%s", out.String())
 	}
-	dir, _ := unelevated.StateDir()
+	dir := stateDir()
 	if _, err := sid.Load(dir); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("SID state after cleanup: %v", err)
 	}

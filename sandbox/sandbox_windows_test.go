@@ -177,7 +177,7 @@ func testPolicy(t *testing.T, mode policy.Mode) (*policy.Policy, string) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		if dir, err := unelevated.StateDir(); err == nil {
+		if dir := stateDir(); dir != "" {
 			unelevated.Cleanup(dir, io.Discard)
 		}
 	})
@@ -227,7 +227,7 @@ func TestSIDsPersisted(t *testing.T) {
 	if err := c.Run(); err != nil {
 		t.Fatal(err)
 	}
-	dir, _ := unelevated.StateDir()
+	dir := stateDir()
 	st, err := sid.Load(dir)
 	if err != nil {
 		t.Fatalf("state after a run: %v", err)
@@ -258,7 +258,7 @@ func TestAdvisoryNetworkEnv(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := string(out)
-	dir, _ := unelevated.StateDir()
+	dir := stateDir()
 	for _, want := range []string{"HTTPS_PROXY=http://127.0.0.1:9", "NO_PROXY=localhost,127.0.0.1,::1",
 		"PATH=" + unelevated.DenybinDir(dir) + ";", "PATHEXT=.CMD;.BAT;", "SYSTEMROOT=" + os.Getenv("SYSTEMROOT")} {
 		if !strings.Contains(got, want) {

@@ -2,9 +2,7 @@ package sandbox
 
 import (
 	"fmt"
-	"io/fs"
 	"os"
-	"path/filepath"
 
 	"github.com/agentbox/agentbox/internal/toolcache"
 	"github.com/agentbox/agentbox/policy"
@@ -26,24 +24,4 @@ func privateCaches(pol *policy.Policy, env []string) ([]string, error) {
 		}
 	}
 	return env, nil
-}
-
-// removeStateTree deletes root, a tree of agentbox's state directory
-// that commands wrote (Go's module cache makes its directories read-only:
-// they are made writable first; WalkDir follows no symlink), and returns
-// it, or "" when there was nothing or it could not be removed.
-func removeStateTree(root string) string {
-	if _, err := os.Lstat(root); err != nil {
-		return ""
-	}
-	filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		if d != nil && d.IsDir() {
-			os.Chmod(p, 0o700)
-		}
-		return nil
-	})
-	if os.RemoveAll(root) != nil {
-		return ""
-	}
-	return root
 }

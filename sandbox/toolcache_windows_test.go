@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -69,7 +70,7 @@ func TestToolCacheEnv(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%v: %s", err, out)
 	}
-	dir, err := unelevated.StateDir()
+	dir, err := agentdirs.RequireState(os.Getenv, runtime.GOOS)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,7 +135,7 @@ func TestEnforceToolCacheGoBuild(t *testing.T) {
 	if _, err := os.Lstat(planted); err == nil {
 		t.Errorf("%s exists on the host", planted)
 	}
-	dir, _ := unelevated.StateDir()
+	dir := stateDir()
 	priv := filepath.Join(agentdirs.ToolCacheRoot(dir), agentdirs.WorkspaceKey(pol.Cwd()), "private", "go-build")
 	if ents, err := os.ReadDir(priv); err != nil || len(ents) == 0 {
 		t.Errorf("private cache %s not used: %v", priv, err)
@@ -154,7 +155,7 @@ func TestDoctorToolCaches(t *testing.T) {
 	if _, ok := check(r, "tool caches"); ok {
 		t.Errorf("tool caches failure reported: %+v", r.Checks)
 	}
-	dir, _ := unelevated.StateDir()
+	dir := stateDir()
 	bad := policytest.Edit(pol, func(f *policytest.Fields) { f.ToolCaches[0].Named = dir })
 	if c, ok := check(Doctor(bad), "tool caches"); !ok || c.OK || !strings.Contains(c.Detail, "must never be writable") {
 		t.Errorf("overlap not reported: %+v", c)

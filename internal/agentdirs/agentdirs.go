@@ -8,6 +8,7 @@ package agentdirs
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -53,6 +54,19 @@ func State(getenv func(string) string, goos string) string {
 		return filepath.Join(h, ".local", "state", "agentbox")
 	}
 	return ""
+}
+
+// RequireState is [State] for a caller that cannot go on without a state
+// directory (the Windows backend keeps its SIDs there): the error names
+// what to set.
+func RequireState(getenv func(string) string, goos string) (string, error) {
+	if d := State(getenv, goos); d != "" {
+		return d, nil
+	}
+	if goos == "windows" {
+		return "", errors.New("LOCALAPPDATA is not set to an absolute path; cannot find agentbox's state directory")
+	}
+	return "", errors.New("neither XDG_STATE_HOME nor HOME is an absolute path; cannot find agentbox's state directory")
 }
 
 // WindowsAbs reports whether p is an absolute Windows path (C:\x or

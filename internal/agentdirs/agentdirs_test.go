@@ -18,3 +18,21 @@ func TestConfig(t *testing.T) {
 		t.Errorf("got %s", got)
 	}
 }
+
+func TestRequireState(t *testing.T) {
+	local := func(v string) func(string) string {
+		return func(k string) string { return map[string]string{"LOCALAPPDATA": v}[k] }
+	}
+	d, err := RequireState(local(`C:\Users\u\AppData\Local\`), "windows")
+	if err != nil || d != `C:\Users\u\AppData\Local\agentbox` {
+		t.Errorf("RequireState = %q, %v", d, err)
+	}
+	for _, v := range []string{"", `AppData\Local`} {
+		if d, err := RequireState(local(v), "windows"); err == nil {
+			t.Errorf("LOCALAPPDATA %q accepted: %q", v, d)
+		}
+	}
+	if d, err := RequireState(func(string) string { return "" }, "linux"); err == nil {
+		t.Errorf("no HOME accepted: %q", d)
+	}
+}

@@ -6,12 +6,13 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"time"
 
 	"golang.org/x/sys/windows"
 	"golang.org/x/sys/windows/registry"
 
-	"github.com/agentbox/agentbox/internal/windows/sid"
+	"github.com/agentbox/agentbox/internal/agentdirs"
 )
 
 // firewallState reads, cheaply, what decides whether the firewall enforces
@@ -100,7 +101,7 @@ func firewallServiceRunning() (bool, error) {
 }
 
 func firewallCachePath() (string, error) {
-	d, err := sid.StateDir(os.Getenv)
+	d, err := agentdirs.RequireState(os.Getenv, runtime.GOOS)
 	if err != nil {
 		return "", err
 	}

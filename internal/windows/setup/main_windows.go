@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"syscall"
 	"time"
@@ -17,6 +18,7 @@ import (
 
 	"golang.org/x/sys/windows"
 
+	"github.com/agentbox/agentbox/internal/agentdirs"
 	"github.com/agentbox/agentbox/internal/windows/acl"
 	"github.com/agentbox/agentbox/internal/windows/sid"
 	"github.com/agentbox/agentbox/internal/windows/winapi"
@@ -283,7 +285,7 @@ func Cleanup(ctx context.Context, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if d, err := sid.StateDir(os.Getenv); err == nil {
+	if d, err := agentdirs.RequireState(os.Getenv, runtime.GOOS); err == nil {
 		if st, err := sid.Load(d); err == nil && st != nil {
 			p.RevokePaths = st.Paths
 		}

@@ -290,14 +290,3 @@ func Save(dir string, st *State) error {
 	}
 	return nil
 }
-
-// StateDir returns agentbox's per-user state directory on Windows,
-// %LOCALAPPDATA%\agentbox: local (not roaming) because the SIDs and the
-// paths they were granted on belong to this machine.
-func StateDir(getenv func(string) string) (string, error) {
-	d := getenv("LOCALAPPDATA")
-	if d == "" {
-		return "", errors.New("LOCALAPPDATA is not set; cannot find agentbox's state directory")
-	}
-	return strings.TrimRight(d, `\/`) + `\agentbox`, nil
-}

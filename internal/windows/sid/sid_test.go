@@ -127,16 +127,6 @@ func TestLoadVersion1(t *testing.T) {
 	}
 }
 
-func TestStateDir(t *testing.T) {
-	d, err := StateDir(func(string) string { return `C:\Users\u\AppData\Local\` })
-	if err != nil || d != `C:\Users\u\AppData\Local\agentbox` {
-		t.Errorf("StateDir = %q, %v", d, err)
-	}
-	if _, err := StateDir(func(string) string { return "" }); err == nil {
-		t.Error("no LOCALAPPDATA accepted")
-	}
-}
-
 // tempDir is t.TempDir without its failing cleanup under Wine, where Go's
 // RemoveAll gets "Invalid function"; removal here is best effort.
 func tempDir(t *testing.T) string {

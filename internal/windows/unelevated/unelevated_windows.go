@@ -19,9 +19,6 @@ import (
 	"github.com/agentbox/agentbox/policy"
 )
 
-// StateDir is %LOCALAPPDATA%\agentbox.
-func StateDir() (string, error) { return sid.StateDir(os.Getenv) }
-
 // Prepare loads or creates the SIDs, makes pol's ACEs and integrity
 // labels true on disk (reading each DACL and label first, writing only
 // what is missing) and writes the denybin stubs. It needs no administrator

@@ -1,17 +1,13 @@
 package sandbox
 
 import (
-	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 
 	"github.com/agentbox/agentbox/internal/linux"
-	"github.com/agentbox/agentbox/internal/linux/apparmor"
 	"github.com/agentbox/agentbox/internal/linux/landlock"
 	"github.com/agentbox/agentbox/internal/netpolicy"
 	"github.com/agentbox/agentbox/internal/netproxy"
@@ -132,46 +128,6 @@ func statusOf(wait func() (code, sig int, err error)) func() (*Status, error) {
 	}
 }
 
-// degradedEgress starts the allow-list proxy on the host's loopback for a
-// sandbox without a network namespace, and points spec at it: the
-// command's proxy variables, and the only TCP destinations its connect
-// supervisor allows.
-func degradedEgress(pol *policy.Policy, spec *linux.Spec) (*netproxy.Server, error) {
-	if !spec.MediateUnixConnect {
-		return nil, errors.New("allow-listed egress without a network namespace needs connect mediation")
-	}
-	srv, lns, err := hostLoopbackProxy(pol)
-	if err != nil {
-		return nil, err
-	}
-	spec.Proxy = false
-	spec.ProxyAddrs = []string{lns[0].Addr().String(), lns[1].Addr().String()}
-	return srv, nil
-}
-
-// serveEgress serves the sandbox's proxy (the allow-list's, or the
-// refusing one of a sandbox without network) on the listeners the sandbox
-// handed over, for as long as the process runs.
-func serveEgress(pol *policy.Policy, p *linux.Process) (*netproxy.Server, error) {
-	lns := p.ProxyListeners()
-	srv, err := newProxy(pol)
-	if err != nil || len(lns) != 2 {
-		for _, ln := range lns {
-			ln.Close()
-		}
-		p.Resolver().Close()
-		p.Kill()
-		p.Wait()
-		if err == nil {
-			err = fmt.Errorf("the sandbox handed over %d proxy listeners, want 2", len(lns))
-		}
-		return nil, err
-	}
-	go srv.ServeHTTPProxy(lns[0])
-	go srv.ServeSOCKS(lns[1])
-	return srv, nil
-}
-
 // prepareLinux is what a lone run and a session share before their
 // commands: stale placeholders swept, this policy's held (their release
 // pushed on held; with a pool, into it), the private temporary
@@ -286,75 +242,4 @@ func llABI() int {
 func landlockUsable() bool {
 	abi, err := landlock.ABI()
 	return err == nil && abi >= landlock.DefaultMinABI
-}
-
-func doctor(pol *policy.Policy) *Report {
-	r := linuxDoctor(pol)
-	ns := strings.HasPrefix(r.Backend, "namespaces")
-	r.Checks = append(r.Checks, cacheChecks(pol, ns)...)
-	r.Checks = append(r.Checks, tmpChecks(pol, ns)...)
-	return r
-}
-
-// setup installs the AppArmor profile where AppArmor restricts user
-// namespaces (Ubuntu 23.10 and later); elsewhere there is nothing to do.
-func setup(ctx context.Context, pol *policy.Policy, out io.Writer) error {
-	exe, err := realExecutable()
-	if err != nil {
-		return err
-	}
-	return apparmor.Setup(ctx, out, exe)
-}
-
-// realExecutable is this binary's path with symlinks resolved: the path
-// the kernel executes, which an AppArmor profile attaches to.
-func realExecutable() (string, error) {
-	exe, err := os.Executable()
-	if err != nil {
-		return "", fmt.Errorf("finding agentbox's own binary: %w", err)
-	}
-	real, err := filepath.EvalSymlinks(exe)
-	if err != nil {
-		return "", fmt.Errorf("finding agentbox's own binary: %w", err)
-	}
-	return real, nil
-}
-
-func cleanup(ctx context.Context, out io.Writer) error {
-	if err := apparmor.Remove(ctx, out); errors.Is(err, apparmor.ErrNotRoot) {
-		fmt.Fprintf(out, "agentbox: kept the AppArmor profile (%v)\n", err)
-	} else if err != nil {
-		return err
-	}
-	state := stateDir()
-	if state == "" {
-		fmt.Fprintln(out, "agentbox: no state directory ($HOME unset); nothing recorded to clean up")
-		return nil
-	}
-	layers, busy := linux.RemoveCacheLayers(state)
-	for _, l := range layers {
-		fmt.Fprintf(out, "removed tool cache layer %s\n", l)
-	}
-	for _, l := range busy {
-		fmt.Fprintf(out, "kept tool cache layer %s: a running sandbox uses it\n", l)
-	}
-	temps, busyTemps := linux.RemoveTemps(state)
-	for _, t := range temps {
-		fmt.Fprintf(out, "removed private /tmp %s\n", t)
-	}
-	for _, t := range busyTemps {
-		fmt.Fprintf(out, "kept private /tmp %s: a running sandbox uses it\n", t)
-	}
-	removed := linux.SweepPlaceholders(state)
-	for _, p := range removed {
-		fmt.Fprintf(out, "removed placeholder %s\n", p)
-	}
-	left := linux.RecordedPlaceholders(state)
-	for _, p := range left {
-		fmt.Fprintf(out, "kept placeholder %s: a running sandbox still uses it, or it is no longer empty\n", p)
-	}
-	if len(removed) == 0 && len(left) == 0 && len(layers) == 0 && len(busy) == 0 && len(temps) == 0 && len(busyTemps) == 0 {
-		fmt.Fprintln(out, "agentbox: nothing to clean up")
-	}
-	return nil
 }

@@ -3,11 +3,7 @@ package sandbox
 import (
 	"context"
 	"fmt"
-	"io"
-	"os"
-	"runtime"
 
-	"github.com/agentbox/agentbox/internal/agentdirs"
 	"github.com/agentbox/agentbox/internal/lookpath"
 	"github.com/agentbox/agentbox/internal/toolcache"
 
@@ -100,56 +96,6 @@ func start(c *Cmd, p *proc) error {
 	// here).
 	if err := startGroup(p, cmd, c.Stdin, c.Stdout, c.Stderr, cmd.WaitDelay); err != nil {
 		return &StartError{Code: CodeSandboxFailure, Err: fmt.Errorf("starting sandbox-exec: %w", err)}
-	}
-	return nil
-}
-
-func doctor(pol *policy.Policy) *Report {
-	r := &Report{OS: runtime.GOOS, Backend: "seatbelt (sandbox-exec)"}
-	if pol == nil {
-		pol = policy.ReadOnlyAt("/")
-	}
-	r.Mode = string(pol.Mode())
-	if _, err := os.Stat("/usr/bin/sandbox-exec"); err != nil {
-		r.Checks = append(r.Checks, Check{Name: "sandbox-exec", Detail: err.Error()})
-		r.Missing = append(r.Missing, "/usr/bin/sandbox-exec is missing: no sandbox is possible")
-		return r
-	}
-	if err := darwin.Check(context.Background(), darwinInput(pol)); err != nil {
-		r.Checks = append(r.Checks, Check{Name: "profile", Detail: err.Error()})
-		r.Missing = append(r.Missing, "the generated Seatbelt profile was rejected: "+err.Error())
-		return r
-	}
-	r.Checks = append(r.Checks, Check{Name: "profile", OK: true, Detail: "generated profile accepted by sandbox-exec"})
-	r.Checks = append(r.Checks, cacheChecks(pol, false)...)
-	r.Checks = append(r.Checks, tmpChecks(pol, false)...)
-	r.Missing = append(r.Missing, "no pid namespace: a process that starts its own session escapes the kill at the end of a run")
-	r.CanSandbox = true
-	return r
-}
-
-func setup(ctx context.Context, pol *policy.Policy, out io.Writer) error {
-	fmt.Fprintln(out, "agentbox: nothing to set up on macOS; run 'agentbox doctor' to check the Seatbelt profile")
-	return nil
-}
-
-func cleanup(ctx context.Context, out io.Writer) error {
-	state := stateDir()
-	if state == "" {
-		fmt.Fprintln(out, "agentbox: nothing to clean up on macOS")
-		return nil
-	}
-	done := false
-	if removed := removeStateTree(agentdirs.ToolCacheRoot(state)); removed != "" {
-		fmt.Fprintf(out, "removed tool cache layers %s\n", removed)
-		done = true
-	}
-	if removed := removeStateTree(agentdirs.TempRoot(state)); removed != "" {
-		fmt.Fprintf(out, "removed private temporary directories %s\n", removed)
-		done = true
-	}
-	if !done {
-		fmt.Fprintln(out, "agentbox: nothing to clean up on macOS")
 	}
 	return nil
 }

@@ -1,8 +1,11 @@
 package sandbox
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"io"
+	"os"
 	"path/filepath"
 	"runtime"
 	"strconv"
@@ -236,4 +239,75 @@ func allowListCheck(r *netpolicy.Rules) Check {
 		detail += "; allow_local_binding = true: allowed names may resolve to loopback and private addresses"
 	}
 	return Check{Name: "network allow-list", OK: true, Detail: detail}
+}
+
+func doctor(pol *policy.Policy) *Report {
+	r := linuxDoctor(pol)
+	ns := strings.HasPrefix(r.Backend, "namespaces")
+	r.Checks = append(r.Checks, cacheChecks(pol, ns)...)
+	r.Checks = append(r.Checks, tmpChecks(pol, ns)...)
+	return r
+}
+
+// setup installs the AppArmor profile where AppArmor restricts user
+// namespaces (Ubuntu 23.10 and later); elsewhere there is nothing to do.
+func setup(ctx context.Context, pol *policy.Policy, out io.Writer) error {
+	exe, err := realExecutable()
+	if err != nil {
+		return err
+	}
+	return apparmor.Setup(ctx, out, exe)
+}
+
+// realExecutable is this binary's path with symlinks resolved: the path
+// the kernel executes, which an AppArmor profile attaches to.
+func realExecutable() (string, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return "", fmt.Errorf("finding agentbox's own binary: %w", err)
+	}
+	real, err := filepath.EvalSymlinks(exe)
+	if err != nil {
+		return "", fmt.Errorf("finding agentbox's own binary: %w", err)
+	}
+	return real, nil
+}
+
+func cleanup(ctx context.Context, out io.Writer) error {
+	if err := apparmor.Remove(ctx, out); errors.Is(err, apparmor.ErrNotRoot) {
+		fmt.Fprintf(out, "agentbox: kept the AppArmor profile (%v)\n", err)
+	} else if err != nil {
+		return err
+	}
+	state := stateDir()
+	if state == "" {
+		fmt.Fprintln(out, "agentbox: no state directory ($HOME unset); nothing recorded to clean up")
+		return nil
+	}
+	layers, busy := linux.RemoveCacheLayers(state)
+	for _, l := range layers {
+		fmt.Fprintf(out, "removed tool cache layer %s\n", l)
+	}
+	for _, l := range busy {
+		fmt.Fprintf(out, "kept tool cache layer %s: a running sandbox uses it\n", l)
+	}
+	temps, busyTemps := linux.RemoveTemps(state)
+	for _, t := range temps {
+		fmt.Fprintf(out, "removed private /tmp %s\n", t)
+	}
+	for _, t := range busyTemps {
+		fmt.Fprintf(out, "kept private /tmp %s: a running sandbox uses it\n", t)
+	}
+	removed := linux.SweepPlaceholders(state)
+	for _, p := range removed {
+		fmt.Fprintf(out, "removed placeholder %s\n", p)
+	}
+	left := linux.RecordedPlaceholders(state)
+	for _, p := range left {
+		fmt.Fprintf(out, "kept placeholder %s: a running sandbox still uses it, or it is no longer empty\n", p)
+	}
+	if len(removed) == 0 && len(left) == 0 && len(layers) == 0 && len(busy) == 0 && len(temps) == 0 && len(busyTemps) == 0 {
+		fmt.Fprintln(out, "agentbox: nothing to clean up")
+	}
+	return nil
 }

@@ -56,7 +56,7 @@ func TestGitWritesPlaceholdersWindows(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(gd, "config.worktree"), []byte("[core]\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	dir, _ := unelevated.StateDir()
+	dir := stateDir()
 	var out bytes.Buffer
 	if err := unelevated.Cleanup(dir, &out); err != nil {
 		t.Fatalf("cleanup: %v: %s", err, out.String())

@@ -1,6 +1,8 @@
 package sandbox
 
 import (
+	"errors"
+	"fmt"
 	"io"
 	"net"
 	"os"
@@ -143,5 +145,51 @@ func recordUnreachable(rec *netpolicy.Recorder, us []linux.Unreachable) {
 func closeResolver(s *nameserver.Server) {
 	if s != nil {
 		s.Close()
+	}
+}
+
+// degradedEgress starts the allow-list proxy on the host's loopback for a
+// sandbox without a network namespace, and points spec at it: the
+// command's proxy variables, and the only TCP destinations its connect
+// supervisor allows.
+func degradedEgress(pol *policy.Policy, spec *linux.Spec) (*netproxy.Server, error) {
+	if !spec.MediateUnixConnect {
+		return nil, errors.New("allow-listed egress without a network namespace needs connect mediation")
+	}
+	srv, lns, err := hostLoopbackProxy(pol)
+	if err != nil {
+		return nil, err
+	}
+	spec.Proxy = false
+	spec.ProxyAddrs = []string{lns[0].Addr().String(), lns[1].Addr().String()}
+	return srv, nil
+}
+
+// serveEgress serves the sandbox's proxy (the allow-list's, or the
+// refusing one of a sandbox without network) on the listeners the sandbox
+// handed over, for as long as the process runs.
+func serveEgress(pol *policy.Policy, p *linux.Process) (*netproxy.Server, error) {
+	lns := p.ProxyListeners()
+	srv, err := newProxy(pol)
+	if err != nil || len(lns) != 2 {
+		for _, ln := range lns {
+			ln.Close()
+		}
+		p.Resolver().Close()
+		p.Kill()
+		p.Wait()
+		if err == nil {
+			err = fmt.Errorf("the sandbox handed over %d proxy listeners, want 2", len(lns))
+		}
+		return nil, err
+	}
+	go srv.ServeHTTPProxy(lns[0])
+	go srv.ServeSOCKS(lns[1])
+	return srv, nil
+}
+
+func closeProxy(p *netproxy.Server) {
+	if p != nil {
+		p.Close()
 	}
 }
