@@ -206,7 +206,7 @@ func newRunReport(pol *policy.Policy, exitCode int) *RunReport {
 	return r
 }
 
-func (r *RunReport) addNetwork(rep netpolicy.Report) {
+func (r *RunReport) addNetwork(rep netproxy.Report) {
 	for _, a := range rep.Allowed {
 		r.Network.Allowed = append(r.Network.Allowed, NetworkAllowed(a))
 	}

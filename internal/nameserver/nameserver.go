@@ -26,7 +26,7 @@
 // A response sent to the name server (a command trying to plant an
 // address) is dropped like any other message that is not a query: the
 // fake addresses are given by the server alone, at most
-// [netpolicy.MaxFakeNames] of them.
+// [netproxy.MaxFakeNames] of them.
 // Each socket is served by one goroutine at no more than [MaxRate]
 // queries a second (a flood waits in the kernel's socket buffer, where
 // the excess is dropped); TCP takes at most [MaxConns] connections at
@@ -48,6 +48,7 @@ import (
 	"golang.org/x/net/dns/dnsmessage"
 
 	"github.com/agentbox/agentbox/internal/netpolicy"
+	"github.com/agentbox/agentbox/internal/netproxy"
 )
 
 // Limits of a [Server].
@@ -72,7 +73,7 @@ type Config struct {
 	// sandbox's port over network ("udp" or "tcp") is recorded: the run's
 	// recorder, or in a session the recorder of the command whose socket
 	// that port is. nil, or a nil result, records nothing.
-	Recorder func(network string, port uint16) *netpolicy.Recorder
+	Recorder func(network string, port uint16) *netproxy.Recorder
 	// Rules and Fake, both set, make the name server that of a sandbox
 	// with an allow-list and transparent networking: a name the rules
 	// admit ([netpolicy.Rules.DecideName]) is answered with its fake
@@ -80,9 +81,9 @@ type Config struct {
 	// other is "no such name" and recorded with the rules' reason.
 	// Without them every name is refused as ReasonNetworkOff.
 	Rules *netpolicy.Rules
-	Fake  *netpolicy.FakeNames
+	Fake  *netproxy.FakeNames
 	// Fake6 answers AAAA questions too, with the names' fake IPv6
-	// addresses (netpolicy.Fake6): when the sandbox carries IPv6.
+	// addresses (netproxy.Fake6): when the sandbox carries IPv6.
 	Fake6 bool
 	// Reason, without Rules, is the reason every refused look-up is
 	// recorded with; "" means ReasonNetworkOff.
@@ -422,13 +423,13 @@ func (s *Server) decide(q dnsmessage.Question) (dnsmessage.RCode, netip.Addr, st
 	}
 	a, ok := s.cfg.Fake.Addr(d.Host)
 	if !ok {
-		return dnsmessage.RCodeNameError, netip.Addr{}, netpolicy.ReasonTooManyNames
+		return dnsmessage.RCodeNameError, netip.Addr{}, netproxy.ReasonTooManyNames
 	}
 	if q.Type == dnsmessage.TypeAAAA {
 		if !s.cfg.Fake6 {
 			return dnsmessage.RCodeSuccess, netip.Addr{}, ""
 		}
-		a = netpolicy.Fake6(a)
+		a = netproxy.Fake6(a)
 	}
 	return dnsmessage.RCodeSuccess, a, ""
 }

@@ -278,3 +278,72 @@ func ParseRules(allowed []string, allowedKey string, denied []string, deniedKey 
 	}
 	return r, nil
 }
+
+// DecideName is the name server's decision about a look-up of name,
+// made before any port is known: allowed when some allow pattern admits
+// the name on some port and no deny pattern refuses it on every port
+// (a pattern with a port leaves the other ports to the proxy, which
+// decides each connection). Host is the canonical name. Addresses and
+// malformed names are refused.
+func (r *Rules) DecideName(name string) Decision {
+	shown := displayHost(name)
+	if r.Off {
+		return Decision{Host: shown, Reason: ReasonNetworkOff}
+	}
+	h := strings.TrimSuffix(name, ".")
+	for i := 0; i < len(h); i++ {
+		if c := h[i]; c <= ' ' || c >= 0x7f {
+			return Decision{Host: shown, Reason: "malformed host name"}
+		}
+	}
+	if _, err := netip.ParseAddr(h); err == nil || endsInNumber(h) {
+		return Decision{Host: shown, Reason: ReasonNotAllowed}
+	}
+	canon, err := canonicalName(h)
+	if err != nil {
+		return Decision{Host: shown, Reason: "malformed host name (" + err.Error() + ")"}
+	}
+	d := Decision{Host: canon}
+	switch {
+	case matchName(portless(r.Denied), canon, 0):
+		d.Reason = ReasonDenied
+	case matchAnyPort(r.Allowed, canon):
+		d.Allow = true
+	default:
+		d.Reason = ReasonNotAllowed
+	}
+	return d
+}
+
+// portless are the patterns of ps that hold for every port.
+func portless(ps []Pattern) []Pattern {
+	var out []Pattern
+	for _, p := range ps {
+		if p.Port == 0 {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func matchAnyPort(ps []Pattern, name string) bool {
+	for _, p := range ps {
+		if matchName([]Pattern{p}, name, p.Port) {
+			return true
+		}
+	}
+	return false
+}
+
+// AllowedPrefixes are the ranges of the allow list's address patterns
+// (any port): the bare addresses a transparent connection may be carried
+// to, for the proxy to decide with its port.
+func (r *Rules) AllowedPrefixes() []netip.Prefix {
+	var out []netip.Prefix
+	for _, p := range r.Allowed {
+		if p.Name == "" && p.Prefix.IsValid() {
+			out = append(out, p.Prefix)
+		}
+	}
+	return out
+}

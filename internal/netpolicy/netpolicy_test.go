@@ -291,30 +291,6 @@ func TestParseRulesNamesKey(t *testing.T) {
 	}
 }
 
-func TestRecorder(t *testing.T) {
-	r := NewRecorder()
-	r.Allow("a.com", 443)
-	r.Allow("a.com", 443)
-	r.Deny("evil.example", 443, ReasonNotAllowed)
-	r.Deny("b.com", 80, ReasonNotAllowed)
-	rep := r.Report()
-	if len(rep.Allowed) != 1 || rep.Allowed[0] != (Allowed{"a.com", 443, 2}) {
-		t.Errorf("allowed: %+v", rep.Allowed)
-	}
-	if len(rep.Denied) != 2 || rep.Denied[0].Host != "b.com" || rep.Denied[1].Count != 1 {
-		t.Errorf("denied: %+v", rep.Denied)
-	}
-	for i := range maxEntries + 10 {
-		r.Deny(strings.Repeat("x", i%50+1)+".com", uint16(i%60000+1), ReasonNotAllowed)
-	}
-	if n := len(r.Report().Denied); n > maxEntries+1 {
-		t.Errorf("recorder grew to %d entries", n)
-	}
-	if e := NewRecorder().Report(); e.Allowed == nil || e.Denied == nil {
-		t.Errorf("empty report has nil lists: %+v", e)
-	}
-}
-
 func TestParseIPv4Loose(t *testing.T) {
 	cases := map[string]string{
 		"0":           "0.0.0.0",
@@ -342,5 +318,43 @@ func TestParseIPv4Loose(t *testing.T) {
 		if !ok || a.String() != want {
 			t.Errorf("parseIPv4Loose(%q) = %v %v, want %s", in, a, ok, want)
 		}
+	}
+}
+
+// TestDecideName: the name server's decision, before any port is known.
+func TestDecideName(t *testing.T) {
+	r, err := ParseRules([]string{"good.test", "*.wild.test", "port.test:22", "10.0.0.0/8"}, "a",
+		[]string{"bad.wild.test", "half.wild.test:443"}, "d", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name  string
+		allow bool
+		host  string
+	}{
+		{"good.test", true, "good.test"},
+		{"GOOD.test.", true, "good.test"},
+		{"x.wild.test", true, "x.wild.test"},
+		{"wild.test", false, "wild.test"},
+		{"bad.wild.test", false, "bad.wild.test"},
+		{"half.wild.test", true, "half.wild.test"}, // denied on 443 only: the proxy decides
+		{"port.test", true, "port.test"},
+		{"good.test.evil", false, "good.test.evil"},
+		{"10.1.2.3", false, "10.1.2.3"},
+		{"2130706433", false, "2130706433"},
+		{"a..b", false, "a..b"},
+		{"bücher.good.test", false, "xn--bcher-kva.good.test"},
+	} {
+		d := r.DecideName(c.name)
+		if d.Allow != c.allow || d.Allow && d.Host != c.host {
+			t.Errorf("%q: %+v, want allow=%v host %q", c.name, d, c.allow, c.host)
+		}
+	}
+	if d := (&Rules{Off: true, Allowed: r.Allowed}).DecideName("good.test"); d.Allow || d.Reason != ReasonNetworkOff {
+		t.Errorf("off: %+v", d)
+	}
+	if got := r.AllowedPrefixes(); len(got) != 1 || got[0] != netip.MustParsePrefix("10.0.0.0/8") {
+		t.Errorf("AllowedPrefixes: %v", got)
 	}
 }

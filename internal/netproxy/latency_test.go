@@ -38,7 +38,7 @@ func BenchmarkConnection(b *testing.B) {
 	defer s.Close()
 	pl, _ := net.Listen("tcp4", "127.0.0.1:0")
 	go s.ServeHTTPProxy(pl)
-	names := netpolicy.NewFakeNames()
+	names := NewFakeNames()
 	fake, _ := names.Addr("o.test")
 	tl, _ := net.Listen("tcp4", "127.0.0.1:0")
 	go s.ServeTransparent(tl, Transparent{Names: names, OriginalDst: func(net.Conn) (netip.AddrPort, error) {

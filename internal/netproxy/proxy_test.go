@@ -640,11 +640,11 @@ func TestScopeConnLimit(t *testing.T) {
 // SOCKS5 alike), and to the server's own when it picks none; with
 // Rules.Off everything is refused as "network off".
 func TestRecorderFor(t *testing.T) {
-	mine := netpolicy.NewRecorder()
+	mine := NewRecorder()
 	var mu sync.Mutex
 	var ports []int
 	s := New(Config{Rules: &netpolicy.Rules{Off: true}, HandshakeTimeout: 2 * time.Second,
-		RecorderFor: func(a net.Addr) *netpolicy.Recorder {
+		RecorderFor: func(a net.Addr) *Recorder {
 			mu.Lock()
 			defer mu.Unlock()
 			ports = append(ports, a.(*net.TCPAddr).Port)
@@ -667,7 +667,7 @@ func TestRecorderFor(t *testing.T) {
 	if _, err := f.viaSOCKS(t, "c.example:443"); err == nil {
 		t.Errorf("SOCKS with the network off: connected")
 	}
-	hosts := func(r *netpolicy.Recorder) map[string]string {
+	hosts := func(r *Recorder) map[string]string {
 		m := map[string]string{}
 		for _, d := range r.Report().Denied {
 			m[d.Host] = d.Reason

@@ -45,7 +45,7 @@ func TestTransparent(t *testing.T) {
 	}
 	s := New(Config{Rules: rules, Resolver: HostsResolver{"good.test": {netip.MustParseAddr("127.0.0.1")}, "other.test": {netip.MustParseAddr("127.0.0.1")}}})
 	defer s.Close()
-	names := netpolicy.NewFakeNames()
+	names := NewFakeNames()
 	good, _ := names.Addr("good.test")
 	other, _ := names.Addr("other.test")
 	// Each client connection's "original destination", by its port.
