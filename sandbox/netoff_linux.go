@@ -7,7 +7,6 @@ import (
 
 	"github.com/agentbox/agentbox/internal/linux"
 	"github.com/agentbox/agentbox/internal/nameserver"
-	"github.com/agentbox/agentbox/internal/netpolicy"
 	"github.com/agentbox/agentbox/internal/netproxy"
 	"github.com/agentbox/agentbox/policy"
 )
@@ -86,7 +85,7 @@ func readSmall(path string, max int64) ([]byte, error) {
 // that refuses everything.
 func newProxy(pol *policy.Policy) (*netproxy.Server, error) {
 	if networkOff(pol) {
-		return netproxy.New(netproxy.Config{Rules: &netpolicy.Rules{Off: true}}), nil
+		return netproxy.New(netproxy.Config{Rules: policy.NetworkOffList()}), nil
 	}
 	return newEgressProxy(pol)
 }
@@ -134,7 +133,7 @@ func recordUnreachable(rec *netproxy.Recorder, us []linux.Unreachable) {
 	for _, u := range us {
 		reason := u.Reason
 		if reason == "" {
-			reason = netpolicy.ReasonNetworkOff
+			reason = policy.ReasonNetworkOff
 		}
 		rec.DenyN(u.Addr, u.Port, reason, u.Count)
 	}

@@ -10,7 +10,6 @@ import (
 	"strings"
 
 	"github.com/agentbox/agentbox/internal/fsreport"
-	"github.com/agentbox/agentbox/internal/netpolicy"
 	"github.com/agentbox/agentbox/internal/netproxy"
 	"github.com/agentbox/agentbox/policy"
 )
@@ -226,7 +225,7 @@ func (r *RunReport) SetSuggest() {
 	seen := map[string]bool{}
 	if r.Network != nil {
 		for _, d := range r.Network.Denied {
-			if d.Reason != netpolicy.ReasonNotAllowed && d.Reason != netpolicy.ReasonNetworkOff {
+			if d.Reason != policy.ReasonNotAllowed && d.Reason != policy.ReasonNetworkOff {
 				continue
 			}
 			p := d.Host
@@ -235,7 +234,7 @@ func (r *RunReport) SetSuggest() {
 			if d.Port != 0 && d.Port != 80 && d.Port != 443 && !strings.Contains(d.Host, ":") {
 				p = net.JoinHostPort(d.Host, strconv.Itoa(int(d.Port)))
 			}
-			if _, err := netpolicy.ParsePattern(p); err != nil || seen[p] {
+			if _, err := policy.ParseAllowList([]string{p}, nil, false); err != nil || seen[p] {
 				continue
 			}
 			seen[p] = true

@@ -8,7 +8,6 @@ import (
 
 	"github.com/agentbox/agentbox/internal/linux"
 	"github.com/agentbox/agentbox/internal/nameserver"
-	"github.com/agentbox/agentbox/internal/netpolicy"
 	"github.com/agentbox/agentbox/internal/netproxy"
 	"github.com/agentbox/agentbox/policy"
 )
@@ -138,7 +137,7 @@ func newSession(pol *policy.Policy, init string) (sessionImpl, error) {
 			return nil, &StartError{Code: CodeSandboxFailure, Err: fmt.Errorf("the session's sandbox handed over %d proxy listeners, want 2", len(lns))}
 		}
 		l.off = true
-		l.proxy = netproxy.New(netproxy.Config{Rules: &netpolicy.Rules{Off: true}, RecorderFor: func(a net.Addr) *netproxy.Recorder {
+		l.proxy = netproxy.New(netproxy.Config{Rules: policy.NetworkOffList(), RecorderFor: func(a net.Addr) *netproxy.Recorder {
 			if t, ok := a.(*net.TCPAddr); ok {
 				return l.recorder("tcp", uint16(t.Port))
 			}

@@ -11,14 +11,13 @@ import (
 
 	"golang.org/x/net/dns/dnsmessage"
 
-	"github.com/agentbox/agentbox/internal/netpolicy"
 	"github.com/agentbox/agentbox/internal/netproxy"
+	"github.com/agentbox/agentbox/policy"
 )
 
 func allowListServer(t testing.TB) *Server {
 	t.Helper()
-	rules, err := netpolicy.ParseRules([]string{"allowed.test", "*.wild.test", "port.test:22"}, "allow",
-		[]string{"bad.wild.test"}, "deny", false)
+	rules, err := policy.ParseAllowList([]string{"allowed.test", "*.wild.test", "port.test:22"}, []string{"bad.wild.test"}, false)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -31,7 +31,7 @@
 // queries a second (a flood waits in the kernel's socket buffer, where
 // the excess is dropped); TCP takes at most [MaxConns] connections at
 // once, each for [ConnTimeout] and [MaxQueriesPerConn] queries. The
-// names recorded are bounded by the recorder (see package netpolicy).
+// names recorded are bounded by the recorder ([netproxy.Recorder]).
 package nameserver
 
 import (
@@ -47,8 +47,8 @@ import (
 
 	"golang.org/x/net/dns/dnsmessage"
 
-	"github.com/agentbox/agentbox/internal/netpolicy"
 	"github.com/agentbox/agentbox/internal/netproxy"
+	"github.com/agentbox/agentbox/policy"
 )
 
 // Limits of a [Server].
@@ -76,11 +76,11 @@ type Config struct {
 	Recorder func(network string, port uint16) *netproxy.Recorder
 	// Rules and Fake, both set, make the name server that of a sandbox
 	// with an allow-list and transparent networking: a name the rules
-	// admit ([netpolicy.Rules.DecideName]) is answered with its fake
+	// admit ([policy.AllowList.DecideName]) is answered with its fake
 	// address from Fake (an A record; it has no other records), any
 	// other is "no such name" and recorded with the rules' reason.
 	// Without them every name is refused as ReasonNetworkOff.
-	Rules *netpolicy.Rules
+	Rules *policy.AllowList
 	Fake  *netproxy.FakeNames
 	// Fake6 answers AAAA questions too, with the names' fake IPv6
 	// addresses (netproxy.Fake6): when the sandbox carries IPv6.
@@ -412,7 +412,7 @@ func (s *Server) decide(q dnsmessage.Question) (dnsmessage.RCode, netip.Addr, st
 		return dnsmessage.RCodeNameError, netip.Addr{}, ""
 	}
 	if s.cfg.Rules == nil || s.cfg.Fake == nil {
-		return dnsmessage.RCodeNameError, netip.Addr{}, cmp.Or(s.cfg.Reason, netpolicy.ReasonNetworkOff)
+		return dnsmessage.RCodeNameError, netip.Addr{}, cmp.Or(s.cfg.Reason, policy.ReasonNetworkOff)
 	}
 	d := s.cfg.Rules.DecideName(q.Name.String())
 	if !d.Allow {

@@ -13,8 +13,8 @@ import (
 
 	"golang.org/x/net/dns/dnsmessage"
 
-	"github.com/agentbox/agentbox/internal/netpolicy"
 	"github.com/agentbox/agentbox/internal/netproxy"
+	"github.com/agentbox/agentbox/policy"
 )
 
 func query(t testing.TB, id uint16, name string, typ dnsmessage.Type) []byte {
@@ -216,7 +216,7 @@ func TestServeResolvers(t *testing.T) {
 	rep := rec.Report()
 	want := map[string]bool{"nosuch-udp.example.com": false, "nosuch-tcp.example.com": false}
 	for _, d := range rep.Denied {
-		if _, ok := want[d.Host]; ok && d.Reason == netpolicy.ReasonNetworkOff && d.Port == 0 && d.Count >= 1 {
+		if _, ok := want[d.Host]; ok && d.Reason == policy.ReasonNetworkOff && d.Port == 0 && d.Count >= 1 {
 			want[d.Host] = true
 		}
 	}

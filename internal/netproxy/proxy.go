@@ -1,6 +1,6 @@
 // Package netproxy is agentbox's egress proxy: an HTTP proxy (absolute-URI
 // requests for plain http:// and CONNECT for everything else) and a SOCKS5
-// proxy (CONNECT only), both asking [netpolicy.Rules] about every request,
+// proxy (CONNECT only), both asking [policy.AllowList] about every request,
 // resolving an allowed name once, and connecting to exactly the address
 // that was checked. It runs in the agentbox process, outside the sandbox,
 // on listeners the platform backend hands it, and records every decision
@@ -27,7 +27,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/agentbox/agentbox/internal/netpolicy"
+	"github.com/agentbox/agentbox/policy"
 )
 
 // Resolver looks names up; *net.Resolver implements it.
@@ -38,7 +38,7 @@ type Resolver interface {
 // Config configures a [Server].
 type Config struct {
 	// Rules decide every request. Required.
-	Rules *netpolicy.Rules
+	Rules *policy.AllowList
 	// Recorder, when set, receives every decision.
 	Recorder *Recorder
 	// Resolver looks up allowed names; nil means net.DefaultResolver.
@@ -113,7 +113,7 @@ func (r *Refusal) Error() string {
 // New returns a server for cfg.
 func New(cfg Config) *Server {
 	if cfg.Rules == nil {
-		cfg.Rules = &netpolicy.Rules{}
+		cfg.Rules = &policy.AllowList{}
 	}
 	if cfg.Recorder == nil {
 		cfg.Recorder = NewRecorder()

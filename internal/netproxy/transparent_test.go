@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentbox/agentbox/internal/netpolicy"
+	"github.com/agentbox/agentbox/policy"
 )
 
 // TestTransparent: a redirected connection to a fake address is carried
@@ -39,7 +39,7 @@ func TestTransparent(t *testing.T) {
 		}
 	}()
 	port := uint16(up.Addr().(*net.TCPAddr).Port)
-	rules, err := netpolicy.ParseRules([]string{"good.test:" + itoa(port), "other.test:1"}, "a", nil, "d", true)
+	rules, err := policy.ParseAllowList([]string{"good.test:" + itoa(port), "other.test:1"}, nil, true)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,8 +9,8 @@ import (
 	"os"
 
 	"github.com/agentbox/agentbox/internal/linux/spec"
-	"github.com/agentbox/agentbox/internal/netpolicy"
 	"github.com/agentbox/agentbox/internal/netproxy"
+	"github.com/agentbox/agentbox/policy"
 
 	"github.com/google/nftables"
 	"github.com/google/nftables/binaryutil"
@@ -253,7 +253,7 @@ func transparentGate(sp *spec.Spec, unreach *unreachables) func(netip.AddrPort) 
 				return true
 			}
 		}
-		unreach.refuse(ap, netpolicy.ReasonNotAllowed)
+		unreach.refuse(ap, policy.ReasonNotAllowed)
 		return false
 	}
 }

@@ -1,4 +1,4 @@
-package netpolicy
+package policy
 
 import (
 	"net/netip"
@@ -6,9 +6,9 @@ import (
 	"testing"
 )
 
-func mustRules(t *testing.T, allowed, denied []string, local bool) *Rules {
+func mustRules(t *testing.T, allowed, denied []string, local bool) *AllowList {
 	t.Helper()
-	r, err := ParseRules(allowed, "allowed_domains", denied, "denied_domains", local)
+	r, err := parseAllowList(allowed, "allowed_domains", denied, "denied_domains", local)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,7 +142,7 @@ func TestDecide(t *testing.T) {
 
 // TestEmptyRulesAllowNothing: an empty allow-list is not "allow all".
 func TestEmptyRulesAllowNothing(t *testing.T) {
-	var r Rules
+	var r AllowList
 	for _, h := range []string{"example.com", "127.0.0.1", "::1", "0.0.0.0"} {
 		if d := r.Decide(h, 443); d.Allow {
 			t.Errorf("empty rules allowed %s", h)
@@ -210,7 +210,7 @@ func TestAdmit(t *testing.T) {
 }
 
 func TestParsePattern(t *testing.T) {
-	good := map[string]Pattern{
+	good := map[string]pattern{
 		"Example.COM.":        {Name: "example.com"},
 		"*.example.com":       {Name: "example.com", Wildcard: true},
 		"example.com:443":     {Name: "example.com", Port: 443},
@@ -226,14 +226,14 @@ func TestParsePattern(t *testing.T) {
 		"*.com":               {Name: "com", Wildcard: true},
 	}
 	for s, want := range good {
-		p, err := ParsePattern(s)
+		p, err := parsePattern(s)
 		if err != nil {
-			t.Errorf("ParsePattern(%q): %v", s, err)
+			t.Errorf("parsePattern(%q): %v", s, err)
 			continue
 		}
 		want.Raw = s
 		if p != want {
-			t.Errorf("ParsePattern(%q) = %+v, want %+v", s, p, want)
+			t.Errorf("parsePattern(%q) = %+v, want %+v", s, p, want)
 		}
 	}
 	bad := map[string]string{
@@ -267,25 +267,25 @@ func TestParsePattern(t *testing.T) {
 		"exa_mple.com:1:2":    "not a valid IPv6",
 	}
 	for s, want := range bad {
-		if _, err := ParsePattern(s); err == nil || !strings.Contains(err.Error(), want) {
-			t.Errorf("ParsePattern(%q) = %v, want an error containing %q", s, err, want)
+		if _, err := parsePattern(s); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("parsePattern(%q) = %v, want an error containing %q", s, err, want)
 		}
 	}
 }
 
 func TestParseRulesNamesKey(t *testing.T) {
-	_, err := ParseRules([]string{"ok.com", "*"}, "--allow-domain", nil, "denied_domains", false)
+	_, err := parseAllowList([]string{"ok.com", "*"}, "--allow-domain", nil, "denied_domains", false)
 	if err == nil || !strings.HasPrefix(err.Error(), "--allow-domain: ") || !strings.Contains(err.Error(), `"*"`) {
 		t.Errorf("error should name the flag and the value: %v", err)
 	}
 	// Every malformed pattern is named, not only the first.
-	_, err = ParseRules([]string{"*", "ok.com", "a.test:70000"}, "allowed_domains", []string{"**.x"}, "denied_domains", false)
+	_, err = parseAllowList([]string{"*", "ok.com", "a.test:70000"}, "allowed_domains", []string{"**.x"}, "denied_domains", false)
 	for _, want := range []string{`allowed_domains: "*"`, `allowed_domains: "a.test:70000"`, `denied_domains: "**.x"`} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("want every bad pattern named, %q missing: %v", want, err)
 		}
 	}
-	_, err = ParseRules(nil, "allowed_domains", []string{"x/y"}, "network.denied_domains in c.toml", false)
+	_, err = parseAllowList(nil, "allowed_domains", []string{"x/y"}, "network.denied_domains in c.toml", false)
 	if err == nil || !strings.HasPrefix(err.Error(), "network.denied_domains in c.toml: ") {
 		t.Errorf("error should name the key: %v", err)
 	}
@@ -323,7 +323,7 @@ func TestParseIPv4Loose(t *testing.T) {
 
 // TestDecideName: the name server's decision, before any port is known.
 func TestDecideName(t *testing.T) {
-	r, err := ParseRules([]string{"good.test", "*.wild.test", "port.test:22", "10.0.0.0/8"}, "a",
+	r, err := parseAllowList([]string{"good.test", "*.wild.test", "port.test:22", "10.0.0.0/8"}, "a",
 		[]string{"bad.wild.test", "half.wild.test:443"}, "d", false)
 	if err != nil {
 		t.Fatal(err)
@@ -351,7 +351,7 @@ func TestDecideName(t *testing.T) {
 			t.Errorf("%q: %+v, want allow=%v host %q", c.name, d, c.allow, c.host)
 		}
 	}
-	if d := (&Rules{Off: true, Allowed: r.Allowed}).DecideName("good.test"); d.Allow || d.Reason != ReasonNetworkOff {
+	if d := (&AllowList{off: true, allowed: r.allowed}).DecideName("good.test"); d.Allow || d.Reason != ReasonNetworkOff {
 		t.Errorf("off: %+v", d)
 	}
 	if got := r.AllowedPrefixes(); len(got) != 1 || got[0] != netip.MustParsePrefix("10.0.0.0/8") {
