@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"golang.org/x/net/idna"
 )
@@ -479,6 +480,10 @@ func parsePattern(s string) (pattern, error) {
 		return p, errors.New("empty pattern")
 	case strings.ContainsAny(s, " \t\r\n\x00"):
 		return p, fmt.Errorf("%q contains white space or a NUL byte", s)
+	case !utf8.ValidString(s):
+		// A name is compared in its punycode form, which bytes that
+		// are not UTF-8 do not have.
+		return p, fmt.Errorf("%q is not valid UTF-8", s)
 	case strings.Contains(s, "://"):
 		return p, fmt.Errorf("%q has a scheme: write the host alone (example.com or example.com:443)", s)
 	}

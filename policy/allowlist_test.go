@@ -1,7 +1,10 @@
 package policy
 
 import (
+	"encoding/json"
 	"net/netip"
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -140,8 +143,8 @@ func TestDecide(t *testing.T) {
 	}
 }
 
-// TestEmptyRulesAllowNothing: an empty allow-list is not "allow all".
-func TestEmptyRulesAllowNothing(t *testing.T) {
+// TestEmptyAllowListAllowsNothing: an empty allow-list is not "allow all".
+func TestEmptyAllowListAllowsNothing(t *testing.T) {
 	var r AllowList
 	for _, h := range []string{"example.com", "127.0.0.1", "::1", "0.0.0.0"} {
 		if d := r.Decide(h, 443); d.Allow {
@@ -265,6 +268,7 @@ func TestParsePattern(t *testing.T) {
 		"[::1]443":            "after ]",
 		"user@example.com":    "not a host",
 		"exa_mple.com:1:2":    "not a valid IPv6",
+		"0\x8f0.example.com":  "not valid UTF-8",
 	}
 	for s, want := range bad {
 		if _, err := parsePattern(s); err == nil || !strings.Contains(err.Error(), want) {
@@ -273,7 +277,7 @@ func TestParsePattern(t *testing.T) {
 	}
 }
 
-func TestParseRulesNamesKey(t *testing.T) {
+func TestParseAllowListNamesKey(t *testing.T) {
 	_, err := parseAllowList([]string{"ok.com", "*"}, "--allow-domain", nil, "denied_domains", false)
 	if err == nil || !strings.HasPrefix(err.Error(), "--allow-domain: ") || !strings.Contains(err.Error(), `"*"`) {
 		t.Errorf("error should name the flag and the value: %v", err)
@@ -357,4 +361,104 @@ func TestDecideName(t *testing.T) {
 	if got := r.AllowedPrefixes(); len(got) != 1 || got[0] != netip.MustParsePrefix("10.0.0.0/8") {
 		t.Errorf("AllowedPrefixes: %v", got)
 	}
+}
+
+// TestAllowListPublic: what a caller outside policy builds and reads.
+func TestAllowListPublic(t *testing.T) {
+	_, err := ParseAllowList([]string{"ok.test", "*"}, []string{"x/y"}, false)
+	for _, want := range []string{`allowed_domains: "*"`, `denied_domains: "x/y"`} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("ParseAllowList error lacks %q: %v", want, err)
+		}
+	}
+	l, err := ParseAllowList([]string{"ok.test", "10.0.0.0/8", "1.1.1.1", "[::1]:22", "127.1.0.0/16"}, nil, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := l.LocalPatterns(), []string{"10.0.0.0/8", "[::1]:22", "127.1.0.0/16"}; !slices.Equal(got, want) {
+		t.Errorf("LocalPatterns = %q, want %q", got, want)
+	}
+	off := NetworkOffList()
+	for _, h := range []string{"ok.test", "1.1.1.1"} {
+		if d := off.Decide(h, 443); d.Allow || d.Reason != ReasonNetworkOff {
+			t.Errorf("network off, %s: %+v", h, d)
+		}
+	}
+	if d := off.DecideName("ok.test"); d.Allow || d.Reason != ReasonNetworkOff {
+		t.Errorf("network off, name ok.test: %+v", d)
+	}
+}
+
+// TestAllowListJSON: the encoding is the patterns as written, and decoding
+// parses them again, refusing what the parser refuses.
+func TestAllowListJSON(t *testing.T) {
+	for _, l := range []*AllowList{
+		{},
+		NetworkOffList(),
+		mustRules(t, []string{"bücher.de", "*.wild.test:443", "10.0.0.0/8"}, []string{"bad.wild.test"}, true),
+	} {
+		b, err := json.Marshal(l)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var again AllowList
+		if err := json.Unmarshal(b, &again); err != nil {
+			t.Fatalf("%s: %v", b, err)
+		}
+		if !reflect.DeepEqual(&again, l) {
+			t.Errorf("%s decoded to %+v, want %+v", b, again, *l)
+		}
+	}
+	for _, b := range []string{
+		`{"Allowed":["*"],"Denied":null,"AllowLocal":false,"Off":false}`,
+		`{"Allowed":null,"Denied":null,"AllowLocal":false,"Off":false,"Name":"x"}`,
+		`{"Allowed":null} {}`,
+		`[]`,
+	} {
+		var l AllowList
+		if err := json.Unmarshal([]byte(b), &l); err == nil {
+			t.Errorf("decoded %s", b)
+		}
+	}
+}
+
+// FuzzAllowList: any pattern and request, no panic; a parsed list
+// survives its encoding; an allowed request's shown host is canonical
+// (asking again with it gives the same answer); a deny pattern wins.
+func FuzzAllowList(f *testing.F) {
+	for _, s := range [][2]string{
+		{"example.com", "EXAMPLE.com."}, {"*.example.com", "a.example.com"}, {"10.0.0.0/8", "10.1.2.3"},
+		{"[::1]:22", "[::1]"}, {"bücher.de", "xn--bcher-kva.de"}, {"127.0.0.1", "2130706433"}, {"x.test:80", "x.test\x00"},
+	} {
+		f.Add(s[0], s[1], uint16(443))
+	}
+	f.Fuzz(func(t *testing.T, pat, host string, port uint16) {
+		l, err := ParseAllowList([]string{pat}, nil, false)
+		if err != nil {
+			return
+		}
+		b, err := json.Marshal(l)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var again AllowList
+		if err := json.Unmarshal(b, &again); err != nil || !reflect.DeepEqual(&again, l) {
+			t.Fatalf("%q: encoding %s decodes to %+v, %v", pat, b, again, err)
+		}
+		d := l.Decide(host, port)
+		if d.Allow {
+			if d2 := l.Decide(d.Host, port); !d2.Allow || d2.Host != d.Host {
+				t.Errorf("%q allows %q as %q, but %q is %+v", pat, host, d.Host, d.Host, d2)
+			}
+			if d.Resolve() {
+				// Admit may refuse, never panic.
+				l.Admit(port, []netip.Addr{netip.MustParseAddr("127.0.0.1"), netip.MustParseAddr("::ffff:10.0.0.1")})
+			}
+		}
+		denying, _ := ParseAllowList([]string{pat}, []string{pat}, true)
+		if d := denying.Decide(host, port); d.Allow {
+			t.Errorf("%q allowed and denied, yet %q is allowed", pat, host)
+		}
+		l.DecideName(host)
+	})
 }
