@@ -352,24 +352,20 @@ func displayHost(h string) string {
 // malformed pattern is named, not only the first, so that one run (or
 // `agentbox doctor`) shows all that needs fixing.
 func parseAllowList(allowed []string, allowedKey string, denied []string, deniedKey string, allowLocal bool) (*AllowList, error) {
-	l := &AllowList{allowLocal: allowLocal}
 	var errs []error
-	for _, s := range allowed {
-		p, err := parsePattern(s)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", allowedKey, err))
-			continue
+	parse := func(list []string, key string) []pattern {
+		var out []pattern
+		for _, s := range list {
+			p, err := parsePattern(s)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", key, err))
+				continue
+			}
+			out = append(out, p)
 		}
-		l.allowed = append(l.allowed, p)
+		return out
 	}
-	for _, s := range denied {
-		p, err := parsePattern(s)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", deniedKey, err))
-			continue
-		}
-		l.denied = append(l.denied, p)
-	}
+	l := &AllowList{allowed: parse(allowed, allowedKey), denied: parse(denied, deniedKey), allowLocal: allowLocal}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
