@@ -636,7 +636,7 @@ func TestScopeConnLimit(t *testing.T) {
 // TestRecorderFor: with Config.RecorderFor, each client connection's
 // decisions go to the recorder its address picks (HTTP, CONNECT and
 // SOCKS5 alike), and to the server's own when it picks none; with
-// Rules.Off everything is refused as "network off".
+// policy.NetworkOffList everything is refused as "network off".
 func TestRecorderFor(t *testing.T) {
 	mine := NewRecorder()
 	var mu sync.Mutex
