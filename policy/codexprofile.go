@@ -10,7 +10,6 @@ import (
 	"github.com/agentbox/agentbox/internal/agentdirs"
 	"github.com/agentbox/agentbox/internal/codexprofile"
 	"github.com/agentbox/agentbox/internal/fspath"
-	"github.com/agentbox/agentbox/internal/netpolicy"
 	"github.com/agentbox/agentbox/internal/secrets"
 )
 
@@ -50,7 +49,7 @@ func (c *Config) validateProfile() error {
 	}
 	if plan != nil {
 		what := fmt.Sprintf("config %s: key permissions.%s.network.domains", c.Path, plan.Name)
-		if _, err := netpolicy.ParseRules(plan.Network.Allowed, what, plan.Network.Denied, what, false); err != nil {
+		if _, err := parseAllowList(plan.Network.Allowed, what, plan.Network.Denied, what, false); err != nil {
 			return err
 		}
 		for _, r := range plan.DenyRead {

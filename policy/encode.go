@@ -5,9 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 
-	"github.com/agentbox/agentbox/internal/netpolicy"
 	"github.com/agentbox/agentbox/internal/toolcache"
 )
 
@@ -77,13 +75,6 @@ func Unmarshal(b []byte) (*Policy, error) {
 			return nil, fmt.Errorf("policy: decode: unknown tool cache %q", c.Name)
 		}
 	}
-	if f.Egress != nil {
-		for _, pt := range slices.Concat(f.Egress.Allowed, f.Egress.Denied) {
-			if again, err := netpolicy.ParsePattern(pt.Raw); err != nil || again != pt {
-				return nil, fmt.Errorf("policy: decode: allow-list pattern %q is not as parsed", pt.Raw)
-			}
-		}
-	}
 	p := &Policy{f: f}
 	again, err := p.MarshalBinary()
 	if err != nil {
@@ -97,6 +88,6 @@ func Unmarshal(b []byte) (*Policy, error) {
 
 // AllowList is the parsed allow-list agentbox's proxy enforces when the
 // command may reach only listed destinations ([Policy.AllowedDomains]);
-// nil otherwise. Backends and the proxy decide with it. The rules are
-// shared, not copied: callers must not change them.
-func (p *Policy) AllowList() *netpolicy.Rules { return p.f.Egress }
+// nil otherwise. Backends and the proxy decide with it. It is shared,
+// not copied: an AllowList does not change.
+func (p *Policy) AllowList() *AllowList { return p.f.Egress }

@@ -60,17 +60,26 @@ func TestUnmarshalRefuses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The pattern's parsed name no longer matches what it says it is.
-	forged := bytes.Replace(b, []byte(`"Name":"good.test"`), []byte(`"Name":"evil.test"`), 1)
-	if bytes.Equal(forged, b) {
-		t.Fatalf("the encoding has no parsed name to forge: %s", b)
+	// The allow-list is encoded as written and parsed again: a pattern
+	// the parser refuses, or a field it does not know, is refused.
+	forge := func(old, new string) string {
+		f := bytes.Replace(b, []byte(old), []byte(new), 1)
+		if bytes.Equal(f, b) {
+			t.Fatalf("the encoding has no %s to forge: %s", old, b)
+		}
+		return string(f)
 	}
+	malformed := forge(`"Allowed":["good.test"]`, `"Allowed":["*"]`)
+	unknown := forge(`"Allowed":["good.test"]`, `"Allowed":["good.test"],"Name":"evil.test"`)
+	emptyList := forge(`"Denied":null`, `"Denied":[]`)
 	for name, b := range map[string]string{
 		"unknown field":          `{"Mode":"read-only","Extra":1}`,
 		"not canonical":          `{"Cwd":"/x","Mode":"read-only"}`,
 		"trailing data":          `{} {}`,
 		"unknown cache":          `{"ToolCaches":[{"Name":"nope"}]}`,
-		"a pattern not as typed": string(forged),
+		"a malformed pattern":    malformed,
+		"an allow-list field":    unknown,
+		"an empty list not null": emptyList,
 		"not json at all":        `x`,
 	} {
 		if _, err := Unmarshal([]byte(b)); err == nil {

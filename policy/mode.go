@@ -1,5 +1,6 @@
 // Package policy resolves what a sandboxed command may do: the mode, the
-// writable roots, the protected subpaths inside them and the network switch.
+// writable roots, the protected subpaths inside them, the network switch
+// and the allow-list of destinations ([AllowList]).
 // It is pure logic shared by every platform backend; it never calls into the
 // operating system beyond reading the filesystem to resolve paths.
 package policy

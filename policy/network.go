@@ -3,8 +3,6 @@ package policy
 import (
 	"errors"
 	"fmt"
-
-	"github.com/agentbox/agentbox/internal/netpolicy"
 )
 
 // NetworkSection is [network]: allow-listed egress through agentbox's
@@ -26,7 +24,7 @@ type NetworkSection struct {
 }
 
 func (n *NetworkSection) validate(path string) error {
-	if _, err := netpolicy.ParseRules(n.AllowedDomains, n.key(path, "allowed_domains"), n.DeniedDomains, n.key(path, "denied_domains"), false); err != nil {
+	if _, err := parseAllowList(n.AllowedDomains, n.key(path, "allowed_domains"), n.DeniedDomains, n.key(path, "denied_domains"), false); err != nil {
 		return err
 	}
 	return n.validatePorts(path)
@@ -65,14 +63,14 @@ func (p *Policy) resolveEgress(o Options, cfg *Config) error {
 	}
 	local := n.AllowLocalBinding != nil && *n.AllowLocalBinding
 	var errs []error
-	rules, err := netpolicy.ParseRules(n.AllowedDomains, n.key(cfg.Path, "allowed_domains"), n.DeniedDomains, n.key(cfg.Path, "denied_domains"), local)
+	rules, err := parseAllowList(n.AllowedDomains, n.key(cfg.Path, "allowed_domains"), n.DeniedDomains, n.key(cfg.Path, "denied_domains"), local)
 	errs = append(errs, err)
-	flags, err := netpolicy.ParseRules(o.AllowDomains, "Options.AllowDomains", nil, "", local)
+	flags, err := parseAllowList(o.AllowDomains, "Options.AllowDomains", nil, "", local)
 	errs = append(errs, err)
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}
-	rules.Allowed = append(rules.Allowed, flags.Allowed...)
+	rules.allowed = append(rules.allowed, flags.allowed...)
 	p.f.Egress = rules
 	return nil
 }

@@ -13,7 +13,6 @@ import (
 	"github.com/agentbox/agentbox/internal/agentdirs"
 	"github.com/agentbox/agentbox/internal/fspath"
 	"github.com/agentbox/agentbox/internal/lookpath"
-	"github.com/agentbox/agentbox/internal/netpolicy"
 	"github.com/agentbox/agentbox/internal/toolcache"
 )
 
@@ -101,7 +100,7 @@ type fields struct {
 	Windows          WindowsSandbox
 	AllowDegraded    bool
 	AllowUnixSockets []string
-	Egress           *netpolicy.Rules
+	Egress           *AllowList
 	Publish          []PortMap
 	HostPorts        []uint16
 	ToolCacheMode    ToolCacheMode
@@ -158,7 +157,7 @@ func (p *Policy) AllowedDomains() []string {
 	if p.f.Egress == nil {
 		return nil
 	}
-	return rawPatterns(p.f.Egress.Allowed)
+	return rawPatterns(p.f.Egress.allowed)
 }
 
 // DeniedDomains are the patterns refused even when allowed ([network]
@@ -167,15 +166,15 @@ func (p *Policy) DeniedDomains() []string {
 	if p.f.Egress == nil {
 		return nil
 	}
-	return rawPatterns(p.f.Egress.Denied)
+	return rawPatterns(p.f.Egress.denied)
 }
 
 // AllowLocalBinding reports whether allowed names may resolve to
 // loopback, private or link-local addresses ([network]
 // allow_local_binding); false without an allow-list.
-func (p *Policy) AllowLocalBinding() bool { return p.f.Egress != nil && p.f.Egress.AllowLocal }
+func (p *Policy) AllowLocalBinding() bool { return p.f.Egress != nil && p.f.Egress.allowLocal }
 
-func rawPatterns(ps []netpolicy.Pattern) []string {
+func rawPatterns(ps []pattern) []string {
 	var out []string
 	for _, pt := range ps {
 		out = append(out, pt.Raw)

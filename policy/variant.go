@@ -3,7 +3,6 @@ package policy
 import (
 	"slices"
 
-	"github.com/agentbox/agentbox/internal/netpolicy"
 	"github.com/agentbox/agentbox/internal/toolcache"
 )
 
@@ -35,7 +34,7 @@ func (p *Policy) WithoutWrites() *Policy {
 
 // WithAllowList is p with the network off but for the allow-list r
 // ([Policy.AllowList]); r is shared, not copied.
-func (p *Policy) WithAllowList(r *netpolicy.Rules) *Policy {
+func (p *Policy) WithAllowList(r *AllowList) *Policy {
 	q := p.clone()
 	q.f.Network, q.f.Egress = false, r
 	return q

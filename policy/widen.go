@@ -6,8 +6,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-
-	"github.com/agentbox/agentbox/internal/netpolicy"
 )
 
 // source is what a resolved policy was made of: the options (with every
@@ -89,14 +87,14 @@ func (p *Policy) Widen(w Widening) (*Policy, error) {
 		// From the config, not the rules: without an allow-list the
 		// policy keeps no rules, and the deny list must still hold for
 		// the allow-list a grant makes.
-		var denied []netpolicy.Pattern
+		var denied []pattern
 		if cfg := p.src.o.Config; cfg != nil {
-			if r, err := netpolicy.ParseRules(nil, "", cfg.Network.DeniedDomains, "denied_domains", false); err == nil {
-				denied = r.Denied
+			if r, err := parseAllowList(nil, "", cfg.Network.DeniedDomains, "denied_domains", false); err == nil {
+				denied = r.denied
 			}
 		}
 		for _, d := range w.AllowDomains {
-			pat, err := netpolicy.ParsePattern(d)
+			pat, err := parsePattern(d)
 			if err != nil {
 				errs = append(errs, &WidenError{Item: d, Why: "is not a domain pattern: " + err.Error()})
 				continue
@@ -134,17 +132,17 @@ func (p *Policy) Widen(w Widening) (*Policy, error) {
 // deniedPattern reports whether a deny pattern refuses what pat allows,
 // or part of it: a name (or address) it matches, the names below a
 // wildcard it is, or a wildcard of the pattern's own.
-func deniedPattern(pat netpolicy.Pattern, denied []netpolicy.Pattern) bool {
+func deniedPattern(pat pattern, denied []pattern) bool {
 	port := pat.Port
 	if port == 0 {
 		port = 443
 	}
-	r := netpolicy.Rules{Denied: denied}
+	r := AllowList{denied: denied}
 	if pat.Name == "" {
-		return r.Decide(pat.Prefix.Addr().String(), port).Reason == netpolicy.ReasonDenied
+		return r.Decide(pat.Prefix.Addr().String(), port).Reason == ReasonDenied
 	}
 	if !pat.Wildcard {
-		return r.Decide(pat.Name, port).Reason == netpolicy.ReasonDenied
+		return r.Decide(pat.Name, port).Reason == ReasonDenied
 	}
 	for _, d := range denied {
 		if d.Name == "" || (d.Port != 0 && pat.Port != 0 && d.Port != pat.Port) {

@@ -17,7 +17,6 @@ import (
 	"github.com/agentbox/agentbox/internal/linux/apparmor"
 	"github.com/agentbox/agentbox/internal/linux/landlock"
 	"github.com/agentbox/agentbox/internal/linux/seccomp"
-	"github.com/agentbox/agentbox/internal/netpolicy"
 	"github.com/agentbox/agentbox/policy"
 )
 
@@ -125,7 +124,7 @@ func linuxDoctor(pol *policy.Policy) *Report {
 		add("protected paths", true, "kept read-only in every writable root, existing or not (protected_subpaths): %s", strings.Join(pol.ProtectedNames(), ", "))
 	}
 	if pol.AllowList() != nil {
-		r.Checks = append(r.Checks, allowListCheck(pol.AllowList()))
+		r.Checks = append(r.Checks, allowListCheck(pol))
 	}
 	// How an allow-list would be enforced here, probed by running one.
 	way := egressBroken
@@ -160,7 +159,7 @@ func linuxDoctor(pol *policy.Policy) *Report {
 func probeEgress(pol *policy.Policy, degraded bool) (transparent bool, err error) {
 	rules := pol.AllowList()
 	if rules == nil {
-		rules = &netpolicy.Rules{}
+		rules = &policy.AllowList{}
 	}
 	probe := pol.WithAllowList(rules).WithAllowDegraded(degraded)
 	c := Command(probe, "cat", "/proc/net/route")
@@ -224,18 +223,16 @@ func egressCheck(pol *policy.Policy, way egressWay, probe error, transparent boo
 
 // allowListCheck describes the policy's (valid: resolving it checked every
 // pattern) allow-list, and names what opens local destinations.
-func allowListCheck(r *netpolicy.Rules) Check {
-	detail := fmt.Sprintf("%d allowed and %d denied patterns, all well-formed", len(r.Allowed), len(r.Denied))
+func allowListCheck(pol *policy.Policy) Check {
+	detail := fmt.Sprintf("%d allowed and %d denied patterns, all well-formed", len(pol.AllowedDomains()), len(pol.DeniedDomains()))
 	var local []string
-	for _, p := range r.Allowed {
-		if p.Name == "" && p.Prefix.IsValid() && (netpolicy.IsLocal(p.Prefix.Addr()) || netpolicy.IsLocal(p.Prefix.Masked().Addr())) {
-			local = append(local, strconv.Quote(p.Raw))
-		}
+	for _, p := range pol.AllowList().LocalPatterns() {
+		local = append(local, strconv.Quote(p))
 	}
 	if len(local) > 0 {
 		detail += "; local addresses allowed by listing them: " + strings.Join(local, ", ")
 	}
-	if r.AllowLocal {
+	if pol.AllowLocalBinding() {
 		detail += "; allow_local_binding = true: allowed names may resolve to loopback and private addresses"
 	}
 	return Check{Name: "network allow-list", OK: true, Detail: detail}

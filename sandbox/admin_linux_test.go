@@ -5,7 +5,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/agentbox/agentbox/internal/netpolicy"
 	"github.com/agentbox/agentbox/internal/policytest"
 	"github.com/agentbox/agentbox/policy"
 )
@@ -15,7 +14,7 @@ import (
 // or refused with the reason, and whether the policy uses it.
 func TestEgressCheck(t *testing.T) {
 	off := policytest.New(policytest.Fields{Mode: policy.WorkspaceWrite})
-	allow := policytest.New(policytest.Fields{Mode: policy.WorkspaceWrite, Egress: &netpolicy.Rules{}})
+	allow := policytest.New(policytest.Fields{Mode: policy.WorkspaceWrite, Egress: &policy.AllowList{}})
 	full := policytest.New(policytest.Fields{Mode: policy.WorkspaceWrite, Network: true})
 	boom := errors.New("boom")
 	cases := []struct {
@@ -48,11 +47,11 @@ func TestEgressCheck(t *testing.T) {
 			}
 		}
 	}
-	rules, err := netpolicy.ParseRules([]string{"good.test", "10.0.0.0/8", "1.1.1.1", "::1"}, "k", []string{"bad.test"}, "d", true)
+	rules, err := policy.ParseAllowList([]string{"good.test", "10.0.0.0/8", "1.1.1.1", "::1"}, []string{"bad.test"}, true)
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := allowListCheck(rules).Detail
+	got := allowListCheck(policytest.New(policytest.Fields{Egress: rules})).Detail
 	for _, w := range []string{"4 allowed and 1 denied", `"10.0.0.0/8", "::1"`, "allow_local_binding = true"} {
 		if !strings.Contains(got, w) {
 			t.Errorf("allow-list check %q lacks %q", got, w)

@@ -9,7 +9,6 @@ import (
 
 	"github.com/agentbox/agentbox/internal/linux"
 	"github.com/agentbox/agentbox/internal/nameserver"
-	"github.com/agentbox/agentbox/internal/netpolicy"
 	"github.com/agentbox/agentbox/internal/netproxy"
 	"github.com/agentbox/agentbox/policy"
 )
@@ -88,7 +87,7 @@ func readSmall(path string, max int64) ([]byte, error) {
 // that refuses everything.
 func newProxy(pol *policy.Policy) (*netproxy.Server, error) {
 	if networkOff(pol) {
-		return netproxy.New(netproxy.Config{Rules: &netpolicy.Rules{Off: true}}), nil
+		return netproxy.New(netproxy.Config{Rules: policy.NetworkOffList()}), nil
 	}
 	return newEgressProxy(pol)
 }
@@ -98,7 +97,7 @@ func newProxy(pol *policy.Policy) (*netproxy.Server, error) {
 // refusals); nil without r. With transparent networking (r.Transparent,
 // and proxy the allow-list's), it answers the allow-list's names with
 // fake addresses, and proxy carries the connections made to them.
-func serveResolver(r *linux.Resolver, spec *linux.Spec, pol *policy.Policy, proxy *netproxy.Server, recorder func(network string, port uint16) *netpolicy.Recorder) *nameserver.Server {
+func serveResolver(r *linux.Resolver, spec *linux.Spec, pol *policy.Policy, proxy *netproxy.Server, recorder func(network string, port uint16) *netproxy.Recorder) *nameserver.Server {
 	if r == nil {
 		return nil
 	}
@@ -111,10 +110,10 @@ func serveResolver(r *linux.Resolver, spec *linux.Spec, pol *policy.Policy, prox
 	}
 	if spec.Transparent && len(r.Transparent) > 0 && proxy != nil {
 		// A second listener: the sandbox carries IPv6 too.
-		cfg.Rules, cfg.Fake, cfg.Fake6 = pol.AllowList(), netpolicy.NewFakeNames(), len(r.Transparent) > 1
+		cfg.Rules, cfg.Fake, cfg.Fake6 = pol.AllowList(), netproxy.NewFakeNames(), len(r.Transparent) > 1
 		// Whose connection it is, as whose look-up a query is: by the
 		// port of the command's socket.
-		t := netproxy.Transparent{Names: cfg.Fake, RecorderFor: func(a net.Addr) *netpolicy.Recorder {
+		t := netproxy.Transparent{Names: cfg.Fake, RecorderFor: func(a net.Addr) *netproxy.Recorder {
 			if ta, ok := a.(*net.TCPAddr); ok {
 				return recorder("tcp", uint16(ta.Port))
 			}
@@ -132,11 +131,11 @@ func serveResolver(r *linux.Resolver, spec *linux.Spec, pol *policy.Policy, prox
 
 // recordUnreachable adds to rec the destinations the command's connects
 // could not reach with the network off.
-func recordUnreachable(rec *netpolicy.Recorder, us []linux.Unreachable) {
+func recordUnreachable(rec *netproxy.Recorder, us []linux.Unreachable) {
 	for _, u := range us {
 		reason := u.Reason
 		if reason == "" {
-			reason = netpolicy.ReasonNetworkOff
+			reason = policy.ReasonNetworkOff
 		}
 		rec.DenyN(u.Addr, u.Port, reason, u.Count)
 	}

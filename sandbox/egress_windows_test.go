@@ -17,7 +17,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentbox/agentbox/internal/netpolicy"
 	"github.com/agentbox/agentbox/internal/policytest"
 	"github.com/agentbox/agentbox/internal/windows/loopguard"
 	winsetup "github.com/agentbox/agentbox/internal/windows/setup"
@@ -74,7 +73,7 @@ func egressHelper(name string, args []string) int {
 // allowList returns pol with an allow-list of names.
 func allowList(t *testing.T, pol *policy.Policy, names ...string) *policy.Policy {
 	t.Helper()
-	r, err := netpolicy.ParseRules(names, "allowed_domains", nil, "denied_domains", false)
+	r, err := policy.ParseAllowList(names, nil, false)
 	if err != nil {
 		t.Fatal(err)
 	}

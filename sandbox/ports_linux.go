@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/agentbox/agentbox/internal/linux"
-	"github.com/agentbox/agentbox/internal/netpolicy"
 	"github.com/agentbox/agentbox/internal/netproxy"
 	"github.com/agentbox/agentbox/policy"
 )
@@ -31,7 +30,7 @@ type portRelay struct {
 	// count says where a connection is counted: the recorder of host
 	// ports' connections, the counter of published ports'; nil is
 	// uncounted.
-	count func() (*netpolicy.Recorder, *publishCounter)
+	count func() (*netproxy.Recorder, *publishCounter)
 
 	mu     sync.Mutex
 	conns  map[net.Conn]struct{}
@@ -76,7 +75,7 @@ func listenPublished(pol *policy.Policy) (*portRelay, error) {
 
 // serve starts carrying connections over ports, what the sandbox handed
 // over, until Close.
-func (r *portRelay) serve(ports *linux.Ports, count func() (*netpolicy.Recorder, *publishCounter)) error {
+func (r *portRelay) serve(ports *linux.Ports, count func() (*netproxy.Recorder, *publishCounter)) error {
 	if r == nil {
 		return nil
 	}
@@ -205,7 +204,7 @@ func (r *portRelay) acceptHostPort(ln net.Listener) {
 	})
 }
 
-func (r *portRelay) counters() (*netpolicy.Recorder, *publishCounter) {
+func (r *portRelay) counters() (*netproxy.Recorder, *publishCounter) {
 	if r.count == nil {
 		return nil, nil
 	}
@@ -265,7 +264,7 @@ func refuseDegradedPorts(pol *policy.Policy) error {
 }
 
 // recorderOf is p's recorder; nil without a proxy.
-func recorderOf(p *netproxy.Server) *netpolicy.Recorder {
+func recorderOf(p *netproxy.Server) *netproxy.Recorder {
 	if p == nil {
 		return nil
 	}

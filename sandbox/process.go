@@ -7,7 +7,7 @@ import (
 	"sync"
 
 	"github.com/agentbox/agentbox/internal/fsreport"
-	"github.com/agentbox/agentbox/internal/netpolicy"
+	"github.com/agentbox/agentbox/internal/netproxy"
 )
 
 // proc is a started command, for every backend and run path: the
@@ -37,7 +37,7 @@ type proc struct {
 
 // sections are the report's parts a backend observes.
 type sections struct {
-	network   netpolicy.Report   // what the proxy, name server and connect supervisor saw
+	network   netproxy.Report    // what the proxy, name server and connect supervisor saw
 	published []NetworkPublished // the published ports' connections
 	// files are the refused file operations; filesUnavailable says why
 	// they were not observed, when they were not.

@@ -8,7 +8,7 @@ import (
 	"strings"
 
 	"github.com/agentbox/agentbox/internal/fsreport"
-	"github.com/agentbox/agentbox/internal/netpolicy"
+	"github.com/agentbox/agentbox/internal/netproxy"
 	"github.com/agentbox/agentbox/policy"
 )
 
@@ -203,7 +203,7 @@ func newRunReport(pol *policy.Policy, exitCode int) *RunReport {
 	return r
 }
 
-func (r *RunReport) addNetwork(rep netpolicy.Report) {
+func (r *RunReport) addNetwork(rep netproxy.Report) {
 	for _, a := range rep.Allowed {
 		r.Network.Allowed = append(r.Network.Allowed, NetworkAllowed(a))
 	}
@@ -223,7 +223,7 @@ func (r *RunReport) SetSuggest() {
 	seen := map[string]bool{}
 	if r.Network != nil {
 		for _, d := range r.Network.Denied {
-			if d.Reason != netpolicy.ReasonNotAllowed && d.Reason != netpolicy.ReasonNetworkOff {
+			if d.Reason != policy.ReasonNotAllowed && d.Reason != policy.ReasonNetworkOff {
 				continue
 			}
 			p := d.Host
@@ -232,7 +232,7 @@ func (r *RunReport) SetSuggest() {
 			if d.Port != 0 && d.Port != 80 && d.Port != 443 && !strings.Contains(d.Host, ":") {
 				p = net.JoinHostPort(d.Host, strconv.Itoa(int(d.Port)))
 			}
-			if _, err := netpolicy.ParsePattern(p); err != nil || seen[p] {
+			if _, err := policy.ParseAllowList([]string{p}, nil, false); err != nil || seen[p] {
 				continue
 			}
 			seen[p] = true

@@ -8,7 +8,6 @@ import (
 
 	"github.com/agentbox/agentbox/internal/linux"
 	"github.com/agentbox/agentbox/internal/nameserver"
-	"github.com/agentbox/agentbox/internal/netpolicy"
 	"github.com/agentbox/agentbox/internal/netproxy"
 	"github.com/agentbox/agentbox/policy"
 )
@@ -37,7 +36,7 @@ type linuxSession struct {
 	dns *nameserver.Server
 
 	mu      sync.Mutex
-	running map[uint32]*netpolicy.Recorder // by linux.SessionProcess.ID
+	running map[uint32]*netproxy.Recorder // by linux.SessionProcess.ID
 	// ports carries the session's published ports and host ports (nil
 	// without them) for its whole life; active are its running
 	// commands, to one of which a connection is counted (see
@@ -117,7 +116,7 @@ func newSession(pol *policy.Policy, init string) (sessionImpl, error) {
 		return nil, startError(err)
 	}
 	l := &linuxSession{z: z, cl: cl, td: td, pol: pol, state: state, held: held, git: gh, writable: map[string]bool{}, pool: pool,
-		running: map[uint32]*netpolicy.Recorder{}, active: map[*sessionCommand]bool{}}
+		running: map[uint32]*netproxy.Recorder{}, active: map[*sessionCommand]bool{}}
 	for _, m := range spec.Mounts {
 		l.writable[m.Path] = m.Kind == linux.Pin || m.Kind == linux.BindWritable
 	}
@@ -138,7 +137,7 @@ func newSession(pol *policy.Policy, init string) (sessionImpl, error) {
 			return nil, &StartError{Code: CodeSandboxFailure, Err: fmt.Errorf("the session's sandbox handed over %d proxy listeners, want 2", len(lns))}
 		}
 		l.off = true
-		l.proxy = netproxy.New(netproxy.Config{Rules: &netpolicy.Rules{Off: true}, RecorderFor: func(a net.Addr) *netpolicy.Recorder {
+		l.proxy = netproxy.New(netproxy.Config{Rules: policy.NetworkOffList(), RecorderFor: func(a net.Addr) *netproxy.Recorder {
 			if t, ok := a.(*net.TCPAddr); ok {
 				return l.recorder("tcp", uint16(t.Port))
 			}
@@ -163,7 +162,7 @@ func newSession(pol *policy.Policy, init string) (sessionImpl, error) {
 // one is; a connection while none or several run is carried but
 // counted nowhere (a listener's connections cannot be told apart by
 // command).
-func (l *linuxSession) portCounters() (*netpolicy.Recorder, *publishCounter) {
+func (l *linuxSession) portCounters() (*netproxy.Recorder, *publishCounter) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if len(l.active) != 1 {
@@ -182,7 +181,7 @@ func (l *linuxSession) portCounters() (*netpolicy.Recorder, *publishCounter) {
 // sent without connecting (musl's resolver), of the one command running
 // if only one is; while several run, such a look-up is answered but
 // recorded nowhere.
-func (l *linuxSession) recorder(network string, port uint16) *netpolicy.Recorder {
+func (l *linuxSession) recorder(network string, port uint16) *netproxy.Recorder {
 	id := l.z.PortOwner(network, port)
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -235,7 +234,7 @@ func (l *linuxSession) start(c *Cmd, p *proc) error {
 		// its own. With the network off, rec is the command's
 		// recorder, which the session's name server and refusing
 		// proxy find by id among the session's running commands.
-		sc.rec = netpolicy.NewRecorder()
+		sc.rec = netproxy.NewRecorder()
 		if sc.scope != nil {
 			sc.rec = sc.scope.Recorder()
 		}
@@ -328,7 +327,7 @@ func (l *linuxSession) close() error {
 type sessionCommand struct {
 	session *linuxSession
 	scope   *netproxy.Scope // the command's part of the session's allow-list proxy; nil without one
-	rec     *netpolicy.Recorder
+	rec     *netproxy.Recorder
 	id      uint32
 	// published counts the session's published ports' connections
 	// while the command runs alone (see portCounters).

@@ -9,7 +9,6 @@ import (
 
 	"github.com/agentbox/agentbox/internal/linux"
 	"github.com/agentbox/agentbox/internal/linux/landlock"
-	"github.com/agentbox/agentbox/internal/netpolicy"
 	"github.com/agentbox/agentbox/internal/netproxy"
 	"github.com/agentbox/agentbox/policy"
 )
@@ -90,7 +89,7 @@ func start(c *Cmd, p *proc) error {
 	}
 	published := &publishCounter{}
 	if nu == nil {
-		if err = relay.serve(lp.Ports(), func() (*netpolicy.Recorder, *publishCounter) { return recorderOf(proxy), published }); err != nil {
+		if err = relay.serve(lp.Ports(), func() (*netproxy.Recorder, *publishCounter) { return recorderOf(proxy), published }); err != nil {
 			lp.Resolver().Close()
 			lp.Kill()
 			lp.Wait()
@@ -101,7 +100,7 @@ func start(c *Cmd, p *proc) error {
 		// One run, one recorder: the proxy's. Every name the command
 		// was answered is recorded once its Close returns.
 		rec := proxy.Recorder()
-		dns := serveResolver(lp.Resolver(), spec, pol, proxy, func(string, uint16) *netpolicy.Recorder { return rec })
+		dns := serveResolver(lp.Resolver(), spec, pol, proxy, func(string, uint16) *netproxy.Recorder { return rec })
 		p.cleanup.add(func() { closeResolver(dns) })
 	}
 	p.wait = statusOf(lp.Wait)

@@ -8,7 +8,7 @@ import (
 
 	"github.com/agentbox/agentbox/internal/exitcode"
 	"github.com/agentbox/agentbox/internal/fsreport"
-	"github.com/agentbox/agentbox/internal/netpolicy"
+	"github.com/agentbox/agentbox/internal/netproxy"
 	"github.com/agentbox/agentbox/policy"
 	"github.com/agentbox/agentbox/sandbox"
 )
@@ -68,7 +68,7 @@ type Parts struct {
 	Diag string `json:"diag,omitempty"`
 	// Denied is what the network refused the command (with the network
 	// off: the names it looked up, the hosts it asked the proxy for).
-	Denied []netpolicy.Denied `json:"denied,omitempty"`
+	Denied []netproxy.Denied `json:"denied,omitempty"`
 	// Files is what the sandbox refused the command's file operations;
 	// FilesUnavailable says why nothing was observed (the run report's
 	// "filesystem" section).
@@ -90,7 +90,7 @@ func PartsOf(err error, rep *sandbox.RunReport) Parts {
 	}
 	if rep != nil && rep.Network != nil {
 		for _, d := range rep.Network.Denied {
-			p.Denied = append(p.Denied, netpolicy.Denied(d))
+			p.Denied = append(p.Denied, netproxy.Denied(d))
 		}
 	}
 	if rep != nil && rep.Filesystem != nil {

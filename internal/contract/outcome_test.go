@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentbox/agentbox/internal/netpolicy"
+	"github.com/agentbox/agentbox/policy"
 	"github.com/agentbox/agentbox/sandbox"
 )
 
@@ -18,7 +18,7 @@ func TestOutcome(t *testing.T) {
 	timedOut := "agentbox: command timed out after 2s and was killed with everything it started\n"
 	// A nil policy is a run without network, on either side.
 	refused := &sandbox.RunReport{Network: &sandbox.NetworkReport{Mode: sandbox.NetworkOff,
-		Denied: []sandbox.NetworkDenied{{Host: "evil.test", Port: 80, Reason: netpolicy.ReasonNetworkOff, Count: 1}}}}
+		Denied: []sandbox.NetworkDenied{{Host: "evil.test", Port: 80, Reason: policy.ReasonNetworkOff, Count: 1}}}}
 	refusedLine := "agentbox: network is off: refused evil.test; allow a host with --allow-domain evil.test\n"
 	for _, c := range []struct {
 		name   string
@@ -74,7 +74,7 @@ func TestOutcomeStart(t *testing.T) {
 // TestPartsCarryRefusals: the helper's parts hold the report's
 // refusals, and the client's report has them back.
 func TestPartsCarryRefusals(t *testing.T) {
-	rep := &sandbox.RunReport{Network: &sandbox.NetworkReport{Denied: []sandbox.NetworkDenied{{Host: "a.test", Port: 443, Reason: netpolicy.ReasonNotAllowed, Count: 2}}},
+	rep := &sandbox.RunReport{Network: &sandbox.NetworkReport{Denied: []sandbox.NetworkDenied{{Host: "a.test", Port: 443, Reason: policy.ReasonNotAllowed, Count: 2}}},
 		Filesystem: &sandbox.FilesystemReport{Denied: []sandbox.FilesystemDenied{{Op: "write", Path: "/etc/x", Count: 1}}, Unavailable: ""}}
 	p := PartsOf(nil, rep)
 	o := p.Outcome(nil, 0)

@@ -13,7 +13,7 @@ import (
 	"strings"
 
 	"github.com/agentbox/agentbox/internal/fsreport"
-	"github.com/agentbox/agentbox/internal/netpolicy"
+	"github.com/agentbox/agentbox/policy"
 	"github.com/agentbox/agentbox/sandbox"
 )
 
@@ -67,7 +67,7 @@ func writeOff(w io.Writer, denied []sandbox.NetworkDenied) {
 			hosts = append(hosts, d.Host)
 		}
 		counts[d.Host] += d.Count
-		if d.Reason == netpolicy.ReasonNetworkOff {
+		if d.Reason == policy.ReasonNetworkOff {
 			off[d.Host] = true
 		}
 	}

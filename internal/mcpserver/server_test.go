@@ -16,7 +16,6 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/agentbox/agentbox/internal/netpolicy"
 	"github.com/agentbox/agentbox/internal/policytest"
 	"github.com/agentbox/agentbox/policy"
 	"github.com/agentbox/agentbox/sandbox"
@@ -309,7 +308,7 @@ func BenchmarkRunTrue(b *testing.B) {
 // an allow-list lets it reach and how (the proxy variables), instead of
 // calling the network off.
 func TestDescribeNetwork(t *testing.T) {
-	rules, err := netpolicy.ParseRules([]string{"github.com", "*.npmjs.org"}, "k", []string{"gist.github.com"}, "d", false)
+	rules, err := policy.ParseAllowList([]string{"github.com", "*.npmjs.org"}, []string{"gist.github.com"}, false)
 	if err != nil {
 		t.Fatal(err)
 	}

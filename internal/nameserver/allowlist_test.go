@@ -11,17 +11,17 @@ import (
 
 	"golang.org/x/net/dns/dnsmessage"
 
-	"github.com/agentbox/agentbox/internal/netpolicy"
+	"github.com/agentbox/agentbox/internal/netproxy"
+	"github.com/agentbox/agentbox/policy"
 )
 
 func allowListServer(t testing.TB) *Server {
 	t.Helper()
-	rules, err := netpolicy.ParseRules([]string{"allowed.test", "*.wild.test", "port.test:22"}, "allow",
-		[]string{"bad.wild.test"}, "deny", false)
+	rules, err := policy.ParseAllowList([]string{"allowed.test", "*.wild.test", "port.test:22"}, []string{"bad.wild.test"}, false)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return New(Config{Rules: rules, Fake: netpolicy.NewFakeNames(), Local: []string{"box"}})
+	return New(Config{Rules: rules, Fake: netproxy.NewFakeNames(), Local: []string{"box"}})
 }
 
 func answer(t *testing.T, s *Server, name string, typ dnsmessage.Type) (dnsmessage.Message, string, bool) {
@@ -49,8 +49,8 @@ func TestAllowListAnswers(t *testing.T) {
 			t.Fatalf("%s: %+v refused=%v", n, m, refused)
 		}
 		a := netip.AddrFrom4(m.Answers[0].Body.(*dnsmessage.AResource).A)
-		if !netpolicy.FakePrefix.Contains(a) {
-			t.Errorf("%s: %v outside %v", n, a, netpolicy.FakePrefix)
+		if !netproxy.FakePrefix.Contains(a) {
+			t.Errorf("%s: %v outside %v", n, a, netproxy.FakePrefix)
 		}
 		byName[strings.ToLower(n)] = a
 		if back, ok := s.cfg.Fake.Name(a); !ok || back+"." != strings.ToLower(n) {
@@ -88,7 +88,7 @@ func TestAllowListIPv6(t *testing.T) {
 	a6 := netip.AddrFrom16(m6.Answers[0].Body.(*dnsmessage.AAAAResource).AAAA)
 	m4, _, _ := answer(t, s, "allowed.test.", dnsmessage.TypeA)
 	a4 := netip.AddrFrom4(m4.Answers[0].Body.(*dnsmessage.AResource).A)
-	if !netpolicy.FakePrefix6.Contains(a6) || netpolicy.Fake6(a4) != a6 {
+	if !netproxy.FakePrefix6.Contains(a6) || netproxy.Fake6(a4) != a6 {
 		t.Errorf("AAAA %v for A %v", a6, a4)
 	}
 	for _, a := range []netip.Addr{a4, a6} {
@@ -99,7 +99,7 @@ func TestAllowListIPv6(t *testing.T) {
 	if m, _, refused := answer(t, s, "other.test.", dnsmessage.TypeAAAA); !refused || m.RCode != dnsmessage.RCodeNameError {
 		t.Errorf("refused name's AAAA: %+v", m)
 	}
-	if n, ok := s.cfg.Fake.Name(netpolicy.Fake6(netip.MustParseAddr("198.18.77.77"))); ok {
+	if n, ok := s.cfg.Fake.Name(netproxy.Fake6(netip.MustParseAddr("198.18.77.77"))); ok {
 		t.Errorf("an address never given maps to %q", n)
 	}
 }
@@ -129,7 +129,7 @@ func TestAllowListFlood(t *testing.T) {
 	s := allowListServer(t)
 	given := map[[4]byte]bool{}
 	refusedAt := -1
-	for i := range netpolicy.MaxFakeNames + 10 {
+	for i := range netproxy.MaxFakeNames + 10 {
 		m, _, refused := answer(t, s, fmt.Sprintf("n%d.wild.test.", i), dnsmessage.TypeA)
 		if refused {
 			if refusedAt < 0 {
@@ -143,8 +143,8 @@ func TestAllowListFlood(t *testing.T) {
 		}
 		given[a] = true
 	}
-	if refusedAt != netpolicy.MaxFakeNames {
-		t.Errorf("first refusal at name %d, want %d", refusedAt, netpolicy.MaxFakeNames)
+	if refusedAt != netproxy.MaxFakeNames {
+		t.Errorf("first refusal at name %d, want %d", refusedAt, netproxy.MaxFakeNames)
 	}
 	// Names already given keep their addresses.
 	if m, _, refused := answer(t, s, "n1.wild.test.", dnsmessage.TypeA); refused || len(m.Answers) != 1 {
@@ -217,7 +217,7 @@ func TestAllowListServeHuge(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	addrs, err := r.LookupNetIP(ctx, "ip4", "allowed.test.")
-	if err != nil || len(addrs) != 1 || !netpolicy.FakePrefix.Contains(addrs[0]) {
+	if err != nil || len(addrs) != 1 || !netproxy.FakePrefix.Contains(addrs[0]) {
 		t.Fatalf("look-up after a huge datagram: %v %v", addrs, err)
 	}
 }

@@ -26,12 +26,12 @@
 // A response sent to the name server (a command trying to plant an
 // address) is dropped like any other message that is not a query: the
 // fake addresses are given by the server alone, at most
-// [netpolicy.MaxFakeNames] of them.
+// [netproxy.MaxFakeNames] of them.
 // Each socket is served by one goroutine at no more than [MaxRate]
 // queries a second (a flood waits in the kernel's socket buffer, where
 // the excess is dropped); TCP takes at most [MaxConns] connections at
 // once, each for [ConnTimeout] and [MaxQueriesPerConn] queries. The
-// names recorded are bounded by the recorder (see package netpolicy).
+// names recorded are bounded by the recorder ([netproxy.Recorder]).
 package nameserver
 
 import (
@@ -47,7 +47,8 @@ import (
 
 	"golang.org/x/net/dns/dnsmessage"
 
-	"github.com/agentbox/agentbox/internal/netpolicy"
+	"github.com/agentbox/agentbox/internal/netproxy"
+	"github.com/agentbox/agentbox/policy"
 )
 
 // Limits of a [Server].
@@ -72,17 +73,17 @@ type Config struct {
 	// sandbox's port over network ("udp" or "tcp") is recorded: the run's
 	// recorder, or in a session the recorder of the command whose socket
 	// that port is. nil, or a nil result, records nothing.
-	Recorder func(network string, port uint16) *netpolicy.Recorder
+	Recorder func(network string, port uint16) *netproxy.Recorder
 	// Rules and Fake, both set, make the name server that of a sandbox
 	// with an allow-list and transparent networking: a name the rules
-	// admit ([netpolicy.Rules.DecideName]) is answered with its fake
+	// admit ([policy.AllowList.DecideName]) is answered with its fake
 	// address from Fake (an A record; it has no other records), any
 	// other is "no such name" and recorded with the rules' reason.
 	// Without them every name is refused as ReasonNetworkOff.
-	Rules *netpolicy.Rules
-	Fake  *netpolicy.FakeNames
+	Rules *policy.AllowList
+	Fake  *netproxy.FakeNames
 	// Fake6 answers AAAA questions too, with the names' fake IPv6
-	// addresses (netpolicy.Fake6): when the sandbox carries IPv6.
+	// addresses (netproxy.Fake6): when the sandbox carries IPv6.
 	Fake6 bool
 	// Reason, without Rules, is the reason every refused look-up is
 	// recorded with; "" means ReasonNetworkOff.
@@ -411,7 +412,7 @@ func (s *Server) decide(q dnsmessage.Question) (dnsmessage.RCode, netip.Addr, st
 		return dnsmessage.RCodeNameError, netip.Addr{}, ""
 	}
 	if s.cfg.Rules == nil || s.cfg.Fake == nil {
-		return dnsmessage.RCodeNameError, netip.Addr{}, cmp.Or(s.cfg.Reason, netpolicy.ReasonNetworkOff)
+		return dnsmessage.RCodeNameError, netip.Addr{}, cmp.Or(s.cfg.Reason, policy.ReasonNetworkOff)
 	}
 	d := s.cfg.Rules.DecideName(q.Name.String())
 	if !d.Allow {
@@ -422,13 +423,13 @@ func (s *Server) decide(q dnsmessage.Question) (dnsmessage.RCode, netip.Addr, st
 	}
 	a, ok := s.cfg.Fake.Addr(d.Host)
 	if !ok {
-		return dnsmessage.RCodeNameError, netip.Addr{}, netpolicy.ReasonTooManyNames
+		return dnsmessage.RCodeNameError, netip.Addr{}, netproxy.ReasonTooManyNames
 	}
 	if q.Type == dnsmessage.TypeAAAA {
 		if !s.cfg.Fake6 {
 			return dnsmessage.RCodeSuccess, netip.Addr{}, ""
 		}
-		a = netpolicy.Fake6(a)
+		a = netproxy.Fake6(a)
 	}
 	return dnsmessage.RCodeSuccess, a, ""
 }

@@ -13,7 +13,8 @@ import (
 
 	"golang.org/x/net/dns/dnsmessage"
 
-	"github.com/agentbox/agentbox/internal/netpolicy"
+	"github.com/agentbox/agentbox/internal/netproxy"
+	"github.com/agentbox/agentbox/policy"
 )
 
 func query(t testing.TB, id uint16, name string, typ dnsmessage.Type) []byte {
@@ -166,7 +167,7 @@ func TestPresentation(t *testing.T) {
 
 // servers starts a Server on a UDP socket and a TCP listener of the
 // loopback, recording everything into rec.
-func servers(t *testing.T, rec func(string, uint16) *netpolicy.Recorder) (*Server, string, string) {
+func servers(t *testing.T, rec func(string, uint16) *netproxy.Recorder) (*Server, string, string) {
 	t.Helper()
 	pc, err := net.ListenPacket("udp4", "127.0.0.1:0")
 	if err != nil {
@@ -186,10 +187,10 @@ func servers(t *testing.T, rec func(string, uint16) *netpolicy.Recorder) (*Serve
 // TestServeResolvers: Go's resolver, over UDP and TCP, gets "no such
 // host" at once, and the names are recorded for the port they came from.
 func TestServeResolvers(t *testing.T) {
-	rec := netpolicy.NewRecorder()
+	rec := netproxy.NewRecorder()
 	var mu sync.Mutex
 	ports := map[string]bool{}
-	_, udp, tcp := servers(t, func(network string, port uint16) *netpolicy.Recorder {
+	_, udp, tcp := servers(t, func(network string, port uint16) *netproxy.Recorder {
 		mu.Lock()
 		ports[network] = port != 0
 		mu.Unlock()
@@ -215,7 +216,7 @@ func TestServeResolvers(t *testing.T) {
 	rep := rec.Report()
 	want := map[string]bool{"nosuch-udp.example.com": false, "nosuch-tcp.example.com": false}
 	for _, d := range rep.Denied {
-		if _, ok := want[d.Host]; ok && d.Reason == netpolicy.ReasonNetworkOff && d.Port == 0 && d.Count >= 1 {
+		if _, ok := want[d.Host]; ok && d.Reason == policy.ReasonNetworkOff && d.Port == 0 && d.Count >= 1 {
 			want[d.Host] = true
 		}
 	}
@@ -236,8 +237,8 @@ func TestServeFlood(t *testing.T) {
 	if testing.Short() {
 		t.Skip("floods the loopback")
 	}
-	rec := netpolicy.NewRecorder()
-	_, udp, tcp := servers(t, func(string, uint16) *netpolicy.Recorder { return rec })
+	rec := netproxy.NewRecorder()
+	_, udp, tcp := servers(t, func(string, uint16) *netproxy.Recorder { return rec })
 	c, err := net.Dial("udp", udp)
 	if err != nil {
 		t.Fatal(err)

@@ -48,7 +48,7 @@ func Env(httpAddr, socksAddr string, oldJavaToolOptions string) []string {
 }
 
 // OffEnv returns the variables that point a command's tools at the
-// refusing proxy of a sandbox without network (see [netpolicy.Rules].Off):
+// refusing proxy of a sandbox without network (see [policy.NetworkOffList]):
 // the conventional ones only, which the tools that honour them read
 // unless the user's own configuration names another proxy. No
 // tool-specific configuration (npm's, yarn's, the JVM's) is touched:

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/agentbox/agentbox/internal/netpolicy"
+	"github.com/agentbox/agentbox/policy"
 )
 
 // BenchmarkConnection is the cost of one new connection through the
@@ -33,12 +33,12 @@ func BenchmarkConnection(b *testing.B) {
 		}
 	}()
 	port := uint16(origin.Addr().(*net.TCPAddr).Port)
-	rules, _ := netpolicy.ParseRules([]string{"o.test"}, "a", nil, "d", true)
+	rules, _ := policy.ParseAllowList([]string{"o.test"}, nil, true)
 	s := New(Config{Rules: rules, Resolver: HostsResolver{"o.test": {netip.MustParseAddr("127.0.0.1")}}})
 	defer s.Close()
 	pl, _ := net.Listen("tcp4", "127.0.0.1:0")
 	go s.ServeHTTPProxy(pl)
-	names := netpolicy.NewFakeNames()
+	names := NewFakeNames()
 	fake, _ := names.Addr("o.test")
 	tl, _ := net.Listen("tcp4", "127.0.0.1:0")
 	go s.ServeTransparent(tl, Transparent{Names: names, OriginalDst: func(net.Conn) (netip.AddrPort, error) {

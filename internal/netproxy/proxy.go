@@ -1,6 +1,6 @@
 // Package netproxy is agentbox's egress proxy: an HTTP proxy (absolute-URI
 // requests for plain http:// and CONNECT for everything else) and a SOCKS5
-// proxy (CONNECT only), both asking [netpolicy.Rules] about every request,
+// proxy (CONNECT only), both asking [policy.AllowList] about every request,
 // resolving an allowed name once, and connecting to exactly the address
 // that was checked. It runs in the agentbox process, outside the sandbox,
 // on listeners the platform backend hands it, and records every decision
@@ -27,7 +27,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/agentbox/agentbox/internal/netpolicy"
+	"github.com/agentbox/agentbox/policy"
 )
 
 // Resolver looks names up; *net.Resolver implements it.
@@ -38,9 +38,9 @@ type Resolver interface {
 // Config configures a [Server].
 type Config struct {
 	// Rules decide every request. Required.
-	Rules *netpolicy.Rules
+	Rules *policy.AllowList
 	// Recorder, when set, receives every decision.
-	Recorder *netpolicy.Recorder
+	Recorder *Recorder
 	// Resolver looks up allowed names; nil means net.DefaultResolver.
 	Resolver Resolver
 	// DialTimeout bounds each look-up and connection; 0 means 15s.
@@ -56,7 +56,7 @@ type Config struct {
 	// client's connect(2) returns, and so before whoever watches that
 	// connect knows the port). A nil result (or no RecorderFor) records
 	// in the scope's recorder.
-	RecorderFor func(client net.Addr) *netpolicy.Recorder
+	RecorderFor func(client net.Addr) *Recorder
 	// MaxConns bounds the client connections served at once, by the
 	// server's own listeners and by each Scope apart (so that one
 	// command of a session cannot take its siblings' share); 0 means
@@ -77,7 +77,7 @@ type Server struct {
 	scopes map[*Scope]struct{}
 	// fake is the map of the sandbox's fake addresses, once
 	// ServeTransparent has been called.
-	fake *netpolicy.FakeNames
+	fake *FakeNames
 }
 
 // Scope is the part of a [Server] that serves one client (a command of a
@@ -86,7 +86,7 @@ type Server struct {
 // serves.
 type Scope struct {
 	srv *Server
-	rec *netpolicy.Recorder
+	rec *Recorder
 	sem chan struct{} // its connection limit (Config.MaxConns)
 	// ctx ends with Close, cancelling look-ups and dials in progress.
 	ctx    context.Context
@@ -113,10 +113,10 @@ func (r *Refusal) Error() string {
 // New returns a server for cfg.
 func New(cfg Config) *Server {
 	if cfg.Rules == nil {
-		cfg.Rules = &netpolicy.Rules{}
+		cfg.Rules = &policy.AllowList{}
 	}
 	if cfg.Recorder == nil {
-		cfg.Recorder = netpolicy.NewRecorder()
+		cfg.Recorder = NewRecorder()
 	}
 	if cfg.Resolver == nil {
 		cfg.Resolver = net.DefaultResolver
@@ -141,13 +141,13 @@ func New(cfg Config) *Server {
 
 // Recorder is where the server records the decisions made on the
 // listeners it serves itself (not a Scope's).
-func (s *Server) Recorder() *netpolicy.Recorder { return s.cfg.Recorder }
+func (s *Server) Recorder() *Recorder { return s.cfg.Recorder }
 
 // NewScope returns a scope of s with an empty recorder of its own. After
 // Close of s, the scope serves nothing.
-func (s *Server) NewScope() *Scope { return s.newScope(netpolicy.NewRecorder()) }
+func (s *Server) NewScope() *Scope { return s.newScope(NewRecorder()) }
 
-func (s *Server) newScope(rec *netpolicy.Recorder) *Scope {
+func (s *Server) newScope(rec *Recorder) *Scope {
 	sc := &Scope{srv: s, rec: rec, sem: make(chan struct{}, s.cfg.MaxConns), lns: map[net.Listener]struct{}{}, conns: map[net.Conn]struct{}{}}
 	sc.ctx, sc.cancel = context.WithCancel(context.Background())
 	s.mu.Lock()
@@ -162,7 +162,7 @@ func (s *Server) newScope(rec *netpolicy.Recorder) *Scope {
 }
 
 // Recorder is where the scope records its decisions.
-func (sc *Scope) Recorder() *netpolicy.Recorder { return sc.rec }
+func (sc *Scope) Recorder() *Recorder { return sc.rec }
 
 // track registers c so that Close can end it; false means the scope is
 // closed and c was closed.
@@ -300,7 +300,7 @@ func (sc *Scope) serve(ln net.Listener, handle func(net.Conn)) error {
 func (sc *Scope) connect(ctx context.Context, host string, port uint16) (net.Conn, error) {
 	s := sc.srv
 	rules, rec := s.cfg.Rules, sc.rec
-	if r, ok := ctx.Value(recorderKey{}).(*netpolicy.Recorder); ok && r != nil {
+	if r, ok := ctx.Value(recorderKey{}).(*Recorder); ok && r != nil {
 		rec = r
 	} else if a, ok := ctx.Value(clientKey{}).(net.Addr); ok && s.cfg.RecorderFor != nil {
 		if r := s.cfg.RecorderFor(a); r != nil {

@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentbox/agentbox/internal/netpolicy"
+	"github.com/agentbox/agentbox/policy"
 	"golang.org/x/net/proxy"
 )
 
@@ -59,9 +59,7 @@ func newFixture(t *testing.T, allowLocal bool) *fixture {
 	good := newOrigin(t, "127.0.0.2", "good")
 	local := newOrigin(t, "127.0.0.3", "local")
 	bad := newOrigin(t, "127.0.0.4", "bad")
-	rules, err := netpolicy.ParseRules(
-		[]string{"good.test", "*.wild.test", "local.test", "127.0.0.2", "other.test"}, "allowed_domains",
-		[]string{"no.wild.test"}, "denied_domains", allowLocal)
+	rules, err := policy.ParseAllowList([]string{"good.test", "*.wild.test", "local.test", "127.0.0.2", "other.test"}, []string{"no.wild.test"}, allowLocal)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,11 +150,11 @@ func TestProxyAllowsAndRefuses(t *testing.T) {
 		"127.0.0.2:" + port(f.good),
 	}
 	refused := []struct{ target, reason string }{
-		{"good.test.evil:" + port(f.bad), netpolicy.ReasonNotAllowed},
-		{"evilgood.test:" + port(f.bad), netpolicy.ReasonNotAllowed},
-		{"no.wild.test:" + port(f.good), netpolicy.ReasonDenied},
-		{"127.0.0.4:" + port(f.bad), netpolicy.ReasonNotAllowed},
-		{"2130706436:" + port(f.bad), netpolicy.ReasonNotAllowed}, // 127.0.0.4
+		{"good.test.evil:" + port(f.bad), policy.ReasonNotAllowed},
+		{"evilgood.test:" + port(f.bad), policy.ReasonNotAllowed},
+		{"no.wild.test:" + port(f.good), policy.ReasonDenied},
+		{"127.0.0.4:" + port(f.bad), policy.ReasonNotAllowed},
+		{"2130706436:" + port(f.bad), policy.ReasonNotAllowed}, // 127.0.0.4
 		{"local.test:" + port(f.local), "local address 127.0.0.3"},
 		{"other.test:" + port(f.bad), "local address 127.0.0.4"},
 	}
@@ -402,7 +400,7 @@ func FuzzHTTPHead(f *testing.F) {
 			t.Errorf("target %q taken from the Host header of %q", host, b)
 		}
 		// The decision must not panic on any host.
-		(&netpolicy.Rules{}).Decide(host, port)
+		(&policy.AllowList{}).Decide(host, port)
 	})
 }
 
@@ -445,7 +443,7 @@ func FuzzSOCKS(f *testing.F) {
 		if req.Cmd != cmdConnect {
 			t.Errorf("cmd %d accepted", req.Cmd)
 		}
-		(&netpolicy.Rules{}).Decide(req.Host, req.Port)
+		(&policy.AllowList{}).Decide(req.Host, req.Port)
 	})
 }
 
@@ -463,7 +461,7 @@ func (r *recordingResolver) LookupNetIP(ctx context.Context, network, host strin
 // (a refused name leaks nothing through DNS), and as rooted names, so the
 // resolver's search list cannot add a suffix.
 func TestLookupIsRootedAndOnlyForAllowed(t *testing.T) {
-	rules, _ := netpolicy.ParseRules([]string{"good.test"}, "a", nil, "d", true)
+	rules, _ := policy.ParseAllowList([]string{"good.test"}, nil, true)
 	res := &recordingResolver{Resolver: HostsResolver{"good.test": {netip.MustParseAddr("127.0.0.1")}}}
 	s := New(Config{Rules: rules, Resolver: res})
 	defer s.Close()
@@ -587,7 +585,7 @@ func newListener(t *testing.T) net.Listener {
 // served.
 func TestScopeConnLimit(t *testing.T) {
 	good := newOrigin(t, "127.0.0.2", "good")
-	rules, err := netpolicy.ParseRules([]string{"127.0.0.2"}, "k", nil, "d", false)
+	rules, err := policy.ParseAllowList([]string{"127.0.0.2"}, nil, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -638,13 +636,13 @@ func TestScopeConnLimit(t *testing.T) {
 // TestRecorderFor: with Config.RecorderFor, each client connection's
 // decisions go to the recorder its address picks (HTTP, CONNECT and
 // SOCKS5 alike), and to the server's own when it picks none; with
-// Rules.Off everything is refused as "network off".
+// policy.NetworkOffList everything is refused as "network off".
 func TestRecorderFor(t *testing.T) {
-	mine := netpolicy.NewRecorder()
+	mine := NewRecorder()
 	var mu sync.Mutex
 	var ports []int
-	s := New(Config{Rules: &netpolicy.Rules{Off: true}, HandshakeTimeout: 2 * time.Second,
-		RecorderFor: func(a net.Addr) *netpolicy.Recorder {
+	s := New(Config{Rules: policy.NetworkOffList(), HandshakeTimeout: 2 * time.Second,
+		RecorderFor: func(a net.Addr) *Recorder {
 			mu.Lock()
 			defer mu.Unlock()
 			ports = append(ports, a.(*net.TCPAddr).Port)
@@ -667,7 +665,7 @@ func TestRecorderFor(t *testing.T) {
 	if _, err := f.viaSOCKS(t, "c.example:443"); err == nil {
 		t.Errorf("SOCKS with the network off: connected")
 	}
-	hosts := func(r *netpolicy.Recorder) map[string]string {
+	hosts := func(r *Recorder) map[string]string {
 		m := map[string]string{}
 		for _, d := range r.Report().Denied {
 			m[d.Host] = d.Reason
@@ -675,10 +673,10 @@ func TestRecorderFor(t *testing.T) {
 		return m
 	}
 	got, other := hosts(mine), hosts(s.Recorder())
-	if len(got) != 2 || got["a.example"] != netpolicy.ReasonNetworkOff || got["c.example"] != netpolicy.ReasonNetworkOff {
+	if len(got) != 2 || got["a.example"] != policy.ReasonNetworkOff || got["c.example"] != policy.ReasonNetworkOff {
 		t.Errorf("the picked recorder holds %v, want a.example and c.example refused as network off", got)
 	}
-	if len(other) != 1 || other["b.example"] != netpolicy.ReasonNetworkOff {
+	if len(other) != 1 || other["b.example"] != policy.ReasonNetworkOff {
 		t.Errorf("the server's recorder holds %v, want b.example alone", other)
 	}
 }

@@ -7,15 +7,13 @@ import (
 	"net/netip"
 	"strings"
 	"time"
-
-	"github.com/agentbox/agentbox/internal/netpolicy"
 )
 
 // Transparent configures [Server.ServeTransparent].
 type Transparent struct {
 	// Names maps the fake addresses the sandbox's name server gave
 	// back to their names. Required.
-	Names *netpolicy.FakeNames
+	Names *FakeNames
 	// OriginalDst is the destination a connection accepted on the
 	// transparent listener was made to; nil means the platform's
 	// (SO_ORIGINAL_DST on Linux).
@@ -26,11 +24,11 @@ type Transparent struct {
 	// while: the command's connect supervisor learns the port when the
 	// command's connect returns, which may be after the accept. A nil
 	// result records in the scope's recorder.
-	RecorderFor func(client net.Addr) *netpolicy.Recorder
+	RecorderFor func(client net.Addr) *Recorder
 }
 
 // ReasonUnknownFake is the refusal of a connection to a fake address
-// (netpolicy.FakePrefix, FakePrefix6) that the sandbox's name server
+// (FakePrefix, FakePrefix6) that the sandbox's name server
 // never gave.
 const ReasonUnknownFake = "fake address never given out"
 
@@ -83,7 +81,7 @@ func (sc *Scope) handleTransparent(c net.Conn, t Transparent) {
 		return
 	}
 	host := dst.Addr().Unmap().String()
-	if netpolicy.IsFake(dst.Addr()) {
+	if IsFake(dst.Addr()) {
 		name, ok := t.Names.Name(dst.Addr())
 		if !ok {
 			rec.Deny(host, dst.Port(), ReasonUnknownFake)
@@ -116,7 +114,7 @@ func (s *Server) fakeName(host string) (string, bool) {
 		return "", false
 	}
 	a, err := netip.ParseAddr(strings.TrimSuffix(strings.TrimPrefix(host, "["), "]"))
-	if err != nil || !netpolicy.IsFake(a) {
+	if err != nil || !IsFake(a) {
 		return "", false
 	}
 	return f.Name(a)

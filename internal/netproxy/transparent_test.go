@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentbox/agentbox/internal/netpolicy"
+	"github.com/agentbox/agentbox/policy"
 )
 
 // TestTransparent: a redirected connection to a fake address is carried
@@ -39,13 +39,13 @@ func TestTransparent(t *testing.T) {
 		}
 	}()
 	port := uint16(up.Addr().(*net.TCPAddr).Port)
-	rules, err := netpolicy.ParseRules([]string{"good.test:" + itoa(port), "other.test:1"}, "a", nil, "d", true)
+	rules, err := policy.ParseAllowList([]string{"good.test:" + itoa(port), "other.test:1"}, nil, true)
 	if err != nil {
 		t.Fatal(err)
 	}
 	s := New(Config{Rules: rules, Resolver: HostsResolver{"good.test": {netip.MustParseAddr("127.0.0.1")}, "other.test": {netip.MustParseAddr("127.0.0.1")}}})
 	defer s.Close()
-	names := netpolicy.NewFakeNames()
+	names := NewFakeNames()
 	good, _ := names.Addr("good.test")
 	other, _ := names.Addr("other.test")
 	// Each client connection's "original destination", by its port.

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/agentbox/agentbox/internal/netpolicy"
+	"github.com/agentbox/agentbox/policy"
 )
 
 // BenchmarkTunnel is a 64 MiB download through a CONNECT tunnel, and
@@ -39,7 +39,7 @@ func BenchmarkTunnel(b *testing.B) {
 		}
 	}()
 	port := uint16(origin.Addr().(*net.TCPAddr).Port)
-	rules, _ := netpolicy.ParseRules([]string{"o.test"}, "a", nil, "d", true)
+	rules, _ := policy.ParseAllowList([]string{"o.test"}, nil, true)
 	s := New(Config{Rules: rules, Resolver: HostsResolver{"o.test": {netip.MustParseAddr("127.0.0.1")}}})
 	defer s.Close()
 	pl, _ := net.Listen("tcp4", "127.0.0.1:0")

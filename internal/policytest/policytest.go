@@ -11,7 +11,6 @@ import (
 	"encoding/json"
 	"fmt"
 
-	"github.com/agentbox/agentbox/internal/netpolicy"
 	"github.com/agentbox/agentbox/policy"
 )
 
@@ -29,7 +28,7 @@ type Fields struct {
 	Windows          policy.WindowsSandbox
 	AllowDegraded    bool
 	AllowUnixSockets []string
-	Egress           *netpolicy.Rules
+	Egress           *policy.AllowList
 	Publish          []policy.PortMap
 	HostPorts        []uint16
 	ToolCacheMode    policy.ToolCacheMode

@@ -25,7 +25,7 @@ import (
 	"time"
 
 	"github.com/agentbox/agentbox/internal/contract"
-	"github.com/agentbox/agentbox/internal/netpolicy"
+	"github.com/agentbox/agentbox/internal/netproxy"
 )
 
 // Disabled reports whether the resident helper is switched off for this
@@ -81,12 +81,12 @@ const (
 )
 
 // capDenied is ds, the entries beyond maxDenied counted in one.
-func capDenied(ds []netpolicy.Denied) []netpolicy.Denied {
+func capDenied(ds []netproxy.Denied) []netproxy.Denied {
 	if len(ds) <= maxDenied {
 		return ds
 	}
-	out := append([]netpolicy.Denied{}, ds[:maxDenied]...)
-	rest := netpolicy.Denied{Host: "(other destinations)", Reason: "not carried by the resident helper"}
+	out := append([]netproxy.Denied{}, ds[:maxDenied]...)
+	rest := netproxy.Denied{Host: "(other destinations)", Reason: "not carried by the resident helper"}
 	for _, d := range ds[maxDenied:] {
 		rest.Count += d.Count
 	}

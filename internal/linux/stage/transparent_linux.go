@@ -9,7 +9,8 @@ import (
 	"os"
 
 	"github.com/agentbox/agentbox/internal/linux/spec"
-	"github.com/agentbox/agentbox/internal/netpolicy"
+	"github.com/agentbox/agentbox/internal/netproxy"
+	"github.com/agentbox/agentbox/policy"
 
 	"github.com/google/nftables"
 	"github.com/google/nftables/binaryutil"
@@ -22,7 +23,7 @@ import (
 // the proxy variables still reaches the names the allow-list admits.
 //
 //   - The name server (Spec.Resolver) answers an allowed name with a fake
-//     address of netpolicy.FakePrefix, and of FakePrefix6 where the
+//     address of netproxy.FakePrefix, and of FakePrefix6 where the
 //     sandbox has IPv6 (package nameserver).
 //   - The init stage (a session's zygote, once) gives the namespace
 //     default routes over loopback, and nftables rules of the namespace's
@@ -241,7 +242,7 @@ func transparentGate(sp *spec.Spec, unreach *unreachables) func(netip.AddrPort) 
 	if !sp.Transparent {
 		return nil
 	}
-	carried := append([]netip.Prefix{netpolicy.FakePrefix, netpolicy.FakePrefix6}, sp.Carried...)
+	carried := append([]netip.Prefix{netproxy.FakePrefix, netproxy.FakePrefix6}, sp.Carried...)
 	return func(ap netip.AddrPort) bool {
 		a := ap.Addr().Unmap()
 		if a.IsLoopback() || a.IsUnspecified() || a.Is4() && ap.Port() == 53 {
@@ -252,7 +253,7 @@ func transparentGate(sp *spec.Spec, unreach *unreachables) func(netip.AddrPort) 
 				return true
 			}
 		}
-		unreach.refuse(ap, netpolicy.ReasonNotAllowed)
+		unreach.refuse(ap, policy.ReasonNotAllowed)
 		return false
 	}
 }

@@ -1,17 +1,22 @@
-package netpolicy
+package netproxy
 
 import (
 	"net/netip"
-	"strings"
 	"sync"
 )
 
 // Transparent networking (Linux): the sandbox's name server answers an
 // allowed name with an address of its own, taken from [FakePrefix], and
 // a connection the command makes to it is carried, by that name, to the
-// proxy, which resolves the name on the host and applies the rules
-// ([Rules.Decide], [Rules.Admit]) exactly as for a proxy request. The
-// real address never reaches the sandbox.
+// proxy ([Server.ServeTransparent]), which resolves the name on the host
+// and applies the allow-list exactly as for a proxy request. The real
+// address never reaches the sandbox.
+//
+// The fake addresses live here, beside the transparent front end that
+// turns them back into names, rather than in internal/nameserver, which
+// hands them out: the name server records its refusals with this
+// package's [Recorder], so it imports netproxy, and the reverse import
+// would be a cycle.
 
 // FakePrefix is where the fake addresses come from: 198.18.0.0/15, the
 // benchmarking range (RFC 2544), which no public host uses and which
@@ -65,8 +70,8 @@ func NewFakeNames() *FakeNames {
 }
 
 // Addr is name's fake address, given now if name has none yet; false
-// when the map is full. name must be canonical (as [Rules.DecideName]
-// returns it).
+// when the map is full. name must be canonical (as the allow-list's
+// DecideName returns it).
 func (f *FakeNames) Addr(name string) (netip.Addr, bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -104,73 +109,4 @@ func (f *FakeNames) Name(a netip.Addr) (string, bool) {
 	defer f.mu.Unlock()
 	n, ok := f.byAddr[a.Unmap()]
 	return n, ok
-}
-
-// DecideName is the name server's decision about a look-up of name,
-// made before any port is known: allowed when some allow pattern admits
-// the name on some port and no deny pattern refuses it on every port
-// (a pattern with a port leaves the other ports to the proxy, which
-// decides each connection). Host is the canonical name. Addresses and
-// malformed names are refused.
-func (r *Rules) DecideName(name string) Decision {
-	shown := displayHost(name)
-	if r.Off {
-		return Decision{Host: shown, Reason: ReasonNetworkOff}
-	}
-	h := strings.TrimSuffix(name, ".")
-	for i := 0; i < len(h); i++ {
-		if c := h[i]; c <= ' ' || c >= 0x7f {
-			return Decision{Host: shown, Reason: "malformed host name"}
-		}
-	}
-	if _, err := netip.ParseAddr(h); err == nil || endsInNumber(h) {
-		return Decision{Host: shown, Reason: ReasonNotAllowed}
-	}
-	canon, err := canonicalName(h)
-	if err != nil {
-		return Decision{Host: shown, Reason: "malformed host name (" + err.Error() + ")"}
-	}
-	d := Decision{Host: canon}
-	switch {
-	case matchName(portless(r.Denied), canon, 0):
-		d.Reason = ReasonDenied
-	case matchAnyPort(r.Allowed, canon):
-		d.Allow = true
-	default:
-		d.Reason = ReasonNotAllowed
-	}
-	return d
-}
-
-// portless are the patterns of ps that hold for every port.
-func portless(ps []Pattern) []Pattern {
-	var out []Pattern
-	for _, p := range ps {
-		if p.Port == 0 {
-			out = append(out, p)
-		}
-	}
-	return out
-}
-
-func matchAnyPort(ps []Pattern, name string) bool {
-	for _, p := range ps {
-		if matchName([]Pattern{p}, name, p.Port) {
-			return true
-		}
-	}
-	return false
-}
-
-// AllowedPrefixes are the ranges of the allow list's address patterns
-// (any port): the bare addresses a transparent connection may be carried
-// to, for the proxy to decide with its port.
-func (r *Rules) AllowedPrefixes() []netip.Prefix {
-	var out []netip.Prefix
-	for _, p := range r.Allowed {
-		if p.Name == "" && p.Prefix.IsValid() {
-			out = append(out, p.Prefix)
-		}
-	}
-	return out
 }

@@ -1,14 +1,17 @@
-package netpolicy
+package policy
 
 import (
+	"encoding/json"
 	"net/netip"
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
 )
 
-func mustRules(t *testing.T, allowed, denied []string, local bool) *Rules {
+func mustRules(t *testing.T, allowed, denied []string, local bool) *AllowList {
 	t.Helper()
-	r, err := ParseRules(allowed, "allowed_domains", denied, "denied_domains", local)
+	r, err := parseAllowList(allowed, "allowed_domains", denied, "denied_domains", local)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,9 +143,9 @@ func TestDecide(t *testing.T) {
 	}
 }
 
-// TestEmptyRulesAllowNothing: an empty allow-list is not "allow all".
-func TestEmptyRulesAllowNothing(t *testing.T) {
-	var r Rules
+// TestEmptyAllowListAllowsNothing: an empty allow-list is not "allow all".
+func TestEmptyAllowListAllowsNothing(t *testing.T) {
+	var r AllowList
 	for _, h := range []string{"example.com", "127.0.0.1", "::1", "0.0.0.0"} {
 		if d := r.Decide(h, 443); d.Allow {
 			t.Errorf("empty rules allowed %s", h)
@@ -210,7 +213,7 @@ func TestAdmit(t *testing.T) {
 }
 
 func TestParsePattern(t *testing.T) {
-	good := map[string]Pattern{
+	good := map[string]pattern{
 		"Example.COM.":        {Name: "example.com"},
 		"*.example.com":       {Name: "example.com", Wildcard: true},
 		"example.com:443":     {Name: "example.com", Port: 443},
@@ -226,14 +229,14 @@ func TestParsePattern(t *testing.T) {
 		"*.com":               {Name: "com", Wildcard: true},
 	}
 	for s, want := range good {
-		p, err := ParsePattern(s)
+		p, err := parsePattern(s)
 		if err != nil {
-			t.Errorf("ParsePattern(%q): %v", s, err)
+			t.Errorf("parsePattern(%q): %v", s, err)
 			continue
 		}
 		want.Raw = s
 		if p != want {
-			t.Errorf("ParsePattern(%q) = %+v, want %+v", s, p, want)
+			t.Errorf("parsePattern(%q) = %+v, want %+v", s, p, want)
 		}
 	}
 	bad := map[string]string{
@@ -265,53 +268,30 @@ func TestParsePattern(t *testing.T) {
 		"[::1]443":            "after ]",
 		"user@example.com":    "not a host",
 		"exa_mple.com:1:2":    "not a valid IPv6",
+		"0\x8f0.example.com":  "not valid UTF-8",
 	}
 	for s, want := range bad {
-		if _, err := ParsePattern(s); err == nil || !strings.Contains(err.Error(), want) {
-			t.Errorf("ParsePattern(%q) = %v, want an error containing %q", s, err, want)
+		if _, err := parsePattern(s); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("parsePattern(%q) = %v, want an error containing %q", s, err, want)
 		}
 	}
 }
 
-func TestParseRulesNamesKey(t *testing.T) {
-	_, err := ParseRules([]string{"ok.com", "*"}, "--allow-domain", nil, "denied_domains", false)
+func TestParseAllowListNamesKey(t *testing.T) {
+	_, err := parseAllowList([]string{"ok.com", "*"}, "--allow-domain", nil, "denied_domains", false)
 	if err == nil || !strings.HasPrefix(err.Error(), "--allow-domain: ") || !strings.Contains(err.Error(), `"*"`) {
 		t.Errorf("error should name the flag and the value: %v", err)
 	}
 	// Every malformed pattern is named, not only the first.
-	_, err = ParseRules([]string{"*", "ok.com", "a.test:70000"}, "allowed_domains", []string{"**.x"}, "denied_domains", false)
+	_, err = parseAllowList([]string{"*", "ok.com", "a.test:70000"}, "allowed_domains", []string{"**.x"}, "denied_domains", false)
 	for _, want := range []string{`allowed_domains: "*"`, `allowed_domains: "a.test:70000"`, `denied_domains: "**.x"`} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("want every bad pattern named, %q missing: %v", want, err)
 		}
 	}
-	_, err = ParseRules(nil, "allowed_domains", []string{"x/y"}, "network.denied_domains in c.toml", false)
+	_, err = parseAllowList(nil, "allowed_domains", []string{"x/y"}, "network.denied_domains in c.toml", false)
 	if err == nil || !strings.HasPrefix(err.Error(), "network.denied_domains in c.toml: ") {
 		t.Errorf("error should name the key: %v", err)
-	}
-}
-
-func TestRecorder(t *testing.T) {
-	r := NewRecorder()
-	r.Allow("a.com", 443)
-	r.Allow("a.com", 443)
-	r.Deny("evil.example", 443, ReasonNotAllowed)
-	r.Deny("b.com", 80, ReasonNotAllowed)
-	rep := r.Report()
-	if len(rep.Allowed) != 1 || rep.Allowed[0] != (Allowed{"a.com", 443, 2}) {
-		t.Errorf("allowed: %+v", rep.Allowed)
-	}
-	if len(rep.Denied) != 2 || rep.Denied[0].Host != "b.com" || rep.Denied[1].Count != 1 {
-		t.Errorf("denied: %+v", rep.Denied)
-	}
-	for i := range maxEntries + 10 {
-		r.Deny(strings.Repeat("x", i%50+1)+".com", uint16(i%60000+1), ReasonNotAllowed)
-	}
-	if n := len(r.Report().Denied); n > maxEntries+1 {
-		t.Errorf("recorder grew to %d entries", n)
-	}
-	if e := NewRecorder().Report(); e.Allowed == nil || e.Denied == nil {
-		t.Errorf("empty report has nil lists: %+v", e)
 	}
 }
 
@@ -343,4 +323,142 @@ func TestParseIPv4Loose(t *testing.T) {
 			t.Errorf("parseIPv4Loose(%q) = %v %v, want %s", in, a, ok, want)
 		}
 	}
+}
+
+// TestDecideName: the name server's decision, before any port is known.
+func TestDecideName(t *testing.T) {
+	r, err := parseAllowList([]string{"good.test", "*.wild.test", "port.test:22", "10.0.0.0/8"}, "a",
+		[]string{"bad.wild.test", "half.wild.test:443"}, "d", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name  string
+		allow bool
+		host  string
+	}{
+		{"good.test", true, "good.test"},
+		{"GOOD.test.", true, "good.test"},
+		{"x.wild.test", true, "x.wild.test"},
+		{"wild.test", false, "wild.test"},
+		{"bad.wild.test", false, "bad.wild.test"},
+		{"half.wild.test", true, "half.wild.test"}, // denied on 443 only: the proxy decides
+		{"port.test", true, "port.test"},
+		{"good.test.evil", false, "good.test.evil"},
+		{"10.1.2.3", false, "10.1.2.3"},
+		{"2130706433", false, "2130706433"},
+		{"a..b", false, "a..b"},
+		{"bücher.good.test", false, "xn--bcher-kva.good.test"},
+	} {
+		d := r.DecideName(c.name)
+		if d.Allow != c.allow || d.Allow && d.Host != c.host {
+			t.Errorf("%q: %+v, want allow=%v host %q", c.name, d, c.allow, c.host)
+		}
+	}
+	if d := (&AllowList{off: true, allowed: r.allowed}).DecideName("good.test"); d.Allow || d.Reason != ReasonNetworkOff {
+		t.Errorf("off: %+v", d)
+	}
+	if got := r.AllowedPrefixes(); len(got) != 1 || got[0] != netip.MustParsePrefix("10.0.0.0/8") {
+		t.Errorf("AllowedPrefixes: %v", got)
+	}
+}
+
+// TestAllowListPublic: what a caller outside policy builds and reads.
+func TestAllowListPublic(t *testing.T) {
+	_, err := ParseAllowList([]string{"ok.test", "*"}, []string{"x/y"}, false)
+	for _, want := range []string{`allowed_domains: "*"`, `denied_domains: "x/y"`} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("ParseAllowList error lacks %q: %v", want, err)
+		}
+	}
+	l, err := ParseAllowList([]string{"ok.test", "10.0.0.0/8", "1.1.1.1", "[::1]:22", "127.1.0.0/16"}, nil, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := l.LocalPatterns(), []string{"10.0.0.0/8", "[::1]:22", "127.1.0.0/16"}; !slices.Equal(got, want) {
+		t.Errorf("LocalPatterns = %q, want %q", got, want)
+	}
+	off := NetworkOffList()
+	for _, h := range []string{"ok.test", "1.1.1.1"} {
+		if d := off.Decide(h, 443); d.Allow || d.Reason != ReasonNetworkOff {
+			t.Errorf("network off, %s: %+v", h, d)
+		}
+	}
+	if d := off.DecideName("ok.test"); d.Allow || d.Reason != ReasonNetworkOff {
+		t.Errorf("network off, name ok.test: %+v", d)
+	}
+}
+
+// TestAllowListJSON: the encoding is the patterns as written, and decoding
+// parses them again, refusing what the parser refuses.
+func TestAllowListJSON(t *testing.T) {
+	for _, l := range []*AllowList{
+		{},
+		NetworkOffList(),
+		mustRules(t, []string{"bücher.de", "*.wild.test:443", "10.0.0.0/8"}, []string{"bad.wild.test"}, true),
+	} {
+		b, err := json.Marshal(l)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var again AllowList
+		if err := json.Unmarshal(b, &again); err != nil {
+			t.Fatalf("%s: %v", b, err)
+		}
+		if !reflect.DeepEqual(&again, l) {
+			t.Errorf("%s decoded to %+v, want %+v", b, again, *l)
+		}
+	}
+	for _, b := range []string{
+		`{"Allowed":["*"],"Denied":null,"AllowLocal":false,"Off":false}`,
+		`{"Allowed":null,"Denied":null,"AllowLocal":false,"Off":false,"Name":"x"}`,
+		`{"Allowed":null} {}`,
+		`[]`,
+	} {
+		var l AllowList
+		if err := json.Unmarshal([]byte(b), &l); err == nil {
+			t.Errorf("decoded %s", b)
+		}
+	}
+}
+
+// FuzzAllowList: any pattern and request, no panic; a parsed list
+// survives its encoding; an allowed request's shown host is canonical
+// (asking again with it gives the same answer); a deny pattern wins.
+func FuzzAllowList(f *testing.F) {
+	for _, s := range [][2]string{
+		{"example.com", "EXAMPLE.com."}, {"*.example.com", "a.example.com"}, {"10.0.0.0/8", "10.1.2.3"},
+		{"[::1]:22", "[::1]"}, {"bücher.de", "xn--bcher-kva.de"}, {"127.0.0.1", "2130706433"}, {"x.test:80", "x.test\x00"},
+	} {
+		f.Add(s[0], s[1], uint16(443))
+	}
+	f.Fuzz(func(t *testing.T, pat, host string, port uint16) {
+		l, err := ParseAllowList([]string{pat}, nil, false)
+		if err != nil {
+			return
+		}
+		b, err := json.Marshal(l)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var again AllowList
+		if err := json.Unmarshal(b, &again); err != nil || !reflect.DeepEqual(&again, l) {
+			t.Fatalf("%q: encoding %s decodes to %+v, %v", pat, b, again, err)
+		}
+		d := l.Decide(host, port)
+		if d.Allow {
+			if d2 := l.Decide(d.Host, port); !d2.Allow || d2.Host != d.Host {
+				t.Errorf("%q allows %q as %q, but %q is %+v", pat, host, d.Host, d.Host, d2)
+			}
+			if d.Resolve() {
+				// Admit may refuse, never panic.
+				l.Admit(port, []netip.Addr{netip.MustParseAddr("127.0.0.1"), netip.MustParseAddr("::ffff:10.0.0.1")})
+			}
+		}
+		denying, _ := ParseAllowList([]string{pat}, []string{pat}, true)
+		if d := denying.Decide(host, port); d.Allow {
+			t.Errorf("%q allowed and denied, yet %q is allowed", pat, host)
+		}
+		l.DecideName(host)
+	})
 }

@@ -1,4 +1,4 @@
-package netpolicy
+package netproxy
 
 import (
 	"cmp"
