@@ -9,6 +9,7 @@ import (
 
 	"github.com/agentbox/agentbox/internal/linux"
 	"github.com/agentbox/agentbox/internal/linux/landlock"
+	"github.com/agentbox/agentbox/internal/linux/spec"
 	"github.com/agentbox/agentbox/internal/netproxy"
 	"github.com/agentbox/agentbox/policy"
 )
@@ -33,15 +34,15 @@ func start(c *Cmd, p *proc) error {
 	if pol.Mode() == policy.DangerFullAccess {
 		return startUnsandboxed(c, p)
 	}
-	spec, td, _, err := prepareLinux(pol, nil, &p.cleanup, &p.cleanup)
+	sp, td, _, err := prepareLinux(pol, nil, &p.cleanup, &p.cleanup)
 	if err != nil {
 		return err
 	}
-	spec.Path, spec.Argv, spec.Cwd = c.Path, c.Args, c.workDir()
-	base := *spec
+	sp.Path, sp.Argv, sp.Cwd = c.Path, c.Args, c.workDir()
+	base := *sp
 	base.Env = td.Env(pol, c.Env, false)
-	spec.Env = td.Env(pol, c.Env, true)
-	cl, err := applyCaches(pol, spec, true)
+	sp.Env = td.Env(pol, c.Env, true)
+	cl, err := applyCaches(pol, sp, true)
 	if err != nil {
 		return &StartError{Code: CodeSandboxFailure, Err: err}
 	}
@@ -52,7 +53,7 @@ func start(c *Cmd, p *proc) error {
 		return err
 	}
 	p.cleanup.add(relay.Close)
-	lp, err := linux.Start(spec, c.stdio())
+	lp, err := linux.Start(sp, c.stdio())
 	var nu *linux.NoUsernsError
 	var proxy *netproxy.Server
 	if errors.As(err, &nu) {
@@ -76,7 +77,7 @@ func start(c *Cmd, p *proc) error {
 			proxy.Close()
 			proxy = nil
 		}
-	} else if err == nil && spec.Proxy {
+	} else if err == nil && sp.Proxy {
 		proxy, err = serveEgress(pol, lp)
 	}
 	if err != nil {
@@ -96,11 +97,11 @@ func start(c *Cmd, p *proc) error {
 			return startError(err)
 		}
 	}
-	if spec.Resolver && nu == nil {
+	if sp.Resolver && nu == nil {
 		// One run, one recorder: the proxy's. Every name the command
 		// was answered is recorded once its Close returns.
 		rec := proxy.Recorder()
-		dns := serveResolver(lp.Resolver(), spec, pol, proxy, func(string, uint16) *netproxy.Recorder { return rec })
+		dns := serveResolver(lp.Resolver(), sp, pol, proxy, func(string, uint16) *netproxy.Recorder { return rec })
 		p.cleanup.add(func() { closeResolver(dns) })
 	}
 	p.wait = statusOf(lp.Wait)
@@ -134,7 +135,7 @@ func statusOf(wait func() (code, sig int, err error)) func() (*Status, error) {
 // sandbox's spec with git writes applied; gh says what git's placeholders
 // were made for. On an error the caller runs the stacks. The spec's Env
 // is the caller's to set (td.Env).
-func prepareLinux(pol *policy.Policy, pool *linux.Pool, held, kept *cleanupStack) (spec *linux.Spec, td *linux.TempDirs, gh gitHolds, err error) {
+func prepareLinux(pol *policy.Policy, pool *linux.Pool, held, kept *cleanupStack) (sp *spec.Spec, td *linux.TempDirs, gh gitHolds, err error) {
 	state := stateDir()
 	if state != "" {
 		linux.SweepPlaceholders(state)
@@ -148,27 +149,27 @@ func prepareLinux(pol *policy.Policy, pool *linux.Pool, held, kept *cleanupStack
 		return nil, nil, gh, &StartError{Code: CodeSandboxFailure, Err: err}
 	}
 	kept.add(td.Release)
-	spec = linuxSpec(pol, ph)
-	applyNetworkOff(pol, spec)
-	applyTransparent(pol, spec)
-	td.Apply(spec)
-	spec.WritableRoots = append(spec.WritableRoots, td.Roots(pol, true)...)
-	git, gh, err := applyGitWrites(pol, spec, state, pool)
+	sp = linuxSpec(pol, ph)
+	applyNetworkOff(pol, sp)
+	applyTransparent(pol, sp)
+	td.Apply(sp)
+	sp.WritableRoots = append(sp.WritableRoots, td.Roots(pol, true)...)
+	git, gh, err := applyGitWrites(pol, sp, state, pool)
 	if err != nil {
 		return nil, nil, gh, &StartError{Code: CodeSandboxFailure, Err: err}
 	}
 	held.add(git.Release)
 	if os.Getenv(fsReportEnv) != "0" {
-		spec.Files = fileRules(pol, spec)
+		sp.Files = fileRules(pol, sp)
 	}
-	return spec, td, gh, nil
+	return sp, td, gh, nil
 }
 
 // linuxSpec is the sandbox for pol, without the command: a lone run adds
 // it, a session's commands bring their own.
-func linuxSpec(pol *policy.Policy, ph *linux.Placeholders) *linux.Spec {
+func linuxSpec(pol *policy.Policy, ph *linux.Placeholders) *spec.Spec {
 	hides, pins := linux.HidePlan(pol.Hidden(), pol.WritableRoots())
-	return &linux.Spec{
+	return &spec.Spec{
 		Hides:         hides,
 		HidePins:      pins,
 		Cwd:           pol.Cwd(),
@@ -192,7 +193,7 @@ func linuxSpec(pol *policy.Policy, ph *linux.Placeholders) *linux.Spec {
 // startDegraded runs the command with Landlock and seccomp only, when user
 // namespaces are unavailable, and only if the user opted in: the policy's
 // missing guarantees are named either way.
-func startDegraded(c *Cmd, spec *linux.Spec, cause *linux.NoUsernsError, cl **linux.CacheLayers) (*linux.Process, error) {
+func startDegraded(c *Cmd, sp *spec.Spec, cause *linux.NoUsernsError, cl **linux.CacheLayers) (*linux.Process, error) {
 	pol := c.Policy
 	if err := refuseDegradedPorts(pol); err != nil {
 		return nil, fmt.Errorf("%w (%v)", err, cause)
@@ -210,7 +211,7 @@ func startDegraded(c *Cmd, spec *linux.Spec, cause *linux.NoUsernsError, cl **li
 	for _, g := range gaps {
 		c.diag("  - %s", g)
 	}
-	d := *spec
+	d := *sp
 	d.Degraded = true
 	d.Mounts = nil
 	withoutNetworkOff(&d)

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/agentbox/agentbox/internal/linux/scm"
+	"github.com/agentbox/agentbox/internal/linux/spec"
 	"net"
 	"os"
 	"os/exec"
@@ -36,32 +37,32 @@ import (
 //     outside the sandbox.
 
 // preparePorts adds the child end of a fresh socketpair to cmd's
-// inherited files and names its fd in spec, when spec has host ports or
+// inherited files and names its fd in sp, when sp has host ports or
 // published ports; nil otherwise. A socketpair of its own, apart from
 // the proxy's: it outlives the handover as the socket factory's.
-func preparePorts(spec *Spec, cmd *exec.Cmd) (*proxySocket, error) {
-	if len(spec.HostPorts) == 0 && !spec.Publish {
+func preparePorts(sp *spec.Spec, cmd *exec.Cmd) (*proxySocket, error) {
+	if len(sp.HostPorts) == 0 && !sp.Publish {
 		return nil, nil
 	}
-	if spec.Degraded || spec.Network {
+	if sp.Degraded || sp.Network {
 		return nil, errors.New("published ports and host ports need the sandbox's own network namespace")
 	}
 	s, fd, err := inheritSocketpair(cmd, unix.SOCK_SEQPACKET, "ports")
 	if err != nil {
 		return nil, err
 	}
-	spec.PortsFD = fd
+	sp.PortsFD = fd
 	return s, nil
 }
 
 // receivePorts reads the host ports' listeners the sandbox sent on s
 // (from preparePorts), and with publish keeps agentbox's end as the way
 // to the socket factory.
-func receivePorts(s *proxySocket, spec *Spec) (*Ports, error) {
+func receivePorts(s *proxySocket, sp *spec.Spec) (*Ports, error) {
 	if s == nil {
 		return nil, nil
 	}
-	uc, _, fds, err := s.readMsg(make([]byte, 1), 2*len(spec.HostPorts))
+	uc, _, fds, err := s.readMsg(make([]byte, 1), 2*len(sp.HostPorts))
 	if err != nil {
 		return nil, err
 	}
@@ -71,7 +72,7 @@ func receivePorts(s *proxySocket, spec *Spec) (*Ports, error) {
 		ln, err := net.FileListener(f)
 		f.Close()
 		if err == nil {
-			err = checkHostPortListener(ln, spec.HostPorts)
+			err = checkHostPortListener(ln, sp.HostPorts)
 		}
 		if err != nil {
 			if ln != nil {
@@ -84,12 +85,12 @@ func receivePorts(s *proxySocket, spec *Spec) (*Ports, error) {
 		}
 		p.Listeners = append(p.Listeners, ln)
 	}
-	if len(p.Listeners) < len(spec.HostPorts) {
+	if len(p.Listeners) < len(sp.HostPorts) {
 		p.Close()
 		uc.Close()
-		return nil, fmt.Errorf("got %d host port listeners for %d ports", len(p.Listeners), len(spec.HostPorts))
+		return nil, fmt.Errorf("got %d host port listeners for %d ports", len(p.Listeners), len(sp.HostPorts))
 	}
-	if spec.Publish {
+	if sp.Publish {
 		uc.SetReadDeadline(time.Time{})
 		p.factory = uc
 	} else {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/agentbox/agentbox/internal/linux/scm"
+	"github.com/agentbox/agentbox/internal/linux/spec"
 	"net"
 	"os"
 	"os/exec"
@@ -32,15 +33,15 @@ type proxySocket struct {
 // prepareHandover adds the child end of a fresh socketpair for the
 // proxy's and name server's handover to cmd's inherited files and names its
 // fd in the spec.
-func prepareHandover(spec *Spec, cmd *exec.Cmd) (*proxySocket, error) {
-	if spec.Degraded || spec.Network {
+func prepareHandover(sp *spec.Spec, cmd *exec.Cmd) (*proxySocket, error) {
+	if sp.Degraded || sp.Network {
 		return nil, errors.New("the sandbox's proxy and name server need the sandbox's own network namespace")
 	}
 	s, fd, err := inheritSocketpair(cmd, unix.SOCK_STREAM, "proxy")
 	if err != nil {
 		return nil, err
 	}
-	spec.ProxyFD = fd
+	sp.ProxyFD = fd
 	return s, nil
 }
 
@@ -104,14 +105,14 @@ func (s *proxySocket) Close() {
 // transparent (and resolver), then the transparent listener, which
 // becomes the Resolver's Transparent.
 func (s *proxySocket) receive(proxy, resolver, transparent bool) ([]net.Listener, *Resolver, error) {
-	buf := make([]byte, 1+maxHandoverText)
+	buf := make([]byte, 1+spec.MaxHandoverText)
 	uc, n, fds, err := s.readMsg(buf, 6)
 	if err != nil {
 		return nil, nil, err
 	}
 	uc.Close()
 	var noTransparent string
-	if n > 0 && buf[0] == handoverNoTransparent && transparent {
+	if n > 0 && buf[0] == spec.HandoverNoTransparent && transparent {
 		noTransparent, transparent = string(buf[1:n]), false
 	}
 	want := 0

@@ -3,6 +3,7 @@ package linux
 import (
 	"fmt"
 	"github.com/agentbox/agentbox/internal/linux/scm"
+	"github.com/agentbox/agentbox/internal/linux/spec"
 	"net"
 	"os"
 )
@@ -63,4 +64,4 @@ func resolverOf(fds []int) (*Resolver, error) {
 
 // Unreachable is what the command's connects could not reach (with
 // Spec.Resolver); set by Wait.
-func (p *Process) Unreachable() []Unreachable { return p.unreachable }
+func (p *Process) Unreachable() []spec.Unreachable { return p.unreachable }

@@ -1,20 +1,23 @@
 package linux
 
-import "testing"
+import (
+	"github.com/agentbox/agentbox/internal/linux/spec"
+	"testing"
+)
 
 // Every string of the spec but Argv and Env is checked, nested ones
 // included: a new field is covered without being listed.
 func TestSpecNonUTF8(t *testing.T) {
-	ok := &Spec{Path: "/bin/sh", Argv: []string{"\xff"}, Env: []string{"A=\xff"}, Cwd: "/w",
-		Mounts: []Mount{{Path: "/w"}}, WritableRoots: []string{"/w"}}
+	ok := &spec.Spec{Path: "/bin/sh", Argv: []string{"\xff"}, Env: []string{"A=\xff"}, Cwd: "/w",
+		Mounts: []spec.Mount{{Path: "/w"}}, WritableRoots: []string{"/w"}}
 	if bad := ok.NonUTF8(); bad != "" {
 		t.Fatalf("a spec whose only invalid bytes are in argv and env refused: %q", bad)
 	}
-	for name, s := range map[string]*Spec{
+	for name, s := range map[string]*spec.Spec{
 		"Cwd":           {Cwd: "/caf\xe9"},
-		"Mounts":        {Mounts: []Mount{{Path: "/ok"}, {Path: "/caf\xe9"}}},
+		"Mounts":        {Mounts: []spec.Mount{{Path: "/ok"}, {Path: "/caf\xe9"}}},
 		"WritableRoots": {WritableRoots: []string{"/ok", "/caf\xe9"}},
-		"Caches":        {Caches: []CacheMount{{Target: "/caf\xe9"}}},
+		"Caches":        {Caches: []spec.CacheMount{{Target: "/caf\xe9"}}},
 		"Path":          {Path: "/caf\xe9"},
 	} {
 		if bad := s.NonUTF8(); bad != "/caf\xe9" {
