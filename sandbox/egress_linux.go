@@ -41,8 +41,8 @@ func applyNetworkOff(pol *policy.Policy, sp *spec.Spec) {
 	}
 	hosts, _ := readSmall("/etc/hosts", 1<<20)
 	name, _ := os.Hostname()
-	sp.Etc, sp.LocalNames = linux.ResolverFiles(hosts, name)
-	sp.Resolver, sp.Proxy, sp.ProxyOff = true, true, true
+	sp.FS.Etc, sp.Net.LocalNames = linux.ResolverFiles(hosts, name)
+	sp.Net.Resolver, sp.Net.Proxy, sp.Net.ProxyOff = true, true, true
 }
 
 // applyTransparent asks sp for transparent networking when pol has an
@@ -57,20 +57,20 @@ func applyTransparent(pol *policy.Policy, sp *spec.Spec) {
 	}
 	hosts, _ := readSmall("/etc/hosts", 1<<20)
 	name, _ := os.Hostname()
-	sp.Etc, sp.LocalNames = linux.AllowListResolverFiles(hosts, name)
-	sp.Resolver, sp.Transparent = true, true
-	sp.Carried = rules.AllowedPrefixes()
+	sp.FS.Etc, sp.Net.LocalNames = linux.AllowListResolverFiles(hosts, name)
+	sp.Net.Resolver, sp.Net.Transparent = true, true
+	sp.Net.Carried = rules.AllowedPrefixes()
 }
 
 // withoutNetworkOff is sp for a sandbox without a network namespace
 // (degraded mode), where neither server can be reached: seccomp refuses
 // every inet socket, which makes look-ups fail at once, unrecorded.
 func withoutNetworkOff(sp *spec.Spec) {
-	if sp.ProxyOff {
-		sp.Proxy, sp.ProxyOff = false, false
+	if sp.Net.ProxyOff {
+		sp.Net.Proxy, sp.Net.ProxyOff = false, false
 	}
-	sp.Resolver, sp.Etc, sp.LocalNames = false, nil, nil
-	sp.Transparent, sp.Carried = false, nil
+	sp.Net.Resolver, sp.FS.Etc, sp.Net.LocalNames = false, nil, nil
+	sp.Net.Transparent, sp.Net.Carried = false, nil
 }
 
 // readSmall reads at most max bytes of path.
@@ -102,14 +102,14 @@ func serveResolver(r *linux.Resolver, sp *spec.Spec, pol *policy.Policy, proxy *
 	if r == nil {
 		return nil
 	}
-	cfg := nameserver.Config{Recorder: recorder, Local: sp.LocalNames}
+	cfg := nameserver.Config{Recorder: recorder, Local: sp.Net.LocalNames}
 	if r.NoTransparent != "" {
 		// The kernel refused the sandbox's packet filter: the proxy
 		// variables are the only way out, and names do not resolve
 		// inside.
 		cfg.Reason = "names do not resolve inside (" + r.NoTransparent + "); tools that use the proxy variables still reach it"
 	}
-	if sp.Transparent && len(r.Transparent) > 0 && proxy != nil {
+	if sp.Net.Transparent && len(r.Transparent) > 0 && proxy != nil {
 		// A second listener: the sandbox carries IPv6 too.
 		cfg.Rules, cfg.Fake, cfg.Fake6 = pol.AllowList(), netproxy.NewFakeNames(), len(r.Transparent) > 1
 		// Whose connection it is, as whose look-up a query is: by the
@@ -153,15 +153,15 @@ func closeResolver(s *nameserver.Server) {
 // command's proxy variables, and the only TCP destinations its connect
 // supervisor allows.
 func degradedEgress(pol *policy.Policy, sp *spec.Spec) (*netproxy.Server, error) {
-	if !sp.MediateUnixConnect {
+	if !sp.Walls.MediateUnixConnect {
 		return nil, errors.New("allow-listed egress without a network namespace needs connect mediation")
 	}
 	srv, lns, err := hostLoopbackProxy(pol)
 	if err != nil {
 		return nil, err
 	}
-	sp.Proxy = false
-	sp.ProxyAddrs = []string{lns[0].Addr().String(), lns[1].Addr().String()}
+	sp.Net.Proxy = false
+	sp.Degraded.ProxyAddrs = []string{lns[0].Addr().String(), lns[1].Addr().String()}
 	return srv, nil
 }
 

@@ -25,8 +25,8 @@ const fsReportEnv = "AGENTBOX_FSREPORT"
 // paths and whatever else sp binds read-only. The walls are sp's;
 // these rules only name the one that refused.
 func fileRules(pol *policy.Policy, sp *spec.Spec) *fsreport.Rules {
-	r := &fsreport.Rules{Writable: append(slices.Clone(sp.WritableRoots), landlock.WritableDevices()...)}
-	if !sp.Degraded {
+	r := &fsreport.Rules{Writable: append(slices.Clone(sp.Walls.WritableRoots), landlock.WritableDevices()...)}
+	if !sp.Degraded.On {
 		r.Writable = append(r.Writable, "/dev/shm")
 	}
 	gitOpen := pol.AllowGitWrites() && pol.Mode() == policy.WorkspaceWrite
@@ -49,7 +49,7 @@ func fileRules(pol *policy.Policy, sp *spec.Spec) *fsreport.Rules {
 		r.ReadOnly = append(r.ReadOnly, fsreport.Carve{Path: pr.Path, Reason: reason})
 		have[pr.Path] = true
 	}
-	for _, m := range sp.Mounts {
+	for _, m := range sp.FS.Mounts {
 		if have[m.Path] || m.Kind != spec.BindReadOnly && m.Kind != spec.BindHost && m.Kind != spec.PinLink {
 			continue
 		}

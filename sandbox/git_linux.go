@@ -17,11 +17,11 @@ func applyGitWrites(pol *policy.Policy, sp *spec.Spec, state string, pool *linux
 	if !pol.AllowGitWrites() || pol.Mode() != policy.WorkspaceWrite {
 		return nil, gitHolds{}, nil
 	}
-	mounts, dirs, files, err := linux.GitWritesPlan(pol, sp.Mounts)
+	mounts, dirs, files, err := linux.GitWritesPlan(pol, sp.FS.Mounts)
 	if err != nil {
 		return nil, gitHolds{}, err
 	}
-	sp.Mounts = mounts
+	sp.FS.Mounts = mounts
 	gh := gitHolds{dirs, files}
 	held, err := gh.hold(state, pool)
 	if err != nil {

@@ -93,11 +93,11 @@ func newSession(pol *policy.Policy, init string) (sessionImpl, error) {
 		return fail(&StartError{Code: CodeSandboxFailure, Err: err})
 	}
 	undo.add(cl.Release)
-	sp.Init = init
+	sp.Session.Init = init
 	// The mounter also masks what a hiding rule matches that was not
 	// there when the session began (or was replaced on the host since,
 	// which took its mask away).
-	sp.BindPerCommand = len(held) > 0 || len(gh.dirs) > 0 || len(gh.files) > 0 || len(pol.HideRules()) > 0
+	sp.Session.BindPerCommand = len(held) > 0 || len(gh.dirs) > 0 || len(gh.files) > 0 || len(pol.HideRules()) > 0
 	z, err := linux.StartSession(sp)
 	built.run()
 	if err != nil {
@@ -118,7 +118,7 @@ func newSession(pol *policy.Policy, init string) (sessionImpl, error) {
 	}
 	l := &linuxSession{z: z, cl: cl, td: td, pol: pol, state: state, held: held, git: gh, writable: map[string]bool{}, pool: pool,
 		running: map[uint32]*netproxy.Recorder{}, active: map[*sessionCommand]bool{}}
-	for _, m := range sp.Mounts {
+	for _, m := range sp.FS.Mounts {
 		l.writable[m.Path] = m.Kind == spec.Pin || m.Kind == spec.BindWritable
 	}
 	// The published ports and host ports, for the session's life.
@@ -128,7 +128,7 @@ func newSession(pol *policy.Policy, init string) (sessionImpl, error) {
 		return nil, &StartError{Code: CodeSandboxFailure, Err: err}
 	}
 	switch {
-	case sp.Proxy && sp.ProxyOff:
+	case sp.Net.Proxy && sp.Net.ProxyOff:
 		// The session's refusing proxy, on its own two listeners: a
 		// command costs it nothing, and its requests are recorded for
 		// the command whose socket made them.
@@ -146,7 +146,7 @@ func newSession(pol *policy.Policy, init string) (sessionImpl, error) {
 		}})
 		go l.proxy.ServeHTTPProxy(lns[0])
 		go l.proxy.ServeSOCKS(lns[1])
-	case sp.Proxy:
+	case sp.Net.Proxy:
 		// One proxy for the session's whole life, serving each
 		// command on listeners of its own (see start).
 		if l.proxy, err = newProxy(pol); err != nil {

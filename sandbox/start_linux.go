@@ -38,10 +38,10 @@ func start(c *Cmd, p *proc) error {
 	if err != nil {
 		return err
 	}
-	sp.Path, sp.Argv, sp.Cwd = c.Path, c.Args, c.workDir()
+	sp.Command.Path, sp.Command.Argv, sp.Command.Cwd = c.Path, c.Args, c.workDir()
 	base := *sp
-	base.Env = td.Env(pol, c.Env, false)
-	sp.Env = td.Env(pol, c.Env, true)
+	base.Command.Env = td.Env(pol, c.Env, false)
+	sp.Command.Env = td.Env(pol, c.Env, true)
 	cl, err := applyCaches(pol, sp, true)
 	if err != nil {
 		return &StartError{Code: CodeSandboxFailure, Err: err}
@@ -69,7 +69,7 @@ func start(c *Cmd, p *proc) error {
 			// Nothing is mounted: the private directories are written
 			// where they are on the host.
 			remapped := td.Roots(pol, true)
-			base.WritableRoots = append(slices.DeleteFunc(slices.Clone(base.WritableRoots), func(r string) bool { return slices.Contains(remapped, r) }),
+			base.Walls.WritableRoots = append(slices.DeleteFunc(slices.Clone(base.Walls.WritableRoots), func(r string) bool { return slices.Contains(remapped, r) }),
 				td.Roots(pol, false)...)
 			lp, err = startDegraded(c, &base, nu, &cl)
 		}
@@ -77,7 +77,7 @@ func start(c *Cmd, p *proc) error {
 			proxy.Close()
 			proxy = nil
 		}
-	} else if err == nil && sp.Proxy {
+	} else if err == nil && sp.Net.Proxy {
 		proxy, err = serveEgress(pol, lp)
 	}
 	if err != nil {
@@ -97,7 +97,7 @@ func start(c *Cmd, p *proc) error {
 			return startError(err)
 		}
 	}
-	if sp.Resolver && nu == nil {
+	if sp.Net.Resolver && nu == nil {
 		// One run, one recorder: the proxy's. Every name the command
 		// was answered is recorded once its Close returns.
 		rec := proxy.Recorder()
@@ -153,14 +153,14 @@ func prepareLinux(pol *policy.Policy, pool *linux.Pool, held, kept *cleanupStack
 	applyNetworkOff(pol, sp)
 	applyTransparent(pol, sp)
 	td.Apply(sp)
-	sp.WritableRoots = append(sp.WritableRoots, td.Roots(pol, true)...)
+	sp.Walls.WritableRoots = append(sp.Walls.WritableRoots, td.Roots(pol, true)...)
 	git, gh, err := applyGitWrites(pol, sp, state, pool)
 	if err != nil {
 		return nil, nil, gh, &StartError{Code: CodeSandboxFailure, Err: err}
 	}
 	held.add(git.Release)
 	if os.Getenv(fsReportEnv) != "0" {
-		sp.Files = fileRules(pol, sp)
+		sp.Walls.Files = fileRules(pol, sp)
 	}
 	return sp, td, gh, nil
 }
@@ -170,23 +170,28 @@ func prepareLinux(pol *policy.Policy, pool *linux.Pool, held, kept *cleanupStack
 func linuxSpec(pol *policy.Policy, ph *linux.Placeholders) *spec.Spec {
 	hides, pins := linux.HidePlan(pol.Hidden(), pol.WritableRoots())
 	return &spec.Spec{
-		Hides:         hides,
-		HidePins:      pins,
-		Cwd:           pol.Cwd(),
-		Mounts:        linux.Plan(pol, ph.Paths()),
-		Network:       pol.Network(),
-		WritableRoots: pol.WritableRoots(),
-		Seccomp:       true,
-		Landlock:      landlockUsable(),
-
-		// Host daemons' unix sockets are not network: opening the
-		// network does not open them, only allow_unix_sockets does.
-		MediateUnixConnect: true,
-		GuardStickyRoots:   os.Geteuid() == 0,
-		AllowUnixSockets:   pol.AllowUnixSockets(),
-		Proxy:              pol.AllowList() != nil,
-		HostPorts:          pol.HostPorts(),
-		Publish:            len(pol.Publish()) > 0,
+		Command: spec.Command{Cwd: pol.Cwd()},
+		FS: spec.FS{
+			Mounts:   linux.Plan(pol, ph.Paths()),
+			Hides:    hides,
+			HidePins: pins,
+		},
+		Walls: spec.Walls{
+			WritableRoots: pol.WritableRoots(),
+			Seccomp:       true,
+			Landlock:      landlockUsable(),
+			// Host daemons' unix sockets are not network: opening the
+			// network does not open them, only allow_unix_sockets does.
+			MediateUnixConnect: true,
+			GuardStickyRoots:   os.Geteuid() == 0,
+			AllowUnixSockets:   pol.AllowUnixSockets(),
+		},
+		Net: spec.Net{
+			Network:   pol.Network(),
+			Proxy:     pol.AllowList() != nil,
+			HostPorts: pol.HostPorts(),
+			Publish:   len(pol.Publish()) > 0,
+		},
 	}
 }
 
@@ -212,11 +217,11 @@ func startDegraded(c *Cmd, sp *spec.Spec, cause *linux.NoUsernsError, cl **linux
 		c.diag("  - %s", g)
 	}
 	d := *sp
-	d.Degraded = true
-	d.Mounts = nil
+	d.Degraded.On = true
+	d.FS.Mounts = nil
 	withoutNetworkOff(&d)
-	d.Landlock = true
-	d.DenyInetSockets = !pol.Network()
+	d.Walls.Landlock = true
+	d.Walls.DenyInetSockets = !pol.Network()
 	// No overlays without a user namespace: caches go private.
 	if *cl, err = applyCaches(pol, &d, false); err != nil {
 		return nil, err

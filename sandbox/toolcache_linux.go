@@ -18,32 +18,32 @@ func applyCaches(pol *policy.Policy, sp *spec.Spec, overlays bool) (*linux.Cache
 	if err != nil {
 		return nil, err
 	}
-	pins, mounts, writable, err := linux.CachePlan(pol, ds, cl.Layers, sp.Env)
+	pins, mounts, writable, err := linux.CachePlan(pol, ds, cl.Layers, sp.Command.Env)
 	if err != nil {
 		cl.Release()
 		return nil, err
 	}
 	if overlays {
-		sp.Mounts = append(append([]spec.Mount{}, sp.Mounts...), pins...)
-		sp.Caches = mounts
+		sp.FS.Mounts = append(append([]spec.Mount{}, sp.FS.Mounts...), pins...)
+		sp.FS.Caches = mounts
 	}
-	sp.WritableRoots = append(append([]string{}, sp.WritableRoots...), writable...)
-	if sp.Files != nil {
+	sp.Walls.WritableRoots = append(append([]string{}, sp.Walls.WritableRoots...), writable...)
+	if sp.Walls.Files != nil {
 		// The caches are writable too (overlays, private directories):
 		// the file observer must not call their writes refused.
-		r := *sp.Files
+		r := *sp.Walls.Files
 		r.Writable = append(append([]string{}, r.Writable...), writable...)
 		for _, m := range mounts {
 			r.Writable = append(r.Writable, m.Target)
 		}
-		sp.Files = &r
+		sp.Walls.Files = &r
 	}
-	env := sp.Env
+	env := sp.Command.Env
 	for _, d := range ds {
 		for _, kv := range toolcache.Env(d, cl.Layers[d.Cache.Name].Private, env) {
 			env = setEnv(env, kv)
 		}
 	}
-	sp.Env = env
+	sp.Command.Env = env
 	return cl, nil
 }

@@ -34,11 +34,11 @@ type Process struct {
 	cmd    *exec.Cmd
 	status *bufio.Reader
 	file   *os.File
-	// proxy holds the listeners of Spec.Proxy, on the sandbox's loopback.
+	// proxy holds the listeners of Spec.Net.Proxy, on the sandbox's loopback.
 	proxy []net.Listener
-	// resolver holds the name server's sockets of Spec.Resolver.
+	// resolver holds the name server's sockets of Spec.Net.Resolver.
 	resolver *Resolver
-	// ports holds what Spec.HostPorts and Spec.Publish handed over.
+	// ports holds what Spec.Net.HostPorts and Spec.Net.Publish handed over.
 	ports *Ports
 	// unreachable is what the command's connects could not reach, from
 	// the init's last report.
@@ -78,22 +78,22 @@ func Start(sp *spec.Spec, stdio Stdio) (*Process, error) {
 	o := stageStart{
 		args: []string{spec.StageArg0}, env: []string{spec.StageEnv + "=" + spec.StageValue},
 		stdin: rel.stdin, stdout: rel.stdout, stderr: rel.stderr, waitDelay: stdio.WaitDelay,
-		proxy: sp.Proxy, resolver: sp.Resolver,
+		proxy: sp.Net.Proxy, resolver: sp.Net.Resolver,
 		started: rel.started,
 		where:   "the sandbox", ended: "sandbox init ended before starting the command",
 	}
-	sp.Pty, sp.Reopen = nil, nil
-	if !sp.Degraded {
+	sp.Command.Pty, sp.Command.Reopen = nil, nil
+	if !sp.Degraded.On {
 		// Only a mount namespace makes a file reopened by path safer
 		// than the caller's descriptor.
-		sp.Reopen = rel.reopen
+		sp.Command.Reopen = rel.reopen
 	}
 	if f := rel.ptyFile(); f != nil {
-		sp.Pty = rel.ptySpec(spec.StatusFD + 1 + len(o.files))
+		sp.Command.Pty = rel.ptySpec(spec.StatusFD + 1 + len(o.files))
 		o.files = append(o.files, f)
 	}
 	var lifeR, lifeW *os.File
-	if sp.Degraded {
+	if sp.Degraded.On {
 		// The reaper stage goes between us and the init (reap_linux.go).
 		if lifeR, lifeW, err = os.Pipe(); err != nil {
 			rel.abort()
@@ -139,11 +139,11 @@ type stageStart struct {
 	stdin          io.Reader
 	stdout, stderr io.Writer
 	waitDelay      time.Duration
-	// proxy and resolver ask for the handover socketpair (Spec.ProxyFD)
+	// proxy and resolver ask for the handover socketpair (Spec.Net.ProxyFD)
 	// and say what arrives on it once the stage is ready.
 	proxy, resolver bool
 	// owners, with the handover, is the port owners table, inherited
-	// after its socket (Spec.PortOwnersFD).
+	// after its socket (Spec.Session.PortOwnersFD).
 	owners *os.File
 	// lifeline, in degraded mode, is the read end of the reaper's
 	// lifeline, inherited last (spec.InitFDsEnv).
@@ -206,7 +206,7 @@ func spawnStage(sp *spec.Spec, o stageStart) (st *readyStage, ran bool, err erro
 		hand, err = prepareHandover(sp, cmd)
 		if err == nil && o.owners != nil {
 			cmd.ExtraFiles = append(cmd.ExtraFiles, o.owners)
-			sp.PortOwnersFD = 3 + len(cmd.ExtraFiles) - 1
+			sp.Session.PortOwnersFD = 3 + len(cmd.ExtraFiles) - 1
 		}
 	}
 	if err == nil {
@@ -245,7 +245,7 @@ func spawnStage(sp *spec.Spec, o stageStart) (st *readyStage, ran bool, err erro
 	if err != nil {
 		specW.Close()
 		statusR.Close()
-		if !sp.Degraded && isUsernsRefusal(err) {
+		if !sp.Degraded.On && isUsernsRefusal(err) {
 			return nil, false, &NoUsernsError{Err: err}
 		}
 		return nil, false, fmt.Errorf("starting %s: %w", o.where, err)
@@ -268,7 +268,7 @@ func spawnStage(sp *spec.Spec, o stageStart) (st *readyStage, ran bool, err erro
 	}
 	m, err := readMessage(st.status)
 	if err == nil && m.Started && hand != nil {
-		if st.proxy, st.resolver, err = hand.receive(o.proxy, o.resolver, sp.Transparent); err != nil {
+		if st.proxy, st.resolver, err = hand.receive(o.proxy, o.resolver, sp.Net.Transparent); err != nil {
 			what := "the name server's sockets"
 			if o.proxy {
 				what = "the proxy listeners"
@@ -420,10 +420,10 @@ func initSysProcAttr(sp *spec.Spec) *syscall.SysProcAttr {
 		// whole pid namespace).
 		Pdeathsig: syscall.SIGKILL,
 	}
-	if !sp.Degraded {
+	if !sp.Degraded.On {
 		flags := uintptr(unix.CLONE_NEWUSER | unix.CLONE_NEWNS | unix.CLONE_NEWPID |
 			unix.CLONE_NEWIPC | unix.CLONE_NEWUTS | unix.CLONE_NEWCGROUP)
-		if !sp.Network {
+		if !sp.Net.Network {
 			flags |= unix.CLONE_NEWNET
 		}
 		attr.Cloneflags = flags
@@ -433,17 +433,17 @@ func initSysProcAttr(sp *spec.Spec) *syscall.SysProcAttr {
 		attr.GidMappings = []syscall.SysProcIDMap{{ContainerID: gid, HostID: gid, Size: 1}}
 		attr.GidMappingsEnableSetgroups = false
 	}
-	if uid != 0 && !sp.Degraded {
+	if uid != 0 && !sp.Degraded.On {
 		// A non-root uid loses the namespace's capabilities at exec; keep
 		// exactly those the init stage needs, as ambient capabilities,
 		// until it drops them all before the command starts.
 		attr.AmbientCaps = []uintptr{unix.CAP_SYS_ADMIN, unix.CAP_NET_ADMIN, unix.CAP_SETPCAP}
-		if sp.Resolver || slices.ContainsFunc(sp.HostPorts, func(p uint16) bool { return p < 1024 }) {
+		if sp.Net.Resolver || slices.ContainsFunc(sp.Net.HostPorts, func(p uint16) bool { return p < 1024 }) {
 			// The name server's port 53 (listenResolver), a host
 			// port below 1024 (setupPorts).
 			attr.AmbientCaps = append(attr.AmbientCaps, unix.CAP_NET_BIND_SERVICE)
 		}
-		if len(sp.Caches) > 0 {
+		if len(sp.FS.Caches) > 0 {
 			// overlayfs works in its mode-000 work directory with the
 			// mounter's credentials; the namespace's DAC override
 			// covers only the user's own files.

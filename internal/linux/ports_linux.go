@@ -20,12 +20,12 @@ import (
 // inside the namespace travel, over a socketpair of their own, and
 // nothing inside the sandbox ever holds a socket of the host's network.
 //
-//   - A host port (Spec.HostPorts): the init stage (a session's zygote,
+//   - A host port (Spec.Net.HostPorts): the init stage (a session's zygote,
 //     once) listens on the sandbox's 127.0.0.1:PORT and [::1]:PORT and
 //     hands the listeners to agentbox, which accepts on them and connects
 //     each connection to the host's same address and port, and nowhere
 //     else.
-//   - A published port (Spec.Publish): a socket's network namespace is
+//   - A published port (Spec.Net.Publish): a socket's network namespace is
 //     the one it was made in, and agentbox cannot enter the sandbox's
 //     (setns needs CAP_SYS_ADMIN in agentbox's own user namespace). So
 //     the init stage keeps the socketpair open as a socket factory: for
@@ -41,17 +41,17 @@ import (
 // published ports; nil otherwise. A socketpair of its own, apart from
 // the proxy's: it outlives the handover as the socket factory's.
 func preparePorts(sp *spec.Spec, cmd *exec.Cmd) (*proxySocket, error) {
-	if len(sp.HostPorts) == 0 && !sp.Publish {
+	if len(sp.Net.HostPorts) == 0 && !sp.Net.Publish {
 		return nil, nil
 	}
-	if sp.Degraded || sp.Network {
+	if sp.Degraded.On || sp.Net.Network {
 		return nil, errors.New("published ports and host ports need the sandbox's own network namespace")
 	}
 	s, fd, err := inheritSocketpair(cmd, unix.SOCK_SEQPACKET, "ports")
 	if err != nil {
 		return nil, err
 	}
-	sp.PortsFD = fd
+	sp.Net.PortsFD = fd
 	return s, nil
 }
 
@@ -62,7 +62,7 @@ func receivePorts(s *proxySocket, sp *spec.Spec) (*Ports, error) {
 	if s == nil {
 		return nil, nil
 	}
-	uc, _, fds, err := s.readMsg(make([]byte, 1), 2*len(sp.HostPorts))
+	uc, _, fds, err := s.readMsg(make([]byte, 1), 2*len(sp.Net.HostPorts))
 	if err != nil {
 		return nil, err
 	}
@@ -72,7 +72,7 @@ func receivePorts(s *proxySocket, sp *spec.Spec) (*Ports, error) {
 		ln, err := net.FileListener(f)
 		f.Close()
 		if err == nil {
-			err = checkHostPortListener(ln, sp.HostPorts)
+			err = checkHostPortListener(ln, sp.Net.HostPorts)
 		}
 		if err != nil {
 			if ln != nil {
@@ -85,12 +85,12 @@ func receivePorts(s *proxySocket, sp *spec.Spec) (*Ports, error) {
 		}
 		p.Listeners = append(p.Listeners, ln)
 	}
-	if len(p.Listeners) < len(sp.HostPorts) {
+	if len(p.Listeners) < len(sp.Net.HostPorts) {
 		p.Close()
 		uc.Close()
-		return nil, fmt.Errorf("got %d host port listeners for %d ports", len(p.Listeners), len(sp.HostPorts))
+		return nil, fmt.Errorf("got %d host port listeners for %d ports", len(p.Listeners), len(sp.Net.HostPorts))
 	}
-	if sp.Publish {
+	if sp.Net.Publish {
 		uc.SetReadDeadline(time.Time{})
 		p.factory = uc
 	} else {
@@ -240,8 +240,8 @@ func connectInner(fd int, port uint16) (net.Conn, error) {
 	return net.FileConn(f)
 }
 
-// Ports returns what the sandbox handed over for Spec.HostPorts and
-// Spec.Publish (nil without them). The caller serves it and closes it
+// Ports returns what the sandbox handed over for Spec.Net.HostPorts and
+// Spec.Net.Publish (nil without them). The caller serves it and closes it
 // when the process is gone.
 func (p *Process) Ports() *Ports { return p.ports }
 

@@ -31,13 +31,13 @@ type Session struct {
 	dead chan struct{} // closed when the control socket ends
 
 	// resolver is the session's name server sockets, owners the table
-	// that tells whose look-up a query is (with Spec.Resolver).
+	// that tells whose look-up a query is (with Spec.Net.Resolver).
 	resolver *Resolver
 	owners   *PortOwners
 	// proxy is the session's refusing proxy listeners (with
-	// Spec.ProxyOff), made once for all its commands.
+	// Spec.Net.ProxyOff), made once for all its commands.
 	proxy []net.Listener
-	// ports is what Spec.HostPorts and Spec.Publish handed over, once
+	// ports is what Spec.Net.HostPorts and Spec.Net.Publish handed over, once
 	// for the session.
 	ports *Ports
 
@@ -59,21 +59,21 @@ func StartSession(in *spec.Spec) (*Session, error) {
 	if bad := in.NonUTF8(); bad != "" {
 		return nil, errNonUTF8(bad)
 	}
-	if in.Degraded {
+	if in.Degraded.On {
 		return nil, errors.New("sessions need user namespaces")
 	}
-	if len(in.ProxyAddrs) > 0 {
+	if len(in.Degraded.ProxyAddrs) > 0 {
 		return nil, errors.New("a session's allow-list proxy needs the session's own network namespace; degraded runs start each command on its own")
 	}
 	sp := *in
-	sp.Session = true
+	sp.Session.On = true
 	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return nil, os.NewSyscallError("socketpair", err)
 	}
 	s := &Session{ctl: fds[0], stop: make(chan struct{}), dead: make(chan struct{}), exited: make(chan struct{})}
 	child := os.NewFile(uintptr(fds[1]), "session-control")
-	if sp.Resolver {
+	if sp.Net.Resolver {
 		if s.owners, err = newPortOwners(); err != nil {
 			unix.Close(s.ctl)
 			child.Close()
@@ -122,12 +122,12 @@ func (s *Session) launch(sp *spec.Spec, control *os.File) error {
 		files: []*os.File{control},
 		where: "the session's sandbox", ended: "session sandbox ended before it was ready",
 	}
-	if sp.Resolver || sp.Proxy && sp.ProxyOff {
+	if sp.Net.Resolver || sp.Net.Proxy && sp.Net.ProxyOff {
 		// The name server's sockets and the refusing proxy's
 		// listeners, made once by the zygote, come over a socketpair
 		// as a lone run's do; the port owners table goes with the
 		// zygote.
-		o.proxy, o.resolver = sp.Proxy && sp.ProxyOff, sp.Resolver
+		o.proxy, o.resolver = sp.Net.Proxy && sp.Net.ProxyOff, sp.Net.Resolver
 		if s.owners != nil {
 			o.owners = s.owners.File
 		}
@@ -143,17 +143,17 @@ func (s *Session) launch(sp *spec.Spec, control *os.File) error {
 }
 
 // ProxyListeners are the session's refusing proxy listeners, HTTP then
-// SOCKS5 (nil without Spec.ProxyOff): the caller serves them for the
+// SOCKS5 (nil without Spec.Net.ProxyOff): the caller serves them for the
 // session's life, and closes them before Close.
 func (s *Session) ProxyListeners() []net.Listener { return s.proxy }
 
-// Ports is what the session's sandbox handed over for Spec.HostPorts and
-// Spec.Publish (nil without them): the caller serves it for the
+// Ports is what the session's sandbox handed over for Spec.Net.HostPorts and
+// Spec.Net.Publish (nil without them): the caller serves it for the
 // session's life, and closes it before Close.
 func (s *Session) Ports() *Ports { return s.ports }
 
 // Resolver is the session's name server sockets (nil without
-// Spec.Resolver): the caller serves them for the session's life, and
+// Spec.Net.Resolver): the caller serves them for the session's life, and
 // closes them before Close.
 func (s *Session) Resolver() *Resolver { return s.resolver }
 
@@ -476,7 +476,7 @@ func (s *Session) Start(path string, argv, env []string, dir string, stdio Stdio
 }
 
 // Unreachable is what the command's connects could not reach (with
-// Spec.Resolver); set by Wait.
+// Spec.Net.Resolver); set by Wait.
 func (p *SessionProcess) Unreachable() []spec.Unreachable { return p.unreachable }
 
 // ID is the command's id in its session, as [Session.PortOwner] gives it.

@@ -170,8 +170,8 @@ func (td *TempDirs) Release() {
 // Apply points sp at the prepared directories: each BindPrivate step's
 // source, with symlinks resolved (the init stage follows none).
 func (td *TempDirs) Apply(sp *spec.Spec) {
-	mounts := make([]spec.Mount, len(sp.Mounts))
-	for i, m := range sp.Mounts {
+	mounts := make([]spec.Mount, len(sp.FS.Mounts))
+	for i, m := range sp.FS.Mounts {
 		if m.Kind == spec.BindPrivate {
 			if real, ok := td.Real[m.Source]; ok {
 				m.Source = real
@@ -179,7 +179,7 @@ func (td *TempDirs) Apply(sp *spec.Spec) {
 		}
 		mounts[i] = m
 	}
-	sp.Mounts = mounts
+	sp.FS.Mounts = mounts
 }
 
 // RemoveTemps deletes every workspace's private temporary directories
