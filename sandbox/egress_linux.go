@@ -8,6 +8,7 @@ import (
 	"os"
 
 	"github.com/agentbox/agentbox/internal/linux"
+	"github.com/agentbox/agentbox/internal/linux/spec"
 	"github.com/agentbox/agentbox/internal/nameserver"
 	"github.com/agentbox/agentbox/internal/netproxy"
 	"github.com/agentbox/agentbox/policy"
@@ -32,44 +33,44 @@ func networkOff(pol *policy.Policy) bool {
 	return pol.Mode() != policy.DangerFullAccess && !pol.Network() && pol.AllowList() == nil
 }
 
-// applyNetworkOff asks spec for the name server, the refusing proxy and
+// applyNetworkOff asks sp for the name server, the refusing proxy and
 // the sandbox's own resolver files when pol's network is off.
-func applyNetworkOff(pol *policy.Policy, spec *linux.Spec) {
+func applyNetworkOff(pol *policy.Policy, sp *spec.Spec) {
 	if !networkOff(pol) {
 		return
 	}
 	hosts, _ := readSmall("/etc/hosts", 1<<20)
 	name, _ := os.Hostname()
-	spec.Etc, spec.LocalNames = linux.ResolverFiles(hosts, name)
-	spec.Resolver, spec.Proxy, spec.ProxyOff = true, true, true
+	sp.FS.Etc, sp.Net.LocalNames = linux.ResolverFiles(hosts, name)
+	sp.Net.Resolver, sp.Net.Proxy, sp.Net.ProxyOff = true, true, true
 }
 
-// applyTransparent asks spec for transparent networking when pol has an
+// applyTransparent asks sp for transparent networking when pol has an
 // allow-list (see internal/linux's transparent_linux.go): the name
 // server answering the list's names with fake addresses, the sandbox's
 // own resolver files, and the redirection of its TCP connections to the
 // proxy. The proxy variables stay as they are.
-func applyTransparent(pol *policy.Policy, spec *linux.Spec) {
+func applyTransparent(pol *policy.Policy, sp *spec.Spec) {
 	rules := pol.AllowList()
 	if pol.Mode() == policy.DangerFullAccess || rules == nil || pol.Network() {
 		return
 	}
 	hosts, _ := readSmall("/etc/hosts", 1<<20)
 	name, _ := os.Hostname()
-	spec.Etc, spec.LocalNames = linux.AllowListResolverFiles(hosts, name)
-	spec.Resolver, spec.Transparent = true, true
-	spec.Carried = rules.AllowedPrefixes()
+	sp.FS.Etc, sp.Net.LocalNames = linux.AllowListResolverFiles(hosts, name)
+	sp.Net.Resolver, sp.Net.Transparent = true, true
+	sp.Net.Carried = rules.AllowedPrefixes()
 }
 
-// withoutNetworkOff is spec for a sandbox without a network namespace
+// withoutNetworkOff is sp for a sandbox without a network namespace
 // (degraded mode), where neither server can be reached: seccomp refuses
 // every inet socket, which makes look-ups fail at once, unrecorded.
-func withoutNetworkOff(spec *linux.Spec) {
-	if spec.ProxyOff {
-		spec.Proxy, spec.ProxyOff = false, false
+func withoutNetworkOff(sp *spec.Spec) {
+	if sp.Net.ProxyOff {
+		sp.Net.Proxy, sp.Net.ProxyOff = false, false
 	}
-	spec.Resolver, spec.Etc, spec.LocalNames = false, nil, nil
-	spec.Transparent, spec.Carried = false, nil
+	sp.Net.Resolver, sp.FS.Etc, sp.Net.LocalNames = false, nil, nil
+	sp.Net.Transparent, sp.Net.Carried = false, nil
 }
 
 // readSmall reads at most max bytes of path.
@@ -97,18 +98,18 @@ func newProxy(pol *policy.Policy) (*netproxy.Server, error) {
 // refusals); nil without r. With transparent networking (r.Transparent,
 // and proxy the allow-list's), it answers the allow-list's names with
 // fake addresses, and proxy carries the connections made to them.
-func serveResolver(r *linux.Resolver, spec *linux.Spec, pol *policy.Policy, proxy *netproxy.Server, recorder func(network string, port uint16) *netproxy.Recorder) *nameserver.Server {
+func serveResolver(r *linux.Resolver, sp *spec.Spec, pol *policy.Policy, proxy *netproxy.Server, recorder func(network string, port uint16) *netproxy.Recorder) *nameserver.Server {
 	if r == nil {
 		return nil
 	}
-	cfg := nameserver.Config{Recorder: recorder, Local: spec.LocalNames}
+	cfg := nameserver.Config{Recorder: recorder, Local: sp.Net.LocalNames}
 	if r.NoTransparent != "" {
 		// The kernel refused the sandbox's packet filter: the proxy
 		// variables are the only way out, and names do not resolve
 		// inside.
 		cfg.Reason = "names do not resolve inside (" + r.NoTransparent + "); tools that use the proxy variables still reach it"
 	}
-	if spec.Transparent && len(r.Transparent) > 0 && proxy != nil {
+	if sp.Net.Transparent && len(r.Transparent) > 0 && proxy != nil {
 		// A second listener: the sandbox carries IPv6 too.
 		cfg.Rules, cfg.Fake, cfg.Fake6 = pol.AllowList(), netproxy.NewFakeNames(), len(r.Transparent) > 1
 		// Whose connection it is, as whose look-up a query is: by the
@@ -131,7 +132,7 @@ func serveResolver(r *linux.Resolver, spec *linux.Spec, pol *policy.Policy, prox
 
 // recordUnreachable adds to rec the destinations the command's connects
 // could not reach with the network off.
-func recordUnreachable(rec *netproxy.Recorder, us []linux.Unreachable) {
+func recordUnreachable(rec *netproxy.Recorder, us []spec.Unreachable) {
 	for _, u := range us {
 		reason := u.Reason
 		if reason == "" {
@@ -148,19 +149,19 @@ func closeResolver(s *nameserver.Server) {
 }
 
 // degradedEgress starts the allow-list proxy on the host's loopback for a
-// sandbox without a network namespace, and points spec at it: the
+// sandbox without a network namespace, and points sp at it: the
 // command's proxy variables, and the only TCP destinations its connect
 // supervisor allows.
-func degradedEgress(pol *policy.Policy, spec *linux.Spec) (*netproxy.Server, error) {
-	if !spec.MediateUnixConnect {
+func degradedEgress(pol *policy.Policy, sp *spec.Spec) (*netproxy.Server, error) {
+	if !sp.Walls.MediateUnixConnect {
 		return nil, errors.New("allow-listed egress without a network namespace needs connect mediation")
 	}
 	srv, lns, err := hostLoopbackProxy(pol)
 	if err != nil {
 		return nil, err
 	}
-	spec.Proxy = false
-	spec.ProxyAddrs = []string{lns[0].Addr().String(), lns[1].Addr().String()}
+	sp.Net.Proxy = false
+	sp.Degraded.ProxyAddrs = []string{lns[0].Addr().String(), lns[1].Addr().String()}
 	return srv, nil
 }
 

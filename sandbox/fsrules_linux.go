@@ -7,8 +7,8 @@ import (
 
 	"github.com/agentbox/agentbox/internal/fspath"
 	"github.com/agentbox/agentbox/internal/fsreport"
-	"github.com/agentbox/agentbox/internal/linux"
 	"github.com/agentbox/agentbox/internal/linux/landlock"
+	"github.com/agentbox/agentbox/internal/linux/spec"
 	"github.com/agentbox/agentbox/policy"
 )
 
@@ -19,14 +19,14 @@ import (
 const fsReportEnv = "AGENTBOX_FSREPORT"
 
 // fileRules are the rules by which the sandbox's file observer judges the
-// command's write-intent calls (package fsreport): what spec lets it
+// command's write-intent calls (package fsreport): what sp lets it
 // write (its writable roots, the private temporary directories among
 // them, the devices every sandbox writes), less the policy's protected
-// paths and whatever else spec binds read-only. The walls are spec's;
+// paths and whatever else sp binds read-only. The walls are sp's;
 // these rules only name the one that refused.
-func fileRules(pol *policy.Policy, spec *linux.Spec) *fsreport.Rules {
-	r := &fsreport.Rules{Writable: append(slices.Clone(spec.WritableRoots), landlock.WritableDevices()...)}
-	if !spec.Degraded {
+func fileRules(pol *policy.Policy, sp *spec.Spec) *fsreport.Rules {
+	r := &fsreport.Rules{Writable: append(slices.Clone(sp.Walls.WritableRoots), landlock.WritableDevices()...)}
+	if !sp.Degraded.On {
 		r.Writable = append(r.Writable, "/dev/shm")
 	}
 	gitOpen := pol.AllowGitWrites() && pol.Mode() == policy.WorkspaceWrite
@@ -36,7 +36,7 @@ func fileRules(pol *policy.Policy, spec *linux.Spec) *fsreport.Rules {
 		git := isGitPath(pr)
 		if git && gitOpen {
 			// allow_git_writes opened it; what stays read-only in it
-			// is in spec's mounts below.
+			// is in sp's mounts below.
 			continue
 		}
 		reason := fsreport.ReasonProtected(protectedName(pr))
@@ -49,8 +49,8 @@ func fileRules(pol *policy.Policy, spec *linux.Spec) *fsreport.Rules {
 		r.ReadOnly = append(r.ReadOnly, fsreport.Carve{Path: pr.Path, Reason: reason})
 		have[pr.Path] = true
 	}
-	for _, m := range spec.Mounts {
-		if have[m.Path] || m.Kind != linux.BindReadOnly && m.Kind != linux.BindHost && m.Kind != linux.PinLink {
+	for _, m := range sp.FS.Mounts {
+		if have[m.Path] || m.Kind != spec.BindReadOnly && m.Kind != spec.BindHost && m.Kind != spec.PinLink {
 			continue
 		}
 		reason := fsreport.ReasonOutside

@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"github.com/agentbox/agentbox/internal/linux"
+	"github.com/agentbox/agentbox/internal/linux/spec"
 	"github.com/agentbox/agentbox/policy"
 )
 
@@ -12,15 +13,15 @@ import (
 // and what they were made for, which a session holds again for each
 // command (gitHolds.hold). With a pool, placeholders come from it and go
 // back to it.
-func applyGitWrites(pol *policy.Policy, spec *linux.Spec, state string, pool *linux.Pool) (*linux.GitHeld, gitHolds, error) {
+func applyGitWrites(pol *policy.Policy, sp *spec.Spec, state string, pool *linux.Pool) (*linux.GitHeld, gitHolds, error) {
 	if !pol.AllowGitWrites() || pol.Mode() != policy.WorkspaceWrite {
 		return nil, gitHolds{}, nil
 	}
-	mounts, dirs, files, err := linux.GitWritesPlan(pol, spec.Mounts)
+	mounts, dirs, files, err := linux.GitWritesPlan(pol, sp.FS.Mounts)
 	if err != nil {
 		return nil, gitHolds{}, err
 	}
-	spec.Mounts = mounts
+	sp.FS.Mounts = mounts
 	gh := gitHolds{dirs, files}
 	held, err := gh.hold(state, pool)
 	if err != nil {
@@ -32,7 +33,7 @@ func applyGitWrites(pol *policy.Policy, spec *linux.Spec, state string, pool *li
 	for i, d := range dirs {
 		if i < len(at) && at[i] != d.Path {
 			for j, m := range mounts {
-				if m.Kind == linux.BindReadOnly && m.Path == d.Path {
+				if m.Kind == spec.BindReadOnly && m.Path == d.Path {
 					mounts[j].Path = at[i]
 				}
 			}

@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/agentbox/agentbox/internal/linux"
+	"github.com/agentbox/agentbox/internal/linux/spec"
 	"github.com/agentbox/agentbox/internal/nameserver"
 	"github.com/agentbox/agentbox/internal/netproxy"
 	"github.com/agentbox/agentbox/policy"
@@ -75,7 +76,7 @@ func newSession(pol *policy.Policy, init string) (sessionImpl, error) {
 		undo.run()
 		return nil, err
 	}
-	spec, td, gh, err := prepareLinux(pol, pool, &built, &undo)
+	sp, td, gh, err := prepareLinux(pol, pool, &built, &undo)
 	if err != nil {
 		return fail(err)
 	}
@@ -87,17 +88,17 @@ func newSession(pol *policy.Policy, init string) (sessionImpl, error) {
 		return fail(err)
 	}
 	undo.add(relay.Close)
-	cl, err := applyCaches(pol, spec, true)
+	cl, err := applyCaches(pol, sp, true)
 	if err != nil {
 		return fail(&StartError{Code: CodeSandboxFailure, Err: err})
 	}
 	undo.add(cl.Release)
-	spec.Init = init
+	sp.Session.Init = init
 	// The mounter also masks what a hiding rule matches that was not
 	// there when the session began (or was replaced on the host since,
 	// which took its mask away).
-	spec.BindPerCommand = len(held) > 0 || len(gh.dirs) > 0 || len(gh.files) > 0 || len(pol.HideRules()) > 0
-	z, err := linux.StartSession(spec)
+	sp.Session.BindPerCommand = len(held) > 0 || len(gh.dirs) > 0 || len(gh.files) > 0 || len(pol.HideRules()) > 0
+	z, err := linux.StartSession(sp)
 	built.run()
 	if err != nil {
 		undo.run()
@@ -117,8 +118,8 @@ func newSession(pol *policy.Policy, init string) (sessionImpl, error) {
 	}
 	l := &linuxSession{z: z, cl: cl, td: td, pol: pol, state: state, held: held, git: gh, writable: map[string]bool{}, pool: pool,
 		running: map[uint32]*netproxy.Recorder{}, active: map[*sessionCommand]bool{}}
-	for _, m := range spec.Mounts {
-		l.writable[m.Path] = m.Kind == linux.Pin || m.Kind == linux.BindWritable
+	for _, m := range sp.FS.Mounts {
+		l.writable[m.Path] = m.Kind == spec.Pin || m.Kind == spec.BindWritable
 	}
 	// The published ports and host ports, for the session's life.
 	l.ports = relay
@@ -127,7 +128,7 @@ func newSession(pol *policy.Policy, init string) (sessionImpl, error) {
 		return nil, &StartError{Code: CodeSandboxFailure, Err: err}
 	}
 	switch {
-	case spec.Proxy && spec.ProxyOff:
+	case sp.Net.Proxy && sp.Net.ProxyOff:
 		// The session's refusing proxy, on its own two listeners: a
 		// command costs it nothing, and its requests are recorded for
 		// the command whose socket made them.
@@ -145,7 +146,7 @@ func newSession(pol *policy.Policy, init string) (sessionImpl, error) {
 		}})
 		go l.proxy.ServeHTTPProxy(lns[0])
 		go l.proxy.ServeSOCKS(lns[1])
-	case spec.Proxy:
+	case sp.Net.Proxy:
 		// One proxy for the session's whole life, serving each
 		// command on listeners of its own (see start).
 		if l.proxy, err = newProxy(pol); err != nil {
@@ -153,7 +154,7 @@ func newSession(pol *policy.Policy, init string) (sessionImpl, error) {
 			return nil, &StartError{Code: CodeSandboxFailure, Err: err}
 		}
 	}
-	l.dns = serveResolver(z.Resolver(), spec, pol, l.proxy, l.recorder)
+	l.dns = serveResolver(z.Resolver(), sp, pol, l.proxy, l.recorder)
 	return l, nil
 }
 

@@ -9,6 +9,7 @@ import (
 
 	"github.com/agentbox/agentbox/internal/linux"
 	"github.com/agentbox/agentbox/internal/linux/landlock"
+	"github.com/agentbox/agentbox/internal/linux/spec"
 	"github.com/agentbox/agentbox/internal/netproxy"
 	"github.com/agentbox/agentbox/policy"
 )
@@ -33,15 +34,15 @@ func start(c *Cmd, p *proc) error {
 	if pol.Mode() == policy.DangerFullAccess {
 		return startUnsandboxed(c, p)
 	}
-	spec, td, _, err := prepareLinux(pol, nil, &p.cleanup, &p.cleanup)
+	sp, td, _, err := prepareLinux(pol, nil, &p.cleanup, &p.cleanup)
 	if err != nil {
 		return err
 	}
-	spec.Path, spec.Argv, spec.Cwd = c.Path, c.Args, c.workDir()
-	base := *spec
-	base.Env = td.Env(pol, c.Env, false)
-	spec.Env = td.Env(pol, c.Env, true)
-	cl, err := applyCaches(pol, spec, true)
+	sp.Command.Path, sp.Command.Argv, sp.Command.Cwd = c.Path, c.Args, c.workDir()
+	base := *sp
+	base.Command.Env = td.Env(pol, c.Env, false)
+	sp.Command.Env = td.Env(pol, c.Env, true)
+	cl, err := applyCaches(pol, sp, true)
 	if err != nil {
 		return &StartError{Code: CodeSandboxFailure, Err: err}
 	}
@@ -52,7 +53,7 @@ func start(c *Cmd, p *proc) error {
 		return err
 	}
 	p.cleanup.add(relay.Close)
-	lp, err := linux.Start(spec, c.stdio())
+	lp, err := linux.Start(sp, c.stdio())
 	var nu *linux.NoUsernsError
 	var proxy *netproxy.Server
 	if errors.As(err, &nu) {
@@ -68,7 +69,7 @@ func start(c *Cmd, p *proc) error {
 			// Nothing is mounted: the private directories are written
 			// where they are on the host.
 			remapped := td.Roots(pol, true)
-			base.WritableRoots = append(slices.DeleteFunc(slices.Clone(base.WritableRoots), func(r string) bool { return slices.Contains(remapped, r) }),
+			base.Walls.WritableRoots = append(slices.DeleteFunc(slices.Clone(base.Walls.WritableRoots), func(r string) bool { return slices.Contains(remapped, r) }),
 				td.Roots(pol, false)...)
 			lp, err = startDegraded(c, &base, nu, &cl)
 		}
@@ -76,7 +77,7 @@ func start(c *Cmd, p *proc) error {
 			proxy.Close()
 			proxy = nil
 		}
-	} else if err == nil && spec.Proxy {
+	} else if err == nil && sp.Net.Proxy {
 		proxy, err = serveEgress(pol, lp)
 	}
 	if err != nil {
@@ -96,11 +97,11 @@ func start(c *Cmd, p *proc) error {
 			return startError(err)
 		}
 	}
-	if spec.Resolver && nu == nil {
+	if sp.Net.Resolver && nu == nil {
 		// One run, one recorder: the proxy's. Every name the command
 		// was answered is recorded once its Close returns.
 		rec := proxy.Recorder()
-		dns := serveResolver(lp.Resolver(), spec, pol, proxy, func(string, uint16) *netproxy.Recorder { return rec })
+		dns := serveResolver(lp.Resolver(), sp, pol, proxy, func(string, uint16) *netproxy.Recorder { return rec })
 		p.cleanup.add(func() { closeResolver(dns) })
 	}
 	p.wait = statusOf(lp.Wait)
@@ -134,7 +135,7 @@ func statusOf(wait func() (code, sig int, err error)) func() (*Status, error) {
 // sandbox's spec with git writes applied; gh says what git's placeholders
 // were made for. On an error the caller runs the stacks. The spec's Env
 // is the caller's to set (td.Env).
-func prepareLinux(pol *policy.Policy, pool *linux.Pool, held, kept *cleanupStack) (spec *linux.Spec, td *linux.TempDirs, gh gitHolds, err error) {
+func prepareLinux(pol *policy.Policy, pool *linux.Pool, held, kept *cleanupStack) (sp *spec.Spec, td *linux.TempDirs, gh gitHolds, err error) {
 	state := stateDir()
 	if state != "" {
 		linux.SweepPlaceholders(state)
@@ -148,51 +149,56 @@ func prepareLinux(pol *policy.Policy, pool *linux.Pool, held, kept *cleanupStack
 		return nil, nil, gh, &StartError{Code: CodeSandboxFailure, Err: err}
 	}
 	kept.add(td.Release)
-	spec = linuxSpec(pol, ph)
-	applyNetworkOff(pol, spec)
-	applyTransparent(pol, spec)
-	td.Apply(spec)
-	spec.WritableRoots = append(spec.WritableRoots, td.Roots(pol, true)...)
-	git, gh, err := applyGitWrites(pol, spec, state, pool)
+	sp = linuxSpec(pol, ph)
+	applyNetworkOff(pol, sp)
+	applyTransparent(pol, sp)
+	td.Apply(sp)
+	sp.Walls.WritableRoots = append(sp.Walls.WritableRoots, td.Roots(pol, true)...)
+	git, gh, err := applyGitWrites(pol, sp, state, pool)
 	if err != nil {
 		return nil, nil, gh, &StartError{Code: CodeSandboxFailure, Err: err}
 	}
 	held.add(git.Release)
 	if os.Getenv(fsReportEnv) != "0" {
-		spec.Files = fileRules(pol, spec)
+		sp.Walls.Files = fileRules(pol, sp)
 	}
-	return spec, td, gh, nil
+	return sp, td, gh, nil
 }
 
 // linuxSpec is the sandbox for pol, without the command: a lone run adds
 // it, a session's commands bring their own.
-func linuxSpec(pol *policy.Policy, ph *linux.Placeholders) *linux.Spec {
+func linuxSpec(pol *policy.Policy, ph *linux.Placeholders) *spec.Spec {
 	hides, pins := linux.HidePlan(pol.Hidden(), pol.WritableRoots())
-	return &linux.Spec{
-		Hides:         hides,
-		HidePins:      pins,
-		Cwd:           pol.Cwd(),
-		Mounts:        linux.Plan(pol, ph.Paths()),
-		Network:       pol.Network(),
-		WritableRoots: pol.WritableRoots(),
-		Seccomp:       true,
-		Landlock:      landlockUsable(),
-
-		// Host daemons' unix sockets are not network: opening the
-		// network does not open them, only allow_unix_sockets does.
-		MediateUnixConnect: true,
-		GuardStickyRoots:   os.Geteuid() == 0,
-		AllowUnixSockets:   pol.AllowUnixSockets(),
-		Proxy:              pol.AllowList() != nil,
-		HostPorts:          pol.HostPorts(),
-		Publish:            len(pol.Publish()) > 0,
+	return &spec.Spec{
+		Command: spec.Command{Cwd: pol.Cwd()},
+		FS: spec.FS{
+			Mounts:   linux.Plan(pol, ph.Paths()),
+			Hides:    hides,
+			HidePins: pins,
+		},
+		Walls: spec.Walls{
+			WritableRoots: pol.WritableRoots(),
+			Seccomp:       true,
+			Landlock:      landlockUsable(),
+			// Host daemons' unix sockets are not network: opening the
+			// network does not open them, only allow_unix_sockets does.
+			MediateUnixConnect: true,
+			GuardStickyRoots:   os.Geteuid() == 0,
+			AllowUnixSockets:   pol.AllowUnixSockets(),
+		},
+		Net: spec.Net{
+			Network:   pol.Network(),
+			Proxy:     pol.AllowList() != nil,
+			HostPorts: pol.HostPorts(),
+			Publish:   len(pol.Publish()) > 0,
+		},
 	}
 }
 
 // startDegraded runs the command with Landlock and seccomp only, when user
 // namespaces are unavailable, and only if the user opted in: the policy's
 // missing guarantees are named either way.
-func startDegraded(c *Cmd, spec *linux.Spec, cause *linux.NoUsernsError, cl **linux.CacheLayers) (*linux.Process, error) {
+func startDegraded(c *Cmd, sp *spec.Spec, cause *linux.NoUsernsError, cl **linux.CacheLayers) (*linux.Process, error) {
 	pol := c.Policy
 	if err := refuseDegradedPorts(pol); err != nil {
 		return nil, fmt.Errorf("%w (%v)", err, cause)
@@ -210,12 +216,12 @@ func startDegraded(c *Cmd, spec *linux.Spec, cause *linux.NoUsernsError, cl **li
 	for _, g := range gaps {
 		c.diag("  - %s", g)
 	}
-	d := *spec
-	d.Degraded = true
-	d.Mounts = nil
+	d := *sp
+	d.Degraded.On = true
+	d.FS.Mounts = nil
 	withoutNetworkOff(&d)
-	d.Landlock = true
-	d.DenyInetSockets = !pol.Network()
+	d.Walls.Landlock = true
+	d.Walls.DenyInetSockets = !pol.Network()
 	// No overlays without a user namespace: caches go private.
 	if *cl, err = applyCaches(pol, &d, false); err != nil {
 		return nil, err

@@ -8,6 +8,7 @@ import (
 
 	"github.com/agentbox/agentbox/internal/fspath"
 	"github.com/agentbox/agentbox/internal/gitguard"
+	"github.com/agentbox/agentbox/internal/linux/spec"
 	"github.com/agentbox/agentbox/policy"
 )
 
@@ -31,7 +32,7 @@ type GitFile struct {
 // directories between them and the .git directory pinned. It returns the
 // new plan and the missing directories and files that need placeholders
 // (a mount needs something to mount on).
-func GitWritesPlan(p *policy.Policy, mounts []Mount) (out []Mount, dirs []GitDir, files []GitFile, err error) {
+func GitWritesPlan(p *policy.Policy, mounts []spec.Mount) (out []spec.Mount, dirs []GitDir, files []GitFile, err error) {
 	gitdirs := map[string]bool{}
 	for _, pr := range p.Protected() {
 		if gitguard.WritableDir(pr) {
@@ -39,8 +40,8 @@ func GitWritesPlan(p *policy.Policy, mounts []Mount) (out []Mount, dirs []GitDir
 		}
 	}
 	for _, m := range mounts {
-		if m.Kind == BindReadOnly && gitdirs[m.Path] {
-			m.Kind = Pin
+		if m.Kind == spec.BindReadOnly && gitdirs[m.Path] {
+			m.Kind = spec.Pin
 		}
 		out = append(out, m)
 	}
@@ -68,7 +69,7 @@ func GitWritesPlan(p *policy.Policy, mounts []Mount) (out []Mount, dirs []GitDir
 			}
 		}
 	}
-	out = appendByDepth(out, Pin, pins)
-	out = appendByDepth(out, BindReadOnly, ro)
+	out = appendByDepth(out, spec.Pin, pins)
+	out = appendByDepth(out, spec.BindReadOnly, ro)
 	return out, dirs, files, nil
 }

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/agentbox/agentbox/internal/linux/spec"
 	"github.com/agentbox/agentbox/internal/policytest"
 	"github.com/agentbox/agentbox/policy"
 )
@@ -25,23 +26,25 @@ func TestGitWritesPlan(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	has := func(k MountKind, path string) bool { return slices.Contains(mounts, Mount{Kind: k, Path: path}) }
-	if has(BindReadOnly, gd) || !has(Pin, gd) {
+	has := func(k spec.MountKind, path string) bool {
+		return slices.Contains(mounts, spec.Mount{Kind: k, Path: path})
+	}
+	if has(spec.BindReadOnly, gd) || !has(spec.Pin, gd) {
 		t.Errorf(".git must be pinned, not read-only: %v", mounts)
 	}
-	if !has(BindReadOnly, codex) {
+	if !has(spec.BindReadOnly, codex) {
 		t.Errorf(".codex lost its read-only bind: %v", mounts)
 	}
 	for _, rel := range []string{"config", "hooks", "objects/info", "commondir", "config.worktree", "info", "modules", "worktrees"} {
-		if !has(BindReadOnly, filepath.Join(gd, rel)) {
+		if !has(spec.BindReadOnly, filepath.Join(gd, rel)) {
 			t.Errorf("%s not bound read-only: %v", rel, mounts)
 		}
 	}
-	if !has(Pin, filepath.Join(gd, "objects")) {
+	if !has(spec.Pin, filepath.Join(gd, "objects")) {
 		t.Errorf("objects (above objects/info) not pinned: %v", mounts)
 	}
 	// The pins and read-only binds come after the .git pin.
-	if slices.Index(mounts, Mount{Kind: Pin, Path: gd}) > slices.Index(mounts, Mount{Kind: BindReadOnly, Path: filepath.Join(gd, "hooks")}) {
+	if slices.Index(mounts, spec.Mount{Kind: spec.Pin, Path: gd}) > slices.Index(mounts, spec.Mount{Kind: spec.BindReadOnly, Path: filepath.Join(gd, "hooks")}) {
 		t.Errorf("order: %v", mounts)
 	}
 	if !slices.Contains(dirs, GitDir{filepath.Join(gd, "modules"), gd}) || slices.Contains(dirs, GitDir{filepath.Join(gd, "hooks"), gd}) {

@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	"github.com/agentbox/agentbox/internal/fspath"
+	"github.com/agentbox/agentbox/internal/linux/spec"
 	"github.com/agentbox/agentbox/policy"
 )
 
@@ -15,9 +16,9 @@ import (
 // mask is a mount point, which cannot be renamed, but its directory
 // could be, and the next command, hiding the rule's path, would find
 // nothing there while the secret sat under another name.
-func HidePlan(hidden []policy.Hidden, roots []string) (hides []Hide, pins []string) {
+func HidePlan(hidden []policy.Hidden, roots []string) (hides []spec.Hide, pins []string) {
 	for _, h := range hidden {
-		hd := Hide{Path: h.Path, Dir: h.Kind == policy.Dir, Reopen: h.Reopen}
+		hd := spec.Hide{Path: h.Path, Dir: h.Kind == policy.Dir, Reopen: h.Reopen}
 		if root := fspath.InnermostRoot(h.Path, roots); root != "" {
 			for a := filepath.Dir(h.Path); a != root && fspath.Within(a, root); a = filepath.Dir(a) {
 				hd.Pins = append(hd.Pins, a)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/agentbox/agentbox/internal/exitcode"
 	"github.com/agentbox/agentbox/internal/fsreport"
+	"github.com/agentbox/agentbox/internal/linux/spec"
 
 	"golang.org/x/sys/unix"
 )
@@ -33,15 +34,15 @@ type Process struct {
 	cmd    *exec.Cmd
 	status *bufio.Reader
 	file   *os.File
-	// proxy holds the listeners of Spec.Proxy, on the sandbox's loopback.
+	// proxy holds the listeners of Spec.Net.Proxy, on the sandbox's loopback.
 	proxy []net.Listener
-	// resolver holds the name server's sockets of Spec.Resolver.
+	// resolver holds the name server's sockets of Spec.Net.Resolver.
 	resolver *Resolver
-	// ports holds what Spec.HostPorts and Spec.Publish handed over.
+	// ports holds what Spec.Net.HostPorts and Spec.Net.Publish handed over.
 	ports *Ports
 	// unreachable is what the command's connects could not reach, from
 	// the init's last report.
-	unreachable []Unreachable
+	unreachable []spec.Unreachable
 	// files and filesUnavailable are the file observer's, from the
 	// init's last report.
 	files            []fsreport.Denied
@@ -65,8 +66,8 @@ type Stdio struct {
 
 // Start launches the init stage in fresh namespaces and waits until it
 // has either started the command or failed to build the sandbox.
-func Start(spec *Spec, stdio Stdio) (*Process, error) {
-	if bad := spec.NonUTF8(); bad != "" {
+func Start(sp *spec.Spec, stdio Stdio) (*Process, error) {
+	if bad := sp.NonUTF8(); bad != "" {
 		return nil, errNonUTF8(bad)
 	}
 	// Host files and terminals never reach the command (stdio_linux.go).
@@ -75,36 +76,36 @@ func Start(spec *Spec, stdio Stdio) (*Process, error) {
 		return nil, fmt.Errorf("preparing the standard streams: %w", err)
 	}
 	o := stageStart{
-		args: []string{stageArg0}, env: []string{stageEnv + "=" + stageValue},
+		args: []string{spec.StageArg0}, env: []string{spec.StageEnv + "=" + spec.StageValue},
 		stdin: rel.stdin, stdout: rel.stdout, stderr: rel.stderr, waitDelay: stdio.WaitDelay,
-		proxy: spec.Proxy, resolver: spec.Resolver,
+		proxy: sp.Net.Proxy, resolver: sp.Net.Resolver,
 		started: rel.started,
 		where:   "the sandbox", ended: "sandbox init ended before starting the command",
 	}
-	spec.Pty, spec.Reopen = nil, nil
-	if !spec.Degraded {
+	sp.Command.Pty, sp.Command.Reopen = nil, nil
+	if !sp.Degraded.On {
 		// Only a mount namespace makes a file reopened by path safer
 		// than the caller's descriptor.
-		spec.Reopen = rel.reopen
+		sp.Command.Reopen = rel.reopen
 	}
 	if f := rel.ptyFile(); f != nil {
-		spec.Pty = rel.ptySpec(statusFD + 1 + len(o.files))
+		sp.Command.Pty = rel.ptySpec(spec.StatusFD + 1 + len(o.files))
 		o.files = append(o.files, f)
 	}
 	var lifeR, lifeW *os.File
-	if spec.Degraded {
+	if sp.Degraded.On {
 		// The reaper stage goes between us and the init (reap_linux.go).
 		if lifeR, lifeW, err = os.Pipe(); err != nil {
 			rel.abort()
 			return nil, err
 		}
 		o.lifeline = lifeR
-		o.args = []string{reaperArg0}
+		o.args = []string{spec.ReaperArg0}
 		// The reaper passes the init's environment on with the stage
 		// mark set back to the init's.
-		o.env = []string{stageEnv + "=" + reaperValue}
+		o.env = []string{spec.StageEnv + "=" + spec.ReaperValue}
 	}
-	st, ran, err := spawnStage(spec, o)
+	st, ran, err := spawnStage(sp, o)
 	if lifeR != nil {
 		lifeR.Close()
 	}
@@ -138,14 +139,14 @@ type stageStart struct {
 	stdin          io.Reader
 	stdout, stderr io.Writer
 	waitDelay      time.Duration
-	// proxy and resolver ask for the handover socketpair (Spec.ProxyFD)
+	// proxy and resolver ask for the handover socketpair (Spec.Net.ProxyFD)
 	// and say what arrives on it once the stage is ready.
 	proxy, resolver bool
 	// owners, with the handover, is the port owners table, inherited
-	// after its socket (Spec.PortOwnersFD).
+	// after its socket (Spec.Session.PortOwnersFD).
 	owners *os.File
 	// lifeline, in degraded mode, is the read end of the reaper's
-	// lifeline, inherited last (initFDsEnv).
+	// lifeline, inherited last (spec.InitFDsEnv).
 	lifeline *os.File
 	// started runs once the process runs, before its spec is sent.
 	started func()
@@ -160,18 +161,18 @@ type readyStage struct {
 	cmd        *exec.Cmd
 	status     *bufio.Reader
 	statusFile *os.File
-	ready      message
+	ready      spec.Message
 	proxy      []net.Listener
 	resolver   *Resolver
 	ports      *Ports
 }
 
-// spawnStage starts this binary again as the stage for spec, in the
+// spawnStage starts this binary again as the stage for sp, in the
 // namespaces initSysProcAttr names, sends it the spec and waits until it
 // reports ready (Started) or fails; it then receives what the stage hands
 // over. ran reports, with an error, whether the process had started: it
 // is then killed and waited for.
-func spawnStage(spec *Spec, o stageStart) (st *readyStage, ran bool, err error) {
+func spawnStage(sp *spec.Spec, o stageStart) (st *readyStage, ran bool, err error) {
 	specR, specW, err := os.Pipe()
 	if err != nil {
 		return nil, false, err
@@ -182,7 +183,7 @@ func spawnStage(spec *Spec, o stageStart) (st *readyStage, ran bool, err error) 
 		specW.Close()
 		return nil, false, err
 	}
-	attr := initSysProcAttr(spec)
+	attr := initSysProcAttr(sp)
 	if o.lifeline != nil {
 		// The reaper must outlive us long enough to sweep, so no
 		// parent-death SIGKILL: it sees our death as the end of its
@@ -202,14 +203,14 @@ func spawnStage(spec *Spec, o stageStart) (st *readyStage, ran bool, err error) 
 	}
 	var hand, ports *proxySocket
 	if o.proxy || o.resolver {
-		hand, err = prepareHandover(spec, cmd)
+		hand, err = prepareHandover(sp, cmd)
 		if err == nil && o.owners != nil {
 			cmd.ExtraFiles = append(cmd.ExtraFiles, o.owners)
-			spec.PortOwnersFD = 3 + len(cmd.ExtraFiles) - 1
+			sp.Session.PortOwnersFD = 3 + len(cmd.ExtraFiles) - 1
 		}
 	}
 	if err == nil {
-		ports, err = preparePorts(spec, cmd)
+		ports, err = preparePorts(sp, cmd)
 	}
 	if err != nil {
 		hand.Close()
@@ -222,7 +223,7 @@ func spawnStage(spec *Spec, o stageStart) (st *readyStage, ran bool, err error) 
 	defer hand.Close()
 	defer ports.Close()
 	// Once every descriptor is numbered in it.
-	encoded, err := spec.Encode()
+	encoded, err := sp.Encode()
 	if err != nil {
 		specR.Close()
 		specW.Close()
@@ -232,8 +233,8 @@ func spawnStage(spec *Spec, o stageStart) (st *readyStage, ran bool, err error) 
 	}
 	if o.lifeline != nil {
 		// Last, after every descriptor meant for the init: the reaper
-		// passes fds 3 to 3+n-1 on to it and keeps the next (initFDsEnv).
-		cmd.Env = append(cmd.Env, fmt.Sprintf("%s=%d", initFDsEnv, len(cmd.ExtraFiles)))
+		// passes fds 3 to 3+n-1 on to it and keeps the next (spec.InitFDsEnv).
+		cmd.Env = append(cmd.Env, fmt.Sprintf("%s=%d", spec.InitFDsEnv, len(cmd.ExtraFiles)))
 		cmd.ExtraFiles = append(cmd.ExtraFiles, o.lifeline)
 	}
 	err = cmd.Start()
@@ -244,7 +245,7 @@ func spawnStage(spec *Spec, o stageStart) (st *readyStage, ran bool, err error) 
 	if err != nil {
 		specW.Close()
 		statusR.Close()
-		if !spec.Degraded && isUsernsRefusal(err) {
+		if !sp.Degraded.On && isUsernsRefusal(err) {
 			return nil, false, &NoUsernsError{Err: err}
 		}
 		return nil, false, fmt.Errorf("starting %s: %w", o.where, err)
@@ -267,7 +268,7 @@ func spawnStage(spec *Spec, o stageStart) (st *readyStage, ran bool, err error) 
 	}
 	m, err := readMessage(st.status)
 	if err == nil && m.Started && hand != nil {
-		if st.proxy, st.resolver, err = hand.receive(o.proxy, o.resolver, spec.Transparent); err != nil {
+		if st.proxy, st.resolver, err = hand.receive(o.proxy, o.resolver, sp.Net.Transparent); err != nil {
 			what := "the name server's sockets"
 			if o.proxy {
 				what = "the proxy listeners"
@@ -276,7 +277,7 @@ func spawnStage(spec *Spec, o stageStart) (st *readyStage, ran bool, err error) 
 		}
 	}
 	if err == nil && m.Started && ports != nil {
-		if st.ports, err = receivePorts(ports, spec); err != nil {
+		if st.ports, err = receivePorts(ports, sp); err != nil {
 			st.proxy, st.resolver = closeHandover(st.proxy, st.resolver)
 			return fail(fmt.Errorf("receiving the host ports' listeners from %s: %w", o.where, err))
 		}
@@ -301,8 +302,8 @@ func spawnStage(spec *Spec, o stageStart) (st *readyStage, ran bool, err error) 
 }
 
 // readMessage reads the stage's next message on its status pipe.
-func readMessage(status *bufio.Reader) (message, error) {
-	var m message
+func readMessage(status *bufio.Reader) (spec.Message, error) {
+	var m spec.Message
 	line, err := status.ReadBytes('\n')
 	if err != nil {
 		return m, err
@@ -310,7 +311,7 @@ func readMessage(status *bufio.Reader) (message, error) {
 	return m, json.Unmarshal(line, &m)
 }
 
-func (p *Process) next() (message, error) { return readMessage(p.status) }
+func (p *Process) next() (spec.Message, error) { return readMessage(p.status) }
 
 // Wait waits for the command; when it returns, the sandbox and every
 // process in it are gone. It returns the command's exit status and the
@@ -406,10 +407,10 @@ func UsernsReason(err error) string {
 	return "unknown reason"
 }
 
-// initSysProcAttr is how the init stage for spec is started: its
+// initSysProcAttr is how the init stage for sp is started: its
 // namespaces, id maps and the capabilities it keeps across exec. A lone
 // run's init and a session's zygote (session_linux.go) start alike.
-func initSysProcAttr(spec *Spec) *syscall.SysProcAttr {
+func initSysProcAttr(sp *spec.Spec) *syscall.SysProcAttr {
 	uid, gid := os.Getuid(), os.Getgid()
 	attr := &syscall.SysProcAttr{
 		// No controlling terminal: TIOCSTI into the caller's terminal is
@@ -419,10 +420,10 @@ func initSysProcAttr(spec *Spec) *syscall.SysProcAttr {
 		// whole pid namespace).
 		Pdeathsig: syscall.SIGKILL,
 	}
-	if !spec.Degraded {
+	if !sp.Degraded.On {
 		flags := uintptr(unix.CLONE_NEWUSER | unix.CLONE_NEWNS | unix.CLONE_NEWPID |
 			unix.CLONE_NEWIPC | unix.CLONE_NEWUTS | unix.CLONE_NEWCGROUP)
-		if !spec.Network {
+		if !sp.Net.Network {
 			flags |= unix.CLONE_NEWNET
 		}
 		attr.Cloneflags = flags
@@ -432,17 +433,17 @@ func initSysProcAttr(spec *Spec) *syscall.SysProcAttr {
 		attr.GidMappings = []syscall.SysProcIDMap{{ContainerID: gid, HostID: gid, Size: 1}}
 		attr.GidMappingsEnableSetgroups = false
 	}
-	if uid != 0 && !spec.Degraded {
+	if uid != 0 && !sp.Degraded.On {
 		// A non-root uid loses the namespace's capabilities at exec; keep
 		// exactly those the init stage needs, as ambient capabilities,
 		// until it drops them all before the command starts.
 		attr.AmbientCaps = []uintptr{unix.CAP_SYS_ADMIN, unix.CAP_NET_ADMIN, unix.CAP_SETPCAP}
-		if spec.Resolver || slices.ContainsFunc(spec.HostPorts, func(p uint16) bool { return p < 1024 }) {
+		if sp.Net.Resolver || slices.ContainsFunc(sp.Net.HostPorts, func(p uint16) bool { return p < 1024 }) {
 			// The name server's port 53 (listenResolver), a host
 			// port below 1024 (setupPorts).
 			attr.AmbientCaps = append(attr.AmbientCaps, unix.CAP_NET_BIND_SERVICE)
 		}
-		if len(spec.Caches) > 0 {
+		if len(sp.FS.Caches) > 0 {
 			// overlayfs works in its mode-000 work directory with the
 			// mounter's credentials; the namespace's DAC override
 			// covers only the user's own files.

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/agentbox/agentbox/internal/linux/scm"
+	"github.com/agentbox/agentbox/internal/linux/spec"
 	"net"
 	"os"
 	"os/exec"
@@ -19,12 +20,12 @@ import (
 // inside the namespace travel, over a socketpair of their own, and
 // nothing inside the sandbox ever holds a socket of the host's network.
 //
-//   - A host port (Spec.HostPorts): the init stage (a session's zygote,
+//   - A host port (Spec.Net.HostPorts): the init stage (a session's zygote,
 //     once) listens on the sandbox's 127.0.0.1:PORT and [::1]:PORT and
 //     hands the listeners to agentbox, which accepts on them and connects
 //     each connection to the host's same address and port, and nowhere
 //     else.
-//   - A published port (Spec.Publish): a socket's network namespace is
+//   - A published port (Spec.Net.Publish): a socket's network namespace is
 //     the one it was made in, and agentbox cannot enter the sandbox's
 //     (setns needs CAP_SYS_ADMIN in agentbox's own user namespace). So
 //     the init stage keeps the socketpair open as a socket factory: for
@@ -36,32 +37,32 @@ import (
 //     outside the sandbox.
 
 // preparePorts adds the child end of a fresh socketpair to cmd's
-// inherited files and names its fd in spec, when spec has host ports or
+// inherited files and names its fd in sp, when sp has host ports or
 // published ports; nil otherwise. A socketpair of its own, apart from
 // the proxy's: it outlives the handover as the socket factory's.
-func preparePorts(spec *Spec, cmd *exec.Cmd) (*proxySocket, error) {
-	if len(spec.HostPorts) == 0 && !spec.Publish {
+func preparePorts(sp *spec.Spec, cmd *exec.Cmd) (*proxySocket, error) {
+	if len(sp.Net.HostPorts) == 0 && !sp.Net.Publish {
 		return nil, nil
 	}
-	if spec.Degraded || spec.Network {
+	if sp.Degraded.On || sp.Net.Network {
 		return nil, errors.New("published ports and host ports need the sandbox's own network namespace")
 	}
 	s, fd, err := inheritSocketpair(cmd, unix.SOCK_SEQPACKET, "ports")
 	if err != nil {
 		return nil, err
 	}
-	spec.PortsFD = fd
+	sp.Net.PortsFD = fd
 	return s, nil
 }
 
 // receivePorts reads the host ports' listeners the sandbox sent on s
 // (from preparePorts), and with publish keeps agentbox's end as the way
 // to the socket factory.
-func receivePorts(s *proxySocket, spec *Spec) (*Ports, error) {
+func receivePorts(s *proxySocket, sp *spec.Spec) (*Ports, error) {
 	if s == nil {
 		return nil, nil
 	}
-	uc, _, fds, err := s.readMsg(make([]byte, 1), 2*len(spec.HostPorts))
+	uc, _, fds, err := s.readMsg(make([]byte, 1), 2*len(sp.Net.HostPorts))
 	if err != nil {
 		return nil, err
 	}
@@ -71,7 +72,7 @@ func receivePorts(s *proxySocket, spec *Spec) (*Ports, error) {
 		ln, err := net.FileListener(f)
 		f.Close()
 		if err == nil {
-			err = checkHostPortListener(ln, spec.HostPorts)
+			err = checkHostPortListener(ln, sp.Net.HostPorts)
 		}
 		if err != nil {
 			if ln != nil {
@@ -84,12 +85,12 @@ func receivePorts(s *proxySocket, spec *Spec) (*Ports, error) {
 		}
 		p.Listeners = append(p.Listeners, ln)
 	}
-	if len(p.Listeners) < len(spec.HostPorts) {
+	if len(p.Listeners) < len(sp.Net.HostPorts) {
 		p.Close()
 		uc.Close()
-		return nil, fmt.Errorf("got %d host port listeners for %d ports", len(p.Listeners), len(spec.HostPorts))
+		return nil, fmt.Errorf("got %d host port listeners for %d ports", len(p.Listeners), len(sp.Net.HostPorts))
 	}
-	if spec.Publish {
+	if sp.Net.Publish {
 		uc.SetReadDeadline(time.Time{})
 		p.factory = uc
 	} else {
@@ -239,8 +240,8 @@ func connectInner(fd int, port uint16) (net.Conn, error) {
 	return net.FileConn(f)
 }
 
-// Ports returns what the sandbox handed over for Spec.HostPorts and
-// Spec.Publish (nil without them). The caller serves it and closes it
+// Ports returns what the sandbox handed over for Spec.Net.HostPorts and
+// Spec.Net.Publish (nil without them). The caller serves it and closes it
 // when the process is gone.
 func (p *Process) Ports() *Ports { return p.ports }
 

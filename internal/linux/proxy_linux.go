@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/agentbox/agentbox/internal/linux/scm"
+	"github.com/agentbox/agentbox/internal/linux/spec"
 	"net"
 	"os"
 	"os/exec"
@@ -19,9 +20,9 @@ import (
 // socketpair; agentbox accepts on them from the host side. No filesystem
 // socket is bound anywhere, and nothing listens on the host's loopback.
 
-// The name server's sockets (Spec.Resolver) travel the same way, after
+// The name server's sockets (Spec.Net.Resolver) travel the same way, after
 // the proxy's listeners, and then the transparent listeners
-// (Spec.Transparent, transparent_linux.go).
+// (Spec.Net.Transparent, transparent_linux.go).
 
 // proxySocket is agentbox's end of the socketpair the listeners arrive on
 // (nil when the spec has neither proxy nor name server).
@@ -32,15 +33,15 @@ type proxySocket struct {
 // prepareHandover adds the child end of a fresh socketpair for the
 // proxy's and name server's handover to cmd's inherited files and names its
 // fd in the spec.
-func prepareHandover(spec *Spec, cmd *exec.Cmd) (*proxySocket, error) {
-	if spec.Degraded || spec.Network {
+func prepareHandover(sp *spec.Spec, cmd *exec.Cmd) (*proxySocket, error) {
+	if sp.Degraded.On || sp.Net.Network {
 		return nil, errors.New("the sandbox's proxy and name server need the sandbox's own network namespace")
 	}
 	s, fd, err := inheritSocketpair(cmd, unix.SOCK_STREAM, "proxy")
 	if err != nil {
 		return nil, err
 	}
-	spec.ProxyFD = fd
+	sp.Net.ProxyFD = fd
 	return s, nil
 }
 
@@ -104,14 +105,14 @@ func (s *proxySocket) Close() {
 // transparent (and resolver), then the transparent listener, which
 // becomes the Resolver's Transparent.
 func (s *proxySocket) receive(proxy, resolver, transparent bool) ([]net.Listener, *Resolver, error) {
-	buf := make([]byte, 1+maxHandoverText)
+	buf := make([]byte, 1+spec.MaxHandoverText)
 	uc, n, fds, err := s.readMsg(buf, 6)
 	if err != nil {
 		return nil, nil, err
 	}
 	uc.Close()
 	var noTransparent string
-	if n > 0 && buf[0] == handoverNoTransparent && transparent {
+	if n > 0 && buf[0] == spec.HandoverNoTransparent && transparent {
 		noTransparent, transparent = string(buf[1:n]), false
 	}
 	want := 0
@@ -176,12 +177,12 @@ func (s *proxySocket) receive(proxy, resolver, transparent bool) ([]net.Listener
 }
 
 // ProxyListeners returns the HTTP and SOCKS5 proxy listeners on the
-// sandbox's loopback (nil without Spec.Proxy). The caller serves them and
+// sandbox's loopback (nil without Spec.Net.Proxy). The caller serves them and
 // closes them when the process is gone.
 func (p *Process) ProxyListeners() []net.Listener { return p.proxy }
 
 // Resolver returns the name server's sockets on the sandbox's loopback
-// (nil without Spec.Resolver). The caller serves them and closes them
+// (nil without Spec.Net.Resolver). The caller serves them and closes them
 // when the process is gone.
 func (p *Process) Resolver() *Resolver { return p.resolver }
 

@@ -3,6 +3,7 @@ package linux
 import (
 	"bufio"
 	"bytes"
+	"github.com/agentbox/agentbox/internal/linux/spec"
 	"net/netip"
 	"slices"
 	"strings"
@@ -31,7 +32,7 @@ options timeout:1 attempts:1
 // AllowListResolverFiles are ResolverFiles for a sandbox with an
 // allow-list and transparent networking: the same hosts file, and a
 // resolv.conf that says what the name server answers.
-func AllowListResolverFiles(hosts []byte, hostname string) (files []EtcFile, names []string) {
+func AllowListResolverFiles(hosts []byte, hostname string) (files []spec.EtcFile, names []string) {
 	files, names = ResolverFiles(hosts, hostname)
 	files[0].Content = resolvConfAllowList
 	files[1].Content = strings.Replace(files[1].Content, " (the network is off)", "", 1)
@@ -50,7 +51,7 @@ const maxHostsNames = 256
 // other addresses are left out: nothing would be reachable there, and a
 // look-up of such a name reaches agentbox's name server, which records
 // it. names are every name of the file, for NO_PROXY.
-func ResolverFiles(hosts []byte, hostname string) (files []EtcFile, names []string) {
+func ResolverFiles(hosts []byte, hostname string) (files []spec.EtcFile, names []string) {
 	var b strings.Builder
 	b.WriteString("# agentbox: the sandbox's own hosts file (the network is off): the host's\n# loopback entries, localhost and the machine's name.\n")
 	seen := map[string]bool{}    // names
@@ -93,7 +94,7 @@ func ResolverFiles(hosts []byte, hostname string) (files []EtcFile, names []stri
 	if hostName(hostname) && !seen[strings.ToLower(hostname)] {
 		add(netip.MustParseAddr("127.0.1.1"), []string{hostname})
 	}
-	return []EtcFile{{Path: "/etc/resolv.conf", Content: resolvConf}, {Path: "/etc/hosts", Content: b.String()}}, names
+	return []spec.EtcFile{{Path: "/etc/resolv.conf", Content: resolvConf}, {Path: "/etc/hosts", Content: b.String()}}, names
 }
 
 // hostName reports whether n may stand in a hosts file (and in NO_PROXY):

@@ -3,11 +3,12 @@ package linux
 import (
 	"fmt"
 	"github.com/agentbox/agentbox/internal/linux/scm"
+	"github.com/agentbox/agentbox/internal/linux/spec"
 	"net"
 	"os"
 )
 
-// The sandbox's name server (Spec.Resolver) is agentbox's, served from
+// The sandbox's name server (Spec.Net.Resolver) is agentbox's, served from
 // outside like the proxy: its sockets are bound in the sandbox's network
 // namespace, on the address its /etc/resolv.conf names, and handed over.
 // Port 53 needs CAP_NET_BIND_SERVICE, which the init stage (or the
@@ -18,12 +19,12 @@ import (
 type Resolver struct {
 	UDP net.PacketConn
 	TCP net.Listener
-	// Transparent, with Spec.Transparent, are the listeners the
+	// Transparent, with Spec.Net.Transparent, are the listeners the
 	// sandbox's TCP connections to other addresses are redirected to
 	// (see transparent_linux.go): IPv4's, then IPv6's where the sandbox
 	// has IPv6. The caller serves them with the proxy.
 	Transparent []net.Listener
-	// NoTransparent, when Spec.Transparent was asked for and the
+	// NoTransparent, when Spec.Net.Transparent was asked for and the
 	// sandbox could not have it, says why (TransparentUnavailable).
 	NoTransparent string
 }
@@ -62,5 +63,5 @@ func resolverOf(fds []int) (*Resolver, error) {
 }
 
 // Unreachable is what the command's connects could not reach (with
-// Spec.Resolver); set by Wait.
-func (p *Process) Unreachable() []Unreachable { return p.unreachable }
+// Spec.Net.Resolver); set by Wait.
+func (p *Process) Unreachable() []spec.Unreachable { return p.unreachable }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"github.com/agentbox/agentbox/internal/fsreport"
 	"github.com/agentbox/agentbox/internal/linux/scm"
+	"github.com/agentbox/agentbox/internal/linux/spec"
 	"github.com/agentbox/agentbox/internal/stdio"
 	"net"
 	"os"
@@ -30,13 +31,13 @@ type Session struct {
 	dead chan struct{} // closed when the control socket ends
 
 	// resolver is the session's name server sockets, owners the table
-	// that tells whose look-up a query is (with Spec.Resolver).
+	// that tells whose look-up a query is (with Spec.Net.Resolver).
 	resolver *Resolver
 	owners   *PortOwners
 	// proxy is the session's refusing proxy listeners (with
-	// Spec.ProxyOff), made once for all its commands.
+	// Spec.Net.ProxyOff), made once for all its commands.
 	proxy []net.Listener
-	// ports is what Spec.HostPorts and Spec.Publish handed over, once
+	// ports is what Spec.Net.HostPorts and Spec.Net.Publish handed over, once
 	// for the session.
 	ports *Ports
 
@@ -52,27 +53,27 @@ type Session struct {
 	exited chan struct{}
 }
 
-// StartSession starts a session's zygote for spec (Path, Argv and Env are
+// StartSession starts a session's zygote for in (Path, Argv and Env are
 // unused; each command brings its own).
-func StartSession(spec *Spec) (*Session, error) {
-	if bad := spec.NonUTF8(); bad != "" {
+func StartSession(in *spec.Spec) (*Session, error) {
+	if bad := in.NonUTF8(); bad != "" {
 		return nil, errNonUTF8(bad)
 	}
-	if spec.Degraded {
+	if in.Degraded.On {
 		return nil, errors.New("sessions need user namespaces")
 	}
-	if len(spec.ProxyAddrs) > 0 {
+	if len(in.Degraded.ProxyAddrs) > 0 {
 		return nil, errors.New("a session's allow-list proxy needs the session's own network namespace; degraded runs start each command on its own")
 	}
-	sp := *spec
-	sp.Session = true
+	sp := *in
+	sp.Session.On = true
 	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return nil, os.NewSyscallError("socketpair", err)
 	}
 	s := &Session{ctl: fds[0], stop: make(chan struct{}), dead: make(chan struct{}), exited: make(chan struct{})}
 	child := os.NewFile(uintptr(fds[1]), "session-control")
-	if sp.Resolver {
+	if sp.Net.Resolver {
 		if s.owners, err = newPortOwners(); err != nil {
 			unix.Close(s.ctl)
 			child.Close()
@@ -111,27 +112,27 @@ func StartSession(spec *Spec) (*Session, error) {
 
 // launch starts the zygote in fresh namespaces, exactly as Start starts a
 // lone run's init stage, and waits until it is ready or has failed.
-func (s *Session) launch(spec *Spec, control *os.File) error {
+func (s *Session) launch(sp *spec.Spec, control *os.File) error {
 	// Exactly as a lone run's init: the zygote keeps its capabilities
 	// for good (it forks every command), but each command's thread drops
 	// all but CAP_SYS_ADMIN before forking, and exec drops that.
 	o := stageStart{
-		args: []string{stageArg0}, env: []string{stageEnv + "=" + stageValue},
-		// fd 5: the control socket (controlFD).
+		args: []string{spec.StageArg0}, env: []string{spec.StageEnv + "=" + spec.StageValue},
+		// fd 5: the control socket (spec.ControlFD).
 		files: []*os.File{control},
 		where: "the session's sandbox", ended: "session sandbox ended before it was ready",
 	}
-	if spec.Resolver || spec.Proxy && spec.ProxyOff {
+	if sp.Net.Resolver || sp.Net.Proxy && sp.Net.ProxyOff {
 		// The name server's sockets and the refusing proxy's
 		// listeners, made once by the zygote, come over a socketpair
 		// as a lone run's do; the port owners table goes with the
 		// zygote.
-		o.proxy, o.resolver = spec.Proxy && spec.ProxyOff, spec.Resolver
+		o.proxy, o.resolver = sp.Net.Proxy && sp.Net.ProxyOff, sp.Net.Resolver
 		if s.owners != nil {
 			o.owners = s.owners.File
 		}
 	}
-	st, _, err := spawnStage(spec, o)
+	st, _, err := spawnStage(sp, o)
 	if err != nil {
 		return err
 	}
@@ -142,17 +143,17 @@ func (s *Session) launch(spec *Spec, control *os.File) error {
 }
 
 // ProxyListeners are the session's refusing proxy listeners, HTTP then
-// SOCKS5 (nil without Spec.ProxyOff): the caller serves them for the
+// SOCKS5 (nil without Spec.Net.ProxyOff): the caller serves them for the
 // session's life, and closes them before Close.
 func (s *Session) ProxyListeners() []net.Listener { return s.proxy }
 
-// Ports is what the session's sandbox handed over for Spec.HostPorts and
-// Spec.Publish (nil without them): the caller serves it for the
+// Ports is what the session's sandbox handed over for Spec.Net.HostPorts and
+// Spec.Net.Publish (nil without them): the caller serves it for the
 // session's life, and closes it before Close.
 func (s *Session) Ports() *Ports { return s.ports }
 
 // Resolver is the session's name server sockets (nil without
-// Spec.Resolver): the caller serves them for the session's life, and
+// Spec.Net.Resolver): the caller serves them for the session's life, and
 // closes them before Close.
 func (s *Session) Resolver() *Resolver { return s.resolver }
 
@@ -236,13 +237,13 @@ func (s *Session) Pid() int { return s.zyg.Process.Pid }
 // zygote died).
 func (s *Session) Done() <-chan struct{} { return s.dead }
 
-func (s *Session) send(r zreq, fds []int) error {
+func (s *Session) send(r spec.Request, fds []int) error {
 	b := r.Append(nil)
 	var memfd = -1
 	var err error
-	if len(b) > maxPacket {
-		if len(b) > maxBigRequest {
-			return fmt.Errorf("command line and environment take %d bytes, more than a session accepts (%d)", len(b), maxBigRequest)
+	if len(b) > spec.MaxPacket {
+		if len(b) > spec.MaxBigRequest {
+			return fmt.Errorf("command line and environment take %d bytes, more than a session accepts (%d)", len(b), spec.MaxBigRequest)
 		}
 		memfd, err = unix.MemfdCreate("agentbox-request", unix.MFD_CLOEXEC)
 		if err != nil {
@@ -257,7 +258,7 @@ func (s *Session) send(r zreq, fds []int) error {
 			off += n
 		}
 		fds = append(fds, memfd)
-		big := zreq{Op: "big", ID: r.ID, Held: r.Held}
+		big := spec.Request{Op: "big", ID: r.ID, Held: r.Held}
 		b = big.Append(nil)
 	}
 	s.sendMu.Lock()
@@ -281,7 +282,7 @@ type SessionProcess struct {
 	proxy []net.Listener
 	// unreachable is what the command's connects could not reach, from
 	// the zygote's last answer.
-	unreachable []Unreachable
+	unreachable []spec.Unreachable
 	// files and filesUnavailable are the file observer's, from the
 	// zygote's last answer.
 	files            []fsreport.Denied
@@ -301,14 +302,14 @@ var answerBufs = sync.Pool{New: func() any { return new([answerSize]byte) }}
 
 // answer reads the zygote's next answer for this command; the zygote
 // gone (its end of the reply socket closed) is an error.
-func (p *SessionProcess) answer() (zresp, error) {
+func (p *SessionProcess) answer() (spec.Answer, error) {
 	buf := answerBufs.Get().(*[answerSize]byte)
 	defer answerBufs.Put(buf)
 	// Room for a command's two proxy listeners.
 	oob := make([]byte, unix.CmsgSpace(2*4))
 	rc, err := p.reply.SyscallConn()
 	if err != nil {
-		return zresp{}, fmt.Errorf("session: %w", err)
+		return spec.Answer{}, fmt.Errorf("session: %w", err)
 	}
 	var n, oobn int
 	var rerr error
@@ -320,7 +321,7 @@ func (p *SessionProcess) answer() (zresp, error) {
 	if oobn > 0 {
 		fds = scm.Rights(oob[:oobn])
 	}
-	var r zresp
+	var r spec.Answer
 	if err == nil && rerr == nil && n > 0 && r.Decode(buf[:n]) == nil {
 		if r.Started {
 			r.FDs = fds
@@ -330,7 +331,7 @@ func (p *SessionProcess) answer() (zresp, error) {
 		return r, nil
 	}
 	scm.CloseAll(fds)
-	return zresp{}, fmt.Errorf("session: %w", p.s.ended())
+	return spec.Answer{}, fmt.Errorf("session: %w", p.s.ended())
 }
 
 // Start runs one command in the session. Its stdio reaches the command
@@ -355,14 +356,14 @@ func (p *SessionProcess) answer() (zresp, error) {
 // hides are the masks the command needs (HidePlan of the policy's
 // hidden paths as they are now): the session makes those that are not
 // made, or fails the command.
-func (s *Session) Start(path string, argv, env []string, dir string, stdio Stdio, held []HeldPath, hides []Hide, onID func(uint32)) (*SessionProcess, error) {
+func (s *Session) Start(path string, argv, env []string, dir string, stdio Stdio, held []HeldPath, hides []spec.Hide, onID func(uint32)) (*SessionProcess, error) {
 	for _, p := range []string{path, dir} {
 		if !utf8.ValidString(p) {
 			return nil, errNonUTF8(p)
 		}
 	}
-	if len(held) > maxHeld {
-		return nil, fmt.Errorf("the command's %d protected paths to hold are more than a session takes (%d); use fewer writable roots, or lone runs", len(held), maxHeld)
+	if len(held) > spec.MaxHeld {
+		return nil, fmt.Errorf("the command's %d protected paths to hold are more than a session takes (%d); use fewer writable roots, or lone runs", len(held), spec.MaxHeld)
 	}
 	// A directory this session has bound before in the same directory
 	// is bound still, if it is the one the caller holds at the path (the
@@ -427,7 +428,7 @@ func (s *Session) Start(path string, argv, env []string, dir string, stdio Stdio
 		return nil, os.NewSyscallError("fcntl", err)
 	}
 	p := &SessionProcess{s: s, id: id, reply: os.NewFile(uintptr(reply[0]), "session-reply"), stdio: rl}
-	req := zreqStart(id, path, argv, env, dir)
+	req := spec.StartRequest(id, path, argv, env, dir)
 	req.Held = heldPaths
 	req.Hides = hides
 	err = s.send(req, append(append(rl.child[:], reply[1]), heldFds...))
@@ -475,8 +476,8 @@ func (s *Session) Start(path string, argv, env []string, dir string, stdio Stdio
 }
 
 // Unreachable is what the command's connects could not reach (with
-// Spec.Resolver); set by Wait.
-func (p *SessionProcess) Unreachable() []Unreachable { return p.unreachable }
+// Spec.Net.Resolver); set by Wait.
+func (p *SessionProcess) Unreachable() []spec.Unreachable { return p.unreachable }
 
 // ID is the command's id in its session, as [Session.PortOwner] gives it.
 func (p *SessionProcess) ID() uint32 { return uint32(p.id) }
@@ -524,12 +525,12 @@ func (p *SessionProcess) Signal(sig os.Signal) error {
 	if !ok {
 		return fmt.Errorf("unsupported signal %v", sig)
 	}
-	return p.s.send(zreq{Op: "signal", ID: p.id, Sig: int(ss)}, nil)
+	return p.s.send(spec.Request{Op: "signal", ID: p.id, Sig: int(ss)}, nil)
 }
 
 // Kill ends the command and everything it started.
 func (p *SessionProcess) Kill() error {
-	return p.s.send(zreq{Op: "kill", ID: p.id}, nil)
+	return p.s.send(spec.Request{Op: "kill", ID: p.id}, nil)
 }
 
 // relay is a command's stdio relay (internal/stdio), with the

@@ -18,6 +18,7 @@ import (
 	"strings"
 
 	"github.com/agentbox/agentbox/internal/fspath"
+	"github.com/agentbox/agentbox/internal/linux/spec"
 	"github.com/agentbox/agentbox/policy"
 )
 
@@ -38,7 +39,7 @@ import (
 // brought in by renaming one of them: the caller must have proved that
 // the command cannot create it (AcquirePlaceholders), or, in a session,
 // bind a placeholder for each command (MountPlaceholders).
-func Plan(p *policy.Policy, held []string) []Mount {
+func Plan(p *policy.Policy, held []string) []spec.Mount {
 	out, mounted := tempPlan(p)
 	have := map[string]bool{}
 	for _, h := range held {
@@ -105,9 +106,9 @@ func Plan(p *policy.Policy, held []string) []Mount {
 			pinList = append(pinList, a)
 		}
 	}
-	out = appendByDepth(out, Pin, pinList)
-	out = appendByDepth(out, BindReadOnly, ro)
-	out = appendByDepth(out, PinLink, links)
+	out = appendByDepth(out, spec.Pin, pinList)
+	out = appendByDepth(out, spec.BindReadOnly, ro)
+	out = appendByDepth(out, spec.PinLink, links)
 	return out
 }
 
@@ -115,9 +116,9 @@ func Plan(p *policy.Policy, held []string) []Mount {
 // private temporary directories, parents first, with a directory made
 // in a private one for each root, kept host directory and $TMPDIR inside
 // it. It returns the steps and every path they mount on.
-func tempPlan(p *policy.Policy) (steps []Mount, mounted []string) {
+func tempPlan(p *policy.Policy) (steps []spec.Mount, mounted []string) {
 	type step struct {
-		Mount
+		spec.Mount
 		made bool // a MakeDir goes first
 	}
 	var all []step
@@ -130,11 +131,11 @@ func tempPlan(p *policy.Policy) (steps []Mount, mounted []string) {
 	for _, t := range p.PrivateTemps() {
 		if fspath.InnermostRoot(t.Path, private) != "" {
 			// $TMPDIR inside the private /tmp: a directory there.
-			all = append(all, step{Mount{Kind: MakeDir, Path: t.Path}, true})
+			all = append(all, step{spec.Mount{Kind: spec.MakeDir, Path: t.Path}, true})
 			continue
 		}
 		private = append(private, t.Path)
-		all = append(all, step{Mount: Mount{Kind: BindPrivate, Path: t.Path, Source: t.Dir}})
+		all = append(all, step{Mount: spec.Mount{Kind: spec.BindPrivate, Path: t.Path, Source: t.Dir}})
 		for _, k := range t.Keep {
 			keep = append(keep, kept{k, false})
 		}
@@ -158,19 +159,19 @@ func tempPlan(p *policy.Policy) (steps []Mount, mounted []string) {
 			continue
 		}
 		if k.file {
-			all = append(all, step{Mount{Kind: MakeDir, Path: filepath.Dir(k.path)}, true}, step{Mount{Kind: MakeFile, Path: k.path}, true})
+			all = append(all, step{spec.Mount{Kind: spec.MakeDir, Path: filepath.Dir(k.path)}, true}, step{spec.Mount{Kind: spec.MakeFile, Path: k.path}, true})
 		} else {
-			all = append(all, step{Mount{Kind: MakeDir, Path: k.path}, true})
+			all = append(all, step{spec.Mount{Kind: spec.MakeDir, Path: k.path}, true})
 			keptDirs = append(keptDirs, k.path)
 		}
-		all = append(all, step{Mount: Mount{Kind: BindHost, Path: k.path}})
+		all = append(all, step{Mount: spec.Mount{Kind: spec.BindHost, Path: k.path}})
 		mounted = append(mounted, k.path)
 	}
 	for _, r := range p.WritableRoots() {
 		if fspath.InnermostRoot(r, private) != "" {
-			all = append(all, step{Mount{Kind: MakeDir, Path: r}, true})
+			all = append(all, step{spec.Mount{Kind: spec.MakeDir, Path: r}, true})
 		}
-		all = append(all, step{Mount: Mount{Kind: BindWritable, Path: r}})
+		all = append(all, step{Mount: spec.Mount{Kind: spec.BindWritable, Path: r}})
 	}
 	slices.SortStableFunc(all, func(a, b step) int {
 		if c := byDepth(a.Path, b.Path); c != 0 {
@@ -212,10 +213,10 @@ func byDepth(a, b string) int {
 
 // appendByDepth appends a mount of kind for each path, parents before
 // children (paths is sorted in place).
-func appendByDepth(out []Mount, kind MountKind, paths []string) []Mount {
+func appendByDepth(out []spec.Mount, kind spec.MountKind, paths []string) []spec.Mount {
 	slices.SortFunc(paths, byDepth)
 	for _, p := range paths {
-		out = append(out, Mount{Kind: kind, Path: p})
+		out = append(out, spec.Mount{Kind: kind, Path: p})
 	}
 	return out
 }

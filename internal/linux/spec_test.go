@@ -4,6 +4,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/agentbox/agentbox/internal/linux/spec"
 	"github.com/agentbox/agentbox/internal/policytest"
 	"github.com/agentbox/agentbox/policy"
 )
@@ -22,13 +23,13 @@ func TestPlanOrder(t *testing.T) {
 		},
 	})
 	got := Plan(p, []string{"/tmp/.git"})
-	want := []Mount{
-		{Kind: BindWritable, Path: "/tmp"}, {Kind: BindWritable, Path: "/tmp/ws"}, {Kind: BindWritable, Path: "/home/u/extra"},
+	want := []spec.Mount{
+		{Kind: spec.BindWritable, Path: "/tmp"}, {Kind: spec.BindWritable, Path: "/tmp/ws"}, {Kind: spec.BindWritable, Path: "/home/u/extra"},
 		// Ancestors between a carve-out and its root become mount points.
-		{Kind: Pin, Path: "/tmp/main"}, {Kind: Pin, Path: "/tmp/main/.git"}, {Kind: Pin, Path: "/tmp/main/.git/worktrees"},
-		{Kind: BindReadOnly, Path: "/tmp/.git"}, {Kind: BindReadOnly, Path: "/tmp/main/.git"}, {Kind: BindReadOnly, Path: "/tmp/ws/.git"},
-		{Kind: BindReadOnly, Path: "/tmp/main/.git/worktrees/wt"},
-		{Kind: PinLink, Path: "/tmp/ws/.agents"},
+		{Kind: spec.Pin, Path: "/tmp/main"}, {Kind: spec.Pin, Path: "/tmp/main/.git"}, {Kind: spec.Pin, Path: "/tmp/main/.git/worktrees"},
+		{Kind: spec.BindReadOnly, Path: "/tmp/.git"}, {Kind: spec.BindReadOnly, Path: "/tmp/main/.git"}, {Kind: spec.BindReadOnly, Path: "/tmp/ws/.git"},
+		{Kind: spec.BindReadOnly, Path: "/tmp/main/.git/worktrees/wt"},
+		{Kind: spec.PinLink, Path: "/tmp/ws/.agents"},
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("Plan =\n%v\nwant\n%v", got, want)
@@ -51,7 +52,7 @@ func TestPlanReadOnlyAfterEveryWritableRoot(t *testing.T) {
 	})
 	got := Plan(p, nil)
 	last := got[len(got)-1]
-	if last != (Mount{Kind: BindReadOnly, Path: "/w/.git"}) {
+	if last != (spec.Mount{Kind: spec.BindReadOnly, Path: "/w/.git"}) {
 		t.Errorf("carve-out not last: %v", got)
 	}
 }
@@ -62,10 +63,10 @@ func TestPlanPinsChainToNestedRoot(t *testing.T) {
 		Protected:     []policy.Protected{{Path: "/tmp/p/q/ws/.git", Kind: policy.Dir, Root: "/tmp/p/q/ws"}},
 	})
 	got := Plan(p, nil)
-	want := []Mount{
-		{Kind: BindWritable, Path: "/tmp"}, {Kind: BindWritable, Path: "/tmp/p/q/ws"},
-		{Kind: Pin, Path: "/tmp/p"}, {Kind: Pin, Path: "/tmp/p/q"},
-		{Kind: BindReadOnly, Path: "/tmp/p/q/ws/.git"},
+	want := []spec.Mount{
+		{Kind: spec.BindWritable, Path: "/tmp"}, {Kind: spec.BindWritable, Path: "/tmp/p/q/ws"},
+		{Kind: spec.Pin, Path: "/tmp/p"}, {Kind: spec.Pin, Path: "/tmp/p/q"},
+		{Kind: spec.BindReadOnly, Path: "/tmp/p/q/ws/.git"},
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("Plan =\n%v\nwant\n%v", got, want)
@@ -98,7 +99,7 @@ func TestPlanCoverAncestor(t *testing.T) {
 		},
 	})
 	got := Plan(p, []string{"/h/.config", "/h"})
-	want := []Mount{{Kind: BindWritable, Path: "/h"}, {Kind: Pin, Path: "/h/x"}, {Kind: BindReadOnly, Path: "/h/.config"}}
+	want := []spec.Mount{{Kind: spec.BindWritable, Path: "/h"}, {Kind: spec.Pin, Path: "/h/x"}, {Kind: spec.BindReadOnly, Path: "/h/.config"}}
 	if !slices.Equal(got, want) {
 		t.Errorf("Plan =\n%v\nwant\n%v", got, want)
 	}
@@ -130,25 +131,25 @@ func TestPlanPrivateTmp(t *testing.T) {
 		},
 	})
 	got := Plan(p, nil)
-	want := []Mount{
-		{Kind: BindPrivate, Path: "/tmp", Source: "/s/tmp/k/tmp"},
-		{Kind: MakeDir, Path: "/tmp/.X11-unix"},
-		{Kind: MakeDir, Path: "/tmp/bin"},
-		{Kind: MakeDir, Path: "/tmp/h"},
-		{Kind: BindHost, Path: "/tmp/h"},
-		{Kind: MakeDir, Path: "/tmp/t"},
-		{Kind: BindWritable, Path: "/home/u/ws"},
-		{Kind: MakeFile, Path: "/tmp/.X11-unix/X0"},
-		{Kind: BindHost, Path: "/tmp/.X11-unix/X0"},
-		{Kind: MakeDir, Path: "/tmp/a/ws"},
-		{Kind: BindWritable, Path: "/tmp/a/ws"},
-		{Kind: MakeFile, Path: "/tmp/bin/agentbox"},
-		{Kind: BindHost, Path: "/tmp/bin/agentbox"},
-		{Kind: MakeDir, Path: "/tmp/main/.git"},
-		{Kind: BindHost, Path: "/tmp/main/.git"},
-		{Kind: BindPrivate, Path: "/var/tmp/td", Source: "/s/tmp/k/tmpdir"},
-		{Kind: Pin, Path: "/tmp/.X11-unix"}, {Kind: Pin, Path: "/tmp/a"}, {Kind: Pin, Path: "/tmp/bin"}, {Kind: Pin, Path: "/tmp/main"},
-		{Kind: BindReadOnly, Path: "/tmp/a/ws/.git"},
+	want := []spec.Mount{
+		{Kind: spec.BindPrivate, Path: "/tmp", Source: "/s/tmp/k/tmp"},
+		{Kind: spec.MakeDir, Path: "/tmp/.X11-unix"},
+		{Kind: spec.MakeDir, Path: "/tmp/bin"},
+		{Kind: spec.MakeDir, Path: "/tmp/h"},
+		{Kind: spec.BindHost, Path: "/tmp/h"},
+		{Kind: spec.MakeDir, Path: "/tmp/t"},
+		{Kind: spec.BindWritable, Path: "/home/u/ws"},
+		{Kind: spec.MakeFile, Path: "/tmp/.X11-unix/X0"},
+		{Kind: spec.BindHost, Path: "/tmp/.X11-unix/X0"},
+		{Kind: spec.MakeDir, Path: "/tmp/a/ws"},
+		{Kind: spec.BindWritable, Path: "/tmp/a/ws"},
+		{Kind: spec.MakeFile, Path: "/tmp/bin/agentbox"},
+		{Kind: spec.BindHost, Path: "/tmp/bin/agentbox"},
+		{Kind: spec.MakeDir, Path: "/tmp/main/.git"},
+		{Kind: spec.BindHost, Path: "/tmp/main/.git"},
+		{Kind: spec.BindPrivate, Path: "/var/tmp/td", Source: "/s/tmp/k/tmpdir"},
+		{Kind: spec.Pin, Path: "/tmp/.X11-unix"}, {Kind: spec.Pin, Path: "/tmp/a"}, {Kind: spec.Pin, Path: "/tmp/bin"}, {Kind: spec.Pin, Path: "/tmp/main"},
+		{Kind: spec.BindReadOnly, Path: "/tmp/a/ws/.git"},
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("Plan =\n%v\nwant\n%v", got, want)

@@ -1,5 +1,7 @@
 package linux
 
+import "github.com/agentbox/agentbox/internal/linux/spec"
+
 // How a standard stream the caller hands agentbox as an open file reaches
 // the command. A descriptor the command inherits carries its inode and its
 // mount with it: through /proc/self/fd/N the command can chmod, chown (as
@@ -72,7 +74,7 @@ func classifyStdio(f stdioFacts) stdioKind {
 		if f.tty {
 			return stdioTTY
 		}
-		if _, ok := sandboxDevices[devNumber(f.rdev)]; ok {
+		if _, ok := spec.SandboxDevices[spec.DevNumber(f.rdev)]; ok {
 			return stdioPass
 		}
 	}

@@ -13,6 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/agentbox/agentbox/internal/linux/spec"
 	"github.com/agentbox/agentbox/internal/stdio"
 )
 
@@ -29,7 +30,7 @@ type stdioRelay struct {
 	rel *stdio.Relay
 	pty *hostPty
 	// reopen are the relayed regular files the init may open itself.
-	reopen     []ReopenSpec
+	reopen     []spec.ReopenSpec
 	ptyRunning bool
 }
 
@@ -37,7 +38,7 @@ type stdioRelay struct {
 type hostPty struct {
 	sock     *os.File // ours; the init sends the master on it
 	child    *os.File // the init's end
-	spec     PtySpec
+	spec     spec.PtySpec
 	term     *os.File // the caller's terminal, for its size
 	in       *os.File // the caller's terminal to read keystrokes from, or nil
 	out      *os.File // the caller's terminal to show output on, or nil
@@ -127,7 +128,7 @@ func (r *stdioRelay) newPty(f *os.File) error {
 	if err != nil {
 		return fmt.Errorf("reading the terminal's settings: %w", err)
 	}
-	p := &hostPty{term: f, spec: PtySpec{
+	p := &hostPty{term: f, spec: spec.PtySpec{
 		Iflag: t.Iflag, Oflag: t.Oflag, Cflag: t.Cflag, Lflag: t.Lflag,
 		Cc: t.Cc[:], Ispeed: t.Ispeed, Ospeed: t.Ospeed,
 	}}
@@ -154,7 +155,7 @@ func (r *stdioRelay) ptyFile() *os.File {
 }
 
 // ptySpec is the spec's Pty for a socket at descriptor fd of the init.
-func (r *stdioRelay) ptySpec(fd int) *PtySpec {
+func (r *stdioRelay) ptySpec(fd int) *spec.PtySpec {
 	s := r.pty.spec
 	s.FD = fd
 	return &s
@@ -302,8 +303,8 @@ func makeRaw(t *unix.Termios) {
 
 // reopenCandidate returns what the init needs to reopen stream i, a
 // regular file, inside the sandbox (see ReopenSpec).
-func reopenCandidate(i int, f *os.File, facts stdioFacts) (ReopenSpec, bool) {
-	rs := ReopenSpec{Stream: i}
+func reopenCandidate(i int, f *os.File, facts stdioFacts) (spec.ReopenSpec, bool) {
+	rs := spec.ReopenSpec{Stream: i}
 	if facts.mode != unix.S_IFREG {
 		return rs, false
 	}

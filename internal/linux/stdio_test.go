@@ -1,6 +1,9 @@
 package linux
 
-import "testing"
+import (
+	"github.com/agentbox/agentbox/internal/linux/spec"
+	"testing"
+)
 
 func TestClassifyStdio(t *testing.T) {
 	mkdev := func(major, minor uint64) uint64 {
@@ -28,7 +31,7 @@ func TestClassifyStdio(t *testing.T) {
 			t.Errorf("%s: got %v, want %v", c.name, got, c.want)
 		}
 	}
-	if got := devNumber(mkdev(136, 300)); got != [2]uint32{136, 300} {
+	if got := spec.DevNumber(mkdev(136, 300)); got != [2]uint32{136, 300} {
 		t.Errorf("devNumber: got %v", got)
 	}
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/agentbox/agentbox/internal/agentdirs"
 	"github.com/agentbox/agentbox/internal/fspath"
+	"github.com/agentbox/agentbox/internal/linux/spec"
 	"github.com/agentbox/agentbox/policy"
 )
 
@@ -166,19 +167,19 @@ func (td *TempDirs) Release() {
 	td.locks = nil
 }
 
-// Apply points spec at the prepared directories: each BindPrivate step's
+// Apply points sp at the prepared directories: each BindPrivate step's
 // source, with symlinks resolved (the init stage follows none).
-func (td *TempDirs) Apply(spec *Spec) {
-	mounts := make([]Mount, len(spec.Mounts))
-	for i, m := range spec.Mounts {
-		if m.Kind == BindPrivate {
+func (td *TempDirs) Apply(sp *spec.Spec) {
+	mounts := make([]spec.Mount, len(sp.FS.Mounts))
+	for i, m := range sp.FS.Mounts {
+		if m.Kind == spec.BindPrivate {
 			if real, ok := td.Real[m.Source]; ok {
 				m.Source = real
 			}
 		}
 		mounts[i] = m
 	}
-	spec.Mounts = mounts
+	sp.FS.Mounts = mounts
 }
 
 // RemoveTemps deletes every workspace's private temporary directories

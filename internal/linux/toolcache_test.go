@@ -6,6 +6,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/agentbox/agentbox/internal/linux/spec"
 	"github.com/agentbox/agentbox/internal/policytest"
 	"github.com/agentbox/agentbox/internal/toolcache"
 	"github.com/agentbox/agentbox/policy"
@@ -55,7 +56,7 @@ func TestDecideAndPlanCaches(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantPins := []Mount{{Kind: Pin, Path: filepath.Join(ws, "home")}, {Kind: PinLink, Path: filepath.Join(ws, "home", ".cache")}}
+	wantPins := []spec.Mount{{Kind: spec.Pin, Path: filepath.Join(ws, "home")}, {Kind: spec.PinLink, Path: filepath.Join(ws, "home", ".cache")}}
 	if !slices.Equal(pins, wantPins) {
 		t.Errorf("pins %v, want %v", pins, wantPins)
 	}

@@ -159,7 +159,7 @@ func (a *Answer) Decode(b []byte) error {
 // are the only strings of it that may be other than UTF-8 (see NonUTF8),
 // which JSON would change.
 func (s *Spec) Encode() ([]byte, error) {
-	b := wire.AppendStrings(wire.AppendStrings(nil, s.Argv), s.Env)
+	b := wire.AppendStrings(wire.AppendStrings(nil, s.Command.Argv), s.Command.Env)
 	rest, err := json.Marshal(s)
 	if err != nil {
 		return nil, err
@@ -178,6 +178,6 @@ func DecodeSpec(b []byte) (*Spec, error) {
 	if err := json.Unmarshal(d.Rest(), &s); err != nil {
 		return nil, err
 	}
-	s.Argv, s.Env = argv, env
+	s.Command.Argv, s.Command.Env = argv, env
 	return &s, nil
 }

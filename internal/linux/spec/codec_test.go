@@ -77,8 +77,8 @@ func TestContractMalformed(t *testing.T) {
 }
 
 func TestSpecEncoding(t *testing.T) {
-	s := &Spec{Path: "/bin/sh", Argv: []string{"sh", "caf\xe9"}, Env: []string{"A=\xff"}, Cwd: "/w",
-		WritableRoots: []string{"/w"}, Hides: []Hide{{Path: "/w/.env"}}}
+	s := &Spec{Command: Command{Path: "/bin/sh", Argv: []string{"sh", "caf\xe9"}, Env: []string{"A=\xff"}, Cwd: "/w"},
+		Walls: Walls{WritableRoots: []string{"/w"}}, FS: FS{Hides: []Hide{{Path: "/w/.env"}}}}
 	b, err := s.Encode()
 	got, derr := DecodeSpec(b)
 	if err != nil || derr != nil {

@@ -33,7 +33,7 @@ type Message struct {
 	// not reach with the network off.
 	Unreachable []Unreachable `json:"unreachable,omitempty"`
 	// Files, with Exited, is what the file observer saw the sandbox
-	// refuse (Spec.Files); FilesUnavailable says why it saw nothing.
+	// refuse (Spec.Walls.Files); FilesUnavailable says why it saw nothing.
 	Files            []fsreport.Denied `json:"files,omitempty"`
 	FilesUnavailable string            `json:"files_unavailable,omitempty"`
 	// NoUserns marks an Error caused by a user namespace without the

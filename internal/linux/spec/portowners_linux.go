@@ -34,7 +34,7 @@ type PortOwners struct {
 	// refusing proxy.
 	Watched []netip.AddrPort
 	// Transparent: every connect to a non-loopback address is recorded
-	// too (Spec.Transparent: agentbox's transparent listener receives
+	// too (Spec.Net.Transparent: agentbox's transparent listener receives
 	// it, redirected, from the same port).
 	Transparent bool
 }

@@ -15,26 +15,60 @@ import (
 )
 
 // Spec is everything the init stage needs, sent to it over a pipe (see
-// Encode): Argv and Env byte for byte, the rest as JSON.
+// Encode): Command's Argv and Env byte for byte, the rest as JSON.
+// Its groups are what they set up: the command, the filesystem the
+// sandbox shows, the walls around the command, the network, and what only
+// a session's zygote or only degraded mode uses. The switches that depend
+// on each other are mostly in one group; [Spec.Validate] refuses the
+// combinations that make no sense.
 type Spec struct {
+	Command  Command  `json:"command"`
+	FS       FS       `json:"fs"`
+	Walls    Walls    `json:"walls"`
+	Net      Net      `json:"net"`
+	Session  Session  `json:"session"`
+	Degraded Degraded `json:"degraded"`
+}
+
+// Command is the command a lone run's init stage starts (a session's
+// commands bring theirs in each request: see Session.On).
+type Command struct {
 	// Path is the command to run, looked up in PATH from Env when it has no slash.
 	Path string   `json:"path"`
 	Argv []string `json:"-"`
 	Env  []string `json:"-"`
 	Cwd  string   `json:"cwd"`
+	// Pty, when set, gives the command a terminal of the sandbox's own
+	// in place of the caller's (see stdio.go).
+	Pty *PtySpec `json:"pty,omitempty"`
+	// Reopen lists the caller's regular files to reopen inside the
+	// sandbox rather than relay (see stdio.go).
+	Reopen []ReopenSpec `json:"reopen,omitempty"`
+}
+
+// FS is the filesystem the sandbox shows, in the order the stage
+// applies it.
+type FS struct {
 	// Mounts are applied in order on top of a read-only view of the host.
 	Mounts []Mount `json:"mounts"`
 	// Caches are the tool cache mounts, applied after Mounts (see
 	// CachePlan).
 	Caches []CacheMount `json:"caches,omitempty"`
+	// Etc are files of the sandbox's own, bound read-only over the
+	// host's after the mount plan and the tool caches (see
+	// [ResolverFiles]).
+	Etc []EtcFile `json:"etc,omitempty"`
 	// Hides are the masks over hidden paths, applied after everything
 	// else is mounted (see HidePlan).
 	Hides []Hide `json:"hides,omitempty"`
 	// HidePins are directories pinned (made mount points of themselves)
 	// before the masks: see HidePlan.
 	HidePins []string `json:"hide_pins,omitempty"`
-	// Network keeps the host network; otherwise only loopback exists.
-	Network bool `json:"network"`
+}
+
+// Walls are the restrictions on the command beyond the namespaces and
+// the mounts: Landlock, seccomp and the connect supervisor.
+type Walls struct {
 	// WritableRoots, for the Landlock layer.
 	WritableRoots []string `json:"writable_roots"`
 	// Landlock and Seccomp switch the second walls on.
@@ -64,14 +98,18 @@ type Spec struct {
 	// nothing else stops its owner from clearing /tmp's sticky bit for
 	// every user of the machine. Degraded mode mediates metadata anyway.
 	GuardStickyRoots bool `json:"guard_sticky_roots,omitempty"`
-	// Degraded runs without namespaces (they are unavailable): Landlock
-	// and seccomp only, under a reaper stage that kills the command's
-	// descendants as their subreaper (reap_linux.go).
-	Degraded bool `json:"degraded"`
+}
+
+// Net is the sandbox's network: the host's, or a namespace of its own
+// with only loopback and what agentbox serves on it. Everything but
+// Network needs that namespace.
+type Net struct {
+	// Network keeps the host network; otherwise only loopback exists.
+	Network bool `json:"network"`
 	// Proxy makes the init stage listen on two TCP ports of the
 	// sandbox's loopback (HTTP and SOCKS5 proxy), hand the listening
 	// sockets to agentbox over the socket at fd ProxyFD, and point the
-	// command's proxy variables at them. Needs the network namespace.
+	// command's proxy variables at them.
 	Proxy   bool `json:"proxy,omitempty"`
 	ProxyFD int  `json:"proxy_fd,omitempty"`
 	// ProxyOff: the proxy is that of a sandbox whose network is off. It
@@ -86,9 +124,8 @@ type Spec struct {
 	// nameserver): the init stage (a session's zygote, once) binds a UDP
 	// and a TCP socket to 127.0.0.1:53 of the sandbox's network
 	// namespace and hands them to agentbox on the socket at ProxyFD,
-	// after the proxy's listeners if there are any. Etc then names that
-	// address in the sandbox's /etc/resolv.conf. Needs the network
-	// namespace.
+	// after the proxy's listeners if there are any. FS.Etc then names
+	// that address in the sandbox's /etc/resolv.conf.
 	Resolver bool `json:"resolver,omitempty"`
 	// Transparent, with Resolver and an allow-list, carries the TCP
 	// connections of commands that ignore the proxy variables (see
@@ -101,33 +138,13 @@ type Spec struct {
 	// address patterns, which the connect supervisor lets through to the
 	// proxy (as it does the fake addresses).
 	Carried []netip.Prefix `json:"carried,omitempty"`
-	// Etc are files of the sandbox's own, bound read-only over the
-	// host's after the mount plan and the tool caches (see
-	// [ResolverFiles]).
-	Etc []EtcFile `json:"etc,omitempty"`
 	// LocalNames are the names the sandbox's /etc/hosts gives loopback
 	// addresses: NO_PROXY lists them next to localhost.
 	LocalNames []string `json:"local_names,omitempty"`
-	// SessionProxy, in a session's zygote with ProxyOff, are the
-	// addresses of the session's refusing proxy (HTTP, then SOCKS5):
-	// made once for every command, whose connects to them are recorded
-	// in the port owners table like those to the name server.
-	SessionProxy []netip.AddrPort `json:"-"`
-	// PortOwnersFD, in a session with Resolver, is a shared table
-	// ([PortOwners]) in which each command's connect supervisor records
-	// the local port of every socket the command connects to the name
-	// server, so that agentbox can tell whose look-up a query is.
-	PortOwnersFD int `json:"port_owners_fd,omitempty"`
-	// ProxyAddrs, in degraded mode, are the host-loopback addresses of
-	// the allow-list proxy (HTTP, then SOCKS5): the command's proxy
-	// variables point at them, and they are the only TCP destinations
-	// the connect supervisor lets through.
-	ProxyAddrs []string `json:"proxy_addrs,omitempty"`
 	// HostPorts are ports of the host's loopback the command may reach:
 	// the init stage (a session's zygote, once) listens on the
 	// sandbox's 127.0.0.1 and [::1] at each and hands the listeners to
-	// agentbox over the socket at PortsFD (ports_linux.go). Needs the
-	// network namespace.
+	// agentbox over the socket at PortsFD (ports_linux.go).
 	HostPorts []uint16 `json:"host_ports,omitempty"`
 	// Publish makes the init stage (a session's zygote) keep the socket
 	// at PortsFD as a factory of TCP sockets of the sandbox's network
@@ -135,27 +152,49 @@ type Spec struct {
 	// for the published ports (ports_linux.go).
 	Publish bool `json:"publish,omitempty"`
 	PortsFD int  `json:"ports_fd,omitempty"`
-	// Pty, when set, gives the command a terminal of the sandbox's own
-	// in place of the caller's (see stdio.go).
-	Pty *PtySpec `json:"pty,omitempty"`
-	// Reopen lists the caller's regular files to reopen inside the
-	// sandbox rather than relay (see stdio.go).
-	Reopen []ReopenSpec `json:"reopen,omitempty"`
-	// Session makes the init stage a session's zygote: it builds the
+}
+
+// Session is what only a session's zygote uses.
+type Session struct {
+	// On makes the init stage a session's zygote: it builds the
 	// sandbox once and then forks each command it is asked for over its
-	// control socket (see zygote_linux.go). Path and Argv are unused;
-	// Env holds variables set for every command (the tool caches').
-	Session bool `json:"session,omitempty"`
-	// Init, in a session, is the executable (this binary, at its path in
-	// the sandbox) that the zygote starts as PID 1 of each command's pid
-	// namespace before the command is asked for (package pid1); empty,
-	// the command itself is that PID 1.
+	// control socket (see zygote_linux.go). Command.Path and Argv are
+	// unused; Command.Env holds variables set for every command (the
+	// tool caches').
+	On bool `json:"on,omitempty"`
+	// Init is the executable (this binary, at its path in the sandbox)
+	// that the zygote starts as PID 1 of each command's pid namespace
+	// before the command is asked for (package pid1); empty, the
+	// command itself is that PID 1.
 	Init string `json:"init,omitempty"`
-	// BindPerCommand, in a session, starts the mounter that binds each
-	// command's placeholders read-only before it runs (see
-	// mounter_linux.go): the host makes them for each command and
-	// removes them when it ends, so none outlives the command.
+	// BindPerCommand starts the mounter that binds each command's
+	// placeholders read-only before it runs (see mounter_linux.go): the
+	// host makes them for each command and removes them when it ends,
+	// so none outlives the command.
 	BindPerCommand bool `json:"bind_per_command,omitempty"`
+	// ProxyAddrs, with Net.ProxyOff, are the addresses of the session's
+	// refusing proxy (HTTP, then SOCKS5), set by the zygote itself: made
+	// once for every command, whose connects to them are recorded in the
+	// port owners table like those to the name server.
+	ProxyAddrs []netip.AddrPort `json:"-"`
+	// PortOwnersFD, with Net.Resolver, is a shared table ([PortOwners])
+	// in which each command's connect supervisor records the local port
+	// of every socket the command connects to the name server, so that
+	// agentbox can tell whose look-up a query is.
+	PortOwnersFD int `json:"port_owners_fd,omitempty"`
+}
+
+// Degraded is what only degraded mode uses.
+type Degraded struct {
+	// On runs without namespaces (they are unavailable): Landlock and
+	// seccomp only, under a reaper stage that kills the command's
+	// descendants as their subreaper (reap_linux.go).
+	On bool `json:"on"`
+	// ProxyAddrs are the host-loopback addresses of the allow-list proxy
+	// (HTTP, then SOCKS5): the command's proxy variables point at them,
+	// and they are the only TCP destinations the connect supervisor lets
+	// through.
+	ProxyAddrs []string `json:"proxy_addrs,omitempty"`
 }
 
 // MountKind is what one step of the plan does to a path.
@@ -206,16 +245,9 @@ type Mount struct {
 // and so name another path (a writable root, a protected one). Argv and
 // Env travel byte for byte (see Encode).
 func (s *Spec) NonUTF8() string {
-	v := reflect.ValueOf(s).Elem()
-	for i := range v.NumField() {
-		if n := v.Type().Field(i).Name; n == "Argv" || n == "Env" {
-			continue
-		}
-		if bad := firstNonUTF8(v.Field(i)); bad != "" {
-			return bad
-		}
-	}
-	return ""
+	rest := *s
+	rest.Command.Argv, rest.Command.Env = nil, nil
+	return firstNonUTF8(reflect.ValueOf(rest))
 }
 
 func firstNonUTF8(v reflect.Value) string {

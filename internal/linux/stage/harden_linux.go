@@ -82,7 +82,7 @@ func (h *hardening) harden() (*unixsock.Supervisor, error) {
 	// 4. Landlock: a lone run's every thread, then this thread's own
 	// scoped domain (landlockWalls); a command's thread, its own domain
 	// nested in the one the zygote put on all its threads at its start.
-	if h.sp.Landlock {
+	if h.sp.Walls.Landlock {
 		if h.scope == wholeProcess {
 			if err := landlockWalls(h.sp); err != nil {
 				return nil, err
@@ -95,7 +95,7 @@ func (h *hardening) harden() (*unixsock.Supervisor, error) {
 	}
 	// 5. seccomp, after the steps whose syscalls its filter denies: on
 	// every thread (TSYNC), or on this thread alone.
-	if h.sp.Seccomp {
+	if h.sp.Walls.Seccomp {
 		if h.scope == wholeProcess {
 			if err := installSeccomp(h.sp); err != nil {
 				return nil, err

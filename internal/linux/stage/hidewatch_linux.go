@@ -39,14 +39,14 @@ type hiddenReads struct {
 func watchHiddenFor(sp *spec.Spec) *hiddenReads {
 	// Degraded mode masks nothing: its hidden paths are the host's
 	// files, which the host's own programs open.
-	if sp.Files == nil || sp.Degraded || !sp.Session {
+	if sp.Walls.Files == nil || sp.Degraded.On || !sp.Session.On {
 		// A lone run is not watched: the kernel's teardown of an
 		// inotify instance, when the init exits, cost a lone run 10 to
 		// 15 ms (`true`: 24 -> 38 ms), and a session's zygote, which
 		// lives on, pays it once.
 		return nil
 	}
-	return watchHidden(sp.Hides)
+	return watchHidden(sp.FS.Hides)
 }
 
 // watchHidden watches the masks at paths that are masks (on the file

@@ -64,7 +64,7 @@ func RunInit() {
 	}
 	os.Unsetenv(spec.StageEnv)
 	var sigs *caughtSignals
-	if !sp.Session {
+	if !sp.Session.On {
 		// The runtime enables each signal in a round trip with a
 		// thread of its own, which costs a few hundred microseconds:
 		// let that happen while the root is built.
@@ -74,8 +74,8 @@ func RunInit() {
 	// 1. Namespaces: entered at the clone. Without them (degraded mode),
 	// orphans of the command would escape to the system's init; as
 	// subreaper we inherit and kill them.
-	env := sp.Env
-	if sp.Degraded {
+	env := sp.Command.Env
+	if sp.Degraded.On {
 		if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
 			fail(exitcode.SandboxFailure, &os.SyscallError{Syscall: "prctl(PR_SET_CHILD_SUBREAPER)", Err: err})
 		}
@@ -96,7 +96,7 @@ func RunInit() {
 	}
 	// 3. The network: loopback in the fresh namespace (needs
 	// CAP_NET_ADMIN), and the allow-list proxy's listeners on it.
-	if !sp.Network && !sp.Degraded {
+	if !sp.Net.Network && !sp.Degraded.On {
 		if err := loopbackUp(); err != nil {
 			fail(exitcode.SandboxFailure, fmt.Errorf("bringing up loopback in the network namespace: %w", err))
 		}
@@ -110,15 +110,15 @@ func RunInit() {
 		fail(exitcode.SandboxFailure, fmt.Errorf("setting up the host ports and published ports: %w", err))
 	}
 	for _, a := range proxyAddrs {
-		if ap, err := netip.ParseAddrPort(a); err == nil && sp.Session {
-			sp.SessionProxy = append(sp.SessionProxy, ap)
+		if ap, err := netip.ParseAddrPort(a); err == nil && sp.Session.On {
+			sp.Session.ProxyAddrs = append(sp.Session.ProxyAddrs, ap)
 		}
 	}
-	if err := unix.Chdir(sp.Cwd); err != nil {
-		fail(exitcode.SandboxFailure, fmt.Errorf("entering %s inside the sandbox: %w", sp.Cwd, err))
+	if err := unix.Chdir(sp.Command.Cwd); err != nil {
+		fail(exitcode.SandboxFailure, fmt.Errorf("entering %s inside the sandbox: %w", sp.Command.Cwd, err))
 	}
-	if sp.Session {
-		sp.Env = env
+	if sp.Session.On {
+		sp.Command.Env = env
 		runZygote(sp, report) // never returns
 	}
 	// The command's streams, from inside the sandbox: the caller's
@@ -130,7 +130,7 @@ func RunInit() {
 	}
 	// Look the command up now, inside the sandbox's view of PATH, so that
 	// "not found" and "not executable" get their own exit statuses.
-	path, code, err := lookpath.Find(sp.Path, lookpath.Env(env))
+	path, code, err := lookpath.Find(sp.Command.Path, lookpath.Env(env))
 	if err != nil {
 		fail(code, err)
 	}
@@ -157,7 +157,7 @@ func RunInit() {
 	<-sigs.ready // so that it can be signalled from the start
 	pid, err := startCommand(path, env, sp, stdio)
 	if err != nil {
-		fail(exitcode.Classify(err), fmt.Errorf("starting %s: %w", sp.Argv[0], err))
+		fail(exitcode.Classify(err), fmt.Errorf("starting %s: %w", sp.Command.Argv[0], err))
 	}
 	stdio.close()
 	report(spec.Message{Started: true, StdinReopened: stdio.stdinReopened})
@@ -172,7 +172,7 @@ func RunInit() {
 	if err != nil {
 		fail(exitcode.SandboxFailure, fmt.Errorf("waiting for the command: %w", err))
 	}
-	files.hiddenRead(hidden, nil, sp.Files)
+	files.hiddenRead(hidden, nil, sp.Walls.Files)
 	m := spec.Message{Exited: true, Unreachable: unreach.list(), Files: files.denied(maxFilesMessage), FilesUnavailable: files.unavailable}
 	if ws.Signaled() {
 		m.Signal = int(ws.Signal())
@@ -242,8 +242,8 @@ func startCommand(path string, env []string, sp *spec.Spec, stdio *commandStdio)
 		sys.Setctty = true
 		sys.Ctty = stdio.ctty
 	}
-	pid, err := syscall.ForkExec(path, sp.Argv, &syscall.ProcAttr{
-		Dir:   sp.Cwd,
+	pid, err := syscall.ForkExec(path, sp.Command.Argv, &syscall.ProcAttr{
+		Dir:   sp.Command.Cwd,
 		Env:   env,
 		Files: []uintptr{stdio.files[0].Fd(), stdio.files[1].Fd(), stdio.files[2].Fd()},
 		Sys:   sys,
@@ -280,8 +280,11 @@ func readSpec() (*spec.Spec, error) {
 	if err != nil {
 		return nil, fmt.Errorf("decoding spec: %w", err)
 	}
-	if !s.Session && (len(s.Argv) == 0 || s.Path == "") {
+	if !s.Session.On && (len(s.Command.Argv) == 0 || s.Command.Path == "") {
 		return nil, errors.New("empty command")
+	}
+	if err := s.Validate(); err != nil {
+		return nil, err
 	}
 	return s, nil
 }

@@ -186,7 +186,7 @@ func buildRoot(sp *spec.Spec) (cacheEnv []string, err error) {
 	// 2. The plan: writable roots, pins, then read-only carve-outs. Sources
 	// of writable roots come from the host (/oldroot); pins and carve-outs
 	// copy what the sandbox already shows, submounts included.
-	for _, m := range sp.Mounts {
+	for _, m := range sp.FS.Mounts {
 		var fd int
 		var err error
 		switch m.Kind {
@@ -240,7 +240,7 @@ func buildRoot(sp *spec.Spec) (cacheEnv []string, err error) {
 	}
 	// The sandbox's own resolver files, over whatever the plan and the
 	// caches left at their paths.
-	if err := bindEtc(sp.Etc); err != nil {
+	if err := bindEtc(sp.FS.Etc); err != nil {
 		return nil, err
 	}
 	// The masks over hidden paths, last of the host's paths, so that no
@@ -249,7 +249,7 @@ func buildRoot(sp *spec.Spec) (cacheEnv []string, err error) {
 	if err := makeMaskSources(); err != nil {
 		return nil, fmt.Errorf("hiding secrets: %w", err)
 	}
-	if err := applyHides(sp.Hides, sp.HidePins); err != nil {
+	if err := applyHides(sp.FS.Hides, sp.FS.HidePins); err != nil {
 		return nil, err
 	}
 

@@ -45,9 +45,9 @@ func mountCaches(sp *spec.Spec) (fallbackEnv []string, err error) {
 		fd  int
 		err error
 	}
-	res := make([]built, len(sp.Caches))
+	res := make([]built, len(sp.FS.Caches))
 	var wg sync.WaitGroup
-	for i, m := range sp.Caches {
+	for i, m := range sp.FS.Caches {
 		if m.Lower == "" {
 			continue
 		}
@@ -66,7 +66,7 @@ func mountCaches(sp *spec.Spec) (fallbackEnv []string, err error) {
 			}
 		}
 	}()
-	for i, m := range sp.Caches {
+	for i, m := range sp.FS.Caches {
 		var err error
 		if m.Lower != "" {
 			err = res[i].err

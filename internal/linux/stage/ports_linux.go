@@ -21,12 +21,12 @@ import (
 // and sends them to agentbox; with published ports it then serves the
 // socket factory for the sandbox's life, else it closes the socketpair.
 func setupPorts(sp *spec.Spec) error {
-	if sp.PortsFD == 0 {
+	if sp.Net.PortsFD == 0 {
 		return nil
 	}
 	var fds []int
 	defer func() { scm.CloseAll(fds) }()
-	for _, port := range sp.HostPorts {
+	for _, port := range sp.Net.HostPorts {
 		fd, err := listenAt(unix.AF_INET, netip.AddrPortFrom(netip.AddrFrom4([4]byte{127, 0, 0, 1}), port))
 		if err != nil {
 			return fmt.Errorf("the host port's listener on the sandbox's 127.0.0.1:%d: %w", port, err)
@@ -47,14 +47,14 @@ func setupPorts(sp *spec.Spec) error {
 	if len(fds) > 0 {
 		rights = unix.UnixRights(fds...)
 	}
-	if err := unix.Sendmsg(sp.PortsFD, []byte{1}, rights, nil, 0); err != nil {
+	if err := unix.Sendmsg(sp.Net.PortsFD, []byte{1}, rights, nil, 0); err != nil {
 		return &os.SyscallError{Syscall: "sendmsg(SCM_RIGHTS)", Err: err}
 	}
-	if !sp.Publish {
-		unix.Close(sp.PortsFD)
+	if !sp.Net.Publish {
+		unix.Close(sp.Net.PortsFD)
 		return nil
 	}
-	go serveSocketFactory(sp.PortsFD)
+	go serveSocketFactory(sp.Net.PortsFD)
 	return nil
 }
 

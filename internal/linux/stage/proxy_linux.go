@@ -26,23 +26,23 @@ import (
 // proxy variables must point at, nil without a proxy.
 func setupProxy(sp *spec.Spec) ([]string, error) {
 	switch {
-	case sp.Resolver || sp.Proxy && !sp.Session:
+	case sp.Net.Resolver || sp.Net.Proxy && !sp.Session.On:
 		// A session's zygote makes an allow-list's proxy listeners
 		// for each command instead (commandListeners), so that each
 		// command's decisions are its own. The refusing proxy of a
 		// session without network, like its name server, is the
 		// session's: agentbox tells the commands apart by their
 		// sockets' ports (PortOwners), which costs a command nothing.
-		addrs, err := proxyListeners(sp, sp.Proxy && (!sp.Session || sp.ProxyOff))
+		addrs, err := proxyListeners(sp, sp.Net.Proxy && (!sp.Session.On || sp.Net.ProxyOff))
 		if err != nil {
 			return nil, fmt.Errorf("listeners on the sandbox's loopback: %w", err)
 		}
 		return addrs, nil
-	case len(sp.ProxyAddrs) > 0:
-		if len(sp.ProxyAddrs) != 2 || !sp.MediateUnixConnect {
+	case len(sp.Degraded.ProxyAddrs) > 0:
+		if len(sp.Degraded.ProxyAddrs) != 2 || !sp.Walls.MediateUnixConnect {
 			return nil, errors.New("degraded allow-list needs two proxy addresses and connect mediation")
 		}
-		return sp.ProxyAddrs, nil
+		return sp.Degraded.ProxyAddrs, nil
 	}
 	return nil, nil
 }
@@ -54,8 +54,8 @@ func withProxyEnv(env, addrs []string, sp *spec.Spec) []string {
 	if len(addrs) != 2 {
 		return env
 	}
-	if sp.ProxyOff {
-		return netproxy.MergeEnv(env, netproxy.OffEnv(addrs[0], addrs[1], sp.LocalNames))
+	if sp.Net.ProxyOff {
+		return netproxy.MergeEnv(env, netproxy.OffEnv(addrs[0], addrs[1], sp.Net.LocalNames))
 	}
 	return netproxy.MergeEnv(env, netproxy.Env(addrs[0], addrs[1], netproxy.Lookup(env, "JAVA_TOOL_OPTIONS")))
 }
@@ -80,13 +80,13 @@ func proxyOnly(addrs []string) func(netip.AddrPort) bool {
 
 // proxyListeners runs in the init stage, inside the network namespace
 // with loopback up: with proxy it listens on 127.0.0.1 twice, with
-// Spec.Resolver it binds the name server's sockets; it sends them all to
+// Spec.Net.Resolver it binds the name server's sockets; it sends them all to
 // agentbox and closes its own copies (the command must not accept on
 // them), and returns the proxy's addresses (HTTP, then SOCKS5).
 func proxyListeners(sp *spec.Spec, proxy bool) ([]string, error) {
-	sock := os.NewFile(uintptr(sp.ProxyFD), "proxy")
+	sock := os.NewFile(uintptr(sp.Net.ProxyFD), "proxy")
 	if sock == nil {
-		return nil, fmt.Errorf("no proxy socket at fd %d", sp.ProxyFD)
+		return nil, fmt.Errorf("no proxy socket at fd %d", sp.Net.ProxyFD)
 	}
 	defer sock.Close()
 	var fds, ports []int
@@ -107,13 +107,13 @@ func proxyListeners(sp *spec.Spec, proxy bool) ([]string, error) {
 		fds = append(fds, fd)
 		ports = append(ports, port)
 	}
-	if sp.Resolver {
+	if sp.Net.Resolver {
 		udp, tcp, err := listenResolver()
 		if err != nil {
 			return nil, fmt.Errorf("the name server's sockets on 127.0.0.1:53: %w", err)
 		}
 		fds = append(fds, udp, tcp)
-		if sp.Transparent {
+		if sp.Net.Transparent {
 			fd, port, err := listenLoopback()
 			if err != nil {
 				return nil, err
@@ -143,7 +143,7 @@ func proxyListeners(sp *spec.Spec, proxy bool) ([]string, error) {
 				// supervisor reads next).
 				closeBoth()
 				msg = append([]byte{spec.HandoverNoTransparent}, truncate(un.Error(), spec.MaxHandoverText)...)
-				sp.Transparent = false
+				sp.Net.Transparent = false
 			case err != nil:
 				closeBoth()
 				return nil, err

@@ -95,7 +95,7 @@ type unreachables struct {
 // setupProxy, which may have turned Transparent off).
 func newUnreachables(sp *spec.Spec) *unreachables {
 	u := &unreachables{}
-	if sp.Proxy && !sp.ProxyOff {
+	if sp.Net.Proxy && !sp.Net.ProxyOff {
 		u.enetReason = "not carried: only the proxy variables reach the allow-list here (transparent networking unavailable)"
 	}
 	return u
@@ -150,5 +150,5 @@ func (u *unreachables) list() []spec.Unreachable {
 // records the destinations it cannot reach: with the network off, in a
 // namespace of the sandbox's own.
 func recordsUnreachable(sp *spec.Spec) bool {
-	return sp.Resolver && sp.MediateUnixConnect && !sp.Degraded && !sp.Transparent
+	return sp.Net.Resolver && sp.Walls.MediateUnixConnect && !sp.Degraded.On && !sp.Net.Transparent
 }

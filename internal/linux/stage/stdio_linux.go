@@ -41,7 +41,7 @@ func sandboxStdio(sp *spec.Spec) (*commandStdio, error) {
 			s.opened = append(s.opened, f)
 		}
 	}
-	for _, rs := range sp.Reopen {
+	for _, rs := range sp.Command.Reopen {
 		if rs.Stream < 0 || rs.Stream > 2 {
 			continue
 		}
@@ -53,14 +53,14 @@ func sandboxStdio(sp *spec.Spec) (*commandStdio, error) {
 			}
 		}
 	}
-	if sp.Pty != nil {
-		slave, err := openPty(sp.Pty)
+	if sp.Command.Pty != nil {
+		slave, err := openPty(sp.Command.Pty)
 		if err != nil {
 			s.close()
 			return nil, fmt.Errorf("allocating the sandbox's terminal: %w", err)
 		}
 		s.opened = append(s.opened, slave)
-		for _, i := range sp.Pty.Streams {
+		for _, i := range sp.Command.Pty.Streams {
 			if i >= 0 && i < 3 {
 				s.files[i] = slave
 				if s.ctty < 0 {

@@ -18,11 +18,11 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Transparent networking (Spec.Transparent), for a sandbox with an
+// Transparent networking (Spec.Net.Transparent), for a sandbox with an
 // allow-list and a network namespace of its own: a command that ignores
 // the proxy variables still reaches the names the allow-list admits.
 //
-//   - The name server (Spec.Resolver) answers an allowed name with a fake
+//   - The name server (Spec.Net.Resolver) answers an allowed name with a fake
 //     address of netproxy.FakePrefix, and of FakePrefix6 where the
 //     sandbox has IPv6 (package nameserver).
 //   - The init stage (a session's zygote, once) gives the namespace
@@ -239,10 +239,10 @@ func defaultRouteOverLoopback(family int) error {
 // its port); every other connect is refused before a packet leaves, and
 // recorded.
 func transparentGate(sp *spec.Spec, unreach *unreachables) func(netip.AddrPort) bool {
-	if !sp.Transparent {
+	if !sp.Net.Transparent {
 		return nil
 	}
-	carried := append([]netip.Prefix{netproxy.FakePrefix, netproxy.FakePrefix6}, sp.Carried...)
+	carried := append([]netip.Prefix{netproxy.FakePrefix, netproxy.FakePrefix6}, sp.Net.Carried...)
 	return func(ap netip.AddrPort) bool {
 		a := ap.Addr().Unmap()
 		if a.IsLoopback() || a.IsUnspecified() || a.Is4() && ap.Port() == 53 {

@@ -26,8 +26,8 @@ type waitFunc func(pid int, ws *unix.WaitStatus, options int, ru *unix.Rusage) (
 // filesystem wall that holds even if a mount were undone, and the only one
 // in degraded mode. It needs no_new_privs on every thread (setNoNewPrivs).
 func landlockWalls(sp *spec.Spec) error {
-	roots := append([]string{}, sp.WritableRoots...)
-	if !sp.Degraded {
+	roots := append([]string{}, sp.Walls.WritableRoots...)
+	if !sp.Degraded.On {
 		// /dev/shm is the sandbox's own tmpfs; POSIX semaphores and
 		// shared memory (Python multiprocessing, Chromium) need it.
 		// Degraded runs see the host's, which stays out of reach.
@@ -39,13 +39,13 @@ func landlockWalls(sp *spec.Spec) error {
 	// Without a mount namespace nothing masks the hidden paths: Landlock
 	// keeps reads out of them instead.
 	var hidden, reopen []string
-	if sp.Degraded {
-		for _, h := range sp.Hides {
+	if sp.Degraded.On {
+		for _, h := range sp.FS.Hides {
 			hidden = append(hidden, h.Path)
 			reopen = append(reopen, h.Reopen...)
 		}
 	}
-	if _, err := landlock.Restrict(landlock.Config{WritableRoots: roots, UnixConnect: true, HostDev: sp.Degraded, NoNewPrivsSet: true, Hidden: hidden, Reopen: reopen}); err != nil {
+	if _, err := landlock.Restrict(landlock.Config{WritableRoots: roots, UnixConnect: true, HostDev: sp.Degraded.On, NoNewPrivsSet: true, Hidden: hidden, Reopen: reopen}); err != nil {
 		return fmt.Errorf("landlock on the init's threads: %w", err)
 	}
 	// Then the command's thread adds its own, scoped domain; the command
@@ -61,7 +61,7 @@ func landlockWalls(sp *spec.Spec) error {
 		ThisThread:    true,
 		WritableRoots: roots,
 		// Without a private /dev, the host's terminals are there.
-		HostDev: sp.Degraded,
+		HostDev: sp.Degraded.On,
 		Hidden:  hidden, Reopen: reopen,
 		// Without a network namespace, abstract unix sockets of the host
 		// would be reachable: scope them, --network or not (opening the
@@ -102,7 +102,7 @@ func installSeccomp(sp *spec.Spec) error {
 // With the network off it records in unreach the destinations the
 // command could not reach; connected, when set, sees every connect too.
 func superviseConnects(sp *spec.Spec, unreach *unreachables, files *filesSeen, connected func(int, netip.AddrPort, unix.Errno)) (*unixsock.Supervisor, error) {
-	if !sp.MediateUnixConnect {
+	if !sp.Walls.MediateUnixConnect {
 		files.unavailable = "no connect supervisor to observe them"
 		return nil, nil
 	}
@@ -166,11 +166,11 @@ func (f *filesSeen) hiddenRead(w *hiddenReads, before map[int32]int, rules *fsre
 }
 
 // startSupervisor starts the connect supervisor with file observation
-// when the spec asks for it (spec.Files). The observer only reports: a
+// when the spec asks for it (Spec.Walls.Files). The observer only reports: a
 // filter that cannot take its rules is installed without them, and files
 // says why nothing was observed.
 func startSupervisor(allow func(string, *unix.Stat_t) bool, opts unixsock.Options, sp *spec.Spec, files *filesSeen) (*unixsock.Supervisor, error) {
-	if sp.Files == nil {
+	if sp.Walls.Files == nil {
 		files.unavailable = "switched off (AGENTBOX_FSREPORT=0)"
 		return unixsock.Start(allow, opts)
 	}
@@ -180,7 +180,7 @@ func startSupervisor(allow func(string, *unix.Stat_t) bool, opts unixsock.Option
 		files.unavailable = "the file observer needs Linux 5.5 or later"
 		return unixsock.Start(allow, opts)
 	}
-	files.rec = fsreport.NewRecorder(sp.Files)
+	files.rec = fsreport.NewRecorder(sp.Walls.Files)
 	opts.Files = files.rec.Record
 	sup, err := unixsock.Start(allow, opts)
 	if err == nil {
@@ -209,7 +209,7 @@ func stickyRoots(roots []string) map[string]bool {
 // host directory or a listed socket inside a private /tmp is the host's
 // again).
 func privateMounts(sp *spec.Spec) (private, mounted []string) {
-	for _, m := range sp.Mounts {
+	for _, m := range sp.FS.Mounts {
 		switch m.Kind {
 		case spec.BindPrivate:
 			private = append(private, m.Path)
@@ -227,11 +227,11 @@ func privateMounts(sp *spec.Spec) (private, mounted []string) {
 // to abstract names. A lone run's init and a session's zygote (for each
 // command) use the same.
 func unixMediation(sp *spec.Spec) (func(string, *unix.Stat_t) bool, unixsock.Options) {
-	roots := sp.WritableRoots
-	listed := sp.AllowUnixSockets
-	ownNetns := !sp.Degraded && !sp.Network
-	ownPidns := !sp.Degraded
-	opts := unixsock.Options{AllowInet: proxyOnly(sp.ProxyAddrs)}
+	roots := sp.Walls.WritableRoots
+	listed := sp.Walls.AllowUnixSockets
+	ownNetns := !sp.Degraded.On && !sp.Net.Network
+	ownPidns := !sp.Degraded.On
+	opts := unixsock.Options{AllowInet: proxyOnly(sp.Degraded.ProxyAddrs)}
 	switch {
 	case ownNetns:
 		// Abstract names are the sandbox's own.
@@ -273,7 +273,7 @@ func unixMediation(sp *spec.Spec) (func(string, *unix.Stat_t) bool, unixsock.Opt
 			return slices.Contains(private, fspath.InnermostRoot(p, mounted))
 		}
 	}
-	if opts.Metadata == nil && sp.GuardStickyRoots {
+	if opts.Metadata == nil && sp.Walls.GuardStickyRoots {
 		// The read-only mounts keep metadata outside the writable roots
 		// (EROFS); only a sticky root's own directory needs refusing.
 		if sticky := stickyRoots(roots); len(sticky) > 0 {

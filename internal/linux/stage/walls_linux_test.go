@@ -81,7 +81,7 @@ func wallsProbe(t *testing.T, base string, scoped bool) {
 	if err := setNoNewPrivs(); err != nil {
 		t.Fatal(err)
 	}
-	if err := landlockWalls(&spec.Spec{WritableRoots: []string{rw}}); err != nil {
+	if err := landlockWalls(&spec.Spec{Walls: spec.Walls{WritableRoots: []string{rw}}}); err != nil {
 		t.Fatal(err)
 	}
 	create := func(p string) error { return os.WriteFile(p, nil, 0o644) }

@@ -72,7 +72,7 @@ type zygote struct {
 	listen chan chan listeners
 
 	// owners is the table of the name server's clients (with
-	// Spec.Resolver), in which each command's supervisor records its
+	// Spec.Net.Resolver), in which each command's supervisor records its
 	// sockets.
 	owners *spec.PortOwners
 
@@ -129,7 +129,7 @@ func runZygote(sp *spec.Spec, report func(spec.Message)) {
 		report(spec.Message{Error: err.Error(), Code: exitcode.SandboxFailure})
 		os.Exit(exitcode.SandboxFailure)
 	}
-	if sp.Degraded {
+	if sp.Degraded.On {
 		fail(errors.New("sessions need a pid namespace; degraded runs start each command on its own"))
 	}
 	// Nobody, not even a command running as the same uid, may read our
@@ -150,12 +150,12 @@ func runZygote(sp *spec.Spec, report func(spec.Message)) {
 	// Before Landlock, which would refuse it every mount: the process
 	// that binds each command's placeholders (mounter_linux.go).
 	mounter := -1
-	if sp.BindPerCommand {
+	if sp.Session.BindPerCommand {
 		if mounter, err = startMounter(); err != nil {
 			fail(err)
 		}
 	}
-	if sp.Landlock {
+	if sp.Walls.Landlock {
 		// Every thread of the zygote first, with the commands'
 		// filesystem rules and no scoping, as a lone run's init does
 		// (landlockWalls): its threads that serve the session (signals,
@@ -172,7 +172,7 @@ func runZygote(sp *spec.Spec, report func(spec.Message)) {
 	// applyWalls), built once: each command's thread is then restricted
 	// by them in a domain of its own, nested in the zygote's.
 	var rules *landlock.Ruleset
-	if sp.Landlock {
+	if sp.Walls.Landlock {
 		abi, _ := landlock.ABI()
 		scoped := abi >= 6
 		rules, err = landlock.NewRuleset(landlock.Config{
@@ -191,13 +191,13 @@ func runZygote(sp *spec.Spec, report func(spec.Message)) {
 		buf: make([]byte, spec.MaxPacket), oob: make([]byte, unix.CmsgSpace((5+spec.MaxHeld)*4)),
 		mounter: mounter,
 	}
-	if sp.PortOwnersFD > 0 {
-		if z.owners, err = spec.MapPortOwners(sp.PortOwnersFD); err != nil {
+	if sp.Session.PortOwnersFD > 0 {
+		if z.owners, err = spec.MapPortOwners(sp.Session.PortOwnersFD); err != nil {
 			fail(err)
 		}
-		z.owners.Watched = append([]netip.AddrPort{spec.ResolverAddr}, sp.SessionProxy...)
-		z.owners.Transparent = sp.Transparent
-		unix.Close(sp.PortOwnersFD)
+		z.owners.Watched = append([]netip.AddrPort{spec.ResolverAddr}, sp.Session.ProxyAddrs...)
+		z.owners.Transparent = sp.Net.Transparent
+		unix.Close(sp.Session.PortOwnersFD)
 	}
 	go z.worker()
 	// The status pipe stays open: it belongs to the *os.File in
@@ -232,10 +232,10 @@ func runZygote(sp *spec.Spec, report func(spec.Message)) {
 // run (see installSeccomp), plus CLONE_NEWPID for the zygote's own fork.
 func seccompOptions(sp *spec.Spec) seccomp.Options {
 	return seccomp.Options{
-		DenyInetSockets:        sp.DenyInetSockets,
-		TCPOnly:                len(sp.ProxyAddrs) > 0,
-		RestrictSocketFamilies: !sp.Network,
-		DenyIPC:                sp.Degraded,
+		DenyInetSockets:        sp.Walls.DenyInetSockets,
+		TCPOnly:                len(sp.Degraded.ProxyAddrs) > 0,
+		RestrictSocketFamilies: !sp.Net.Network,
+		DenyIPC:                sp.Degraded.On,
 		AllowNewPID:            true,
 	}
 }
@@ -334,7 +334,7 @@ func (z *zygote) startJob(r spec.Request, fds []int) (job, bool) {
 	if err := z.ensureHidden(r.Hides); err != nil {
 		return fail(fmt.Sprintf("session: hiding secrets: %v", err))
 	}
-	if z.sp.Proxy && !z.sp.ProxyOff {
+	if z.sp.Net.Proxy && !z.sp.Net.ProxyOff {
 		// On the zygote's main goroutine, as the rest of its own
 		// sockets: this thread is already the command's.
 		ch := make(chan listeners)
@@ -376,7 +376,7 @@ func (z *zygote) worker() {
 	var files filesSeen
 	sup, perr := z.prepare(&id, unreach, &files)
 	var in *waitingInit
-	if perr == nil && z.sp.Init != "" {
+	if perr == nil && z.sp.Session.Init != "" {
 		in, perr = z.startInit()
 	}
 	j, ok := z.next()
@@ -427,7 +427,7 @@ func (z *zygote) worker() {
 	as := c.as
 	unix.Close(c.pidfd)
 	z.mu.Unlock()
-	files.hiddenRead(z.hidden, hiddenBefore, z.sp.Files)
+	files.hiddenRead(z.hidden, hiddenBefore, z.sp.Walls.Files)
 	m := spec.Answer{ID: r.ID, Exited: true, Unreachable: unreach.list(), Files: files.denied(maxFilesAnswer), FilesUnavailable: files.unavailable}
 	switch {
 	case reported >= 0:
@@ -485,14 +485,14 @@ func (z *zygote) fork(r spec.Request, stdio [3]int, ports []int, in *waitingInit
 	// directories, and fallbacks chosen while the root was built) win
 	// over the caller's, as in a lone run.
 	env := r.Env
-	for _, kv := range sp.Env {
+	for _, kv := range sp.Command.Env {
 		env = ReplaceEnv(env, kv)
 	}
 	if len(ports) == 2 {
 		// As in a lone run, the proxy variables win over the caller's.
 		env = withProxyEnv(env, loopbackAddrs(ports), sp)
 	}
-	dir := sp.Cwd
+	dir := sp.Command.Cwd
 	if r.Dir != "" {
 		dir = r.Dir
 	}
@@ -557,7 +557,7 @@ func (z *zygote) startInit() (*waitingInit, error) {
 	}
 	defer unix.Close(null)
 	in := &waitingInit{pidfd: -1, sock: pair[0], report: -1}
-	in.pid, err = syscall.ForkExec(z.sp.Init, []string{pid1.Arg0}, &syscall.ProcAttr{
+	in.pid, err = syscall.ForkExec(z.sp.Session.Init, []string{pid1.Arg0}, &syscall.ProcAttr{
 		Dir: "/",
 		// Nothing of the caller's: the command's environment comes
 		// with its job. One P: the init runs one goroutine at a time
@@ -573,7 +573,7 @@ func (z *zygote) startInit() (*waitingInit, error) {
 	})
 	if err != nil {
 		unix.Close(pair[0])
-		return nil, fmt.Errorf("starting the command's init %s: %w", z.sp.Init, err)
+		return nil, fmt.Errorf("starting the command's init %s: %w", z.sp.Session.Init, err)
 	}
 	return in, nil
 }
@@ -665,7 +665,7 @@ func (in *waitingInit) kill() {
 // landlockRoots are the writable roots for Landlock: the policy's, and
 // the session's own /dev/shm tmpfs.
 func landlockRoots(sp *spec.Spec) []string {
-	return append(append([]string{}, sp.WritableRoots...), "/dev/shm")
+	return append(append([]string{}, sp.Walls.WritableRoots...), "/dev/shm")
 }
 
 // deliver sends sig to a command that is PID 1 of its pid namespace. The
