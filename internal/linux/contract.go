@@ -57,4 +57,5 @@ var (
 	zreqStart      = spec.StartRequest
 	sandboxDevices = spec.SandboxDevices
 	devNumber      = spec.DevNumber
+	readMessage    = spec.ReadMessage
 )

@@ -2,7 +2,6 @@ package linux
 
 import (
 	"bufio"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -298,16 +297,6 @@ func spawnStage(spec *Spec, o stageStart) (st *readyStage, ran bool, err error) 
 	}
 	st.ready = m
 	return st, true, nil
-}
-
-// readMessage reads the stage's next message on its status pipe.
-func readMessage(status *bufio.Reader) (message, error) {
-	var m message
-	line, err := status.ReadBytes('\n')
-	if err != nil {
-		return m, err
-	}
-	return m, json.Unmarshal(line, &m)
 }
 
 func (p *Process) next() (message, error) { return readMessage(p.status) }
