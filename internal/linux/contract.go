@@ -57,5 +57,4 @@ var (
 	zreqStart      = spec.StartRequest
 	sandboxDevices = spec.SandboxDevices
 	devNumber      = spec.DevNumber
-	readMessage    = spec.ReadMessage
 )
