@@ -19,6 +19,7 @@ import (
 	"sync"
 
 	"github.com/agentbox/agentbox/internal/fspath"
+	"github.com/agentbox/agentbox/internal/wire"
 )
 
 // Operations, the "op" of a refusal.
@@ -203,23 +204,69 @@ func (rc *Recorder) List() []Denied {
 	return out
 }
 
-// Fit returns ds with as many entries as fit in about budget bytes of
-// JSON and the rest counted in one more, for a channel that carries a
-// bounded message (a session's answer, the resident helper's reply).
+// Fit returns ds, or as many of its first entries as leave room for one
+// more counting the rest, so that its encoding ([AppendDenied]) takes at
+// most budget bytes (when budget holds that one entry at least): for a
+// channel that carries a bounded message (a session's answer, a lone
+// run's status frame, the resident helper's reply).
 func Fit(ds []Denied, budget int) []Denied {
-	used := 0
-	for i, d := range ds {
-		// The fields' names, quotes and the count; paths escape a
-		// little longer at worst for control bytes, already escaped.
-		used += len(d.Op) + len(d.Path) + len(d.Reason) + 64
-		if used > budget {
-			out := append([]Denied{}, ds[:i]...)
-			rest := Denied{Op: OpWrite, Path: OtherPaths, Reason: "not carried: " + strconv.Itoa(len(ds)-i) + " more distinct refusals"}
-			for _, d := range ds[i:] {
-				rest.Count += d.Count
-			}
-			return append(out, rest)
-		}
+	if EncodedSize(ds) <= budget {
+		return ds
+	}
+	// Room for the rest's entry first: its count of entries has no more
+	// digits than len(ds).
+	i, used := 0, EncodedSize([]Denied{notCarried(ds)})
+	for ; used+ds[i].size() <= budget; i++ {
+		used += ds[i].size()
+	}
+	return append(append([]Denied{}, ds[:i]...), notCarried(ds[i:]))
+}
+
+// notCarried is the entry that counts the refusals of rest.
+func notCarried(rest []Denied) Denied {
+	d := Denied{Op: OpWrite, Path: OtherPaths, Reason: "not carried: " + strconv.Itoa(len(rest)) + " more distinct refusals"}
+	for _, r := range rest {
+		d.Count += r.Count
+	}
+	return d
+}
+
+// minDenied is the fewest bytes an entry's encoding takes: three lengths
+// and the count.
+const minDenied = 4 * 8
+
+func (d *Denied) size() int { return minDenied + len(d.Op) + len(d.Path) + len(d.Reason) }
+
+// EncodedSize is the length of [AppendDenied]'s encoding of ds.
+func EncodedSize(ds []Denied) int {
+	n := 8
+	for i := range ds {
+		n += ds[i].size()
+	}
+	return n
+}
+
+// AppendDenied appends ds to b in package wire's encoding, the one list
+// of refusals every hop that carries them (a lone run's status frame, a
+// session's answer) shares.
+func AppendDenied(b []byte, ds []Denied) []byte {
+	b = wire.AppendUint(b, uint64(len(ds)))
+	for _, d := range ds {
+		b = wire.AppendString(wire.AppendString(b, d.Op), d.Path)
+		b = wire.AppendInt(wire.AppendString(b, d.Reason), d.Count)
+	}
+	return b
+}
+
+// ReadDenied reads what AppendDenied wrote; an empty list reads as nil.
+func ReadDenied(d *wire.Decoder) []Denied {
+	n := d.ReadCount(minDenied)
+	if n == 0 {
+		return nil
+	}
+	ds := make([]Denied, n)
+	for i := range ds {
+		ds[i] = Denied{Op: d.ReadString(), Path: d.ReadString(), Reason: d.ReadString(), Count: d.ReadInt()}
 	}
 	return ds
 }

@@ -2,7 +2,11 @@ package fsreport
 
 import (
 	"fmt"
+	"reflect"
+	"strings"
 	"testing"
+
+	"github.com/agentbox/agentbox/internal/wire"
 )
 
 func TestRefused(t *testing.T) {
@@ -95,5 +99,74 @@ func TestAddCount(t *testing.T) {
 	want := []Denied{{Op: OpRead, Path: "/h/.netrc", Reason: ReasonHidden, Count: 6}}
 	if got := rc.List(); fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("List() = %v, want %v", got, want)
+	}
+}
+
+// maximalList is the longest list a Recorder makes: MaxDenied entries of
+// the longest paths clean keeps, and the entry counting the others.
+func maximalList() []Denied {
+	rc := NewRecorder(&Rules{})
+	for i := range MaxDenied + 1 {
+		p := fmt.Sprintf("/%d/%s", i, strings.Repeat("\n", 4096))
+		rc.Add(OpMetadata, p, ReasonProtected(strings.Repeat("n", 255)))
+	}
+	return rc.List()
+}
+
+func TestEncoding(t *testing.T) {
+	for _, ds := range [][]Denied{nil, {{Op: OpRead, Path: "/\xff", Reason: ReasonHidden, Count: 1 << 40}}, maximalList()} {
+		b := AppendDenied(nil, ds)
+		if len(b) != EncodedSize(ds) {
+			t.Errorf("%d entries: EncodedSize %d, encoding %d", len(ds), EncodedSize(ds), len(b))
+		}
+		d := wire.NewDecoder(b)
+		if got := ReadDenied(d); d.End() != nil || !reflect.DeepEqual(got, ds) {
+			t.Errorf("%d entries: round trip %v", len(ds), d.End())
+		}
+		for n := range len(b) {
+			d := wire.NewDecoder(b[:n])
+			if ReadDenied(d); d.End() == nil {
+				t.Errorf("%d entries cut to %d of %d bytes: decoded", len(ds), n, len(b))
+			}
+			if n > 64 {
+				break
+			}
+		}
+	}
+}
+
+// Fit's answer takes at most its budget in encoding, and keeps as many
+// entries as do fit with the one counting the rest.
+func TestFitBudget(t *testing.T) {
+	ds := maximalList()
+	total := 0
+	for _, d := range ds {
+		total += d.Count
+	}
+	for _, budget := range []int{200, 1000, 5000, 32 << 10, 64 << 10, 1 << 20} {
+		got := Fit(ds, budget)
+		if n := EncodedSize(got); n > budget {
+			t.Errorf("budget %d: %d bytes", budget, n)
+		}
+		if len(got) == len(ds) {
+			continue
+		}
+		kept, rest := got[:len(got)-1], got[len(got)-1]
+		if rest.Path != OtherPaths || !reflect.DeepEqual(kept, ds[:len(kept)]) {
+			t.Errorf("budget %d: not the first entries and the rest: %+v", budget, rest)
+		}
+		sum := rest.Count
+		for _, d := range kept {
+			sum += d.Count
+		}
+		if sum != total {
+			t.Errorf("budget %d: counts %d, want %d", budget, sum, total)
+		}
+		if one := append(append([]Denied{}, ds[:len(kept)+1]...), rest); EncodedSize(one) <= budget {
+			t.Errorf("budget %d: %d entries kept, %d would fit", budget, len(kept), len(kept)+1)
+		}
+	}
+	if got := Fit(ds, EncodedSize(ds)); len(got) != len(ds) {
+		t.Errorf("a list that fits exactly: cut to %d", len(got))
 	}
 }

@@ -2,7 +2,6 @@ package linux
 
 import (
 	"bufio"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -299,16 +298,6 @@ func spawnStage(sp *spec.Spec, o stageStart) (st *readyStage, ran bool, err erro
 	}
 	st.ready = m
 	return st, true, nil
-}
-
-// readMessage reads the stage's next message on its status pipe.
-func readMessage(status *bufio.Reader) (spec.Message, error) {
-	var m spec.Message
-	line, err := status.ReadBytes('\n')
-	if err != nil {
-		return m, err
-	}
-	return m, json.Unmarshal(line, &m)
 }
 
 func (p *Process) next() (spec.Message, error) { return readMessage(p.status) }

@@ -289,9 +289,9 @@ type SessionProcess struct {
 	filesUnavailable string
 }
 
-// answerSize is room for an exit answer, which carries the file
-// refusals (maxFilesAnswer).
-const answerSize = 64 << 10
+// answerSize is room for an answer: one packet, whose exit answer's
+// file refusals the zygote fits in its budget (maxFilesAnswer).
+const answerSize = spec.MaxPacket
 
 // answerBufs hold the answers' read buffers, reused: a fresh one for each
 // of a command's two answers was 128 KiB to clear and collect per command,

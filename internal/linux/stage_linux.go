@@ -20,4 +20,5 @@ var (
 	newPortOwners  = spec.NewPortOwners
 	makeDirBeneath = stage.MakeDirBeneath
 	replaceEnv     = stage.ReplaceEnv
+	readMessage    = spec.ReadMessage
 )

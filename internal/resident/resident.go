@@ -67,7 +67,7 @@ func idlePeriod() time.Duration {
 
 // Result is how a command the helper ran ended: its Denied holds at
 // most maxDenied entries and the rest counted in one more, its Files
-// fit in maxFiles bytes.
+// fit in maxFiles bytes of their encoding (fsreport.Fit).
 type Result = contract.Parts
 
 // maxFiles bounds the bytes of file refusals a served run's report and

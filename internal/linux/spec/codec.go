@@ -2,6 +2,8 @@ package spec
 
 import (
 	"encoding/json"
+	"fmt"
+	"io"
 	"slices"
 
 	"github.com/agentbox/agentbox/internal/fsreport"
@@ -13,6 +15,7 @@ import (
 const (
 	tagRequest = 'Q'
 	tagAnswer  = 'A'
+	tagMessage = 'M'
 )
 
 // The fewest bytes an encoded item of a list takes, by which a decoder
@@ -20,7 +23,6 @@ const (
 const (
 	minHide        = 8 + 1 + 8 + 8
 	minUnreachable = 8 + 8 + 8 + 8
-	minDenied      = 8 + 8 + 8 + 8
 )
 
 // Append appends the request's encoding to b.
@@ -95,29 +97,14 @@ func (a *Answer) Append(b []byte) []byte {
 	b = wire.AppendBool(wire.AppendBool(b, a.Started), a.Exited)
 	b = wire.AppendInt(wire.AppendInt(b, a.Status), a.Signal)
 	b = wire.AppendInt(wire.AppendString(b, a.Error), a.Code)
-	b = wire.AppendUint(b, uint64(len(a.Unreachable)))
-	for _, u := range a.Unreachable {
-		b = wire.AppendUint(wire.AppendString(b, u.Addr), uint64(u.Port))
-		b = wire.AppendString(wire.AppendInt(b, u.Count), u.Reason)
-	}
-	b = wire.AppendUint(b, uint64(len(a.Files)))
-	for _, f := range a.Files {
-		b = wire.AppendString(wire.AppendString(b, f.Op), f.Path)
-		b = wire.AppendInt(wire.AppendString(b, f.Reason), f.Count)
-	}
+	b = fsreport.AppendDenied(appendUnreachable(b, a.Unreachable), a.Files)
 	return wire.AppendString(b, a.FilesUnavailable)
 }
 
 // size is the length of the answer's encoding.
 func (a *Answer) size() int {
-	n := 1 + 8*8 + 2 + len(a.Error) + len(a.FilesUnavailable)
-	for _, u := range a.Unreachable {
-		n += minUnreachable + len(u.Addr) + len(u.Reason)
-	}
-	for _, f := range a.Files {
-		n += minDenied + len(f.Op) + len(f.Path) + len(f.Reason)
-	}
-	return n
+	return 1 + 6*8 + 2 + len(a.Error) + unreachableSize(a.Unreachable) +
+		fsreport.EncodedSize(a.Files) + len(a.FilesUnavailable)
 }
 
 // Decode sets a to the answer b encodes, all of b; FDs is left unset.
@@ -128,28 +115,128 @@ func (a *Answer) Decode(b []byte) error {
 	a.Started, a.Exited = d.ReadBool(), d.ReadBool()
 	a.Status, a.Signal = d.ReadInt(), d.ReadInt()
 	a.Error, a.Code = d.ReadString(), d.ReadInt()
-	if n := d.ReadCount(minUnreachable); n > 0 {
-		a.Unreachable = make([]Unreachable, n)
-		for i := range a.Unreachable {
-			u := &a.Unreachable[i]
-			u.Addr = d.ReadString()
-			port := d.ReadUint()
-			if port > 0xffff {
-				d.Fail("port")
-			}
-			u.Port = uint16(port)
-			u.Count = d.ReadInt()
-			u.Reason = d.ReadString()
-		}
-	}
-	if n := d.ReadCount(minDenied); n > 0 {
-		a.Files = make([]fsreport.Denied, n)
-		for i := range a.Files {
-			a.Files[i] = fsreport.Denied{Op: d.ReadString(), Path: d.ReadString(), Reason: d.ReadString(), Count: d.ReadInt()}
-		}
-	}
+	a.Unreachable, a.Files = readUnreachable(d), fsreport.ReadDenied(d)
 	a.FilesUnavailable = d.ReadString()
 	return d.End()
+}
+
+// appendUnreachable appends us to b: the list a lone run's status
+// message and a session's answer share.
+func appendUnreachable(b []byte, us []Unreachable) []byte {
+	b = wire.AppendUint(b, uint64(len(us)))
+	for _, u := range us {
+		b = wire.AppendUint(wire.AppendString(b, u.Addr), uint64(u.Port))
+		b = wire.AppendString(wire.AppendInt(b, u.Count), u.Reason)
+	}
+	return b
+}
+
+// unreachableSize is what appendUnreachable takes for us.
+func unreachableSize(us []Unreachable) int {
+	n := 8
+	for _, u := range us {
+		n += minUnreachable + len(u.Addr) + len(u.Reason)
+	}
+	return n
+}
+
+// readUnreachable reads what appendUnreachable wrote; an empty list
+// reads as nil.
+func readUnreachable(d *wire.Decoder) []Unreachable {
+	n := d.ReadCount(minUnreachable)
+	if n == 0 {
+		return nil
+	}
+	us := make([]Unreachable, n)
+	for i := range us {
+		u := &us[i]
+		u.Addr = d.ReadString()
+		port := d.ReadUint()
+		if port > 0xffff {
+			d.Fail("port")
+		}
+		u.Port = uint16(port)
+		u.Count = d.ReadInt()
+		u.Reason = d.ReadString()
+	}
+	return us
+}
+
+// MaxMessage bounds a status message's encoding: a lone run's exit
+// carries at most maxFilesMessage bytes of file refusals (package
+// stage), and a failure's text is cut to fit (AppendFrame).
+const MaxMessage = 4 << 20
+
+// frameHead is the length that begins a status frame.
+const frameHead = 8
+
+// AppendFrame appends the message's frame to b: the status pipe is a
+// stream, so each message is its encoding's length, then the encoding.
+// An Error that would make it longer than MaxMessage is cut to fit.
+func (m *Message) AppendFrame(b []byte) []byte {
+	if over := m.size() - MaxMessage; over > 0 {
+		c := *m
+		c.Error = c.Error[:max(len(c.Error)-over-len(cut), 0)] + cut
+		m = &c
+	}
+	n := m.size()
+	b = wire.AppendUint(slices.Grow(b, frameHead+n), uint64(n))
+	b = wire.AppendTag(b, tagMessage)
+	b = wire.AppendInt(wire.AppendString(b, m.Error), m.Code)
+	b = wire.AppendBool(wire.AppendBool(wire.AppendBool(b, m.Started), m.StdinReopened), m.Exited)
+	b = wire.AppendInt(wire.AppendInt(b, m.Status), m.Signal)
+	b = fsreport.AppendDenied(appendUnreachable(b, m.Unreachable), m.Files)
+	return wire.AppendBool(wire.AppendString(b, m.FilesUnavailable), m.NoUserns)
+}
+
+// cut ends a text cut short.
+const cut = "…"
+
+// size is the length of the message's encoding, its frame's head aside.
+func (m *Message) size() int {
+	return 1 + 5*8 + 4 + len(m.Error) + unreachableSize(m.Unreachable) +
+		fsreport.EncodedSize(m.Files) + len(m.FilesUnavailable)
+}
+
+// Decode sets m to the message b encodes (a frame's body), all of b.
+func (m *Message) Decode(b []byte) error {
+	d := wire.NewDecoder(b)
+	d.Tag(tagMessage)
+	*m = Message{Error: d.ReadString(), Code: d.ReadInt()}
+	m.Started, m.StdinReopened, m.Exited = d.ReadBool(), d.ReadBool(), d.ReadBool()
+	m.Status, m.Signal = d.ReadInt(), d.ReadInt()
+	m.Unreachable, m.Files = readUnreachable(d), fsreport.ReadDenied(d)
+	m.FilesUnavailable, m.NoUserns = d.ReadString(), d.ReadBool()
+	return d.End()
+}
+
+// ReadMessage reads the next frame of the status pipe r. It returns
+// io.EOF alone when r ends before the frame does begin (the stage said
+// nothing more), and an error wrapping io.ErrUnexpectedEOF when it ends
+// inside one (the stage died writing it).
+func ReadMessage(r io.Reader) (Message, error) {
+	var m Message
+	var head [frameHead]byte
+	if _, err := io.ReadFull(r, head[:]); err != nil {
+		if err == io.ErrUnexpectedEOF {
+			return m, fmt.Errorf("status frame cut in its length: %w", err)
+		}
+		return m, err
+	}
+	d := wire.NewDecoder(head[:])
+	n := d.ReadUint()
+	if n > MaxMessage {
+		return m, fmt.Errorf("status frame of %d bytes, over %d", n, MaxMessage)
+	}
+	b := make([]byte, n)
+	if k, err := io.ReadFull(r, b); err != nil {
+		if err == io.EOF {
+			err = io.ErrUnexpectedEOF
+		}
+		return m, fmt.Errorf("status frame cut after %d of %d bytes: %w", k, n, err)
+	}
+	err := m.Decode(b)
+	return m, err
 }
 
 // Encode is the spec's encoding for the init stage's spec pipe: Argv and

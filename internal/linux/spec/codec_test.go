@@ -1,7 +1,11 @@
 package spec
 
 import (
+	"bytes"
+	"errors"
+	"io"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/agentbox/agentbox/internal/fsreport"
@@ -15,6 +19,8 @@ var (
 	testAnswer = Answer{ID: 3, Exited: true, Status: 2, Signal: -1, Error: "e", Code: 125,
 		Unreachable: []Unreachable{{Addr: "192.0.2.1", Port: 65535, Count: 2, Reason: "r"}},
 		Files:       []fsreport.Denied{{Op: "write", Path: "/etc/\xff", Reason: "read-only", Count: 4}}, FilesUnavailable: "u"}
+	testMessage = Message{Error: "e\xff", Code: 126, Started: true, StdinReopened: true, Exited: true, Status: 3, Signal: -2,
+		Unreachable: testAnswer.Unreachable, Files: testAnswer.Files, FilesUnavailable: "u", NoUserns: true}
 )
 
 func TestRequestRoundTrip(t *testing.T) {
@@ -46,10 +52,84 @@ func TestAnswerRoundTrip(t *testing.T) {
 	}
 }
 
+func TestMessageRoundTrip(t *testing.T) {
+	for _, m := range []Message{testMessage, {Started: true}, {Exited: true, Signal: 9}} {
+		got, err := ReadMessage(bytes.NewReader(m.AppendFrame(nil)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(got, m) {
+			t.Errorf("round trip: got %+v, want %+v", got, m)
+		}
+	}
+}
+
+// A status pipe carries frames one after the other; its end between two
+// is io.EOF, inside one (the stage died writing it) io.ErrUnexpectedEOF,
+// and a frame that is malformed or too long is refused before its body
+// is read.
+func TestStatusStream(t *testing.T) {
+	first, second := Message{Started: true}, Message{Exited: true, Status: 1}
+	stream := second.AppendFrame(first.AppendFrame(nil))
+	r := bytes.NewReader(stream)
+	if m, err := ReadMessage(r); err != nil || !m.Started {
+		t.Fatalf("first: %+v, %v", m, err)
+	}
+	if m, err := ReadMessage(r); err != nil || !m.Exited || m.Status != 1 {
+		t.Fatalf("second: %+v, %v", m, err)
+	}
+	if _, err := ReadMessage(r); err != io.EOF {
+		t.Errorf("at the end: %v, want io.EOF", err)
+	}
+	one := testMessage.AppendFrame(nil)
+	for n := 1; n < len(one); n++ {
+		if _, err := ReadMessage(bytes.NewReader(one[:n])); !errors.Is(err, io.ErrUnexpectedEOF) {
+			t.Errorf("cut to %d of %d bytes: %v", n, len(one), err)
+		}
+	}
+	long := wire.AppendUint(nil, MaxMessage+1)
+	if _, err := ReadMessage(io.MultiReader(bytes.NewReader(long), neverRead{t})); err == nil {
+		t.Error("a frame over MaxMessage read")
+	}
+	trailing := wire.AppendUint(nil, uint64(len(one)-frameHead+1))
+	trailing = append(append(trailing, one[frameHead:]...), 0)
+	if _, err := ReadMessage(bytes.NewReader(trailing)); err == nil {
+		t.Error("a frame with a trailing byte read")
+	}
+	ans := testAnswer.Append(nil)
+	if _, err := ReadMessage(bytes.NewReader(append(wire.AppendUint(nil, uint64(len(ans))), ans...))); err == nil {
+		t.Error("an answer read as a status message")
+	}
+}
+
+// neverRead fails the test if anything reads it.
+type neverRead struct{ t *testing.T }
+
+func (n neverRead) Read([]byte) (int, error) {
+	n.t.Error("read past an oversized frame's length")
+	return 0, io.EOF
+}
+
+// A failure's text too long for a frame is cut to fit, not lost.
+func TestFrameCutsLongError(t *testing.T) {
+	m := Message{Error: strings.Repeat("x", MaxMessage), Code: 125}
+	b := m.AppendFrame(nil)
+	if len(b) != frameHead+MaxMessage {
+		t.Errorf("frame of %d bytes, want %d", len(b), frameHead+MaxMessage)
+	}
+	got, err := ReadMessage(bytes.NewReader(b))
+	if err != nil || got.Code != 125 || !strings.HasSuffix(got.Error, cut) || !strings.HasPrefix(got.Error, "xxx") {
+		t.Errorf("got %.20q…, %v", got.Error, err)
+	}
+	if len(m.Error) != MaxMessage {
+		t.Error("AppendFrame changed its message")
+	}
+}
+
 // Every cut, a trailing byte, the other message's tag and a count the
 // input cannot hold are refused.
 func TestContractMalformed(t *testing.T) {
-	req, ans := testRequest.Append(nil), testAnswer.Append(nil)
+	req, ans, msg := testRequest.Append(nil), testAnswer.Append(nil), testMessage.AppendFrame(nil)[frameHead:]
 	for n := range len(req) {
 		if err := new(Request).Decode(req[:n]); err == nil {
 			t.Errorf("request cut to %d of %d bytes: decoded", n, len(req))
@@ -60,7 +140,15 @@ func TestContractMalformed(t *testing.T) {
 			t.Errorf("answer cut to %d of %d bytes: decoded", n, len(ans))
 		}
 	}
+	for n := range len(msg) {
+		if err := new(Message).Decode(msg[:n]); err == nil {
+			t.Errorf("message cut to %d of %d bytes: decoded", n, len(msg))
+		}
+	}
 	for name, err := range map[string]error{
+		"trailing message":  new(Message).Decode(append(msg, 0)),
+		"answer as message": new(Message).Decode(ans),
+		"message as answer": new(Answer).Decode(msg),
 		"trailing request":  new(Request).Decode(append(req, 0)),
 		"trailing answer":   new(Answer).Decode(append(ans, 0)),
 		"answer as request": new(Request).Decode(ans),
@@ -99,11 +187,14 @@ func TestSpecEncoding(t *testing.T) {
 func FuzzContract(f *testing.F) {
 	f.Add(testRequest.Append(nil))
 	f.Add(testAnswer.Append(nil))
+	f.Add(testMessage.AppendFrame(nil)[frameHead:])
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var r Request
 		var a Answer
+		var m Message
 		if r.Decode(b) == nil && string(r.Append(nil)) != string(b) ||
-			a.Decode(b) == nil && string(a.Append(nil)) != string(b) {
+			a.Decode(b) == nil && string(a.Append(nil)) != string(b) ||
+			m.Decode(b) == nil && string(m.AppendFrame(nil)[frameHead:]) != string(b) {
 			t.Errorf("%x decoded and encoded again differs", b)
 		}
 	})
@@ -131,4 +222,26 @@ func TestEncodingSize(t *testing.T) {
 			t.Errorf("answer size %d, encoding %d", n, want)
 		}
 	}
+	for _, m := range []Message{testMessage, {}} {
+		if n, want := frameHead+m.size(), len(m.AppendFrame(nil)); n != want {
+			t.Errorf("message frame size %d, encoding %d", n, want)
+		}
+	}
+}
+
+// FuzzStatus: no stream makes ReadMessage panic or read past a frame, and
+// a frame it accepts encodes back to the same bytes.
+func FuzzStatus(f *testing.F) {
+	f.Add(testMessage.AppendFrame(nil))
+	f.Add((&Message{Started: true}).AppendFrame(nil))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		r := bytes.NewReader(b)
+		m, err := ReadMessage(r)
+		if err != nil {
+			return
+		}
+		if read := b[:len(b)-r.Len()]; string(m.AppendFrame(nil)) != string(read) {
+			t.Errorf("%x read and encoded again differs", read)
+		}
+	})
 }

@@ -14,31 +14,34 @@ const (
 	StageArg0  = "agentbox-init"
 )
 
-// Message is what the init stage reports on the status pipe.
+// Message is what the init stage (or the reaper above it, or a session's
+// zygote) reports on the status pipe, in frames of its encoding
+// (AppendFrame, ReadMessage): once Started or an Error, then, for a lone
+// run, once Exited.
 type Message struct {
 	// Error is set when the sandbox could not be built or the command not
 	// started; Code is then the exit status agentbox should use.
-	Error string `json:"error,omitempty"`
-	Code  int    `json:"code,omitempty"`
+	Error string
+	Code  int
 	// Started is sent once the command runs.
-	Started bool `json:"started,omitempty"`
+	Started bool
 	// StdinReopened, with Started: the init opened the caller's stdin
 	// file itself, and agentbox must not relay it (stdio_linux.go).
-	StdinReopened bool `json:"stdin_reopened,omitempty"`
+	StdinReopened bool
 	// Exited reports how the command ended.
-	Exited bool `json:"exited,omitempty"`
-	Status int  `json:"status,omitempty"`
-	Signal int  `json:"signal,omitempty"`
+	Exited bool
+	Status int
+	Signal int
 	// Unreachable, with Exited, is what the command's connects could
 	// not reach with the network off.
-	Unreachable []Unreachable `json:"unreachable,omitempty"`
+	Unreachable []Unreachable
 	// Files, with Exited, is what the file observer saw the sandbox
 	// refuse (Spec.Walls.Files); FilesUnavailable says why it saw nothing.
-	Files            []fsreport.Denied `json:"files,omitempty"`
-	FilesUnavailable string            `json:"files_unavailable,omitempty"`
+	Files            []fsreport.Denied
+	FilesUnavailable string
 	// NoUserns marks an Error caused by a user namespace without the
 	// capabilities it should have (AppArmor's restriction on Ubuntu).
-	NoUserns bool `json:"no_userns,omitempty"`
+	NoUserns bool
 }
 
 // The reaper stage's marks (reap_linux.go): its argv[0] and stage value,

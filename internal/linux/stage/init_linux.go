@@ -1,7 +1,6 @@
 package stage
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -50,10 +49,7 @@ func RunInit() {
 		}
 	}
 	status := os.NewFile(spec.StatusFD, "status")
-	report := func(m spec.Message) {
-		b, _ := json.Marshal(m)
-		status.Write(append(b, '\n'))
-	}
+	report := func(m spec.Message) { status.Write(m.AppendFrame(nil)) }
 	fail := func(code int, err error) {
 		report(spec.Message{Error: err.Error(), Code: code})
 		os.Exit(code)

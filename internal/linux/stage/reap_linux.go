@@ -1,7 +1,6 @@
 package stage
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -58,8 +57,8 @@ func runReaper() {
 	}
 	status := os.NewFile(spec.StatusFD, "status")
 	fail := func(err error) {
-		b, _ := json.Marshal(spec.Message{Error: err.Error(), Code: exitcode.SandboxFailure})
-		status.Write(append(b, '\n'))
+		m := spec.Message{Error: err.Error(), Code: exitcode.SandboxFailure}
+		status.Write(m.AppendFrame(nil))
 		os.Exit(exitcode.SandboxFailure)
 	}
 	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {

@@ -128,9 +128,11 @@ func superviseConnects(sp *spec.Spec, unreach *unreachables, files *filesSeen, c
 	return sup, nil
 }
 
-// Budgets for the file refusals a message carries: the init's status
-// pipe is read line by line, whatever the length; a session's answer is
-// one datagram of the reader's buffer (maxAnswer).
+// Budgets for the file refusals a message carries, in bytes of their
+// encoding (fsreport.Fit): a lone run's exit is one status frame of at
+// most spec.MaxMessage; a session's answer is one packet of at most
+// spec.MaxPacket, the host's read buffer. Both leave room for the rest
+// of the message (TestMaximalReportsFit).
 const (
 	maxFilesMessage = 1 << 20
 	maxFilesAnswer  = 32 << 10
