@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"unicode/utf8"
 
 	"github.com/agentbox/agentbox/internal/fsreport"
 	"github.com/agentbox/agentbox/internal/wire"
@@ -92,7 +93,15 @@ func ReadHides(d *wire.Decoder) []Hide {
 
 // Append appends the answer's encoding (not FDs, which travel beside it)
 // to b.
+// An Error that would make it longer than MaxPacket (a start error that
+// quotes a huge argv[0], say) is cut to fit, as a status frame's is: the
+// caller would refuse the whole answer, and the reason with it.
 func (a *Answer) Append(b []byte) []byte {
+	if over := a.size() - MaxPacket; over > 0 {
+		c := *a
+		c.Error = shorten(c.Error, over)
+		a = &c
+	}
 	b = wire.AppendUint(wire.AppendTag(slices.Grow(b, a.size()), tagAnswer), a.ID)
 	b = wire.AppendBool(wire.AppendBool(b, a.Started), a.Exited)
 	b = wire.AppendInt(wire.AppendInt(b, a.Status), a.Signal)
@@ -176,7 +185,7 @@ const frameHead = 8
 func (m *Message) AppendFrame(b []byte) []byte {
 	if over := m.size() - MaxMessage; over > 0 {
 		c := *m
-		c.Error = c.Error[:max(len(c.Error)-over-len(cut), 0)] + cut
+		c.Error = shorten(c.Error, over)
 		m = &c
 	}
 	n := m.size()
@@ -191,6 +200,16 @@ func (m *Message) AppendFrame(b []byte) []byte {
 
 // cut ends a text cut short.
 const cut = "…"
+
+// shorten cuts at least over bytes off s, at a rune's start so that the
+// text stays UTF-8, and marks the cut.
+func shorten(s string, over int) string {
+	n := max(len(s)-over-len(cut), 0)
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + cut
+}
 
 // size is the length of the message's encoding, its frame's head aside.
 func (m *Message) size() int {

@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/agentbox/agentbox/internal/fsreport"
 	"github.com/agentbox/agentbox/internal/wire"
@@ -123,6 +124,26 @@ func TestFrameCutsLongError(t *testing.T) {
 	}
 	if len(m.Error) != MaxMessage {
 		t.Error("AppendFrame changed its message")
+	}
+}
+
+// So is a session start error too long for one packet (it quotes
+// argv[0], which may be 128 KiB), cut at a rune's start.
+func TestAnswerCutsLongError(t *testing.T) {
+	a := Answer{ID: 7, Error: "starting " + strings.Repeat("é", MaxPacket), Code: 126}
+	b := a.Append(nil)
+	if len(b) > MaxPacket {
+		t.Errorf("answer of %d bytes, over %d", len(b), MaxPacket)
+	}
+	var got Answer
+	if err := got.Decode(b); err != nil || got.ID != 7 || got.Code != 126 ||
+		!strings.HasPrefix(got.Error, "starting éé") || !strings.HasSuffix(got.Error, cut) || !utf8.ValidString(got.Error) {
+		t.Errorf("got %.20q… (valid UTF-8 %v), %v", got.Error, utf8.ValidString(got.Error), err)
+	}
+	if short := (Answer{ID: 1, Error: "no such file"}); string(short.Append(nil)) == "" {
+		t.Fatal("empty encoding")
+	} else if err := got.Decode(short.Append(nil)); err != nil || got.Error != "no such file" {
+		t.Errorf("a short error changed: %q, %v", got.Error, err)
 	}
 }
 
