@@ -19,14 +19,7 @@ type FileStore struct{}
 
 // GetDACL returns path's DACL ("D:...").
 func (FileStore) GetDACL(path string) (string, error) {
-	sd, err := windows.GetNamedSecurityInfo(acl.LongPath(path), windows.SE_FILE_OBJECT, windows.DACL_SECURITY_INFORMATION)
-	if err != nil {
-		if errors.Is(err, windows.ERROR_FILE_NOT_FOUND) || errors.Is(err, windows.ERROR_PATH_NOT_FOUND) {
-			return "", &fs.PathError{Op: "GetNamedSecurityInfo", Path: path, Err: fs.ErrNotExist}
-		}
-		return "", &fs.PathError{Op: "GetNamedSecurityInfo", Path: path, Err: err}
-	}
-	return sd.String(), nil
+	return getNamed(path, daclPart)
 }
 
 // SetDACL writes path's DACL. Windows recomputes inherited entries and
@@ -37,10 +30,7 @@ func (FileStore) SetDACL(path, sddl string, protected bool) error {
 	if err != nil {
 		return err
 	}
-	if err := windows.SetNamedSecurityInfo(acl.LongPath(path), windows.SE_FILE_OBJECT, info, nil, nil, dacl, nil); err != nil {
-		return &fs.PathError{Op: "SetNamedSecurityInfo", Path: path, Err: err}
-	}
-	return nil
+	return setNamed(path, daclPart, info, dacl, nil)
 }
 
 // Mkdir creates a directory (fs.ErrExist when it exists).
@@ -99,16 +89,7 @@ func openLink(path string, access uint32) (windows.Handle, error) {
 
 // GetLinkDACL reads the DACL of the link object at path.
 func (FileStore) GetLinkDACL(path string) (string, error) {
-	h, err := openLink(path, windows.READ_CONTROL)
-	if err != nil {
-		return "", err
-	}
-	defer windows.CloseHandle(h)
-	sd, err := windows.GetSecurityInfo(h, windows.SE_FILE_OBJECT, windows.DACL_SECURITY_INFORMATION)
-	if err != nil {
-		return "", &fs.PathError{Op: "GetSecurityInfo", Path: path, Err: err}
-	}
-	return sd.String(), nil
+	return getLink(path, daclPart)
 }
 
 // SetLinkDACL writes the DACL of the link object at path through a handle
@@ -118,15 +99,7 @@ func (FileStore) SetLinkDACL(path, sddl string, protected bool) error {
 	if err != nil {
 		return err
 	}
-	h, err := openLink(path, windows.READ_CONTROL|windows.WRITE_DAC)
-	if err != nil {
-		return err
-	}
-	defer windows.CloseHandle(h)
-	if err := windows.SetSecurityInfo(h, windows.SE_FILE_OBJECT, info, nil, nil, dacl, nil); err != nil {
-		return &fs.PathError{Op: "SetSecurityInfo", Path: path, Err: err}
-	}
-	return nil
+	return setLink(path, daclPart, info, dacl, nil)
 }
 
 var _ acl.LinkStore = FileStore{}
@@ -154,14 +127,7 @@ func daclFromSDDL(path, sddl string, protected bool) (*windows.ACL, windows.SECU
 // GetLabel returns path's mandatory label part ("S:(ML;...)", or no ACE
 // when it has none). Reading it needs only READ_CONTROL.
 func (FileStore) GetLabel(path string) (string, error) {
-	sd, err := windows.GetNamedSecurityInfo(acl.LongPath(path), windows.SE_FILE_OBJECT, windows.LABEL_SECURITY_INFORMATION)
-	if err != nil {
-		if errors.Is(err, windows.ERROR_FILE_NOT_FOUND) || errors.Is(err, windows.ERROR_PATH_NOT_FOUND) {
-			return "", &fs.PathError{Op: "GetNamedSecurityInfo(LABEL)", Path: path, Err: fs.ErrNotExist}
-		}
-		return "", &fs.PathError{Op: "GetNamedSecurityInfo(LABEL)", Path: path, Err: err}
-	}
-	return sd.String(), nil
+	return getNamed(path, labelPart)
 }
 
 // SetLabel sets path's explicit mandatory label ("S:" removes it);
@@ -172,24 +138,12 @@ func (FileStore) SetLabel(path, sacl string) error {
 	if err != nil {
 		return err
 	}
-	if err := windows.SetNamedSecurityInfo(acl.LongPath(path), windows.SE_FILE_OBJECT, windows.LABEL_SECURITY_INFORMATION, nil, nil, nil, label); err != nil {
-		return &fs.PathError{Op: "SetNamedSecurityInfo(LABEL)", Path: path, Err: err}
-	}
-	return nil
+	return setNamed(path, labelPart, labelPart.info, nil, label)
 }
 
 // GetLinkLabel reads the label of the link object at path.
 func (FileStore) GetLinkLabel(path string) (string, error) {
-	h, err := openLink(path, windows.READ_CONTROL)
-	if err != nil {
-		return "", err
-	}
-	defer windows.CloseHandle(h)
-	sd, err := windows.GetSecurityInfo(h, windows.SE_FILE_OBJECT, windows.LABEL_SECURITY_INFORMATION)
-	if err != nil {
-		return "", &fs.PathError{Op: "GetSecurityInfo(LABEL)", Path: path, Err: err}
-	}
-	return sd.String(), nil
+	return getLink(path, labelPart)
 }
 
 // SetLinkLabel sets the label of the link object at path itself.
@@ -198,15 +152,7 @@ func (FileStore) SetLinkLabel(path, sacl string) error {
 	if err != nil {
 		return err
 	}
-	h, err := openLink(path, windows.READ_CONTROL|windows.WRITE_OWNER)
-	if err != nil {
-		return err
-	}
-	defer windows.CloseHandle(h)
-	if err := windows.SetSecurityInfo(h, windows.SE_FILE_OBJECT, windows.LABEL_SECURITY_INFORMATION, nil, nil, nil, label); err != nil {
-		return &fs.PathError{Op: "SetSecurityInfo(LABEL)", Path: path, Err: err}
-	}
-	return nil
+	return setLink(path, labelPart, labelPart.info, nil, label)
 }
 
 var _ acl.LinkLabelStore = FileStore{}
@@ -230,4 +176,70 @@ func saclFromSDDL(path, sacl string) (*windows.ACL, error) {
 		return nil, fmt.Errorf("label for %s: %w", path, err)
 	}
 	return a, nil
+}
+
+// part is the piece of a file's security descriptor one FileStore call
+// reads or writes: the DACL, or the mandatory label in the SACL.
+type part struct {
+	info windows.SECURITY_INFORMATION
+	// tag follows the call's name in errors ("(LABEL)" for the label).
+	tag string
+	// write is the access a link handle needs to write this part
+	// (WRITE_OWNER for a label).
+	write uint32
+}
+
+var (
+	daclPart  = part{info: windows.DACL_SECURITY_INFORMATION, write: windows.WRITE_DAC}
+	labelPart = part{info: windows.LABEL_SECURITY_INFORMATION, tag: "(LABEL)", write: windows.WRITE_OWNER}
+)
+
+// getNamed reads pt of path as SDDL; a missing path is fs.ErrNotExist.
+func getNamed(path string, pt part) (string, error) {
+	op := "GetNamedSecurityInfo" + pt.tag
+	sd, err := windows.GetNamedSecurityInfo(acl.LongPath(path), windows.SE_FILE_OBJECT, pt.info)
+	if err != nil {
+		if errors.Is(err, windows.ERROR_FILE_NOT_FOUND) || errors.Is(err, windows.ERROR_PATH_NOT_FOUND) {
+			return "", &fs.PathError{Op: op, Path: path, Err: fs.ErrNotExist}
+		}
+		return "", &fs.PathError{Op: op, Path: path, Err: err}
+	}
+	return sd.String(), nil
+}
+
+// setNamed writes dacl or sacl (info says which, and how the DACL
+// inherits) to path.
+func setNamed(path string, pt part, info windows.SECURITY_INFORMATION, dacl, sacl *windows.ACL) error {
+	if err := windows.SetNamedSecurityInfo(acl.LongPath(path), windows.SE_FILE_OBJECT, info, nil, nil, dacl, sacl); err != nil {
+		return &fs.PathError{Op: "SetNamedSecurityInfo" + pt.tag, Path: path, Err: err}
+	}
+	return nil
+}
+
+// getLink reads pt of the link object at path as SDDL.
+func getLink(path string, pt part) (string, error) {
+	h, err := openLink(path, windows.READ_CONTROL)
+	if err != nil {
+		return "", err
+	}
+	defer windows.CloseHandle(h)
+	sd, err := windows.GetSecurityInfo(h, windows.SE_FILE_OBJECT, pt.info)
+	if err != nil {
+		return "", &fs.PathError{Op: "GetSecurityInfo" + pt.tag, Path: path, Err: err}
+	}
+	return sd.String(), nil
+}
+
+// setLink writes dacl or sacl to the link object at path through a
+// handle opened on the link itself.
+func setLink(path string, pt part, info windows.SECURITY_INFORMATION, dacl, sacl *windows.ACL) error {
+	h, err := openLink(path, windows.READ_CONTROL|pt.write)
+	if err != nil {
+		return err
+	}
+	defer windows.CloseHandle(h)
+	if err := windows.SetSecurityInfo(h, windows.SE_FILE_OBJECT, info, nil, nil, dacl, sacl); err != nil {
+		return &fs.PathError{Op: "SetSecurityInfo" + pt.tag, Path: path, Err: err}
+	}
+	return nil
 }
