@@ -26,11 +26,7 @@ func (FileStore) GetDACL(path string) (string, error) {
 // propagates inheritable ones to the whole subtree: this is the slow call
 // acl.Apply avoids when nothing is missing.
 func (FileStore) SetDACL(path, sddl string, protected bool) error {
-	dacl, info, err := daclFromSDDL(path, sddl, protected)
-	if err != nil {
-		return err
-	}
-	return setNamed(path, daclPart, info, dacl, nil)
+	return setNamed(path, daclPart, sddl, protected)
 }
 
 // Mkdir creates a directory (fs.ErrExist when it exists).
@@ -95,25 +91,21 @@ func (FileStore) GetLinkDACL(path string) (string, error) {
 // SetLinkDACL writes the DACL of the link object at path through a handle
 // opened on the link itself (SetNamedSecurityInfo would reach the target).
 func (FileStore) SetLinkDACL(path, sddl string, protected bool) error {
-	dacl, info, err := daclFromSDDL(path, sddl, protected)
-	if err != nil {
-		return err
-	}
-	return setLink(path, daclPart, info, dacl, nil)
+	return setLink(path, daclPart, sddl, protected)
 }
 
 var _ acl.LinkStore = FileStore{}
 
-// daclFromSDDL parses the DACL to write at path and the information flags
+// daclArgs parses the DACL to write at path, with the information flags
 // that say whether it inherits from the parent.
-func daclFromSDDL(path, sddl string, protected bool) (*windows.ACL, windows.SECURITY_INFORMATION, error) {
+func daclArgs(path, sddl string, protected bool) (setArgs, error) {
 	sd, err := windows.SecurityDescriptorFromString(sddl)
 	if err != nil {
-		return nil, 0, fmt.Errorf("DACL for %s: %w", path, err)
+		return setArgs{}, fmt.Errorf("DACL for %s: %w", path, err)
 	}
 	dacl, _, err := sd.DACL()
 	if err != nil {
-		return nil, 0, fmt.Errorf("DACL for %s: %w", path, err)
+		return setArgs{}, fmt.Errorf("DACL for %s: %w", path, err)
 	}
 	info := windows.SECURITY_INFORMATION(windows.DACL_SECURITY_INFORMATION)
 	if protected {
@@ -121,7 +113,7 @@ func daclFromSDDL(path, sddl string, protected bool) (*windows.ACL, windows.SECU
 	} else {
 		info |= windows.UNPROTECTED_DACL_SECURITY_INFORMATION
 	}
-	return dacl, info, nil
+	return setArgs{info: info, dacl: dacl}, nil
 }
 
 // GetLabel returns path's mandatory label part ("S:(ML;...)", or no ACE
@@ -134,11 +126,7 @@ func (FileStore) GetLabel(path string) (string, error) {
 // Windows propagates an inheritable label through the subtree. It needs
 // WRITE_OWNER, and a label above the caller's own integrity level fails.
 func (FileStore) SetLabel(path, sacl string) error {
-	label, err := saclFromSDDL(path, sacl)
-	if err != nil {
-		return err
-	}
-	return setNamed(path, labelPart, labelPart.info, nil, label)
+	return setNamed(path, labelPart, sacl, false)
 }
 
 // GetLinkLabel reads the label of the link object at path.
@@ -148,34 +136,39 @@ func (FileStore) GetLinkLabel(path string) (string, error) {
 
 // SetLinkLabel sets the label of the link object at path itself.
 func (FileStore) SetLinkLabel(path, sacl string) error {
-	label, err := saclFromSDDL(path, sacl)
-	if err != nil {
-		return err
-	}
-	return setLink(path, labelPart, labelPart.info, nil, label)
+	return setLink(path, labelPart, sacl, false)
 }
 
 var _ acl.LinkLabelStore = FileStore{}
 
-// saclFromSDDL parses "S:(ML;...)" into the ACL SetNamedSecurityInfo
+// labelArgs parses "S:(ML;...)" into the ACL SetNamedSecurityInfo
 // takes; "S:" (no label) becomes an empty ACL, which removes the label.
-func saclFromSDDL(path, sacl string) (*windows.ACL, error) {
+// A label has no inheritance flag: protected is ignored.
+func labelArgs(path, sacl string, _ bool) (setArgs, error) {
+	info := windows.SECURITY_INFORMATION(windows.LABEL_SECURITY_INFORMATION)
 	if _, ok := acl.ParseLabel(sacl); !ok {
 		empty, err := windows.ACLFromEntries(nil, nil)
 		if err != nil {
-			return nil, fmt.Errorf("empty label ACL for %s: %w", path, err)
+			return setArgs{}, fmt.Errorf("empty label ACL for %s: %w", path, err)
 		}
-		return empty, nil
+		return setArgs{info: info, sacl: empty}, nil
 	}
 	sd, err := windows.SecurityDescriptorFromString(sacl)
 	if err != nil {
-		return nil, fmt.Errorf("label for %s: %w", path, err)
+		return setArgs{}, fmt.Errorf("label for %s: %w", path, err)
 	}
 	a, _, err := sd.SACL()
 	if err != nil {
-		return nil, fmt.Errorf("label for %s: %w", path, err)
+		return setArgs{}, fmt.Errorf("label for %s: %w", path, err)
 	}
-	return a, nil
+	return setArgs{info: info, sacl: a}, nil
+}
+
+// setArgs are the parts of a Set(Named)SecurityInfo call that say what
+// it writes.
+type setArgs struct {
+	info       windows.SECURITY_INFORMATION
+	dacl, sacl *windows.ACL
 }
 
 // part is the piece of a file's security descriptor one FileStore call
@@ -187,11 +180,13 @@ type part struct {
 	// write is the access a link handle needs to write this part
 	// (WRITE_OWNER for a label).
 	write uint32
+	// args parses the SDDL to write.
+	args func(path, sddl string, protected bool) (setArgs, error)
 }
 
 var (
-	daclPart  = part{info: windows.DACL_SECURITY_INFORMATION, write: windows.WRITE_DAC}
-	labelPart = part{info: windows.LABEL_SECURITY_INFORMATION, tag: "(LABEL)", write: windows.WRITE_OWNER}
+	daclPart  = part{info: windows.DACL_SECURITY_INFORMATION, write: windows.WRITE_DAC, args: daclArgs}
+	labelPart = part{info: windows.LABEL_SECURITY_INFORMATION, tag: "(LABEL)", write: windows.WRITE_OWNER, args: labelArgs}
 )
 
 // getNamed reads pt of path as SDDL; a missing path is fs.ErrNotExist.
@@ -207,10 +202,14 @@ func getNamed(path string, pt part) (string, error) {
 	return sd.String(), nil
 }
 
-// setNamed writes dacl or sacl (info says which, and how the DACL
-// inherits) to path.
-func setNamed(path string, pt part, info windows.SECURITY_INFORMATION, dacl, sacl *windows.ACL) error {
-	if err := windows.SetNamedSecurityInfo(acl.LongPath(path), windows.SE_FILE_OBJECT, info, nil, nil, dacl, sacl); err != nil {
+// setNamed writes pt of path from sddl (protected: a DACL that does not
+// inherit).
+func setNamed(path string, pt part, sddl string, protected bool) error {
+	a, err := pt.args(path, sddl, protected)
+	if err != nil {
+		return err
+	}
+	if err := windows.SetNamedSecurityInfo(acl.LongPath(path), windows.SE_FILE_OBJECT, a.info, nil, nil, a.dacl, a.sacl); err != nil {
 		return &fs.PathError{Op: "SetNamedSecurityInfo" + pt.tag, Path: path, Err: err}
 	}
 	return nil
@@ -230,15 +229,19 @@ func getLink(path string, pt part) (string, error) {
 	return sd.String(), nil
 }
 
-// setLink writes dacl or sacl to the link object at path through a
+// setLink writes pt of the link object at path from sddl through a
 // handle opened on the link itself.
-func setLink(path string, pt part, info windows.SECURITY_INFORMATION, dacl, sacl *windows.ACL) error {
+func setLink(path string, pt part, sddl string, protected bool) error {
+	a, err := pt.args(path, sddl, protected)
+	if err != nil {
+		return err
+	}
 	h, err := openLink(path, windows.READ_CONTROL|pt.write)
 	if err != nil {
 		return err
 	}
 	defer windows.CloseHandle(h)
-	if err := windows.SetSecurityInfo(h, windows.SE_FILE_OBJECT, info, nil, nil, dacl, sacl); err != nil {
+	if err := windows.SetSecurityInfo(h, windows.SE_FILE_OBJECT, a.info, nil, nil, a.dacl, a.sacl); err != nil {
 		return &fs.PathError{Op: "SetSecurityInfo" + pt.tag, Path: path, Err: err}
 	}
 	return nil
