@@ -99,11 +99,7 @@ var _ acl.LinkStore = FileStore{}
 // daclArgs parses the DACL to write at path, with the information flags
 // that say whether it inherits from the parent.
 func daclArgs(path, sddl string, protected bool) (setArgs, error) {
-	sd, err := windows.SecurityDescriptorFromString(sddl)
-	if err != nil {
-		return setArgs{}, fmt.Errorf("DACL for %s: %w", path, err)
-	}
-	dacl, _, err := sd.DACL()
+	dacl, err := aclFromSDDL(sddl, (*windows.SECURITY_DESCRIPTOR).DACL)
 	if err != nil {
 		return setArgs{}, fmt.Errorf("DACL for %s: %w", path, err)
 	}
@@ -153,15 +149,22 @@ func labelArgs(path, sacl string, _ bool) (setArgs, error) {
 		}
 		return setArgs{info: info, sacl: empty}, nil
 	}
-	sd, err := windows.SecurityDescriptorFromString(sacl)
-	if err != nil {
-		return setArgs{}, fmt.Errorf("label for %s: %w", path, err)
-	}
-	a, _, err := sd.SACL()
+	a, err := aclFromSDDL(sacl, (*windows.SECURITY_DESCRIPTOR).SACL)
 	if err != nil {
 		return setArgs{}, fmt.Errorf("label for %s: %w", path, err)
 	}
 	return setArgs{info: info, sacl: a}, nil
+}
+
+// aclFromSDDL parses sddl and takes one of its ACLs with get (the
+// descriptor's DACL or SACL method).
+func aclFromSDDL(sddl string, get func(*windows.SECURITY_DESCRIPTOR) (*windows.ACL, bool, error)) (*windows.ACL, error) {
+	sd, err := windows.SecurityDescriptorFromString(sddl)
+	if err != nil {
+		return nil, err
+	}
+	a, _, err := get(sd)
+	return a, err
 }
 
 // setArgs are the parts of a Set(Named)SecurityInfo call that say what
