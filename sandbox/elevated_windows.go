@@ -58,19 +58,8 @@ func startElevatedCmd(c *Cmd, p *proc) error {
 	// SeChangeNotifyPrivilege, Everyone's by default, is the one
 	// privilege the restricted token keeps). cleanup revokes the group's
 	// ACE with the other recorded paths.
-	cs, err := unelevated.PlanCaches(pol, c.Env)
+	pol, cmdEnv, err := privateRoots(pol, c.Env)
 	if err != nil {
-		return &StartError{Code: CodeSandboxFailure, Err: err}
-	}
-	cmdEnv := c.Env
-	if cs.Root != "" {
-		if err := os.MkdirAll(cs.Root, 0o700); err != nil {
-			return &StartError{Code: CodeSandboxFailure, Err: fmt.Errorf("tool caches: %w", err)}
-		}
-		pol = unelevated.WithCaches(pol, cs)
-		cmdEnv = unelevated.CacheEnv(cmdEnv, cs)
-	}
-	if pol, cmdEnv, err = privateTemp(pol, cmdEnv); err != nil {
 		return &StartError{Code: CodeSandboxFailure, Err: err}
 	}
 	// The command's token is the sandbox user's, write-restricted with the

@@ -56,20 +56,10 @@ func start(c *Cmd, p *proc) error {
 	if pol.Mode() == policy.DangerFullAccess {
 		sb = &unelevated.Sandbox{StateDir: dir}
 	} else {
-		// The private tool caches are one more writable root of the
-		// run: their own SID, an allow for it and a Low label.
-		cs, err := unelevated.PlanCaches(pol, env)
-		if err != nil {
-			return &StartError{Code: CodeSandboxFailure, Err: err}
-		}
-		if cs.Root != "" {
-			if err := os.MkdirAll(cs.Root, 0o700); err != nil {
-				return &StartError{Code: CodeSandboxFailure, Err: fmt.Errorf("tool caches: %w", err)}
-			}
-			pol = unelevated.WithCaches(pol, cs)
-			env = unelevated.CacheEnv(env, cs)
-		}
-		if pol, env, err = privateTemp(pol, env); err != nil {
+		// The private tool caches and temporary directory are more
+		// writable roots of the run: their own SID, an allow for it and
+		// a Low label.
+		if pol, env, err = privateRoots(pol, env); err != nil {
 			return &StartError{Code: CodeSandboxFailure, Err: err}
 		}
 		if sb, err = unelevated.Prepare(pol, dir); err != nil {
@@ -117,6 +107,24 @@ func start(c *Cmd, p *proc) error {
 	w := &winProcess{p: wp, io: sio, waitDelay: c.WaitDelay}
 	p.wait, p.signal, p.kill, p.pid = w.Wait, w.Signal, wp.Kill, int(wp.Pid())
 	return nil
+}
+
+// privateRoots creates the private tool caches and temporary directory
+// and makes them writable roots of pol, with env pointing at them; both
+// modes use it.
+func privateRoots(pol *policy.Policy, env []string) (*policy.Policy, []string, error) {
+	cs, err := unelevated.PlanCaches(pol, env)
+	if err != nil {
+		return nil, nil, err
+	}
+	if cs.Root != "" {
+		if err := os.MkdirAll(cs.Root, 0o700); err != nil {
+			return nil, nil, fmt.Errorf("tool caches: %w", err)
+		}
+		pol = unelevated.WithCaches(pol, cs)
+		env = unelevated.CacheEnv(env, cs)
+	}
+	return privateTemp(pol, env)
 }
 
 // privateTemp creates the workspace's private temporary directory, makes

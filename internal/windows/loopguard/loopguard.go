@@ -90,15 +90,7 @@ const (
 // are in network byte order; the rest is little-endian (every Windows
 // architecture).
 func ParseTCP4Table(b []byte) ([]Row, error) {
-	n, rows, err := tableRows(b, 4, row4Size, "TCP table")
-	if err != nil {
-		return nil, err
-	}
-	out := make([]Row, 0, n)
-	for i := range n {
-		out = append(out, tcp4Row(rows[i*row4Size:(i+1)*row4Size]))
-	}
-	return out, nil
+	return parseTable(b, 4, row4Size, "TCP table", tcp4Row)
 }
 
 // tcp4Row decodes the six MIB_TCPROW_OWNER_PID fields at the start of r,
@@ -117,18 +109,11 @@ func tcp4Row(r []byte) Row {
 // then rows of the six MIB_TCPROW_OWNER_PID fields, liCreateTimestamp and
 // OwningModuleInfo[16] (ULONGLONGs, ignored).
 func ParseTCP4ModuleTable(b []byte) ([]Row, error) {
-	n, rows, err := tableRows(b, 8, row4ModuleSize, "TCP module table")
-	if err != nil {
-		return nil, err
-	}
-	out := make([]Row, 0, n)
-	for i := range n {
-		r := rows[i*row4ModuleSize : (i+1)*row4ModuleSize]
+	return parseTable(b, 8, row4ModuleSize, "TCP module table", func(r []byte) Row {
 		row := tcp4Row(r)
 		row.Created = int64(binary.LittleEndian.Uint64(r[24:]))
-		out = append(out, row)
-	}
-	return out, nil
+		return row
+	})
 }
 
 // ParseTCP6Table decodes a MIB_TCP6TABLE_OWNER_PID buffer: a DWORD count,
@@ -136,35 +121,33 @@ func ParseTCP4ModuleTable(b []byte) ([]Row, error) {
 // ucRemoteAddr[16], dwRemoteScopeId, dwRemotePort, dwState, dwOwningPid.
 // Scope IDs are dropped: loopback and the unspecified address have none.
 func ParseTCP6Table(b []byte) ([]Row, error) {
-	n, rows, err := tableRows(b, 4, row6Size, "TCP table")
-	if err != nil {
-		return nil, err
-	}
-	out := make([]Row, 0, n)
-	for i := range n {
-		r := rows[i*row6Size : (i+1)*row6Size]
-		out = append(out, Row{
+	return parseTable(b, 4, row6Size, "TCP table", func(r []byte) Row {
+		return Row{
 			Local:  netip.AddrPortFrom(netip.AddrFrom16([16]byte(r[0:16])), binary.BigEndian.Uint16(r[20:])),
 			Remote: netip.AddrPortFrom(netip.AddrFrom16([16]byte(r[24:40])), binary.BigEndian.Uint16(r[44:])),
 			State:  binary.LittleEndian.Uint32(r[48:]),
 			PID:    binary.LittleEndian.Uint32(r[52:]),
-		})
-	}
-	return out, nil
+		}
+	})
 }
 
-// tableRows checks a table's DWORD row count against its length and
-// returns the count and the rows, which start header bytes in (what
-// names the table in errors).
-func tableRows(b []byte, header, size int, what string) (int, []byte, error) {
+// parseTable checks a table's DWORD row count against its length and
+// decodes each of its rows of size bytes, which start header bytes in,
+// with row (what names the table in errors).
+func parseTable(b []byte, header, size int, what string, row func([]byte) Row) ([]Row, error) {
 	if len(b) < header {
-		return 0, nil, fmt.Errorf("%s: %d bytes, too short for its count", what, len(b))
+		return nil, fmt.Errorf("%s: %d bytes, too short for its count", what, len(b))
 	}
 	n := int(binary.LittleEndian.Uint32(b))
-	if rest := b[header:]; n > len(rest)/size {
-		return 0, nil, fmt.Errorf("%s: %d rows do not fit in %d bytes", what, n, len(b))
+	rows := b[header:]
+	if n > len(rows)/size {
+		return nil, fmt.Errorf("%s: %d rows do not fit in %d bytes", what, n, len(b))
 	}
-	return n, b[header:], nil
+	out := make([]Row, 0, n)
+	for i := range n {
+		out = append(out, row(rows[i*size:(i+1)*size]))
+	}
+	return out, nil
 }
 
 // ParsePIDList decodes a JOBOBJECT_BASIC_PROCESS_ID_LIST buffer

@@ -6,8 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-
-	"github.com/agentbox/agentbox/internal/windows/strictjson"
 )
 
 // CredsVersion is the credentials file format.
@@ -31,9 +29,9 @@ type Creds struct {
 
 // ParseCreds decodes the credentials file strictly.
 func ParseCreds(b []byte) (*Creds, error) {
-	var c Creds
-	if err := strictjson.Unmarshal(b, &c); err != nil {
-		return nil, fmt.Errorf("credentials file: %w", err)
+	c, err := decodeStrict[Creds](b, "credentials file")
+	if err != nil {
+		return nil, err
 	}
 	if c.Version != CredsVersion {
 		return nil, fmt.Errorf("credentials file version %d, want %d: %w", c.Version, CredsVersion, ErrOutdated)
@@ -43,7 +41,7 @@ func ParseCreds(b []byte) (*Creds, error) {
 			return nil, errors.New("credentials file: incomplete account")
 		}
 	}
-	return &c, nil
+	return c, nil
 }
 
 // Marshal encodes the credentials file.

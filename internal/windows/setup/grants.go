@@ -6,8 +6,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/agentbox/agentbox/internal/windows/strictjson"
-
 	"github.com/agentbox/agentbox/internal/windows/acl"
 )
 
@@ -165,11 +163,7 @@ type Grants struct {
 
 // ParseGrants decodes the grants file.
 func ParseGrants(b []byte) (*Grants, error) {
-	var g Grants
-	if err := strictjson.Unmarshal(b, &g); err != nil {
-		return nil, fmt.Errorf("grants file: %w", err)
-	}
-	return &g, nil
+	return decodeStrict[Grants](b, "grants file")
 }
 
 // Add records path once (case-insensitively) and reports whether it was new.

@@ -28,11 +28,18 @@ type Marker struct {
 
 // ParseMarker decodes a marker file strictly.
 func ParseMarker(b []byte) (*Marker, error) {
-	var m Marker
-	if err := strictjson.Unmarshal(b, &m); err != nil {
-		return nil, fmt.Errorf("setup marker: %w", err)
+	return decodeStrict[Marker](b, "setup marker")
+}
+
+// decodeStrict decodes b into a new T with strictjson; what names the
+// file (or payload) in errors. Setup's files and payload all go through
+// it, so each refuses unknown fields and trailing data alike.
+func decodeStrict[T any](b []byte, what string) (*T, error) {
+	v := new(T)
+	if err := strictjson.Unmarshal(b, v); err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
 	}
-	return &m, nil
+	return v, nil
 }
 
 // Marshal encodes the marker.

@@ -4,8 +4,6 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
-
-	"github.com/agentbox/agentbox/internal/windows/strictjson"
 )
 
 // PayloadVersion is the version of the request agentbox hands the elevated
@@ -65,9 +63,9 @@ func DecodePayload(s string) (*Payload, error) {
 	if err != nil {
 		return nil, fmt.Errorf("setup payload: %w", err)
 	}
-	var p Payload
-	if err := strictjson.Unmarshal(b, &p); err != nil {
-		return nil, fmt.Errorf("setup payload: %w", err)
+	p, err := decodeStrict[Payload](b, "setup payload")
+	if err != nil {
+		return nil, err
 	}
 	if p.Version != PayloadVersion {
 		return nil, fmt.Errorf("setup payload version %d, this agentbox-setup speaks %d (mismatched binaries?)", p.Version, PayloadVersion)
@@ -96,7 +94,7 @@ func DecodePayload(s string) (*Payload, error) {
 			return nil, fmt.Errorf("setup payload: proxy port %d out of range", port)
 		}
 	}
-	return &p, nil
+	return p, nil
 }
 
 // plainSID reports whether s is an S-1-... SID string and nothing more.

@@ -59,13 +59,7 @@ func ensureGroup(name, comment string) (created bool, err error) {
 	info := localGroupInfo1{Name: windows.StringToUTF16Ptr(name), Comment: windows.StringToUTF16Ptr(comment)}
 	err = netLocalGroupAdd(nil, 1, (*byte)(unsafe.Pointer(&info)), nil)
 	runtime.KeepAlive(&info)
-	switch {
-	case err == nil:
-		return true, nil
-	case isNetErr(err, _ERROR_ALIAS_EXISTS, _NERR_GroupExists):
-		return false, nil
-	}
-	return false, fmt.Errorf("NetLocalGroupAdd(%s): %w", name, err)
+	return netDone("NetLocalGroupAdd", name, err, _ERROR_ALIAS_EXISTS, _NERR_GroupExists)
 }
 
 // ensureUser creates the local user with password, or resets the password
@@ -106,25 +100,24 @@ func addMember(group string, sid *windows.SID) error {
 }
 
 func deleteUser(name string) (existed bool, err error) {
-	err = netUserDel(nil, windows.StringToUTF16Ptr(name))
-	switch {
-	case err == nil:
-		return true, nil
-	case isNetErr(err, _NERR_UserNotFound):
-		return false, nil
-	}
-	return false, fmt.Errorf("NetUserDel(%s): %w", name, err)
+	return netDone("NetUserDel", name, netUserDel(nil, windows.StringToUTF16Ptr(name)), _NERR_UserNotFound)
 }
 
 func deleteGroup(name string) (existed bool, err error) {
-	err = netLocalGroupDel(nil, windows.StringToUTF16Ptr(name))
+	return netDone("NetLocalGroupDel", name, netLocalGroupDel(nil, windows.StringToUTF16Ptr(name)), _NERR_GroupNotFound, _ERROR_NO_SUCH_ALIAS)
+}
+
+// netDone maps the result of call on account name for a caller that
+// wants the account made or gone: nil is true (this call did it), one of
+// already (it was so before) is false, anything else an error.
+func netDone(call, name string, err error, already ...syscall.Errno) (bool, error) {
 	switch {
 	case err == nil:
 		return true, nil
-	case isNetErr(err, _NERR_GroupNotFound, _ERROR_NO_SUCH_ALIAS):
+	case isNetErr(err, already...):
 		return false, nil
 	}
-	return false, fmt.Errorf("NetLocalGroupDel(%s): %w", name, err)
+	return false, fmt.Errorf("%s(%s): %w", call, name, err)
 }
 
 // lookupSID resolves a local account name to its SID.

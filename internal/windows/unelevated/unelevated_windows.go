@@ -131,11 +131,8 @@ func prepare(pol, gp *policy.Policy, g acl.GitPlan, stateDir string, extra acl.P
 		if len(hp.Labels)+len(hp.Entries)+len(hp.Unhide) == 0 {
 			return sb, nil
 		}
-		res, err := acl.Apply(winapi.FileStore{}, hp)
+		res, err := applyRecorded(stateDir, st, hp)
 		sb.ACL = res
-		if rerr := record(stateDir, st, res, hp, err == nil); err == nil {
-			err = rerr
-		}
 		if err != nil {
 			return nil, fmt.Errorf("hiding paths: %w", err)
 		}
@@ -168,15 +165,22 @@ func prepare(pol, gp *policy.Policy, g acl.GitPlan, stateDir string, extra acl.P
 	// Apply reads and writes each path's DACL once, whatever the number
 	// of entries; the placeholders are the same paths.
 	pl.Merge(extra)
-	res, err := acl.Apply(winapi.FileStore{}, pl)
+	res, err := applyRecorded(stateDir, st, pl)
 	sb.ACL = res
-	if rerr := record(stateDir, st, res, pl, err == nil); err == nil {
-		err = rerr
-	}
 	if err != nil {
 		return nil, fmt.Errorf("applying ACLs: %w", err)
 	}
 	return sb, nil
+}
+
+// applyRecorded applies pl and records what it did in st (see record);
+// Apply's error comes first, then the state's.
+func applyRecorded(stateDir string, st *sid.State, pl acl.Plan) (acl.Result, error) {
+	res, err := acl.Apply(winapi.FileStore{}, pl)
+	if rerr := record(stateDir, st, res, pl, err == nil); err == nil {
+		err = rerr
+	}
+	return res, err
 }
 
 // record saves what res changed in the state, even after a failed

@@ -51,15 +51,11 @@ type Desktop struct {
 // last handle and its last thread are gone.
 func NewDesktop(logonSID *windows.SID, more ...string) (*Desktop, error) {
 	sids := append([]string{logonSID.String()}, more...)
-	ws, err := getProcessWindowStation()
-	if err != nil {
-		return nil, os.NewSyscallError("GetProcessWindowStation", err)
-	}
-	flags, err := stationFlags(ws)
+	ws, own, err := processStation()
 	if err != nil {
 		return nil, err
 	}
-	if NeedOwnStation(flags) {
+	if own {
 		return newOwnStation(ws, sids)
 	}
 	station, err := objectName(ws) // not closed: GetProcessWindowStation's handle is the process's own
@@ -76,15 +72,23 @@ func NewDesktop(logonSID *windows.SID, more ...string) (*Desktop, error) {
 // NonInteractive reports whether this process's window station is not
 // the interactive one (see NeedOwnStation).
 func NonInteractive() (bool, error) {
+	_, own, err := processStation()
+	return own, err
+}
+
+// processStation returns this process's window station (the process's
+// own handle: not to be closed) and whether a sandboxed desktop needs a
+// station of its own (NeedOwnStation).
+func processStation() (windows.Handle, bool, error) {
 	ws, err := getProcessWindowStation()
 	if err != nil {
-		return false, os.NewSyscallError("GetProcessWindowStation", err)
+		return 0, false, os.NewSyscallError("GetProcessWindowStation", err)
 	}
 	flags, err := stationFlags(ws)
 	if err != nil {
-		return false, err
+		return 0, false, err
 	}
-	return NeedOwnStation(flags), nil
+	return ws, NeedOwnStation(flags), nil
 }
 
 func randomName() (string, error) {

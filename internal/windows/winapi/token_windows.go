@@ -109,24 +109,16 @@ func SetDefaultDACL(t windows.Token, sddl string) error {
 		return fmt.Errorf("default DACL %q: %w", sddl, err)
 	}
 	info := tokenDefaultDacl{DefaultDacl: dacl}
-	err = windows.SetTokenInformation(t, windows.TokenDefaultDacl, (*byte)(unsafe.Pointer(&info)), uint32(unsafe.Sizeof(info)))
+	err = setTokenInfo(t, windows.TokenDefaultDacl, "TokenDefaultDacl", (*byte)(unsafe.Pointer(&info)), uint32(unsafe.Sizeof(info)))
 	runtime.KeepAlive(sd)
-	if err != nil {
-		return os.NewSyscallError("SetTokenInformation(TokenDefaultDacl)", err)
-	}
-	return nil
+	return err
 }
 
 // DefaultDACL reads t's default DACL back as SDDL.
 func DefaultDACL(t windows.Token) (string, error) {
-	var n uint32
-	windows.GetTokenInformation(t, windows.TokenDefaultDacl, nil, 0, &n)
-	if n == 0 {
-		return "", errors.New("GetTokenInformation(TokenDefaultDacl): empty")
-	}
-	buf := make([]byte, n)
-	if err := windows.GetTokenInformation(t, windows.TokenDefaultDacl, &buf[0], n, &n); err != nil {
-		return "", os.NewSyscallError("GetTokenInformation(TokenDefaultDacl)", err)
+	buf, err := tokenInfo(t, windows.TokenDefaultDacl, "TokenDefaultDacl")
+	if err != nil {
+		return "", err
 	}
 	info := (*tokenDefaultDacl)(unsafe.Pointer(&buf[0]))
 	if info.DefaultDacl == nil {
@@ -156,24 +148,16 @@ func SetIntegrity(t windows.Token, rid uint32) error {
 		return fmt.Errorf("integrity SID: %w", err)
 	}
 	tml := windows.Tokenmandatorylabel{Label: windows.SIDAndAttributes{Sid: sid, Attributes: windows.SE_GROUP_INTEGRITY}}
-	err = windows.SetTokenInformation(t, windows.TokenIntegrityLevel, (*byte)(unsafe.Pointer(&tml)), tml.Size())
+	err = setTokenInfo(t, windows.TokenIntegrityLevel, "TokenIntegrityLevel", (*byte)(unsafe.Pointer(&tml)), tml.Size())
 	runtime.KeepAlive(sid)
-	if err != nil {
-		return os.NewSyscallError("SetTokenInformation(TokenIntegrityLevel)", err)
-	}
-	return nil
+	return err
 }
 
 // Integrity returns t's integrity level RID.
 func Integrity(t windows.Token) (uint32, error) {
-	var n uint32
-	windows.GetTokenInformation(t, windows.TokenIntegrityLevel, nil, 0, &n)
-	if n == 0 {
-		return 0, errors.New("GetTokenInformation(TokenIntegrityLevel): empty")
-	}
-	buf := make([]byte, n)
-	if err := windows.GetTokenInformation(t, windows.TokenIntegrityLevel, &buf[0], n, &n); err != nil {
-		return 0, os.NewSyscallError("GetTokenInformation(TokenIntegrityLevel)", err)
+	buf, err := tokenInfo(t, windows.TokenIntegrityLevel, "TokenIntegrityLevel")
+	if err != nil {
+		return 0, err
 	}
 	tml := (*windows.Tokenmandatorylabel)(unsafe.Pointer(&buf[0]))
 	c := tml.Label.Sid.SubAuthorityCount()
@@ -183,4 +167,29 @@ func Integrity(t windows.Token) (uint32, error) {
 	rid := tml.Label.Sid.SubAuthority(uint32(c) - 1)
 	runtime.KeepAlive(buf)
 	return rid, nil
+}
+
+// tokenInfo reads t's information of class (named name in errors) into
+// a buffer of the size the first call asks for. The caller keeps the
+// buffer alive while it reads the pointers inside.
+func tokenInfo(t windows.Token, class uint32, name string) ([]byte, error) {
+	var n uint32
+	windows.GetTokenInformation(t, class, nil, 0, &n)
+	if n == 0 {
+		return nil, errors.New("GetTokenInformation(" + name + "): empty")
+	}
+	buf := make([]byte, n)
+	if err := windows.GetTokenInformation(t, class, &buf[0], n, &n); err != nil {
+		return nil, os.NewSyscallError("GetTokenInformation("+name+")", err)
+	}
+	return buf, nil
+}
+
+// setTokenInfo sets t's information of class (named name in errors)
+// from the size bytes at p; the caller keeps what p points into alive.
+func setTokenInfo(t windows.Token, class uint32, name string, p *byte, size uint32) error {
+	if err := windows.SetTokenInformation(t, class, p, size); err != nil {
+		return os.NewSyscallError("SetTokenInformation("+name+")", err)
+	}
+	return nil
 }
