@@ -89,33 +89,12 @@ type entry struct {
 	typ  fs.FileMode
 }
 
-// entries lists d. The descriptor's offset is rewound first, so a
-// directory may be listed twice.
-func (d *dir) entries() ([]entry, error) {
+// rewind sets d's offset back to its start, for a listing from the top.
+func (d *dir) rewind() error {
 	if _, err := unix.Seek(d.fd, 0, io.SeekStart); err != nil {
-		return nil, &os.PathError{Op: "seek", Path: d.path, Err: err}
+		return &os.PathError{Op: "seek", Path: d.path, Err: err}
 	}
-	// A duplicate: os.File takes ownership of the descriptor it is given.
-	fd, err := unix.Dup(d.fd)
-	if err != nil {
-		return nil, &os.PathError{Op: "dup", Path: d.path, Err: err}
-	}
-	unix.CloseOnExec(fd)
-	f := os.NewFile(uintptr(fd), d.path)
-	defer f.Close()
-	var out []entry
-	for {
-		des, err := f.ReadDir(1024)
-		for _, de := range des {
-			out = append(out, entry{name: de.Name(), typ: de.Type()})
-		}
-		if err == io.EOF || len(des) == 0 && err == nil {
-			return out, nil
-		}
-		if err != nil {
-			return out, err
-		}
-	}
+	return nil
 }
 
 // openFile opens the regular file name in d for reading, not following a

@@ -703,9 +703,11 @@ func (p *Placeholders) record(path string, f *os.File) (identity, bool) {
 }
 
 // openRecord opens (or makes) the record file of path, cut to n bytes if
-// it is longer (an older, longer format); -1 when it cannot.
+// it is longer (an older, longer format); -1 when it cannot. It is open
+// for reading too: a pool compares the record before rewriting it (see
+// Pool.writeRecord).
 func openRecord(dir, path string, n int) int {
-	fd, err := unix.Open(filepath.Join(dir, recordName(path)), unix.O_WRONLY|unix.O_CREAT|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+	fd, err := unix.Open(filepath.Join(dir, recordName(path)), unix.O_RDWR|unix.O_CREAT|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
 	if err != nil {
 		return -1
 	}

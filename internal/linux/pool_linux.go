@@ -61,6 +61,9 @@ type spare struct {
 	// in: a session binds a placeholder under the mount its directory
 	// lies in, and a bind follows a rename only within that mount.
 	parent [2]uint64
+	// was is the name it last had there: back under the same name, its
+	// record already says what it would be rewritten with.
+	was string
 }
 
 // poolDirName is where a state directory's pools keep their placeholders.
@@ -148,12 +151,24 @@ func (pl *Pool) take(parent int, pid [2]uint64, name string, file bool) *os.File
 	}
 	pl.mu.Lock()
 	// One last named in this directory first: the session that bound it
-	// there has it bound still (see spare.parent).
-	i := -1
+	// there has it bound still (see spare.parent); and of those, the one
+	// last at this very name, whose record needs no rewriting.
+	i, rank := -1, 0
 	for j := len(pl.spares) - 1; j >= 0; j-- {
-		if sp := pl.spares[j]; sp.file == file && (i < 0 || sp.parent == pid) {
-			i = j
-			if sp.parent == pid {
+		sp := pl.spares[j]
+		if sp.file != file {
+			continue
+		}
+		r := 1
+		if sp.parent == pid {
+			r = 2
+			if sp.was == name {
+				r = 3
+			}
+		}
+		if r > rank {
+			i, rank = j, r
+			if r == 3 {
 				break
 			}
 		}
@@ -221,7 +236,7 @@ func (pl *Pool) put(parent int, pid [2]uint64, name string, f *os.File, file, fr
 		unix.Renameat2(pl.fd, kept, parent, name, unix.RENAME_NOREPLACE)
 		return usersNow
 	}
-	pl.keep(spare{f: f, name: kept, file: file, parent: pid})
+	pl.keep(spare{f: f, name: kept, file: file, parent: pid, was: name})
 	return pooled
 }
 

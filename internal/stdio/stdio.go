@@ -126,7 +126,7 @@ func New(c Config) (r *Relay, err error) {
 }
 
 func (r *Relay) devNull(flag int) (*os.File, error) {
-	f, err := os.OpenFile(os.DevNull, flag, 0)
+	f, err := openDevNull(flag)
 	if err != nil {
 		return nil, err
 	}
