@@ -250,25 +250,17 @@ func EncodedSize(ds []Denied) int {
 // of refusals every hop that carries them (a lone run's status frame, a
 // session's answer) shares.
 func AppendDenied(b []byte, ds []Denied) []byte {
-	b = wire.AppendUint(b, uint64(len(ds)))
-	for _, d := range ds {
+	return wire.AppendList(b, ds, func(b []byte, d Denied) []byte {
 		b = wire.AppendString(wire.AppendString(b, d.Op), d.Path)
-		b = wire.AppendInt(wire.AppendString(b, d.Reason), d.Count)
-	}
-	return b
+		return wire.AppendInt(wire.AppendString(b, d.Reason), d.Count)
+	})
 }
 
 // ReadDenied reads what AppendDenied wrote; an empty list reads as nil.
 func ReadDenied(d *wire.Decoder) []Denied {
-	n := d.ReadCount(minDenied)
-	if n == 0 {
-		return nil
-	}
-	ds := make([]Denied, n)
-	for i := range ds {
-		ds[i] = Denied{Op: d.ReadString(), Path: d.ReadString(), Reason: d.ReadString(), Count: d.ReadInt()}
-	}
-	return ds
+	return wire.ReadList(d, minDenied, func(d *wire.Decoder) Denied {
+		return Denied{Op: d.ReadString(), Path: d.ReadString(), Reason: d.ReadString(), Count: d.ReadInt()}
+	})
 }
 
 // clean makes a path printable in one line and bounded: control bytes

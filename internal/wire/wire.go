@@ -53,6 +53,15 @@ func AppendStrings(b []byte, ss []string) []byte {
 	return b
 }
 
+// AppendList appends xs: their count, then each as item appends it.
+func AppendList[T any](b []byte, xs []T, item func([]byte, T) []byte) []byte {
+	b = AppendUint(b, uint64(len(xs)))
+	for _, x := range xs {
+		b = item(b, x)
+	}
+	return b
+}
+
 // Decoder reads what the Append functions wrote, in the same order.
 type Decoder struct {
 	b   []byte
@@ -173,6 +182,22 @@ func (d *Decoder) ReadString() string {
 }
 
 // ReadStrings reads a list of strings.
+// ReadList reads what AppendList wrote, each item as item reads it. min
+// is the fewest bytes an item takes, so that a count the input cannot
+// hold fails before anything is allocated (see ReadCount). An empty list
+// reads as nil.
+func ReadList[T any](d *Decoder, min int, item func(*Decoder) T) []T {
+	n := d.ReadCount(min)
+	if n == 0 {
+		return nil
+	}
+	xs := make([]T, n)
+	for i := range xs {
+		xs[i] = item(d)
+	}
+	return xs
+}
+
 func (d *Decoder) ReadStrings() []string {
 	n := d.ReadCount(8)
 	out := make([]string, 0, n)

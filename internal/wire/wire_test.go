@@ -114,3 +114,29 @@ func FuzzDecoder(f *testing.F) {
 		}
 	})
 }
+
+// TestList: a list round-trips, an empty one reads as nil, and a count
+// the input cannot hold fails without reading an item.
+func TestList(t *testing.T) {
+	type pair struct {
+		s string
+		n int
+	}
+	add := func(b []byte, p pair) []byte { return AppendInt(AppendString(b, p.s), p.n) }
+	calls := 0
+	read := func(d *Decoder) pair { calls++; return pair{d.ReadString(), d.ReadInt()} }
+	in := []pair{{"a", 1}, {"", -2}, {"\xff\x00", 3}}
+	d := NewDecoder(AppendList(nil, in, add))
+	if got := ReadList(d, 16, read); d.End() != nil || len(got) != 3 || got[0] != in[0] || got[1] != in[1] || got[2] != in[2] {
+		t.Errorf("round trip: %v, %v", got, d.End())
+	}
+	d = NewDecoder(AppendList(nil, []pair(nil), add))
+	if got := ReadList(d, 16, read); d.End() != nil || got != nil {
+		t.Errorf("empty list: %#v, %v", got, d.End())
+	}
+	calls = 0
+	d = NewDecoder(append(AppendUint(nil, 1<<40), make([]byte, 64)...))
+	if got := ReadList(d, 16, read); d.Err() == nil || got != nil || calls != 0 {
+		t.Errorf("a count of 2^40 in 72 bytes: %d items, %d reads, %v", len(got), calls, d.Err())
+	}
+}

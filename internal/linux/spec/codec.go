@@ -68,27 +68,17 @@ func stringsSize(ss []string) int {
 
 // AppendHides appends hs to b.
 func AppendHides(b []byte, hs []Hide) []byte {
-	b = wire.AppendUint(b, uint64(len(hs)))
-	for _, h := range hs {
-		b = wire.AppendString(b, h.Path)
-		b = wire.AppendBool(b, h.Dir)
-		b = wire.AppendStrings(b, h.Reopen)
-		b = wire.AppendStrings(b, h.Pins)
-	}
-	return b
+	return wire.AppendList(b, hs, func(b []byte, h Hide) []byte {
+		b = wire.AppendBool(wire.AppendString(b, h.Path), h.Dir)
+		return wire.AppendStrings(wire.AppendStrings(b, h.Reopen), h.Pins)
+	})
 }
 
 // ReadHides reads what AppendHides wrote.
 func ReadHides(d *wire.Decoder) []Hide {
-	n := d.ReadCount(minHide)
-	if n == 0 {
-		return nil
-	}
-	hs := make([]Hide, n)
-	for i := range hs {
-		hs[i] = Hide{Path: d.ReadString(), Dir: d.ReadBool(), Reopen: d.ReadStrings(), Pins: d.ReadStrings()}
-	}
-	return hs
+	return wire.ReadList(d, minHide, func(d *wire.Decoder) Hide {
+		return Hide{Path: d.ReadString(), Dir: d.ReadBool(), Reopen: d.ReadStrings(), Pins: d.ReadStrings()}
+	})
 }
 
 // Append appends the answer's encoding (not FDs, which travel beside it)
@@ -132,12 +122,10 @@ func (a *Answer) Decode(b []byte) error {
 // appendUnreachable appends us to b: the list a lone run's status
 // message and a session's answer share.
 func appendUnreachable(b []byte, us []Unreachable) []byte {
-	b = wire.AppendUint(b, uint64(len(us)))
-	for _, u := range us {
+	return wire.AppendList(b, us, func(b []byte, u Unreachable) []byte {
 		b = wire.AppendUint(wire.AppendString(b, u.Addr), uint64(u.Port))
-		b = wire.AppendString(wire.AppendInt(b, u.Count), u.Reason)
-	}
-	return b
+		return wire.AppendString(wire.AppendInt(b, u.Count), u.Reason)
+	})
 }
 
 // unreachableSize is what appendUnreachable takes for us.
@@ -152,23 +140,15 @@ func unreachableSize(us []Unreachable) int {
 // readUnreachable reads what appendUnreachable wrote; an empty list
 // reads as nil.
 func readUnreachable(d *wire.Decoder) []Unreachable {
-	n := d.ReadCount(minUnreachable)
-	if n == 0 {
-		return nil
-	}
-	us := make([]Unreachable, n)
-	for i := range us {
-		u := &us[i]
-		u.Addr = d.ReadString()
+	return wire.ReadList(d, minUnreachable, func(d *wire.Decoder) Unreachable {
+		u := Unreachable{Addr: d.ReadString()}
 		port := d.ReadUint()
 		if port > 0xffff {
 			d.Fail("port")
 		}
-		u.Port = uint16(port)
-		u.Count = d.ReadInt()
-		u.Reason = d.ReadString()
-	}
-	return us
+		u.Port, u.Count, u.Reason = uint16(port), d.ReadInt(), d.ReadString()
+		return u
+	})
 }
 
 // MaxMessage bounds a status message's encoding: a lone run's exit
