@@ -43,6 +43,20 @@ cd "$repo"
 command -v go >/dev/null || die "go is not on PATH"
 
 cache=${AGENTBOX_WINE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/agentbox-wine}
+# Runs that share a cache take turns: two initialising one prefix at once
+# leave it broken (wineboot spinning, or no system32), and the shim and
+# binaries below are rebuilt in place. flock -o: the lock stays with flock
+# itself, not with the wineserver this run leaves behind for a moment.
+if [ "${AGENTBOX_WINE_LOCKED:-}" != "$cache" ]; then
+	mkdir -p "$cache"
+	if ! flock -n "$cache/lock" true; then
+		log "another run is using $cache; waiting for it (AGENTBOX_WINE_CACHE=DIR gives this run a cache of its own)"
+	fi
+	rc=0
+	AGENTBOX_WINE_LOCKED=$cache flock -o -w 1800 -E 75 "$cache/lock" "$repo/scripts/$(basename "${BASH_SOURCE[0]}")" "$@" || rc=$?
+	[ "$rc" -ne 75 ] || die "another run held $cache/lock for 30 minutes"
+	exit "$rc"
+fi
 export WINEPREFIX="$cache/prefix"
 export WINEARCH=win64
 # -all keeps fixme/err chatter out of go test's output; override to debug.
