@@ -395,36 +395,30 @@ type job struct {
 // as the client's full CLI would have resolved it, from the client's
 // arguments, directory, environment, executable and argv[0].
 func (s *server) serveRun(fd int, settle func(), r *proto.Run, fds []int) {
-	// A fallback is the connection's last reply: the client then runs
-	// the command on its own.
-	fellBack := func(why string) {
-		settle()
-		fallback(fd, why)
-	}
 	defer func() {
 		// The helper parses the client's flags, config and git files
 		// now: a bug there must not end the helper and every other
 		// client's command with it. Nothing ran yet if it panicked
 		// before start; the full CLI then reports what it finds.
 		if p := recover(); p != nil {
-			fellBack(fmt.Sprintf("internal error: %v", p))
+			fallback(fd, settle, fmt.Sprintf("internal error: %v", p))
 		}
 	}()
 	stdio := stdioFiles(fds)
 	defer closeStdio(&stdio)
 	if len(r.Args) < 2 || !strings.HasPrefix(r.Dir, "/") || !strings.HasPrefix(r.Executable, "/") {
-		fellBack("malformed request")
+		fallback(fd, settle, "malformed request")
 		return
 	}
 	j := &job{binary: r.Binary, stateDir: r.StateDir, umask: r.Umask, rlimits: r.Rlimits, env: r.Env}
 	// The cheap refusals before resolving anything.
 	if why := s.mismatch(j); why != "" {
-		fellBack(why)
+		fallback(fd, settle, why)
 		return
 	}
 	run, why := parseRun(r.Args[1:])
 	if run == nil {
-		fellBack(why)
+		fallback(fd, settle, why)
 		return
 	}
 	if run.f.Report != "" {
@@ -436,22 +430,22 @@ func (s *server) serveRun(fd int, settle func(), r *proto.Run, fds []int) {
 	}
 	pol, why := run.resolve(clientCaller(r))
 	if pol == nil {
-		fellBack(why)
+		fallback(fd, settle, why)
 		return
 	}
 	if !Eligible(pol, stdio) {
-		fellBack("not a run the helper serves")
+		fallback(fd, settle, "not a run the helper serves")
 		return
 	}
 	polBytes, err := pol.MarshalBinary()
 	if err != nil {
-		fellBack(err.Error())
+		fallback(fd, settle, err.Error())
 		return
 	}
 	j.pol, j.polBytes, j.roots, j.argv, j.timeout = pol, polBytes, rootIDs(pol), run.argv, run.f.Timeout
 	e, why := s.session(j)
 	if e == nil {
-		fellBack(why)
+		fallback(fd, settle, why)
 		return
 	}
 	defer s.release(e)
@@ -495,7 +489,11 @@ func (s *server) openReport(fd int, path string) *contract.ReportFile {
 	return contract.ReportTo(os.NewFile(uintptr(fds[0]), path), path)
 }
 
-func fallback(fd int, why string) error {
+// fallback tells the client that nothing ran, and why: the connection's
+// last reply (the client then runs the command on its own), so the
+// connection settles first (see server.busy).
+func fallback(fd int, settle func(), why string) error {
+	settle()
 	return send(fd, &proto.Message{Kind: proto.KindFallback, Text: why}, nil)
 }
 
@@ -813,8 +811,7 @@ func (s *server) run(fd int, settle func(), sess *sandbox.Session, j *job, stdio
 	if err := c.Start(); err != nil {
 		// The CLI's own run gives the same answer (126, 127, 125)
 		// with the same message.
-		settle()
-		fallback(fd, fmt.Sprintf("start: %v", err))
+		fallback(fd, settle, fmt.Sprintf("start: %v", err))
 		return
 	}
 	// The zygote holds its own copies now.
