@@ -45,13 +45,7 @@ func AppendString(b []byte, s string) []byte {
 }
 
 // AppendStrings appends ss, its count first.
-func AppendStrings(b []byte, ss []string) []byte {
-	b = AppendUint(b, uint64(len(ss)))
-	for _, s := range ss {
-		b = AppendString(b, s)
-	}
-	return b
-}
+func AppendStrings(b []byte, ss []string) []byte { return AppendList(b, ss, AppendString) }
 
 // AppendList appends xs: their count, then each as item appends it.
 func AppendList[T any](b []byte, xs []T, item func([]byte, T) []byte) []byte {
